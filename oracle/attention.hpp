@@ -1,0 +1,53 @@
+// attention.hpp — the oracle's full attention over the case model, in extended precision.
+//
+// Every (token t, query head h) row is computed as a MergeState over its visible keys (and the
+// sink), in the fast tier (double-double) or the certify tier (MPFR, 266 bits). Restricting the
+// keys to a shard gives that shard's exact partial; merging shards' states reproduces the full
+// row (tests/test_oracle_merge_properties.cpp).
+//
+//   Expected<Attention> ref = reference(c);            // o [T, Hq, Dv], lse [T, Hq] (c.lse_base)
+//   auto shard0 = attend_rows<dd>(c, [](int64_t pos) { return pos % 2 == 0; }, /*with_sink=*/false);
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "oracle/case.hpp"
+#include "oracle/merge.hpp"
+#include "oracle/status.hpp"
+#include "oracle/tensor.hpp"
+
+namespace dcp::oracle {
+
+enum class Tier { fast, certify };
+
+struct Attention {
+  Tensor<double> o;    // [T, Hq, Dv]; 0 for rows with nothing visible and no sink
+  Tensor<double> lse;  // [T, Hq] in `base`; -inf for rows with nothing visible and no sink
+  LseBase base = LseBase::e;
+};
+
+// Which global key positions a computation may attend to, on top of the case's own mask.
+using KeyFilter = std::function<bool(int64_t pos)>;
+
+// One row's state (natural-log base) over `keys` (global positions, already visible to query t),
+// with the sink of head h when `with_sink`. Real is dd, certify_real or double.
+template <class Real>
+MergeState<Real> attend_row(const Case& c, int64_t t, int64_t h, std::span<const int64_t> keys,
+                            bool with_sink);
+
+// All rows, row-major over (t, h), restricted to keys passing `filter` (nullptr: all keys).
+// The case must be valid.
+template <class Real>
+std::vector<MergeState<Real>> attend_rows(const Case& c, const KeyFilter& filter, bool with_sink);
+
+// Output tensors from row states (converted to the case's LSE base, rounded to double).
+template <class Real>
+Attention to_attention(const Case& c, const std::vector<MergeState<Real>>& rows);
+
+// Validates the case and computes its full attention in the given tier.
+Expected<Attention> reference(const Case& c, Tier tier = Tier::fast);
+
+}  // namespace dcp::oracle

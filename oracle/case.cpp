@@ -1,0 +1,160 @@
+#include "oracle/case.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace dcp::oracle {
+namespace {
+
+Status check_values(const Tensor<double>& t, const char* name, DType dtype) {
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const double x = t.data[i];
+    if (!std::isfinite(x)) {
+      return DCP_ERROR("tensor '", name, "': element ", i, " is ", x,
+                       "; inputs must be finite");
+    }
+    if (!representable(dtype, x)) {
+      return DCP_ERROR("tensor '", name, "': element ", i, " = ", x, " is not a ",
+                       dtype_name(dtype), " value");
+    }
+  }
+  return {};
+}
+
+bool is_input_float(DType t) { return t == DType::f32 || t == DType::f16 || t == DType::bf16; }
+
+}  // namespace
+
+Status validate(const Case& c) {
+  if (c.q.rank() != 3) {
+    return DCP_ERROR("tensor 'q': expected 3 dimensions [T, Hq, Dk], got ",
+                     shape_string(c.q.shape));
+  }
+  if (c.k.rank() != 3) {
+    return DCP_ERROR("tensor 'k': expected 3 dimensions [S, Hkv, Dk], got ",
+                     shape_string(c.k.shape));
+  }
+  const int64_t T = c.q.dim(0), Hq = c.q.dim(1), Dk = c.q.dim(2);
+  const int64_t S = c.k.dim(0), Hkv = c.k.dim(1);
+  if (T < 1) return DCP_ERROR("tensor 'q': T = ", T, "; expected at least one query token");
+  if (Hq < 1 || Dk < 1) return DCP_ERROR("tensor 'q': shape ", shape_string(c.q.shape), " has an empty dimension");
+  if (Hkv < 1) return DCP_ERROR("tensor 'k': Hkv = ", Hkv, "; expected at least 1");
+  if (c.k.dim(2) != Dk) {
+    return DCP_ERROR("tensor 'k': head dim ", c.k.dim(2), " != q's head dim ", Dk);
+  }
+  if (Hq % Hkv != 0) {
+    return DCP_ERROR("tensor 'k': Hq = ", Hq, " is not a multiple of Hkv = ", Hkv);
+  }
+  if (!is_input_float(c.q_dtype)) {
+    return DCP_ERROR("tensor 'q': dtype ", dtype_name(c.q_dtype), "; expected F32, F16 or BF16");
+  }
+  if (!is_input_float(c.kv_dtype)) {
+    return DCP_ERROR("tensor 'k': dtype ", dtype_name(c.kv_dtype), "; expected F32, F16 or BF16");
+  }
+  if (c.shared_latent()) {
+    if (c.v_dim < 1 || c.v_dim > Dk) {
+      return DCP_ERROR("metadata 'v_dim': ", c.v_dim, " for a shared latent; expected 1..", Dk,
+                       " (V is the first v_dim components of k)");
+    }
+  } else {
+    if (c.v.rank() != 3 || c.v.dim(0) != S || c.v.dim(1) != Hkv) {
+      return DCP_ERROR("tensor 'v': shape ", shape_string(c.v.shape), "; expected [", S, ", ",
+                       Hkv, ", Dv]");
+    }
+    if (c.v.dim(2) < 1) return DCP_ERROR("tensor 'v': Dv = 0; expected at least 1");
+    if (c.v_dim != c.v.dim(2)) {
+      return DCP_ERROR("metadata 'v_dim': ", c.v_dim, " != v's last dimension ", c.v.dim(2));
+    }
+  }
+  DCP_TRY(check_values(c.q, "q", c.q_dtype));
+  DCP_TRY(check_values(c.k, "k", c.kv_dtype));
+  if (!c.shared_latent()) DCP_TRY(check_values(c.v, "v", c.kv_dtype));
+
+  if (!c.q_pos.empty()) {
+    if (static_cast<int64_t>(c.q_pos.size()) != T) {
+      return DCP_ERROR("tensor 'q_pos': ", c.q_pos.size(), " positions; expected T = ", T);
+    }
+    for (int64_t t = 0; t < T; ++t) {
+      if (c.q_pos[t] < 0) {
+        return DCP_ERROR("tensor 'q_pos': element ", t, " = ", c.q_pos[t],
+                         "; positions must be >= 0");
+      }
+    }
+  } else if (S < T) {
+    // The default positions S-T .. S-1 would be negative.
+    return DCP_ERROR("tensor 'q_pos': absent, and the default S-T..S-1 is negative (S = ", S,
+                     ", T = ", T, "); give q_pos");
+  }
+  if (c.scale && !(std::isfinite(*c.scale) && *c.scale > 0.0)) {
+    return DCP_ERROR("metadata 'scale': ", *c.scale, "; expected a finite value > 0");
+  }
+  if (c.window < 0) return DCP_ERROR("metadata 'window': ", c.window, "; expected >= 0");
+  if (!(std::isfinite(c.softcap) && c.softcap >= 0.0)) {
+    return DCP_ERROR("metadata 'softcap': ", c.softcap, "; expected a finite value >= 0");
+  }
+  if (c.has_sink()) {
+    if (static_cast<int64_t>(c.sink.size()) != Hq) {
+      return DCP_ERROR("tensor 'sink': ", c.sink.size(), " values; expected Hq = ", Hq);
+    }
+    for (int64_t h = 0; h < Hq; ++h) {
+      if (!std::isfinite(c.sink[h])) {
+        return DCP_ERROR("tensor 'sink': element ", h, " is ", c.sink[h], "; expected finite");
+      }
+      if (!representable(DType::f32, c.sink[h])) {
+        return DCP_ERROR("tensor 'sink': element ", h, " = ", c.sink[h], " is not an F32 value");
+      }
+    }
+  }
+  if (c.has_topk()) {
+    if (c.topk.rank() != 2 || c.topk.dim(0) != T) {
+      return DCP_ERROR("tensor 'topk': shape ", shape_string(c.topk.shape), "; expected [", T,
+                       ", K]");
+    }
+    const int64_t K = c.topk.dim(1);
+    for (int64_t t = 0; t < T; ++t) {
+      std::vector<int64_t> seen;
+      for (int64_t x = 0; x < K; ++x) {
+        const int64_t j = c.topk.at({t, x});
+        if (j == -1) continue;
+        if (j < 0 || j >= S) {
+          return DCP_ERROR("tensor 'topk': element [", t, ", ", x, "] = ", j,
+                           "; expected a key position in [0, ", S, ") or -1 for padding");
+        }
+        seen.push_back(j);
+      }
+      std::sort(seen.begin(), seen.end());
+      const auto dup = std::adjacent_find(seen.begin(), seen.end());
+      if (dup != seen.end()) {
+        return DCP_ERROR("tensor 'topk': row ", t, " selects key ", *dup,
+                         " twice; a selection is a set");
+      }
+    }
+  }
+  return {};
+}
+
+std::vector<int64_t> visible_keys(const Case& c, int64_t t) {
+  const int64_t S = c.seq();
+  const int64_t p = c.query_pos(t);
+  auto visible = [&](int64_t j) {
+    if (j < 0 || j >= S) return false;
+    if (c.causal && j > p) return false;
+    if (c.window > 0 && j <= p - c.window) return false;
+    return true;
+  };
+  std::vector<int64_t> keys;
+  if (c.has_topk()) {
+    for (int64_t x = 0; x < c.topk.dim(1); ++x) {
+      const int64_t j = c.topk.at({t, x});
+      if (j != -1 && visible(j)) keys.push_back(j);
+    }
+    std::sort(keys.begin(), keys.end());
+  } else {
+    for (int64_t j = 0; j < S; ++j) {
+      if (visible(j)) keys.push_back(j);
+    }
+  }
+  return keys;
+}
+
+}  // namespace dcp::oracle

@@ -1,0 +1,71 @@
+// case.hpp — the case model: one decode-attention problem, the contract of the whole suite.
+// docs/case-model.md states it in prose; this struct is its only encoding in oracle/.
+//
+//   q [T, Hq, Dk]   k [S, Hkv, Dk]   v [S, Hkv, Dv]     (or a shared latent: no v, V = k[..., :Dv])
+//   q_pos [T] global positions (default S-T .. S-1);  GQA: query head h reads KV head h / (Hq/Hkv)
+//   s = scale * q.k (scale default 1/sqrt(Dk));  softcap c > 0: s <- c tanh(s / c)
+//   key j visible to query t iff 0 <= j < S, causal => j <= q_pos[t], window W > 0 =>
+//   j > q_pos[t] - W, top-k given => j in topk[t];  sink sigma_h adds exp(sigma_h) to Z only.
+//   Z = sum_visible exp(s) + exp(sigma_h);  O = sum_visible exp(s) v_j / Z;  LSE = ln Z or log2 Z
+//
+//   Case c = ...;  DCP_TRY(validate(c));   // names the tensor and index of any violation
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "oracle/convention.hpp"
+#include "oracle/dtype.hpp"
+#include "oracle/status.hpp"
+#include "oracle/tensor.hpp"
+
+namespace dcp::oracle {
+
+struct Case {
+  Tensor<double> q;  // [T, Hq, Dk], values exactly representable in q_dtype
+  Tensor<double> k;  // [S, Hkv, Dk], values exactly representable in kv_dtype
+  Tensor<double> v;  // [S, Hkv, Dv]; empty (rank 0) for a shared latent
+  DType q_dtype = DType::f32;
+  DType kv_dtype = DType::f32;
+  int64_t v_dim = 0;  // Dv; for a shared latent V is k[..., :v_dim]; else must equal v's last dim
+
+  std::vector<int64_t> q_pos;  // [T] global query positions; empty means S-T .. S-1
+  std::optional<double> scale;  // softmax scale; nullopt means 1/sqrt(Dk) (exact, irrational)
+  bool causal = true;
+  int64_t window = 0;          // W > 0: key j visible iff j > q_pos - W; 0: no window
+  double softcap = 0.0;        // c > 0: s <- c tanh(s / c); 0: none
+  std::vector<double> sink;    // [Hq] sink logits (natural-log units); empty: none
+  Tensor<int64_t> topk;        // [T, K] global key positions, -1 = padding; empty: none
+  LseBase lse_base = LseBase::e;
+
+  bool shared_latent() const { return v.empty(); }
+  int64_t tokens() const { return q.dim(0); }       // T
+  int64_t q_heads() const { return q.dim(1); }      // Hq
+  int64_t head_dim() const { return q.dim(2); }     // Dk
+  int64_t seq() const { return k.dim(0); }          // S
+  int64_t kv_heads() const { return k.dim(1); }     // Hkv
+  bool has_sink() const { return !sink.empty(); }
+  bool has_topk() const { return !topk.empty(); }
+
+  // Global position of query t (the default when q_pos is empty).
+  int64_t query_pos(int64_t t) const {
+    return q_pos.empty() ? seq() - tokens() + t : q_pos[t];
+  }
+  // The KV head query head h reads: h / (Hq / Hkv), on global head indices.
+  int64_t kv_head_of(int64_t h) const { return h / (q_heads() / kv_heads()); }
+  // V value of key j, KV head g, component i (from k for a shared latent).
+  double v_at(int64_t j, int64_t g, int64_t i) const {
+    return shared_latent() ? k.at({j, g, i}) : v.at({j, g, i});
+  }
+};
+
+// Checks shapes, dtypes, finiteness, positions and top-k indices. The message names the tensor,
+// the index and what was expected.
+Status validate(const Case& c);
+
+// Key positions visible to query t, ascending, per the case model (mask on global positions).
+std::vector<int64_t> visible_keys(const Case& c, int64_t t);
+
+}  // namespace dcp::oracle

@@ -1,0 +1,59 @@
+// safetensors.hpp — reads and writes tensor files in the safetensors format.
+//
+// A file is an 8-byte little-endian header length N, N bytes of UTF-8 JSON header (padded with
+// spaces), then the data buffer, which the tensors must cover exactly, without gaps or overlap:
+//   {"__metadata__": {"a": "b"}, "k": {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 24]}}
+//
+//   Expected<StFile> f = read_safetensors("case.safetensors");
+//   if (!f) return f.status();                // one line: the file, the tensor, what was expected
+//   const StTensor& k = f->tensors.at("k");   // k.dtype == DType::f32, k.values.size() == 6
+//   DCP_TRY(write_safetensors("out.safetensors", *f));
+//
+// Accepted dtypes: F64, F32, F16, BF16 (into values, exactly) and I64 (into ints), little-endian.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "oracle/dtype.hpp"
+#include "oracle/status.hpp"
+#include "oracle/tensor.hpp"
+
+namespace dcp::oracle {
+
+// The largest header the reader accepts, as the reference implementation does.
+inline constexpr uint64_t kMaxSafetensorsHeaderBytes = uint64_t{100} << 20;
+
+struct StTensor {
+  DType dtype = DType::f32;
+  Shape shape;                 // row-major; [] is a scalar (one element)
+  std::vector<double> values;  // F64/F32/F16/BF16 elements, converted exactly to double
+  std::vector<int64_t> ints;   // I64 elements
+};
+
+struct StFile {
+  std::map<std::string, StTensor> tensors;
+  std::map<std::string, std::string> metadata;  // the header's "__metadata__" object
+};
+
+// Parses a whole file held in memory; `source` names it in error messages. Never throws.
+Expected<StFile> parse_safetensors(const uint8_t* bytes, size_t size, std::string_view source);
+Expected<StFile> read_safetensors(const std::string& path);
+
+// Checks that `file` can be written: names and metadata are valid UTF-8 and no tensor is called
+// "__metadata__"; dims are non-negative and their product fits int64; floating dtypes hold
+// exactly numel elements in values (ints empty), I64 exactly numel in ints (values empty).
+Status check_st_file(const StFile& file, std::string_view source);
+
+// The file's bytes. Each tensor is stored in its own dtype (F32/F16/BF16 rounded to nearest
+// even, NaN kept as a quiet NaN of the same sign); the header is padded with spaces to a
+// multiple of 8 bytes and tensors are laid out widest dtype first, then by name, so every
+// tensor is aligned to its element size. Returns an empty vector when check_st_file fails.
+std::vector<uint8_t> serialize_safetensors(const StFile& file);
+Status write_safetensors(const std::string& path, const StFile& file);
+
+}  // namespace dcp::oracle

@@ -1,0 +1,67 @@
+// tolerance.hpp — per-element error bounds derived from error analysis (docs/tolerances.md).
+//
+// Given a case, its exact attention (the oracle's, rounded to double) and a claimed arithmetic
+// (how an implementation computes), derive_bound returns for every output element a *sound*
+// bound on |computed - exact|: every implementation that follows the claim is inside it, in any
+// summation order, tile size, reduction tree and shard layout. There is no fixed atol/rtol here:
+// each bound is built from the case's own scores, probabilities and values.
+//
+//   Arithmetic a;                 // fp32 accumulation, CUDA fast intrinsics, fp32 outputs
+//   a.p_cast = DType::bf16;       // FlashAttention-style: P rounded to bf16 before P.V
+//   a.shards = 8;                 // partials of up to 8 ranks merged (any tree, ag_rs or a2a)
+//   Expected<Bound> b = derive_bound(c, ref, a);   // b->o [T, Hq, Dv], b->lse [T, Hq]
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <optional>
+
+#include "oracle/attention.hpp"
+#include "oracle/case.hpp"
+#include "oracle/dtype.hpp"
+#include "oracle/status.hpp"
+
+namespace dcp::oracle {
+
+// The arithmetic an implementation claims. Defaults admit every correct fp32 kernel built from
+// CUDA's fast intrinsics (ex2.approx, lg2.approx, tanh.approx, div.approx) on tensor cores.
+struct Arithmetic {
+  DType accum = DType::f32;          // dot products, softmax sums, P.V accumulation
+  bool truncating_mma = true;        // tensor-core adds may truncate: use 2u for accum
+  std::optional<DType> p_cast;       // P rounded to this format before P.V; nullopt: not cast
+  DType partial_o = DType::f32;      // format of partial outputs O_r as exchanged (shards > 1)
+  DType partial_lse = DType::f32;    // format of partial LSEs L_r as exchanged (shards > 1)
+  DType merge_accum = DType::f32;    // format of the cross-rank sum (bf16 for a bf16 reduce-scatter)
+  DType out = DType::f32;            // format the final O is stored in
+  DType lse_out = DType::f32;        // format the final LSE is stored in
+  int64_t shards = 1;                // N partials merged over any tree (1: no merge)
+  // Intrinsic budgets (PTX ISA: ex2.approx.f32 2 ulp; lg2.approx.f32 2^-22 absolute on
+  // (0.5, 2) and 2^-22 relative elsewhere; __logf 2^-21.41 absolute on [0.5, 2], 3 ulp elsewhere;
+  // tanh.approx.f32 2^-11 relative; div.approx/div.full.f32 2 ulp).
+  double exp_ulps = 2.0;
+  double log_abs = std::ldexp(1.0, -21);   // absolute error of ln on [0.5, 2]
+  double log_ulps = 3.0;                   // elsewhere
+  double tanh_rel = std::ldexp(1.0, -11);
+  double div_ulps = 2.0;
+};
+
+struct Bound {
+  Tensor<double> o;    // [T, Hq, Dv] bound on |O_computed - O_exact|, same units as O
+  Tensor<double> lse;  // [T, Hq] bound on |LSE_computed - LSE_exact| in the case's LSE base
+  // Largest first-order relative coefficient of the case (kappa in docs/tolerances.md); bounds
+  // are inflated by exp(8 kappa) for second-order terms and are not derived when kappa > 0.1.
+  double kappa = 0.0;
+};
+
+// Requires a valid case and its reference. Fails (naming the row) when the claimed arithmetic is
+// too coarse for a first-order bound to be meaningful (kappa > 0.1).
+Expected<Bound> derive_bound(const Case& c, const Attention& ref, const Arithmetic& a);
+
+// gamma_n(u) = n u / (1 - n u) (Higham, Accuracy and Stability, 2nd ed., Lemma 3.1); inf when
+// n u >= 1.
+inline double gamma_n(double n, double u) {
+  const double nu = n * u;
+  return nu < 1.0 ? nu / (1.0 - nu) : INFINITY;
+}
+
+}  // namespace dcp::oracle

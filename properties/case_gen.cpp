@@ -1,0 +1,131 @@
+#include "properties/case_gen.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <sstream>
+#include <vector>
+
+namespace dcp::props {
+namespace {
+
+using dcp::oracle::DType;
+using dcp::oracle::round_to;
+
+constexpr double kPeakedGain = 6.0;   // q multiplier that makes one aligned key dominate
+constexpr double kWideGain = 12.0;    // spreads logits over tens of units
+constexpr double kTinyExp = -130.0;   // log2 of the smallest magnitudes drawn for "tiny"
+
+struct Rng {
+  std::mt19937_64 g;
+  explicit Rng(uint64_t seed) : g(seed) {}
+  double normal() { return std::normal_distribution<double>(0.0, 1.0)(g); }
+  int64_t below(int64_t n) { return std::uniform_int_distribution<int64_t>(0, n - 1)(g); }
+  bool coin(double p) { return std::bernoulli_distribution(p)(g); }
+};
+
+void fill(dcp::oracle::Tensor<double>& t, DType dtype, ValueStyle style, Rng& rng) {
+  for (double& x : t.data) {
+    double v = rng.normal();
+    if (style == ValueStyle::tiny && rng.coin(0.3)) {
+      v = std::ldexp(v, static_cast<int>(kTinyExp + static_cast<double>(rng.below(12))));
+    }
+    x = round_to(dtype, v);
+  }
+}
+
+}  // namespace
+
+dcp::oracle::Case make_case(const CaseSpec& s) {
+  Rng rng(s.seed);
+  dcp::oracle::Case c;
+  const int64_t T = s.tokens, Hq = s.q_heads, Hkv = s.kv_heads, Dk = s.head_dim, S = s.seq;
+  c.q_dtype = s.q_dtype;
+  c.kv_dtype = s.kv_dtype;
+  c.q = dcp::oracle::Tensor<double>({T, Hq, Dk});
+  c.k = dcp::oracle::Tensor<double>({S, Hkv, Dk});
+  fill(c.q, s.q_dtype, s.values, rng);
+  fill(c.k, s.kv_dtype, s.values, rng);
+  if (s.shared_latent) {
+    c.v_dim = std::min(s.v_dim, Dk);
+  } else {
+    c.v = dcp::oracle::Tensor<double>({S, Hkv, s.v_dim});
+    fill(c.v, s.kv_dtype, s.values, rng);
+    c.v_dim = s.v_dim;
+  }
+  if (s.values == ValueStyle::ties && S > 1) {
+    // Repeat a few keys (and their values), so equal logits appear.
+    for (int64_t j = 1; j < S; ++j) {
+      if (!rng.coin(0.5)) continue;
+      const int64_t src = rng.below(j);
+      for (int64_t g = 0; g < Hkv; ++g) {
+        for (int64_t d = 0; d < Dk; ++d) c.k.at({j, g, d}) = c.k.at({src, g, d});
+        if (!s.shared_latent) {
+          for (int64_t d = 0; d < s.v_dim; ++d) c.v.at({j, g, d}) = c.v.at({src, g, d});
+        }
+      }
+    }
+  }
+  if (s.values == ValueStyle::peaked || s.values == ValueStyle::wide) {
+    const double gain = s.values == ValueStyle::peaked ? kPeakedGain : kWideGain;
+    for (int64_t t = 0; t < T; ++t) {
+      for (int64_t h = 0; h < Hq; ++h) {
+        // Align q with one random key of its KV head, then scale: that key dominates the row.
+        const int64_t j = S > 0 ? rng.below(S) : 0;
+        const int64_t g = h / (Hq / Hkv);
+        for (int64_t d = 0; d < Dk; ++d) {
+          const double base = S > 0 && s.values == ValueStyle::peaked ? c.k.at({j, g, d})
+                                                                       : c.q.at({t, h, d});
+          c.q.at({t, h, d}) = round_to(s.q_dtype, gain * base / std::sqrt(std::sqrt(double(Dk))));
+        }
+      }
+    }
+  }
+  if (s.explicit_pos) {
+    c.q_pos.resize(T);
+    for (int64_t t = 0; t < T; ++t) c.q_pos[t] = rng.below(S + 2);
+  } else if (S < T) {
+    c.q_pos.resize(T);
+    for (int64_t t = 0; t < T; ++t) c.q_pos[t] = t;
+  }
+  if (s.explicit_scale) c.scale = round_to(DType::f32, 0.5 / std::sqrt(double(Dk)) + 0.01);
+  c.causal = s.causal;
+  c.window = s.window;
+  c.softcap = s.softcap;
+  if (s.sink) {
+    c.sink.resize(Hq);
+    for (double& x : c.sink) x = round_to(DType::f32, rng.normal() + 1.0);
+  }
+  if (s.topk > 0) {
+    c.topk = dcp::oracle::Tensor<int64_t>({T, s.topk}, -1);
+    std::vector<int64_t> perm(S);
+    for (int64_t t = 0; t < T; ++t) {
+      std::iota(perm.begin(), perm.end(), 0);
+      std::shuffle(perm.begin(), perm.end(), rng.g);
+      const int64_t take = std::min(s.topk, S);
+      for (int64_t x = 0; x < take; ++x) {
+        // Some slots stay -1 (padding), as real top-k outputs do for short rows.
+        if (rng.coin(0.9)) c.topk.at({t, x}) = perm[x];
+      }
+    }
+  }
+  c.lse_base = s.lse_base;
+  return c;
+}
+
+std::string describe(const CaseSpec& s) {
+  std::ostringstream os;
+  static const char* styles[] = {"normal", "peaked", "wide", "ties", "tiny"};
+  os << "T=" << s.tokens << " Hq=" << s.q_heads << " Hkv=" << s.kv_heads << " Dk=" << s.head_dim
+     << " Dv=" << s.v_dim << " S=" << s.seq << (s.shared_latent ? " latent" : "")
+     << " q=" << dcp::oracle::dtype_name(s.q_dtype) << " kv=" << dcp::oracle::dtype_name(s.kv_dtype)
+     << " causal=" << s.causal << (s.explicit_pos ? " q_pos=random" : "") << " window=" << s.window
+     << " softcap=" << s.softcap << " sink=" << s.sink << " topk=" << s.topk
+     << " base=" << dcp::oracle::lse_base_name(s.lse_base)
+     << (s.explicit_scale ? " scale=explicit" : "") << " values=" << styles[int(s.values)]
+     << " seed=" << s.seed;
+  return os.str();
+}
+
+}  // namespace dcp::props

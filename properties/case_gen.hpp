@@ -1,0 +1,53 @@
+// case_gen.hpp — random cases of the case model, from a small spec and a seed.
+//
+// The spec holds everything that should shrink (shapes, variants, dtypes, value style); the
+// values come from a seeded generator, so a failing case is replayed from (spec, seed) alone.
+// The RapidCheck generators in rc_gen.hpp draw specs; dcp-verify's self-check uses this directly.
+//
+//   CaseSpec spec;  spec.seq = 100;  spec.window = 16;  spec.sink = true;  spec.seed = 7;
+//   dcp::oracle::Case c = make_case(spec);   // always valid for the oracle
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "oracle/case.hpp"
+
+namespace dcp::props {
+
+// How values are drawn. normal: N(0,1) rounded to the dtype. peaked: one key per row aligned with
+// the query and q scaled up, so a single token dominates (a lost or doubled token is a gross
+// error). wide: logits spread over tens of units (max-shift matters; far keys underflow).
+// ties: keys repeated, so several logits are equal. tiny: values near and below fp32's smallest
+// normal mixed with ordinary ones.
+enum class ValueStyle { normal, peaked, wide, ties, tiny };
+
+struct CaseSpec {
+  int64_t tokens = 1;     // T
+  int64_t q_heads = 1;    // Hq
+  int64_t kv_heads = 1;   // Hkv (divides Hq)
+  int64_t head_dim = 8;   // Dk
+  int64_t v_dim = 8;      // Dv (<= Dk for a shared latent)
+  int64_t seq = 16;       // S
+  bool shared_latent = false;
+  dcp::oracle::DType q_dtype = dcp::oracle::DType::f32;
+  dcp::oracle::DType kv_dtype = dcp::oracle::DType::f32;
+  bool causal = true;
+  bool explicit_pos = false;  // random q_pos in [0, S + 2) instead of S-T .. S-1
+  int64_t window = 0;
+  double softcap = 0.0;
+  bool sink = false;
+  int64_t topk = 0;  // K > 0: random selections of K positions per token, with -1 padding
+  dcp::oracle::LseBase lse_base = dcp::oracle::LseBase::e;
+  bool explicit_scale = false;
+  ValueStyle values = ValueStyle::normal;
+  uint64_t seed = 0;
+};
+
+dcp::oracle::Case make_case(const CaseSpec& spec);
+
+// One line that rebuilds the spec, for reproduce messages.
+std::string describe(const CaseSpec& spec);
+
+}  // namespace dcp::props

@@ -1,0 +1,239 @@
+#include "properties/fp32_model.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <sstream>
+#include <vector>
+
+namespace dcp::props {
+namespace {
+
+using dcp::oracle::Case;
+using dcp::oracle::LseBase;
+
+constexpr float kNegInfF = -std::numeric_limits<float>::infinity();
+constexpr float kLog2eF = 1.44269504f;
+constexpr float kLn2F = 0.693147181f;
+
+struct Perturber {
+  std::mt19937_64 g;
+  bool on;
+  // x * (1 + r 2^-23), r in [-1, 1]: at most one more ulp on top of the library's own rounding.
+  float operator()(float x) {
+    if (!on) return x;
+    const double r = std::uniform_real_distribution<double>(-1.0, 1.0)(g);
+    return static_cast<float>(static_cast<double>(x) * (1.0 + r * std::ldexp(1.0, -23)));
+  }
+};
+
+float dot(const double* q, const double* k, int64_t n, const ModelConfig& m) {
+  if (m.pairwise_dot) {
+    std::vector<float> terms(n);
+    for (int64_t i = 0; i < n; ++i) terms[i] = static_cast<float>(q[i]) * static_cast<float>(k[i]);
+    while (terms.size() > 1) {
+      std::vector<float> next;
+      for (size_t i = 0; i + 1 < terms.size(); i += 2) next.push_back(terms[i] + terms[i + 1]);
+      if (terms.size() % 2) next.push_back(terms.back());
+      terms.swap(next);
+    }
+    return terms.empty() ? 0.0f : terms[0];
+  }
+  float acc = 0.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float a = static_cast<float>(q[i]), b = static_cast<float>(k[i]);
+    acc = m.fma ? std::fma(a, b, acc) : acc + a * b;
+  }
+  return acc;
+}
+
+float round_p(float p, const ModelConfig& m) {
+  return m.p_cast ? static_cast<float>(dcp::oracle::round_to(*m.p_cast, p)) : p;
+}
+
+struct Partial {
+  std::vector<float> o;  // [Dv]
+  float lse;             // in the model's units: natural, or log2 when base2
+};
+
+}  // namespace
+
+ModelOutput run_fp32_model(const Case& c, const ModelConfig& m) {
+  const int64_t T = c.tokens(), Hq = c.q_heads(), dk = c.head_dim(), dv = c.v_dim;
+  ModelOutput out{oracle::Tensor<double>({T, Hq, dv}), oracle::Tensor<double>({T, Hq})};
+  Perturber perturb{std::mt19937_64(m.seed), m.perturb};
+  const double tau_d = c.scale ? *c.scale : 1.0 / std::sqrt(static_cast<double>(dk));
+  const float tau = static_cast<float>(tau_d);
+  const float tau_log2e = static_cast<float>(tau_d * 1.4426950408889634);
+  const float cap = static_cast<float>(c.softcap);
+  auto ex = [&](float x) { return perturb(m.base2 ? std::exp2(x) : std::exp(x)); };
+  auto lg = [&](float x) { return perturb(m.base2 ? std::log2(x) : std::log(x)); };
+  // The merge's own exp/log pair; the merge_wrong_base bug uses the other base's.
+  const bool merge_base2 = m.bug == Bug::merge_wrong_base ? !m.base2 : m.base2;
+  auto mex = [&](float x) { return perturb(merge_base2 ? std::exp2(x) : std::exp(x)); };
+  auto mlg = [&](float x) { return perturb(merge_base2 ? std::log2(x) : std::log(x)); };
+
+  for (int64_t t = 0; t < T; ++t) {
+    const std::vector<int64_t> keys = oracle::visible_keys(c, t);
+    for (int64_t h = 0; h < Hq; ++h) {
+      const int64_t g = c.kv_head_of(h);
+      const double* q = &c.q.data[c.q.offset({t, h, 0})];
+      // Logits in the model's units (log2 units when base2).
+      auto logit = [&](int64_t j) {
+        const float d = dot(q, &c.k.data[c.k.offset({j, g, 0})], dk, m);
+        if (cap > 0.0f) {
+          const float s = cap * std::tanh(d * tau / cap);
+          return m.base2 ? s * kLog2eF : s;
+        }
+        return m.base2 ? d * tau_log2e : d * tau;
+      };
+      std::vector<int64_t> row = keys;
+      if (m.bug == Bug::drop_token || m.bug == Bug::duplicate_token) {
+        if (!row.empty()) {
+          int64_t best = 0;
+          for (size_t x = 1; x < row.size(); ++x) {
+            if (logit(row[x]) > logit(row[best])) best = static_cast<int64_t>(x);
+          }
+          if (m.bug == Bug::drop_token) {
+            row.erase(row.begin() + best);
+          } else {
+            row.push_back(row[best]);
+          }
+        }
+      }
+      const float sink_logit =
+          c.has_sink() ? static_cast<float>(m.base2 ? c.sink[h] * 1.4426950408889634 : c.sink[h])
+                       : 0.0f;
+      std::vector<Partial> parts(m.shards);
+      for (int64_t r = 0; r < m.shards; ++r) {
+        std::vector<int64_t> mine;
+        for (int64_t j : row) {
+          if ((j / m.interleave) % m.shards == r) mine.push_back(j);
+        }
+        const bool with_sink = c.has_sink() && m.bug != Bug::sink_missing &&
+                               (r == 0 || m.bug == Bug::sink_per_shard);
+        float mx = kNegInfF, l = 0.0f;
+        std::vector<float> acc(dv, 0.0f);
+        for (size_t start = 0; start < mine.size(); start += m.tile) {
+          const size_t end = std::min(mine.size(), start + static_cast<size_t>(m.tile));
+          std::vector<float> y(end - start);
+          float tile_max = kNegInfF;
+          for (size_t x = start; x < end; ++x) {
+            y[x - start] = logit(mine[x]);
+            tile_max = std::max(tile_max, y[x - start]);
+          }
+          const float m_new = std::max(mx, tile_max);
+          const float alpha = mx == kNegInfF ? 0.0f : ex(mx - m_new);
+          l *= alpha;
+          for (float& a : acc) a *= alpha;
+          for (size_t x = start; x < end; ++x) {
+            const float p = ex(m.fma ? std::fma(y[x - start], 1.0f, -m_new) : y[x - start] - m_new);
+            l += p;
+            const float pc = round_p(p, m);
+            const int64_t j = mine[x];
+            for (int64_t i = 0; i < dv; ++i) {
+              const float v = static_cast<float>(c.v_at(j, g, i));
+              acc[i] = m.fma ? std::fma(pc, v, acc[i]) : acc[i] + pc * v;
+            }
+          }
+          mx = m_new;
+        }
+        if (with_sink) {
+          const float m_new = std::max(mx, sink_logit);
+          const float alpha = mx == kNegInfF ? 0.0f : ex(mx - m_new);
+          l = l * alpha + ex(sink_logit - m_new);
+          for (float& a : acc) a *= alpha;
+          mx = m_new;
+        }
+        Partial& part = parts[r];
+        part.o.assign(dv, 0.0f);
+        if (mx == kNegInfF) {
+          part.lse = kNegInfF;
+        } else {
+          for (int64_t i = 0; i < dv; ++i) part.o[i] = acc[i] / l;
+          part.lse = mx + lg(l);
+        }
+      }
+
+      std::vector<float> o(dv, 0.0f);
+      float lse;
+      if (m.shards == 1) {
+        o = parts[0].o;
+        lse = parts[0].lse;
+      } else if (m.bug == Bug::unweighted_mean) {
+        float mx = kNegInfF, sum = 0.0f;
+        int64_t nonempty = 0;
+        for (const Partial& p : parts) mx = std::max(mx, p.lse);
+        for (const Partial& p : parts) {
+          if (p.lse == kNegInfF) continue;
+          ++nonempty;
+          sum += mex(p.lse - mx);
+          for (int64_t i = 0; i < dv; ++i) o[i] += p.o[i];
+        }
+        for (float& x : o) x = nonempty ? x / static_cast<float>(nonempty) : 0.0f;
+        lse = mx == kNegInfF ? kNegInfF : mx + mlg(sum);
+      } else {
+        float mx = kNegInfF;
+        for (const Partial& p : parts) mx = std::max(mx, p.lse);
+        if (mx == kNegInfF) {
+          lse = kNegInfF;
+        } else {
+          std::vector<int64_t> order(m.shards);
+          for (int64_t r = 0; r < m.shards; ++r) order[r] = m.reverse_merge ? m.shards - 1 - r : r;
+          float sum = 0.0f;
+          std::vector<float> w(m.shards, 0.0f);
+          for (int64_t r : order) {
+            w[r] = parts[r].lse == kNegInfF ? 0.0f : mex(parts[r].lse - mx);
+            sum += w[r];
+          }
+          lse = mx + mlg(sum);
+          for (int64_t r : order) {
+            if (w[r] == 0.0f) continue;  // an empty shard never contributes, not even NaN
+            // ag_rs scales each partial by exp(L_r - L) and sums; a2a weights and normalizes.
+            const float wr = m.merge == Merge::ag_rs ? mex(parts[r].lse - lse) : w[r];
+            for (int64_t i = 0; i < dv; ++i) o[i] += wr * parts[r].o[i];
+          }
+          if (m.merge == Merge::a2a) {
+            for (float& x : o) x /= sum;
+          }
+        }
+      }
+      // Report the LSE in the case's base.
+      const bool want_base2 = c.lse_base == LseBase::two;
+      const bool report_base2 = m.bug == Bug::lse_wrong_base ? !want_base2 : want_base2;
+      if (lse != kNegInfF && report_base2 != m.base2) lse = m.base2 ? lse * kLn2F : lse * kLog2eF;
+      const int64_t row_id = t * Hq + h;
+      for (int64_t i = 0; i < dv; ++i) {
+        out.o.data[row_id * dv + i] = dcp::oracle::round_to(m.out, o[i]);
+      }
+      out.lse.data[row_id] = lse;
+    }
+  }
+  return out;
+}
+
+oracle::Arithmetic claim_of(const ModelConfig& m) {
+  oracle::Arithmetic a;
+  a.p_cast = m.p_cast;
+  a.out = m.out;
+  a.shards = m.shards;
+  return a;
+}
+
+std::string describe(const ModelConfig& m) {
+  static const char* bugs[] = {"none",           "drop_token",   "duplicate_token",
+                               "merge_wrong_base", "lse_wrong_base", "sink_missing",
+                               "sink_per_shard", "unweighted_mean"};
+  std::ostringstream os;
+  os << "shards=" << m.shards << " interleave=" << m.interleave << " tile=" << m.tile
+     << " base2=" << m.base2 << " fma=" << m.fma << " pairwise=" << m.pairwise_dot
+     << " perturb=" << m.perturb
+     << " p_cast=" << (m.p_cast ? dcp::oracle::dtype_name(*m.p_cast) : "none")
+     << " out=" << dcp::oracle::dtype_name(m.out)
+     << " merge=" << (m.merge == Merge::ag_rs ? "ag_rs" : "a2a") << " reverse=" << m.reverse_merge
+     << " bug=" << bugs[int(m.bug)] << " seed=" << m.seed;
+  return os.str();
+}
+
+}  // namespace dcp::props

@@ -1,0 +1,68 @@
+// fp32_model.hpp — a family of fp32 decode-attention implementations, sharded DCP-style and
+// merged, used to test the oracle's derived bounds from both sides: every correct variant must
+// stay inside the bound (soundness) and every planted bug must leave it (sensitivity).
+//
+// This is not the production path (gpu/ is); it is a compact model of the ways correct kernels
+// differ: summation order, FMA or not, online-softmax tile size, exp vs exp2 with the scale
+// folded into log2(e), approximate intrinsics (results perturbed inside their ulp budget),
+// P cast to bf16/fp16 before P.V, sharding by owner(p) = floor(p / I) mod N, and the ag_rs or
+// a2a combine over any order.
+//
+//   ModelConfig m;  m.shards = 4;  m.tile = 32;  m.base2 = true;  m.merge = Merge::a2a;
+//   ModelOutput out = run_fp32_model(c, m);        // out.o [T, Hq, Dv], out.lse [T, Hq]
+//   Arithmetic a = claim_of(m);                     // the arithmetic this variant claims
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "oracle/case.hpp"
+#include "oracle/tensor.hpp"
+#include "oracle/tolerance.hpp"
+
+namespace dcp::props {
+
+enum class Merge { ag_rs, a2a };
+
+// Planted bugs (none for a correct implementation).
+enum class Bug {
+  none,
+  drop_token,        // the highest-scoring visible key of each row is skipped
+  duplicate_token,   // ... or counted twice
+  merge_wrong_base,  // base-2 partial LSEs merged with exp (or base-e with exp2)
+  lse_wrong_base,    // final LSE reported in the other base
+  sink_missing,      // the sink is never added
+  sink_per_shard,    // the sink is added on every shard
+  unweighted_mean,   // partials averaged without LSE weights
+};
+
+struct ModelConfig {
+  int64_t shards = 1;       // N ranks; key p lives on rank floor(p / interleave) mod N
+  int64_t interleave = 1;   // I
+  int64_t tile = 16;        // keys per online-softmax tile
+  bool base2 = false;       // exponentials as exp2 with scale * log2(e) folded in (FA-style)
+  bool fma = false;         // dot products and exponent arguments with fused multiply-add
+  bool pairwise_dot = false;  // dot products summed pairwise instead of left to right
+  bool perturb = true;      // perturb exp/log results by up to 1 ulp (approximate intrinsics)
+  std::optional<oracle::DType> p_cast;  // P rounded to this format before P.V
+  oracle::DType out = oracle::DType::f32;
+  Merge merge = Merge::ag_rs;
+  bool reverse_merge = false;  // sum partials from the last rank down
+  Bug bug = Bug::none;
+  uint64_t seed = 0;           // for the perturbations
+};
+
+struct ModelOutput {
+  oracle::Tensor<double> o;    // [T, Hq, Dv]
+  oracle::Tensor<double> lse;  // [T, Hq] in the case's base
+};
+
+ModelOutput run_fp32_model(const oracle::Case& c, const ModelConfig& m);
+
+// The arithmetic a correct variant claims (what derive_bound must accept).
+oracle::Arithmetic claim_of(const ModelConfig& m);
+
+std::string describe(const ModelConfig& m);
+
+}  // namespace dcp::props

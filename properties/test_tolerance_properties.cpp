@@ -1,0 +1,83 @@
+// The derived bounds (oracle/tolerance.hpp) from both sides, using the fp32 implementation model:
+// soundness — every correct variant (any order, FMA, tile, exp2 folding, approximate intrinsics,
+// P cast, output format, shard count and layout, ag_rs or a2a) is inside the bound on every case;
+// sensitivity — each planted bug is outside it on ordinary random data.
+#include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
+
+#include "oracle/compare.hpp"
+#include "properties/rc_gen.hpp"
+
+namespace dcp::props {
+namespace {
+
+RC_GTEST_PROP(ToleranceSoundness, EveryCorrectFp32VariantIsWithinTheBound, ()) {
+  const CaseSpec spec = *gen_case_spec(SpecLimits{});
+  const ModelConfig m = *gen_model_config();
+  const oracle::Case c = make_case(spec);
+  auto ref = oracle::reference(c);
+  RC_ASSERT(ref.ok());
+  auto bound = oracle::derive_bound(c, *ref, claim_of(m));
+  RC_ASSERT(bound.ok());
+  const ModelOutput out = run_fp32_model(c, m);
+  auto cmp = oracle::compare(out.o, out.lse, *ref, *bound);
+  RC_ASSERT(cmp.ok());
+  RC_LOG() << describe(spec) << "\n" << describe(m) << "\n" << cmp->summary() << "\n";
+  RC_ASSERT(cmp->pass());
+}
+
+// Ordinary random data: N(0, 1) fp32 inputs, causal, no window or top-k, at least two keys per
+// shard-able row, a sink when the bug is about sinks.
+void check_bug_is_caught(Bug bug) {
+  CaseSpec s;
+  s.tokens = *rc::gen::inRange<int64_t>(1, 3);
+  s.kv_heads = *rc::gen::inRange<int64_t>(1, 3);
+  s.q_heads = s.kv_heads * *rc::gen::inRange<int64_t>(1, 3);
+  s.head_dim = *rc::gen::inRange<int64_t>(4, 65);
+  s.v_dim = *rc::gen::inRange<int64_t>(4, 33);
+  s.sink = bug == Bug::sink_missing || bug == Bug::sink_per_shard;
+  s.lse_base = *rc::gen::element(oracle::LseBase::e, oracle::LseBase::two);
+  s.seed = *rc::gen::arbitrary<uint64_t>();
+  ModelConfig m;
+  m.bug = bug;
+  const bool needs_merge = bug == Bug::merge_wrong_base || bug == Bug::unweighted_mean ||
+                           bug == Bug::sink_per_shard;
+  m.shards = needs_merge ? *rc::gen::inRange<int64_t>(2, 9) : *rc::gen::inRange<int64_t>(1, 9);
+  m.interleave = *rc::gen::inRange<int64_t>(1, 5);
+  // At least two keys on every shard, so that several shards hold different partials.
+  s.seq = *rc::gen::inRange<int64_t>(2 * m.shards * m.interleave + s.tokens, 600);
+  m.base2 = *rc::gen::arbitrary<bool>();
+  m.merge = *rc::gen::element(Merge::ag_rs, Merge::a2a);
+  m.seed = *rc::gen::arbitrary<uint64_t>();
+  const oracle::Case c = make_case(s);
+  auto ref = oracle::reference(c);
+  RC_ASSERT(ref.ok());
+  auto bound = oracle::derive_bound(c, *ref, claim_of(m));
+  RC_ASSERT(bound.ok());
+  const ModelOutput out = run_fp32_model(c, m);
+  auto cmp = oracle::compare(out.o, out.lse, *ref, *bound);
+  RC_ASSERT(cmp.ok());
+  RC_LOG() << describe(s) << "\n" << describe(m) << "\n" << cmp->summary() << "\n";
+  RC_ASSERT(!cmp->pass());
+}
+
+RC_GTEST_PROP(ToleranceSensitivity, DroppedTokenFails, ()) { check_bug_is_caught(Bug::drop_token); }
+RC_GTEST_PROP(ToleranceSensitivity, DuplicatedTokenFails, ()) {
+  check_bug_is_caught(Bug::duplicate_token);
+}
+RC_GTEST_PROP(ToleranceSensitivity, MergeWithWrongBaseFails, ()) {
+  check_bug_is_caught(Bug::merge_wrong_base);
+}
+RC_GTEST_PROP(ToleranceSensitivity, LseInWrongBaseFails, ()) {
+  check_bug_is_caught(Bug::lse_wrong_base);
+}
+RC_GTEST_PROP(ToleranceSensitivity, MissingSinkFails, ()) { check_bug_is_caught(Bug::sink_missing); }
+RC_GTEST_PROP(ToleranceSensitivity, SinkOnEveryShardFails, ()) {
+  check_bug_is_caught(Bug::sink_per_shard);
+}
+RC_GTEST_PROP(ToleranceSensitivity, UnweightedMeanFails, ()) {
+  check_bug_is_caught(Bug::unweighted_mean);
+}
+
+}  // namespace
+}  // namespace dcp::props
