@@ -1,5 +1,7 @@
 #include "oracle/attention.hpp"
 
+#include <type_traits>
+
 #include "oracle/parallel.hpp"
 
 namespace dcp::oracle {
@@ -106,10 +108,15 @@ std::vector<MergeState<Real>> attend_rows(const Case& c, const KeyFilter& filter
     }
   }
   std::vector<MergeState<Real>> rows(T * Hq);
-  parallel_for(T * Hq, [&](int64_t r) {
+  auto row = [&](int64_t r) {
     const int64_t t = r / Hq, h = r % Hq;
     rows[r] = attend_row<Real>(c, t, h, keys[t], with_sink);
-  });
+  };
+  if constexpr (std::is_same_v<Real, certify_real>) {
+    parallel_for(T * Hq, row, FreeMpfrThreadCache{});
+  } else {
+    parallel_for(T * Hq, row);
+  }
   return rows;
 }
 
@@ -131,9 +138,9 @@ Expected<Attention> reference(const Case& c, Tier tier) {
   return to_attention(c, attend_rows<dd>(c, nullptr, true));
 }
 
-#define DCP_INSTANTIATE(Real)                                                                 \
-  template MergeState<Real> attend_row<Real>(const Case&, int64_t, int64_t,                   \
-                                             std::span<const int64_t>, bool);                 \
+#define DCP_INSTANTIATE(Real)                                                                    \
+  template MergeState<Real> attend_row<Real>(const Case&, int64_t, int64_t,                      \
+                                             std::span<const int64_t>, bool);                    \
   template std::vector<MergeState<Real>> attend_rows<Real>(const Case&, const KeyFilter&, bool); \
   template Attention to_attention<Real>(const Case&, const std::vector<MergeState<Real>>&);
 DCP_INSTANTIATE(double)

@@ -6,7 +6,8 @@
 // row (tests/test_oracle_merge_properties.cpp).
 //
 //   Expected<Attention> ref = reference(c);            // o [T, Hq, Dv], lse [T, Hq] (c.lse_base)
-//   auto shard0 = attend_rows<dd>(c, [](int64_t pos) { return pos % 2 == 0; }, /*with_sink=*/false);
+//   auto shard0 = attend_rows<dd>(c, [](int64_t pos) { return pos % 2 == 0; },
+//   /*with_sink=*/false);
 #pragma once
 
 #include <cstdint>

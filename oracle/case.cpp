@@ -10,8 +10,7 @@ Status check_values(const Tensor<double>& t, const char* name, DType dtype) {
   for (int64_t i = 0; i < t.numel(); ++i) {
     const double x = t.data[i];
     if (!std::isfinite(x)) {
-      return DCP_ERROR("tensor '", name, "': element ", i, " is ", x,
-                       "; inputs must be finite");
+      return DCP_ERROR("tensor '", name, "': element ", i, " is ", x, "; inputs must be finite");
     }
     if (!representable(dtype, x)) {
       return DCP_ERROR("tensor '", name, "': element ", i, " = ", x, " is not a ",
@@ -37,7 +36,8 @@ Status validate(const Case& c) {
   const int64_t T = c.q.dim(0), Hq = c.q.dim(1), Dk = c.q.dim(2);
   const int64_t S = c.k.dim(0), Hkv = c.k.dim(1);
   if (T < 1) return DCP_ERROR("tensor 'q': T = ", T, "; expected at least one query token");
-  if (Hq < 1 || Dk < 1) return DCP_ERROR("tensor 'q': shape ", shape_string(c.q.shape), " has an empty dimension");
+  if (Hq < 1 || Dk < 1)
+    return DCP_ERROR("tensor 'q': shape ", shape_string(c.q.shape), " has an empty dimension");
   if (Hkv < 1) return DCP_ERROR("tensor 'k': Hkv = ", Hkv, "; expected at least 1");
   if (c.k.dim(2) != Dk) {
     return DCP_ERROR("tensor 'k': head dim ", c.k.dim(2), " != q's head dim ", Dk);
@@ -58,8 +58,8 @@ Status validate(const Case& c) {
     }
   } else {
     if (c.v.rank() != 3 || c.v.dim(0) != S || c.v.dim(1) != Hkv) {
-      return DCP_ERROR("tensor 'v': shape ", shape_string(c.v.shape), "; expected [", S, ", ",
-                       Hkv, ", Dv]");
+      return DCP_ERROR("tensor 'v': shape ", shape_string(c.v.shape), "; expected [", S, ", ", Hkv,
+                       ", Dv]");
     }
     if (c.v.dim(2) < 1) return DCP_ERROR("tensor 'v': Dv = 0; expected at least 1");
     if (c.v_dim != c.v.dim(2)) {

@@ -31,28 +31,26 @@ struct Case {
   DType kv_dtype = DType::f32;
   int64_t v_dim = 0;  // Dv; for a shared latent V is k[..., :v_dim]; else must equal v's last dim
 
-  std::vector<int64_t> q_pos;  // [T] global query positions; empty means S-T .. S-1
+  std::vector<int64_t> q_pos;   // [T] global query positions; empty means S-T .. S-1
   std::optional<double> scale;  // softmax scale; nullopt means 1/sqrt(Dk) (exact, irrational)
   bool causal = true;
-  int64_t window = 0;          // W > 0: key j visible iff j > q_pos - W; 0: no window
-  double softcap = 0.0;        // c > 0: s <- c tanh(s / c); 0: none
-  std::vector<double> sink;    // [Hq] sink logits (natural-log units); empty: none
-  Tensor<int64_t> topk;        // [T, K] global key positions, -1 = padding; empty: none
+  int64_t window = 0;        // W > 0: key j visible iff j > q_pos - W; 0: no window
+  double softcap = 0.0;      // c > 0: s <- c tanh(s / c); 0: none
+  std::vector<double> sink;  // [Hq] sink logits (natural-log units); empty: none
+  Tensor<int64_t> topk;      // [T, K] global key positions, -1 = padding; empty: none
   LseBase lse_base = LseBase::e;
 
   bool shared_latent() const { return v.empty(); }
-  int64_t tokens() const { return q.dim(0); }       // T
-  int64_t q_heads() const { return q.dim(1); }      // Hq
-  int64_t head_dim() const { return q.dim(2); }     // Dk
-  int64_t seq() const { return k.dim(0); }          // S
-  int64_t kv_heads() const { return k.dim(1); }     // Hkv
+  int64_t tokens() const { return q.dim(0); }    // T
+  int64_t q_heads() const { return q.dim(1); }   // Hq
+  int64_t head_dim() const { return q.dim(2); }  // Dk
+  int64_t seq() const { return k.dim(0); }       // S
+  int64_t kv_heads() const { return k.dim(1); }  // Hkv
   bool has_sink() const { return !sink.empty(); }
   bool has_topk() const { return !topk.empty(); }
 
   // Global position of query t (the default when q_pos is empty).
-  int64_t query_pos(int64_t t) const {
-    return q_pos.empty() ? seq() - tokens() + t : q_pos[t];
-  }
+  int64_t query_pos(int64_t t) const { return q_pos.empty() ? seq() - tokens() + t : q_pos[t]; }
   // The KV head query head h reads: h / (Hq / Hkv), on global head indices.
   int64_t kv_head_of(int64_t h) const { return h / (q_heads() / kv_heads()); }
   // V value of key j, KV head g, component i (from k for a shared latent).

@@ -9,8 +9,9 @@ namespace dcp::oracle {
 namespace {
 
 const std::set<std::string> kTensors = {"q", "k", "v", "q_pos", "sink", "topk"};
-const std::set<std::string> kMetadata = {"scale", "causal", "window", "softcap", "lse_base",
-                                         "v_dim"};
+// "format" is written by the safetensors Python package ("pt", "np"); it carries no meaning here.
+const std::set<std::string> kMetadata = {"scale",    "causal", "window", "softcap",
+                                         "lse_base", "v_dim",  "format"};
 
 Expected<double> parse_real(std::string_view source, const std::string& key,
                             const std::string& text) {
@@ -62,8 +63,9 @@ Expected<Case> case_from_file(const StFile& f, std::string_view source) {
   }
   for (const auto& [key, value] : f.metadata) {
     if (!kMetadata.count(key) && key.rfind("x_", 0) != 0) {
-      return DCP_ERROR(source, ": unknown metadata '", key,
-                       "'; expected scale, causal, window, softcap, lse_base, v_dim or x_*");
+      return DCP_ERROR(
+          source, ": unknown metadata '", key,
+          "'; expected scale, causal, window, softcap, lse_base, v_dim, format or x_*");
     }
   }
   for (const char* required : {"q", "k"}) {
@@ -96,7 +98,8 @@ Expected<Case> case_from_file(const StFile& f, std::string_view source) {
     }
   } else {
     if (!f.metadata.count("v_dim")) {
-      return DCP_ERROR(source, ": no tensor 'v' and no metadata 'v_dim'; a shared latent needs "
+      return DCP_ERROR(source,
+                       ": no tensor 'v' and no metadata 'v_dim'; a shared latent needs "
                        "v_dim (V = the first v_dim components of k)");
     }
     auto vdim = parse_int(source, "v_dim", f.metadata.at("v_dim"));
@@ -114,16 +117,16 @@ Expected<Case> case_from_file(const StFile& f, std::string_view source) {
   if (f.tensors.count("sink")) {
     const StTensor& t = f.tensors.at("sink");
     if (t.dtype != DType::f32 || t.shape.size() != 1) {
-      return DCP_ERROR(source, ": tensor 'sink': ", dtype_name(t.dtype), " ",
-                       shape_string(t.shape), "; expected F32 [Hq]");
+      return DCP_ERROR(source, ": tensor 'sink': ", dtype_name(t.dtype), " ", shape_string(t.shape),
+                       "; expected F32 [Hq]");
     }
     c.sink = t.values;
   }
   if (f.tensors.count("topk")) {
     const StTensor& t = f.tensors.at("topk");
     if (t.dtype != DType::i64 || t.shape.size() != 2) {
-      return DCP_ERROR(source, ": tensor 'topk': ", dtype_name(t.dtype), " ",
-                       shape_string(t.shape), "; expected I64 [T, K]");
+      return DCP_ERROR(source, ": tensor 'topk': ", dtype_name(t.dtype), " ", shape_string(t.shape),
+                       "; expected I64 [T, K]");
     }
     c.topk.shape = t.shape;
     c.topk.data = t.ints;

@@ -3,8 +3,9 @@
 // A case file holds tensors q [T, Hq, Dk], k [S, Hkv, Dk], v [S, Hkv, Dv] (omitted for a shared
 // latent, with metadata v_dim), q_pos I64 [T], sink F32 [Hq], topk I64 [T, K] (-1 = padding),
 // and string metadata scale, causal ("1"/"0", default "1"), window, softcap, lse_base ("e"/"2",
-// default "e"), v_dim. Keys starting with "x_" are free annotations; anything else unknown is an
-// error, so a misspelt option never silently changes the case.
+// default "e"), v_dim. "format" (written by the Python package) and keys starting with "x_" are
+// free annotations; anything else unknown is an error, so a misspelt option never silently
+// changes the case.
 //
 //   Expected<Case> c = load_case("case.safetensors");     // validated
 //   DCP_TRY(save_attention("ref.safetensors", *ref));      // o [T, Hq, Dv], lse [T, Hq] as F64

@@ -76,10 +76,10 @@ Expected<Comparison> compare(const Tensor<double>& o_got, const Tensor<double>& 
     double err;
     const double ratio = judge(lse_got.data[r], ref.lse.data[r], bound.lse.data[r], &err);
     if (!(ratio <= 1.0)) ++c.lse_violations;
-    update(c.lse_worst, ratio, lse_got.data[r], ref.lse.data[r], err, bound.lse.data[r], {t, h, -1});
+    update(c.lse_worst, ratio, lse_got.data[r], ref.lse.data[r], err, bound.lse.data[r],
+           {t, h, -1});
   }
   return c;
 }
 
 }  // namespace dcp::oracle
-

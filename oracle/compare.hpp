@@ -40,4 +40,3 @@ Expected<Comparison> compare(const Tensor<double>& o_got, const Tensor<double>& 
                              const Attention& ref, const Bound& bound);
 
 }  // namespace dcp::oracle
-

@@ -41,7 +41,9 @@ inline std::optional<LseBase> parse_lse_base(std::string_view s) {
 }
 
 // Converts an LSE in natural-log units to the given base (empty stays empty).
-inline double lse_from_natural(LseBase b, double l_e) { return b == LseBase::e ? l_e : l_e * kLog2e; }
+inline double lse_from_natural(LseBase b, double l_e) {
+  return b == LseBase::e ? l_e : l_e * kLog2e;
+}
 inline double lse_to_natural(LseBase b, double l) { return b == LseBase::e ? l : l * kLn2; }
 
 }  // namespace dcp::oracle

@@ -100,7 +100,9 @@ inline dd& operator-=(dd& a, const dd& b) { return a = a - b; }
 inline dd& operator*=(dd& a, const dd& b) { return a = a * b; }
 inline dd& operator/=(dd& a, const dd& b) { return a = a / b; }
 
-inline bool operator<(const dd& a, const dd& b) { return a.hi < b.hi || (a.hi == b.hi && a.lo < b.lo); }
+inline bool operator<(const dd& a, const dd& b) {
+  return a.hi < b.hi || (a.hi == b.hi && a.lo < b.lo);
+}
 inline bool operator>(const dd& a, const dd& b) { return b < a; }
 inline bool operator<=(const dd& a, const dd& b) { return !(b < a); }
 inline bool operator>=(const dd& a, const dd& b) { return !(a < b); }

@@ -19,11 +19,16 @@ enum class DType { f64, f32, f16, bf16, i64 };
 
 inline std::string_view dtype_name(DType t) {
   switch (t) {
-    case DType::f64: return "F64";
-    case DType::f32: return "F32";
-    case DType::f16: return "F16";
-    case DType::bf16: return "BF16";
-    case DType::i64: return "I64";
+    case DType::f64:
+      return "F64";
+    case DType::f32:
+      return "F32";
+    case DType::f16:
+      return "F16";
+    case DType::bf16:
+      return "BF16";
+    case DType::i64:
+      return "I64";
   }
   return "?";
 }
@@ -40,11 +45,16 @@ inline std::optional<DType> parse_dtype(std::string_view s) {
 
 inline int dtype_bytes(DType t) {
   switch (t) {
-    case DType::f64: return 8;
-    case DType::f32: return 4;
-    case DType::f16: return 2;
-    case DType::bf16: return 2;
-    case DType::i64: return 8;
+    case DType::f64:
+      return 8;
+    case DType::f32:
+      return 4;
+    case DType::f16:
+      return 2;
+    case DType::bf16:
+      return 2;
+    case DType::i64:
+      return 8;
   }
   return 0;
 }
@@ -52,11 +62,16 @@ inline int dtype_bytes(DType t) {
 // Unit roundoff u = 2^-p of a floating dtype with p significand bits (implicit bit included).
 inline double unit_roundoff(DType t) {
   switch (t) {
-    case DType::f64: return std::ldexp(1.0, -53);
-    case DType::f32: return std::ldexp(1.0, -24);
-    case DType::f16: return std::ldexp(1.0, -11);
-    case DType::bf16: return std::ldexp(1.0, -8);
-    case DType::i64: return 0.0;
+    case DType::f64:
+      return std::ldexp(1.0, -53);
+    case DType::f32:
+      return std::ldexp(1.0, -24);
+    case DType::f16:
+      return std::ldexp(1.0, -11);
+    case DType::bf16:
+      return std::ldexp(1.0, -8);
+    case DType::i64:
+      return 0.0;
   }
   return 0.0;
 }
@@ -98,11 +113,16 @@ inline double round_to_format(double x, int bits, int emin, double max_finite) {
 
 inline double round_to(DType t, double x) {
   switch (t) {
-    case DType::f64: return x;
-    case DType::f32: return static_cast<double>(static_cast<float>(x));
-    case DType::f16: return round_to_format(x, 11, -14, 65504.0);
-    case DType::bf16: return round_to_format(x, 8, -126, 3.3895313892515355e38);
-    case DType::i64: return std::nearbyint(x);
+    case DType::f64:
+      return x;
+    case DType::f32:
+      return static_cast<double>(static_cast<float>(x));
+    case DType::f16:
+      return round_to_format(x, 11, -14, 65504.0);
+    case DType::bf16:
+      return round_to_format(x, 8, -126, 3.3895313892515355e38);
+    case DType::i64:
+      return std::nearbyint(x);
   }
   return x;
 }

@@ -101,8 +101,8 @@ MergeState<Real> combine(const MergeState<Real>& a, const MergeState<Real>& b) {
 enum class ReductionTree { sequential, pairwise, random };
 
 template <class Real>
-MergeState<Real> reduce(std::vector<MergeState<Real>> states, ReductionTree tree,
-                        uint64_t seed = 0, int64_t dv = 0, LseBase base = LseBase::e) {
+MergeState<Real> reduce(std::vector<MergeState<Real>> states, ReductionTree tree, uint64_t seed = 0,
+                        int64_t dv = 0, LseBase base = LseBase::e) {
   if (states.empty()) return MergeState<Real>::identity(dv, base);
   switch (tree) {
     case ReductionTree::sequential: {
@@ -113,7 +113,8 @@ MergeState<Real> reduce(std::vector<MergeState<Real>> states, ReductionTree tree
     case ReductionTree::pairwise: {
       while (states.size() > 1) {
         std::vector<MergeState<Real>> next;
-        for (size_t i = 0; i + 1 < states.size(); i += 2) next.push_back(combine(states[i], states[i + 1]));
+        for (size_t i = 0; i + 1 < states.size(); i += 2)
+          next.push_back(combine(states[i], states[i + 1]));
         if (states.size() % 2) next.push_back(states.back());
         states = std::move(next);
       }

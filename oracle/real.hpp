@@ -18,8 +18,9 @@
 namespace dcp::oracle {
 
 inline constexpr unsigned kCertifyDigits10 = 80;  // 80 digits = 266 bits >= the required 200
-using certify_real = boost::multiprecision::number<
-    boost::multiprecision::mpfr_float_backend<kCertifyDigits10>, boost::multiprecision::et_off>;
+using certify_real =
+    boost::multiprecision::number<boost::multiprecision::mpfr_float_backend<kCertifyDigits10>,
+                                  boost::multiprecision::et_off>;
 
 inline double to_double(double x) { return x; }
 inline double to_double(const certify_real& x) { return x.convert_to<double>(); }
@@ -46,9 +47,13 @@ template <>
 struct RealOps<certify_real> {
   static certify_real ln2() { return boost::multiprecision::log(certify_real(2)); }
   static certify_real neg_inf() { return -std::numeric_limits<certify_real>::infinity(); }
-  static bool is_neg_inf(const certify_real& x) {
-    return boost::multiprecision::isinf(x) && x < 0;
-  }
+  static bool is_neg_inf(const certify_real& x) { return boost::multiprecision::isinf(x) && x < 0; }
+};
+
+// Frees the calling thread's MPFR caches (constants such as ln 2), which MPFR keeps per thread
+// and never releases on its own; worker threads that computed in certify_real call it last.
+struct FreeMpfrThreadCache {
+  void operator()() const { mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE); }
 };
 
 }  // namespace dcp::oracle

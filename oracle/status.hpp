@@ -45,8 +45,8 @@ class Status {
 template <class T>
 class Expected {
  public:
-  Expected(T value) : v_(std::move(value)) {}            // NOLINT: implicit by design
-  Expected(Status status) : v_(std::move(status)) {}     // NOLINT: must be a failed Status
+  Expected(T value) : v_(std::move(value)) {}         // NOLINT: implicit by design
+  Expected(Status status) : v_(std::move(status)) {}  // NOLINT: must be a failed Status
   bool ok() const { return std::holds_alternative<T>(v_); }
   explicit operator bool() const { return ok(); }
   T& operator*() { return std::get<T>(v_); }
@@ -76,8 +76,8 @@ std::string concat(const Args&... args) {
   ::dcp::oracle::Status::error(::dcp::oracle::detail::concat(__VA_ARGS__), __FILE__, __LINE__)
 
 // Evaluates a Status expression and returns it from the enclosing function if it failed.
-#define DCP_TRY(expr)                                \
-  do {                                               \
-    ::dcp::oracle::Status dcp_try_status_ = (expr);  \
+#define DCP_TRY(expr)                                  \
+  do {                                                 \
+    ::dcp::oracle::Status dcp_try_status_ = (expr);    \
     if (!dcp_try_status_.ok()) return dcp_try_status_; \
   } while (0)

@@ -13,11 +13,16 @@ namespace {
 // (flush-to-zero), so every rounding also carries an absolute error of at most this much.
 double min_normal(DType t) {
   switch (t) {
-    case DType::f64: return std::ldexp(1.0, -1022);
-    case DType::f32: return std::ldexp(1.0, -126);
-    case DType::f16: return std::ldexp(1.0, -14);
-    case DType::bf16: return std::ldexp(1.0, -126);
-    case DType::i64: return 0.0;
+    case DType::f64:
+      return std::ldexp(1.0, -1022);
+    case DType::f32:
+      return std::ldexp(1.0, -126);
+    case DType::f16:
+      return std::ldexp(1.0, -14);
+    case DType::bf16:
+      return std::ldexp(1.0, -126);
+    case DType::i64:
+      return 0.0;
   }
   return 0.0;
 }
@@ -46,9 +51,9 @@ Expected<Bound> derive_bound(const Case& c, const Attention& ref, const Arithmet
   const int64_t T = c.tokens(), Hq = c.q_heads(), dk = c.head_dim(), dv = c.v_dim;
   Bound b{Tensor<double>({T, Hq, dv}), Tensor<double>({T, Hq}), 0.0};
 
-  const double u_s = unit_roundoff(a.accum);                      // scalar fp32 operations
-  const double u = u_s * (a.truncating_mma ? 2.0 : 1.0);           // accumulations
-  const double ulp = 2.0 * u_s;                                    // 1 ulp, relative
+  const double u_s = unit_roundoff(a.accum);              // scalar fp32 operations
+  const double u = u_s * (a.truncating_mma ? 2.0 : 1.0);  // accumulations
+  const double ulp = 2.0 * u_s;                           // 1 ulp, relative
   const double eps_exp = a.exp_ulps * ulp;
   const double eps_div = a.div_ulps * ulp;
   const double tiny = min_normal(a.accum);
@@ -159,7 +164,8 @@ Expected<Bound> derive_bound(const Case& c, const Attention& ref, const Arithmet
 
     double max_abs_v = 0.0;
     for (int64_t x = 0; x < n; ++x) {
-      for (int64_t i = 0; i < dv; ++i) max_abs_v = std::max(max_abs_v, std::fabs(c.v_at(ks[x], g, i)));
+      for (int64_t i = 0; i < dv; ++i)
+        max_abs_v = std::max(max_abs_v, std::fabs(c.v_at(ks[x], g, i)));
     }
     // Absolute floors: accumulator underflow, P cast into subnormals, and the final (and
     // partial) stores rounding into the subnormal range of their formats.

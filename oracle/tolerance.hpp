@@ -26,21 +26,21 @@ namespace dcp::oracle {
 // The arithmetic an implementation claims. Defaults admit every correct fp32 kernel built from
 // CUDA's fast intrinsics (ex2.approx, lg2.approx, tanh.approx, div.approx) on tensor cores.
 struct Arithmetic {
-  DType accum = DType::f32;          // dot products, softmax sums, P.V accumulation
-  bool truncating_mma = true;        // tensor-core adds may truncate: use 2u for accum
-  std::optional<DType> p_cast;       // P rounded to this format before P.V; nullopt: not cast
-  DType partial_o = DType::f32;      // format of partial outputs O_r as exchanged (shards > 1)
-  DType partial_lse = DType::f32;    // format of partial LSEs L_r as exchanged (shards > 1)
-  DType merge_accum = DType::f32;    // format of the cross-rank sum (bf16 for a bf16 reduce-scatter)
-  DType out = DType::f32;            // format the final O is stored in
-  DType lse_out = DType::f32;        // format the final LSE is stored in
-  int64_t shards = 1;                // N partials merged over any tree (1: no merge)
+  DType accum = DType::f32;        // dot products, softmax sums, P.V accumulation
+  bool truncating_mma = true;      // tensor-core adds may truncate: use 2u for accum
+  std::optional<DType> p_cast;     // P rounded to this format before P.V; nullopt: not cast
+  DType partial_o = DType::f32;    // format of partial outputs O_r as exchanged (shards > 1)
+  DType partial_lse = DType::f32;  // format of partial LSEs L_r as exchanged (shards > 1)
+  DType merge_accum = DType::f32;  // format of the cross-rank sum (bf16 for a bf16 reduce-scatter)
+  DType out = DType::f32;          // format the final O is stored in
+  DType lse_out = DType::f32;      // format the final LSE is stored in
+  int64_t shards = 1;              // N partials merged over any tree (1: no merge)
   // Intrinsic budgets (PTX ISA: ex2.approx.f32 2 ulp; lg2.approx.f32 2^-22 absolute on
   // (0.5, 2) and 2^-22 relative elsewhere; __logf 2^-21.41 absolute on [0.5, 2], 3 ulp elsewhere;
   // tanh.approx.f32 2^-11 relative; div.approx/div.full.f32 2 ulp).
   double exp_ulps = 2.0;
-  double log_abs = std::ldexp(1.0, -21);   // absolute error of ln on [0.5, 2]
-  double log_ulps = 3.0;                   // elsewhere
+  double log_abs = std::ldexp(1.0, -21);  // absolute error of ln on [0.5, 2]
+  double log_ulps = 3.0;                  // elsewhere
   double tanh_rel = std::ldexp(1.0, -11);
   double div_ulps = 2.0;
 };

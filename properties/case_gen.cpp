@@ -13,9 +13,9 @@ namespace {
 using dcp::oracle::DType;
 using dcp::oracle::round_to;
 
-constexpr double kPeakedGain = 6.0;   // q multiplier that makes one aligned key dominate
-constexpr double kWideGain = 12.0;    // spreads logits over tens of units
-constexpr double kTinyExp = -130.0;   // log2 of the smallest magnitudes drawn for "tiny"
+constexpr double kPeakedGain = 6.0;  // q multiplier that makes one aligned key dominate
+constexpr double kWideGain = 12.0;   // spreads logits over tens of units
+constexpr double kTinyExp = -130.0;  // log2 of the smallest magnitudes drawn for "tiny"
 
 struct Rng {
   std::mt19937_64 g;
@@ -75,8 +75,8 @@ dcp::oracle::Case make_case(const CaseSpec& s) {
         const int64_t j = S > 0 ? rng.below(S) : 0;
         const int64_t g = h / (Hq / Hkv);
         for (int64_t d = 0; d < Dk; ++d) {
-          const double base = S > 0 && s.values == ValueStyle::peaked ? c.k.at({j, g, d})
-                                                                       : c.q.at({t, h, d});
+          const double base =
+              S > 0 && s.values == ValueStyle::peaked ? c.k.at({j, g, d}) : c.q.at({t, h, d});
           c.q.at({t, h, d}) = round_to(s.q_dtype, gain * base / std::sqrt(std::sqrt(double(Dk))));
         }
       }

@@ -24,12 +24,12 @@ namespace dcp::props {
 enum class ValueStyle { normal, peaked, wide, ties, tiny };
 
 struct CaseSpec {
-  int64_t tokens = 1;     // T
-  int64_t q_heads = 1;    // Hq
-  int64_t kv_heads = 1;   // Hkv (divides Hq)
-  int64_t head_dim = 8;   // Dk
-  int64_t v_dim = 8;      // Dv (<= Dk for a shared latent)
-  int64_t seq = 16;       // S
+  int64_t tokens = 1;    // T
+  int64_t q_heads = 1;   // Hq
+  int64_t kv_heads = 1;  // Hkv (divides Hq)
+  int64_t head_dim = 8;  // Dk
+  int64_t v_dim = 8;     // Dv (<= Dk for a shared latent)
+  int64_t seq = 16;      // S
   bool shared_latent = false;
   dcp::oracle::DType q_dtype = dcp::oracle::DType::f32;
   dcp::oracle::DType kv_dtype = dcp::oracle::DType::f32;

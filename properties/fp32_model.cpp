@@ -111,8 +111,8 @@ ModelOutput run_fp32_model(const Case& c, const ModelConfig& m) {
         for (int64_t j : row) {
           if ((j / m.interleave) % m.shards == r) mine.push_back(j);
         }
-        const bool with_sink = c.has_sink() && m.bug != Bug::sink_missing &&
-                               (r == 0 || m.bug == Bug::sink_per_shard);
+        const bool with_sink =
+            c.has_sink() && m.bug != Bug::sink_missing && (r == 0 || m.bug == Bug::sink_per_shard);
         float mx = kNegInfF, l = 0.0f;
         std::vector<float> acc(dv, 0.0f);
         for (size_t start = 0; start < mine.size(); start += m.tile) {
@@ -222,9 +222,9 @@ oracle::Arithmetic claim_of(const ModelConfig& m) {
 }
 
 std::string describe(const ModelConfig& m) {
-  static const char* bugs[] = {"none",           "drop_token",   "duplicate_token",
-                               "merge_wrong_base", "lse_wrong_base", "sink_missing",
-                               "sink_per_shard", "unweighted_mean"};
+  static const char* bugs[] = {
+      "none",           "drop_token",   "duplicate_token", "merge_wrong_base",
+      "lse_wrong_base", "sink_missing", "sink_per_shard",  "unweighted_mean"};
   std::ostringstream os;
   os << "shards=" << m.shards << " interleave=" << m.interleave << " tile=" << m.tile
      << " base2=" << m.base2 << " fma=" << m.fma << " pairwise=" << m.pairwise_dot

@@ -38,19 +38,19 @@ enum class Bug {
 };
 
 struct ModelConfig {
-  int64_t shards = 1;       // N ranks; key p lives on rank floor(p / interleave) mod N
-  int64_t interleave = 1;   // I
-  int64_t tile = 16;        // keys per online-softmax tile
-  bool base2 = false;       // exponentials as exp2 with scale * log2(e) folded in (FA-style)
-  bool fma = false;         // dot products and exponent arguments with fused multiply-add
+  int64_t shards = 1;         // N ranks; key p lives on rank floor(p / interleave) mod N
+  int64_t interleave = 1;     // I
+  int64_t tile = 16;          // keys per online-softmax tile
+  bool base2 = false;         // exponentials as exp2 with scale * log2(e) folded in (FA-style)
+  bool fma = false;           // dot products and exponent arguments with fused multiply-add
   bool pairwise_dot = false;  // dot products summed pairwise instead of left to right
-  bool perturb = true;      // perturb exp/log results by up to 1 ulp (approximate intrinsics)
+  bool perturb = true;        // perturb exp/log results by up to 1 ulp (approximate intrinsics)
   std::optional<oracle::DType> p_cast;  // P rounded to this format before P.V
   oracle::DType out = oracle::DType::f32;
   Merge merge = Merge::ag_rs;
   bool reverse_merge = false;  // sum partials from the last rank down
   Bug bug = Bug::none;
-  uint64_t seed = 0;           // for the perturbations
+  uint64_t seed = 0;  // for the perturbations
 };
 
 struct ModelOutput {

@@ -21,7 +21,7 @@ namespace dcp::props {
 struct SpecLimits {
   int64_t max_tokens = 3;
   int64_t max_kv_heads = 2;
-  int64_t max_group = 3;     // Hq / Hkv
+  int64_t max_group = 3;  // Hq / Hkv
   int64_t max_head_dim = 48;
   int64_t max_v_dim = 24;
   int64_t max_seq = 200;
@@ -76,7 +76,8 @@ inline rc::Gen<ModelConfig> gen_model_config() {
     m.perturb = *rc::gen::weightedElement<bool>({{1, false}, {3, true}});
     m.p_cast = *rc::gen::weightedOneOf<std::optional<DType>>(
         {{2, rc::gen::just(std::optional<DType>())},
-         {1, rc::gen::element(std::optional<DType>(DType::bf16), std::optional<DType>(DType::f16))}});
+         {1,
+          rc::gen::element(std::optional<DType>(DType::bf16), std::optional<DType>(DType::f16))}});
     m.out = *rc::gen::element(DType::f32, DType::bf16, DType::f16);
     m.merge = *rc::gen::element(Merge::ag_rs, Merge::a2a);
     m.reverse_merge = *rc::gen::arbitrary<bool>();

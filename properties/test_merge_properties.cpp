@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "oracle/agreement.hpp"
+#include "oracle/compare.hpp"
 #include "oracle/merge.hpp"
 #include "oracle/tolerance.hpp"
-#include "oracle/compare.hpp"
 #include "properties/rc_gen.hpp"
 
 namespace dcp::props {
@@ -133,9 +133,9 @@ RC_GTEST_PROP(MergeMonoid, ShardedAttentionMergesToFullAttention, ()) {
   const auto owner = *rc::gen::container<std::vector<int64_t>>(
       static_cast<size_t>(c.seq()), rc::gen::inRange<int64_t>(0, shards));
   const int64_t sink_shard = *rc::gen::inRange<int64_t>(0, shards);
-  const auto tree = *rc::gen::element(oracle::ReductionTree::sequential,
-                                      oracle::ReductionTree::pairwise,
-                                      oracle::ReductionTree::random);
+  const auto tree =
+      *rc::gen::element(oracle::ReductionTree::sequential, oracle::ReductionTree::pairwise,
+                        oracle::ReductionTree::random);
   const uint64_t tree_seed = *rc::gen::arbitrary<uint64_t>();
 
   const auto full = oracle::attend_rows<dd>(c, nullptr, true);

@@ -40,8 +40,8 @@ void check_bug_is_caught(Bug bug) {
   s.seed = *rc::gen::arbitrary<uint64_t>();
   ModelConfig m;
   m.bug = bug;
-  const bool needs_merge = bug == Bug::merge_wrong_base || bug == Bug::unweighted_mean ||
-                           bug == Bug::sink_per_shard;
+  const bool needs_merge =
+      bug == Bug::merge_wrong_base || bug == Bug::unweighted_mean || bug == Bug::sink_per_shard;
   m.shards = needs_merge ? *rc::gen::inRange<int64_t>(2, 9) : *rc::gen::inRange<int64_t>(1, 9);
   m.interleave = *rc::gen::inRange<int64_t>(1, 5);
   // At least two keys on every shard, so that several shards hold different partials.
@@ -71,7 +71,9 @@ RC_GTEST_PROP(ToleranceSensitivity, MergeWithWrongBaseFails, ()) {
 RC_GTEST_PROP(ToleranceSensitivity, LseInWrongBaseFails, ()) {
   check_bug_is_caught(Bug::lse_wrong_base);
 }
-RC_GTEST_PROP(ToleranceSensitivity, MissingSinkFails, ()) { check_bug_is_caught(Bug::sink_missing); }
+RC_GTEST_PROP(ToleranceSensitivity, MissingSinkFails, ()) {
+  check_bug_is_caught(Bug::sink_missing);
+}
 RC_GTEST_PROP(ToleranceSensitivity, SinkOnEveryShardFails, ()) {
   check_bug_is_caught(Bug::sink_per_shard);
 }

@@ -57,7 +57,8 @@ TEST(CaseValidation, NamesTheTensorAndTheExpectation) {
   bad = c;
   bad.topk = Tensor<int64_t>({1, 2}, -1);
   bad.topk.data[1] = 3;
-  EXPECT_THAT(error_of(bad), HasSubstr("tensor 'topk': element [0, 1] = 3; expected a key position in [0, 3)"));
+  EXPECT_THAT(error_of(bad),
+              HasSubstr("tensor 'topk': element [0, 1] = 3; expected a key position in [0, 3)"));
 
   bad = c;
   bad.topk = Tensor<int64_t>({1, 2}, 1);

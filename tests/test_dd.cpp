@@ -58,11 +58,14 @@ TEST(DoubleDouble, ExpLogTanhKeep100Bits) {
     // log is accurate in absolute terms: measure against max(1, |log y|).
     const certify_real ly = boost::multiprecision::log(as_cert(y));
     const certify_real le = abs(as_cert(log(y)) - ly) / std::max(certify_real(1), abs(ly));
-    if (le != 0) worst_log = std::min(worst_log, -boost::multiprecision::log2(le).convert_to<double>());
+    if (le != 0)
+      worst_log = std::min(worst_log, -boost::multiprecision::log2(le).convert_to<double>());
     const dd small = x * 0.05;
-    worst_tanh = std::min(worst_tanh, rel_bits(tanh(small), boost::multiprecision::tanh(as_cert(small))));
+    worst_tanh =
+        std::min(worst_tanh, rel_bits(tanh(small), boost::multiprecision::tanh(as_cert(small))));
     const dd tiny = x * 1e-4;
-    worst_expm1 = std::min(worst_expm1, rel_bits(expm1(tiny), boost::multiprecision::expm1(as_cert(tiny))));
+    worst_expm1 =
+        std::min(worst_expm1, rel_bits(expm1(tiny), boost::multiprecision::expm1(as_cert(tiny))));
   }
   EXPECT_GE(worst_exp, 100.0);
   EXPECT_GE(worst_log, 100.0);

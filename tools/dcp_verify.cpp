@@ -51,17 +51,17 @@ int main(int argc, char** argv) {
   app.require_subcommand(0, 1);
 
   dcp::tools::SelfcheckOptions self;
-  auto* selfcheck = app.add_subcommand(
-      "selfcheck", "Check the oracle: fast vs certify tier, shard merge, fp32 model vs bound "
-                   "(the default job)");
+  auto* selfcheck =
+      app.add_subcommand("selfcheck",
+                         "Check the oracle: fast vs certify tier, shard merge, fp32 model vs bound "
+                         "(the default job)");
   selfcheck->add_option("--seed", self.seed, "Seed for the cases and shard layouts");
   selfcheck->add_flag("--quiet", self.quiet, "Print failing rows and the summary only");
 
   std::string case_path, out_path, tier = "fast";
   auto* reference = app.add_subcommand(
       "reference", "Compute a case's exact attention: o [T, Hq, Dv] and lse [T, Hq] as F64");
-  reference->add_option("--case", case_path, "Case file (safetensors, docs/format.md)")
-      ->required();
+  reference->add_option("--case", case_path, "Case file (safetensors, docs/format.md)")->required();
   reference->add_option("--out", out_path, "Output file (safetensors)")->required();
   reference->add_option("--tier", tier, "fast (double-double) or certify (MPFR, 266 bits)")
       ->check(CLI::IsMember({"fast", "certify"}));

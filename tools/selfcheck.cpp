@@ -88,8 +88,10 @@ std::vector<Row> cases(uint64_t seed) {
 
 int run_selfcheck(const SelfcheckOptions& opt, std::ostream& out) {
   char line[256];
-  std::snprintf(line, sizeof line, "# dcp-verify selfcheck: oracle tiers, shard merge and derived "
-                "bounds  (seed %llu)\n", static_cast<unsigned long long>(opt.seed));
+  std::snprintf(line, sizeof line,
+                "# dcp-verify selfcheck: oracle tiers, shard merge and derived "
+                "bounds  (seed %llu)\n",
+                static_cast<unsigned long long>(opt.seed));
   out << line;
   std::snprintf(line, sizeof line, "# %-13s %4s %4s %4s %4s %4s  %9s %9s %9s  %s\n", "case", "T",
                 "Hq", "Hkv", "Dk", "S", "tier-bits", "merge-bits", "fp32 e/b", "verdict");
@@ -138,11 +140,11 @@ int run_selfcheck(const SelfcheckOptions& opt, std::ostream& out) {
     const bool ok = tier_bits >= kTierBits && merge_bits >= kMergeBits && model_ok;
     failures += ok ? 0 : 1;
     if (!opt.quiet || !ok) {
-      std::snprintf(line, sizeof line, "  %-13s %4lld %4lld %4lld %4lld %4lld  %9.1f %10.1f %9.2e  %s\n",
-                    row.name.c_str(), static_cast<long long>(c.tokens()),
-                    static_cast<long long>(c.q_heads()), static_cast<long long>(c.kv_heads()),
-                    static_cast<long long>(c.head_dim()), static_cast<long long>(c.seq()),
-                    tier_bits, merge_bits, ratio, ok ? "OK" : "FAILED");
+      std::snprintf(
+          line, sizeof line, "  %-13s %4lld %4lld %4lld %4lld %4lld  %9.1f %10.1f %9.2e  %s\n",
+          row.name.c_str(), static_cast<long long>(c.tokens()), static_cast<long long>(c.q_heads()),
+          static_cast<long long>(c.kv_heads()), static_cast<long long>(c.head_dim()),
+          static_cast<long long>(c.seq()), tier_bits, merge_bits, ratio, ok ? "OK" : "FAILED");
       out << line;
       if (!ok) out << "    reproduce: " << props::describe(row.spec) << "\n";
     }
