@@ -76,6 +76,24 @@ inline double unit_roundoff(DType t) {
   return 0.0;
 }
 
+// Smallest positive normal value of a floating dtype: below it a rounding may lose all relative
+// accuracy (subnormals, or flush-to-zero), so it sets the absolute error floor of a rounding.
+inline double min_normal(DType t) {
+  switch (t) {
+    case DType::f64:
+      return std::ldexp(1.0, -1022);
+    case DType::f32:
+      return std::ldexp(1.0, -126);
+    case DType::f16:
+      return std::ldexp(1.0, -14);
+    case DType::bf16:
+      return std::ldexp(1.0, -126);
+    case DType::i64:
+      return 0.0;
+  }
+  return 0.0;
+}
+
 // --- bit-level conversions -------------------------------------------------------------------
 
 inline double bf16_bits_to_double(uint16_t b) {

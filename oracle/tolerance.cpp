@@ -9,24 +9,6 @@
 namespace dcp::oracle {
 namespace {
 
-// Smallest positive normal of a format: below it a rounding may lose all relative accuracy
-// (flush-to-zero), so every rounding also carries an absolute error of at most this much.
-double min_normal(DType t) {
-  switch (t) {
-    case DType::f64:
-      return std::ldexp(1.0, -1022);
-    case DType::f32:
-      return std::ldexp(1.0, -126);
-    case DType::f16:
-      return std::ldexp(1.0, -14);
-    case DType::bf16:
-      return std::ldexp(1.0, -126);
-    case DType::i64:
-      return 0.0;
-  }
-  return 0.0;
-}
-
 // An exponential whose exact result is below exp(kUnderflowArg) may flush to zero in fp32
 // (ln 2^-126 = -87.34, less one for the argument's own error): such a key's weight can be lost
 // entirely, so its relative weight error is bounded by 1 instead of the ulp budget.
