@@ -16,6 +16,10 @@ using dcp::oracle::round_to;
 constexpr double kPeakedGain = 6.0;  // q multiplier that makes one aligned key dominate
 constexpr double kWideGain = 12.0;   // spreads logits over tens of units
 constexpr double kTinyExp = -130.0;  // log2 of the smallest magnitudes drawn for "tiny"
+// |logit offset| for "extreme": e^80 is within a factor 1e4 of fp32's largest finite value
+// (e^88.72), so a few units more overflow exp without the max shift; e^-80 is far below any
+// ordinary weight and underflows to fp32 subnormals.
+constexpr double kExtremeLogit = 80.0;
 
 struct Rng {
   std::mt19937_64 g;
@@ -82,6 +86,16 @@ dcp::oracle::Case make_case(const CaseSpec& s) {
       }
     }
   }
+  if (s.explicit_scale) c.scale = round_to(DType::f32, 0.5 / std::sqrt(double(Dk)) + 0.01);
+  if (s.values == ValueStyle::extreme) {
+    // Component 0 of every key is 1 and of every query B / scale: all logits move by about B.
+    const double tau = c.scale ? *c.scale : 1.0 / std::sqrt(double(Dk));
+    const double b = rng.coin(0.5) ? kExtremeLogit : -kExtremeLogit;
+    for (int64_t j = 0; j < S; ++j)
+      for (int64_t g = 0; g < Hkv; ++g) c.k.at({j, g, 0}) = 1.0;
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t h = 0; h < Hq; ++h) c.q.at({t, h, 0}) = round_to(s.q_dtype, b / tau);
+  }
   if (s.explicit_pos) {
     c.q_pos.resize(T);
     for (int64_t t = 0; t < T; ++t) c.q_pos[t] = rng.below(S + 2);
@@ -89,7 +103,6 @@ dcp::oracle::Case make_case(const CaseSpec& s) {
     c.q_pos.resize(T);
     for (int64_t t = 0; t < T; ++t) c.q_pos[t] = t;
   }
-  if (s.explicit_scale) c.scale = round_to(DType::f32, 0.5 / std::sqrt(double(Dk)) + 0.01);
   c.causal = s.causal;
   c.window = s.window;
   c.softcap = s.softcap;
@@ -116,7 +129,7 @@ dcp::oracle::Case make_case(const CaseSpec& s) {
 
 std::string describe(const CaseSpec& s) {
   std::ostringstream os;
-  static const char* styles[] = {"normal", "peaked", "wide", "ties", "tiny"};
+  static const char* styles[] = {"normal", "peaked", "wide", "ties", "tiny", "extreme"};
   os << "T=" << s.tokens << " Hq=" << s.q_heads << " Hkv=" << s.kv_heads << " Dk=" << s.head_dim
      << " Dv=" << s.v_dim << " S=" << s.seq << (s.shared_latent ? " latent" : "")
      << " q=" << dcp::oracle::dtype_name(s.q_dtype) << " kv=" << dcp::oracle::dtype_name(s.kv_dtype)

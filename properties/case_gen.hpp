@@ -20,8 +20,9 @@ namespace dcp::props {
 // the query and q scaled up, so a single token dominates (a lost or doubled token is a gross
 // error). wide: logits spread over tens of units (max-shift matters; far keys underflow).
 // ties: keys repeated, so several logits are equal. tiny: values near and below fp32's smallest
-// normal mixed with ordinary ones.
-enum class ValueStyle { normal, peaked, wide, ties, tiny };
+// normal mixed with ordinary ones. extreme: every logit offset by about +/-80 through a shared
+// key component, so exponentials overflow (or underflow) in fp32 unless the max is subtracted.
+enum class ValueStyle { normal, peaked, wide, ties, tiny, extreme };
 
 struct CaseSpec {
   int64_t tokens = 1;    // T

@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "properties/case_gen.hpp"
+#include "properties/dcp_setup.hpp"
 #include "properties/fp32_model.hpp"
 
 namespace dcp::props {
@@ -56,7 +57,7 @@ inline rc::Gen<CaseSpec> gen_case_spec(SpecLimits lim) {
     s.lse_base = *rc::gen::element(LseBase::e, LseBase::two);
     s.explicit_scale = *rc::gen::weightedElement<bool>({{3, false}, {1, true}});
     s.values = *rc::gen::element(ValueStyle::normal, ValueStyle::peaked, ValueStyle::wide,
-                                 ValueStyle::ties, ValueStyle::tiny);
+                                 ValueStyle::ties, ValueStyle::tiny, ValueStyle::extreme);
     s.seed = *rc::gen::arbitrary<uint64_t>();
     return s;
   });
@@ -83,6 +84,81 @@ inline rc::Gen<ModelConfig> gen_model_config() {
     m.reverse_merge = *rc::gen::arbitrary<bool>();
     m.seed = *rc::gen::arbitrary<uint64_t>();
     return m;
+  });
+}
+
+// Limits of the DCP property cases. Small shapes are drawn most often; large N, long contexts
+// and big interleaves appear with lower weight and with fewer heads so the CI tier stays fast.
+struct DcpLimits {
+  int64_t max_dcp = 64;     // N
+  int64_t max_groups = 3;   // tp / N
+  int64_t max_seq = 3000;   // S for the rare long-context cases
+  int64_t max_head_dim = 32;
+  int64_t max_v_dim = 16;
+};
+
+inline rc::Gen<DcpSetup> gen_dcp_setup(DcpLimits lim) {
+  using dcp::oracle::DType;
+  using dcp::oracle::LseBase;
+  return rc::gen::exec([lim] {
+    DcpSetup s;
+    gpu::DcpConfig& cfg = s.cfg;
+    CaseSpec& p = s.spec;
+    const int64_t n = *rc::gen::weightedOneOf<int64_t>(
+        {{8, rc::gen::inRange<int64_t>(1, 9)},
+         {1, rc::gen::inRange<int64_t>(9, std::max<int64_t>(10, lim.max_dcp + 1))}});
+    const int64_t groups = n > 8 ? 1 : *rc::gen::inRange<int64_t>(1, lim.max_groups + 1);
+    cfg.tp_size = n * groups;
+    cfg.layout.ranks = n;
+    const int64_t h_loc = cfg.tp_size > 8 ? 1 : *rc::gen::inRange<int64_t>(1, 4);
+    p.q_heads = cfg.tp_size * h_loc;
+    std::vector<int64_t> divisors;
+    for (int64_t d = 1; d <= p.q_heads; ++d)
+      if (p.q_heads % d == 0) divisors.push_back(d);
+    p.kv_heads = *rc::gen::elementOf(divisors);
+    p.tokens = *rc::gen::inRange<int64_t>(1, 4);
+    p.head_dim = *rc::gen::inRange<int64_t>(1, lim.max_head_dim + 1);
+    p.shared_latent = *rc::gen::weightedElement<bool>({{3, false}, {1, true}});
+    const int64_t vmax = p.shared_latent ? std::min(lim.max_v_dim, p.head_dim) : lim.max_v_dim;
+    p.v_dim = *rc::gen::inRange<int64_t>(1, vmax + 1);
+    const bool small = p.q_heads * p.tokens <= 12;
+    p.seq = *rc::gen::weightedOneOf<int64_t>(
+        {{2, rc::gen::inRange<int64_t>(0, n + 1)},  // S <= N: some ranks own nothing
+         {6, rc::gen::inRange<int64_t>(0, 300)},
+         {small ? 1 : 0, rc::gen::inRange<int64_t>(300, lim.max_seq + 1)}});
+    cfg.layout.interleave = *rc::gen::weightedOneOf<int64_t>(
+        {{3, rc::gen::just<int64_t>(1)}, {3, rc::gen::inRange<int64_t>(2, 9)},
+         {1, rc::gen::inRange<int64_t>(9, 300)}});
+    p.q_dtype = *rc::gen::element(DType::f32, DType::bf16, DType::f16);
+    p.kv_dtype = *rc::gen::element(DType::f32, DType::bf16, DType::f16);
+    // Layout bugs only show under positional masks, top-k or several query positions, so most
+    // cases have them.
+    p.causal = *rc::gen::weightedElement<bool>({{1, false}, {4, true}});
+    p.explicit_pos = *rc::gen::weightedElement<bool>({{1, false}, {1, true}});
+    p.window = *rc::gen::weightedOneOf<int64_t>(
+        {{2, rc::gen::just<int64_t>(0)}, {1, rc::gen::inRange<int64_t>(1, 64)}});
+    p.softcap = *rc::gen::weightedElement<double>({{3, 0.0}, {1, 4.0}, {1, 30.0}});
+    p.sink = *rc::gen::weightedElement<bool>({{2, false}, {1, true}});
+    p.topk = *rc::gen::weightedOneOf<int64_t>(
+        {{3, rc::gen::just<int64_t>(0)}, {1, rc::gen::inRange<int64_t>(1, 65)}});
+    p.lse_base = *rc::gen::element(LseBase::e, LseBase::two);
+    p.explicit_scale = *rc::gen::weightedElement<bool>({{3, false}, {1, true}});
+    p.values = *rc::gen::element(ValueStyle::normal, ValueStyle::peaked, ValueStyle::wide,
+                                 ValueStyle::ties, ValueStyle::tiny, ValueStyle::extreme);
+    p.seed = *rc::gen::arbitrary<uint64_t>();
+
+    cfg.strategy = *rc::gen::element(gpu::CommStrategy::ag_rs, gpu::CommStrategy::a2a);
+    cfg.replicate_q = *rc::gen::arbitrary<bool>();
+    cfg.order = *rc::gen::element(gpu::ReduceOrder::sequential, gpu::ReduceOrder::pairwise,
+                                  gpu::ReduceOrder::random);
+    cfg.order_seed = *rc::gen::arbitrary<uint64_t>();
+    cfg.base = p.lse_base == LseBase::e ? gpu::LseBase::e : gpu::LseBase::two;
+    cfg.tile = *rc::gen::inRange<int64_t>(1, 65);
+    cfg.splits = *rc::gen::inRange<int64_t>(1, 5);
+    cfg.out_dtype = *rc::gen::weightedElement<gpu::Dtype>(
+        {{3, gpu::Dtype::f32}, {1, gpu::Dtype::bf16}, {1, gpu::Dtype::f16}});
+    s.chunks = make_chunks(p.seq, *rc::gen::arbitrary<uint64_t>());
+    return s;
   });
 }
 

@@ -1,0 +1,48 @@
+// communicator.hpp — the collectives the DCP path needs, over any transport.
+//
+// A Communicator connects the N ranks of one DCP group. Buffers are fp32 and laid out by rank:
+//   all_gather          send [count]            -> recv [N, count]   (block s from rank s)
+//   all_to_all          send [N, count]         -> recv [N, count]   (block d goes to rank d;
+//                                                                     block s came from rank s)
+//   reduce_scatter_sum  send [N, count]         -> recv [count] = sum over ranks s of block
+//                                                  `rank` of s's send, summed in `order`
+// Every rank must call the same collectives with the same counts. A collective that cannot
+// complete (a peer failed, a deadline passed) returns an error instead of hanging.
+//
+// Implementations: ThreadGroup (comm_threads.hpp: N ranks as threads of one process) and
+// MpiCommunicator (comm_mpi.hpp: one rank per process).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "gpu/merge.hpp"
+#include "gpu/status.hpp"
+
+namespace dcp::gpu {
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int64_t rank() const = 0;
+  virtual int64_t size() const = 0;
+  virtual std::string name() const = 0;
+
+  virtual GpuStatus all_gather(std::span<const float> send, std::span<float> recv) = 0;
+  virtual GpuStatus all_to_all(std::span<const float> send, std::span<float> recv) = 0;
+  virtual GpuStatus reduce_scatter_sum(std::span<const float> send, std::span<float> recv,
+                                       ReduceOrder order, uint64_t seed) = 0;
+};
+
+// Sums N blocks of `count` floats (blocks[s] points at rank s's contribution) into out [count],
+// combining whole blocks in the given order. Shared by the communicators so every transport
+// reduces in the same order.
+void sum_blocks_ordered(std::span<const float* const> blocks, int64_t count, ReduceOrder order,
+                        uint64_t seed, std::span<float> out);
+
+// Size checks shared by the communicators (one-line errors naming the collective).
+GpuStatus check_collective(const char* what, int64_t n, size_t send, size_t recv,
+                           int64_t send_blocks, int64_t recv_blocks);
+
+}  // namespace dcp::gpu

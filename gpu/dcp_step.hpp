@@ -1,0 +1,128 @@
+// dcp_step.hpp — one DCP decode-attention step on one rank of the attention TP group.
+//
+// The TP group of tp ranks is cut into tp / N DCP groups of N consecutive ranks
+// (dcp_rank = tp_rank mod N). With H_loc = Hq / tp query heads per TP rank, DCP group g covers
+// the Hg = N H_loc consecutive heads starting at g N H_loc, and each of its ranks holds 1/N of
+// the context (by token, layout.hpp) for the KV heads those heads read. A step is:
+//   1. queries   gather: AllGather of q [T, H_loc, Dk] in the group -> [T, Hg, Dk]
+//                replicate-q: the rank already holds q [T, Hg, Dk]; no communication
+//   2. attention partial_attention over the rank's tokens -> O_r [T, Hg, Dv], L_r [T, Hg]
+//   3. combine   ag_rs: AllGather L_r; scale O_r by base^(L_r - L); ReduceScatter by head
+//                a2a:   pack (O_r, L_r) by destination head slice; All-to-All; local merge
+//   -> O [T, H_loc, Dv] and LSE [T, H_loc] for the rank's own heads, rounded to out_dtype.
+// GQA: query head h reads KV head h / (Hq / Hkv) on *global* head indices on every rank.
+//
+//   DcpGeometry geo = *DcpGeometry::create(cfg, dims);
+//   Result<RankStepOutput> out = run_tp_rank(comm, inputs, cfg, tp_rank);
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <optional>
+#include <vector>
+
+#include "gpu/communicator.hpp"
+#include "gpu/convention.hpp"
+#include "gpu/dtype.hpp"
+#include "gpu/kv_cache.hpp"
+#include "gpu/layout.hpp"
+#include "gpu/merge.hpp"
+#include "gpu/status.hpp"
+
+namespace dcp::gpu {
+
+enum class CommStrategy { ag_rs, a2a };
+inline std::string_view strategy_name(CommStrategy s) {
+  return s == CommStrategy::ag_rs ? "ag_rs" : "a2a";
+}
+inline std::optional<CommStrategy> parse_strategy(std::string_view s) {
+  if (s == "ag_rs") return CommStrategy::ag_rs;
+  if (s == "a2a") return CommStrategy::a2a;
+  return std::nullopt;
+}
+
+struct DcpConfig {
+  int64_t tp_size = 1;  // attention TP group size, a multiple of N
+  DcpLayout layout;     // N = layout.ranks, I = layout.interleave
+  CommStrategy strategy = CommStrategy::a2a;
+  bool replicate_q = false;  // every rank holds its group's Hg heads' queries (no q gather)
+  ReduceOrder order = ReduceOrder::sequential;
+  uint64_t order_seed = 0;
+  LseBase base = LseBase::e;  // the kernel's LSE base
+  int64_t tile = 64;          // online-softmax tile, keys
+  int64_t splits = 1;         // split-KV pieces inside a rank
+  Dtype out_dtype = Dtype::f32;
+};
+
+// Model-wide shapes.
+struct AttentionDims {
+  int64_t tokens = 1;    // T
+  int64_t q_heads = 1;   // Hq
+  int64_t kv_heads = 1;  // Hkv (divides Hq)
+  int64_t head_dim = 1;  // Dk
+  int64_t v_dim = 1;     // Dv
+  bool shared_latent = false;
+};
+
+// Where a TP rank sits: its DCP group, its heads and the KV heads it stores.
+struct DcpGeometry {
+  int64_t n = 1, tp = 1, h_loc = 1, hg = 1, group_size = 1;  // group_size = Hq / Hkv
+  static Result<DcpGeometry> create(const DcpConfig& cfg, const AttentionDims& d);
+  int64_t dcp_rank(int64_t tp_rank) const { return tp_rank % n; }
+  int64_t group(int64_t tp_rank) const { return tp_rank / n; }
+  int64_t group_head0(int64_t tp_rank) const { return group(tp_rank) * hg; }
+  int64_t local_head0(int64_t tp_rank) const { return tp_rank * h_loc; }
+  int64_t kv_head0(int64_t tp_rank) const { return group_head0(tp_rank) / group_size; }
+  int64_t kv_heads(int64_t tp_rank) const {
+    return (group_head0(tp_rank) + hg - 1) / group_size - kv_head0(tp_rank) + 1;
+  }
+};
+
+// The model-wide problem every rank reads its share of (values already in their formats).
+struct DcpInputs {
+  AttentionDims dims;
+  std::vector<float> q;  // [T, Hq, Dk]
+  std::vector<float> k;  // [S, Hkv, Dk]
+  std::vector<float> v;  // [S, Hkv, Dv]; empty for a shared latent
+  Dtype kv_dtype = Dtype::f32;
+  std::vector<int64_t> q_pos;  // [T] global positions
+  int64_t seq = 0;             // S
+  float scale = 1.0f;
+  bool causal = true;
+  int64_t window = 0;
+  float softcap = 0.0f;
+  std::vector<float> sink;     // [Hq] natural-log units, empty: none
+  std::vector<int64_t> topk;   // [T, topk_k] global positions, -1 padding, empty: none
+  int64_t topk_k = 0;
+  std::vector<int64_t> chunks;  // lengths of the KV writes that build the cache (sum S);
+                                // empty: one chunk
+  int64_t physical_rows = 0;    // rows per rank; 0: just enough for S
+};
+
+struct RankStepOutput {
+  std::vector<float> o;            // [T, H_loc, Dv] the rank's heads, out_dtype values
+  std::vector<float> lse;          // [T, H_loc] base cfg.base
+  std::vector<float> partial_o;    // [T, Hg, Dv] this rank's partial (before the combine)
+  std::vector<float> partial_lse;  // [T, Hg]
+};
+
+// Checks the inputs against the configuration: tp % N, heads divisibility, tensor sizes,
+// positions, top-k indices, chunk lengths. One-line errors naming the flag or tensor.
+GpuStatus validate_inputs(const DcpInputs& in, const DcpConfig& cfg);
+
+// One step for one TP rank given its queries and its cache. q: [T, H_loc, Dk] (gather) or
+// [T, Hg, Dk] (replicate-q).
+Result<RankStepOutput> dcp_decode_step(Communicator& comm, const DcpConfig& cfg,
+                                       const DcpInputs& in, int64_t tp_rank,
+                                       std::span<const float> q, const RankKvCache& cache);
+
+// Builds the rank's cache by replaying in.chunks, takes its queries, and runs the step.
+// comm must be the rank's DCP-group communicator (size N, rank tp_rank mod N).
+Result<RankStepOutput> run_tp_rank(Communicator& comm, const DcpInputs& in, const DcpConfig& cfg,
+                                   int64_t tp_rank);
+
+// The rank's cache after replaying in.chunks (for inspection and for run_tp_rank).
+Result<RankKvCache> build_rank_cache(const DcpInputs& in, const DcpConfig& cfg, int64_t tp_rank);
+
+}  // namespace dcp::gpu

@@ -1,0 +1,64 @@
+// partial_attention.hpp — one rank's partial attention: all gathered query heads against the
+// tokens this rank owns, returning (O_r, LSE_r).
+//
+// Host backend of the kernel the CUDA backend implements; same parameters, same numerics: fp32
+// accumulation over inputs already rounded to their storage formats, online softmax over tiles
+// of `tile` keys, and an optional split of the rank's keys into `splits` contiguous pieces whose
+// partials are merged locally (split-KV). Masks are evaluated on *global* positions: a rank's
+// row r holds position layout.position(rank, r). Top-k indices are global positions selected for
+// the whole group; each rank attends to the selected positions it owns. The sink (natural-log
+// units) is added by the rank holding it only (convention.hpp). A row with nothing visible and
+// no sink returns LSE = -inf and O = 0.
+//
+//   PartialAttentionParams p;  p.q = q_gathered.data();  ...  p.base = LseBase::two;
+//   DCP_GPU_TRY(partial_attention(p));   // fills p.o [T, heads, Dv] and p.lse [T, heads]
+#pragma once
+
+#include <cstdint>
+
+#include "gpu/convention.hpp"
+#include "gpu/layout.hpp"
+#include "gpu/status.hpp"
+
+namespace dcp::gpu {
+
+struct PartialAttentionParams {
+  // Queries: q [tokens, heads, head_dim], gathered heads head0 .. head0 + heads - 1 (global).
+  const float* q = nullptr;
+  int64_t tokens = 0, heads = 0, head_dim = 0, head0 = 0;
+  // Model-wide head counts: query head h (global) reads KV head h / (q_heads_total / kv_heads_total).
+  int64_t q_heads_total = 0, kv_heads_total = 0;
+  const int64_t* q_pos = nullptr;  // [tokens] global positions of the queries
+  int64_t seq = 0;                 // S, the global context length (positions 0 .. S-1 exist)
+
+  // This rank's cache: k [rows, kv_heads, head_dim]; v rows of v_row_stride floats, head h at
+  // offset h * v_head_stride, v_dim values (v may alias k for a shared latent).
+  DcpLayout layout;
+  int64_t rank = 0;
+  const float* k = nullptr;
+  const float* v = nullptr;
+  int64_t rows = 0;  // rows holding positions < seq: layout.count(rank, seq)
+  int64_t kv_heads = 0, kv_head0 = 0, v_dim = 0, v_row_stride = 0, v_head_stride = 0;
+
+  // The case's variant (global positions, natural-log units).
+  float scale = 0.0f;          // softmax scale
+  bool causal = true;          // key pos <= query pos
+  int64_t window = 0;          // > 0: key pos > query pos - window
+  float softcap = 0.0f;        // > 0: s <- softcap * tanh(s / softcap)
+  const float* sink = nullptr;  // [heads] sink logits on the rank holding the sink, else nullptr
+  const int64_t* topk = nullptr;  // [tokens, topk_k] global positions, -1 padding; nullptr: none
+  int64_t topk_k = 0;
+
+  // Kernel conventions.
+  LseBase base = LseBase::e;
+  int64_t tile = 64;   // keys per online-softmax tile
+  int64_t splits = 1;  // split-KV pieces of the rank's keys, merged locally
+
+  float* o = nullptr;    // [tokens, heads, v_dim] partial outputs
+  float* lse = nullptr;  // [tokens, heads] partial LSEs, base `base`
+};
+
+// Checks the parameters (one-line errors naming the field) and computes the partials.
+GpuStatus partial_attention(const PartialAttentionParams& p);
+
+}  // namespace dcp::gpu

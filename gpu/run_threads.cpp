@@ -1,0 +1,58 @@
+#include "gpu/run_threads.hpp"
+
+#include <algorithm>
+#include <memory>
+#include <thread>
+
+#include "gpu/comm_threads.hpp"
+
+namespace dcp::gpu {
+
+void place_rank_output(const DcpGeometry& geo, const AttentionDims& d, int64_t tp_rank,
+                       const RankStepOutput& r, GroupRun& run) {
+  const int64_t Hl = geo.h_loc, dv = d.v_dim, h0 = geo.local_head0(tp_rank);
+  for (int64_t t = 0; t < d.tokens; ++t)
+    for (int64_t hl = 0; hl < Hl; ++hl) {
+      const int64_t src = t * Hl + hl, dst = t * d.q_heads + h0 + hl;
+      std::copy_n(&r.o[static_cast<size_t>(src * dv)], dv, &run.o[static_cast<size_t>(dst * dv)]);
+      run.lse[static_cast<size_t>(dst)] = r.lse[static_cast<size_t>(src)];
+    }
+  run.partial_o[static_cast<size_t>(tp_rank)] = r.partial_o;
+  run.partial_lse[static_cast<size_t>(tp_rank)] = r.partial_lse;
+}
+
+Result<GroupRun> run_dcp_threads(const DcpInputs& in, const DcpConfig& cfg) {
+  DCP_GPU_TRY(validate_inputs(in, cfg));
+  const DcpGeometry geo = *DcpGeometry::create(cfg, in.dims);
+  const AttentionDims& d = in.dims;
+  GroupRun run;
+  run.o.assign(static_cast<size_t>(d.tokens * d.q_heads * d.v_dim), 0.0f);
+  run.lse.assign(static_cast<size_t>(d.tokens * d.q_heads), 0.0f);
+  run.partial_o.resize(static_cast<size_t>(geo.tp));
+  run.partial_lse.resize(static_cast<size_t>(geo.tp));
+
+  std::vector<std::unique_ptr<ThreadGroup>> groups;
+  for (int64_t g = 0; g < geo.tp / geo.n; ++g) groups.push_back(std::make_unique<ThreadGroup>(geo.n));
+  std::vector<Result<RankStepOutput>> results(static_cast<size_t>(geo.tp),
+                                              Result<RankStepOutput>(DCP_GPU_ERROR("tp rank did not run")));
+  std::vector<std::thread> threads;
+  for (int64_t tp_rank = 0; tp_rank < geo.tp; ++tp_rank) {
+    threads.emplace_back([&, tp_rank] {
+      ThreadGroup& group = *groups[static_cast<size_t>(geo.group(tp_rank))];
+      Result<RankStepOutput> r = run_tp_rank(group.comm(geo.dcp_rank(tp_rank)), in, cfg, tp_rank);
+      if (!r) group.abort("tp rank " + std::to_string(tp_rank) + ": " + r.status().message());
+      results[static_cast<size_t>(tp_rank)] = std::move(r);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  // Report the first failure at its origin (a rank's own error, not a peer's abort notice).
+  for (const auto& r : results)
+    if (!r && r.status().message().find("aborted") == std::string::npos) return r.status();
+  for (const auto& r : results)
+    if (!r) return r.status();
+  for (int64_t tp_rank = 0; tp_rank < geo.tp; ++tp_rank)
+    place_rank_output(geo, d, tp_rank, *results[static_cast<size_t>(tp_rank)], run);
+  return run;
+}
+
+}  // namespace dcp::gpu

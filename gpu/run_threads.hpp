@@ -1,0 +1,31 @@
+// run_threads.hpp — the whole attention TP group in one process: every TP rank a thread, every
+// DCP group an in-process communicator (comm_threads.hpp).
+//
+// The result is assembled as the model sees it: O [T, Hq, Dv] and LSE [T, Hq] by global head,
+// each head written by the TP rank that owns it; every rank's partial is kept for inspection.
+//
+//   Result<GroupRun> run = run_dcp_threads(inputs, cfg);
+//   run->o, run->lse, run->partial_o[tp_rank] ([T, Hg, Dv])
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "gpu/dcp_step.hpp"
+
+namespace dcp::gpu {
+
+struct GroupRun {
+  std::vector<float> o;                         // [T, Hq, Dv]
+  std::vector<float> lse;                       // [T, Hq], base cfg.base
+  std::vector<std::vector<float>> partial_o;    // [tp][T, Hg, Dv]
+  std::vector<std::vector<float>> partial_lse;  // [tp][T, Hg]
+};
+
+// Places one rank's output heads into the model-wide O and LSE.
+void place_rank_output(const DcpGeometry& geo, const AttentionDims& d, int64_t tp_rank,
+                       const RankStepOutput& r, GroupRun& run);
+
+Result<GroupRun> run_dcp_threads(const DcpInputs& in, const DcpConfig& cfg);
+
+}  // namespace dcp::gpu

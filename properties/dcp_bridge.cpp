@@ -1,0 +1,186 @@
+#include "properties/dcp_bridge.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+namespace dcp::props {
+namespace {
+
+using oracle::Attention;
+using oracle::Bound;
+using oracle::Case;
+using oracle::Tensor;
+
+gpu::Dtype to_gpu(oracle::DType d) {
+  return d == oracle::DType::bf16 ? gpu::Dtype::bf16
+         : d == oracle::DType::f16 ? gpu::Dtype::f16
+                                   : gpu::Dtype::f32;
+}
+oracle::DType to_oracle(gpu::Dtype d) {
+  return d == gpu::Dtype::bf16 ? oracle::DType::bf16
+         : d == gpu::Dtype::f16 ? oracle::DType::f16
+                                : oracle::DType::f32;
+}
+
+std::vector<float> to_float(const std::vector<double>& x) {
+  return std::vector<float>(x.begin(), x.end());
+}
+
+// Heads [h0, h0 + n) of a [T, Hq, X] tensor (X = 1 for rank-2 tensors).
+Tensor<double> slice_heads(const Tensor<double>& t, int64_t h0, int64_t n) {
+  const int64_t T = t.dim(0), Hq = t.dim(1), X = t.rank() == 3 ? t.dim(2) : 1;
+  Tensor<double> s(t.rank() == 3 ? std::vector<int64_t>{T, n, X} : std::vector<int64_t>{T, n});
+  for (int64_t i = 0; i < T; ++i)
+    for (int64_t h = 0; h < n; ++h)
+      for (int64_t x = 0; x < X; ++x) s.data[(i * n + h) * X + x] = t.data[(i * Hq + h0 + h) * X + x];
+  return s;
+}
+
+Tensor<double> from_float(const std::vector<float>& x, std::vector<int64_t> shape) {
+  Tensor<double> t(std::move(shape));
+  for (size_t i = 0; i < x.size(); ++i) t.data[i] = x[i];
+  return t;
+}
+
+// The oracle's attention of a case and its bound for an arithmetic.
+struct Judge {
+  oracle::Expected<Attention> ref = oracle::Status();
+  oracle::Expected<Bound> bound = oracle::Status();
+  Judge(const Case& c, const oracle::Arithmetic& a) : ref(oracle::reference(c)) {
+    bound = ref ? oracle::derive_bound(c, *ref, a) : oracle::Expected<Bound>(ref.status());
+  }
+  // Compares heads [h0, h0 + nh) of o [T, nh, Dv] and lse [T, nh].
+  oracle::Expected<oracle::Comparison> compare(const Tensor<double>& o, const Tensor<double>& lse,
+                                               int64_t h0, int64_t nh) const {
+    if (!bound) return bound.status();
+    Attention rs{slice_heads(ref->o, h0, nh), slice_heads(ref->lse, h0, nh), ref->base};
+    Bound bs{slice_heads(bound->o, h0, nh), slice_heads(bound->lse, h0, nh), bound->kappa};
+    return oracle::compare(o, lse, rs, bs);
+  }
+};
+
+}  // namespace
+
+gpu::DcpInputs to_dcp_inputs(const Case& c, std::vector<int64_t> chunks) {
+  gpu::DcpInputs in;
+  in.dims = gpu::AttentionDims{c.tokens(), c.q_heads(), c.kv_heads(), c.head_dim(), c.v_dim,
+                               c.shared_latent()};
+  in.q = to_float(c.q.data);
+  in.k = to_float(c.k.data);
+  if (!c.shared_latent()) in.v = to_float(c.v.data);
+  in.kv_dtype = to_gpu(c.kv_dtype);
+  for (int64_t t = 0; t < c.tokens(); ++t) in.q_pos.push_back(c.query_pos(t));
+  in.seq = c.seq();
+  in.scale = static_cast<float>(c.scale ? *c.scale : 1.0 / std::sqrt(double(c.head_dim())));
+  in.causal = c.causal;
+  in.window = c.window;
+  in.softcap = static_cast<float>(c.softcap);
+  in.sink = to_float(c.sink);
+  if (c.has_topk()) {
+    in.topk = c.topk.data;
+    in.topk_k = c.topk.dim(1);
+  }
+  in.chunks = std::move(chunks);
+  return in;
+}
+
+oracle::Arithmetic host_claim(const gpu::DcpConfig& cfg, bool partial) {
+  oracle::Arithmetic a;
+  a.truncating_mma = false;  // host fp32 adds round to nearest
+  a.shards = partial ? cfg.splits : cfg.layout.ranks * cfg.splits;
+  a.out = partial ? oracle::DType::f32 : to_oracle(cfg.out_dtype);
+  a.lse_out = a.out;
+  return a;
+}
+
+Case shard_case(const Case& c, const gpu::DcpLayout& layout, int64_t rank) {
+  Case s = c;
+  const int64_t T = c.tokens();
+  std::vector<std::vector<int64_t>> owned(T);
+  int64_t kmax = 1;
+  for (int64_t t = 0; t < T; ++t) {
+    for (const int64_t p : oracle::visible_keys(c, t))
+      if (layout.owner(p) == rank) owned[t].push_back(p);
+    kmax = std::max<int64_t>(kmax, static_cast<int64_t>(owned[t].size()));
+  }
+  s.topk = Tensor<int64_t>({T, kmax}, -1);
+  for (int64_t t = 0; t < T; ++t)
+    for (size_t x = 0; x < owned[t].size(); ++x) s.topk.at({t, static_cast<int64_t>(x)}) = owned[t][x];
+  if (rank != gpu::kSinkRank) s.sink.clear();
+  return s;
+}
+
+DcpCheck judge_dcp(const Case& c, const gpu::DcpConfig& cfg, const gpu::GroupRun& run,
+                   bool check_partials) {
+  DcpCheck out;
+  const int64_t T = c.tokens(), Hq = c.q_heads(), dv = c.v_dim;
+  std::ostringstream rep;
+  bool ok = true;
+  auto note = [&](const std::string& what, const oracle::Expected<oracle::Comparison>& cmp) {
+    if (!cmp) {
+      ok = false;
+      rep << what << ": " << cmp.status().message() << "\n";
+      return;
+    }
+    out.max_ratio = std::max(out.max_ratio, cmp->max_ratio());
+    if (!cmp->pass()) {
+      ok = false;
+      rep << what << ": " << cmp->summary() << "\n";
+    }
+  };
+  const Judge full(c, host_claim(cfg, false));
+  oracle::Expected<oracle::Comparison> fc =
+      full.compare(from_float(run.o, {T, Hq, dv}), from_float(run.lse, {T, Hq}), 0, Hq);
+  if (fc) out.full = *fc;
+  note("output", fc);
+
+  if (check_partials) {
+    const gpu::AttentionDims dims{T, Hq, c.kv_heads(), c.head_dim(), dv, c.shared_latent()};
+    gpu::Result<gpu::DcpGeometry> geo = gpu::DcpGeometry::create(cfg, dims);
+    if (!geo) {
+      rep << "geometry: " << geo.status().message() << "\n";
+      ok = false;
+    } else {
+      // One oracle shard per dcp rank serves every DCP group (they differ only in heads).
+      for (int64_t r = 0; r < geo->n; ++r) {
+        const Judge shard(shard_case(c, cfg.layout, r), host_claim(cfg, true));
+        for (int64_t tp_rank = r; tp_rank < geo->tp; tp_rank += geo->n) {
+          const auto& po = run.partial_o[static_cast<size_t>(tp_rank)];
+          const auto& pl = run.partial_lse[static_cast<size_t>(tp_rank)];
+          note("partial of tp rank " + std::to_string(tp_rank) + " (dcp rank " +
+                   std::to_string(r) + ")",
+               shard.compare(from_float(po, {T, geo->hg, dv}), from_float(pl, {T, geo->hg}),
+                             geo->group_head0(tp_rank), geo->hg));
+        }
+      }
+    }
+  }
+  out.pass = ok;
+  out.report = rep.str();
+  return out;
+}
+
+DcpCheck check_dcp(const Case& c, const gpu::DcpConfig& cfg, const std::vector<int64_t>& chunks,
+                   const DcpBackend& backend, bool check_partials) {
+  const gpu::DcpInputs in = to_dcp_inputs(c, chunks);
+  gpu::Result<gpu::GroupRun> run = backend ? backend(in, cfg) : gpu::run_dcp_threads(in, cfg);
+  if (!run) {
+    DcpCheck out;
+    out.report = "backend: " + run.status().message() + " (" + run.status().where() + ")\n";
+    return out;
+  }
+  return judge_dcp(c, cfg, *run, check_partials);
+}
+
+std::string describe(const gpu::DcpConfig& cfg) {
+  std::ostringstream os;
+  os << "tp=" << cfg.tp_size << " N=" << cfg.layout.ranks << " I=" << cfg.layout.interleave
+     << " comm=" << gpu::strategy_name(cfg.strategy) << (cfg.replicate_q ? " replicate-q" : " gather-q")
+     << " order=" << gpu::reduce_order_name(cfg.order) << " order_seed=" << cfg.order_seed
+     << " base=" << (cfg.base == gpu::LseBase::e ? "e" : "2") << " tile=" << cfg.tile
+     << " splits=" << cfg.splits << " out=" << gpu::dtype_name(cfg.out_dtype);
+  return os.str();
+}
+
+}  // namespace dcp::props

@@ -1,0 +1,61 @@
+// dcp_bridge.hpp — drives the production DCP path (gpu/) with oracle cases and judges it.
+//
+// This is the only place that knows both sides: it turns an oracle::Case into the plain inputs
+// of gpu::DcpInputs, runs a backend, and compares (a) the assembled output O [T, Hq, Dv], LSE
+// [T, Hq] with the oracle's full attention and (b) every rank's partial (O_r, L_r) with the
+// oracle on that rank's shard (its owned visible keys; the sink on kSinkRank only), each within
+// the bound derived for the arithmetic the configuration claims.
+//
+//   DcpCheck chk = check_dcp(c, cfg, chunks);      // runs run_dcp_threads and the oracle
+//   if (!chk.pass) std::cout << chk.report;        // names the worst element and the rank
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "gpu/dcp_step.hpp"
+#include "gpu/run_threads.hpp"
+#include "oracle/attention.hpp"
+#include "oracle/case.hpp"
+#include "oracle/compare.hpp"
+#include "oracle/status.hpp"
+#include "oracle/tolerance.hpp"
+
+namespace dcp::props {
+
+// The production path's inputs for a case (values are exact in fp32). chunks: KV write lengths.
+gpu::DcpInputs to_dcp_inputs(const oracle::Case& c, std::vector<int64_t> chunks);
+
+// The arithmetic the host backend claims for the final output (N * splits partials merged) or
+// for one rank's partial (splits partials merged locally).
+oracle::Arithmetic host_claim(const gpu::DcpConfig& cfg, bool partial);
+
+// The oracle case restricted to the keys dcp rank `rank` owns; the sink kept on kSinkRank only.
+oracle::Case shard_case(const oracle::Case& c, const gpu::DcpLayout& layout, int64_t rank);
+
+struct DcpCheck {
+  bool pass = false;
+  double max_ratio = 0.0;  // worst error / bound over the output and every partial
+  std::string report;      // one line per failing comparison (empty when all pass)
+  oracle::Comparison full;  // the assembled output against the full oracle
+};
+
+// A backend runs the whole TP group on the inputs (run_dcp_threads by default).
+using DcpBackend = std::function<gpu::Result<gpu::GroupRun>(const gpu::DcpInputs&,
+                                                            const gpu::DcpConfig&)>;
+
+// Runs the backend and compares output and partials with the oracle. A backend error or an
+// oracle error is a failure with its message in the report.
+DcpCheck check_dcp(const oracle::Case& c, const gpu::DcpConfig& cfg,
+                   const std::vector<int64_t>& chunks, const DcpBackend& backend = nullptr,
+                   bool check_partials = true);
+
+// Judges a finished run (for backends run elsewhere, such as MPI ranks gathered on one process).
+DcpCheck judge_dcp(const oracle::Case& c, const gpu::DcpConfig& cfg, const gpu::GroupRun& run,
+                   bool check_partials);
+
+std::string describe(const gpu::DcpConfig& cfg);
+
+}  // namespace dcp::props

@@ -1,0 +1,216 @@
+// The production DCP path on the host backend against the oracle: for random N, TP multiples,
+// layouts, chunked KV writes, variants, dtypes, LSE bases, ag_rs/a2a, gather or replicate-q,
+// reduction orders, tiles and split-KV, the assembled output and every rank's partial are within
+// the bound the oracle derives. Pinned counterexamples (fixtures/dcp/pinned.json) run first.
+#include <gtest/gtest.h>
+#include <rapidcheck.h>
+#include <rapidcheck/gtest.h>
+
+#include <fstream>
+
+#include "gpu/comm_threads.hpp"
+#include "properties/dcp_bridge.hpp"
+#include "properties/rc_gen.hpp"
+
+#ifndef DCP_FIXTURES_DIR
+#error "DCP_FIXTURES_DIR must point at fixtures/"
+#endif
+
+namespace dcp::props {
+namespace {
+
+RC_GTEST_PROP(DcpHostPath, OutputAndEveryPartialWithinDerivedBound, ()) {
+  const DcpSetup s = *gen_dcp_setup(DcpLimits{});
+  const oracle::Case c = make_case(s.spec);
+  const DcpCheck chk = check_dcp(c, s.cfg, s.chunks);
+  RC_CLASSIFY(s.cfg.layout.ranks > 8, "N > 8");
+  RC_CLASSIFY(s.spec.seq < s.cfg.layout.ranks, "S < N");
+  RC_CLASSIFY(s.cfg.strategy == gpu::CommStrategy::a2a, "a2a");
+  if (!chk.pass) RC_FAIL(describe(s) + "\n" + chk.report + "pin: " + to_json(s).dump());
+}
+
+TEST(DcpHostPath, PinnedCounterexamples) {
+  std::ifstream f(std::string(DCP_FIXTURES_DIR) + "/dcp/pinned.json");
+  ASSERT_TRUE(f) << "fixtures/dcp/pinned.json is missing";
+  const nlohmann::json all = nlohmann::json::parse(f);
+  ASSERT_FALSE(all.empty());
+  for (const auto& j : all) {
+    oracle::Expected<DcpSetup> s = setup_from_json(j.at("setup"));
+    ASSERT_TRUE(s.ok()) << s.status().message();
+    const DcpCheck chk = check_dcp(make_case(s->spec), s->cfg, s->chunks);
+    EXPECT_TRUE(chk.pass) << j.at("why").get<std::string>() << "\n" << describe(*s) << "\n"
+                          << chk.report;
+  }
+}
+
+// One dominant token at each position in turn: losing or doubling any token, on any rank, moves
+// the output by O(1). Exercises every (rank, row) slot of a small layout with interleave.
+TEST(DcpHostPath, DominantTokenAtEveryPosition) {
+  for (int64_t pos = 0; pos < 23; ++pos) {
+    CaseSpec spec;
+    spec.tokens = 2;
+    spec.q_heads = 6;
+    spec.kv_heads = 3;
+    spec.head_dim = 8;
+    spec.v_dim = 4;
+    spec.seq = 23;
+    spec.seed = static_cast<uint64_t>(pos);
+    oracle::Case c = make_case(spec);
+    c.causal = false;
+    for (int64_t t = 0; t < 2; ++t)
+      for (int64_t h = 0; h < 6; ++h)
+        for (int64_t d = 0; d < 8; ++d) c.q.at({t, h, d}) = 4.0 * c.k.at({pos, h / 2, d});
+    gpu::DcpConfig cfg;
+    cfg.tp_size = 6;
+    cfg.layout = {3, 2};
+    cfg.splits = 2;
+    cfg.tile = 3;
+    const DcpCheck chk = check_dcp(c, cfg, make_chunks(23, static_cast<uint64_t>(pos)));
+    EXPECT_TRUE(chk.pass) << "dominant token at " << pos << "\n" << chk.report;
+  }
+}
+
+// Empty shards: S < N leaves ranks with no token; with no sink their partials must be exactly
+// (-inf, 0) and the merge must not produce NaN.
+TEST(DcpHostPath, EmptyShardsGiveNegInfAndZero) {
+  CaseSpec spec;
+  spec.q_heads = 4;
+  spec.kv_heads = 1;
+  spec.seq = 2;
+  spec.causal = false;
+  const oracle::Case c = make_case(spec);
+  for (const auto strategy : {gpu::CommStrategy::ag_rs, gpu::CommStrategy::a2a}) {
+    gpu::DcpConfig cfg;
+    cfg.tp_size = 4;
+    cfg.layout = {4, 1};
+    cfg.strategy = strategy;
+    const gpu::DcpInputs in = to_dcp_inputs(c, {2});
+    gpu::Result<gpu::GroupRun> run = gpu::run_dcp_threads(in, cfg);
+    ASSERT_TRUE(run.ok()) << run.status().message();
+    for (int64_t r = 2; r < 4; ++r) {
+      for (const float l : run->partial_lse[static_cast<size_t>(r)]) EXPECT_EQ(l, gpu::kEmptyLseF);
+      for (const float o : run->partial_o[static_cast<size_t>(r)]) EXPECT_EQ(o, 0.0f);
+    }
+    const DcpCheck chk = judge_dcp(c, cfg, *run, true);
+    EXPECT_TRUE(chk.pass) << chk.report;
+  }
+}
+
+TEST(DcpHostPath, FullyMaskedRowsStayNegInfWithoutNaN) {
+  CaseSpec spec;
+  spec.q_heads = 2;
+  spec.seq = 10;
+  spec.window = 1;
+  spec.tokens = 1;
+  oracle::Case c = make_case(spec);
+  c.q_pos = {12};  // window of 1 at position 12: no key in [0, 10) is visible
+  for (const auto strategy : {gpu::CommStrategy::ag_rs, gpu::CommStrategy::a2a}) {
+    gpu::DcpConfig cfg;
+    cfg.tp_size = 2;
+    cfg.layout = {2, 3};
+    cfg.strategy = strategy;
+    gpu::Result<gpu::GroupRun> run = gpu::run_dcp_threads(to_dcp_inputs(c, {}), cfg);
+    ASSERT_TRUE(run.ok()) << run.status().message();
+    for (const float l : run->lse) EXPECT_EQ(l, gpu::kEmptyLseF);
+    for (const float o : run->o) EXPECT_EQ(o, 0.0f);
+  }
+}
+
+TEST(DcpHostPath, BadConfigurationsAreOneLineErrors) {
+  CaseSpec spec;
+  spec.q_heads = 6;
+  spec.kv_heads = 2;
+  const oracle::Case c = make_case(spec);
+  struct Bad {
+    gpu::DcpConfig cfg;
+    std::string needle;
+  };
+  std::vector<Bad> bad;
+  gpu::DcpConfig b;
+  b.tp_size = 6;
+  b.layout = {4, 1};
+  bad.push_back({b, "not a multiple of --dcp-size"});
+  b.layout = {0, 1};
+  bad.push_back({b, "--dcp-size"});
+  b.layout = {2, 0};
+  bad.push_back({b, "--interleave"});
+  b.layout = {2, 1};
+  b.tp_size = 4;
+  bad.push_back({b, "--heads 6 is not a multiple of --tp-size 4"});
+  for (const Bad& x : bad) {
+    gpu::Result<gpu::GroupRun> run = gpu::run_dcp_threads(to_dcp_inputs(c, {}), x.cfg);
+    ASSERT_FALSE(run.ok());
+    EXPECT_NE(run.status().message().find(x.needle), std::string::npos) << run.status().message();
+    EXPECT_EQ(run.status().message().find('\n'), std::string::npos);
+  }
+  gpu::DcpConfig ok;
+  ok.tp_size = 2;
+  ok.layout = {2, 1};
+  gpu::DcpInputs in = to_dcp_inputs(c, {});
+  in.physical_rows = 2;  // the context needs 8 rows per rank
+  gpu::Result<gpu::GroupRun> run = gpu::run_dcp_threads(in, ok);
+  ASSERT_FALSE(run.ok());
+  EXPECT_NE(run.status().message().find("logical capacity 4"), std::string::npos)
+      << run.status().message();
+  in = to_dcp_inputs(c, {});
+  in.k.pop_back();
+  run = gpu::run_dcp_threads(in, ok);
+  ASSERT_FALSE(run.ok());
+  EXPECT_NE(run.status().message().find("tensor 'k'"), std::string::npos);
+}
+
+TEST(ThreadsCommunicator, CollectivesMoveBlocksByRankAndSumInEveryOrder) {
+  constexpr int64_t kN = 5, kCount = 3;
+  for (const auto order : {gpu::ReduceOrder::sequential, gpu::ReduceOrder::pairwise,
+                           gpu::ReduceOrder::random}) {
+    gpu::ThreadGroup group(kN);
+    std::vector<std::vector<float>> gathered(kN), a2a(kN), rs(kN);
+    std::vector<std::thread> th;
+    for (int64_t r = 0; r < kN; ++r) {
+      th.emplace_back([&, r] {
+        gpu::Communicator& c = group.comm(r);
+        std::vector<float> mine(kCount, static_cast<float>(r));
+        gathered[r].resize(kN * kCount);
+        ASSERT_TRUE(c.all_gather(mine, gathered[r]).ok());
+        std::vector<float> send(kN * kCount);
+        for (int64_t d = 0; d < kN; ++d)
+          for (int64_t i = 0; i < kCount; ++i) send[d * kCount + i] = float(100 * r + 10 * d + i);
+        a2a[r].resize(kN * kCount);
+        ASSERT_TRUE(c.all_to_all(send, a2a[r]).ok());
+        rs[r].resize(kCount);
+        ASSERT_TRUE(c.reduce_scatter_sum(send, rs[r], order, 7).ok());
+      });
+    }
+    for (auto& t : th) t.join();
+    for (int64_t r = 0; r < kN; ++r) {
+      for (int64_t s = 0; s < kN; ++s)
+        for (int64_t i = 0; i < kCount; ++i) {
+          EXPECT_EQ(gathered[r][s * kCount + i], float(s));
+          EXPECT_EQ(a2a[r][s * kCount + i], float(100 * s + 10 * r + i));
+        }
+      for (int64_t i = 0; i < kCount; ++i)  // integers: exact in any order
+        EXPECT_EQ(rs[r][i], float(100 * (0 + 1 + 2 + 3 + 4) + kN * (10 * r + i)));
+    }
+  }
+}
+
+TEST(ThreadsCommunicator, AbortReleasesWaitingRanks) {
+  gpu::ThreadGroup group(3);
+  std::vector<gpu::GpuStatus> st(2);
+  std::vector<std::thread> th;
+  for (int64_t r = 0; r < 2; ++r) {
+    th.emplace_back([&, r] {
+      std::vector<float> mine(1, 1.0f), all(3);
+      st[r] = group.comm(r).all_gather(mine, all);
+    });
+  }
+  group.abort("rank 2 failed");  // rank 2 never arrives
+  for (auto& t : th) t.join();
+  for (const auto& s : st) {
+    EXPECT_FALSE(s.ok());
+    EXPECT_NE(s.message().find("rank 2 failed"), std::string::npos) << s.message();
+  }
+}
+
+}  // namespace
+}  // namespace dcp::props
