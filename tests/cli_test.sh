@@ -46,9 +46,29 @@ one_line_stderr() {
   fi
 }
 
-expect 0 "default job" -- "$bin"
-contains "$tmp/out" "# selfcheck: OK" "default job summary"
+expect 0 "default job: the run sweep" -- "$bin"
+contains "$tmp/out" "# run: OK" "default job verdict"
+contains "$tmp/out" "err/bound  verdict" "run table header"
+contains "$tmp/out" "# reproduce: dcp-verify run --seed 1" "run reproduce line"
+
+expect 0 "selfcheck" -- "$bin" selfcheck
+contains "$tmp/out" "# selfcheck: OK" "selfcheck summary"
 contains "$tmp/out" "tier-bits" "selfcheck table header"
+
+expect 0 "run, configured case" -- "$bin" run --dcp-size 4 --tp-size 8 --heads 16 --kv-heads 4 --interleave 3 --comm-backend a2a --replicate-q --seq 300 --tokens 2 --window 50 --softcap 20 --sink --topk 40 --lse-base 2 --order rand --splits 2 --cases 3 --seed 9
+contains "$tmp/out" "rows: 3  passed: 3  failed: 0" "configured rows pass"
+contains "$tmp/out" "--seed 9" "configured seed echoed"
+expect 0 "run, k3-mla preset" -- "$bin" run --preset k3-mla --seq 256 --quiet
+contains "$tmp/out" "# run: OK" "k3 preset verdict"
+
+for bad in "--dcp-size 0" "--dcp-size 4 --tp-size 6" "--interleave 0" "--heads 6 --kv-heads 4" \
+           "--heads 6 --dcp-size 4" "--comm nccl" "--backend cuda" "--comm-backend ring" \
+           "--lse-base 10" "--dtype f8" "--preset llama" "--seq -1" "--cases 0"; do
+  # shellcheck disable=SC2086
+  expect 2 "run $bad" -- "$bin" run $bad
+  one_line_stderr "run $bad"
+done
+expect 2 "run: unknown flag" -- "$bin" run --dcp 4
 
 expect 0 "selfcheck with a seed" -- "$bin" selfcheck --seed 5 --quiet
 contains "$tmp/out" "reproduce with --seed 5" "seed echoed"
