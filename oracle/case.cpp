@@ -20,7 +20,11 @@ Status check_values(const Tensor<double>& t, const char* name, DType dtype) {
   return {};
 }
 
-bool is_input_float(DType t) { return t == DType::f32 || t == DType::f16 || t == DType::bf16; }
+// F64 inputs are for cases the oracle derives itself (the decompressed MLA slice); case files
+// still take F32, F16 or BF16 only (case_file.cpp).
+bool is_input_float(DType t) {
+  return t == DType::f64 || t == DType::f32 || t == DType::f16 || t == DType::bf16;
+}
 
 }  // namespace
 
@@ -46,10 +50,11 @@ Status validate(const Case& c) {
     return DCP_ERROR("tensor 'k': Hq = ", Hq, " is not a multiple of Hkv = ", Hkv);
   }
   if (!is_input_float(c.q_dtype)) {
-    return DCP_ERROR("tensor 'q': dtype ", dtype_name(c.q_dtype), "; expected F32, F16 or BF16");
+    return DCP_ERROR("tensor 'q': dtype ", dtype_name(c.q_dtype), "; expected F64, F32, F16 or BF16");
   }
   if (!is_input_float(c.kv_dtype)) {
-    return DCP_ERROR("tensor 'k': dtype ", dtype_name(c.kv_dtype), "; expected F32, F16 or BF16");
+    return DCP_ERROR("tensor 'k': dtype ", dtype_name(c.kv_dtype),
+                     "; expected F64, F32, F16 or BF16");
   }
   if (c.shared_latent()) {
     if (c.v_dim < 1 || c.v_dim > Dk) {
