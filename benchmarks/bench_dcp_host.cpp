@@ -1,0 +1,149 @@
+// Host-backend DCP benchmarks, each beside its single-rank baseline in the same run.
+//
+//   BM_PartialAttention/N  one rank's partial attention over its 1/N of an MLA-latent context
+//                          (16 gathered heads, Dk 576 = 512 + 64, Dv 512, S = 8192); N = 1 is the
+//                          whole context on one rank. Counter: head_keys/s (query heads x keys).
+//   BM_Combine/N/strategy  the a2a local LSE merge or the ag_rs scaling of N partials for
+//                          T x Hq rows of Dv (the work of step 3 on one rank, without transport).
+//                          Counter: rows/s.
+//   BM_Step/N/strategy     one whole decode step of a DCP group on the threads communicator.
+// tools/bench-dcp prints each as a ratio to its N = 1 baseline.
+#include <benchmark/benchmark.h>
+
+#include <random>
+#include <vector>
+
+#include "gpu/kv_cache.hpp"
+#include "gpu/merge.hpp"
+#include "gpu/partial_attention.hpp"
+#include "gpu/run_threads.hpp"
+
+namespace {
+
+using namespace dcp::gpu;
+
+constexpr int64_t kHeads = 16, kDk = 576, kDv = 512, kSeq = 8192, kTokens = 1;
+
+std::vector<float> randoms(size_t n, uint64_t seed) {
+  std::mt19937_64 g(seed);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = round_to(Dtype::bf16, d(g));
+  return v;
+}
+
+void BM_PartialAttention(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  const DcpLayout lay{n, 1};
+  const int64_t rows = lay.count(0, kSeq);
+  KvCacheSpec spec{lay, 0, (kSeq + n - 1) / n, 1, 0, kDk, kDv, true, Dtype::bf16};
+  RankKvCache cache = *RankKvCache::create(spec);
+  const std::vector<float> k = randoms(static_cast<size_t>(kSeq * kDk), 1);
+  if (!cache.write_chunk(0, kSeq, k.data(), nullptr)) state.SkipWithError("kv write failed");
+  const std::vector<float> q = randoms(static_cast<size_t>(kTokens * kHeads * kDk), 2);
+  const std::vector<int64_t> pos{kSeq - 1};
+  std::vector<float> o(static_cast<size_t>(kTokens * kHeads * kDv)), lse(kTokens * kHeads);
+  PartialAttentionParams p;
+  p.q = q.data();
+  p.tokens = kTokens;
+  p.heads = kHeads;
+  p.head_dim = kDk;
+  p.q_heads_total = kHeads;
+  p.kv_heads_total = 1;
+  p.q_pos = pos.data();
+  p.seq = kSeq;
+  p.layout = lay;
+  p.k = cache.k();
+  p.v = cache.v();
+  p.rows = rows;
+  p.kv_heads = 1;
+  p.v_dim = kDv;
+  p.v_row_stride = cache.v_row_stride();
+  p.v_head_stride = cache.v_head_stride();
+  p.scale = 0.0416666679f;  // 1/sqrt(576)
+  p.o = o.data();
+  p.lse = lse.data();
+  for (auto _ : state) {
+    if (!partial_attention(p)) state.SkipWithError("partial attention failed");
+    benchmark::DoNotOptimize(o.data());
+  }
+  state.counters["head_keys/s"] = benchmark::Counter(
+      static_cast<double>(kTokens * kHeads * rows), benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_PartialAttention)->Arg(1)->Arg(2)->Arg(4)->Arg(8)->Unit(benchmark::kMillisecond);
+
+void BM_Combine(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  const bool a2a = state.range(1) == 1;
+  constexpr int64_t kRows = 64 * 128;  // T x Hq rows (a batch of 64 tokens, 128 heads)
+  constexpr int64_t kDvC = 128;
+  const std::vector<float> o = randoms(static_cast<size_t>(n * kRows * kDvC), 3);
+  const std::vector<float> l = randoms(static_cast<size_t>(n * kRows), 4);
+  std::vector<float> out(static_cast<size_t>(kRows * kDvC)), num(static_cast<size_t>(n * kDvC));
+  std::vector<MergeAcc> acc(static_cast<size_t>(n));
+  for (auto _ : state) {
+    for (int64_t r = 0; r < kRows; ++r) {
+      float* dst = &out[static_cast<size_t>(r * kDvC)];
+      if (a2a) {  // merge the N partials' states
+        for (int64_t s = 0; s < n; ++s) {
+          acc[static_cast<size_t>(s)] = MergeAcc::from_partial(l[static_cast<size_t>(s * kRows + r)]);
+          std::copy_n(&o[static_cast<size_t>((s * kRows + r) * kDvC)], kDvC, &num[static_cast<size_t>(s * kDvC)]);
+        }
+        for (int64_t s = 1; s < n; ++s)
+          merge_into(LseBase::e, acc[0], num.data(), acc[static_cast<size_t>(s)], &num[static_cast<size_t>(s * kDvC)], kDvC);
+        std::copy_n(num.data(), kDvC, dst);
+        finish(LseBase::e, acc[0], dst, kDvC);
+      } else {  // global LSE, then the scaled sum a ReduceScatter would perform
+        MergeAcc g = MergeAcc::from_partial(l[static_cast<size_t>(r)]);
+        for (int64_t s = 1; s < n; ++s)
+          merge_into(LseBase::e, g, nullptr, MergeAcc::from_partial(l[static_cast<size_t>(s * kRows + r)]), nullptr, 0);
+        const float lg = finish(LseBase::e, g, nullptr, 0);
+        std::fill(dst, dst + kDvC, 0.0f);
+        for (int64_t s = 0; s < n; ++s) {
+          const float w = pow_base(LseBase::e, l[static_cast<size_t>(s * kRows + r)] - lg);
+          const float* src = &o[static_cast<size_t>((s * kRows + r) * kDvC)];
+          for (int64_t i = 0; i < kDvC; ++i) dst[i] += w * src[i];
+        }
+      }
+    }
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["rows/s"] =
+      benchmark::Counter(static_cast<double>(kRows), benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_Combine)
+    ->ArgsProduct({{1, 2, 4, 8}, {0, 1}})
+    ->ArgNames({"N", "a2a"})
+    ->Unit(benchmark::kMillisecond);
+
+void BM_Step(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  DcpInputs in;
+  in.dims = {kTokens, kHeads, 1, kDk, kDv, true};
+  in.q = randoms(static_cast<size_t>(kTokens * kHeads * kDk), 5);
+  in.k = randoms(static_cast<size_t>(kSeq * kDk), 6);
+  in.kv_dtype = Dtype::bf16;
+  in.q_pos = {kSeq - 1};
+  in.seq = kSeq;
+  in.scale = 0.0416666679f;
+  DcpConfig cfg;
+  cfg.tp_size = n;
+  cfg.layout = {n, 1};
+  cfg.strategy = state.range(1) == 1 ? CommStrategy::a2a : CommStrategy::ag_rs;
+  for (auto _ : state) {
+    Result<GroupRun> r = run_dcp_threads(in, cfg);
+    if (!r) state.SkipWithError(r.status().message().c_str());
+    benchmark::DoNotOptimize(r);
+  }
+  state.counters["head_keys/s"] = benchmark::Counter(
+      static_cast<double>(kTokens * kHeads * kSeq), benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_Step)
+    ->ArgsProduct({{1, 2, 4, 8}, {0, 1}})
+    ->ArgNames({"N", "a2a"})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+}  // namespace
+
+BENCHMARK_MAIN();
