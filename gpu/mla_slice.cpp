@@ -2,10 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <memory>
-#include <thread>
-
-#include "gpu/comm_threads.hpp"
+#include "gpu/run_threads.hpp"
 
 namespace dcp::gpu {
 namespace {
@@ -24,8 +21,8 @@ DcpInputs attention_inputs(const MlaInputs& in) {
   a.k.assign(static_cast<size_t>(in.seq * dk), 0.0f);
   for (int64_t j = 0; j < in.seq; ++j) {
     float* row = &a.k[static_cast<size_t>(j * dk)];
-    std::copy_n(&in.c_kv[static_cast<size_t>(j * d.kv_lora)], d.kv_lora, row);
-    std::copy_n(&in.k_pe[static_cast<size_t>(j * d.rope)], d.rope, row + d.kv_lora);
+    std::copy_n(in.c_kv.data() + j * d.kv_lora, d.kv_lora, row);
+    std::copy_n(in.k_pe.data() + j * d.rope, d.rope, row + d.kv_lora);
     if (in.apply_rope) rope_rotate(row + d.kv_lora, d.rope, j, in.rope_theta);
   }
   a.kv_dtype = in.kv_dtype;
@@ -61,7 +58,7 @@ std::vector<float> absorbed_queries(const MlaInputs& in, int64_t h0, int64_t nh)
           acc += q[static_cast<size_t>(n)] * in.w_kc[static_cast<size_t>((h * d.nope + n) * d.kv_lora + l)];
         o[l] = acc;
       }
-      std::copy_n(&q[static_cast<size_t>(d.nope)], d.rope, o + d.kv_lora);
+      std::copy_n(q.data() + d.nope, d.rope, o + d.kv_lora);
       if (in.apply_rope) rope_rotate(o + d.kv_lora, d.rope, in.q_pos[static_cast<size_t>(t)], in.rope_theta);
     }
   return out;
@@ -111,19 +108,9 @@ Result<MlaRun> run_mla_threads(const MlaInputs& in, const DcpConfig& cfg) {
   const int64_t dk = d.kv_lora + d.rope;
   run.q_att.assign(static_cast<size_t>(d.tokens * d.heads * dk), 0.0f);
   run.k_att.assign(static_cast<size_t>(in.seq * dk), 0.0f);
-  std::vector<std::unique_ptr<ThreadGroup>> groups;
-  for (int64_t g = 0; g < geo.tp / geo.n; ++g) groups.push_back(std::make_unique<ThreadGroup>(geo.n));
-  std::vector<GpuStatus> status(static_cast<size_t>(geo.tp));
-  std::vector<std::thread> threads;
-  for (int64_t tp_rank = 0; tp_rank < geo.tp; ++tp_rank) {
-    threads.emplace_back([&, tp_rank] {
-      ThreadGroup& group = *groups[static_cast<size_t>(geo.group(tp_rank))];
-      auto fail = [&](const GpuStatus& st) {
-        group.abort("tp rank " + std::to_string(tp_rank) + ": " + st.message());
-        status[static_cast<size_t>(tp_rank)] = st;
-      };
+  DCP_GPU_TRY(for_each_tp_rank_threads(geo, [&](int64_t tp_rank, Communicator& comm) {
       Result<RankKvCache> cache = build_rank_cache(att, cfg, tp_rank);
-      if (!cache) return fail(cache.status());
+      if (!cache) return cache.status();
       const int64_t h0 = cfg.replicate_q ? geo.group_head0(tp_rank) : geo.local_head0(tp_rank);
       const int64_t nh = cfg.replicate_q ? geo.hg : geo.h_loc;
       const std::vector<float> q = absorbed_queries(in, h0, nh);
@@ -141,9 +128,8 @@ Result<MlaRun> run_mla_threads(const MlaInputs& in, const DcpConfig& cfg) {
           std::copy_n(cache->k() + row * dk, dk,
                       &run.k_att[static_cast<size_t>(cfg.layout.position(me, row) * dk)]);
       }
-      Result<RankStepOutput> r = dcp_decode_step(group.comm(geo.dcp_rank(tp_rank)), cfg, att,
-                                                 tp_rank, q, *cache);
-      if (!r) return fail(r.status());
+      Result<RankStepOutput> r = dcp_decode_step(comm, cfg, att, tp_rank, q, *cache);
+      if (!r) return r.status();
       // V-side absorb for the rank's own heads.
       for (int64_t t = 0; t < d.tokens; ++t)
         for (int64_t hl = 0; hl < geo.h_loc; ++hl) {
@@ -158,13 +144,8 @@ Result<MlaRun> run_mla_threads(const MlaInputs& in, const DcpConfig& cfg) {
           }
           run.lse[static_cast<size_t>(t * d.heads + h)] = r->lse[static_cast<size_t>(t * geo.h_loc + hl)];
         }
-    });
-  }
-  for (std::thread& t : threads) t.join();
-  for (const GpuStatus& st : status)
-    if (!st && st.message().find("aborted") == std::string::npos) return st;
-  for (const GpuStatus& st : status)
-    if (!st) return st;
+      return GpuStatus();
+  }));
   return run;
 }
 

@@ -21,6 +21,29 @@ void place_rank_output(const DcpGeometry& geo, const AttentionDims& d, int64_t t
   run.partial_lse[static_cast<size_t>(tp_rank)] = r.partial_lse;
 }
 
+GpuStatus for_each_tp_rank_threads(const DcpGeometry& geo,
+                                   const std::function<GpuStatus(int64_t, Communicator&)>& body) {
+  std::vector<std::unique_ptr<ThreadGroup>> groups;
+  for (int64_t g = 0; g < geo.tp / geo.n; ++g) groups.push_back(std::make_unique<ThreadGroup>(geo.n));
+  std::vector<GpuStatus> status(static_cast<size_t>(geo.tp));
+  std::vector<std::thread> threads;
+  for (int64_t tp_rank = 0; tp_rank < geo.tp; ++tp_rank) {
+    threads.emplace_back([&, tp_rank] {
+      ThreadGroup& group = *groups[static_cast<size_t>(geo.group(tp_rank))];
+      GpuStatus st = body(tp_rank, group.comm(geo.dcp_rank(tp_rank)));
+      if (!st) group.abort("tp rank " + std::to_string(tp_rank) + ": " + st.message());
+      status[static_cast<size_t>(tp_rank)] = std::move(st);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  // A rank's own error first, not a peer's notice that the group was aborted.
+  for (const GpuStatus& st : status)
+    if (!st && st.message().find("aborted") == std::string::npos) return st;
+  for (const GpuStatus& st : status)
+    if (!st) return st;
+  return {};
+}
+
 Result<GroupRun> run_dcp_threads(const DcpInputs& in, const DcpConfig& cfg) {
   DCP_GPU_TRY(validate_inputs(in, cfg));
   const DcpGeometry geo = *DcpGeometry::create(cfg, in.dims);
@@ -30,28 +53,12 @@ Result<GroupRun> run_dcp_threads(const DcpInputs& in, const DcpConfig& cfg) {
   run.lse.assign(static_cast<size_t>(d.tokens * d.q_heads), 0.0f);
   run.partial_o.resize(static_cast<size_t>(geo.tp));
   run.partial_lse.resize(static_cast<size_t>(geo.tp));
-
-  std::vector<std::unique_ptr<ThreadGroup>> groups;
-  for (int64_t g = 0; g < geo.tp / geo.n; ++g) groups.push_back(std::make_unique<ThreadGroup>(geo.n));
-  std::vector<Result<RankStepOutput>> results(static_cast<size_t>(geo.tp),
-                                              Result<RankStepOutput>(DCP_GPU_ERROR("tp rank did not run")));
-  std::vector<std::thread> threads;
-  for (int64_t tp_rank = 0; tp_rank < geo.tp; ++tp_rank) {
-    threads.emplace_back([&, tp_rank] {
-      ThreadGroup& group = *groups[static_cast<size_t>(geo.group(tp_rank))];
-      Result<RankStepOutput> r = run_tp_rank(group.comm(geo.dcp_rank(tp_rank)), in, cfg, tp_rank);
-      if (!r) group.abort("tp rank " + std::to_string(tp_rank) + ": " + r.status().message());
-      results[static_cast<size_t>(tp_rank)] = std::move(r);
-    });
-  }
-  for (std::thread& t : threads) t.join();
-  // Report the first failure at its origin (a rank's own error, not a peer's abort notice).
-  for (const auto& r : results)
-    if (!r && r.status().message().find("aborted") == std::string::npos) return r.status();
-  for (const auto& r : results)
+  DCP_GPU_TRY(for_each_tp_rank_threads(geo, [&](int64_t tp_rank, Communicator& comm) {
+    Result<RankStepOutput> r = run_tp_rank(comm, in, cfg, tp_rank);
     if (!r) return r.status();
-  for (int64_t tp_rank = 0; tp_rank < geo.tp; ++tp_rank)
-    place_rank_output(geo, d, tp_rank, *results[static_cast<size_t>(tp_rank)], run);
+    place_rank_output(geo, d, tp_rank, *r, run);  // disjoint heads and partial slots
+    return GpuStatus();
+  }));
   return run;
 }
 

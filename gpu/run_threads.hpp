@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "gpu/dcp_step.hpp"
@@ -21,6 +22,12 @@ struct GroupRun {
   std::vector<std::vector<float>> partial_o;    // [tp][T, Hg, Dv]
   std::vector<std::vector<float>> partial_lse;  // [tp][T, Hg]
 };
+
+// Runs body(tp_rank, comm) for every TP rank of the geometry on its own thread, each with its
+// DCP group's in-process communicator. A rank whose body fails aborts its group (peers waiting
+// in a collective are released); the first failure at its origin is returned.
+GpuStatus for_each_tp_rank_threads(const DcpGeometry& geo,
+                                   const std::function<GpuStatus(int64_t, Communicator&)>& body);
 
 // Places one rank's output heads into the model-wide O and LSE.
 void place_rank_output(const DcpGeometry& geo, const AttentionDims& d, int64_t tp_rank,

@@ -53,7 +53,7 @@ Case unabsorbed_case(const MlaCase& m) {
   c.v_dim = Dv;
   for (int64_t t = 0; t < T; ++t)
     for (int64_t h = 0; h < H; ++h) {
-      double* q = &c.q.data[c.q.offset({t, h, 0})];
+      double* q = c.q.data.data() + c.q.offset({t, h, 0});
       for (int64_t i = 0; i < dq; ++i) {
         double acc = 0.0;
         for (int64_t k = 0; k < Dc; ++k) acc += m.w_qb.at({h, i, k}) * m.c_q.at({t, k});
@@ -63,7 +63,7 @@ Case unabsorbed_case(const MlaCase& m) {
     }
   for (int64_t j = 0; j < S; ++j)
     for (int64_t h = 0; h < H; ++h) {
-      double* k = &c.k.data[c.k.offset({j, h, 0})];
+      double* k = c.k.data.data() + c.k.offset({j, h, 0});
       for (int64_t n = 0; n < Dn; ++n) {
         double acc = 0.0;
         for (int64_t l = 0; l < Dl; ++l) acc += m.w_kc.at({h, n, l}) * m.c_kv.at({j, l});
@@ -145,8 +145,8 @@ Expected<Bound> derive_mla_bound(const MlaCase& m, const Tensor<double>& q_att,
         dqb.at({t, h, Dl + r}) = e[Dn + r];
       }
       if (m.apply_rope) {
-        double* qp = &qh.data[qh.offset({t, h, Dl})];
-        double* ep = &dqb.data[dqb.offset({t, h, Dl})];
+        double* qp = qh.data.data() + qh.offset({t, h, Dl});
+        double* ep = dqb.data.data() + dqb.offset({t, h, Dl});
         std::vector<double> e_rot(Dr);
         for (int64_t i = 0; i < Dr / 2; ++i) {
           const double er = rope_err(std::fabs(qp[i]), std::fabs(qp[i + Dr / 2]), ep[i],
@@ -159,8 +159,8 @@ Expected<Bound> derive_mla_bound(const MlaCase& m, const Tensor<double>& q_att,
     }
   for (int64_t j = 0; j < S; ++j) {
     for (int64_t l = 0; l < Dl; ++l) kh.at({j, l}) = m.c_kv.at({j, l});  // stored exactly
-    double* kp = &kh.data[kh.offset({j, Dl})];
-    double* ep = &dkb.data[dkb.offset({j, Dl})];
+    double* kp = kh.data.data() + kh.offset({j, Dl});
+    double* ep = dkb.data.data() + dkb.offset({j, Dl});
     for (int64_t r = 0; r < Dr; ++r) kp[r] = m.k_pe.at({j, r});
     if (m.apply_rope) {
       std::vector<double> e_rot(Dr);

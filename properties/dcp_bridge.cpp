@@ -12,17 +12,6 @@ using oracle::Bound;
 using oracle::Case;
 using oracle::Tensor;
 
-gpu::Dtype to_gpu(oracle::DType d) {
-  return d == oracle::DType::bf16 ? gpu::Dtype::bf16
-         : d == oracle::DType::f16 ? gpu::Dtype::f16
-                                   : gpu::Dtype::f32;
-}
-oracle::DType to_oracle(gpu::Dtype d) {
-  return d == gpu::Dtype::bf16 ? oracle::DType::bf16
-         : d == gpu::Dtype::f16 ? oracle::DType::f16
-                                : oracle::DType::f32;
-}
-
 std::vector<float> to_float(const std::vector<double>& x) {
   return std::vector<float>(x.begin(), x.end());
 }
@@ -62,6 +51,18 @@ struct Judge {
 
 }  // namespace
 
+gpu::Dtype to_gpu_dtype(oracle::DType d) {
+  return d == oracle::DType::bf16 ? gpu::Dtype::bf16
+         : d == oracle::DType::f16 ? gpu::Dtype::f16
+                                   : gpu::Dtype::f32;
+}
+
+oracle::DType to_oracle_dtype(gpu::Dtype d) {
+  return d == gpu::Dtype::bf16 ? oracle::DType::bf16
+         : d == gpu::Dtype::f16 ? oracle::DType::f16
+                                : oracle::DType::f32;
+}
+
 gpu::DcpInputs to_dcp_inputs(const Case& c, std::vector<int64_t> chunks) {
   gpu::DcpInputs in;
   in.dims = gpu::AttentionDims{c.tokens(), c.q_heads(), c.kv_heads(), c.head_dim(), c.v_dim,
@@ -69,7 +70,7 @@ gpu::DcpInputs to_dcp_inputs(const Case& c, std::vector<int64_t> chunks) {
   in.q = to_float(c.q.data);
   in.k = to_float(c.k.data);
   if (!c.shared_latent()) in.v = to_float(c.v.data);
-  in.kv_dtype = to_gpu(c.kv_dtype);
+  in.kv_dtype = to_gpu_dtype(c.kv_dtype);
   for (int64_t t = 0; t < c.tokens(); ++t) in.q_pos.push_back(c.query_pos(t));
   in.seq = c.seq();
   in.scale = static_cast<float>(c.scale ? *c.scale : 1.0 / std::sqrt(double(c.head_dim())));
@@ -89,7 +90,7 @@ oracle::Arithmetic host_claim(const gpu::DcpConfig& cfg, bool partial) {
   oracle::Arithmetic a;
   a.truncating_mma = false;  // host fp32 adds round to nearest
   a.shards = partial ? cfg.splits : cfg.layout.ranks * cfg.splits;
-  a.out = partial ? oracle::DType::f32 : to_oracle(cfg.out_dtype);
+  a.out = partial ? oracle::DType::f32 : to_oracle_dtype(cfg.out_dtype);
   a.lse_out = a.out;
   return a;
 }

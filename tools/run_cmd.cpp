@@ -159,7 +159,7 @@ oracle::Expected<Row> configured_row(const RunOptions& o, uint64_t seed, int64_t
   const std::string dt = pick(o.dtype, std::string("bf16"));
   const auto d = gpu::parse_dtype(dt);
   if (!d) return DCP_ERROR("--dtype: got '", dt, "'; expected f32, f16 or bf16");
-  s.q_dtype = *d == gpu::Dtype::f32 ? DType::f32 : *d == gpu::Dtype::f16 ? DType::f16 : DType::bf16;
+  s.q_dtype = props::to_oracle_dtype(*d);
   s.kv_dtype = s.q_dtype;
   s.window = pick(o.window, int64_t{0});
   s.softcap = pick(o.softcap, 0.0);
