@@ -67,8 +67,8 @@ void BM_PartialAttention(benchmark::State& state) {
     if (!partial_attention(p)) state.SkipWithError("partial attention failed");
     benchmark::DoNotOptimize(o.data());
   }
-  state.counters["head_keys/s"] = benchmark::Counter(
-      static_cast<double>(kTokens * kHeads * rows), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["head_keys/s"] = benchmark::Counter(static_cast<double>(kTokens * kHeads * rows),
+                                                     benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_PartialAttention)->Arg(1)->Arg(2)->Arg(4)->Arg(8)->Unit(benchmark::kMillisecond);
 
@@ -86,17 +86,21 @@ void BM_Combine(benchmark::State& state) {
       float* dst = &out[static_cast<size_t>(r * kDvC)];
       if (a2a) {  // merge the N partials' states
         for (int64_t s = 0; s < n; ++s) {
-          acc[static_cast<size_t>(s)] = MergeAcc::from_partial(l[static_cast<size_t>(s * kRows + r)]);
-          std::copy_n(&o[static_cast<size_t>((s * kRows + r) * kDvC)], kDvC, &num[static_cast<size_t>(s * kDvC)]);
+          acc[static_cast<size_t>(s)] =
+              MergeAcc::from_partial(l[static_cast<size_t>(s * kRows + r)]);
+          std::copy_n(&o[static_cast<size_t>((s * kRows + r) * kDvC)], kDvC,
+                      &num[static_cast<size_t>(s * kDvC)]);
         }
         for (int64_t s = 1; s < n; ++s)
-          merge_into(LseBase::e, acc[0], num.data(), acc[static_cast<size_t>(s)], &num[static_cast<size_t>(s * kDvC)], kDvC);
+          merge_into(LseBase::e, acc[0], num.data(), acc[static_cast<size_t>(s)],
+                     &num[static_cast<size_t>(s * kDvC)], kDvC);
         std::copy_n(num.data(), kDvC, dst);
         finish(LseBase::e, acc[0], dst, kDvC);
       } else {  // global LSE, then the scaled sum a ReduceScatter would perform
         MergeAcc g = MergeAcc::from_partial(l[static_cast<size_t>(r)]);
         for (int64_t s = 1; s < n; ++s)
-          merge_into(LseBase::e, g, nullptr, MergeAcc::from_partial(l[static_cast<size_t>(s * kRows + r)]), nullptr, 0);
+          merge_into(LseBase::e, g, nullptr,
+                     MergeAcc::from_partial(l[static_cast<size_t>(s * kRows + r)]), nullptr, 0);
         const float lg = finish(LseBase::e, g, nullptr, 0);
         std::fill(dst, dst + kDvC, 0.0f);
         for (int64_t s = 0; s < n; ++s) {
@@ -135,8 +139,8 @@ void BM_Step(benchmark::State& state) {
     if (!r) state.SkipWithError(r.status().message().c_str());
     benchmark::DoNotOptimize(r);
   }
-  state.counters["head_keys/s"] = benchmark::Counter(
-      static_cast<double>(kTokens * kHeads * kSeq), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["head_keys/s"] = benchmark::Counter(static_cast<double>(kTokens * kHeads * kSeq),
+                                                     benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_Step)
     ->ArgsProduct({{1, 2, 4, 8}, {0, 1}})

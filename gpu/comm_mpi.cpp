@@ -39,7 +39,8 @@ class MpiCommunicator final : public Communicator {
   GpuStatus all_to_all(std::span<const float> send, std::span<float> recv) override {
     DCP_GPU_TRY(check_collective("all_to_all", size_, send.size(), recv.size(), size_, size_));
     const int count = static_cast<int>(send.size() / static_cast<size_t>(size_));
-    DCP_MPI_CHECK(MPI_Alltoall(send.data(), count, MPI_FLOAT, recv.data(), count, MPI_FLOAT, comm_));
+    DCP_MPI_CHECK(
+        MPI_Alltoall(send.data(), count, MPI_FLOAT, recv.data(), count, MPI_FLOAT, comm_));
     return {};
   }
   GpuStatus reduce_scatter_sum(std::span<const float> send, std::span<float> recv,
@@ -67,8 +68,9 @@ GpuStatus gather_all(const std::vector<float>& mine, std::vector<std::vector<flo
   if (mpi_world_rank() != 0) return {};
   out.resize(static_cast<size_t>(n));
   for (int64_t r = 0; r < n; ++r)
-    out[static_cast<size_t>(r)].assign(flat.begin() + static_cast<std::ptrdiff_t>(r * mine.size()),
-                                       flat.begin() + static_cast<std::ptrdiff_t>((r + 1) * mine.size()));
+    out[static_cast<size_t>(r)].assign(
+        flat.begin() + static_cast<std::ptrdiff_t>(r * mine.size()),
+        flat.begin() + static_cast<std::ptrdiff_t>((r + 1) * mine.size()));
   return {};
 }
 

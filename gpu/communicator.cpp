@@ -25,8 +25,8 @@ GpuStatus check_collective(const char* what, int64_t n, size_t send, size_t recv
     return DCP_GPU_ERROR(what, ": send size ", send, " is not a multiple of ", send_blocks);
   const size_t count = send / static_cast<size_t>(send_blocks);
   if (recv != count * static_cast<size_t>(recv_blocks))
-    return DCP_GPU_ERROR(what, ": recv size ", recv, "; expected ", count * recv_blocks,
-                         " for ", n, " ranks");
+    return DCP_GPU_ERROR(what, ": recv size ", recv, "; expected ", count * recv_blocks, " for ", n,
+                         " ranks");
   return {};
 }
 

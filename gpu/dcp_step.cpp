@@ -89,8 +89,8 @@ Result<RankKvCache> build_rank_cache(const DcpInputs& in, const DcpConfig& cfg, 
   const AttentionDims& d = in.dims;
   const DcpLayout& lay = cfg.layout;
   const int64_t cycle = lay.interleave * lay.ranks;
-  const int64_t rows = in.physical_rows > 0 ? in.physical_rows
-                                            : (in.seq + cycle - 1) / cycle * lay.interleave;
+  const int64_t rows =
+      in.physical_rows > 0 ? in.physical_rows : (in.seq + cycle - 1) / cycle * lay.interleave;
   KvCacheSpec spec;
   spec.layout = lay;
   spec.rank = geo->dcp_rank(tp_rank);
@@ -134,11 +134,11 @@ Result<RankStepOutput> dcp_decode_step(Communicator& comm, const DcpConfig& cfg,
   if (!geo_r) return geo_r.status();
   const DcpGeometry& geo = *geo_r;
   const AttentionDims& d = in.dims;
-  const int64_t N = geo.n, T = d.tokens, Hl = geo.h_loc, Hg = geo.hg, dk = d.head_dim,
-                dv = d.v_dim, me = geo.dcp_rank(tp_rank);
+  const int64_t N = geo.n, T = d.tokens, Hl = geo.h_loc, Hg = geo.hg, dk = d.head_dim, dv = d.v_dim,
+                me = geo.dcp_rank(tp_rank);
   if (comm.size() != N || comm.rank() != me)
-    return DCP_GPU_ERROR("communicator: rank ", comm.rank(), " of ", comm.size(),
-                         "; tp rank ", tp_rank, " needs dcp rank ", me, " of ", N);
+    return DCP_GPU_ERROR("communicator: rank ", comm.rank(), " of ", comm.size(), "; tp rank ",
+                         tp_rank, " needs dcp rank ", me, " of ", N);
   const int64_t q_heads_in = cfg.replicate_q ? Hg : Hl;
   if (q.size() != static_cast<size_t>(T * q_heads_in * dk))
     return DCP_GPU_ERROR("tensor 'q' on tp rank ", tp_rank, ": ", q.size(), " elements; expected ",
@@ -213,9 +213,11 @@ Result<RankStepOutput> dcp_decode_step(Communicator& comm, const DcpConfig& cfg,
     std::vector<MergeAcc> acc(static_cast<size_t>(N));
     for (int64_t x = 0; x < T * Hg; ++x) {
       for (int64_t r = 0; r < N; ++r)
-        acc[static_cast<size_t>(r)] = MergeAcc::from_partial(lse_all[static_cast<size_t>(r * T * Hg + x)]);
+        acc[static_cast<size_t>(r)] =
+            MergeAcc::from_partial(lse_all[static_cast<size_t>(r * T * Hg + x)]);
       const int64_t root = reduce_slots(N, cfg.order, cfg.order_seed, [&](int64_t a, int64_t b) {
-        merge_into(base, acc[static_cast<size_t>(a)], nullptr, acc[static_cast<size_t>(b)], nullptr, 0);
+        merge_into(base, acc[static_cast<size_t>(a)], nullptr, acc[static_cast<size_t>(b)], nullptr,
+                   0);
       });
       lse_glob[static_cast<size_t>(x)] = finish(base, acc[static_cast<size_t>(root)], nullptr, 0);
     }

@@ -17,9 +17,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string_view>
-#include <optional>
 #include <vector>
 
 #include "gpu/communicator.hpp"
@@ -92,8 +92,8 @@ struct DcpInputs {
   bool causal = true;
   int64_t window = 0;
   float softcap = 0.0f;
-  std::vector<float> sink;     // [Hq] natural-log units, empty: none
-  std::vector<int64_t> topk;   // [T, topk_k] global positions, -1 padding, empty: none
+  std::vector<float> sink;    // [Hq] natural-log units, empty: none
+  std::vector<int64_t> topk;  // [T, topk_k] global positions, -1 padding, empty: none
   int64_t topk_k = 0;
   std::vector<int64_t> chunks;  // lengths of the KV writes that build the cache (sum S);
                                 // empty: one chunk

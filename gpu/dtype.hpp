@@ -52,8 +52,8 @@ DCP_HD inline float round_f16(float x) {
   if (!(ax == ax) || ax == INFINITY) return x;
   if (ax >= 65520.0f) return x < 0 ? -INFINITY : INFINITY;  // 65504 + half an ulp rounds up
   int e;
-  frexpf(ax, &e);                    // ax = f * 2^e, f in [0.5, 1)
-  const int q = e - 11 < -24 ? -24 : e - 11;  // spacing exponent: 11 significant bits
+  frexpf(ax, &e);                                   // ax = f * 2^e, f in [0.5, 1)
+  const int q = e - 11 < -24 ? -24 : e - 11;        // spacing exponent: 11 significant bits
   const float r = ldexpf(rintf(ldexpf(x, -q)), q);  // rintf rounds ties to even
   return r;
 }

@@ -5,8 +5,8 @@ namespace dcp::gpu {
 RankKvCache::RankKvCache(const KvCacheSpec& spec)
     : spec_(spec),
       k_(static_cast<size_t>(spec.physical_rows * spec.kv_heads * spec.head_dim), 0.0f),
-      v_(spec.shared_latent ? 0 : static_cast<size_t>(spec.physical_rows * spec.kv_heads *
-                                                      spec.v_dim),
+      v_(spec.shared_latent ? 0
+                            : static_cast<size_t>(spec.physical_rows * spec.kv_heads * spec.v_dim),
          0.0f),
       written_(static_cast<size_t>(spec.physical_rows), false) {}
 
@@ -16,7 +16,8 @@ Result<RankKvCache> RankKvCache::create(const KvCacheSpec& s) {
     return DCP_GPU_ERROR("kv cache: rank ", s.rank, " outside [0, ", s.layout.ranks, ")");
   if (s.physical_rows < 0 || s.physical_rows % s.layout.interleave != 0)
     return DCP_GPU_ERROR("kv cache: physical_rows ", s.physical_rows,
-                         " must be a non-negative multiple of the interleave ", s.layout.interleave);
+                         " must be a non-negative multiple of the interleave ",
+                         s.layout.interleave);
   if (s.kv_heads < 1 || s.head_dim < 1 || s.v_dim < 1)
     return DCP_GPU_ERROR("kv cache: kv_heads, head_dim and v_dim must be >= 1 (got ", s.kv_heads,
                          ", ", s.head_dim, ", ", s.v_dim, ")");
@@ -28,7 +29,8 @@ Result<RankKvCache> RankKvCache::create(const KvCacheSpec& s) {
 
 GpuStatus RankKvCache::write_chunk(int64_t pos0, int64_t len, const float* k, const float* v) {
   const DcpLayout& lay = spec_.layout;
-  if (pos0 < 0 || len < 0) return DCP_GPU_ERROR("kv write: chunk [", pos0, ", ", pos0 + len, ") is invalid");
+  if (pos0 < 0 || len < 0)
+    return DCP_GPU_ERROR("kv write: chunk [", pos0, ", ", pos0 + len, ") is invalid");
   if (len > 0 && (k == nullptr || (!spec_.shared_latent && v == nullptr)))
     return DCP_GPU_ERROR("kv write: chunk [", pos0, ", ", pos0 + len, ") has no k/v data");
   const int64_t need = lay.count(spec_.rank, pos0 + len);

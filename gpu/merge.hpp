@@ -1,7 +1,8 @@
 // merge.hpp — the LSE merge of partial attention results, as the production path computes it.
 //
 // A partial is (O [Dv], L) with L in the kernel's LSE base. Merging partials i:
-//   M = max_i L_i,  w_i = base^(L_i - M),  O = sum_i w_i O_i / sum_i w_i,  L = M + log_base(sum w_i)
+//   M = max_i L_i,  w_i = base^(L_i - M),  O = sum_i w_i O_i / sum_i w_i,  L = M + log_base(sum
+//   w_i)
 // computed pairwise on running states (m, z, n): m the running max (base units), z the sum of
 // weights relative to m, n [Dv] the weighted sum of outputs relative to m. The empty partial
 // (L = -inf) has weight exactly 0 and never produces NaN, even when every partial is empty.
@@ -16,9 +17,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <random>
 #include <string_view>
-#include <optional>
 #include <vector>
 
 #include "gpu/convention.hpp"

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+
 #include "gpu/run_threads.hpp"
 
 namespace dcp::gpu {
@@ -55,11 +56,13 @@ std::vector<float> absorbed_queries(const MlaInputs& in, int64_t h0, int64_t nh)
       for (int64_t l = 0; l < d.kv_lora; ++l) {  // Q-side absorb
         float acc = 0.0f;
         for (int64_t n = 0; n < d.nope; ++n)
-          acc += q[static_cast<size_t>(n)] * in.w_kc[static_cast<size_t>((h * d.nope + n) * d.kv_lora + l)];
+          acc += q[static_cast<size_t>(n)] *
+                 in.w_kc[static_cast<size_t>((h * d.nope + n) * d.kv_lora + l)];
         o[l] = acc;
       }
       std::copy_n(q.data() + d.nope, d.rope, o + d.kv_lora);
-      if (in.apply_rope) rope_rotate(o + d.kv_lora, d.rope, in.q_pos[static_cast<size_t>(t)], in.rope_theta);
+      if (in.apply_rope)
+        rope_rotate(o + d.kv_lora, d.rope, in.q_pos[static_cast<size_t>(t)], in.rope_theta);
     }
   return out;
 }
@@ -109,42 +112,43 @@ Result<MlaRun> run_mla_threads(const MlaInputs& in, const DcpConfig& cfg) {
   run.q_att.assign(static_cast<size_t>(d.tokens * d.heads * dk), 0.0f);
   run.k_att.assign(static_cast<size_t>(in.seq * dk), 0.0f);
   DCP_GPU_TRY(for_each_tp_rank_threads(geo, [&](int64_t tp_rank, Communicator& comm) {
-      Result<RankKvCache> cache = build_rank_cache(att, cfg, tp_rank);
-      if (!cache) return cache.status();
-      const int64_t h0 = cfg.replicate_q ? geo.group_head0(tp_rank) : geo.local_head0(tp_rank);
-      const int64_t nh = cfg.replicate_q ? geo.hg : geo.h_loc;
-      const std::vector<float> q = absorbed_queries(in, h0, nh);
-      // Record the local heads' queries and the rows this rank stores (disjoint across ranks
-      // of a group; group 0 records the cache, every rank its own heads).
-      for (int64_t t = 0; t < d.tokens; ++t)
-        for (int64_t hl = 0; hl < geo.h_loc; ++hl) {
-          const int64_t h = geo.local_head0(tp_rank) + hl;
-          std::copy_n(&q[static_cast<size_t>((t * nh + h - h0) * dk)], dk,
-                      &run.q_att[static_cast<size_t>((t * d.heads + h) * dk)]);
-        }
-      if (geo.group(tp_rank) == 0) {
-        const int64_t me = geo.dcp_rank(tp_rank);
-        for (int64_t row = 0; row < cfg.layout.count(me, in.seq); ++row)
-          std::copy_n(cache->k() + row * dk, dk,
-                      &run.k_att[static_cast<size_t>(cfg.layout.position(me, row) * dk)]);
+    Result<RankKvCache> cache = build_rank_cache(att, cfg, tp_rank);
+    if (!cache) return cache.status();
+    const int64_t h0 = cfg.replicate_q ? geo.group_head0(tp_rank) : geo.local_head0(tp_rank);
+    const int64_t nh = cfg.replicate_q ? geo.hg : geo.h_loc;
+    const std::vector<float> q = absorbed_queries(in, h0, nh);
+    // Record the local heads' queries and the rows this rank stores (disjoint across ranks
+    // of a group; group 0 records the cache, every rank its own heads).
+    for (int64_t t = 0; t < d.tokens; ++t)
+      for (int64_t hl = 0; hl < geo.h_loc; ++hl) {
+        const int64_t h = geo.local_head0(tp_rank) + hl;
+        std::copy_n(&q[static_cast<size_t>((t * nh + h - h0) * dk)], dk,
+                    &run.q_att[static_cast<size_t>((t * d.heads + h) * dk)]);
       }
-      Result<RankStepOutput> r = dcp_decode_step(comm, cfg, att, tp_rank, q, *cache);
-      if (!r) return r.status();
-      // V-side absorb for the rank's own heads.
-      for (int64_t t = 0; t < d.tokens; ++t)
-        for (int64_t hl = 0; hl < geo.h_loc; ++hl) {
-          const int64_t h = geo.local_head0(tp_rank) + hl;
-          const float* o_lat = &r->o[static_cast<size_t>((t * geo.h_loc + hl) * d.kv_lora)];
-          float* out = &run.out[static_cast<size_t>((t * d.heads + h) * d.v_head)];
-          for (int64_t e = 0; e < d.v_head; ++e) {
-            float acc = 0.0f;
-            for (int64_t l = 0; l < d.kv_lora; ++l)
-              acc += o_lat[l] * in.w_vc[static_cast<size_t>((h * d.kv_lora + l) * d.v_head + e)];
-            out[e] = round_to(cfg.out_dtype, acc);
-          }
-          run.lse[static_cast<size_t>(t * d.heads + h)] = r->lse[static_cast<size_t>(t * geo.h_loc + hl)];
+    if (geo.group(tp_rank) == 0) {
+      const int64_t me = geo.dcp_rank(tp_rank);
+      for (int64_t row = 0; row < cfg.layout.count(me, in.seq); ++row)
+        std::copy_n(cache->k() + row * dk, dk,
+                    &run.k_att[static_cast<size_t>(cfg.layout.position(me, row) * dk)]);
+    }
+    Result<RankStepOutput> r = dcp_decode_step(comm, cfg, att, tp_rank, q, *cache);
+    if (!r) return r.status();
+    // V-side absorb for the rank's own heads.
+    for (int64_t t = 0; t < d.tokens; ++t)
+      for (int64_t hl = 0; hl < geo.h_loc; ++hl) {
+        const int64_t h = geo.local_head0(tp_rank) + hl;
+        const float* o_lat = &r->o[static_cast<size_t>((t * geo.h_loc + hl) * d.kv_lora)];
+        float* out = &run.out[static_cast<size_t>((t * d.heads + h) * d.v_head)];
+        for (int64_t e = 0; e < d.v_head; ++e) {
+          float acc = 0.0f;
+          for (int64_t l = 0; l < d.kv_lora; ++l)
+            acc += o_lat[l] * in.w_vc[static_cast<size_t>((h * d.kv_lora + l) * d.v_head + e)];
+          out[e] = round_to(cfg.out_dtype, acc);
         }
-      return GpuStatus();
+        run.lse[static_cast<size_t>(t * d.heads + h)] =
+            r->lse[static_cast<size_t>(t * geo.h_loc + hl)];
+      }
+    return GpuStatus();
   }));
   return run;
 }

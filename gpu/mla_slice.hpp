@@ -26,11 +26,11 @@
 namespace dcp::gpu {
 
 struct MlaDims {
-  int64_t tokens = 1;  // T
-  int64_t heads = 1;   // Hq
-  int64_t q_lora = 1;  // Dc, width of the q_b_proj input
-  int64_t nope = 1;    // Dn, per-head no-position query/key dims
-  int64_t rope = 2;    // Dr, rotary dims (even), shared by all heads
+  int64_t tokens = 1;   // T
+  int64_t heads = 1;    // Hq
+  int64_t q_lora = 1;   // Dc, width of the q_b_proj input
+  int64_t nope = 1;     // Dn, per-head no-position query/key dims
+  int64_t rope = 2;     // Dr, rotary dims (even), shared by all heads
   int64_t kv_lora = 1;  // Dl, latent width
   int64_t v_head = 1;   // Dvh, per-head value dims after the V absorb
 };
@@ -47,9 +47,9 @@ struct MlaInputs {
   std::vector<int64_t> q_pos;  // [T] global positions
   int64_t seq = 0;
   bool causal = true;
-  bool apply_rope = false;     // DeepSeek: true; K3: false
+  bool apply_rope = false;      // DeepSeek: true; K3: false
   float rope_theta = 10000.0f;  // inverse frequency of pair i: theta^(-2 i / Dr)
-  float scale = 1.0f;          // softmax scale, conventionally 1 / sqrt(Dn + Dr)
+  float scale = 1.0f;           // softmax scale, conventionally 1 / sqrt(Dn + Dr)
   std::vector<int64_t> chunks;  // KV write lengths (sum S); empty: one chunk
 };
 

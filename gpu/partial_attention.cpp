@@ -107,8 +107,8 @@ GpuStatus partial_attention(const PartialAttentionParams& p) {
           for (int64_t x = t0; x < t1; ++x) {
             const float w = pow_base(base, s[static_cast<size_t>(x - t0)] - m_new);
             a.z += w;
-            const float* vr = p.v + rows[static_cast<size_t>(x)] * p.v_row_stride +
-                              g_local * p.v_head_stride;
+            const float* vr =
+                p.v + rows[static_cast<size_t>(x)] * p.v_row_stride + g_local * p.v_head_stride;
             for (int64_t i = 0; i < dv; ++i) num[i] += w * vr[i];
           }
           a.m = m_new;

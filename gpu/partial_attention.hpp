@@ -26,7 +26,8 @@ struct PartialAttentionParams {
   // Queries: q [tokens, heads, head_dim], gathered heads head0 .. head0 + heads - 1 (global).
   const float* q = nullptr;
   int64_t tokens = 0, heads = 0, head_dim = 0, head0 = 0;
-  // Model-wide head counts: query head h (global) reads KV head h / (q_heads_total / kv_heads_total).
+  // Model-wide head counts: query head h (global) reads KV head h / (q_heads_total /
+  // kv_heads_total).
   int64_t q_heads_total = 0, kv_heads_total = 0;
   const int64_t* q_pos = nullptr;  // [tokens] global positions of the queries
   int64_t seq = 0;                 // S, the global context length (positions 0 .. S-1 exist)
@@ -41,11 +42,11 @@ struct PartialAttentionParams {
   int64_t kv_heads = 0, kv_head0 = 0, v_dim = 0, v_row_stride = 0, v_head_stride = 0;
 
   // The case's variant (global positions, natural-log units).
-  float scale = 0.0f;          // softmax scale
-  bool causal = true;          // key pos <= query pos
-  int64_t window = 0;          // > 0: key pos > query pos - window
-  float softcap = 0.0f;        // > 0: s <- softcap * tanh(s / softcap)
-  const float* sink = nullptr;  // [heads] sink logits on the rank holding the sink, else nullptr
+  float scale = 0.0f;             // softmax scale
+  bool causal = true;             // key pos <= query pos
+  int64_t window = 0;             // > 0: key pos > query pos - window
+  float softcap = 0.0f;           // > 0: s <- softcap * tanh(s / softcap)
+  const float* sink = nullptr;    // [heads] sink logits on the rank holding the sink, else nullptr
   const int64_t* topk = nullptr;  // [tokens, topk_k] global positions, -1 padding; nullptr: none
   int64_t topk_k = 0;
 

@@ -24,7 +24,8 @@ void place_rank_output(const DcpGeometry& geo, const AttentionDims& d, int64_t t
 GpuStatus for_each_tp_rank_threads(const DcpGeometry& geo,
                                    const std::function<GpuStatus(int64_t, Communicator&)>& body) {
   std::vector<std::unique_ptr<ThreadGroup>> groups;
-  for (int64_t g = 0; g < geo.tp / geo.n; ++g) groups.push_back(std::make_unique<ThreadGroup>(geo.n));
+  for (int64_t g = 0; g < geo.tp / geo.n; ++g)
+    groups.push_back(std::make_unique<ThreadGroup>(geo.n));
   std::vector<GpuStatus> status(static_cast<size_t>(geo.tp));
   std::vector<std::thread> threads;
   for (int64_t tp_rank = 0; tp_rank < geo.tp; ++tp_rank) {

@@ -61,10 +61,11 @@ std::string gpu_message(const Args&... args) {
 
 }  // namespace dcp::gpu
 
-#define DCP_GPU_ERROR(...) ::dcp::gpu::GpuStatus(::dcp::gpu::gpu_message(__VA_ARGS__), __FILE__, __LINE__)
+#define DCP_GPU_ERROR(...) \
+  ::dcp::gpu::GpuStatus(::dcp::gpu::gpu_message(__VA_ARGS__), __FILE__, __LINE__)
 
-#define DCP_GPU_TRY(expr)                        \
-  do {                                           \
-    ::dcp::gpu::GpuStatus dcp_gpu_st_ = (expr);  \
-    if (!dcp_gpu_st_.ok()) return dcp_gpu_st_;   \
+#define DCP_GPU_TRY(expr)                       \
+  do {                                          \
+    ::dcp::gpu::GpuStatus dcp_gpu_st_ = (expr); \
+    if (!dcp_gpu_st_.ok()) return dcp_gpu_st_;  \
   } while (0)

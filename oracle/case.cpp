@@ -50,7 +50,8 @@ Status validate(const Case& c) {
     return DCP_ERROR("tensor 'k': Hq = ", Hq, " is not a multiple of Hkv = ", Hkv);
   }
   if (!is_input_float(c.q_dtype)) {
-    return DCP_ERROR("tensor 'q': dtype ", dtype_name(c.q_dtype), "; expected F64, F32, F16 or BF16");
+    return DCP_ERROR("tensor 'q': dtype ", dtype_name(c.q_dtype),
+                     "; expected F64, F32, F16 or BF16");
   }
   if (!is_input_float(c.kv_dtype)) {
     return DCP_ERROR("tensor 'k': dtype ", dtype_name(c.kv_dtype),

@@ -165,8 +165,8 @@ Expected<Bound> derive_mla_bound(const MlaCase& m, const Tensor<double>& q_att,
     if (m.apply_rope) {
       std::vector<double> e_rot(Dr);
       for (int64_t i = 0; i < Dr / 2; ++i)
-        e_rot[i] = e_rot[i + Dr / 2] =
-            rope_err(std::fabs(kp[i]), std::fabs(kp[i + Dr / 2]), 0.0, 0.0, i, Dr, j, m.rope_theta, u);
+        e_rot[i] = e_rot[i + Dr / 2] = rope_err(std::fabs(kp[i]), std::fabs(kp[i + Dr / 2]), 0.0,
+                                                0.0, i, Dr, j, m.rope_theta, u);
       rotate(kp, Dr, j, m.rope_theta);
       // The rotated fp32 value is rounded to the cache format.
       for (int64_t r = 0; r < Dr; ++r) ep[r] = e_rot[r] + u_kv * (std::fabs(kp[r]) + e_rot[r]);
@@ -228,7 +228,8 @@ Expected<Bound> derive_mla_bound(const MlaCase& m, const Tensor<double>& q_att,
       for (int64_t l = 0; l < Dl; ++l) {
         const double o = r_exact->o.at({t, h, l});
         double spread = 0.0;
-        for (size_t x = 0; x < keys.size(); ++x) spread += p[x] * std::fabs(kh.at({keys[x], l}) - o);
+        for (size_t x = 0; x < keys.size(); ++x)
+          spread += p[x] * std::fabs(kh.at({keys[x], l}) - o);
         e_lat[l] = b_att->o.at({t, h, l}) + grow * spread;
       }
       for (int64_t e = 0; e < Dv; ++e) {
@@ -246,9 +247,9 @@ Expected<Bound> derive_mla_bound(const MlaCase& m, const Tensor<double>& q_att,
                               unit_roundoff(a.out) * min_normal(a.out);
       }
       const double lse_exact = std::fabs(r_exact->lse.at({t, h}));
-      out.lse.at({t, h}) = L == kNegInf ? 0.0
-                                        : b_att->lse.at({t, h}) + delta * lse_unit +
-                                              kDoubleRel * (lse_exact + 1.0);
+      out.lse.at({t, h}) =
+          L == kNegInf ? 0.0
+                       : b_att->lse.at({t, h}) + delta * lse_unit + kDoubleRel * (lse_exact + 1.0);
     }
   }
   return out;

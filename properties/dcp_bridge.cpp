@@ -22,7 +22,8 @@ Tensor<double> slice_heads(const Tensor<double>& t, int64_t h0, int64_t n) {
   Tensor<double> s(t.rank() == 3 ? std::vector<int64_t>{T, n, X} : std::vector<int64_t>{T, n});
   for (int64_t i = 0; i < T; ++i)
     for (int64_t h = 0; h < n; ++h)
-      for (int64_t x = 0; x < X; ++x) s.data[(i * n + h) * X + x] = t.data[(i * Hq + h0 + h) * X + x];
+      for (int64_t x = 0; x < X; ++x)
+        s.data[(i * n + h) * X + x] = t.data[(i * Hq + h0 + h) * X + x];
   return s;
 }
 
@@ -52,21 +53,21 @@ struct Judge {
 }  // namespace
 
 gpu::Dtype to_gpu_dtype(oracle::DType d) {
-  return d == oracle::DType::bf16 ? gpu::Dtype::bf16
+  return d == oracle::DType::bf16  ? gpu::Dtype::bf16
          : d == oracle::DType::f16 ? gpu::Dtype::f16
                                    : gpu::Dtype::f32;
 }
 
 oracle::DType to_oracle_dtype(gpu::Dtype d) {
-  return d == gpu::Dtype::bf16 ? oracle::DType::bf16
+  return d == gpu::Dtype::bf16  ? oracle::DType::bf16
          : d == gpu::Dtype::f16 ? oracle::DType::f16
                                 : oracle::DType::f32;
 }
 
 gpu::DcpInputs to_dcp_inputs(const Case& c, std::vector<int64_t> chunks) {
   gpu::DcpInputs in;
-  in.dims = gpu::AttentionDims{c.tokens(), c.q_heads(), c.kv_heads(), c.head_dim(), c.v_dim,
-                               c.shared_latent()};
+  in.dims = gpu::AttentionDims{c.tokens(),   c.q_heads(), c.kv_heads(),
+                               c.head_dim(), c.v_dim,     c.shared_latent()};
   in.q = to_float(c.q.data);
   in.k = to_float(c.k.data);
   if (!c.shared_latent()) in.v = to_float(c.v.data);
@@ -107,7 +108,8 @@ Case shard_case(const Case& c, const gpu::DcpLayout& layout, int64_t rank) {
   }
   s.topk = Tensor<int64_t>({T, kmax}, -1);
   for (int64_t t = 0; t < T; ++t)
-    for (size_t x = 0; x < owned[t].size(); ++x) s.topk.at({t, static_cast<int64_t>(x)}) = owned[t][x];
+    for (size_t x = 0; x < owned[t].size(); ++x)
+      s.topk.at({t, static_cast<int64_t>(x)}) = owned[t][x];
   if (rank != gpu::kSinkRank) s.sink.clear();
   return s;
 }
@@ -149,8 +151,8 @@ DcpCheck judge_dcp(const Case& c, const gpu::DcpConfig& cfg, const gpu::GroupRun
         for (int64_t tp_rank = r; tp_rank < geo->tp; tp_rank += geo->n) {
           const auto& po = run.partial_o[static_cast<size_t>(tp_rank)];
           const auto& pl = run.partial_lse[static_cast<size_t>(tp_rank)];
-          note("partial of tp rank " + std::to_string(tp_rank) + " (dcp rank " +
-                   std::to_string(r) + ")",
+          note("partial of tp rank " + std::to_string(tp_rank) + " (dcp rank " + std::to_string(r) +
+                   ")",
                shard.compare(from_float(po, {T, geo->hg, dv}), from_float(pl, {T, geo->hg}),
                              geo->group_head0(tp_rank), geo->hg));
         }
@@ -177,7 +179,8 @@ DcpCheck check_dcp(const Case& c, const gpu::DcpConfig& cfg, const std::vector<i
 std::string describe(const gpu::DcpConfig& cfg) {
   std::ostringstream os;
   os << "tp=" << cfg.tp_size << " N=" << cfg.layout.ranks << " I=" << cfg.layout.interleave
-     << " comm=" << gpu::strategy_name(cfg.strategy) << (cfg.replicate_q ? " replicate-q" : " gather-q")
+     << " comm=" << gpu::strategy_name(cfg.strategy)
+     << (cfg.replicate_q ? " replicate-q" : " gather-q")
      << " order=" << gpu::reduce_order_name(cfg.order) << " order_seed=" << cfg.order_seed
      << " base=" << (cfg.base == gpu::LseBase::e ? "e" : "2") << " tile=" << cfg.tile
      << " splits=" << cfg.splits << " out=" << gpu::dtype_name(cfg.out_dtype);

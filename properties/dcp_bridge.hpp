@@ -41,14 +41,14 @@ oracle::Case shard_case(const oracle::Case& c, const gpu::DcpLayout& layout, int
 
 struct DcpCheck {
   bool pass = false;
-  double max_ratio = 0.0;  // worst error / bound over the output and every partial
-  std::string report;      // one line per failing comparison (empty when all pass)
+  double max_ratio = 0.0;   // worst error / bound over the output and every partial
+  std::string report;       // one line per failing comparison (empty when all pass)
   oracle::Comparison full;  // the assembled output against the full oracle
 };
 
 // A backend runs the whole TP group on the inputs (run_dcp_threads by default).
-using DcpBackend = std::function<gpu::Result<gpu::GroupRun>(const gpu::DcpInputs&,
-                                                            const gpu::DcpConfig&)>;
+using DcpBackend =
+    std::function<gpu::Result<gpu::GroupRun>(const gpu::DcpInputs&, const gpu::DcpConfig&)>;
 
 // Runs the backend and compares output and partials with the oracle. A backend error or an
 // oracle error is a failure with its message in the report.

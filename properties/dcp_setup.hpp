@@ -7,11 +7,10 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <ostream>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "gpu/dcp_step.hpp"
 #include "oracle/status.hpp"

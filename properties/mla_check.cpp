@@ -33,9 +33,12 @@ oracle::MlaCase make_mla_case(const MlaSpec& s) {
   oracle::MlaCase m;
   const int64_t dq = s.nope + s.rope;
   // Weights scaled by 1/sqrt(fan-in) (as trained layers are), stored in bf16.
-  m.w_qb = random_tensor({s.heads, dq, s.q_lora}, 1.0 / std::sqrt(double(s.q_lora)), DType::bf16, g);
-  m.w_kc = random_tensor({s.heads, s.nope, s.kv_lora}, 1.0 / std::sqrt(double(s.nope)), DType::bf16, g);
-  m.w_vc = random_tensor({s.heads, s.kv_lora, s.v_head}, 1.0 / std::sqrt(double(s.kv_lora)), DType::bf16, g);
+  m.w_qb =
+      random_tensor({s.heads, dq, s.q_lora}, 1.0 / std::sqrt(double(s.q_lora)), DType::bf16, g);
+  m.w_kc =
+      random_tensor({s.heads, s.nope, s.kv_lora}, 1.0 / std::sqrt(double(s.nope)), DType::bf16, g);
+  m.w_vc = random_tensor({s.heads, s.kv_lora, s.v_head}, 1.0 / std::sqrt(double(s.kv_lora)),
+                         DType::bf16, g);
   m.c_q = random_tensor({s.tokens, s.q_lora}, 1.0, DType::bf16, g);
   m.c_kv = random_tensor({s.seq, s.kv_lora}, 1.0, s.kv_dtype, g);
   m.k_pe = random_tensor({s.seq, s.rope}, 1.0, s.kv_dtype, g);

@@ -90,9 +90,9 @@ inline rc::Gen<ModelConfig> gen_model_config() {
 // Limits of the DCP property cases. Small shapes are drawn most often; large N, long contexts
 // and big interleaves appear with lower weight and with fewer heads so the CI tier stays fast.
 struct DcpLimits {
-  int64_t max_dcp = 64;     // N
-  int64_t max_groups = 3;   // tp / N
-  int64_t max_seq = 3000;   // S for the rare long-context cases
+  int64_t max_dcp = 64;    // N
+  int64_t max_groups = 3;  // tp / N
+  int64_t max_seq = 3000;  // S for the rare long-context cases
   int64_t max_head_dim = 32;
   int64_t max_v_dim = 16;
 };
@@ -126,9 +126,10 @@ inline rc::Gen<DcpSetup> gen_dcp_setup(DcpLimits lim) {
         {{2, rc::gen::inRange<int64_t>(0, n + 1)},  // S <= N: some ranks own nothing
          {6, rc::gen::inRange<int64_t>(0, 300)},
          {small ? 1 : 0, rc::gen::inRange<int64_t>(300, lim.max_seq + 1)}});
-    cfg.layout.interleave = *rc::gen::weightedOneOf<int64_t>(
-        {{3, rc::gen::just<int64_t>(1)}, {3, rc::gen::inRange<int64_t>(2, 9)},
-         {1, rc::gen::inRange<int64_t>(9, 300)}});
+    cfg.layout.interleave =
+        *rc::gen::weightedOneOf<int64_t>({{3, rc::gen::just<int64_t>(1)},
+                                          {3, rc::gen::inRange<int64_t>(2, 9)},
+                                          {1, rc::gen::inRange<int64_t>(9, 300)}});
     p.q_dtype = *rc::gen::element(DType::f32, DType::bf16, DType::f16);
     p.kv_dtype = *rc::gen::element(DType::f32, DType::bf16, DType::f16);
     // Layout bugs only show under positional masks, top-k or several query positions, so most

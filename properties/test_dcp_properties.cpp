@@ -38,7 +38,8 @@ TEST(DcpHostPath, PinnedCounterexamples) {
     oracle::Expected<DcpSetup> s = setup_from_json(j.at("setup"));
     ASSERT_TRUE(s.ok()) << s.status().message();
     const DcpCheck chk = check_dcp(make_case(s->spec), s->cfg, s->chunks);
-    EXPECT_TRUE(chk.pass) << j.at("why").get<std::string>() << "\n" << describe(*s) << "\n"
+    EXPECT_TRUE(chk.pass) << j.at("why").get<std::string>() << "\n"
+                          << describe(*s) << "\n"
                           << chk.report;
   }
 }
@@ -161,8 +162,8 @@ TEST(DcpHostPath, BadConfigurationsAreOneLineErrors) {
 
 TEST(ThreadsCommunicator, CollectivesMoveBlocksByRankAndSumInEveryOrder) {
   constexpr int64_t kN = 5, kCount = 3;
-  for (const auto order : {gpu::ReduceOrder::sequential, gpu::ReduceOrder::pairwise,
-                           gpu::ReduceOrder::random}) {
+  for (const auto order :
+       {gpu::ReduceOrder::sequential, gpu::ReduceOrder::pairwise, gpu::ReduceOrder::random}) {
     gpu::ThreadGroup group(kN);
     std::vector<std::vector<float>> gathered(kN), a2a(kN), rs(kN);
     std::vector<std::thread> th;

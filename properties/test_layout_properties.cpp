@@ -22,9 +22,9 @@ rc::Gen<DcpLayout> gen_layout() {
   return rc::gen::exec([] {
     DcpLayout l;
     l.ranks = *rc::gen::inRange<int64_t>(1, 65);
-    l.interleave = *rc::gen::weightedOneOf<int64_t>(
-        {{2, rc::gen::just<int64_t>(1)}, {3, rc::gen::inRange<int64_t>(2, 17)},
-         {1, rc::gen::inRange<int64_t>(17, 1000)}});
+    l.interleave = *rc::gen::weightedOneOf<int64_t>({{2, rc::gen::just<int64_t>(1)},
+                                                     {3, rc::gen::inRange<int64_t>(2, 17)},
+                                                     {1, rc::gen::inRange<int64_t>(17, 1000)}});
     return l;
   });
 }

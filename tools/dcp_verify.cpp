@@ -63,12 +63,16 @@ int main(int argc, char** argv) {
   run->add_option("--backend", ro.backend, "Backend: host")->capture_default_str();
   run->add_option("--comm", ro.comm, "Communicator: threads (in-process) or mpi (under mpirun)")
       ->capture_default_str();
-  run->add_option("--preset", ro.preset, "Model preset: k3-mla (96 heads, 576/512 latent, TP8xDCP8)");
+  run->add_option("--preset", ro.preset,
+                  "Model preset: k3-mla (96 heads, 576/512 latent, TP8xDCP8)");
   run->add_option("--dcp-size", ro.dcp_size, "N, ranks in a DCP group");
-  run->add_option("--tp-size", ro.tp_size, "Attention TP size, a multiple of N (default N; mpi: world)");
-  run->add_option("--interleave", ro.interleave, "I, tokens per block dealt to a rank (1: round-robin)");
+  run->add_option("--tp-size", ro.tp_size,
+                  "Attention TP size, a multiple of N (default N; mpi: world)");
+  run->add_option("--interleave", ro.interleave,
+                  "I, tokens per block dealt to a rank (1: round-robin)");
   run->add_option("--comm-backend", ro.comm_backend, "Combine: ag_rs or a2a");
-  run->add_flag("--replicate-q", ro.replicate_q, "Every rank projects all its group's query heads (no q gather)");
+  run->add_flag("--replicate-q", ro.replicate_q,
+                "Every rank projects all its group's query heads (no q gather)");
   run->add_option("--seq", ro.seq, "S, context length (tokens)");
   run->add_option("--tokens", ro.tokens, "T, query tokens per step");
   run->add_option("--heads", ro.heads, "Hq, query heads of the model");
@@ -87,13 +91,13 @@ int main(int argc, char** argv) {
   run->add_option("--splits", ro.splits, "Split-KV pieces inside a rank");
   run->add_option("--tile", ro.tile, "Online-softmax tile, keys");
   run->add_option("--cases", ro.cases, "Configured cases to run (seeds seed, seed+1, ...)");
-  run->add_option("--seed", ro.seed, "Seed of the case values and chunk writes")->capture_default_str();
+  run->add_option("--seed", ro.seed, "Seed of the case values and chunk writes")
+      ->capture_default_str();
   run->add_flag("--quiet", ro.quiet, "Print failing rows and the summary only");
 
   dcp::tools::SelfcheckOptions self;
-  auto* selfcheck =
-      app.add_subcommand("selfcheck",
-                         "Check the oracle: fast vs certify tier, shard merge, fp32 model vs bound");
+  auto* selfcheck = app.add_subcommand(
+      "selfcheck", "Check the oracle: fast vs certify tier, shard merge, fp32 model vs bound");
   selfcheck->add_option("--seed", self.seed, "Seed for the cases and shard layouts");
   selfcheck->add_flag("--quiet", self.quiet, "Print failing rows and the summary only");
 

@@ -205,8 +205,8 @@ oracle::Expected<Row> configured_row(const RunOptions& o, uint64_t seed, int64_t
   setup.cfg = cfg;
   setup.chunks = props::make_chunks(s.seq, seed);
   // Configuration errors (tp % N, heads % tp, N < 1, I < 1) are bad input, found before running.
-  const gpu::AttentionDims dims{s.tokens, s.q_heads, s.kv_heads, s.head_dim, s.v_dim,
-                                s.shared_latent};
+  const gpu::AttentionDims dims{s.tokens,   s.q_heads, s.kv_heads,
+                                s.head_dim, s.v_dim,   s.shared_latent};
   const gpu::Result<gpu::DcpGeometry> geo = gpu::DcpGeometry::create(cfg, dims);
   if (!geo) return DCP_ERROR(geo.status().message());
   return Row{setup, (k3 ? "k3-mla " : "") + variant_of(s)};
@@ -315,11 +315,12 @@ int run_dcp(const RunOptions& o, std::ostream& out, std::ostream& err) {
         << "  rows=" << rows.size() << "\n"
         << "#  shape: T x Hq/Hkv x Dk/Dv (L: shared latent); err, bound: the worst element of "
            "the output (O or LSE); err/bound: worst over output and every rank's partial\n"
-        << "#  " << std::left << std::setw(4) << "row" << std::setw(18) << "shape"
-        << std::right << std::setw(6) << "S" << std::setw(4) << "tp" << std::setw(4) << "N"
-        << std::setw(4) << "I" << "  " << std::left << std::setw(6) << "comm" << std::setw(7)
-        << "q" << std::setw(27) << "variant" << std::right << std::setw(11) << "max_err"
-        << std::setw(11) << "bound" << std::setw(11) << "err/bound" << "  verdict\n";
+        << "#  " << std::left << std::setw(4) << "row" << std::setw(18) << "shape" << std::right
+        << std::setw(6) << "S" << std::setw(4) << "tp" << std::setw(4) << "N" << std::setw(4) << "I"
+        << "  " << std::left << std::setw(6) << "comm" << std::setw(7) << "q" << std::setw(27)
+        << "variant" << std::right << std::setw(11) << "max_err" << std::setw(11) << "bound"
+        << std::setw(11) << "err/bound"
+        << "  verdict\n";
   }
   int64_t failed = 0;
   double worst = 0.0;
@@ -352,12 +353,12 @@ int run_dcp(const RunOptions& o, std::ostream& out, std::ostream& err) {
     std::snprintf(bound_s, sizeof bound_s, "%.3e", w.bound);
     std::snprintf(ratio_s, sizeof ratio_s, "%.4f", chk.max_ratio);
     out << "   " << std::left << std::setw(4) << i << std::setw(18) << shape_of(s.spec)
-        << std::right << std::setw(6) << s.spec.seq << std::setw(4) << s.cfg.tp_size
-        << std::setw(4) << s.cfg.layout.ranks << std::setw(4) << s.cfg.layout.interleave << "  "
-        << std::left << std::setw(6) << gpu::strategy_name(s.cfg.strategy) << std::setw(7)
-        << (s.cfg.replicate_q ? "repl" : "gather") << std::setw(27) << rows[i].variant
-        << std::right << std::setw(11) << err_s << std::setw(11) << bound_s << std::setw(11)
-        << ratio_s << "  " << (chk.pass ? "OK" : "FAILED") << "\n";
+        << std::right << std::setw(6) << s.spec.seq << std::setw(4) << s.cfg.tp_size << std::setw(4)
+        << s.cfg.layout.ranks << std::setw(4) << s.cfg.layout.interleave << "  " << std::left
+        << std::setw(6) << gpu::strategy_name(s.cfg.strategy) << std::setw(7)
+        << (s.cfg.replicate_q ? "repl" : "gather") << std::setw(27) << rows[i].variant << std::right
+        << std::setw(11) << err_s << std::setw(11) << bound_s << std::setw(11) << ratio_s << "  "
+        << (chk.pass ? "OK" : "FAILED") << "\n";
     if (!chk.pass) {
       std::istringstream rep(chk.report);
       for (std::string line; std::getline(rep, line);) out << "#    " << line << "\n";
@@ -365,8 +366,7 @@ int run_dcp(const RunOptions& o, std::ostream& out, std::ostream& err) {
     }
   }
   if (!root) return kExitOk;
-  const double secs =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   char worst_s[32];
   std::snprintf(worst_s, sizeof worst_s, "%.4f", worst);
   out << "# rows: " << rows.size() << "  passed: " << rows.size() - static_cast<size_t>(failed)
