@@ -81,7 +81,10 @@ void rope_rotate(float* x, int64_t dr, int64_t pos, float theta) {
   }
 }
 
-GpuStatus validate_mla(const MlaInputs& in, const DcpConfig& cfg) {
+namespace {
+
+// Tensor sizes of the MLA inputs (the attention-level checks follow on attention_inputs).
+GpuStatus check_mla_shapes(const MlaInputs& in) {
   const MlaDims& d = in.dims;
   if (d.tokens < 1 || d.heads < 1 || d.q_lora < 1 || d.nope < 1 || d.rope < 0 || d.kv_lora < 1 ||
       d.v_head < 1)
@@ -96,14 +99,16 @@ GpuStatus validate_mla(const MlaInputs& in, const DcpConfig& cfg) {
   DCP_GPU_TRY(size("w_vc", in.w_vc.size(), d.heads * d.kv_lora * d.v_head));
   DCP_GPU_TRY(size("c_q", in.c_q.size(), d.tokens * d.q_lora));
   DCP_GPU_TRY(size("c_kv", in.c_kv.size(), in.seq * d.kv_lora));
-  DCP_GPU_TRY(size("k_pe", in.k_pe.size(), in.seq * d.rope));
-  return validate_inputs(attention_inputs(in), cfg);
+  return size("k_pe", in.k_pe.size(), in.seq * d.rope);
 }
 
+}  // namespace
+
 Result<MlaRun> run_mla_threads(const MlaInputs& in, const DcpConfig& cfg) {
-  DCP_GPU_TRY(validate_mla(in, cfg));
+  DCP_GPU_TRY(check_mla_shapes(in));
   const MlaDims& d = in.dims;
   const DcpInputs att = attention_inputs(in);
+  DCP_GPU_TRY(validate_inputs(att, cfg));
   const DcpGeometry geo = *DcpGeometry::create(cfg, att.dims);
   MlaRun run;
   run.out.assign(static_cast<size_t>(d.tokens * d.heads * d.v_head), 0.0f);

@@ -66,8 +66,7 @@ struct MlaRun {
 // Rotates pairs (i, i + Dr/2) of x [Dr] by pos * theta^(-2 i / Dr) in fp32 (NeoX layout).
 void rope_rotate(float* x, int64_t dr, int64_t pos, float theta);
 
-GpuStatus validate_mla(const MlaInputs& in, const DcpConfig& cfg);
-
+// Checks the inputs (one-line errors naming the tensor or flag) and runs every TP rank.
 Result<MlaRun> run_mla_threads(const MlaInputs& in, const DcpConfig& cfg);
 
 }  // namespace dcp::gpu

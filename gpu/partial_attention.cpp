@@ -73,6 +73,7 @@ GpuStatus partial_attention(const PartialAttentionParams& p) {
   // One numerator per split, merged locally at the end.
   std::vector<float> n(static_cast<size_t>(p.splits * dv));
   std::vector<MergeAcc> acc(static_cast<size_t>(p.splits));
+  std::vector<float> l_split(static_cast<size_t>(p.splits));
 
   for (int64_t t = 0; t < T; ++t) {
     visible_rows(p, t, rows);
@@ -125,7 +126,6 @@ GpuStatus partial_attention(const PartialAttentionParams& p) {
       }
       // Each split's state is turned into its partial (O_s, L_s) as a split-KV kernel writes
       // them, then the partials are merged left to right (the local combine).
-      std::vector<float> l_split(static_cast<size_t>(p.splits));
       for (int64_t sp = 0; sp < p.splits; ++sp)
         l_split[static_cast<size_t>(sp)] =
             finish(base, acc[static_cast<size_t>(sp)], &n[static_cast<size_t>(sp * dv)], dv);

@@ -1,6 +1,7 @@
 #include "gpu/run_threads.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <memory>
 #include <thread>
 
@@ -27,21 +28,24 @@ GpuStatus for_each_tp_rank_threads(const DcpGeometry& geo,
   for (int64_t g = 0; g < geo.tp / geo.n; ++g)
     groups.push_back(std::make_unique<ThreadGroup>(geo.n));
   std::vector<GpuStatus> status(static_cast<size_t>(geo.tp));
+  // The first rank whose body fails is the origin: it records itself before aborting its
+  // group, so peers released by the abort (which fail too) come later.
+  std::atomic<int64_t> origin{-1};
   std::vector<std::thread> threads;
   for (int64_t tp_rank = 0; tp_rank < geo.tp; ++tp_rank) {
     threads.emplace_back([&, tp_rank] {
       ThreadGroup& group = *groups[static_cast<size_t>(geo.group(tp_rank))];
       GpuStatus st = body(tp_rank, group.comm(geo.dcp_rank(tp_rank)));
-      if (!st) group.abort("tp rank " + std::to_string(tp_rank) + ": " + st.message());
+      if (!st) {
+        int64_t none = -1;
+        origin.compare_exchange_strong(none, tp_rank);
+        group.abort("tp rank " + std::to_string(tp_rank) + ": " + st.message());
+      }
       status[static_cast<size_t>(tp_rank)] = std::move(st);
     });
   }
   for (std::thread& t : threads) t.join();
-  // A rank's own error first, not a peer's notice that the group was aborted.
-  for (const GpuStatus& st : status)
-    if (!st && st.message().find("aborted") == std::string::npos) return st;
-  for (const GpuStatus& st : status)
-    if (!st) return st;
+  if (origin >= 0) return status[static_cast<size_t>(origin.load())];
   return {};
 }
 

@@ -18,11 +18,16 @@ const double kTrigAbs = std::ldexp(1.0, -22);
 // covers the products and sums of length up to 2^7 at 2^-53 each, with margin.
 const double kDoubleRel = std::ldexp(1.0, -45);
 
+// The exact rotation angle of pair i at position pos: pos * theta^(-2 i / Dr).
+double rope_angle(int64_t pos, int64_t i, int64_t dr, double theta) {
+  return static_cast<double>(pos) * std::pow(theta, -2.0 * double(i) / double(dr));
+}
+
 // Exact NeoX rotation of pairs (i, i + Dr/2) in double.
 void rotate(double* x, int64_t dr, int64_t pos, double theta) {
   const int64_t half = dr / 2;
   for (int64_t i = 0; i < half; ++i) {
-    const double ang = static_cast<double>(pos) * std::pow(theta, -2.0 * double(i) / double(dr));
+    const double ang = rope_angle(pos, i, dr, theta);
     const double c = std::cos(ang), s = std::sin(ang), x1 = x[i], x2 = x[i + half];
     x[i] = x1 * c - x2 * s;
     x[i + half] = x2 * c + x1 * s;
@@ -33,8 +38,8 @@ void rotate(double* x, int64_t dr, int64_t pos, double theta) {
 // their own error e1, e2) at position pos.
 double rope_err(double ax1, double ax2, double e1, double e2, int64_t i, int64_t dr, int64_t pos,
                 double theta, double u) {
-  const double ang = static_cast<double>(pos) * std::pow(theta, -2.0 * double(i) / double(dr));
-  const double d_trig = angle_rel(theta, u) * ang + kTrigAbs;  // |c~ - c|, |s~ - s|
+  const double d_trig =
+      angle_rel(theta, u) * rope_angle(pos, i, dr, theta) + kTrigAbs;  // |c~ - c|, |s~ - s|
   // y = x1 c -/+ x2 s: input errors, trig errors, two products and one sum (gamma_2).
   return e1 + e2 + (ax1 + ax2 + e1 + e2) * d_trig + gamma_n(2.0, u) * (ax1 + ax2 + e1 + e2);
 }

@@ -28,6 +28,9 @@ namespace dcp::props {
 // Storage formats on the two sides (oracle::DType::f64 has no production counterpart).
 gpu::Dtype to_gpu_dtype(oracle::DType d);
 oracle::DType to_oracle_dtype(gpu::Dtype d);
+inline gpu::LseBase to_gpu_base(oracle::LseBase b) {
+  return b == oracle::LseBase::e ? gpu::LseBase::e : gpu::LseBase::two;
+}
 
 // The production path's inputs for a case (values are exact in fp32). chunks: KV write lengths.
 gpu::DcpInputs to_dcp_inputs(const oracle::Case& c, std::vector<int64_t> chunks);

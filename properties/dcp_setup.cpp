@@ -122,7 +122,7 @@ oracle::Expected<DcpSetup> setup_from_json(const nlohmann::json& j) {
     q.order_seed = g.at("order_seed");
     q.tile = g.at("tile");
     q.splits = g.at("splits");
-    q.base = p.lse_base == oracle::LseBase::e ? gpu::LseBase::e : gpu::LseBase::two;
+    q.base = to_gpu_base(p.lse_base);
     s.chunks = j.at("chunks").get<std::vector<int64_t>>();
   } catch (const nlohmann::json::exception& e) {
     return DCP_ERROR("setup: ", e.what());

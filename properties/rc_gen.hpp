@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "properties/case_gen.hpp"
+#include "properties/dcp_bridge.hpp"
 #include "properties/dcp_setup.hpp"
 #include "properties/fp32_model.hpp"
 
@@ -97,6 +98,19 @@ struct DcpLimits {
   int64_t max_v_dim = 16;
 };
 
+// Draws how a DCP step runs (combine strategy, q path, reduction order, tile, split-KV) into cfg,
+// with the kernel's LSE base that of the case. Call inside a generator or a property body.
+inline void draw_step_options(gpu::DcpConfig& cfg, dcp::oracle::LseBase base) {
+  cfg.strategy = *rc::gen::element(gpu::CommStrategy::ag_rs, gpu::CommStrategy::a2a);
+  cfg.replicate_q = *rc::gen::arbitrary<bool>();
+  cfg.order = *rc::gen::element(gpu::ReduceOrder::sequential, gpu::ReduceOrder::pairwise,
+                                gpu::ReduceOrder::random);
+  cfg.order_seed = *rc::gen::arbitrary<uint64_t>();
+  cfg.base = to_gpu_base(base);
+  cfg.tile = *rc::gen::inRange<int64_t>(1, 65);
+  cfg.splits = *rc::gen::inRange<int64_t>(1, 5);
+}
+
 inline rc::Gen<DcpSetup> gen_dcp_setup(DcpLimits lim) {
   using dcp::oracle::DType;
   using dcp::oracle::LseBase;
@@ -148,14 +162,7 @@ inline rc::Gen<DcpSetup> gen_dcp_setup(DcpLimits lim) {
                                  ValueStyle::ties, ValueStyle::tiny, ValueStyle::extreme);
     p.seed = *rc::gen::arbitrary<uint64_t>();
 
-    cfg.strategy = *rc::gen::element(gpu::CommStrategy::ag_rs, gpu::CommStrategy::a2a);
-    cfg.replicate_q = *rc::gen::arbitrary<bool>();
-    cfg.order = *rc::gen::element(gpu::ReduceOrder::sequential, gpu::ReduceOrder::pairwise,
-                                  gpu::ReduceOrder::random);
-    cfg.order_seed = *rc::gen::arbitrary<uint64_t>();
-    cfg.base = p.lse_base == LseBase::e ? gpu::LseBase::e : gpu::LseBase::two;
-    cfg.tile = *rc::gen::inRange<int64_t>(1, 65);
-    cfg.splits = *rc::gen::inRange<int64_t>(1, 5);
+    draw_step_options(cfg, p.lse_base);
     cfg.out_dtype = *rc::gen::weightedElement<gpu::Dtype>(
         {{3, gpu::Dtype::f32}, {1, gpu::Dtype::bf16}, {1, gpu::Dtype::f16}});
     s.chunks = make_chunks(p.seq, *rc::gen::arbitrary<uint64_t>());

@@ -6,6 +6,7 @@
 #include <rapidcheck/gtest.h>
 
 #include "properties/mla_check.hpp"
+#include "properties/rc_gen.hpp"
 
 namespace dcp::props {
 namespace {
@@ -30,14 +31,7 @@ RC_GTEST_PROP(MlaSlice, AbsorbedDcpPathEqualsUnabsorbedOracle, ()) {
   s.kv_dtype = *rc::gen::element(oracle::DType::bf16, oracle::DType::f16, oracle::DType::f32);
   s.lse_base = *rc::gen::element(oracle::LseBase::e, oracle::LseBase::two);
   s.seed = *rc::gen::arbitrary<uint64_t>();
-  cfg.strategy = *rc::gen::element(gpu::CommStrategy::ag_rs, gpu::CommStrategy::a2a);
-  cfg.replicate_q = *rc::gen::arbitrary<bool>();
-  cfg.order = *rc::gen::element(gpu::ReduceOrder::sequential, gpu::ReduceOrder::pairwise,
-                                gpu::ReduceOrder::random);
-  cfg.order_seed = *rc::gen::arbitrary<uint64_t>();
-  cfg.base = s.lse_base == oracle::LseBase::e ? gpu::LseBase::e : gpu::LseBase::two;
-  cfg.tile = *rc::gen::inRange<int64_t>(1, 33);
-  cfg.splits = *rc::gen::inRange<int64_t>(1, 4);
+  draw_step_options(cfg, s.lse_base);
   const DcpCheck chk = check_mla(s, cfg);
   if (!chk.pass) RC_FAIL(describe(s) + " | " + describe(cfg) + "\n" + chk.report);
 }

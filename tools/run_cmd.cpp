@@ -73,7 +73,7 @@ DcpSetup make_row(CaseSpec spec, int64_t tp, int64_t n, int64_t il, gpu::CommStr
   s.cfg.layout = {n, il};
   s.cfg.strategy = st;
   s.cfg.replicate_q = repl;
-  s.cfg.base = spec.lse_base == oracle::LseBase::e ? gpu::LseBase::e : gpu::LseBase::two;
+  s.cfg.base = props::to_gpu_base(spec.lse_base);
   s.chunks = props::make_chunks(spec.seq, spec.seed);
   s.spec = spec;
   return s;
@@ -199,7 +199,7 @@ oracle::Expected<Row> configured_row(const RunOptions& o, uint64_t seed, int64_t
   const auto out = gpu::parse_dtype(od_s);
   if (!out) return DCP_ERROR("--out-dtype: got '", od_s, "'; expected f32, f16 or bf16");
   cfg.out_dtype = *out;
-  cfg.base = s.lse_base == oracle::LseBase::e ? gpu::LseBase::e : gpu::LseBase::two;
+  cfg.base = props::to_gpu_base(s.lse_base);
   DcpSetup setup;
   setup.spec = s;
   setup.cfg = cfg;
