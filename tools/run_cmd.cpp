@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <iomanip>
 #include <iostream>
+#include <memory>
 #include <sstream>
 #include <vector>
 
@@ -22,8 +23,6 @@ namespace {
 using oracle::DType;
 using props::CaseSpec;
 using props::DcpSetup;
-
-constexpr int kExitOk = 0, kExitFail = 1, kExitBadInput = 2;
 
 struct Row {
   DcpSetup setup;
@@ -375,6 +374,62 @@ int run_dcp(const RunOptions& o, std::ostream& out, std::ostream& err) {
   out << "# reproduce: " << reproduce_line(o) << "\n";
   out << "# run: " << (failed == 0 ? "OK" : "FAILED") << "\n";
   return failed == 0 ? kExitOk : kExitFail;
+}
+
+Command add_run_command(CLI::App& app) {
+  auto o = std::make_shared<RunOptions>();
+  CLI::App* run = app.add_subcommand(
+      "run",
+      "Run the production DCP path against the oracle: the default sweep, or one configured case "
+      "(the default job)");
+  run->add_option("--backend", o->backend, "Backend: host")->capture_default_str();
+  run->add_option("--comm", o->comm, "Communicator: threads (in-process) or mpi (under mpirun)")
+      ->capture_default_str();
+  run->add_option("--preset", o->preset,
+                  "Model preset: k3-mla (96 heads, 576/512 latent, TP8xDCP8)");
+  run->add_option("--dcp-size", o->dcp_size, "N, ranks in a DCP group");
+  run->add_option("--tp-size", o->tp_size,
+                  "Attention TP size, a multiple of N (default N; mpi: world)");
+  run->add_option("--interleave", o->interleave,
+                  "I, tokens per block dealt to a rank (1: round-robin)");
+  run->add_option("--comm-backend", o->comm_backend, "Combine: ag_rs or a2a");
+  run->add_flag("--replicate-q", o->replicate_q,
+                "Every rank projects all its group's query heads (no q gather)");
+  run->add_option("--seq", o->seq, "S, context length (tokens)");
+  run->add_option("--tokens", o->tokens, "T, query tokens per step");
+  run->add_option("--heads", o->heads, "Hq, query heads of the model");
+  run->add_option("--kv-heads", o->kv_heads, "Hkv, KV heads (divides Hq)");
+  run->add_option("--head-dim", o->head_dim, "Dk");
+  run->add_option("--v-dim", o->v_dim, "Dv");
+  run->add_flag("--latent", o->latent, "Shared latent: V is the first Dv components of K (MLA)");
+  run->add_option("--dtype", o->dtype, "Storage of q and KV: f32, f16 or bf16 (default bf16)");
+  run->add_option("--out-dtype", o->out_dtype, "Storage of the output: f32, f16 or bf16");
+  run->add_option("--window", o->window, "Sliding window W (0: none)");
+  run->add_option("--softcap", o->softcap, "Logit softcap c (0: none)");
+  run->add_flag("--sink", o->sink, "Per-head sink logits");
+  run->add_option("--topk", o->topk, "Top-k sparse attention with K selected positions (0: dense)");
+  run->add_option("--lse-base", o->lse_base, "The kernel's LSE base: e or 2");
+  run->add_option("--order", o->order, "Combine reduction order: seq, pair or rand");
+  run->add_option("--splits", o->splits, "Split-KV pieces inside a rank");
+  run->add_option("--tile", o->tile, "Online-softmax tile, keys");
+  run->add_option("--cases", o->cases, "Configured cases to run (seeds seed, seed+1, ...)");
+  run->add_option("--seed", o->seed, "Seed of the case values and chunk writes")
+      ->capture_default_str();
+  run->add_flag("--quiet", o->quiet, "Print failing rows and the summary only");
+  return {run, [o] {
+            if (o->comm != "mpi") return run_dcp(*o, std::cout, std::cerr);
+#ifdef DCP_HAVE_MPI
+            if (const auto st = gpu::mpi_init(nullptr, nullptr); !st) {
+              std::cerr << "dcp-verify run: " << st.message() << "\n";
+              return kExitBadInput;
+            }
+            const int code = run_dcp(*o, std::cout, std::cerr);
+            gpu::mpi_finalize();
+            return code;
+#else
+            return run_dcp(*o, std::cout, std::cerr);
+#endif
+          }};
 }
 
 }  // namespace dcp::tools

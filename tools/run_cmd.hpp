@@ -14,6 +14,8 @@
 #include <optional>
 #include <string>
 
+#include "tools/command.hpp"
+
 namespace dcp::tools {
 
 struct RunOptions {
@@ -32,5 +34,8 @@ struct RunOptions {
 };
 
 int run_dcp(const RunOptions& opt, std::ostream& out, std::ostream& err);
+
+// Registers `dcp-verify run` and its flags.
+Command add_run_command(CLI::App& app);
 
 }  // namespace dcp::tools

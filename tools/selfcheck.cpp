@@ -1,6 +1,8 @@
 #include "tools/selfcheck.hpp"
 
 #include <cstdio>
+#include <iostream>
+#include <memory>
 #include <ostream>
 #include <random>
 #include <string>
@@ -156,6 +158,15 @@ int run_selfcheck(const SelfcheckOptions& opt, std::ostream& out) {
   out << "# selfcheck: " << (failures ? "FAILED" : "OK") << " (" << failures << " of "
       << cases(opt.seed).size() << " cases failed; reproduce with --seed " << opt.seed << ")\n";
   return failures ? 1 : 0;
+}
+
+Command add_selfcheck_command(CLI::App& app) {
+  auto o = std::make_shared<SelfcheckOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "selfcheck", "Check the oracle: fast vs certify tier, shard merge, fp32 model vs bound");
+  cmd->add_option("--seed", o->seed, "Seed for the cases and shard layouts");
+  cmd->add_flag("--quiet", o->quiet, "Print failing rows and the summary only");
+  return {cmd, [o] { return run_selfcheck(*o, std::cout); }};
 }
 
 }  // namespace dcp::tools

@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <iosfwd>
 
+#include "tools/command.hpp"
+
 namespace dcp::tools {
 
 struct SelfcheckOptions {
@@ -18,5 +20,8 @@ struct SelfcheckOptions {
 };
 
 int run_selfcheck(const SelfcheckOptions& opt, std::ostream& out);
+
+// Registers `dcp-verify selfcheck` and its flags.
+Command add_selfcheck_command(CLI::App& app);
 
 }  // namespace dcp::tools
