@@ -174,6 +174,224 @@ Expected<Case> load_case(const std::string& path) {
 }
 
 namespace {
+
+const std::set<std::string> kResultTensors = {"o", "lse", "o_partial", "lse_partial"};
+const std::set<std::string> kResultMetadata = {
+    "accum",      "p_cast", "merge_accum", "partial_dtype", "dcp_size",
+    "interleave", "splits", "sink_rank",   "lse_base",      "format"};
+
+// The arithmetic formats a result's metadata may name ("f64" only for accum).
+Expected<DType> parse_format(std::string_view source, const std::string& key,
+                             const std::string& text, bool allow_f64) {
+  if (text == "f32") return DType::f32;
+  if (text == "bf16") return DType::bf16;
+  if (text == "f16") return DType::f16;
+  if (text == "f64" && allow_f64) return DType::f64;
+  return DCP_ERROR(source, ": metadata '", key, "' = \"", text, "\"; expected ",
+                   allow_f64 ? "f64, " : "", "f32, bf16 or f16");
+}
+
+std::string format_text(DType d) {
+  switch (d) {
+    case DType::f64:
+      return "f64";
+    case DType::f16:
+      return "f16";
+    case DType::bf16:
+      return "bf16";
+    default:
+      return "f32";
+  }
+}
+
+Expected<int64_t> positive_int(std::string_view source, const StFile& f, const std::string& key,
+                               int64_t dflt) {
+  if (!f.metadata.count(key)) return dflt;
+  auto x = parse_int(source, key, f.metadata.at(key));
+  if (!x) return x.status();
+  if (*x < 1) {
+    return DCP_ERROR(source, ": metadata '", key, "' = \"", f.metadata.at(key),
+                     "\"; expected an integer >= 1");
+  }
+  return *x;
+}
+
+// A float tensor of the result with the expected shape.
+Expected<Tensor<double>> result_tensor(std::string_view source, const StFile& f,
+                                       const std::string& name, const Shape& want, const char* dims,
+                                       DType* dtype) {
+  const StTensor& t = f.tensors.at(name);
+  if (t.dtype == DType::i64) {
+    return DCP_ERROR(source, ": tensor '", name, "': dtype I64; expected F64, F32, F16 or BF16");
+  }
+  if (t.shape != want) {
+    return DCP_ERROR(source, ": tensor '", name, "': shape ", shape_string(t.shape), "; expected ",
+                     shape_string(want), " ", dims, " for this case");
+  }
+  *dtype = t.dtype;
+  Tensor<double> out;
+  out.shape = t.shape;
+  out.data = t.values;
+  return out;
+}
+
+}  // namespace
+
+Expected<DcpResult> result_from_file(const StFile& f, const Case& c, std::string_view source) {
+  for (const auto& [name, t] : f.tensors) {
+    if (!kResultTensors.count(name)) {
+      return DCP_ERROR(source, ": unknown tensor '", name,
+                       "'; a result holds o, lse, o_partial, lse_partial");
+    }
+  }
+  for (const auto& [key, value] : f.metadata) {
+    if (!kResultMetadata.count(key) && key.rfind("x_", 0) != 0) {
+      return DCP_ERROR(source, ": unknown metadata '", key,
+                       "'; expected accum, p_cast, merge_accum, partial_dtype, dcp_size, "
+                       "interleave, splits, sink_rank, lse_base, format or x_*");
+    }
+  }
+  for (const char* required : {"o", "lse"}) {
+    if (!f.tensors.count(required)) return DCP_ERROR(source, ": missing tensor '", required, "'");
+  }
+  const bool has_op = f.tensors.count("o_partial") > 0, has_lp = f.tensors.count("lse_partial") > 0;
+  if (has_op != has_lp) {
+    return DCP_ERROR(source, ": tensor '", has_op ? "o_partial" : "lse_partial", "' without '",
+                     has_op ? "lse_partial" : "o_partial", "'; partials come as a pair");
+  }
+  const auto& md = f.metadata;
+  if (has_op) {
+    for (const char* key : {"dcp_size", "interleave"}) {
+      if (!md.count(key)) {
+        return DCP_ERROR(source, ": partials given without metadata '", key,
+                         "'; the oracle needs it to know each rank's keys");
+      }
+    }
+  }
+  if (md.count("lse_base")) {
+    const auto b = parse_lse_base(md.at("lse_base"));
+    if (!b || *b != c.lse_base) {
+      return DCP_ERROR(source, ": metadata 'lse_base' = \"", md.at("lse_base"),
+                       "\"; the case's LSE base is \"", lse_base_name(c.lse_base), "\"");
+    }
+  }
+
+  DcpResult r;
+  const int64_t T = c.tokens(), Hq = c.q_heads(), dv = c.v_dim;
+  auto n = positive_int(source, f, "dcp_size", 1);
+  if (!n) return n.status();
+  r.dcp_size = *n;
+  auto il = positive_int(source, f, "interleave", 1);
+  if (!il) return il.status();
+  r.interleave = *il;
+  auto sp = positive_int(source, f, "splits", 1);
+  if (!sp) return sp.status();
+  r.splits = *sp;
+  if (md.count("sink_rank")) {
+    const std::string& s = md.at("sink_rank");
+    if (s == "merge") {
+      r.sink_rank.reset();
+    } else {
+      auto x = parse_int(source, "sink_rank", s);
+      if (!x || *x < 0 || *x >= r.dcp_size) {
+        return DCP_ERROR(source, ": metadata 'sink_rank' = \"", s,
+                         "\"; expected \"merge\" or a rank in [0, ", r.dcp_size, ")");
+      }
+      r.sink_rank = *x;
+    }
+  }
+
+  Arithmetic a;
+  DType o_dtype, lse_dtype;
+  auto o = result_tensor(source, f, "o", {T, Hq, dv}, "[T, Hq, Dv]", &o_dtype);
+  if (!o) return o.status();
+  r.o = std::move(*o);
+  auto lse = result_tensor(source, f, "lse", {T, Hq}, "[T, Hq]", &lse_dtype);
+  if (!lse) return lse.status();
+  r.lse = std::move(*lse);
+  if (md.count("accum")) {
+    auto d = parse_format(source, "accum", md.at("accum"), true);
+    if (!d) return d.status();
+    a.accum = *d;
+  }
+  // Tensor-core kernels feed P to the P.V product in V's format: a 16-bit KV cache implies P
+  // rounded to it unless the metadata says otherwise ("none": P kept in the accumulator).
+  if (c.kv_dtype == DType::bf16 || c.kv_dtype == DType::f16) a.p_cast = c.kv_dtype;
+  if (md.count("p_cast")) {
+    if (md.at("p_cast") == "none") {
+      a.p_cast.reset();
+    } else {
+      auto d = parse_format(source, "p_cast", md.at("p_cast"), false);
+      if (!d) return d.status();
+      a.p_cast = *d;
+    }
+  }
+  if (md.count("merge_accum")) {
+    auto d = parse_format(source, "merge_accum", md.at("merge_accum"), false);
+    if (!d) return d.status();
+    a.merge_accum = *d;
+  }
+  if (md.count("partial_dtype")) {
+    auto d = parse_format(source, "partial_dtype", md.at("partial_dtype"), false);
+    if (!d) return d.status();
+    a.partial_o = *d;
+  }
+  if (has_op) {
+    DType po, pl;
+    auto op = result_tensor(source, f, "o_partial", {r.dcp_size, T, Hq, dv}, "[N, T, Hq, Dv]", &po);
+    if (!op) return op.status();
+    auto lp = result_tensor(source, f, "lse_partial", {r.dcp_size, T, Hq}, "[N, T, Hq]", &pl);
+    if (!lp) return lp.status();
+    if (md.count("partial_dtype") && po != a.partial_o) {
+      return DCP_ERROR(source, ": metadata 'partial_dtype' = \"", md.at("partial_dtype"),
+                       "\" but tensor 'o_partial' is ", dtype_name(po));
+    }
+    a.partial_o = po;
+    a.partial_lse = pl;
+    r.o_partial = std::move(*op);
+    r.lse_partial = std::move(*lp);
+  }
+  a.out = o_dtype;
+  a.lse_out = lse_dtype;
+  a.shards = r.dcp_size * r.splits;
+  r.output_claim = a;
+  a.shards = r.splits;
+  a.out = a.partial_o;
+  a.lse_out = a.partial_lse;
+  r.partial_claim = a;
+  return r;
+}
+
+Expected<DcpResult> load_result(const std::string& path, const Case& c) {
+  auto f = read_safetensors(path);
+  if (!f) return f.status();
+  return result_from_file(*f, c, path);
+}
+
+StFile result_to_file(const DcpResult& r, const Case& c) {
+  StFile f;
+  const Arithmetic& a = r.output_claim;
+  f.tensors["o"] = StTensor{a.out, r.o.shape, r.o.data, {}};
+  f.tensors["lse"] = StTensor{a.lse_out, r.lse.shape, r.lse.data, {}};
+  if (r.o_partial && r.lse_partial) {
+    f.tensors["o_partial"] = StTensor{a.partial_o, r.o_partial->shape, r.o_partial->data, {}};
+    f.tensors["lse_partial"] =
+        StTensor{a.partial_lse, r.lse_partial->shape, r.lse_partial->data, {}};
+  } else {
+    f.metadata["partial_dtype"] = format_text(a.partial_o);
+  }
+  f.metadata["accum"] = format_text(a.accum);
+  f.metadata["p_cast"] = a.p_cast ? format_text(*a.p_cast) : "none";
+  f.metadata["merge_accum"] = format_text(a.merge_accum);
+  f.metadata["dcp_size"] = std::to_string(r.dcp_size);
+  f.metadata["interleave"] = std::to_string(r.interleave);
+  f.metadata["splits"] = std::to_string(r.splits);
+  f.metadata["sink_rank"] = r.sink_rank ? std::to_string(*r.sink_rank) : "merge";
+  f.metadata["lse_base"] = std::string(lse_base_name(c.lse_base));
+  return f;
+}
+
+namespace {
 std::string number_text(double x) {
   char buf[64];
   const auto r = std::to_chars(buf, buf + sizeof buf, x);  // shortest round-trip form

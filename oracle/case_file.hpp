@@ -11,6 +11,8 @@
 //   DCP_TRY(save_attention("ref.safetensors", *ref));      // o [T, Hq, Dv], lse [T, Hq] as F64
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -18,6 +20,7 @@
 #include "oracle/case.hpp"
 #include "oracle/safetensors.hpp"
 #include "oracle/status.hpp"
+#include "oracle/tolerance.hpp"
 
 namespace dcp::oracle {
 
@@ -27,6 +30,32 @@ Expected<Case> load_case(const std::string& path);
 
 StFile case_to_file(const Case& c);
 Status save_case(const std::string& path, const Case& c);
+
+// An external implementation's result for a case (docs/format.md, "Result file"): the output,
+// optionally every DCP rank's partial, and the arithmetic it claims, read from the tensors'
+// dtypes and the metadata. Values are held exactly as doubles.
+struct DcpResult {
+  Tensor<double> o;                           // [T, Hq, Dv]
+  Tensor<double> lse;                         // [T, Hq] in the case's base
+  std::optional<Tensor<double>> o_partial;    // [N, T, Hq, Dv] each rank's O_r
+  std::optional<Tensor<double>> lse_partial;  // [N, T, Hq] each rank's L_r, the case's base
+  int64_t dcp_size = 1;                       // N; partials of N ranks (x splits) were merged
+  int64_t interleave = 1;                     // I; key p lives on rank floor(p / I) mod N
+  int64_t splits = 1;                         // split-KV pieces merged inside each rank
+  std::optional<int64_t> sink_rank = 0;  // the rank whose partial holds the sink; nullopt: merge
+  Arithmetic output_claim;               // what the output was computed with (shards = N splits)
+  Arithmetic partial_claim;              // what each partial was computed with (shards = splits)
+};
+
+// Reads a result for case c: shapes must match the case, dtypes F64/F32/F16/BF16, metadata
+// accum, p_cast, merge_accum, partial_dtype, dcp_size, interleave, splits, sink_rank, lse_base
+// (must equal the case's), format and x_*; anything else is an error naming the key.
+Expected<DcpResult> result_from_file(const StFile& file, const Case& c, std::string_view source);
+Expected<DcpResult> load_result(const std::string& path, const Case& c);
+
+// The file of a result: o, lse and the partials when present, each stored in the format its
+// claim names, and every metadata key written out, so result_from_file reads back the same claim.
+StFile result_to_file(const DcpResult& r, const Case& c);
 
 // o [T, Hq, Dv] and lse [T, Hq] as F64, metadata lse_base.
 StFile attention_to_file(const Attention& a);

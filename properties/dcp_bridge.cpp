@@ -4,6 +4,8 @@
 #include <cmath>
 #include <sstream>
 
+#include "oracle/shard.hpp"
+
 namespace dcp::props {
 namespace {
 
@@ -96,24 +98,6 @@ oracle::Arithmetic host_claim(const gpu::DcpConfig& cfg, bool partial) {
   return a;
 }
 
-Case shard_case(const Case& c, const gpu::DcpLayout& layout, int64_t rank) {
-  Case s = c;
-  const int64_t T = c.tokens();
-  std::vector<std::vector<int64_t>> owned(T);
-  int64_t kmax = 1;
-  for (int64_t t = 0; t < T; ++t) {
-    for (const int64_t p : oracle::visible_keys(c, t))
-      if (layout.owner(p) == rank) owned[t].push_back(p);
-    kmax = std::max<int64_t>(kmax, static_cast<int64_t>(owned[t].size()));
-  }
-  s.topk = Tensor<int64_t>({T, kmax}, -1);
-  for (int64_t t = 0; t < T; ++t)
-    for (size_t x = 0; x < owned[t].size(); ++x)
-      s.topk.at({t, static_cast<int64_t>(x)}) = owned[t][x];
-  if (rank != gpu::kSinkRank) s.sink.clear();
-  return s;
-}
-
 DcpCheck judge_dcp(const Case& c, const gpu::DcpConfig& cfg, const gpu::GroupRun& run,
                    bool check_partials) {
   DcpCheck out;
@@ -147,7 +131,9 @@ DcpCheck judge_dcp(const Case& c, const gpu::DcpConfig& cfg, const gpu::GroupRun
     } else {
       // One oracle shard per dcp rank serves every DCP group (they differ only in heads).
       for (int64_t r = 0; r < geo->n; ++r) {
-        const Judge shard(shard_case(c, cfg.layout, r), host_claim(cfg, true));
+        const Judge shard(
+            oracle::shard_case(c, cfg.layout.ranks, cfg.layout.interleave, r, gpu::kSinkRank),
+            host_claim(cfg, true));
         for (int64_t tp_rank = r; tp_rank < geo->tp; tp_rank += geo->n) {
           const auto& po = run.partial_o[static_cast<size_t>(tp_rank)];
           const auto& pl = run.partial_lse[static_cast<size_t>(tp_rank)];

@@ -39,9 +39,6 @@ gpu::DcpInputs to_dcp_inputs(const oracle::Case& c, std::vector<int64_t> chunks)
 // for one rank's partial (splits partials merged locally).
 oracle::Arithmetic host_claim(const gpu::DcpConfig& cfg, bool partial);
 
-// The oracle case restricted to the keys dcp rank `rank` owns; the sink kept on kSinkRank only.
-oracle::Case shard_case(const oracle::Case& c, const gpu::DcpLayout& layout, int64_t rank);
-
 struct DcpCheck {
   bool pass = false;
   double max_ratio = 0.0;   // worst error / bound over the output and every partial

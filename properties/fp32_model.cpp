@@ -7,6 +7,8 @@
 #include <sstream>
 #include <vector>
 
+#include "oracle/shard.hpp"
+
 namespace dcp::props {
 namespace {
 
@@ -61,7 +63,9 @@ struct Partial {
 
 ModelOutput run_fp32_model(const Case& c, const ModelConfig& m) {
   const int64_t T = c.tokens(), Hq = c.q_heads(), dk = c.head_dim(), dv = c.v_dim;
-  ModelOutput out{oracle::Tensor<double>({T, Hq, dv}), oracle::Tensor<double>({T, Hq})};
+  ModelOutput out{oracle::Tensor<double>({T, Hq, dv}), oracle::Tensor<double>({T, Hq}),
+                  oracle::Tensor<double>({m.shards, T, Hq, dv}),
+                  oracle::Tensor<double>({m.shards, T, Hq})};
   Perturber perturb{std::mt19937_64(m.seed), m.perturb};
   const double tau_d = c.scale ? *c.scale : 1.0 / std::sqrt(static_cast<double>(dk));
   const float tau = static_cast<float>(tau_d);
@@ -109,7 +113,13 @@ ModelOutput run_fp32_model(const Case& c, const ModelConfig& m) {
       for (int64_t r = 0; r < m.shards; ++r) {
         std::vector<int64_t> mine;
         for (int64_t j : row) {
-          if ((j / m.interleave) % m.shards == r) mine.push_back(j);
+          if (oracle::dcp_owner(j, m.shards, m.interleave) == r) mine.push_back(j);
+        }
+        if (m.bug == Bug::lost_token && r == m.shards - 1 && !mine.empty()) {
+          size_t best = 0;
+          for (size_t x = 1; x < mine.size(); ++x)
+            if (logit(mine[x]) > logit(mine[best])) best = x;
+          mine.erase(mine.begin() + static_cast<std::ptrdiff_t>(best));
         }
         const bool with_sink =
             c.has_sink() && m.bug != Bug::sink_missing && (r == 0 || m.bug == Bug::sink_per_shard);
@@ -156,6 +166,17 @@ ModelOutput run_fp32_model(const Case& c, const ModelConfig& m) {
         }
       }
 
+      // Each shard's partial as exchanged: O_r in fp32, L_r in the case's base.
+      const bool want_base2 = c.lse_base == LseBase::two;
+      for (int64_t r = 0; r < m.shards; ++r) {
+        const Partial& p = parts[r];
+        const int64_t at = (r * T + t) * Hq + h;
+        for (int64_t i = 0; i < dv; ++i) out.o_partial.data[at * dv + i] = p.o[i];
+        float l = p.lse;
+        if (l != kNegInfF && want_base2 != m.base2) l = m.base2 ? l * kLn2F : l * kLog2eF;
+        out.lse_partial.data[at] = l;
+      }
+
       std::vector<float> o(dv, 0.0f);
       float lse;
       if (m.shards == 1) {
@@ -200,7 +221,6 @@ ModelOutput run_fp32_model(const Case& c, const ModelConfig& m) {
         }
       }
       // Report the LSE in the case's base.
-      const bool want_base2 = c.lse_base == LseBase::two;
       const bool report_base2 = m.bug == Bug::lse_wrong_base ? !want_base2 : want_base2;
       if (lse != kNegInfF && report_base2 != m.base2) lse = m.base2 ? lse * kLn2F : lse * kLog2eF;
       const int64_t row_id = t * Hq + h;
@@ -223,8 +243,8 @@ oracle::Arithmetic claim_of(const ModelConfig& m) {
 
 std::string describe(const ModelConfig& m) {
   static const char* bugs[] = {
-      "none",           "drop_token",   "duplicate_token", "merge_wrong_base",
-      "lse_wrong_base", "sink_missing", "sink_per_shard",  "unweighted_mean"};
+      "none",         "drop_token",     "duplicate_token", "merge_wrong_base", "lse_wrong_base",
+      "sink_missing", "sink_per_shard", "unweighted_mean", "lost_token"};
   std::ostringstream os;
   os << "shards=" << m.shards << " interleave=" << m.interleave << " tile=" << m.tile
      << " base2=" << m.base2 << " fma=" << m.fma << " pairwise=" << m.pairwise_dot

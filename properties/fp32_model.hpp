@@ -35,6 +35,7 @@ enum class Bug {
   sink_missing,      // the sink is never added
   sink_per_shard,    // the sink is added on every shard
   unweighted_mean,   // partials averaged without LSE weights
+  lost_token,        // the last shard loses its highest-scoring key (one rank's KV write lost)
 };
 
 struct ModelConfig {
@@ -54,8 +55,10 @@ struct ModelConfig {
 };
 
 struct ModelOutput {
-  oracle::Tensor<double> o;    // [T, Hq, Dv]
-  oracle::Tensor<double> lse;  // [T, Hq] in the case's base
+  oracle::Tensor<double> o;            // [T, Hq, Dv]
+  oracle::Tensor<double> lse;          // [T, Hq] in the case's base
+  oracle::Tensor<double> o_partial;    // [N, T, Hq, Dv] each shard's O_r (fp32 values)
+  oracle::Tensor<double> lse_partial;  // [N, T, Hq] each shard's L_r in the case's base
 };
 
 ModelOutput run_fp32_model(const oracle::Case& c, const ModelConfig& m);

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# CLI tests of dcp-verify: exit codes (0 ok, 1 check failed, 2 bad input), the selfcheck table,
-# reference files, and one-line errors. Usage: cli_test.sh path/to/dcp-verify path/to/fixtures
+# CLI tests of dcp-verify: exit codes (0 ok, 1 check failed, 2 bad input), the selfcheck, layout
+# and model tables, reference files, and one-line errors.
+# Usage: cli_test.sh path/to/dcp-verify path/to/fixtures
 set -u
 bin=$1
 fixtures=$2
+make_result=$3
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 failures=0
@@ -102,6 +104,110 @@ expect 2 "missing required option" -- "$bin" reference --case "$fixtures/cases/g
 expect 2 "bad tier" -- "$bin" reference --case x --out y --tier fastest
 expect 0 "help" -- "$bin" --help
 contains "$tmp/out" "reference" "help lists subcommands"
+
+# layout: N = 4, I = 2, chunk [5, 16). By hand, owner(p) = floor(p/2) mod 4: rank 0 gets 8 9,
+# rank 1 gets 10 11, rank 2 gets 5 12 13 (rows 1..3), rank 3 gets 6 7 14 15 (rows 0..3).
+expect 0 "layout, N=4 I=2 chunk [5, 16)" -- "$bin" layout --dcp-size 4 --interleave 2 --offset 5 --len 11
+contains "$tmp/out" "          5      2        1                    5  OK" "layout: pos 5 on rank 2, row 1"
+contains "$tmp/out" "      0            2            2            2  [2, 4)            OK" "layout: rank 0 share"
+contains "$tmp/out" "      2            3            3            3  [1, 4)            OK" "layout: rank 2 share"
+contains "$tmp/out" "      3            4            4            4  [0, 4)            OK" "layout: rank 3 share"
+contains "$tmp/out" "shares sum to 11 (expected L = 11)" "layout: shares sum to L"
+contains "$tmp/out" "# layout: OK" "layout verdict"
+# S = 100 = 12 cycles of 8 + 4: ranks 0 and 1 need 26 rows, ranks 2 and 3 need 24; 26 x 4 = 104.
+expect 0 "layout with --seq" -- "$bin" layout --dcp-size 4 --interleave 2 --seq 100
+contains "$tmp/out" "      1           26" "layout: rows_for(1, 100)"
+contains "$tmp/out" "      3           24" "layout: rows_for(3, 100)"
+contains "$tmp/out" "logical (widened) capacity: 104 = 26 x N" "layout: logical capacity"
+for bad in "--dcp-size 0" "--interleave 0" "--offset -1" "--len -1" "--len 5000" "--seq -1"; do
+  # shellcheck disable=SC2086
+  expect 2 "layout $bad" -- "$bin" layout $bad
+  contains "$tmp/err" "${bad%% *}" "layout $bad: flag named"
+  one_line_stderr "layout $bad"
+done
+
+# model, K3 at S = 128K, by hand (B = T = 1, bf16 KV, f32 partial O, H200 defaults):
+#   KV bytes per rank   131072 / 8 x 576 x 2                                  = 18874368
+#   comm bytes per rank q gather 7 x 12 x 576 x 2 + a2a 7 x 12 x (512 x 4 + 4)  = 96768 + 172368 = 269136
+#   T_attn(S)           131072 x 1152 B / 4800 GB/s                           = 31.457 us
+#   T_attn(S/N)         16384 x 1152 B / 4800 GB/s                            = 3.932 us
+#   T_comm              2 x 10.6 us + 269136 B / 450 GB/s                     = 21.798 us
+#   speedup             31.457 / (3.932 + 21.798)                             = 1.223
+#   S*                  21.798 us / (0.24 - 0.03) ns per token                = 103800 tokens
+expect 0 "model, k3-mla at S=128K" -- "$bin" model --preset k3-mla --seq 131072
+contains "$tmp/out" "     131072       18874368       269136        31.457           3.932     21.798    1.223  yes" "model: k3 row by hand"
+contains "$tmp/out" "# break-even S*: 103800 tokens" "model: k3 break-even"
+expect 0 "model, sweep" -- "$bin" model
+contains "$tmp/out" "    1048576      150994944" "model: sweep reaches 1M"
+contains "$tmp/out" "# break-even S*: " "model: sweep break-even line"
+# Llama-3-70B at TP8 x DCP8: 8 KV heads, one per rank under TP; under DCP a rank reads all 8 on
+# 1/8 of the tokens, so DCP saves nothing and never pays.
+expect 0 "model, llama3-70b" -- "$bin" model --preset llama3-70b --comm-backend ag_rs --seq 65536
+contains "$tmp/out" "KV heads read 1 -> 8" "model: llama KV heads"
+contains "$tmp/out" "# break-even S*: never" "model: llama never pays"
+for bad in "--heads 0" "--heads 96 --kv-heads 5" "--heads 100" "--tp-size 8 --dcp-size 3" \
+           "--comm-backend ring" "--dtype f8" "--preset llama" "--seq 0" "--hbm-gbps 0"; do
+  # shellcheck disable=SC2086
+  expect 2 "model $bad" -- "$bin" model $bad
+  one_line_stderr "model $bad"
+done
+
+# check: results of implementations judged against the oracle (make_result writes them).
+case_gqa="$fixtures/cases/gqa_causal_bf16.safetensors"
+case_lat="$fixtures/cases/latent_sink_topk_base2.safetensors"
+for impl in "--impl model --dcp-size 4 --interleave 2" \
+            "--impl model --dcp-size 4 --merge a2a --order rev --out-dtype bf16 --partials" \
+            "--impl host --dcp-size 4 --interleave 3 --order rand --splits 2 --out-dtype bf16 --partials" \
+            "--impl host --dcp-size 8 --merge a2a --order pair --out-dtype f16 --partials"; do
+  for c in "$case_gqa" "$case_lat"; do
+    # shellcheck disable=SC2086
+    "$make_result" --case "$c" --out "$tmp/res.safetensors" $impl || { echo "FAIL: make_result $impl"; failures=$((failures + 1)); }
+    expect 0 "check, correct: $impl on $(basename "$c")" -- "$bin" check --case "$c" --result "$tmp/res.safetensors"
+    contains "$tmp/out" "# check: OK" "check verdict, correct: $impl"
+  done
+done
+contains "$tmp/out" "   rank 7   lse" "check table has a row per rank"
+contains "$tmp/out" "err/bound  worst (t, h, d)  verdict" "check table header"
+# The oracle's own reference, as an F64 result with F64 accumulation, passes.
+"$bin" reference --case "$case_gqa" --out "$tmp/ref.safetensors" >/dev/null
+expect 0 "check, the reference as a result" -- "$bin" check --case "$case_gqa" --result "$tmp/ref.safetensors"
+# Wrong implementations fail with exit 1 and say where.
+"$make_result" --case "$case_gqa" --out "$tmp/bad.safetensors" --impl model --dcp-size 4 --bug unweighted_mean --partials
+expect 1 "check, unweighted average of partials" -- "$bin" check --case "$case_gqa" --result "$tmp/bad.safetensors" --json "$tmp/bad.json"
+contains "$tmp/out" "# check: FAILED (the merged output violates its bound)" "unweighted average: the merge is named"
+contains "$tmp/out" "# worst: output o at (t, h, d) = (" "unweighted average: worst element printed"
+"$make_result" --case "$case_lat" --out "$tmp/bad.safetensors" --impl model --dcp-size 4 --bug merge_wrong_base
+expect 1 "check, base-2 LSE merged with exp" -- "$bin" check --case "$case_lat" --result "$tmp/bad.safetensors"
+contains "$tmp/out" "# check: FAILED" "wrong base verdict"
+"$make_result" --case "$case_gqa" --out "$tmp/bad.safetensors" --impl model --dcp-size 4 --interleave 2 --bug lost_token --partials
+expect 1 "check, a token lost on rank 3" -- "$bin" check --case "$case_gqa" --result "$tmp/bad.safetensors" --quiet
+contains "$tmp/out" "wrong partial on rank 3)" "lost token: the rank is named"
+# The JSON report of the failing check follows its schema (docs/cli.md).
+if python3 - "$tmp/bad.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["schema"] == "dcp-verify/check/1" and d["pass"] is False
+assert d["claim"]["dcp_size"] == 4 and d["claim"]["sink_rank"] == 0
+assert [p["part"] for p in d["parts"]] == ["output", "rank 0", "rank 1", "rank 2", "rank 3"]
+out = d["parts"][0]
+assert out["rank"] is None and out["pass"] is False and out["o"]["violations"] > 0
+assert len(out["o"]["worst_index"]) == 3 and len(out["lse"]["worst_index"]) == 2
+assert out["o"]["ratio"] > 1 and d["max_ratio"] >= out["o"]["ratio"] and d["failing_ranks"] == []
+PY
+then passes=$((passes + 1)); else echo "FAIL: check --json schema"; failures=$((failures + 1)); fi
+# Bad input: one line naming the file, tensor or key; exit 2.
+expect 2 "check, missing result file" -- "$bin" check --case "$case_gqa" --result "$tmp/none.safetensors"
+one_line_stderr "check, missing result file"
+contains "$tmp/err" "none.safetensors" "missing result named"
+expect 2 "check, result of another case" -- "$bin" check --case "$case_lat" --result "$tmp/ref.safetensors"
+one_line_stderr "check, result of another case"
+contains "$tmp/err" "metadata 'lse_base' = \"e\"; the case's LSE base is \"2\"" "base mismatch named"
+printf 'not a safetensors file' >"$tmp/junk.safetensors"
+expect 2 "check, malformed result" -- "$bin" check --case "$case_gqa" --result "$tmp/junk.safetensors"
+one_line_stderr "check, malformed result"
+expect 2 "check, no --result" -- "$bin" check --case "$case_gqa"
+expect 2 "check, unwritable --json" -- "$bin" check --case "$case_gqa" --result "$tmp/ref.safetensors" --json /nonexistent/dir/r.json
+one_line_stderr "check, unwritable --json"
 
 echo "$passes passed, $failures failed"
 [ "$failures" -eq 0 ]

@@ -4,6 +4,8 @@
 //   dcp-verify run [flags]         the production DCP path against the oracle
 //   dcp-verify selfcheck           oracle tiers, shard merge, derived bounds
 //   dcp-verify reference           a case's exact attention
+//   dcp-verify layout              where a chunk's tokens live across a DCP group (checked)
+//   dcp-verify model               the cost model: KV read vs communication, break-even S
 //
 // Exit status: 0 success, 1 a check failed, 2 bad input or usage (one line on stderr),
 // 130 interrupted (the summary so far is printed).
@@ -12,7 +14,10 @@
 #include <string>
 #include <vector>
 
+#include "tools/check_cmd.hpp"
 #include "tools/command.hpp"
+#include "tools/layout_cmd.hpp"
+#include "tools/model_cmd.hpp"
 #include "tools/reference_cmd.hpp"
 #include "tools/run_cmd.hpp"
 #include "tools/selfcheck.hpp"
@@ -24,8 +29,11 @@ int main(int argc, char** argv) {
   app.require_subcommand(0, 1);
   const std::vector<t::Command> commands = {
       t::add_run_command(app),
+      t::add_check_command(app),
       t::add_selfcheck_command(app),
       t::add_reference_command(app),
+      t::add_layout_command(app),
+      t::add_model_command(app),
   };
   try {
     app.parse(argc, argv);

@@ -31,8 +31,9 @@ int run_reference(const ReferenceOptions& o) {
     return kExitBadInput;
   }
   std::cout << "reference: " << o.case_path << " -> " << o.out_path << "  o "
-            << oracle::shape_string(ref->o.shape) << "  lse " << oracle::shape_string(ref->lse.shape)
-            << " (base " << oracle::lse_base_name(ref->base) << ", tier " << o.tier << ")\n";
+            << oracle::shape_string(ref->o.shape) << "  lse "
+            << oracle::shape_string(ref->lse.shape) << " (base " << oracle::lse_base_name(ref->base)
+            << ", tier " << o.tier << ")\n";
   return kExitOk;
 }
 

@@ -1,0 +1,75 @@
+#include "oracle/check.hpp"
+
+#include <algorithm>
+
+#include "oracle/shard.hpp"
+#include "oracle/tolerance.hpp"
+
+namespace dcp::oracle {
+namespace {
+
+// One rank's slice [T, Hq, ...] of a stacked [N, T, Hq, ...] tensor.
+Tensor<double> rank_slice(const Tensor<double>& stacked, int64_t rank) {
+  Shape shape(stacked.shape.begin() + 1, stacked.shape.end());
+  Tensor<double> out(shape);
+  const auto n = static_cast<int64_t>(out.data.size());
+  std::copy_n(stacked.data.begin() + rank * n, n, out.data.begin());
+  return out;
+}
+
+Expected<PartCheck> judge(const Case& c, const Tensor<double>& o, const Tensor<double>& lse,
+                          const Arithmetic& a, Tier tier, int64_t rank) {
+  auto ref = reference(c, tier);
+  if (!ref) return ref.status();
+  auto bound = derive_bound(c, *ref, a);
+  if (!bound) return bound.status();
+  auto cmp = compare(o, lse, *ref, *bound);
+  if (!cmp) return cmp.status();
+  return PartCheck{rank, *cmp, bound->kappa};
+}
+
+}  // namespace
+
+bool ResultCheck::pass() const {
+  return std::all_of(parts.begin(), parts.end(), [](const PartCheck& p) { return p.cmp.pass(); });
+}
+
+double ResultCheck::max_ratio() const {
+  double m = 0.0;
+  for (const PartCheck& p : parts) m = std::max(m, p.cmp.max_ratio());
+  return m;
+}
+
+size_t ResultCheck::worst_part() const {
+  size_t w = 0;
+  for (size_t i = 1; i < parts.size(); ++i)
+    if (parts[i].cmp.max_ratio() > parts[w].cmp.max_ratio()) w = i;
+  return w;
+}
+
+std::vector<int64_t> ResultCheck::failing_ranks() const {
+  std::vector<int64_t> out;
+  for (const PartCheck& p : parts)
+    if (p.rank >= 0 && !p.cmp.pass()) out.push_back(p.rank);
+  return out;
+}
+
+Expected<ResultCheck> check_result(const Case& c, const DcpResult& r, Tier tier) {
+  DCP_TRY(validate(c));
+  ResultCheck out;
+  auto full = judge(c, r.o, r.lse, r.output_claim, tier, -1);
+  if (!full) return full.status();
+  out.parts.push_back(*full);
+  if (r.o_partial && r.lse_partial) {
+    for (int64_t rank = 0; rank < r.dcp_size; ++rank) {
+      const Case shard = shard_case(c, r.dcp_size, r.interleave, rank, r.sink_rank);
+      auto part = judge(shard, rank_slice(*r.o_partial, rank), rank_slice(*r.lse_partial, rank),
+                        r.partial_claim, tier, rank);
+      if (!part) return DCP_ERROR("rank ", rank, ": ", part.status().message());
+      out.parts.push_back(*part);
+    }
+  }
+  return out;
+}
+
+}  // namespace dcp::oracle

@@ -1,0 +1,42 @@
+// check.hpp — judges an external implementation's DCP result against the oracle.
+//
+// The output is compared with the case's full attention, and, when the result carries partials,
+// every rank's (O_r, L_r) with the oracle's attention of that rank's shard (shard.hpp), each
+// within the bound derive_bound gives for the arithmetic the result claims (tensor dtypes and
+// metadata, case_file.hpp). A wrong merge shows on the output; a wrong rank shows on its partial.
+//
+//   Expected<ResultCheck> chk = check_result(c, r);
+//   if (chk && !chk->pass()) std::cout << chk->parts[chk->worst_part()].cmp.summary();
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "oracle/attention.hpp"
+#include "oracle/case.hpp"
+#include "oracle/case_file.hpp"
+#include "oracle/compare.hpp"
+#include "oracle/status.hpp"
+
+namespace dcp::oracle {
+
+struct PartCheck {
+  int64_t rank = -1;  // -1: the merged output; otherwise the DCP rank of the partial
+  Comparison cmp;
+  double kappa = 0.0;  // the case's (or shard's) first-order relative coefficient
+};
+
+struct ResultCheck {
+  std::vector<PartCheck> parts;  // the output first, then ranks 0 .. N-1 when partials were given
+  bool pass() const;
+  double max_ratio() const;
+  size_t worst_part() const;  // index of the part with the largest error / bound
+  std::vector<int64_t> failing_ranks() const;
+};
+
+// Fails (bad input, not a violation) when the oracle cannot compute the case or cannot derive a
+// meaningful bound for the claimed arithmetic (kappa > 0.1, tolerance.hpp).
+Expected<ResultCheck> check_result(const Case& c, const DcpResult& r, Tier tier = Tier::fast);
+
+}  // namespace dcp::oracle

@@ -1,0 +1,232 @@
+// `dcp-verify check`'s judgement of external results (oracle/check.hpp), driven through the
+// result-file bytes: every correct implementation passes (the fp32 model in any variant, the
+// host path with any N, interleave, order, split-KV and output dtype, with or without partials);
+// wrong merges and a lost token fail, and a per-rank bug is pinned on that rank; malformed
+// result files are refused with a message naming the tensor or key.
+#include <gtest/gtest.h>
+#include <rapidcheck.h>
+#include <rapidcheck/gtest.h>
+
+#include <cmath>
+
+#include "oracle/check.hpp"
+#include "oracle/safetensors.hpp"
+#include "properties/dcp_setup.hpp"
+#include "properties/rc_gen.hpp"
+#include "properties/result_gen.hpp"
+
+namespace dcp::props {
+namespace {
+
+using oracle::DcpResult;
+using oracle::StFile;
+
+// The result as `check` sees it: written to safetensors bytes and read back.
+oracle::Expected<DcpResult> through_file(const DcpResult& r, const oracle::Case& c) {
+  const std::vector<uint8_t> bytes = oracle::serialize_safetensors(oracle::result_to_file(r, c));
+  auto f = oracle::parse_safetensors(bytes.data(), bytes.size(), "result");
+  if (!f) return f.status();
+  return oracle::result_from_file(*f, c, "result");
+}
+
+oracle::ResultCheck check_via_file(const DcpResult& r, const oracle::Case& c) {
+  auto back = through_file(r, c);
+  RC_ASSERT(back.ok());
+  auto chk = oracle::check_result(c, *back);
+  if (!chk) RC_FAIL(chk.status().message());
+  return *chk;
+}
+
+std::string worst_text(const oracle::ResultCheck& chk) {
+  const auto& p = chk.parts[chk.worst_part()];
+  return "rank " + std::to_string(p.rank) + ": " + p.cmp.summary();
+}
+
+RC_GTEST_PROP(CheckResult, CorrectModelResultPasses, ()) {
+  const CaseSpec s = *gen_case_spec(SpecLimits{});
+  const ModelConfig m = *gen_model_config();
+  const bool partials = *rc::gen::arbitrary<bool>();
+  const oracle::Case c = make_case(s);
+  const oracle::ResultCheck chk = check_via_file(model_result(c, m, partials), c);
+  RC_CLASSIFY(partials, "partials");
+  RC_ASSERT(chk.parts.size() == (partials ? static_cast<size_t>(m.shards) + 1 : 1u));
+  if (!chk.pass()) RC_FAIL(describe(s) + "\n" + describe(m) + "\n" + worst_text(chk));
+}
+
+RC_GTEST_PROP(CheckResult, CorrectHostResultPasses, ()) {
+  CaseSpec s = *gen_case_spec(SpecLimits{});
+  gpu::DcpConfig cfg;
+  std::vector<int64_t> divisors;  // one DCP group of N ranks shares the Hq heads
+  for (int64_t d = 1; d <= s.q_heads; ++d)
+    if (s.q_heads % d == 0) divisors.push_back(d);
+  const int64_t n = *rc::gen::elementOf(divisors);
+  cfg.tp_size = n;
+  cfg.layout = {n, *rc::gen::inRange<int64_t>(1, 6)};
+  draw_step_options(cfg, s.lse_base);
+  cfg.replicate_q = false;  // one group: every rank already holds every head
+  cfg.out_dtype = *rc::gen::element(gpu::Dtype::f32, gpu::Dtype::bf16, gpu::Dtype::f16);
+  const bool partials = *rc::gen::arbitrary<bool>();
+  const oracle::Case c = make_case(s);
+  auto r = host_result(c, cfg, make_chunks(s.seq, s.seed), partials);
+  if (!r) RC_FAIL(r.status().message());
+  const oracle::ResultCheck chk = check_via_file(*r, c);
+  if (!chk.pass()) RC_FAIL(describe(s) + "\n" + describe(cfg) + "\n" + worst_text(chk));
+}
+
+// A case where the planted bugs matter: several keys on every rank, random values.
+CaseSpec bug_case(int64_t n, int64_t interleave) {
+  CaseSpec s;
+  s.tokens = *rc::gen::inRange<int64_t>(1, 3);
+  s.kv_heads = *rc::gen::inRange<int64_t>(1, 3);
+  s.q_heads = s.kv_heads * *rc::gen::inRange<int64_t>(1, 3);
+  s.head_dim = *rc::gen::inRange<int64_t>(4, 65);
+  s.v_dim = *rc::gen::inRange<int64_t>(4, 33);
+  s.seq = *rc::gen::inRange<int64_t>(2 * n * interleave + s.tokens, 400);
+  s.lse_base = *rc::gen::element(oracle::LseBase::e, oracle::LseBase::two);
+  s.seed = *rc::gen::arbitrary<uint64_t>();
+  return s;
+}
+
+// The largest difference between two non-empty partial LSEs of one row.
+double max_lse_spread(const DcpResult& r) {
+  const int64_t n = r.dcp_size, rows = r.lse.numel();
+  double spread = 0.0;
+  for (int64_t row = 0; row < rows; ++row) {
+    double lo = INFINITY, hi = -INFINITY;
+    for (int64_t k = 0; k < n; ++k) {
+      const double l = r.lse_partial->data[static_cast<size_t>(k * rows + row)];
+      if (std::isinf(l)) continue;
+      lo = std::min(lo, l);
+      hi = std::max(hi, l);
+    }
+    if (hi > lo) spread = std::max(spread, hi - lo);
+  }
+  return spread;
+}
+
+// The fp32 claim (no P cast, fp32 output): the bound a wrong merge must leave.
+void wrong_result_fails(Bug bug) {
+  ModelConfig m;
+  m.shards = *rc::gen::inRange<int64_t>(2, 9);
+  m.interleave = *rc::gen::inRange<int64_t>(1, 5);
+  m.base2 = *rc::gen::arbitrary<bool>();
+  m.merge = *rc::gen::element(Merge::ag_rs, Merge::a2a);
+  m.reverse_merge = *rc::gen::arbitrary<bool>();
+  m.seed = *rc::gen::arbitrary<uint64_t>();
+  m.bug = bug;
+  const CaseSpec s = bug_case(m.shards, m.interleave);
+  const oracle::Case c = make_case(s);
+  const DcpResult r = model_result(c, m, true);
+  if (bug == Bug::unweighted_mean) {
+    // Averaging is right when the partials weigh the same: it must fail only where the LSEs
+    // differ (0.1 moves a weight by >= 2.5% of the total, far beyond the fp32 bound).
+    RC_PRE(max_lse_spread(r) > 0.1);
+  }
+  const oracle::ResultCheck chk = check_via_file(r, c);
+  RC_LOG() << describe(s) << "\n" << describe(m) << "\n";
+  RC_ASSERT(!chk.pass());
+  if (bug == Bug::lost_token) {
+    // Only the last rank lost a key: its partial, and no other, is named.
+    RC_ASSERT(chk.failing_ranks() == std::vector<int64_t>{m.shards - 1});
+  } else {
+    // A wrong merge of correct partials: every partial passes, the output fails.
+    RC_ASSERT(chk.failing_ranks().empty());
+    RC_ASSERT(!chk.parts.front().cmp.pass());
+  }
+}
+
+RC_GTEST_PROP(CheckResult, UnweightedAverageFails, ()) { wrong_result_fails(Bug::unweighted_mean); }
+RC_GTEST_PROP(CheckResult, Base2LseMergedWithExpFails, ()) {
+  wrong_result_fails(Bug::merge_wrong_base);
+}
+RC_GTEST_PROP(CheckResult, LostTokenFailsOnItsRank, ()) { wrong_result_fails(Bug::lost_token); }
+
+// Bad files: each refused with the offending tensor or key in the message.
+class CheckResultFile : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    CaseSpec s;
+    s.tokens = 2;
+    s.q_heads = 4;
+    s.kv_heads = 2;
+    s.head_dim = 8;
+    s.v_dim = 8;
+    s.seq = 30;
+    s.seed = 3;
+    c = make_case(s);
+    ModelConfig m;
+    m.shards = 2;
+    good = oracle::result_to_file(model_result(c, m, true), c);
+  }
+  std::string error_of(const StFile& f) const {
+    auto r = oracle::result_from_file(f, c, "r.safetensors");
+    return r.ok() ? std::string("(accepted)") : r.status().message();
+  }
+  oracle::Case c;
+  StFile good;
+};
+
+TEST_F(CheckResultFile, GoodFileIsAccepted) {
+  auto r = oracle::result_from_file(good, c, "r.safetensors");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->dcp_size, 2);
+  ASSERT_TRUE(r->o_partial.has_value());
+  EXPECT_EQ(r->o_partial->shape, (oracle::Shape{2, 2, 4, 8}));
+}
+
+TEST_F(CheckResultFile, MalformedFilesAreRefusedByName) {
+  StFile f = good;
+  f.tensors.erase("lse");
+  EXPECT_NE(error_of(f).find("missing tensor 'lse'"), std::string::npos) << error_of(f);
+  f = good;
+  f.tensors["o"].shape = {2, 4, 7};
+  EXPECT_NE(error_of(f).find("tensor 'o': shape [2, 4, 7]; expected [2, 4, 8]"), std::string::npos)
+      << error_of(f);
+  f = good;
+  f.metadata["acum"] = "f32";
+  EXPECT_NE(error_of(f).find("unknown metadata 'acum'"), std::string::npos) << error_of(f);
+  f = good;
+  f.metadata.erase("interleave");
+  EXPECT_NE(error_of(f).find("without metadata 'interleave'"), std::string::npos) << error_of(f);
+  f = good;
+  f.tensors.erase("lse_partial");
+  EXPECT_NE(error_of(f).find("'o_partial' without 'lse_partial'"), std::string::npos)
+      << error_of(f);
+  f = good;
+  f.metadata["dcp_size"] = "3";
+  EXPECT_NE(error_of(f).find("tensor 'o_partial': shape [2, 2, 4, 8]; expected [3, 2, 4, 8]"),
+            std::string::npos)
+      << error_of(f);
+  f = good;
+  f.metadata["lse_base"] = "2";
+  EXPECT_NE(error_of(f).find("the case's LSE base is \"e\""), std::string::npos) << error_of(f);
+  f = good;
+  f.metadata["sink_rank"] = "2";
+  EXPECT_NE(error_of(f).find("metadata 'sink_rank' = \"2\""), std::string::npos) << error_of(f);
+  f = good;
+  f.metadata["p_cast"] = "fp8";
+  EXPECT_NE(error_of(f).find("metadata 'p_cast' = \"fp8\"; expected f32, bf16 or f16"),
+            std::string::npos)
+      << error_of(f);
+  f = good;
+  f.tensors["o"].dtype = oracle::DType::i64;
+  f.tensors["o"].ints.assign(f.tensors["o"].values.size(), 0);
+  f.tensors["o"].values.clear();
+  EXPECT_NE(error_of(f).find("tensor 'o': dtype I64"), std::string::npos) << error_of(f);
+}
+
+// The reference itself, as an F64 result, passes with its (tiny) f64 bound.
+TEST_F(CheckResultFile, ReferenceAsResultPasses) {
+  auto ref = oracle::reference(c);
+  ASSERT_TRUE(ref.ok());
+  StFile f = oracle::attention_to_file(*ref);
+  f.metadata["accum"] = "f64";
+  auto r = oracle::result_from_file(f, c, "ref.safetensors");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  auto chk = oracle::check_result(c, *r);
+  ASSERT_TRUE(chk.ok()) << chk.status().message();
+  EXPECT_TRUE(chk->pass()) << chk->parts.front().cmp.summary();
+}
+
+}  // namespace
+}  // namespace dcp::props

@@ -1,0 +1,105 @@
+// make_result — writes the result file an implementation gives for a case, for the CLI tests of
+// `dcp-verify check`: the fp32 implementation model (correct or with a planted bug) or the
+// production host path, optionally with every rank's partial. Test-only; not installed.
+//
+//   make_result --case C --out R --impl model --dcp-size 4 --interleave 2 --bug unweighted_mean
+//   make_result --case C --out R --impl host --dcp-size 4 --order rand --out-dtype bf16 --partials
+#include <CLI/CLI.hpp>
+#include <iostream>
+#include <map>
+#include <string>
+
+#include "gpu/dtype.hpp"
+#include "gpu/merge.hpp"
+#include "oracle/case_file.hpp"
+#include "properties/dcp_bridge.hpp"
+#include "properties/dcp_setup.hpp"
+#include "properties/result_gen.hpp"
+
+int main(int argc, char** argv) {
+  namespace p = dcp::props;
+  CLI::App app{"make_result: an implementation's result file for a case (tests only)"};
+  std::string case_path, out_path, impl = "model", bug = "none", order = "seq", out_dtype = "f32";
+  std::string merge = "ag_rs";
+  int64_t n = 1, interleave = 1, splits = 1;
+  uint64_t seed = 1;
+  bool partials = false;
+  app.add_option("--case", case_path, "Case file")->required();
+  app.add_option("--out", out_path, "Result file to write")->required();
+  app.add_option("--impl", impl, "model (fp32 implementation model) or host (production path)")
+      ->check(CLI::IsMember({"model", "host"}));
+  app.add_option("--dcp-size", n, "N");
+  app.add_option("--interleave", interleave, "I");
+  app.add_option("--splits", splits, "host: split-KV pieces per rank");
+  app.add_option("--order", order, "host: seq, pair or rand; model: seq or rev");
+  app.add_option("--merge", merge, "ag_rs or a2a");
+  app.add_option("--out-dtype", out_dtype, "f32, f16 or bf16");
+  app.add_option("--seed", seed, "Seed of the model's perturbations, the order and the chunks");
+  app.add_option("--bug", bug,
+                 "model only: none, unweighted_mean, merge_wrong_base, drop_token, lse_wrong_base, "
+                 "sink_per_shard, lost_token");
+  app.add_flag("--partials", partials, "Write o_partial and lse_partial too");
+  CLI11_PARSE(app, argc, argv);
+
+  auto c = dcp::oracle::load_case(case_path);
+  if (!c) {
+    std::cerr << "make_result: " << c.status().message() << "\n";
+    return 2;
+  }
+  const auto od = dcp::gpu::parse_dtype(out_dtype);
+  if (!od) {
+    std::cerr << "make_result: --out-dtype " << out_dtype << "\n";
+    return 2;
+  }
+  dcp::oracle::DcpResult r;
+  if (impl == "model") {
+    const std::map<std::string, p::Bug> bugs = {{"none", p::Bug::none},
+                                                {"unweighted_mean", p::Bug::unweighted_mean},
+                                                {"merge_wrong_base", p::Bug::merge_wrong_base},
+                                                {"drop_token", p::Bug::drop_token},
+                                                {"lse_wrong_base", p::Bug::lse_wrong_base},
+                                                {"sink_per_shard", p::Bug::sink_per_shard},
+                                                {"lost_token", p::Bug::lost_token}};
+    if (!bugs.count(bug)) {
+      std::cerr << "make_result: --bug " << bug << "\n";
+      return 2;
+    }
+    p::ModelConfig m;
+    m.shards = n;
+    m.interleave = interleave;
+    m.merge = merge == "a2a" ? p::Merge::a2a : p::Merge::ag_rs;
+    m.reverse_merge = order == "rev";
+    m.base2 = c->lse_base == dcp::oracle::LseBase::two;
+    m.out = p::to_oracle_dtype(*od);
+    m.bug = bugs.at(bug);
+    m.seed = seed;
+    r = p::model_result(*c, m, partials);
+  } else {
+    dcp::gpu::DcpConfig cfg;
+    cfg.tp_size = n;
+    cfg.layout = {n, interleave};
+    cfg.strategy = merge == "a2a" ? dcp::gpu::CommStrategy::a2a : dcp::gpu::CommStrategy::ag_rs;
+    const auto ord = dcp::gpu::parse_reduce_order(order);
+    if (!ord) {
+      std::cerr << "make_result: --order " << order << "\n";
+      return 2;
+    }
+    cfg.order = *ord;
+    cfg.order_seed = seed;
+    cfg.splits = splits;
+    cfg.out_dtype = *od;
+    cfg.base = p::to_gpu_base(c->lse_base);
+    auto hr = p::host_result(*c, cfg, p::make_chunks(c->seq(), seed), partials);
+    if (!hr) {
+      std::cerr << "make_result: " << hr.status().message() << "\n";
+      return 2;
+    }
+    r = std::move(*hr);
+  }
+  if (const auto st = dcp::oracle::write_safetensors(out_path, dcp::oracle::result_to_file(r, *c));
+      !st) {
+    std::cerr << "make_result: " << st.message() << "\n";
+    return 2;
+  }
+  return 0;
+}

@@ -1,0 +1,218 @@
+#include "tools/check_cmd.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <string>
+
+#include "oracle/case_file.hpp"
+#include "oracle/check.hpp"
+#include "tools/session.hpp"
+
+namespace dcp::tools {
+namespace {
+
+using nlohmann::json;
+using oracle::Arithmetic;
+using oracle::DType;
+using oracle::Worst;
+
+struct CheckOptions {
+  std::string case_path, result_path, tier = "fast", json_path;
+  bool quiet = false;
+};
+
+std::string fmt(const char* f, double x) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, f, x);
+  return buf;
+}
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& ch : out) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return out;
+}
+
+std::string part_name(int64_t rank) { return rank < 0 ? "output" : "rank " + std::to_string(rank); }
+
+std::string index_text(const Worst& w) {
+  std::ostringstream os;
+  os << "(" << w.index[0] << ", " << w.index[1];
+  if (w.index[2] >= 0) os << ", " << w.index[2];
+  os << ")";
+  return os.str();
+}
+
+std::string claim_text(const oracle::DcpResult& r) {
+  const Arithmetic& a = r.output_claim;
+  std::ostringstream os;
+  os << "accum " << lower(oracle::dtype_name(a.accum)) << ", P cast "
+     << (a.p_cast ? lower(oracle::dtype_name(*a.p_cast)) : "none") << ", o "
+     << lower(oracle::dtype_name(a.out)) << ", lse " << lower(oracle::dtype_name(a.lse_out))
+     << ", dcp_size " << r.dcp_size << ", interleave " << r.interleave << ", splits " << r.splits
+     << ", partials " << lower(oracle::dtype_name(a.partial_o)) << "/"
+     << lower(oracle::dtype_name(a.partial_lse)) << ", merge "
+     << lower(oracle::dtype_name(a.merge_accum)) << ", sink "
+     << (r.sink_rank ? "on rank " + std::to_string(*r.sink_rank) : std::string("at the merge"));
+  return os.str();
+}
+
+json worst_json(const Worst& w, int64_t elements, int64_t violations) {
+  json idx = json::array({w.index[0], w.index[1]});
+  if (w.index[2] >= 0) idx.push_back(w.index[2]);
+  return {{"elements", elements},
+          {"violations", violations},
+          {"worst_index", idx},
+          {"got", json_number(w.got)},
+          {"expected", json_number(w.expected)},
+          {"error", json_number(w.error)},
+          {"bound", json_number(w.bound)},
+          {"ratio", json_number(w.ratio)}};
+}
+
+void print_row(std::ostream& out, const std::string& part, const char* tensor, const Worst& w,
+               int64_t elements, int64_t violations) {
+  char line[256];
+  std::snprintf(line, sizeof line, "   %-8s %-4s %10lld %10lld %11.3e %11.3e %10.4f  %-15s %s\n",
+                part.c_str(), tensor, static_cast<long long>(elements),
+                static_cast<long long>(violations), w.error, w.bound, w.ratio,
+                index_text(w).c_str(), violations == 0 ? "OK" : "FAILED");
+  out << line;
+}
+
+int run_check(const CheckOptions& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto c = oracle::load_case(o.case_path);
+  if (!c) {
+    std::cerr << "dcp-verify check: " << c.status().message() << "\n";
+    return kExitBadInput;
+  }
+  auto r = oracle::load_result(o.result_path, *c);
+  if (!r) {
+    std::cerr << "dcp-verify check: " << r.status().message() << "\n";
+    return kExitBadInput;
+  }
+  auto chk = oracle::check_result(*c, *r,
+                                  o.tier == "certify" ? oracle::Tier::certify : oracle::Tier::fast);
+  if (!chk) {
+    std::cerr << "dcp-verify check: " << chk.status().message() << "\n";
+    return kExitBadInput;
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  std::ostream& out = std::cout;
+  out << "# dcp-verify check  case=" << o.case_path << "  result=" << o.result_path
+      << "  tier=" << o.tier << "\n"
+      << "# case: T=" << c->tokens() << " Hq=" << c->q_heads() << " Hkv=" << c->kv_heads()
+      << " Dk=" << c->head_dim() << " Dv=" << c->v_dim << " S=" << c->seq()
+      << (c->shared_latent() ? " (shared latent)" : "") << "  q "
+      << lower(oracle::dtype_name(c->q_dtype)) << ", kv " << lower(oracle::dtype_name(c->kv_dtype))
+      << "  lse base " << oracle::lse_base_name(c->lse_base) << "\n"
+      << "# claim: " << claim_text(*r) << "\n"
+      << "#  worst (t, h, d): the element with the largest error/bound; rank rows: that rank's "
+         "partial vs the oracle on its shard\n"
+      << "#  part     tens   elements violations     max_err       bound  err/bound  worst (t, h, "
+         "d)  verdict\n";
+  const oracle::ResultCheck& rc = *chk;
+  for (const oracle::PartCheck& p : rc.parts) {
+    const bool fine = p.cmp.pass();
+    if (o.quiet && fine) continue;
+    const std::string name = part_name(p.rank);
+    print_row(out, name, "o", p.cmp.o_worst, p.cmp.o_elements, p.cmp.o_violations);
+    print_row(out, name, "lse", p.cmp.lse_worst, p.cmp.lse_elements, p.cmp.lse_violations);
+  }
+  const oracle::PartCheck& worst = rc.parts[rc.worst_part()];
+  const bool o_worse = worst.cmp.o_worst.ratio >= worst.cmp.lse_worst.ratio;
+  const Worst& w = o_worse ? worst.cmp.o_worst : worst.cmp.lse_worst;
+  out << "# worst: " << part_name(worst.rank) << " " << (o_worse ? "o" : "lse") << " at (t, h"
+      << (o_worse ? ", d" : "") << ") = " << index_text(w) << ": got " << fmt("%.9g", w.got)
+      << ", expected " << fmt("%.9g", w.expected) << ", error " << fmt("%.3e", w.error)
+      << ", bound " << fmt("%.3e", w.bound) << ", err/bound " << fmt("%.4f", w.ratio) << "\n";
+  const std::vector<int64_t> bad_ranks = rc.failing_ranks();
+  const bool output_ok = rc.parts.front().cmp.pass();
+  std::string verdict = rc.pass() ? "OK" : "FAILED";
+  if (!rc.pass()) {
+    verdict += " (";
+    if (!output_ok) verdict += "the merged output violates its bound";
+    if (!bad_ranks.empty()) {
+      verdict += output_ok ? "" : "; ";
+      verdict += "wrong partial on rank";
+      verdict += bad_ranks.size() > 1 ? "s" : "";
+      for (size_t i = 0; i < bad_ranks.size(); ++i)
+        verdict += (i ? ", " : " ") + std::to_string(bad_ranks[i]);
+    }
+    verdict += ")";
+  }
+  out << "# parts: " << rc.parts.size() << "  max err/bound: " << fmt("%.4f", rc.max_ratio())
+      << "  time: " << fmt("%.1f", secs) << " s\n"
+      << "# check: " << verdict << "\n";
+
+  if (!o.json_path.empty()) {
+    const Arithmetic& a = r->output_claim;
+    json parts = json::array();
+    for (const oracle::PartCheck& p : rc.parts) {
+      parts.push_back(
+          {{"part", part_name(p.rank)},
+           {"rank", p.rank < 0 ? json(nullptr) : json(p.rank)},
+           {"pass", p.cmp.pass()},
+           {"max_ratio", json_number(p.cmp.max_ratio())},
+           {"kappa", p.kappa},
+           {"o", worst_json(p.cmp.o_worst, p.cmp.o_elements, p.cmp.o_violations)},
+           {"lse", worst_json(p.cmp.lse_worst, p.cmp.lse_elements, p.cmp.lse_violations)}});
+    }
+    const json report = {
+        {"schema", "dcp-verify/check/1"},
+        {"case", o.case_path},
+        {"result", o.result_path},
+        {"tier", o.tier},
+        {"claim",
+         {{"accum", lower(oracle::dtype_name(a.accum))},
+          {"p_cast", a.p_cast ? json(lower(oracle::dtype_name(*a.p_cast))) : json(nullptr)},
+          {"o", lower(oracle::dtype_name(a.out))},
+          {"lse", lower(oracle::dtype_name(a.lse_out))},
+          {"partial_o", lower(oracle::dtype_name(a.partial_o))},
+          {"partial_lse", lower(oracle::dtype_name(a.partial_lse))},
+          {"merge_accum", lower(oracle::dtype_name(a.merge_accum))},
+          {"dcp_size", r->dcp_size},
+          {"interleave", r->interleave},
+          {"splits", r->splits},
+          {"sink_rank", r->sink_rank ? json(*r->sink_rank) : json("merge")}}},
+        {"parts", parts},
+        {"failing_ranks", bad_ranks},
+        {"max_ratio", json_number(rc.max_ratio())},
+        {"pass", rc.pass()},
+        {"seconds", secs}};
+    std::string error;
+    if (!write_json(o.json_path, report, &error)) {
+      std::cerr << "dcp-verify check: " << error << "\n";
+      return kExitBadInput;
+    }
+  }
+  return rc.pass() ? kExitOk : kExitFail;
+}
+
+}  // namespace
+
+Command add_check_command(CLI::App& app) {
+  auto o = std::make_shared<CheckOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "check",
+      "Judge an external implementation's result file against the oracle within the bound "
+      "derived for its dtypes (docs/format.md)");
+  cmd->add_option("--case", o->case_path, "Case file (safetensors): the inputs")->required();
+  cmd->add_option("--result", o->result_path,
+                  "Result file (safetensors): o [T,Hq,Dv], lse [T,Hq], optional o_partial "
+                  "[N,T,Hq,Dv], lse_partial [N,T,Hq]")
+      ->required();
+  cmd->add_option("--tier", o->tier, "Oracle tier: fast (double-double) or certify (MPFR)")
+      ->check(CLI::IsMember({"fast", "certify"}))
+      ->capture_default_str();
+  cmd->add_option("--json", o->json_path, "Also write the report as JSON (docs/cli.md)");
+  cmd->add_flag("--quiet", o->quiet, "Print failing rows and the summary only");
+  return {cmd, [o] { return run_check(*o); }};
+}
+
+}  // namespace dcp::tools

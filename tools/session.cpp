@@ -1,0 +1,70 @@
+#include "tools/session.hpp"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+
+namespace dcp::tools {
+namespace {
+
+volatile std::sig_atomic_t g_interrupted = 0;
+
+extern "C" void on_sigint(int) {
+  g_interrupted = 1;
+  std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C ends the process
+}
+
+}  // namespace
+
+InterruptGuard::InterruptGuard() {
+  g_interrupted = 0;
+  previous_ = std::signal(SIGINT, on_sigint);
+}
+
+InterruptGuard::~InterruptGuard() { std::signal(SIGINT, previous_); }
+
+bool interrupted() { return g_interrupted != 0; }
+
+Progress::Progress(std::string what, int64_t total)
+    : what_(std::move(what)),
+      total_(total),
+      tty_(isatty(STDERR_FILENO) == 1),
+      start_(std::chrono::steady_clock::now()) {}
+
+void Progress::step() {
+  ++done_;
+  if (!tty_) return;
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  if (secs < kProgressAfterSeconds) return;
+  std::fprintf(stderr, "\r# %s: %lld/%lld done, %.0f s (Ctrl-C prints the summary so far) ",
+               what_.c_str(), static_cast<long long>(done_), static_cast<long long>(total_), secs);
+  std::fflush(stderr);
+  drawn_ = true;
+}
+
+void Progress::done() {
+  if (!drawn_) return;
+  std::fprintf(stderr, "\r\033[K");
+  std::fflush(stderr);
+  drawn_ = false;
+}
+
+bool write_json(const std::string& path, const nlohmann::json& report, std::string* error) {
+  std::ofstream f(path);
+  if (f) f << report.dump(2) << "\n";
+  if (!f) {
+    *error = "--json: cannot write '" + path + "': " + std::strerror(errno);
+    return false;
+  }
+  return true;
+}
+
+nlohmann::json json_number(double x) { return std::isfinite(x) ? nlohmann::json(x) : nullptr; }
+
+}  // namespace dcp::tools

@@ -1,0 +1,58 @@
+// session.hpp — what every long dcp-verify command shares: Ctrl-C, the progress line, and the
+// JSON report file.
+//
+// Ctrl-C: the first SIGINT only sets a flag; loops poll interrupted() between rows, print the
+// summary of what finished, and exit kExitInterrupted. A second SIGINT terminates at once.
+// Progress: one line on stderr, rewritten in place, only when stderr is a terminal and the run
+// has taken longer than kProgressAfterSeconds; erased before the summary.
+//
+//   InterruptGuard guard;                       // installs the handler for this command
+//   Progress progress("run", rows.size());
+//   for (...) { if (interrupted()) break; ...; progress.step(); }
+//   progress.done();
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace dcp::tools {
+
+// A run shorter than this needs no progress line (the table appears soon enough).
+inline constexpr double kProgressAfterSeconds = 2.0;
+
+class InterruptGuard {
+ public:
+  InterruptGuard();   // installs the SIGINT handler and clears the flag
+  ~InterruptGuard();  // restores the previous handler
+  InterruptGuard(const InterruptGuard&) = delete;
+  InterruptGuard& operator=(const InterruptGuard&) = delete;
+
+ private:
+  void (*previous_)(int);
+};
+
+// True once SIGINT arrived while an InterruptGuard was alive.
+bool interrupted();
+
+class Progress {
+ public:
+  Progress(std::string what, int64_t total);
+  void step();  // one more unit done; redraws the line when due
+  void done();  // erases the line (if one was drawn)
+
+ private:
+  std::string what_;
+  int64_t total_, done_ = 0;
+  bool tty_, drawn_ = false;
+  std::chrono::steady_clock::time_point start_;
+};
+
+// Writes a report to path. Returns false with a one-line message in *error.
+bool write_json(const std::string& path, const nlohmann::json& report, std::string* error);
+
+// A double for a JSON report: non-finite values become null (JSON has no inf or NaN).
+nlohmann::json json_number(double x);
+
+}  // namespace dcp::tools
