@@ -6,11 +6,10 @@
 #include <rapidcheck.h>
 #include <rapidcheck/gtest.h>
 
-#include <fstream>
-
 #include "gpu/comm_threads.hpp"
 #include "properties/dcp_bridge.hpp"
 #include "properties/rc_gen.hpp"
+#include "properties/suite.hpp"
 
 #ifndef DCP_FIXTURES_DIR
 #error "DCP_FIXTURES_DIR must point at fixtures/"
@@ -20,28 +19,16 @@ namespace dcp::props {
 namespace {
 
 RC_GTEST_PROP(DcpHostPath, OutputAndEveryPartialWithinDerivedBound, ()) {
-  const DcpSetup s = *gen_dcp_setup(DcpLimits{});
-  const oracle::Case c = make_case(s.spec);
-  const DcpCheck chk = check_dcp(c, s.cfg, s.chunks);
-  RC_CLASSIFY(s.cfg.layout.ranks > 8, "N > 8");
-  RC_CLASSIFY(s.spec.seq < s.cfg.layout.ranks, "S < N");
-  RC_CLASSIFY(s.cfg.strategy == gpu::CommStrategy::a2a, "a2a");
-  if (!chk.pass) RC_FAIL(describe(s) + "\n" + chk.report + "pin: " + to_json(s).dump());
+  dcp_path_property(nullptr);
 }
 
 TEST(DcpHostPath, PinnedCounterexamples) {
-  std::ifstream f(std::string(DCP_FIXTURES_DIR) + "/dcp/pinned.json");
-  ASSERT_TRUE(f) << "fixtures/dcp/pinned.json is missing";
-  const nlohmann::json all = nlohmann::json::parse(f);
-  ASSERT_FALSE(all.empty());
-  for (const auto& j : all) {
-    oracle::Expected<DcpSetup> s = setup_from_json(j.at("setup"));
-    ASSERT_TRUE(s.ok()) << s.status().message();
-    const DcpCheck chk = check_dcp(make_case(s->spec), s->cfg, s->chunks);
-    EXPECT_TRUE(chk.pass) << j.at("why").get<std::string>() << "\n"
-                          << describe(*s) << "\n"
-                          << chk.report;
-  }
+  int64_t count = 0;
+  const auto failures =
+      replay_pinned(std::string(DCP_FIXTURES_DIR) + "/dcp/pinned.json", nullptr, &count);
+  ASSERT_TRUE(failures.ok()) << failures.status().message();
+  EXPECT_GT(count, 0);
+  for (const std::string& f : *failures) ADD_FAILURE() << f;
 }
 
 // One dominant token at each position in turn: losing or doubling any token, on any rank, moves

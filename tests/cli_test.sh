@@ -209,5 +209,76 @@ expect 2 "check, no --result" -- "$bin" check --case "$case_gqa"
 expect 2 "check, unwritable --json" -- "$bin" check --case "$case_gqa" --result "$tmp/ref.safetensors" --json /nonexistent/dir/r.json
 one_line_stderr "check, unwritable --json"
 
+# run: presets, a ragged batch, the JSON report.
+expect 0 "run, deepseek-v3 preset" -- "$bin" run --preset deepseek-v3 --seq 200 --quiet
+contains "$tmp/out" "# run: OK" "deepseek-v3 verdict"
+expect 0 "run, llama3-70b preset, batch 3" -- "$bin" run --preset llama3-70b --seq 256 --batch 3 --json "$tmp/run.json"
+contains "$tmp/out" "3x1x64/8x128/128" "batch in the shape column"
+if python3 - "$tmp/run.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["schema"] == "dcp-verify/run/1" and d["pass"] is True and d["interrupted"] is False
+assert d["rows_planned"] == 1 and len(d["rows"]) == 1 and d["failed"] == 0
+r = d["rows"][0]
+assert r["shape"] == {"batch": 3, "tokens": 1, "heads": 64, "kv_heads": 8, "head_dim": 128,
+                      "v_dim": 128, "latent": False, "seq": 256}
+assert (r["tp"], r["dcp"], r["comm_backend"], r["q"]) == (8, 8, "ag_rs", "gather")
+assert 0 < r["ratio"] < 1 and r["max_err"] <= r["bound"] and r["pass"] is True
+assert d["reproduce"].startswith("dcp-verify run --seed 1 --preset llama3-70b")
+PY
+then passes=$((passes + 1)); else echo "FAIL: run --json schema"; failures=$((failures + 1)); fi
+for bad in "--batch 0" "--comm single-gpu" "--preset k3"; do
+  # shellcheck disable=SC2086
+  expect 2 "run $bad" -- "$bin" run $bad
+  one_line_stderr "run $bad"
+done
+
+# Ctrl-C: the summary so far, exit 130 (run stops between rows, properties between cases).
+interrupt() {  # interrupt SECONDS COMMAND...: runs COMMAND, sends SIGINT after SECONDS
+  local wait_s=$1
+  shift
+  "$@" >"$tmp/out" 2>"$tmp/err" &
+  local pid=$!
+  sleep "$wait_s"
+  kill -INT "$pid"
+  wait "$pid"
+  echo $?
+}
+code=$(interrupt 2 "$bin" run --seq 2000 --heads 16 --kv-heads 4 --dcp-size 4 --cases 100000)
+[ "$code" -eq 130 ] && passes=$((passes + 1)) || { echo "FAIL: run interrupted: exit $code"; failures=$((failures + 1)); }
+contains "$tmp/out" "rows not run)" "run interrupted: rows not run"
+contains "$tmp/out" "# run: INTERRUPTED" "run interrupted: verdict"
+code=$(interrupt 2 "$bin" properties --seed 3 --cases 1000000 --only dcp-path)
+[ "$code" -eq 130 ] && passes=$((passes + 1)) || { echo "FAIL: properties interrupted: exit $code"; failures=$((failures + 1)); }
+contains "$tmp/out" "INTERRUPTED" "properties interrupted: row"
+contains "$tmp/out" "# properties: INTERRUPTED" "properties interrupted: verdict"
+[ -s "$tmp/err" ] && { echo "FAIL: properties interrupted: stderr not empty"; cat "$tmp/err"; failures=$((failures + 1)); } || passes=$((passes + 1))
+
+# properties: the suite on the host backend, a reproduce line, the JSON report.
+expect 0 "properties" -- "$bin" properties --seed 5 --cases 30 --json "$tmp/props.json"
+contains "$tmp/out" "# dcp-verify properties  backend=host  seed=5  cases=30" "properties header"
+contains "$tmp/out" "   dcp-path               30  OK" "properties dcp-path row"
+contains "$tmp/out" "   pinned " "properties pinned row"
+contains "$tmp/out" "# reproduce: dcp-verify properties --backend host --seed 5 --cases 30" "properties reproduce"
+contains "$tmp/out" "# properties: OK" "properties verdict"
+if python3 - "$tmp/props.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["schema"] == "dcp-verify/properties/1" and d["pass"] is True and d["seed"] == 5
+names = [p["name"] for p in d["properties"]]
+assert names[0] == "pinned" and "dcp-path" in names and "mla-slice" in names
+for p in d["properties"][1:]:
+    assert p["result"] == "OK" and p["cases"] == 30
+    assert p["reproduce"].endswith("--only " + p["name"])
+PY
+then passes=$((passes + 1)); else echo "FAIL: properties --json schema"; failures=$((failures + 1)); fi
+expect 0 "properties, no seed given: a random one is printed" -- "$bin" properties --cases 5 --only layout-count
+grep -qE "^# dcp-verify properties  backend=host  seed=[0-9]+  cases=5" "$tmp/out" && passes=$((passes + 1)) || { echo "FAIL: random seed not printed"; failures=$((failures + 1)); }
+for bad in "--only nothing" "--cases 0" "--backend cuda" "--pinned $tmp/none.json"; do
+  # shellcheck disable=SC2086
+  expect 2 "properties $bad" -- "$bin" properties $bad
+  one_line_stderr "properties $bad"
+done
+
 echo "$passes passed, $failures failed"
 [ "$failures" -eq 0 ]

@@ -18,6 +18,7 @@
 #include "tools/command.hpp"
 #include "tools/layout_cmd.hpp"
 #include "tools/model_cmd.hpp"
+#include "tools/properties_cmd.hpp"
 #include "tools/reference_cmd.hpp"
 #include "tools/run_cmd.hpp"
 #include "tools/selfcheck.hpp"
@@ -28,12 +29,9 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("dcp-verify ") + DCP_VERSION);
   app.require_subcommand(0, 1);
   const std::vector<t::Command> commands = {
-      t::add_run_command(app),
-      t::add_check_command(app),
-      t::add_selfcheck_command(app),
-      t::add_reference_command(app),
-      t::add_layout_command(app),
-      t::add_model_command(app),
+      t::add_run_command(app),        t::add_check_command(app),  t::add_selfcheck_command(app),
+      t::add_reference_command(app),  t::add_layout_command(app), t::add_model_command(app),
+      t::add_properties_command(app),
   };
   try {
     app.parse(argc, argv);

@@ -49,6 +49,7 @@
 #include "gpu/dcp_step.hpp"
 #include "gpu/dtype.hpp"
 #include "gpu/layout.hpp"
+#include "tools/presets.hpp"
 
 namespace dcp::tools {
 namespace {
@@ -68,31 +69,6 @@ constexpr double kLseBytes = 4.0;  // b_L: LSE is fp32 on every path
 constexpr double kGiga = 1e9, kTera = 1e12, kMicro = 1e-6;
 // The sweep without --seq: S = 1K, 2K, ..., 1M.
 constexpr int64_t kSweepFirst = int64_t{1} << 10, kSweepLast = int64_t{1} << 20;
-
-// A model's attention shape and parallel layout.
-struct Shape {
-  int64_t heads = 1;     // Hq
-  int64_t kv_heads = 1;  // Hkv
-  int64_t head_dim = 1;  // Dk (for MLA the latent plus its rope part: 512 + 64)
-  int64_t v_dim = 1;     // Dv
-  bool latent = false;   // shared latent (MLA): V is the first Dv components of K
-  int64_t tp = 1;        // attention TP size
-  int64_t dcp = 1;       // N
-};
-
-struct Preset {
-  const char* name;
-  Shape shape;
-};
-
-constexpr Preset kPresets[] = {
-    // Kimi-K3 MLA: 96 heads over one 576-d latent (512 + 64 rope), V 512; TP8 x DCP8.
-    {"k3-mla", {96, 1, 576, 512, true, 8, 8}},
-    // DeepSeek-V3 MLA: 128 heads over the same latent.
-    {"deepseek-v3", {128, 1, 576, 512, true, 8, 8}},
-    // Llama-3-70B GQA: 64 query heads, 8 KV heads, head dim 128.
-    {"llama3-70b", {64, 8, 128, 128, false, 8, 8}},
-};
 
 struct Hardware {
   double hbm_gbps = kH200HbmGBps;               // HBM bandwidth, GB/s
@@ -127,7 +103,7 @@ std::string format(const char* fmt, Args... args) {
 
 // Everything about one configuration that does not depend on S.
 struct Model {
-  Shape shape;
+  ModelShape shape;
   int64_t batch = 1, tokens = 1;    // B, T
   double b_kv = 2, b_o = 4;         // bytes of a KV (and q) element and of a partial-O element
   int64_t h_loc = 1, hg = 1;        // query heads a rank attends with: TP alone, DCP
@@ -163,7 +139,7 @@ int64_t max_kv_heads(const gpu::DcpGeometry& geo) {
 }
 
 // The geometry of TP alone (N = 1) or of DCP (N = shape.dcp).
-gpu::Result<gpu::DcpGeometry> geometry(const Shape& s, int64_t n, int64_t tokens) {
+gpu::Result<gpu::DcpGeometry> geometry(const ModelShape& s, int64_t n, int64_t tokens) {
   gpu::DcpConfig cfg;
   cfg.tp_size = s.tp;
   cfg.layout = {n, 1};
@@ -173,14 +149,10 @@ gpu::Result<gpu::DcpGeometry> geometry(const Shape& s, int64_t n, int64_t tokens
 
 // The model for the flags, or the first bad flag in one line.
 gpu::Result<Model> build_model(const ModelOptions& o) {
-  const Preset* preset = nullptr;
-  for (const Preset& p : kPresets)
-    if (o.preset == p.name) preset = &p;
-  if (!preset)
-    return DCP_GPU_ERROR("--preset: unknown '", o.preset,
-                         "'; expected k3-mla, deepseek-v3 or llama3-70b");
+  const ModelPreset* preset = find_preset(o.preset);
+  if (!preset) return DCP_GPU_ERROR("--preset: unknown '", o.preset, "'; expected ", kPresetNames);
   Model m;
-  Shape& s = m.shape;
+  ModelShape& s = m.shape;
   s = preset->shape;
   s.heads = o.heads.value_or(s.heads);
   s.kv_heads = o.kv_heads.value_or(s.kv_heads);
@@ -240,7 +212,7 @@ gpu::Result<Model> build_model(const ModelOptions& o) {
 }
 
 void print_header(const ModelOptions& o, const Model& m, std::ostream& out) {
-  const Shape& s = m.shape;
+  const ModelShape& s = m.shape;
   const Hardware& hw = m.hw;
   out << "# dcp-verify model  preset=" << o.preset
       << "  per decode layer, per rank: DCP against TP alone (N = 1)\n"

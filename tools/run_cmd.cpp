@@ -13,6 +13,8 @@
 #include "properties/case_gen.hpp"
 #include "properties/dcp_bridge.hpp"
 #include "properties/dcp_setup.hpp"
+#include "tools/presets.hpp"
+#include "tools/session.hpp"
 #ifdef DCP_HAVE_MPI
 #include "gpu/comm_mpi.hpp"
 #endif
@@ -24,10 +26,8 @@ using oracle::DType;
 using props::CaseSpec;
 using props::DcpSetup;
 
-struct Row {
-  DcpSetup setup;
-  std::string variant;  // what the row exercises, in words
-};
+// Request b > 0 of a batch draws its values from seed * stride + b, apart from other cases' seeds.
+constexpr uint64_t kRequestSeedStride = 1000003;
 
 std::string variant_of(const CaseSpec& s) {
   std::string v = s.causal ? "causal" : "full";
@@ -79,17 +79,17 @@ DcpSetup make_row(CaseSpec spec, int64_t tp, int64_t n, int64_t il, gpu::CommStr
 }
 
 // The default sweep. Every row sets its own variant on top of a base shape.
-std::vector<Row> default_rows(uint64_t seed) {
+std::vector<RunCase> default_rows(uint64_t seed) {
   using gpu::CommStrategy;
   const auto ag = CommStrategy::ag_rs, a2a = CommStrategy::a2a;
-  std::vector<Row> rows;
+  std::vector<RunCase> rows;
   auto add = [&](CaseSpec s, int64_t tp, int64_t n, int64_t il, CommStrategy st, bool repl,
                  gpu::ReduceOrder order = gpu::ReduceOrder::sequential, int64_t splits = 1) {
     DcpSetup r = make_row(s, tp, n, il, st, repl);
     r.cfg.order = order;
     r.cfg.order_seed = seed;
     r.cfg.splits = splits;
-    rows.push_back({r, variant_of(s)});
+    rows.push_back({r, variant_of(s), 1});
   };
   CaseSpec s = gqa_shape(seed);
   add(s, 1, 1, 1, ag, false);  // one rank: the baseline
@@ -140,21 +140,27 @@ T pick(const std::optional<T>& x, T dflt) {
   return x ? *x : dflt;
 }
 
-// One configured row from the flags (seed offset k for --cases).
-oracle::Expected<Row> configured_row(const RunOptions& o, uint64_t seed, int64_t world) {
+}  // namespace
+
+bool CaseOptions::any() const {
+  return preset || dcp_size || tp_size || interleave || seq || batch || tokens || heads ||
+         kv_heads || head_dim || v_dim || window || topk || splits || tile || softcap ||
+         comm_backend || lse_base || dtype || out_dtype || order || sink || replicate_q || latent;
+}
+
+oracle::Expected<RunCase> configured_case(const CaseOptions& o, uint64_t seed, int64_t world) {
   CaseSpec s;
   gpu::DcpConfig cfg;
-  const bool k3 = o.preset && *o.preset == "k3-mla";
-  if (o.preset && !k3) return DCP_ERROR("--preset: unknown '", *o.preset, "'; expected k3-mla");
-  // K3 MLA: 96 query heads over one shared 576-d latent (512 + 64 rope), TP8 x DCP8, A2A,
-  // replicate-q (docs/layout-and-flow.md).
+  const ModelPreset* p = o.preset ? find_preset(*o.preset) : nullptr;
+  if (o.preset && !p)
+    return DCP_ERROR("--preset: unknown '", *o.preset, "'; expected ", kPresetNames);
   s.tokens = pick(o.tokens, int64_t{1});
-  s.q_heads = pick(o.heads, k3 ? int64_t{96} : int64_t{8});
-  s.kv_heads = pick(o.kv_heads, k3 ? int64_t{1} : int64_t{2});
-  s.head_dim = pick(o.head_dim, k3 ? int64_t{576} : int64_t{64});
-  s.v_dim = pick(o.v_dim, k3 ? int64_t{512} : int64_t{64});
-  s.shared_latent = k3 || o.latent;
-  s.seq = pick(o.seq, k3 ? int64_t{4096} : int64_t{1024});
+  s.q_heads = pick(o.heads, p ? p->shape.heads : int64_t{8});
+  s.kv_heads = pick(o.kv_heads, p ? p->shape.kv_heads : int64_t{2});
+  s.head_dim = pick(o.head_dim, p ? p->shape.head_dim : int64_t{64});
+  s.v_dim = pick(o.v_dim, p ? p->shape.v_dim : int64_t{64});
+  s.shared_latent = (p && p->shape.latent) || o.latent;
+  s.seq = pick(o.seq, p ? int64_t{4096} : int64_t{1024});
   const std::string dt = pick(o.dtype, std::string("bf16"));
   const auto d = gpu::parse_dtype(dt);
   if (!d) return DCP_ERROR("--dtype: got '", dt, "'; expected f32, f16 or bf16");
@@ -178,15 +184,17 @@ oracle::Expected<Row> configured_row(const RunOptions& o, uint64_t seed, int64_t
   if (s.q_heads < 1 || s.kv_heads < 1) return DCP_ERROR("--heads and --kv-heads must be >= 1");
   if (s.q_heads % s.kv_heads != 0)
     return DCP_ERROR("--heads ", s.q_heads, " is not a multiple of --kv-heads ", s.kv_heads);
+  const int64_t batch = pick(o.batch, int64_t{1});
+  if (batch < 1) return DCP_ERROR("--batch: got ", batch, "; expected >= 1");
 
-  const int64_t n = pick(o.dcp_size, k3 ? int64_t{8} : (world > 0 ? world : int64_t{2}));
+  const int64_t n = pick(o.dcp_size, p ? p->shape.dcp : (world > 0 ? world : int64_t{2}));
   cfg.layout = {n, pick(o.interleave, int64_t{1})};
-  cfg.tp_size = pick(o.tp_size, world > 0 ? world : (k3 ? int64_t{8} : n));
-  const std::string cb = pick(o.comm_backend, std::string(k3 ? "a2a" : "ag_rs"));
+  cfg.tp_size = pick(o.tp_size, world > 0 ? world : (p ? p->shape.tp : n));
+  const std::string cb = pick(o.comm_backend, std::string(p ? p->comm_backend : "ag_rs"));
   const auto st = gpu::parse_strategy(cb);
   if (!st) return DCP_ERROR("--comm-backend: got '", cb, "'; expected ag_rs or a2a");
   cfg.strategy = *st;
-  cfg.replicate_q = o.replicate_q || k3;
+  cfg.replicate_q = o.replicate_q || (p && p->replicate_q);
   const std::string ord = pick(o.order, std::string("seq"));
   const auto od = gpu::parse_reduce_order(ord);
   if (!od) return DCP_ERROR("--order: got '", ord, "'; expected seq, pair or rand");
@@ -208,11 +216,49 @@ oracle::Expected<Row> configured_row(const RunOptions& o, uint64_t seed, int64_t
                                 s.head_dim, s.v_dim,   s.shared_latent};
   const gpu::Result<gpu::DcpGeometry> geo = gpu::DcpGeometry::create(cfg, dims);
   if (!geo) return DCP_ERROR(geo.status().message());
-  return Row{setup, (k3 ? "k3-mla " : "") + variant_of(s)};
+  return RunCase{setup, (p ? std::string(p->name) + " " : "") + variant_of(s), batch};
 }
 
-std::string shape_of(const CaseSpec& s) {
+std::vector<DcpSetup> batch_requests(const RunCase& rc) {
+  std::vector<DcpSetup> out;
+  const int64_t B = rc.batch, S = rc.setup.spec.seq;
+  for (int64_t b = 0; b < B; ++b) {
+    DcpSetup r = rc.setup;
+    if (b > 0) {
+      r.spec.seq = S - b * S / (2 * B);
+      r.spec.seed = rc.setup.spec.seed * kRequestSeedStride + static_cast<uint64_t>(b);
+      r.chunks = props::make_chunks(r.spec.seq, r.spec.seed);
+    }
+    out.push_back(r);
+  }
+  return out;
+}
+
+std::optional<std::string> unavailable(const std::string& backend, const std::string& comm) {
+  if (backend != "host")
+    return "--backend " + backend +
+           ": this binary has the host backend only (the CUDA backend is not built); expected "
+           "host";
+  if (comm == "single-gpu" || comm == "nccl")
+    return "--comm " + comm +
+           ": needs the CUDA backend, which this binary does not have; "
+           "expected threads or mpi";
+  if (comm == "mpi") {
+#ifndef DCP_HAVE_MPI
+    return std::string("--comm mpi: this binary was built without MPI (DCP_MPI=OFF)");
+#else
+    return std::nullopt;
+#endif
+  }
+  if (comm != "threads") return "--comm: got '" + comm + "'; expected threads or mpi";
+  return std::nullopt;
+}
+
+namespace {
+
+std::string shape_of(const CaseSpec& s, int64_t batch) {
   std::ostringstream os;
+  if (batch > 1) os << batch << "x";
   os << s.tokens << "x" << s.q_heads << "/" << s.kv_heads << "x" << s.head_dim << "/" << s.v_dim
      << (s.shared_latent ? "L" : "");
   return os.str();
@@ -230,6 +276,7 @@ std::string reproduce_line(const RunOptions& o) {
   i("--tp-size", o.tp_size);
   i("--interleave", o.interleave);
   i("--seq", o.seq);
+  i("--batch", o.batch);
   i("--tokens", o.tokens);
   i("--heads", o.heads);
   i("--kv-heads", o.kv_heads);
@@ -255,43 +302,67 @@ std::string reproduce_line(const RunOptions& o) {
   return os.str();
 }
 
-}  // namespace
+// One finished row: its case, the worst check over its requests, and its verdict.
+struct RowResult {
+  const RunCase* rc = nullptr;
+  props::DcpCheck worst;  // the request with the largest error / bound
+  bool pass = true;
+  std::string report;  // failing requests' reports
+};
 
-bool RunOptions::configured() const {
-  return preset || dcp_size || tp_size || interleave || seq || tokens || heads || kv_heads ||
-         head_dim || v_dim || window || topk || splits || tile || softcap || comm_backend ||
-         lse_base || dtype || out_dtype || order || sink || replicate_q || latent || cases != 1;
+nlohmann::json row_json(size_t index, const RowResult& r) {
+  const DcpSetup& s = r.rc->setup;
+  const oracle::Worst& w = r.worst.full.o_worst.ratio >= r.worst.full.lse_worst.ratio
+                               ? r.worst.full.o_worst
+                               : r.worst.full.lse_worst;
+  return {{"row", index},
+          {"shape",
+           {{"batch", r.rc->batch},
+            {"tokens", s.spec.tokens},
+            {"heads", s.spec.q_heads},
+            {"kv_heads", s.spec.kv_heads},
+            {"head_dim", s.spec.head_dim},
+            {"v_dim", s.spec.v_dim},
+            {"latent", s.spec.shared_latent},
+            {"seq", s.spec.seq}}},
+          {"tp", s.cfg.tp_size},
+          {"dcp", s.cfg.layout.ranks},
+          {"interleave", s.cfg.layout.interleave},
+          {"comm_backend", gpu::strategy_name(s.cfg.strategy)},
+          {"q", s.cfg.replicate_q ? "replicate" : "gather"},
+          {"variant", r.rc->variant},
+          {"max_err", json_number(w.error)},
+          {"bound", json_number(w.bound)},
+          {"ratio", json_number(r.worst.max_ratio)},
+          {"pass", r.pass},
+          {"report", r.report},
+          {"case", props::describe(s)}};
 }
 
+}  // namespace
+
 int run_dcp(const RunOptions& o, std::ostream& out, std::ostream& err) {
-  if (o.backend != "host") {
-    err << "dcp-verify run: --backend " << o.backend
-        << " is not built in this binary; expected host\n";
+  if (const auto why = unavailable(o.backend, o.comm)) {
+    err << "dcp-verify run: " << *why << "\n";
     return kExitBadInput;
   }
   int64_t world = 0;  // 0: threads
   bool root = true;
-  if (o.comm == "mpi") {
 #ifdef DCP_HAVE_MPI
+  if (o.comm == "mpi") {
     world = gpu::mpi_world_size();
     root = gpu::mpi_world_rank() == 0;
-#else
-    err << "dcp-verify run: --comm mpi: this binary was built without MPI (DCP_MPI=OFF)\n";
-    return kExitBadInput;
-#endif
-  } else if (o.comm != "threads") {
-    err << "dcp-verify run: --comm: got '" << o.comm << "'; expected threads or mpi\n";
-    return kExitBadInput;
   }
+#endif
   if (o.cases < 1) {
     err << "dcp-verify run: --cases: got " << o.cases << "; expected >= 1\n";
     return kExitBadInput;
   }
 
-  std::vector<Row> rows;
+  std::vector<RunCase> rows;
   if (o.configured()) {
     for (int64_t k = 0; k < o.cases; ++k) {
-      oracle::Expected<Row> r = configured_row(o, o.seed + static_cast<uint64_t>(k), world);
+      oracle::Expected<RunCase> r = configured_case(o, o.seed + static_cast<uint64_t>(k), world);
       if (!r) {
         if (root) err << "dcp-verify run: " << r.status().message() << "\n";
         return kExitBadInput;
@@ -299,7 +370,7 @@ int run_dcp(const RunOptions& o, std::ostream& out, std::ostream& err) {
       rows.push_back(*r);
     }
   } else {
-    for (const Row& r : default_rows(o.seed))
+    for (const RunCase& r : default_rows(o.seed))
       if (world == 0 || r.setup.cfg.tp_size == world) rows.push_back(r);
     if (rows.empty()) {
       if (root)
@@ -312,8 +383,8 @@ int run_dcp(const RunOptions& o, std::ostream& out, std::ostream& err) {
   if (root) {
     out << "# dcp-verify run  backend=" << o.backend << "  comm=" << o.comm << "  seed=" << o.seed
         << "  rows=" << rows.size() << "\n"
-        << "#  shape: T x Hq/Hkv x Dk/Dv (L: shared latent); err, bound: the worst element of "
-           "the output (O or LSE); err/bound: worst over output and every rank's partial\n"
+        << "#  shape: [B x] T x Hq/Hkv x Dk/Dv (L: shared latent); err, bound: the worst element "
+           "of the output (O or LSE); err/bound: worst over output and every rank's partial\n"
         << "#  " << std::left << std::setw(4) << "row" << std::setw(18) << "shape" << std::right
         << std::setw(6) << "S" << std::setw(4) << "tp" << std::setw(4) << "N" << std::setw(4) << "I"
         << "  " << std::left << std::setw(6) << "comm" << std::setw(7) << "q" << std::setw(27)
@@ -321,100 +392,154 @@ int run_dcp(const RunOptions& o, std::ostream& out, std::ostream& err) {
         << std::setw(11) << "err/bound"
         << "  verdict\n";
   }
-  int64_t failed = 0;
-  double worst = 0.0;
+  InterruptGuard guard;
+  Progress progress("run", static_cast<int64_t>(rows.size()));
+  std::vector<RowResult> done;
   const auto t0 = std::chrono::steady_clock::now();
   for (size_t i = 0; i < rows.size(); ++i) {
-    const DcpSetup& s = rows[i].setup;
-    const oracle::Case c = props::make_case(s.spec);
-    props::DcpCheck chk;
-    if (world == 0) {
-      chk = props::check_dcp(c, s.cfg, s.chunks);
-    } else {
+    // Under MPI every rank must take part in every row: only threads runs stop early.
+    if (world == 0 && interrupted()) break;
+    RowResult row;
+    row.rc = &rows[i];
+    for (const DcpSetup& s : batch_requests(rows[i])) {
+      const oracle::Case c = props::make_case(s.spec);
+      props::DcpCheck chk;
+      if (world == 0) {
+        chk = props::check_dcp(c, s.cfg, s.chunks);
+      } else {
 #ifdef DCP_HAVE_MPI
-      gpu::Result<gpu::MpiRun> run = gpu::run_dcp_mpi(props::to_dcp_inputs(c, s.chunks), s.cfg);
-      if (!run) {
-        err << "dcp-verify run: rank " << gpu::mpi_world_rank() << ": " << run.status().message()
-            << "\n";
-        gpu::mpi_abort(kExitBadInput);
-      }
-      if (!root) continue;
-      chk = props::judge_dcp(c, s.cfg, run->group, true);
+        gpu::Result<gpu::MpiRun> run = gpu::run_dcp_mpi(props::to_dcp_inputs(c, s.chunks), s.cfg);
+        if (!run) {
+          err << "dcp-verify run: rank " << gpu::mpi_world_rank() << ": " << run.status().message()
+              << "\n";
+          gpu::mpi_abort(kExitBadInput);
+        }
+        if (!root) continue;
+        chk = props::judge_dcp(c, s.cfg, run->group, true);
 #endif
+      }
+      if (chk.max_ratio >= row.worst.max_ratio) row.worst = chk;
+      if (!chk.pass) {
+        row.pass = false;
+        row.report += chk.report + "case: " + props::describe(s) + "\n";
+      }
     }
-    worst = std::max(worst, chk.max_ratio);
-    if (!chk.pass) ++failed;
-    if (o.quiet && chk.pass) continue;
+    progress.step();
+    if (!root) continue;
+    done.push_back(row);
+    if (o.quiet && row.pass) continue;
+    progress.done();
+    const DcpSetup& s = rows[i].setup;
+    const props::DcpCheck& chk = row.worst;
     const oracle::Worst& w =
         chk.full.o_worst.ratio >= chk.full.lse_worst.ratio ? chk.full.o_worst : chk.full.lse_worst;
     char err_s[32], bound_s[32], ratio_s[32];
     std::snprintf(err_s, sizeof err_s, "%.3e", w.error);
     std::snprintf(bound_s, sizeof bound_s, "%.3e", w.bound);
     std::snprintf(ratio_s, sizeof ratio_s, "%.4f", chk.max_ratio);
-    out << "   " << std::left << std::setw(4) << i << std::setw(18) << shape_of(s.spec)
-        << std::right << std::setw(6) << s.spec.seq << std::setw(4) << s.cfg.tp_size << std::setw(4)
-        << s.cfg.layout.ranks << std::setw(4) << s.cfg.layout.interleave << "  " << std::left
-        << std::setw(6) << gpu::strategy_name(s.cfg.strategy) << std::setw(7)
+    out << "   " << std::left << std::setw(4) << i << std::setw(18)
+        << shape_of(s.spec, rows[i].batch) << std::right << std::setw(6) << s.spec.seq
+        << std::setw(4) << s.cfg.tp_size << std::setw(4) << s.cfg.layout.ranks << std::setw(4)
+        << s.cfg.layout.interleave << "  " << std::left << std::setw(6)
+        << gpu::strategy_name(s.cfg.strategy) << std::setw(7)
         << (s.cfg.replicate_q ? "repl" : "gather") << std::setw(27) << rows[i].variant << std::right
         << std::setw(11) << err_s << std::setw(11) << bound_s << std::setw(11) << ratio_s << "  "
-        << (chk.pass ? "OK" : "FAILED") << "\n";
-    if (!chk.pass) {
-      std::istringstream rep(chk.report);
+        << (row.pass ? "OK" : "FAILED") << "\n";
+    if (!row.pass) {
+      std::istringstream rep(row.report);
       for (std::string line; std::getline(rep, line);) out << "#    " << line << "\n";
-      out << "#    case: " << props::describe(s) << "\n";
     }
   }
+  progress.done();
   if (!root) return kExitOk;
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  int64_t failed = 0;
+  double worst = 0.0;
+  for (const RowResult& r : done) {
+    failed += r.pass ? 0 : 1;
+    worst = std::max(worst, r.worst.max_ratio);
+  }
+  const bool stopped = done.size() < rows.size();
   char worst_s[32];
   std::snprintf(worst_s, sizeof worst_s, "%.4f", worst);
-  out << "# rows: " << rows.size() << "  passed: " << rows.size() - static_cast<size_t>(failed)
+  out << "# rows: " << done.size() << "  passed: " << done.size() - static_cast<size_t>(failed)
       << "  failed: " << failed << "  max err/bound: " << worst_s << "  time: " << std::fixed
-      << std::setprecision(1) << secs << " s\n";
-  out << "# reproduce: " << reproduce_line(o) << "\n";
-  out << "# run: " << (failed == 0 ? "OK" : "FAILED") << "\n";
+      << std::setprecision(1) << secs << " s";
+  if (stopped) out << "  (interrupted: " << rows.size() - done.size() << " rows not run)";
+  out << "\n# reproduce: " << reproduce_line(o) << "\n";
+  out << "# run: " << (stopped ? "INTERRUPTED" : failed == 0 ? "OK" : "FAILED") << "\n";
+  if (!o.json_path.empty()) {
+    nlohmann::json jrows = nlohmann::json::array();
+    for (size_t i = 0; i < done.size(); ++i) jrows.push_back(row_json(i, done[i]));
+    const nlohmann::json report = {{"schema", "dcp-verify/run/1"},
+                                   {"backend", o.backend},
+                                   {"comm", o.comm},
+                                   {"seed", o.seed},
+                                   {"rows", jrows},
+                                   {"rows_planned", rows.size()},
+                                   {"failed", failed},
+                                   {"max_ratio", json_number(worst)},
+                                   {"seconds", secs},
+                                   {"reproduce", reproduce_line(o)},
+                                   {"interrupted", stopped},
+                                   {"pass", failed == 0 && !stopped}};
+    std::string error;
+    if (!write_json(o.json_path, report, &error)) {
+      err << "dcp-verify run: " << error << "\n";
+      return kExitBadInput;
+    }
+  }
+  if (stopped) return kExitInterrupted;
   return failed == 0 ? kExitOk : kExitFail;
+}
+
+void add_case_flags(CLI::App* cmd, CaseOptions& o) {
+  cmd->add_option("--preset", o.preset, std::string("Model preset: ") + kPresetNames);
+  cmd->add_option("--dcp-size", o.dcp_size, "N, ranks in a DCP group");
+  cmd->add_option("--tp-size", o.tp_size,
+                  "Attention TP size, a multiple of N (default N; mpi: world)");
+  cmd->add_option("--interleave", o.interleave,
+                  "I, tokens per block dealt to a rank (1: round-robin)");
+  cmd->add_option("--comm-backend", o.comm_backend, "Combine: ag_rs or a2a");
+  cmd->add_flag("--replicate-q", o.replicate_q,
+                "Every rank projects all its group's query heads (no q gather)");
+  cmd->add_option("--seq", o.seq, "S, context length (tokens)");
+  cmd->add_option("--batch", o.batch, "B, requests per step (contexts from S/2 to S)");
+  cmd->add_option("--tokens", o.tokens, "T, query tokens per request");
+  cmd->add_option("--heads", o.heads, "Hq, query heads of the model");
+  cmd->add_option("--kv-heads", o.kv_heads, "Hkv, KV heads (divides Hq)");
+  cmd->add_option("--head-dim", o.head_dim, "Dk");
+  cmd->add_option("--v-dim", o.v_dim, "Dv");
+  cmd->add_flag("--latent", o.latent, "Shared latent: V is the first Dv components of K (MLA)");
+  cmd->add_option("--dtype", o.dtype, "Storage of q and KV: f32, f16 or bf16 (default bf16)");
+  cmd->add_option("--out-dtype", o.out_dtype, "Storage of the output: f32, f16 or bf16");
+  cmd->add_option("--window", o.window, "Sliding window W (0: none)");
+  cmd->add_option("--softcap", o.softcap, "Logit softcap c (0: none)");
+  cmd->add_flag("--sink", o.sink, "Per-head sink logits");
+  cmd->add_option("--topk", o.topk, "Top-k sparse attention with K selected positions (0: dense)");
+  cmd->add_option("--lse-base", o.lse_base, "The kernel's LSE base: e or 2");
+  cmd->add_option("--order", o.order, "Combine reduction order: seq, pair or rand");
+  cmd->add_option("--splits", o.splits, "Split-KV pieces inside a rank");
+  cmd->add_option("--tile", o.tile, "Online-softmax tile, keys");
 }
 
 Command add_run_command(CLI::App& app) {
   auto o = std::make_shared<RunOptions>();
   CLI::App* run = app.add_subcommand(
       "run",
-      "Run the production DCP path against the oracle: the default sweep, or one configured case "
+      "Run the production DCP path against the oracle: the default sweep, or configured cases "
       "(the default job)");
-  run->add_option("--backend", o->backend, "Backend: host")->capture_default_str();
-  run->add_option("--comm", o->comm, "Communicator: threads (in-process) or mpi (under mpirun)")
+  run->add_option("--backend", o->backend, "Backend: host (cuda: not built)")
       ->capture_default_str();
-  run->add_option("--preset", o->preset,
-                  "Model preset: k3-mla (96 heads, 576/512 latent, TP8xDCP8)");
-  run->add_option("--dcp-size", o->dcp_size, "N, ranks in a DCP group");
-  run->add_option("--tp-size", o->tp_size,
-                  "Attention TP size, a multiple of N (default N; mpi: world)");
-  run->add_option("--interleave", o->interleave,
-                  "I, tokens per block dealt to a rank (1: round-robin)");
-  run->add_option("--comm-backend", o->comm_backend, "Combine: ag_rs or a2a");
-  run->add_flag("--replicate-q", o->replicate_q,
-                "Every rank projects all its group's query heads (no q gather)");
-  run->add_option("--seq", o->seq, "S, context length (tokens)");
-  run->add_option("--tokens", o->tokens, "T, query tokens per step");
-  run->add_option("--heads", o->heads, "Hq, query heads of the model");
-  run->add_option("--kv-heads", o->kv_heads, "Hkv, KV heads (divides Hq)");
-  run->add_option("--head-dim", o->head_dim, "Dk");
-  run->add_option("--v-dim", o->v_dim, "Dv");
-  run->add_flag("--latent", o->latent, "Shared latent: V is the first Dv components of K (MLA)");
-  run->add_option("--dtype", o->dtype, "Storage of q and KV: f32, f16 or bf16 (default bf16)");
-  run->add_option("--out-dtype", o->out_dtype, "Storage of the output: f32, f16 or bf16");
-  run->add_option("--window", o->window, "Sliding window W (0: none)");
-  run->add_option("--softcap", o->softcap, "Logit softcap c (0: none)");
-  run->add_flag("--sink", o->sink, "Per-head sink logits");
-  run->add_option("--topk", o->topk, "Top-k sparse attention with K selected positions (0: dense)");
-  run->add_option("--lse-base", o->lse_base, "The kernel's LSE base: e or 2");
-  run->add_option("--order", o->order, "Combine reduction order: seq, pair or rand");
-  run->add_option("--splits", o->splits, "Split-KV pieces inside a rank");
-  run->add_option("--tile", o->tile, "Online-softmax tile, keys");
+  run->add_option("--comm", o->comm,
+                  "Communicator: threads (in-process) or mpi (under mpirun); single-gpu and nccl "
+                  "need the CUDA backend")
+      ->capture_default_str();
+  add_case_flags(run, *o);
   run->add_option("--cases", o->cases, "Configured cases to run (seeds seed, seed+1, ...)");
   run->add_option("--seed", o->seed, "Seed of the case values and chunk writes")
       ->capture_default_str();
+  run->add_option("--json", o->json_path, "Also write the report as JSON (docs/cli.md)");
   run->add_flag("--quiet", o->quiet, "Print failing rows and the summary only");
   return {run, [o] {
             if (o->comm != "mpi") return run_dcp(*o, std::cout, std::cerr);

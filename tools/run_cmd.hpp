@@ -2,8 +2,9 @@
 //
 // With no case flags it runs the representative sweep (several N, layouts, variants, both
 // combine strategies, gather and replicate-q, GQA and MLA-latent shapes); with flags it runs one
-// configured case (or --cases K of them, seeds seed .. seed + K - 1). Every row is judged on the
-// assembled output and on every rank's partial, each within its derived bound.
+// configured case (or --cases K of them, seeds seed .. seed + K - 1), each of --batch B requests
+// with ragged context lengths. Every request is judged on the assembled output and on every
+// rank's partial, each within its derived bound.
 //
 //   RunOptions opt;  opt.dcp_size = 4;  opt.comm_backend = "a2a";
 //   int code = run_dcp(opt, std::cout, std::cerr);   // 0 all pass, 1 a violation, 2 bad input
@@ -13,25 +14,57 @@
 #include <iosfwd>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "oracle/status.hpp"
+#include "properties/dcp_setup.hpp"
 #include "tools/command.hpp"
 
 namespace dcp::tools {
 
-struct RunOptions {
-  std::string backend = "host";
-  std::string comm = "threads";
+// The flags that shape one configured case; shared by `run` and `sweep`.
+struct CaseOptions {
   std::optional<std::string> preset;
-  std::optional<int64_t> dcp_size, tp_size, interleave, seq, tokens, heads, kv_heads, head_dim,
-      v_dim, window, topk, splits, tile;
+  std::optional<int64_t> dcp_size, tp_size, interleave, seq, batch, tokens, heads, kv_heads,
+      head_dim, v_dim, window, topk, splits, tile;
   std::optional<double> softcap;
   std::optional<std::string> comm_backend, lse_base, dtype, out_dtype, order;
-  bool sink = false, replicate_q = false, latent = false, quiet = false;
+  bool sink = false, replicate_q = false, latent = false;
+  // True when any of these flags was given.
+  bool any() const;
+};
+
+struct RunOptions : CaseOptions {
+  std::string backend = "host";
+  std::string comm = "threads";
   int64_t cases = 1;
   uint64_t seed = 1;
-  // True when any flag that shapes the case was given (otherwise: the default sweep).
-  bool configured() const;
+  bool quiet = false;
+  std::string json_path;
+  // True when the case was configured by flags (otherwise: the default sweep).
+  bool configured() const { return any() || cases != 1; }
 };
+
+// One configured case: the first request's setup, what it exercises, and the batch size.
+struct RunCase {
+  props::DcpSetup setup;
+  std::string variant;
+  int64_t batch = 1;
+};
+
+// Registers the case-shaping flags on a subcommand.
+void add_case_flags(CLI::App* cmd, CaseOptions& o);
+
+// The case the flags describe, with case values and chunk writes from `seed`; world > 0 is the
+// number of MPI processes (the TP size when not given). Every bad flag is a one-line error.
+oracle::Expected<RunCase> configured_case(const CaseOptions& o, uint64_t seed, int64_t world);
+
+// The batch's requests: request b has context S - floor(b S / (2 B)) (a ragged batch between
+// S/2 and S) and its own values and chunk writes.
+std::vector<props::DcpSetup> batch_requests(const RunCase& rc);
+
+// An error line when the backend or communicator is not built into this binary.
+std::optional<std::string> unavailable(const std::string& backend, const std::string& comm);
 
 int run_dcp(const RunOptions& opt, std::ostream& out, std::ostream& err);
 

@@ -1,0 +1,180 @@
+#include "properties/suite.hpp"
+
+#include <rapidcheck.h>
+
+#include <algorithm>
+#include <fstream>
+#include <set>
+
+#include "gpu/kv_cache.hpp"
+#include "gpu/layout.hpp"
+#include "properties/mla_check.hpp"
+#include "properties/rc_gen.hpp"
+
+namespace dcp::props {
+namespace {
+
+using gpu::DcpLayout;
+
+rc::Gen<DcpLayout> gen_layout() {
+  return rc::gen::exec([] {
+    DcpLayout l;
+    l.ranks = *rc::gen::inRange<int64_t>(1, 65);
+    l.interleave = *rc::gen::weightedOneOf<int64_t>({{2, rc::gen::just<int64_t>(1)},
+                                                     {3, rc::gen::inRange<int64_t>(2, 17)},
+                                                     {1, rc::gen::inRange<int64_t>(17, 1000)}});
+    return l;
+  });
+}
+
+}  // namespace
+
+void dcp_path_property(const DcpBackend& backend) {
+  const DcpSetup s = *gen_dcp_setup(DcpLimits{});
+  const oracle::Case c = make_case(s.spec);
+  const DcpCheck chk = check_dcp(c, s.cfg, s.chunks, backend);
+  RC_CLASSIFY(s.cfg.layout.ranks > 8, "N > 8");
+  RC_CLASSIFY(s.spec.seq < s.cfg.layout.ranks, "S < N");
+  RC_CLASSIFY(s.cfg.strategy == gpu::CommStrategy::a2a, "a2a");
+  if (!chk.pass) RC_FAIL(describe(s) + "\n" + chk.report + "pin: " + to_json(s).dump());
+}
+
+void mla_slice_property() {
+  MlaSpec s;
+  gpu::DcpConfig cfg;
+  const int64_t n = *rc::gen::inRange<int64_t>(1, 9);
+  cfg.layout = {n, *rc::gen::inRange<int64_t>(1, 6)};
+  cfg.tp_size = n * *rc::gen::inRange<int64_t>(1, 3);
+  s.heads = cfg.tp_size * *rc::gen::inRange<int64_t>(1, 3);
+  s.tokens = *rc::gen::inRange<int64_t>(1, 4);
+  s.q_lora = *rc::gen::inRange<int64_t>(1, 33);
+  s.nope = *rc::gen::inRange<int64_t>(1, 17);
+  s.rope = 2 * *rc::gen::inRange<int64_t>(0, 5);
+  s.kv_lora = *rc::gen::inRange<int64_t>(1, 33);
+  s.v_head = *rc::gen::inRange<int64_t>(1, 17);
+  s.seq = *rc::gen::inRange<int64_t>(0, 400);
+  s.apply_rope = *rc::gen::arbitrary<bool>();
+  s.explicit_pos = *rc::gen::arbitrary<bool>();
+  s.causal = *rc::gen::weightedElement<bool>({{1, false}, {3, true}});
+  s.kv_dtype = *rc::gen::element(oracle::DType::bf16, oracle::DType::f16, oracle::DType::f32);
+  s.lse_base = *rc::gen::element(oracle::LseBase::e, oracle::LseBase::two);
+  s.seed = *rc::gen::arbitrary<uint64_t>();
+  draw_step_options(cfg, s.lse_base);
+  const DcpCheck chk = check_mla(s, cfg);
+  if (!chk.pass) RC_FAIL(describe(s) + " | " + describe(cfg) + "\n" + chk.report);
+}
+
+void layout_bijection_property() {
+  const DcpLayout l = *gen_layout();
+  const int64_t span = *rc::gen::inRange<int64_t>(0, 2000);
+  std::set<std::pair<int64_t, int64_t>> seen;
+  for (int64_t p = 0; p < span; ++p) {
+    const int64_t r = l.owner(p), row = l.row(p);
+    RC_ASSERT(r >= 0);
+    RC_ASSERT(r < l.ranks);
+    RC_ASSERT(l.position(r, row) == p);
+    RC_ASSERT(seen.insert({r, row}).second);
+  }
+  // Every (rank, row) maps back: the rows a rank holds for [0, span) are exactly 0..count-1.
+  for (int64_t r = 0; r < l.ranks; ++r) {
+    for (int64_t row = 0; row < l.count(r, span); ++row) {
+      const int64_t p = l.position(r, row);
+      RC_ASSERT(p < span);
+      RC_ASSERT(l.owner(p) == r);
+      RC_ASSERT(l.row(p) == row);
+    }
+  }
+}
+
+void layout_count_property() {
+  const DcpLayout l = *gen_layout();
+  const int64_t a = *rc::gen::inRange<int64_t>(0, 3000);
+  const int64_t len = *rc::gen::weightedOneOf<int64_t>(
+      {{1, rc::gen::just<int64_t>(0)}, {4, rc::gen::inRange<int64_t>(0, 3000)}});
+  std::vector<int64_t> brute(static_cast<size_t>(l.ranks), 0);
+  for (int64_t p = a; p < a + len; ++p) ++brute[static_cast<size_t>(l.owner(p))];
+  int64_t total = 0, lo = len, hi = 0;
+  for (int64_t r = 0; r < l.ranks; ++r) {
+    const int64_t share = l.chunk_share(r, a, len);
+    RC_ASSERT(share == brute[static_cast<size_t>(r)]);
+    total += share;
+    lo = std::min(lo, share);
+    hi = std::max(hi, share);
+  }
+  RC_ASSERT(total == len);
+  RC_ASSERT(hi - lo <= l.interleave);
+}
+
+void kv_write_property() {
+  const DcpLayout l = *rc::gen::exec([] {
+    DcpLayout x;
+    x.ranks = *rc::gen::inRange<int64_t>(1, 9);
+    x.interleave = *rc::gen::inRange<int64_t>(1, 9);
+    return x;
+  });
+  const int64_t seq = *rc::gen::inRange<int64_t>(0, 400);
+  const std::vector<int64_t> chunks = make_chunks(seq, *rc::gen::arbitrary<uint64_t>());
+  const int64_t cycle = l.ranks * l.interleave;
+  const int64_t rows = (seq + cycle - 1) / cycle * l.interleave;
+  // Key value = position + 1 (exact in fp32), so every stored row says which token it holds.
+  std::vector<float> k(static_cast<size_t>(seq));
+  for (int64_t p = 0; p < seq; ++p) k[static_cast<size_t>(p)] = static_cast<float>(p + 1);
+  for (int64_t r = 0; r < l.ranks; ++r) {
+    gpu::KvCacheSpec spec{l, r, rows, 1, 0, 1, 1, true, gpu::Dtype::f32};
+    gpu::Result<gpu::RankKvCache> c = gpu::RankKvCache::create(spec);
+    RC_ASSERT(c.ok());
+    int64_t pos0 = 0;
+    for (const int64_t len : chunks) {
+      RC_ASSERT(c->write_chunk(pos0, len, k.data() + pos0, nullptr).ok());
+      pos0 += len;
+    }
+    RC_ASSERT(c->contiguous_rows() == l.count(r, seq));
+    for (int64_t row = 0; row < rows; ++row) {
+      const bool holds = row < l.count(r, seq);
+      RC_ASSERT(c->written(row) == holds);
+      if (holds) RC_ASSERT(c->k()[row] == static_cast<float>(l.position(r, row) + 1));
+    }
+  }
+}
+
+std::vector<SuiteProperty> property_suite(const DcpBackend& backend) {
+  return {
+      {"dcp-path", "output and every rank's partial of a whole DCP step within the derived bound",
+       [backend] { dcp_path_property(backend); }},
+      {"mla-slice", "the absorbed-MLA slice on the DCP path equals the unabsorbed oracle",
+       mla_slice_property},
+      {"layout-bijection", "owner/row is a bijection with position as its inverse",
+       layout_bijection_property},
+      {"layout-count", "count and chunk shares equal brute force at any offset",
+       layout_count_property},
+      {"kv-writes", "chunked KV writes store each token on its owner, in its row, only",
+       kv_write_property},
+  };
+}
+
+oracle::Expected<std::vector<std::string>> replay_pinned(const std::string& path,
+                                                         const DcpBackend& backend,
+                                                         int64_t* count) {
+  std::ifstream f(path);
+  if (!f) return DCP_ERROR("pinned counterexamples: cannot read '", path, "'");
+  const nlohmann::json all = nlohmann::json::parse(f, nullptr, false);
+  if (all.is_discarded() || !all.is_array() || all.empty())
+    return DCP_ERROR("pinned counterexamples: '", path, "' is not a non-empty JSON array");
+  std::vector<std::string> failures;
+  *count = 0;
+  for (const auto& j : all) {
+    if (!j.contains("setup") || !j.contains("why"))
+      return DCP_ERROR("pinned counterexamples: '", path, "': entry ", *count,
+                       " lacks 'setup' or 'why'");
+    oracle::Expected<DcpSetup> s = setup_from_json(j.at("setup"));
+    if (!s) return DCP_ERROR("pinned counterexamples: entry ", *count, ": ", s.status().message());
+    const DcpCheck chk = check_dcp(make_case(s->spec), s->cfg, s->chunks, backend);
+    if (!chk.pass)
+      failures.push_back(j.at("why").get<std::string>() + " | " + describe(*s) + " | " +
+                         chk.report);
+    ++*count;
+  }
+  return failures;
+}
+
+}  // namespace dcp::props

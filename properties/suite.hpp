@@ -1,0 +1,46 @@
+// suite.hpp — the property suite a DCP backend must pass, as named RapidCheck property bodies.
+//
+// The same bodies run under GoogleTest (properties/test_*_properties.cpp, at the RapidCheck tier
+// of the build) and under `dcp-verify properties` (any seed and case count, with a reproduce
+// line). A body draws its inputs with *gen and asserts with RC_ macros; the backend runs the
+// production path on one case.
+//
+//   for (const SuiteProperty& p : property_suite(nullptr))   // nullptr: the host threads path
+//     rc::detail::checkProperty(rc::detail::toProperty(p.body), {p.name, p.what}, params);
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "properties/dcp_bridge.hpp"
+#include "properties/dcp_setup.hpp"
+
+namespace dcp::props {
+
+struct SuiteProperty {
+  std::string name;            // short id for --only and reproduce lines, e.g. "dcp-path"
+  std::string what;            // one line: what it asserts
+  std::function<void()> body;  // a RapidCheck property body
+};
+
+// The DCP path (output and every rank's partial within the derived bound) over random N, TP,
+// layouts, chunked writes, variants, dtypes, bases, combine strategies, q paths, orders, tiles
+// and split-KV; the absorbed-MLA slice against the unabsorbed oracle; and the token layout and
+// KV writes against brute force.
+std::vector<SuiteProperty> property_suite(const DcpBackend& backend);
+
+// The bodies, one by one (the GoogleTest wrappers call these).
+void dcp_path_property(const DcpBackend& backend);
+void mla_slice_property();
+void layout_bijection_property();
+void layout_count_property();
+void kv_write_property();
+
+// Pinned counterexamples (fixtures/dcp/pinned.json: shrunk cases that once failed), replayed
+// through the backend. Returns one line per failure, or an error when the file is unreadable.
+oracle::Expected<std::vector<std::string>> replay_pinned(const std::string& path,
+                                                         const DcpBackend& backend, int64_t* count);
+
+}  // namespace dcp::props

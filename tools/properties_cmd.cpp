@@ -1,0 +1,262 @@
+#include "tools/properties_cmd.hpp"
+
+#include <rapidcheck.h>
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "properties/suite.hpp"
+#include "tools/session.hpp"
+
+namespace dcp::tools {
+namespace {
+
+using nlohmann::json;
+
+struct PropertiesOptions {
+  std::string backend = "host";
+  int64_t cases = 100;
+  std::optional<uint64_t> seed;
+  std::vector<std::string> only;
+  std::string pinned = DCP_PINNED_FILE;
+  std::string json_path;
+  bool quiet = false;
+};
+
+struct Row {
+  std::string name, what, result;  // result: OK, FAILED, GAVE UP, INTERRUPTED, ERROR
+  int64_t cases = 0, shrinks = -1;
+  double seconds = 0.0;
+  std::string message;  // the failure or why it stopped
+};
+
+class QuietListener : public rc::detail::TestListener {
+ public:
+  void onTestCaseFinished(const rc::detail::CaseDescription&) override {}
+  void onShrinkTried(const rc::detail::CaseDescription&, bool) override {}
+  void onTestFinished(const rc::detail::TestMetadata&, const rc::detail::TestResult&) override {}
+};
+
+double since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::string reproduce_line(const PropertiesOptions& o, uint64_t seed, const std::string& only) {
+  std::ostringstream os;
+  os << "dcp-verify properties --backend " << o.backend << " --seed " << seed << " --cases "
+     << o.cases;
+  if (!only.empty()) os << " --only " << only;
+  return os.str();
+}
+
+Row run_property(const props::SuiteProperty& p, int64_t cases, uint64_t seed) {
+  Row row{p.name, p.what, "", 0, -1, 0.0, ""};
+  int64_t ran = 0;
+  const auto body = p.body;
+  auto guarded = [&ran, body] {
+    // Ctrl-C: the case fails at once, before drawing anything, so there is nothing to shrink;
+    // the row reports the cases that did run, as interrupted.
+    if (interrupted()) RC_FAIL("interrupted");
+    ++ran;
+    body();
+  };
+  rc::detail::TestParams params;
+  params.seed = seed;
+  params.maxSuccess = static_cast<int>(cases);
+  rc::detail::TestMetadata meta;
+  meta.id = p.name;
+  meta.description = p.what;
+  const auto t0 = std::chrono::steady_clock::now();
+  // RapidCheck's default listener prints its own RC_PARAMS reproduce hint at exit; this command
+  // prints its own reproduce line instead.
+  QuietListener listener;
+  const rc::detail::TestResult result =
+      rc::detail::checkProperty(rc::detail::toProperty(guarded), meta, params, listener);
+  row.seconds = since(t0);
+  rc::detail::SuccessResult ok;
+  rc::detail::FailureResult fail;
+  rc::detail::GaveUpResult gave_up;
+  rc::detail::Error error;
+  if (result.match(ok)) {
+    row.result = "OK";
+    row.cases = ok.numSuccess;
+  } else if (result.match(fail) && interrupted()) {
+    row.result = "INTERRUPTED";
+    row.cases = ran - 1;
+    row.message = "interrupted after " + std::to_string(ran - 1) + " cases";
+  } else if (result.match(fail)) {
+    row.result = "FAILED";
+    row.cases = fail.numSuccess + 1;
+    row.shrinks = static_cast<int64_t>(fail.reproduce.shrinkPath.size());
+    row.message = fail.description;
+  } else if (result.match(gave_up)) {
+    row.result = "GAVE UP";
+    row.cases = gave_up.numSuccess;
+    row.message = gave_up.description;
+  } else if (result.match(error)) {
+    row.result = "ERROR";
+    row.message = error.description;
+  }
+  return row;
+}
+
+void print_row(std::ostream& out, const Row& r) {
+  char line[256];
+  std::snprintf(line, sizeof line, "   %-17s %7lld  %-11s %7s %8.2f  %s\n", r.name.c_str(),
+                static_cast<long long>(r.cases), r.result.c_str(),
+                r.shrinks >= 0 ? std::to_string(r.shrinks).c_str() : "-", r.seconds,
+                r.what.c_str());
+  out << line;
+}
+
+int run_properties(const PropertiesOptions& o) {
+  if (o.backend != "host") {
+    std::cerr << "dcp-verify properties: --backend " << o.backend
+              << " is not built in this binary; expected host\n";
+    return kExitBadInput;
+  }
+  if (o.cases < 1 || o.cases > 1000000) {
+    std::cerr << "dcp-verify properties: --cases: got " << o.cases << "; expected 1 .. 1000000\n";
+    return kExitBadInput;
+  }
+  std::vector<props::SuiteProperty> suite = props::property_suite(nullptr);
+  for (const std::string& name : o.only) {
+    bool known = false;
+    for (const auto& p : suite) known = known || p.name == name || name == "pinned";
+    if (!known) {
+      std::string names = "pinned";
+      for (const auto& p : suite) names += ", " + p.name;
+      std::cerr << "dcp-verify properties: --only: unknown property '" << name << "'; expected "
+                << names << "\n";
+      return kExitBadInput;
+    }
+  }
+  auto wanted = [&](const std::string& name) {
+    return o.only.empty() || std::find(o.only.begin(), o.only.end(), name) != o.only.end();
+  };
+  const uint64_t seed = o.seed ? *o.seed : std::random_device{}();
+  {
+    // RapidCheck announces its global configuration (RC_PARAMS) on stderr when first used; this
+    // command passes its own seed and case count, so that line would only mislead.
+    std::streambuf* err = std::cerr.rdbuf(nullptr);
+    rc::detail::configuration();
+    std::cerr.rdbuf(err);
+  }
+  std::ostream& out = std::cout;
+  out << "# dcp-verify properties  backend=" << o.backend << "  seed=" << seed
+      << "  cases=" << o.cases << "\n"
+      << "#  shrinks: steps RapidCheck took to shrink a failure to the counterexample shown\n"
+      << "#  property            cases  result      shrinks  time(s)  what\n";
+
+  InterruptGuard guard;
+  std::vector<Row> rows;
+  const auto t0 = std::chrono::steady_clock::now();
+  Progress progress("properties", static_cast<int64_t>(suite.size()) + 1);
+  if (wanted("pinned")) {
+    int64_t count = 0;
+    const auto t = std::chrono::steady_clock::now();
+    const auto failures = props::replay_pinned(o.pinned, nullptr, &count);
+    Row r{"pinned", "pinned counterexamples (" + o.pinned + ")", "", count, -1, 0.0, ""};
+    r.seconds = since(t);
+    if (!failures) {
+      std::cerr << "dcp-verify properties: " << failures.status().message() << "\n";
+      return kExitBadInput;
+    }
+    r.result = failures->empty() ? "OK" : "FAILED";
+    for (const std::string& f : *failures) r.message += f;
+    rows.push_back(r);
+    progress.step();
+  }
+  for (const props::SuiteProperty& p : suite) {
+    if (!wanted(p.name)) continue;
+    if (interrupted()) break;
+    rows.push_back(run_property(p, o.cases, seed));
+    progress.step();
+  }
+  progress.done();
+
+  int64_t failed = 0, passed = 0;
+  for (const Row& r : rows) {
+    const bool ok = r.result == "OK";
+    passed += ok ? 1 : 0;
+    failed += ok || r.result == "INTERRUPTED" ? 0 : 1;
+    if (o.quiet && ok) continue;
+    print_row(out, r);
+    if (!ok) {
+      std::istringstream msg(r.message);
+      for (std::string line; std::getline(msg, line);)
+        if (!line.empty()) out << "#    " << line << "\n";
+      if (r.name != "pinned") out << "#    reproduce: " << reproduce_line(o, seed, r.name) << "\n";
+    }
+  }
+  const double secs = since(t0);
+  const bool stopped = interrupted();
+  char time_s[32];
+  std::snprintf(time_s, sizeof time_s, "%.1f", secs);
+  std::string only_all;
+  for (const std::string& name : o.only) only_all += (only_all.empty() ? "" : ",") + name;
+  out << "# properties: " << rows.size() << "  passed: " << passed << "  failed: " << failed
+      << "  time: " << time_s << " s" << (stopped ? "  (interrupted: the rest did not run)" : "")
+      << "\n"
+      << "# reproduce: " << reproduce_line(o, seed, only_all) << "\n"
+      << "# properties: "
+      << (stopped       ? "INTERRUPTED"
+          : failed == 0 ? "OK"
+                        : "FAILED")
+      << "\n";
+
+  if (!o.json_path.empty()) {
+    json props = json::array();
+    for (const Row& r : rows) {
+      props.push_back({{"name", r.name},
+                       {"what", r.what},
+                       {"result", r.result},
+                       {"cases", r.cases},
+                       {"shrinks", r.shrinks >= 0 ? json(r.shrinks) : json(nullptr)},
+                       {"seconds", r.seconds},
+                       {"message", r.message},
+                       {"reproduce", r.name == "pinned" ? json(nullptr)
+                                                        : json(reproduce_line(o, seed, r.name))}});
+    }
+    const json report = {{"schema", "dcp-verify/properties/1"},
+                         {"backend", o.backend},
+                         {"seed", seed},
+                         {"cases", o.cases},
+                         {"properties", props},
+                         {"interrupted", stopped},
+                         {"pass", failed == 0 && !stopped},
+                         {"seconds", secs}};
+    std::string error;
+    if (!write_json(o.json_path, report, &error)) {
+      std::cerr << "dcp-verify properties: " << error << "\n";
+      return kExitBadInput;
+    }
+  }
+  if (stopped) return kExitInterrupted;
+  return failed == 0 ? kExitOk : kExitFail;
+}
+
+}  // namespace
+
+Command add_properties_command(CLI::App& app) {
+  auto o = std::make_shared<PropertiesOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "properties", "Run the property suite on a backend against the oracle, with reproduce lines");
+  cmd->add_option("--backend", o->backend, "Backend: host")->capture_default_str();
+  cmd->add_option("--cases", o->cases, "Cases per property")->capture_default_str();
+  cmd->add_option("--seed", o->seed, "RapidCheck seed (default: random, printed)");
+  cmd->add_option("--only", o->only, "Run only these properties (pinned, dcp-path, ...)")
+      ->delimiter(',');
+  cmd->add_option("--pinned", o->pinned, "Pinned counterexamples (JSON)")->capture_default_str();
+  cmd->add_option("--json", o->json_path, "Also write the report as JSON (docs/cli.md)");
+  cmd->add_flag("--quiet", o->quiet, "Print failing rows and the summary only");
+  return {cmd, [o] { return run_properties(*o); }};
+}
+
+}  // namespace dcp::tools
