@@ -84,6 +84,15 @@ GpuStatus mpi_init(int* argc, char*** argv) {
   return {};
 }
 
+std::string mpi_library_version() {
+  char text[MPI_MAX_LIBRARY_VERSION_STRING];
+  int len = 0;
+  if (MPI_Get_library_version(text, &len) != MPI_SUCCESS) return "unknown";
+  std::string v(text, static_cast<size_t>(len));
+  const size_t eol = v.find_first_of("\r\n,");
+  return eol == std::string::npos ? v : v.substr(0, eol);
+}
+
 void mpi_finalize() {
   int done = 0;
   MPI_Finalized(&done);

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "gpu/dcp_step.hpp"
 #include "gpu/run_threads.hpp"
@@ -22,6 +23,8 @@ namespace dcp::gpu {
 
 GpuStatus mpi_init(int* argc, char*** argv);
 void mpi_finalize();
+// The MPI library's own version line (callable before mpi_init).
+std::string mpi_library_version();
 int64_t mpi_world_rank();
 int64_t mpi_world_size();
 // Ends every process of the job (a rank hit an error that its peers cannot see).

@@ -280,5 +280,44 @@ for bad in "--only nothing" "--cases 0" "--backend cuda" "--pinned $tmp/none.jso
   one_line_stderr "properties $bad"
 done
 
+# sweep: nccl-tests-like flags, one row per S, ratios against one rank, JSON.
+expect 0 "sweep" -- "$bin" sweep -b 256 -e 2048 -f 2 -n 2 -w 0 --heads 8 --kv-heads 2 --json "$tmp/sweep.json"
+contains "$tmp/out" "#         S    time(us)     KV MB     GB/s  N=1 time(us)  speedup   err/bound  verdict" "sweep header"
+contains "$tmp/out" "# sweep: OK" "sweep verdict"
+contains "$tmp/out" "# reproduce: dcp-verify sweep -b 256 -e 2048 -f 2 -n 2 -w 0 -c 1 --seed 1 --heads 8 --kv-heads 2" "sweep reproduce"
+if python3 - "$tmp/sweep.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["schema"] == "dcp-verify/sweep/1" and d["pass"] is True
+assert [r["seq"] for r in d["rows"]] == [256, 512, 1024, 2048]
+for r in d["rows"]:
+    # One DCP group of N = 4 ranks (tp 4): every rank gathers all 8 query heads, so it reads both
+    # KV heads on its S/4 rows, K and V of 64 fp32 values each: S x 2 x 128 x 4 bytes in all.
+    assert r["kv_bytes"] == r["seq"] * 2 * (64 + 64) * 4, r
+    assert r["time_us"] > 0 and r["one_rank_time_us"] > 0 and 0 < r["ratio"] < 1
+    assert abs(r["speedup"] - r["one_rank_time_us"] / r["time_us"]) < 1e-9
+PY
+then passes=$((passes + 1)); else echo "FAIL: sweep --json"; failures=$((failures + 1)); fi
+expect 0 "sweep without the check" -- "$bin" sweep -b 100 -e 100 -c 0 -n 1
+contains "$tmp/out" "unchecked" "sweep -c 0 marks rows unchecked"
+for bad in "-b 0" "-b 100 -e 50" "-f 1" "-n 0" "-c 2" "--seq 100" "--heads 6" "--backend cuda"; do
+  # shellcheck disable=SC2086
+  expect 2 "sweep $bad" -- "$bin" sweep $bad
+  one_line_stderr "sweep $bad"
+done
+
+# info: the build and the devices; on a machine without a GPU it says why there is none.
+expect 0 "info" -- "$bin" info --json "$tmp/info.json"
+contains "$tmp/out" "  backends          host (threads" "info backends"
+contains "$tmp/out" "cuda: not built" "info: the CUDA backend is not claimed"
+if python3 - "$tmp/info.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["schema"] == "dcp-verify/info/1" and "host" in d["backends"]
+assert isinstance(d["devices"], list)
+assert (len(d["devices"]) == 0) == (d["no_device_reason"] is not None)
+PY
+then passes=$((passes + 1)); else echo "FAIL: info --json"; failures=$((failures + 1)); fi
+
 echo "$passes passed, $failures failed"
 [ "$failures" -eq 0 ]

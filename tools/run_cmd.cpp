@@ -219,6 +219,41 @@ oracle::Expected<RunCase> configured_case(const CaseOptions& o, uint64_t seed, i
   return RunCase{setup, (p ? std::string(p->name) + " " : "") + variant_of(s), batch};
 }
 
+std::string case_flags(const CaseOptions& o) {
+  std::ostringstream os;
+  if (o.preset) os << " --preset " << *o.preset;
+  auto i = [&](const char* f, const std::optional<int64_t>& v) {
+    if (v) os << " " << f << " " << *v;
+  };
+  i("--dcp-size", o.dcp_size);
+  i("--tp-size", o.tp_size);
+  i("--interleave", o.interleave);
+  i("--seq", o.seq);
+  i("--batch", o.batch);
+  i("--tokens", o.tokens);
+  i("--heads", o.heads);
+  i("--kv-heads", o.kv_heads);
+  i("--head-dim", o.head_dim);
+  i("--v-dim", o.v_dim);
+  i("--window", o.window);
+  i("--topk", o.topk);
+  i("--splits", o.splits);
+  i("--tile", o.tile);
+  if (o.softcap) os << " --softcap " << *o.softcap;
+  auto s = [&](const char* f, const std::optional<std::string>& v) {
+    if (v) os << " " << f << " " << *v;
+  };
+  s("--comm-backend", o.comm_backend);
+  s("--lse-base", o.lse_base);
+  s("--dtype", o.dtype);
+  s("--out-dtype", o.out_dtype);
+  s("--order", o.order);
+  if (o.sink) os << " --sink";
+  if (o.replicate_q) os << " --replicate-q";
+  if (o.latent) os << " --latent";
+  return os.str();
+}
+
 std::vector<DcpSetup> batch_requests(const RunCase& rc) {
   std::vector<DcpSetup> out;
   const int64_t B = rc.batch, S = rc.setup.spec.seq;
@@ -268,36 +303,7 @@ std::string reproduce_line(const RunOptions& o) {
   std::ostringstream os;
   os << (o.comm == "mpi" ? "mpirun -np <tp> " : "") << "dcp-verify run --seed " << o.seed;
   if (o.comm != "threads") os << " --comm " << o.comm;
-  if (o.preset) os << " --preset " << *o.preset;
-  auto i = [&](const char* f, const std::optional<int64_t>& v) {
-    if (v) os << " " << f << " " << *v;
-  };
-  i("--dcp-size", o.dcp_size);
-  i("--tp-size", o.tp_size);
-  i("--interleave", o.interleave);
-  i("--seq", o.seq);
-  i("--batch", o.batch);
-  i("--tokens", o.tokens);
-  i("--heads", o.heads);
-  i("--kv-heads", o.kv_heads);
-  i("--head-dim", o.head_dim);
-  i("--v-dim", o.v_dim);
-  i("--window", o.window);
-  i("--topk", o.topk);
-  i("--splits", o.splits);
-  i("--tile", o.tile);
-  if (o.softcap) os << " --softcap " << *o.softcap;
-  auto s = [&](const char* f, const std::optional<std::string>& v) {
-    if (v) os << " " << f << " " << *v;
-  };
-  s("--comm-backend", o.comm_backend);
-  s("--lse-base", o.lse_base);
-  s("--dtype", o.dtype);
-  s("--out-dtype", o.out_dtype);
-  s("--order", o.order);
-  if (o.sink) os << " --sink";
-  if (o.replicate_q) os << " --replicate-q";
-  if (o.latent) os << " --latent";
+  os << case_flags(o);
   if (o.cases != 1) os << " --cases " << o.cases;
   return os.str();
 }

@@ -63,6 +63,9 @@ oracle::Expected<RunCase> configured_case(const CaseOptions& o, uint64_t seed, i
 // S/2 and S) and its own values and chunk writes.
 std::vector<props::DcpSetup> batch_requests(const RunCase& rc);
 
+// The flags that were given, as they would be typed (" --preset k3-mla --seq 4096 ...").
+std::string case_flags(const CaseOptions& o);
+
 // An error line when the backend or communicator is not built into this binary.
 std::optional<std::string> unavailable(const std::string& backend, const std::string& comm);
 

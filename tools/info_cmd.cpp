@@ -1,0 +1,103 @@
+#include "tools/info_cmd.hpp"
+
+#include <mpfr.h>
+
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "gpu/device_query.hpp"
+#include "tools/session.hpp"
+#ifdef DCP_HAVE_MPI
+#include "gpu/comm_mpi.hpp"
+#endif
+
+namespace dcp::tools {
+namespace {
+
+using nlohmann::json;
+
+#ifdef __clang__
+constexpr const char* kCompiler = "clang";
+#else
+constexpr const char* kCompiler = "g++";
+#endif
+
+std::string version_text(int v) {  // CUDA's 1000 * major + 10 * minor
+  return v ? std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10) : "none";
+}
+
+int run_info(const std::string& json_path) {
+  const std::string cuda_built = DCP_CUDA_TOOLKIT;  // empty: built without CUDA
+#ifdef DCP_HAVE_MPI
+  const std::string mpi = gpu::mpi_library_version();
+#else
+  const std::string mpi;
+#endif
+  const gpu::DeviceReport dev = gpu::query_devices();
+  std::ostream& out = std::cout;
+  out << "# dcp-verify info\n"
+      << "  version           " << DCP_VERSION << "\n"
+      << "  compiler          " << kCompiler << " " << __VERSION__ << " (" << DCP_BUILD_TYPE
+      << ")\n"
+      << "  backends          host (threads" << (mpi.empty() ? "" : ", mpi") << ")"
+      << "; cuda: not built (the CUDA backend does not exist yet)\n"
+      << "  cuda toolkit      "
+      << (cuda_built.empty() ? "not used (built without nvcc)"
+                             : cuda_built + ", architectures " + DCP_CUDA_ARCHS +
+                                   " (shared headers compiled as device code)")
+      << "\n"
+      << "  nccl              not linked (no NCCL communicator yet)\n"
+      << "  mpi               " << (mpi.empty() ? "not built (DCP_MPI=OFF or not found)" : mpi)
+      << "\n"
+      << "  oracle            MPFR " << mpfr_get_version() << " (certify tier), double-double "
+      << "(fast tier)\n"
+      << "  cuda runtime      "
+      << (dev.runtime_linked ? version_text(dev.runtime_version) + " (static)" : "not linked")
+      << "\n"
+      << "  cuda driver       " << (dev.runtime_linked ? version_text(dev.driver_version) : "-")
+      << "\n";
+  if (dev.devices.empty()) out << "  devices           none: " << dev.why << "\n";
+  for (const gpu::DeviceInfo& d : dev.devices) {
+    out << "  device " << d.index << "          " << d.name << "  sm_" << d.sm_major << d.sm_minor
+        << "  " << d.multiprocessors << " SMs  " << d.memory_bytes / (int64_t{1} << 20) << " MiB\n";
+  }
+  if (!json_path.empty()) {
+    json devices = json::array();
+    for (const gpu::DeviceInfo& d : dev.devices)
+      devices.push_back({{"index", d.index},
+                         {"name", d.name},
+                         {"sm", std::to_string(d.sm_major) + std::to_string(d.sm_minor)},
+                         {"multiprocessors", d.multiprocessors},
+                         {"memory_bytes", d.memory_bytes}});
+    const json report = {
+        {"schema", "dcp-verify/info/1"},
+        {"version", DCP_VERSION},
+        {"backends", mpi.empty() ? json::array({"host"}) : json::array({"host", "host+mpi"})},
+        {"cuda_toolkit", cuda_built.empty() ? json(nullptr) : json(cuda_built)},
+        {"cuda_architectures", cuda_built.empty() ? json(nullptr) : json(DCP_CUDA_ARCHS)},
+        {"mpi", mpi.empty() ? json(nullptr) : json(mpi)},
+        {"cuda_runtime", dev.runtime_linked ? json(version_text(dev.runtime_version)) : nullptr},
+        {"cuda_driver", dev.driver_version ? json(version_text(dev.driver_version)) : nullptr},
+        {"devices", devices},
+        {"no_device_reason", dev.devices.empty() ? json(dev.why) : json(nullptr)}};
+    std::string error;
+    if (!write_json(json_path, report, &error)) {
+      std::cerr << "dcp-verify info: " << error << "\n";
+      return kExitBadInput;
+    }
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+Command add_info_command(CLI::App& app) {
+  auto json_path = std::make_shared<std::string>();
+  CLI::App* cmd =
+      app.add_subcommand("info", "What this binary was built with and the devices it sees");
+  cmd->add_option("--json", *json_path, "Also write the report as JSON (docs/cli.md)");
+  return {cmd, [json_path] { return run_info(*json_path); }};
+}
+
+}  // namespace dcp::tools

@@ -1,0 +1,247 @@
+#include "tools/sweep_cmd.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <vector>
+
+#include "gpu/run_threads.hpp"
+#include "properties/dcp_bridge.hpp"
+#include "tools/run_cmd.hpp"
+#include "tools/session.hpp"
+
+namespace dcp::tools {
+namespace {
+
+using nlohmann::json;
+
+// The host backend keeps K and V as fp32 values whatever their storage dtype: 4 bytes per
+// element read.
+constexpr double kHostKvElementBytes = sizeof(float);
+constexpr double kBytesPerGB = 1e9;
+constexpr int64_t kMaxSeq = int64_t{1} << 24;  // beyond this the oracle check alone takes minutes
+
+struct SweepOptions : CaseOptions {
+  std::string backend = "host";
+  int64_t min_seq = 1024, max_seq = 16384, iters = 5, warmup = 1;
+  double factor = 2.0;
+  int check = 1;
+  uint64_t seed = 1;
+  std::string json_path;
+};
+
+struct Row {
+  int64_t seq = 0;
+  double us = 0, us_one = 0, kv_bytes = 0, gbps = 0, ratio = -1;
+  bool pass = true, checked = false;
+  std::string report;
+};
+
+// Median wall time of `iters` runs after `warmup` runs; the last run's output in *last.
+gpu::Result<double> time_step(const gpu::DcpInputs& in, const gpu::DcpConfig& cfg, int64_t iters,
+                              int64_t warmup, gpu::GroupRun* last) {
+  std::vector<double> us;
+  for (int64_t i = 0; i < warmup + iters; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    gpu::Result<gpu::GroupRun> run = gpu::run_dcp_threads(in, cfg);
+    const double t =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+    if (!run) return run.status();
+    if (i >= warmup) us.push_back(t);
+    *last = std::move(*run);
+  }
+  std::sort(us.begin(), us.end());
+  return us[us.size() / 2];
+}
+
+// KV bytes every rank of the TP group reads in one step: its rows times the KV heads it holds.
+double kv_bytes_read(const props::DcpSetup& s) {
+  const gpu::AttentionDims d{s.spec.tokens,   s.spec.q_heads, s.spec.kv_heads,
+                             s.spec.head_dim, s.spec.v_dim,   s.spec.shared_latent};
+  const auto geo = gpu::DcpGeometry::create(s.cfg, d);
+  const double per_row_head =
+      static_cast<double>(s.spec.head_dim + (s.spec.shared_latent ? 0 : s.spec.v_dim)) *
+      kHostKvElementBytes;
+  double bytes = 0;
+  for (int64_t r = 0; r < geo->tp; ++r)
+    bytes += static_cast<double>(s.cfg.layout.count(geo->dcp_rank(r), s.spec.seq)) *
+             static_cast<double>(geo->kv_heads(r)) * per_row_head;
+  return bytes;
+}
+
+std::string sizes_text(const SweepOptions& o) {
+  std::ostringstream os;
+  os << "-b " << o.min_seq << " -e " << o.max_seq << " -f " << o.factor << " -n " << o.iters
+     << " -w " << o.warmup << " -c " << o.check << " --seed " << o.seed << case_flags(o);
+  return os.str();
+}
+
+int run_sweep(const SweepOptions& o) {
+  if (const auto why = unavailable(o.backend, "threads")) {
+    std::cerr << "dcp-verify sweep: " << *why << "\n";
+    return kExitBadInput;
+  }
+  auto bad = [](const std::string& what) {
+    std::cerr << "dcp-verify sweep: " << what << "\n";
+    return kExitBadInput;
+  };
+  if (o.seq) return bad("--seq: the sweep sets S itself; use -b/--min-seq and -e/--max-seq");
+  if (o.min_seq < 1 || o.min_seq > kMaxSeq)
+    return bad("-b/--min-seq: got " + std::to_string(o.min_seq) + "; expected 1 .. 2^24");
+  if (o.max_seq < o.min_seq || o.max_seq > kMaxSeq)
+    return bad("-e/--max-seq: got " + std::to_string(o.max_seq) + "; expected -b .. 2^24");
+  if (!(o.factor > 1.0) || o.factor > 1024.0)
+    return bad("-f/--factor: got " + std::to_string(o.factor) + "; expected > 1");
+  if (o.iters < 1) return bad("-n/--iters: got " + std::to_string(o.iters) + "; expected >= 1");
+  if (o.warmup < 0) return bad("-w/--warmup: got " + std::to_string(o.warmup) + "; expected >= 0");
+  if (o.check != 0 && o.check != 1)
+    return bad("-c/--check: got " + std::to_string(o.check) + "; expected 0 or 1");
+  CaseOptions shape = o;
+  if (!shape.dcp_size && !shape.preset) shape.dcp_size = 4;
+  shape.seq = o.min_seq;
+  auto first = configured_case(shape, o.seed, 0);
+  if (!first) return bad(first.status().message());
+
+  std::vector<int64_t> seqs;
+  for (double s = static_cast<double>(o.min_seq); s <= static_cast<double>(o.max_seq) * (1 + 1e-12);
+       s *= o.factor) {
+    const auto v = static_cast<int64_t>(s + 0.5);
+    if (seqs.empty() || v != seqs.back()) seqs.push_back(v);
+  }
+  const props::DcpSetup& s0 = first->setup;
+  std::cout << "# dcp-verify sweep  backend=" << o.backend << "  " << sizes_text(o) << "\n"
+            << "# case: " << props::describe(s0.spec) << " | " << props::describe(s0.cfg) << "\n"
+            << "#  time: median wall time of one whole DCP step (KV writes, partial attention, "
+               "combine) over -n runs; N=1: the same step on one rank\n"
+            << "#  KV MB: bytes all ranks read (host backend: fp32 values, 4 B per element); "
+               "GB/s: KV MB / time\n"
+            << "#         S    time(us)     KV MB     GB/s  N=1 time(us)  speedup   err/bound  "
+               "verdict\n";
+
+  InterruptGuard guard;
+  Progress progress("sweep", static_cast<int64_t>(seqs.size()));
+  std::vector<Row> rows;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (const int64_t seq : seqs) {
+    if (interrupted()) break;
+    shape.seq = seq;
+    auto rc = configured_case(shape, o.seed, 0);
+    if (!rc) return bad(rc.status().message());
+    const props::DcpSetup& s = rc->setup;
+    const oracle::Case c = props::make_case(s.spec);
+    const gpu::DcpInputs in = props::to_dcp_inputs(c, s.chunks);
+    Row row;
+    row.seq = seq;
+    gpu::GroupRun last, last_one;
+    auto us = time_step(in, s.cfg, o.iters, o.warmup, &last);
+    if (!us) return bad(us.status().message());
+    gpu::DcpConfig one = s.cfg;
+    one.tp_size = 1;
+    one.layout = {1, 1};
+    auto us_one = time_step(in, one, o.iters, o.warmup, &last_one);
+    if (!us_one) return bad(us_one.status().message());
+    row.us = *us;
+    row.us_one = *us_one;
+    row.kv_bytes = kv_bytes_read(s);
+    row.gbps = row.kv_bytes / (row.us * 1e-6) / kBytesPerGB;
+    if (o.check) {
+      const props::DcpCheck chk = props::judge_dcp(c, s.cfg, last, true);
+      row.checked = true;
+      row.ratio = chk.max_ratio;
+      row.pass = chk.pass;
+      row.report = chk.report;
+    }
+    rows.push_back(row);
+    progress.step();
+    progress.done();
+    char ratio_s[32] = "-", line[256];
+    if (row.checked) std::snprintf(ratio_s, sizeof ratio_s, "%.4f", row.ratio);
+    std::snprintf(line, sizeof line, "  %10lld  %10.1f  %8.3f  %7.2f  %12.1f  %7.2fx  %10s  %s\n",
+                  static_cast<long long>(seq), row.us, row.kv_bytes / 1e6, row.gbps, row.us_one,
+                  row.us_one / row.us, ratio_s,
+                  row.checked ? (row.pass ? "OK" : "FAILED") : "unchecked");
+    std::cout << line;
+    if (!row.pass) {
+      std::istringstream rep(row.report);
+      for (std::string l; std::getline(rep, l);) std::cout << "#    " << l << "\n";
+    }
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  int64_t failed = 0;
+  for (const Row& r : rows) failed += r.pass ? 0 : 1;
+  const bool stopped = rows.size() < seqs.size();
+  char secs_s[32];
+  std::snprintf(secs_s, sizeof secs_s, "%.1f", secs);
+  std::cout << "# sizes: " << rows.size() << "  failed: " << failed << "  time: " << secs_s << " s"
+            << (stopped ? "  (interrupted: " + std::to_string(seqs.size() - rows.size()) +
+                              " sizes not run)"
+                        : "")
+            << "\n# reproduce: dcp-verify sweep " << sizes_text(o) << "\n"
+            << "# sweep: "
+            << (stopped       ? "INTERRUPTED"
+                : failed == 0 ? "OK"
+                              : "FAILED")
+            << "\n";
+  if (!o.json_path.empty()) {
+    json jrows = json::array();
+    for (const Row& r : rows)
+      jrows.push_back({{"seq", r.seq},
+                       {"time_us", r.us},
+                       {"kv_bytes", r.kv_bytes},
+                       {"gbps", r.gbps},
+                       {"one_rank_time_us", r.us_one},
+                       {"speedup", r.us_one / r.us},
+                       {"ratio", r.checked ? json_number(r.ratio) : json(nullptr)},
+                       {"pass", r.pass},
+                       {"report", r.report}});
+    const json report = {{"schema", "dcp-verify/sweep/1"},
+                         {"backend", o.backend},
+                         {"case", props::describe(s0.spec) + " | " + props::describe(s0.cfg)},
+                         {"min_seq", o.min_seq},
+                         {"max_seq", o.max_seq},
+                         {"factor", o.factor},
+                         {"iters", o.iters},
+                         {"warmup", o.warmup},
+                         {"check", o.check == 1},
+                         {"seed", o.seed},
+                         {"rows", jrows},
+                         {"interrupted", stopped},
+                         {"pass", failed == 0 && !stopped},
+                         {"seconds", secs}};
+    std::string error;
+    if (!write_json(o.json_path, report, &error)) return bad(error);
+  }
+  if (stopped) return kExitInterrupted;
+  return failed == 0 ? kExitOk : kExitFail;
+}
+
+}  // namespace
+
+Command add_sweep_command(CLI::App& app) {
+  auto o = std::make_shared<SweepOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "sweep",
+      "Time the DCP step over context lengths from -b to -e by factor -f, with bandwidth, the "
+      "speedup over one rank and error/bound (like nccl-tests)");
+  cmd->add_option("--backend", o->backend, "Backend: host (cuda: not built)")
+      ->capture_default_str();
+  cmd->add_option("-b,--min-seq", o->min_seq, "Smallest context length S")->capture_default_str();
+  cmd->add_option("-e,--max-seq", o->max_seq, "Largest context length S")->capture_default_str();
+  cmd->add_option("-f,--factor", o->factor, "Multiply S by this between rows")
+      ->capture_default_str();
+  cmd->add_option("-n,--iters", o->iters, "Timed runs per size (the median is shown)")
+      ->capture_default_str();
+  cmd->add_option("-w,--warmup", o->warmup, "Untimed runs before them")->capture_default_str();
+  cmd->add_option("-c,--check", o->check, "1: judge every size against the oracle; 0: time only")
+      ->capture_default_str();
+  add_case_flags(cmd, *o);
+  cmd->add_option("--seed", o->seed, "Seed of the case values and chunk writes")
+      ->capture_default_str();
+  cmd->add_option("--json", o->json_path, "Also write the report as JSON (docs/cli.md)");
+  return {cmd, [o] { return run_sweep(*o); }};
+}
+
+}  // namespace dcp::tools
