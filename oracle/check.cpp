@@ -54,20 +54,28 @@ std::vector<int64_t> ResultCheck::failing_ranks() const {
   return out;
 }
 
+Expected<PartCheck> check_part(const Case& c, const DcpResult& r, int64_t rank, Tier tier) {
+  if (rank < 0) return judge(c, r.o, r.lse, r.output_claim, tier, -1);
+  if (!r.o_partial || !r.lse_partial || rank >= r.dcp_size)
+    return DCP_ERROR("rank ", rank, ": the result holds no partial for it");
+  const Case shard = shard_case(c, r.dcp_size, r.interleave, rank, r.sink_rank);
+  auto part = judge(shard, rank_slice(*r.o_partial, rank), rank_slice(*r.lse_partial, rank),
+                    r.partial_claim, tier, rank);
+  if (!part) return DCP_ERROR("rank ", rank, ": ", part.status().message());
+  return part;
+}
+
+int64_t part_count(const DcpResult& r) {
+  return 1 + (r.o_partial && r.lse_partial ? r.dcp_size : 0);
+}
+
 Expected<ResultCheck> check_result(const Case& c, const DcpResult& r, Tier tier) {
   DCP_TRY(validate(c));
   ResultCheck out;
-  auto full = judge(c, r.o, r.lse, r.output_claim, tier, -1);
-  if (!full) return full.status();
-  out.parts.push_back(*full);
-  if (r.o_partial && r.lse_partial) {
-    for (int64_t rank = 0; rank < r.dcp_size; ++rank) {
-      const Case shard = shard_case(c, r.dcp_size, r.interleave, rank, r.sink_rank);
-      auto part = judge(shard, rank_slice(*r.o_partial, rank), rank_slice(*r.lse_partial, rank),
-                        r.partial_claim, tier, rank);
-      if (!part) return DCP_ERROR("rank ", rank, ": ", part.status().message());
-      out.parts.push_back(*part);
-    }
+  for (int64_t part = 0; part < part_count(r); ++part) {
+    auto p = check_part(c, r, part - 1, tier);
+    if (!p) return p.status();
+    out.parts.push_back(*p);
   }
   return out;
 }

@@ -35,8 +35,15 @@ struct ResultCheck {
   std::vector<int64_t> failing_ranks() const;
 };
 
-// Fails (bad input, not a violation) when the oracle cannot compute the case or cannot derive a
-// meaningful bound for the claimed arithmetic (kappa > 0.1, tolerance.hpp).
+// One part: rank -1 is the merged output, rank r >= 0 that rank's partial against the oracle on
+// its shard. The case must be valid.
+Expected<PartCheck> check_part(const Case& c, const DcpResult& r, int64_t rank,
+                               Tier tier = Tier::fast);
+// The parts a result has: the output, and one per rank when partials are given.
+int64_t part_count(const DcpResult& r);
+
+// All parts in order. Fails (bad input, not a violation) when the oracle cannot compute the case or
+// cannot derive a meaningful bound for the claimed arithmetic (kappa > 0.1, tolerance.hpp).
 Expected<ResultCheck> check_result(const Case& c, const DcpResult& r, Tier tier = Tier::fast);
 
 }  // namespace dcp::oracle
