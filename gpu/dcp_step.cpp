@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "gpu/mutants.hpp"
 #include "gpu/partial_attention.hpp"
 
 namespace dcp::gpu {
@@ -191,7 +192,10 @@ Result<RankStepOutput> dcp_decode_step(Communicator& comm, const DcpConfig& cfg,
   p.causal = in.causal;
   p.window = in.window;
   p.softcap = in.softcap;
-  p.sink = !in.sink.empty() && me == kSinkRank ? &in.sink[static_cast<size_t>(p.head0)] : nullptr;
+  const bool sink_here = DCP_MUTANT(sink_on_every_rank) ? true
+                         : DCP_MUTANT(sink_missing)     ? false
+                                                        : me == kSinkRank;
+  p.sink = !in.sink.empty() && sink_here ? &in.sink[static_cast<size_t>(p.head0)] : nullptr;
   p.topk = in.topk.empty() ? nullptr : in.topk.data();
   p.topk_k = in.topk_k;
   p.base = cfg.base;
@@ -237,8 +241,8 @@ Result<RankStepOutput> dcp_decode_step(Communicator& comm, const DcpConfig& cfg,
     DCP_GPU_TRY(comm.reduce_scatter_sum(send, out.o, cfg.order, cfg.order_seed));
     for (int64_t t = 0; t < T; ++t)
       for (int64_t hl = 0; hl < Hl; ++hl)
-        out.lse[static_cast<size_t>(t * Hl + hl)] =
-            lse_glob[static_cast<size_t>(t * Hg + me * Hl + hl)];
+        out.lse[static_cast<size_t>(t * Hl + hl)] = lse_glob[static_cast<size_t>(
+            t * Hg + (DCP_MUTANT(rs_lse_wrong_slice) ? (me + 1) % N : me) * Hl + hl)];
   } else {
     // send [N dest, T, H_loc, Dv + 1]: each head's O_r followed by its L_r.
     const int64_t w = dv + 1;
@@ -246,10 +250,12 @@ Result<RankStepOutput> dcp_decode_step(Communicator& comm, const DcpConfig& cfg,
     for (int64_t dst = 0; dst < N; ++dst)
       for (int64_t t = 0; t < T; ++t)
         for (int64_t hl = 0; hl < Hl; ++hl) {
-          const int64_t x = t * Hg + dst * Hl + hl;
+          const int64_t slice = DCP_MUTANT(a2a_slices_permuted) ? (dst + 1) % N : dst;
+          const int64_t x = t * Hg + slice * Hl + hl;
           float* s = &send[static_cast<size_t>(((dst * T + t) * Hl + hl) * w)];
           std::copy_n(&out.partial_o[static_cast<size_t>(x * dv)], dv, s);
-          s[dv] = out.partial_lse[static_cast<size_t>(x)];
+          const float l = out.partial_lse[static_cast<size_t>(x)];
+          s[dv] = DCP_MUTANT(a2a_lse_bf16) ? round_bf16(l) : l;
         }
     DCP_GPU_TRY(comm.all_to_all(send, recv));
     std::vector<MergeAcc> acc(static_cast<size_t>(N));
@@ -271,6 +277,8 @@ Result<RankStepOutput> dcp_decode_step(Communicator& comm, const DcpConfig& cfg,
             finish(base, acc[static_cast<size_t>(root)], o, dv);
       }
   }
+  if (DCP_MUTANT(lse_out_wrong_base))
+    for (float& x : out.lse) x = base == LseBase::e ? x * kLog2eF : x / kLog2eF;
   for (float& x : out.o) x = round_to(cfg.out_dtype, x);
   for (float& x : out.lse) x = round_to(cfg.out_dtype, x);
   return out;

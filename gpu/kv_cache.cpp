@@ -33,7 +33,8 @@ GpuStatus RankKvCache::write_chunk(int64_t pos0, int64_t len, const float* k, co
     return DCP_GPU_ERROR("kv write: chunk [", pos0, ", ", pos0 + len, ") is invalid");
   if (len > 0 && (k == nullptr || (!spec_.shared_latent && v == nullptr)))
     return DCP_GPU_ERROR("kv write: chunk [", pos0, ", ", pos0 + len, ") has no k/v data");
-  const int64_t need = lay.count(spec_.rank, pos0 + len);
+  const int64_t first = lay.count(spec_.rank, pos0);
+  const int64_t need = first + lay.chunk_share(spec_.rank, pos0, len);
   if (need > spec_.physical_rows) {
     return DCP_GPU_ERROR("kv write: position ", pos0 + len - 1, " needs ", need, " rows on rank ",
                          spec_.rank, " but the cache holds ", spec_.physical_rows,
@@ -41,10 +42,13 @@ GpuStatus RankKvCache::write_chunk(int64_t pos0, int64_t len, const float* k, co
                          " tokens)");
   }
   const int64_t H = spec_.kv_heads, dk = spec_.head_dim, dv = spec_.v_dim;
-  // Visit only owned positions: rows count(rank, pos0) .. count(rank, pos0 + len) - 1.
-  for (int64_t row = lay.count(spec_.rank, pos0); row < need; ++row) {
+  // Visit only owned positions: the chunk_share(rank, pos0, len) rows from count(rank, pos0).
+  for (int64_t row = first; row < need; ++row) {
     const int64_t pos = lay.position(spec_.rank, row);
     const int64_t i = pos - pos0;  // index inside the chunk
+    if (i < 0 || i >= len)
+      return DCP_GPU_ERROR("kv write: rank ", spec_.rank, " row ", row, " maps to position ", pos,
+                           ", outside the chunk [", pos0, ", ", pos0 + len, ")");
     for (int64_t x = 0; x < H * dk; ++x)
       k_[static_cast<size_t>(row * H * dk + x)] = round_to(spec_.dtype, k[i * H * dk + x]);
     if (!spec_.shared_latent) {

@@ -44,7 +44,10 @@ class RankKvCache {
   const KvCacheSpec& spec() const { return spec_; }
   // Rows written so far, counted from row 0 without gaps.
   int64_t contiguous_rows() const;
-  bool written(int64_t row) const { return written_[row]; }
+  // Whether a row holds a token; rows outside the cache never do.
+  bool written(int64_t row) const {
+    return row >= 0 && row < spec_.physical_rows && written_[static_cast<size_t>(row)];
+  }
   // [physical_rows, kv_heads, Dk] and [physical_rows, kv_heads, Dv] (v: k for a shared latent).
   const float* k() const { return k_.data(); }
   const float* v() const { return spec_.shared_latent ? k_.data() : v_.data(); }

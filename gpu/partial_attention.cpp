@@ -4,7 +4,9 @@
 #include <cmath>
 #include <vector>
 
+#include "gpu/dtype.hpp"
 #include "gpu/merge.hpp"
+#include "gpu/mutants.hpp"
 
 namespace dcp::gpu {
 namespace {
@@ -45,20 +47,32 @@ void visible_rows(const PartialAttentionParams& p, int64_t t, std::vector<int64_
   const int64_t qp = p.q_pos[t];
   // Global key range [lo, hi) allowed by causal and window masks, and the context.
   int64_t hi = p.causal ? std::min(p.seq, qp + 1) : p.seq;
-  int64_t lo = p.window > 0 ? std::max<int64_t>(0, qp - p.window + 1) : 0;
+  const int64_t first = DCP_MUTANT(window_off_by_one) ? qp - p.window : qp - p.window + 1;
+  int64_t lo = p.window > 0 ? std::max<int64_t>(0, first) : 0;
   if (hi <= lo) return;
   if (p.topk != nullptr) {
     for (int64_t x = 0; x < p.topk_k; ++x) {
       const int64_t pos = p.topk[t * p.topk_k + x];
-      if (pos < lo || pos >= hi || p.layout.owner(pos) != p.rank) continue;  // -1 pads too
+      if (pos == -1 && DCP_MUTANT(topk_pad_last_rank)) {
+        if (p.rank == p.layout.ranks - 1 && p.rows > 0) rows.push_back(p.rows - 1);
+        continue;
+      }
+      if (pos < lo || pos >= hi) continue;  // -1 pads too
+      if (DCP_MUTANT(topk_as_local_rows)) {
+        if (pos < p.rows) rows.push_back(pos);
+        continue;
+      }
+      if (p.layout.owner(pos) != p.rank) continue;
       rows.push_back(p.layout.row(pos));
     }
     std::sort(rows.begin(), rows.end());
     return;
   }
   // Rows are stored in position order, so the owned positions of [lo, hi) are a row range.
-  for (int64_t r = p.layout.count(p.rank, lo); r < p.layout.count(p.rank, hi); ++r)
-    rows.push_back(r);
+  int64_t r_lo = p.layout.count(p.rank, lo), r_hi = p.layout.count(p.rank, hi);
+  if (DCP_MUTANT(causal_on_local_rows) && p.causal) r_hi = std::min(p.rows, qp + 1);
+  if (DCP_MUTANT(window_on_local_rows) && p.window > 0) r_lo = lo;
+  for (int64_t r = r_lo; r < r_hi; ++r) rows.push_back(r);
 }
 
 }  // namespace
@@ -74,18 +88,34 @@ GpuStatus partial_attention(const PartialAttentionParams& p) {
   std::vector<float> n(static_cast<size_t>(p.splits * dv));
   std::vector<MergeAcc> acc(static_cast<size_t>(p.splits));
   std::vector<float> l_split(static_cast<size_t>(p.splits));
+  std::vector<char> masked;  // softcap_after_mask: which of the rank's rows the masks remove
 
   for (int64_t t = 0; t < T; ++t) {
     visible_rows(p, t, rows);
+    if (DCP_MUTANT(softcap_after_mask) && p.softcap > 0.0f) {
+      // Masked keys kept with logit -inf, then softcapped: c tanh(-inf / c) = -c.
+      masked.assign(static_cast<size_t>(p.rows), 1);
+      for (const int64_t r : rows) masked[static_cast<size_t>(r)] = 0;
+      rows.resize(static_cast<size_t>(p.rows));
+      for (int64_t r = 0; r < p.rows; ++r) rows[static_cast<size_t>(r)] = r;
+    }
     const int64_t nk = static_cast<int64_t>(rows.size());
     for (int64_t h = 0; h < H; ++h) {
       const float* q = p.q + (t * H + h) * dk;
-      const int64_t g_local = (p.head0 + h) / group - p.kv_head0;  // global map, then local
+      int64_t g_local = (p.head0 + h) / group - p.kv_head0;  // global map, then local
+      if (DCP_MUTANT(gqa_head_mod))
+        g_local =
+            std::clamp<int64_t>((p.head0 + h) % p.kv_heads_total - p.kv_head0, 0, p.kv_heads - 1);
+      if (DCP_MUTANT(gqa_local_ratio))
+        g_local = std::min<int64_t>(h / std::max<int64_t>(1, H / p.kv_heads), p.kv_heads - 1);
       std::fill(n.begin(), n.end(), 0.0f);
-      std::fill(acc.begin(), acc.end(), MergeAcc{});
+      std::fill(acc.begin(), acc.end(),
+                DCP_MUTANT(zero_initial_max) ? MergeAcc{0.0f, 0.0f} : MergeAcc{});
       for (int64_t sp = 0; sp < p.splits; ++sp) {
         // Split sp covers keys [nk sp / splits, nk (sp+1) / splits).
-        const int64_t k0 = nk * sp / p.splits, k1 = nk * (sp + 1) / p.splits;
+        const int64_t k0 = nk * sp / p.splits;
+        int64_t k1 = nk * (sp + 1) / p.splits;
+        if (DCP_MUTANT(split_boundary_duplicate) && sp + 1 < p.splits && k1 < nk) ++k1;
         MergeAcc& a = acc[static_cast<size_t>(sp)];
         float* num = &n[static_cast<size_t>(sp * dv)];
         for (int64_t t0 = k0; t0 < k1; t0 += p.tile) {
@@ -95,9 +125,14 @@ GpuStatus partial_attention(const PartialAttentionParams& p) {
             const float* kr = p.k + (rows[static_cast<size_t>(x)] * p.kv_heads + g_local) * dk;
             float dot = 0.0f;
             for (int64_t i = 0; i < dk; ++i) dot += q[i] * kr[i];
-            float sc = dot * p.scale;
+            float sc = DCP_MUTANT(scale_missing) ? dot
+                       : DCP_MUTANT(scale_twice) ? dot * p.scale * p.scale
+                                                 : dot * p.scale;
             if (p.softcap > 0.0f) sc = p.softcap * std::tanh(sc / p.softcap);
-            sc = to_base_units(base, sc);
+            if (DCP_MUTANT(softcap_after_mask) && !masked.empty() &&
+                masked[static_cast<size_t>(rows[static_cast<size_t>(x)])])
+              sc = -p.softcap;
+            if (!DCP_MUTANT(exp2_without_log2e)) sc = to_base_units(base, sc);
             s[static_cast<size_t>(x - t0)] = sc;
             m_tile = std::max(m_tile, sc);
           }
@@ -110,7 +145,11 @@ GpuStatus partial_attention(const PartialAttentionParams& p) {
             a.z += w;
             const float* vr =
                 p.v + rows[static_cast<size_t>(x)] * p.v_row_stride + g_local * p.v_head_stride;
-            for (int64_t i = 0; i < dv; ++i) num[i] += w * vr[i];
+            if (DCP_MUTANT(bf16_accumulation)) {
+              for (int64_t i = 0; i < dv; ++i) num[i] = round_bf16(num[i] + w * vr[i]);
+            } else {
+              for (int64_t i = 0; i < dv; ++i) num[i] += w * vr[i];
+            }
           }
           a.m = m_new;
         }

@@ -16,10 +16,12 @@ using dcp::oracle::round_to;
 constexpr double kPeakedGain = 6.0;  // q multiplier that makes one aligned key dominate
 constexpr double kWideGain = 12.0;   // spreads logits over tens of units
 constexpr double kTinyExp = -130.0;  // log2 of the smallest magnitudes drawn for "tiny"
-// |logit offset| for "extreme": e^80 is within a factor 1e4 of fp32's largest finite value
-// (e^88.72), so a few units more overflow exp without the max shift; e^-80 is far below any
-// ordinary weight and underflows to fp32 subnormals.
-constexpr double kExtremeLogit = 80.0;
+// |logit offset| for "extreme": e^100 overflows fp32 (largest finite e^88.72) and so does
+// 2^(100 log2 e) = 2^144 (largest 2^128), so exp or exp2 of an unshifted logit or LSE is inf;
+// e^-100 = 3.7e-44 is an fp32 subnormal with 5 significant bits, so a running max that starts
+// at 0 instead of -inf loses the weights. (At 80 neither happens: e^80 is finite and e^-80
+// still normal, and two planted bugs survived.) q stays finite in f16: 100 sqrt(Dk) << 65504.
+constexpr double kExtremeLogit = 100.0;
 
 struct Rng {
   std::mt19937_64 g;

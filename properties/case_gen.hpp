@@ -20,7 +20,7 @@ namespace dcp::props {
 // the query and q scaled up, so a single token dominates (a lost or doubled token is a gross
 // error). wide: logits spread over tens of units (max-shift matters; far keys underflow).
 // ties: keys repeated, so several logits are equal. tiny: values near and below fp32's smallest
-// normal mixed with ordinary ones. extreme: every logit offset by about +/-80 through a shared
+// normal mixed with ordinary ones. extreme: every logit offset by about +/-100 through a shared
 // key component, so exponentials overflow (or underflow) in fp32 unless the max is subtracted.
 enum class ValueStyle { normal, peaked, wide, ties, tiny, extreme };
 

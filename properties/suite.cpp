@@ -16,6 +16,15 @@ namespace {
 
 using gpu::DcpLayout;
 
+std::string g_current_case;
+
+void set_current_case(std::string s) { g_current_case = std::move(s); }
+
+std::string layout_case(const DcpLayout& l, const char* what, int64_t x) {
+  return "N=" + std::to_string(l.ranks) + " I=" + std::to_string(l.interleave) + " " + what + "=" +
+         std::to_string(x);
+}
+
 rc::Gen<DcpLayout> gen_layout() {
   return rc::gen::exec([] {
     DcpLayout l;
@@ -29,8 +38,16 @@ rc::Gen<DcpLayout> gen_layout() {
 
 }  // namespace
 
+const std::string& current_case() { return g_current_case; }
+
 void dcp_path_property(const DcpBackend& backend) {
   const DcpSetup s = *gen_dcp_setup(DcpLimits{});
+  set_current_case(
+      "S=" + std::to_string(s.spec.seq) + " N=" + std::to_string(s.cfg.layout.ranks) +
+      " I=" + std::to_string(s.cfg.layout.interleave) + " tp=" + std::to_string(s.cfg.tp_size) +
+      " T=" + std::to_string(s.spec.tokens) + " Hq=" + std::to_string(s.spec.q_heads) +
+      " Hkv=" + std::to_string(s.spec.kv_heads) + " Dk=" + std::to_string(s.spec.head_dim) +
+      " Dv=" + std::to_string(s.spec.v_dim));
   const oracle::Case c = make_case(s.spec);
   const DcpCheck chk = check_dcp(c, s.cfg, s.chunks, backend);
   RC_CLASSIFY(s.cfg.layout.ranks > 8, "N > 8");
@@ -60,6 +77,10 @@ void mla_slice_property() {
   s.lse_base = *rc::gen::element(oracle::LseBase::e, oracle::LseBase::two);
   s.seed = *rc::gen::arbitrary<uint64_t>();
   draw_step_options(cfg, s.lse_base);
+  set_current_case("S=" + std::to_string(s.seq) + " N=" + std::to_string(n) + " I=" +
+                   std::to_string(cfg.layout.interleave) + " tp=" + std::to_string(cfg.tp_size) +
+                   " T=" + std::to_string(s.tokens) + " heads=" + std::to_string(s.heads) +
+                   " kv_lora=" + std::to_string(s.kv_lora) + " rope=" + std::to_string(s.rope));
   const DcpCheck chk = check_mla(s, cfg);
   if (!chk.pass) RC_FAIL(describe(s) + " | " + describe(cfg) + "\n" + chk.report);
 }
@@ -67,6 +88,7 @@ void mla_slice_property() {
 void layout_bijection_property() {
   const DcpLayout l = *gen_layout();
   const int64_t span = *rc::gen::inRange<int64_t>(0, 2000);
+  set_current_case(layout_case(l, "span", span));
   std::set<std::pair<int64_t, int64_t>> seen;
   for (int64_t p = 0; p < span; ++p) {
     const int64_t r = l.owner(p), row = l.row(p);
@@ -91,6 +113,7 @@ void layout_count_property() {
   const int64_t a = *rc::gen::inRange<int64_t>(0, 3000);
   const int64_t len = *rc::gen::weightedOneOf<int64_t>(
       {{1, rc::gen::just<int64_t>(0)}, {4, rc::gen::inRange<int64_t>(0, 3000)}});
+  set_current_case(layout_case(l, "a", a) + " L=" + std::to_string(len));
   std::vector<int64_t> brute(static_cast<size_t>(l.ranks), 0);
   for (int64_t p = a; p < a + len; ++p) ++brute[static_cast<size_t>(l.owner(p))];
   int64_t total = 0, lo = len, hi = 0;
@@ -114,6 +137,7 @@ void kv_write_property() {
   });
   const int64_t seq = *rc::gen::inRange<int64_t>(0, 400);
   const std::vector<int64_t> chunks = make_chunks(seq, *rc::gen::arbitrary<uint64_t>());
+  set_current_case(layout_case(l, "S", seq) + " chunks=" + std::to_string(chunks.size()));
   const int64_t cycle = l.ranks * l.interleave;
   const int64_t rows = (seq + cycle - 1) / cycle * l.interleave;
   // Key value = position + 1 (exact in fp32), so every stored row says which token it holds.

@@ -31,6 +31,11 @@ struct SuiteProperty {
 // KV writes against brute force.
 std::vector<SuiteProperty> property_suite(const DcpBackend& backend);
 
+// The shape of the case the running body drew, in one line ("S=40 N=3 I=2 T=1 Hq=4 ..."). Each
+// body sets it once its inputs are drawn; a runner that sees the body fail keeps it, and the last
+// one kept is the shrunk counterexample's.
+const std::string& current_case();
+
 // The bodies, one by one (the GoogleTest wrappers call these).
 void dcp_path_property(const DcpBackend& backend);
 void mla_slice_property();

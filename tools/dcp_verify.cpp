@@ -5,6 +5,7 @@
 //   dcp-verify check               an external implementation's result file against the oracle
 //   dcp-verify sweep               the DCP step over context lengths: time, bandwidth, err/bound
 //   dcp-verify properties          the property suite on a backend, with reproduce lines
+//   dcp-verify mutants             the planted-bug catalogue against the properties (test builds)
 //   dcp-verify layout              where a chunk's tokens live across a DCP group (checked)
 //   dcp-verify model               the cost model: KV read vs communication, break-even S
 //   dcp-verify info                what was compiled in, and the devices this machine has
@@ -23,6 +24,7 @@
 #include "tools/info_cmd.hpp"
 #include "tools/layout_cmd.hpp"
 #include "tools/model_cmd.hpp"
+#include "tools/mutants_cmd.hpp"
 #include "tools/properties_cmd.hpp"
 #include "tools/reference_cmd.hpp"
 #include "tools/run_cmd.hpp"
@@ -40,6 +42,7 @@ int main(int argc, char** argv) {
       t::add_check_command(app),
       t::add_sweep_command(app),
       t::add_properties_command(app),
+      t::add_mutants_command(app),
       t::add_layout_command(app),
       t::add_model_command(app),
       t::add_info_command(app),

@@ -1,7 +1,5 @@
 #include "tools/properties_cmd.hpp"
 
-#include <rapidcheck.h>
-
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -12,6 +10,7 @@
 #include <vector>
 
 #include "properties/suite.hpp"
+#include "tools/property_runner.hpp"
 #include "tools/session.hpp"
 
 namespace dcp::tools {
@@ -29,19 +28,7 @@ struct PropertiesOptions {
   bool quiet = false;
 };
 
-struct Row {
-  std::string name, what, result;  // result: OK, FAILED, GAVE UP, INTERRUPTED, ERROR
-  int64_t cases = 0, shrinks = -1;
-  double seconds = 0.0;
-  std::string message;  // the failure or why it stopped
-};
-
-class QuietListener : public rc::detail::TestListener {
- public:
-  void onTestCaseFinished(const rc::detail::CaseDescription&) override {}
-  void onShrinkTried(const rc::detail::CaseDescription&, bool) override {}
-  void onTestFinished(const rc::detail::TestMetadata&, const rc::detail::TestResult&) override {}
-};
+using Row = PropertyRun;
 
 double since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -53,57 +40,6 @@ std::string reproduce_line(const PropertiesOptions& o, uint64_t seed, const std:
      << o.cases;
   if (!only.empty()) os << " --only " << only;
   return os.str();
-}
-
-Row run_property(const props::SuiteProperty& p, int64_t cases, uint64_t seed) {
-  Row row{p.name, p.what, "", 0, -1, 0.0, ""};
-  int64_t ran = 0;
-  const auto body = p.body;
-  auto guarded = [&ran, body] {
-    // Ctrl-C: the case fails at once, before drawing anything, so there is nothing to shrink;
-    // the row reports the cases that did run, as interrupted.
-    if (interrupted()) RC_FAIL("interrupted");
-    ++ran;
-    body();
-  };
-  rc::detail::TestParams params;
-  params.seed = seed;
-  params.maxSuccess = static_cast<int>(cases);
-  rc::detail::TestMetadata meta;
-  meta.id = p.name;
-  meta.description = p.what;
-  const auto t0 = std::chrono::steady_clock::now();
-  // RapidCheck's default listener prints its own RC_PARAMS reproduce hint at exit; this command
-  // prints its own reproduce line instead.
-  QuietListener listener;
-  const rc::detail::TestResult result =
-      rc::detail::checkProperty(rc::detail::toProperty(guarded), meta, params, listener);
-  row.seconds = since(t0);
-  rc::detail::SuccessResult ok;
-  rc::detail::FailureResult fail;
-  rc::detail::GaveUpResult gave_up;
-  rc::detail::Error error;
-  if (result.match(ok)) {
-    row.result = "OK";
-    row.cases = ok.numSuccess;
-  } else if (result.match(fail) && interrupted()) {
-    row.result = "INTERRUPTED";
-    row.cases = ran - 1;
-    row.message = "interrupted after " + std::to_string(ran - 1) + " cases";
-  } else if (result.match(fail)) {
-    row.result = "FAILED";
-    row.cases = fail.numSuccess + 1;
-    row.shrinks = static_cast<int64_t>(fail.reproduce.shrinkPath.size());
-    row.message = fail.description;
-  } else if (result.match(gave_up)) {
-    row.result = "GAVE UP";
-    row.cases = gave_up.numSuccess;
-    row.message = gave_up.description;
-  } else if (result.match(error)) {
-    row.result = "ERROR";
-    row.message = error.description;
-  }
-  return row;
 }
 
 void print_row(std::ostream& out, const Row& r) {
@@ -141,13 +77,7 @@ int run_properties(const PropertiesOptions& o) {
     return o.only.empty() || std::find(o.only.begin(), o.only.end(), name) != o.only.end();
   };
   const uint64_t seed = o.seed ? *o.seed : std::random_device{}();
-  {
-    // RapidCheck announces its global configuration (RC_PARAMS) on stderr when first used; this
-    // command passes its own seed and case count, so that line would only mislead.
-    std::streambuf* err = std::cerr.rdbuf(nullptr);
-    rc::detail::configuration();
-    std::cerr.rdbuf(err);
-  }
+  silence_rapidcheck_banner();
   std::ostream& out = std::cout;
   out << "# dcp-verify properties  backend=" << o.backend << "  seed=" << seed
       << "  cases=" << o.cases << "\n"
@@ -162,7 +92,10 @@ int run_properties(const PropertiesOptions& o) {
     int64_t count = 0;
     const auto t = std::chrono::steady_clock::now();
     const auto failures = props::replay_pinned(o.pinned, nullptr, &count);
-    Row r{"pinned", "pinned counterexamples (" + o.pinned + ")", "", count, -1, 0.0, ""};
+    Row r;
+    r.name = "pinned";
+    r.what = "pinned counterexamples (" + o.pinned + ")";
+    r.cases = count;
     r.seconds = since(t);
     if (!failures) {
       std::cerr << "dcp-verify properties: " << failures.status().message() << "\n";

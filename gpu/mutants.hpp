@@ -1,0 +1,130 @@
+// mutants.hpp — the mutation catalogue: plausible DCP bugs planted in the host backend, each
+// switched on at run time, to prove that the property suite kills every one (docs/09_mutants.md,
+// `dcp-verify mutants`).
+//
+// Test builds only. With DCP_MUTANTS defined (CMake -DDCP_MUTANTS=ON, the default and cpu
+// presets) every planted site reads the one active mutant; otherwise DCP_MUTANT(x) is the
+// constant false, so the planted code is dead and compiled out, and a normal build carries none
+// of it. Device code never sees a mutant.
+//
+//   set_active_mutant(Mutant::merge_unweighted_mean);    // before a run starts its threads
+//   if (DCP_MUTANT(merge_unweighted_mean)) { ... the bug ... }
+#pragma once
+
+#include <cstdint>
+#include <iterator>
+#include <optional>
+#include <string_view>
+#include <type_traits>
+
+namespace dcp::gpu {
+
+enum class Mutant : uint8_t {
+  none,
+  // The merge of partials (merge.hpp) and the LSE it reports.
+  merge_unweighted_mean,  // O = mean of the O_r, no LSE weights
+  merge_base_mismatch,    // weights with exp for a base-2 LSE (exp2 for base e)
+  lse_out_wrong_base,     // the final LSE converted to the other base
+  exp2_without_log2e,     // base-2 kernel: exp2(s - m) on natural-unit logits
+  merge_no_max_shift,     // weights base^L_r, not base^(L_r - max)
+  merge_shift_by_first,   // shifted by the first partial's LSE, even when it is empty
+  zero_initial_max,       // online softmax starts its running max at 0, not -inf
+  // Empty shards (convention.hpp).
+  empty_lse_zero,     // an empty shard reports LSE 0
+  empty_nan_leak,     // an empty shard's 0/0 output, merged with weight 0
+  empty_lse_pos_inf,  // an empty shard reports LSE +inf (another convention)
+  // The token layout (layout.hpp) and KV writes.
+  count_off_by_one,          // count(r, x) counts [0, x] instead of [0, x)
+  chunk_share_uniform,       // a chunk's rows on a rank taken as len / N, round-robin
+  chunk_share_no_phase,      // a chunk's rows on a rank computed as if it started at 0
+  position_no_interleave,    // position(r, row) = row N + r, ignoring I
+  split_boundary_duplicate,  // split-KV pieces overlap by one key: a token counted twice
+  // Masks, on global positions.
+  causal_on_local_rows,  // causal mask compares the local row with q_pos
+  window_on_local_rows,  // sliding-window bound compares the local row with q_pos - W
+  window_off_by_one,     // window keeps W + 1 keys
+  softcap_after_mask,    // softcap applied after -inf masking: masked keys get -c
+  // Sink and top-k.
+  sink_on_every_rank,  // every rank adds the sink
+  sink_missing,        // no rank adds the sink
+  topk_as_local_rows,  // top-k positions read as this rank's local rows
+  topk_pad_last_rank,  // -1 padding owned by the last rank (its last row)
+  // Heads and communication.
+  a2a_slices_permuted,  // a2a sends destination d the heads of d + 1
+  rs_lse_wrong_slice,   // ag_rs: the LSE of the next rank's head slice
+  gqa_head_mod,         // KV head of query head h is h % Hkv
+  gqa_local_ratio,      // KV head from the rank's local Q:KV ratio
+  // Arithmetic.
+  bf16_accumulation,  // P.V accumulated in bf16
+  scale_twice,        // softmax scale applied twice
+  scale_missing,      // softmax scale not applied
+  a2a_lse_bf16,       // the LSE packed into the a2a buffer rounded to bf16
+  count,              // (the number of entries, none included)
+};
+
+struct MutantInfo {
+  Mutant id;
+  std::string_view name;    // as --only takes it
+  std::string_view family;  // the bug class (docs/09_mutants.md)
+};
+
+inline constexpr MutantInfo kMutantCatalogue[] = {
+    {Mutant::merge_unweighted_mean, "merge_unweighted_mean", "merge"},
+    {Mutant::merge_base_mismatch, "merge_base_mismatch", "merge"},
+    {Mutant::lse_out_wrong_base, "lse_out_wrong_base", "merge"},
+    {Mutant::exp2_without_log2e, "exp2_without_log2e", "merge"},
+    {Mutant::merge_no_max_shift, "merge_no_max_shift", "merge"},
+    {Mutant::merge_shift_by_first, "merge_shift_by_first", "merge"},
+    {Mutant::zero_initial_max, "zero_initial_max", "merge"},
+    {Mutant::empty_lse_zero, "empty_lse_zero", "empty shard"},
+    {Mutant::empty_nan_leak, "empty_nan_leak", "empty shard"},
+    {Mutant::empty_lse_pos_inf, "empty_lse_pos_inf", "empty shard"},
+    {Mutant::count_off_by_one, "count_off_by_one", "layout"},
+    {Mutant::chunk_share_uniform, "chunk_share_uniform", "layout"},
+    {Mutant::chunk_share_no_phase, "chunk_share_no_phase", "layout"},
+    {Mutant::position_no_interleave, "position_no_interleave", "layout"},
+    {Mutant::split_boundary_duplicate, "split_boundary_duplicate", "layout"},
+    {Mutant::causal_on_local_rows, "causal_on_local_rows", "mask"},
+    {Mutant::window_on_local_rows, "window_on_local_rows", "mask"},
+    {Mutant::window_off_by_one, "window_off_by_one", "mask"},
+    {Mutant::softcap_after_mask, "softcap_after_mask", "mask"},
+    {Mutant::sink_on_every_rank, "sink_on_every_rank", "sink/top-k"},
+    {Mutant::sink_missing, "sink_missing", "sink/top-k"},
+    {Mutant::topk_as_local_rows, "topk_as_local_rows", "sink/top-k"},
+    {Mutant::topk_pad_last_rank, "topk_pad_last_rank", "sink/top-k"},
+    {Mutant::a2a_slices_permuted, "a2a_slices_permuted", "heads/comm"},
+    {Mutant::rs_lse_wrong_slice, "rs_lse_wrong_slice", "heads/comm"},
+    {Mutant::gqa_head_mod, "gqa_head_mod", "heads/comm"},
+    {Mutant::gqa_local_ratio, "gqa_local_ratio", "heads/comm"},
+    {Mutant::bf16_accumulation, "bf16_accumulation", "arithmetic"},
+    {Mutant::scale_twice, "scale_twice", "arithmetic"},
+    {Mutant::scale_missing, "scale_missing", "arithmetic"},
+    {Mutant::a2a_lse_bf16, "a2a_lse_bf16", "arithmetic"},
+};
+static_assert(std::size(kMutantCatalogue) == static_cast<size_t>(Mutant::count) - 1,
+              "every mutant has one catalogue entry");
+
+inline std::optional<Mutant> parse_mutant(std::string_view name) {
+  for (const MutantInfo& m : kMutantCatalogue)
+    if (m.name == name) return m.id;
+  return std::nullopt;
+}
+
+#if defined(DCP_MUTANTS) && !defined(__CUDA_ARCH__)
+inline constexpr bool kMutantsBuilt = true;
+// The active mutant. Written only between runs, before any rank thread starts (thread creation
+// orders the write before every read).
+inline Mutant g_active_mutant = Mutant::none;
+inline void set_active_mutant(Mutant m) { g_active_mutant = m; }
+// False during constant evaluation, so the constexpr layout functions stay constexpr.
+constexpr bool mutant_active(Mutant m) {
+  if (std::is_constant_evaluated()) return false;
+  return g_active_mutant == m;
+}
+#define DCP_MUTANT(name) (::dcp::gpu::mutant_active(::dcp::gpu::Mutant::name))
+#else
+inline constexpr bool kMutantsBuilt = false;
+#define DCP_MUTANT(name) false
+#endif
+
+}  // namespace dcp::gpu

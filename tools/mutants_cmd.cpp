@@ -1,0 +1,241 @@
+#include "tools/mutants_cmd.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "gpu/mutants.hpp"
+#include "properties/suite.hpp"
+#include "tools/property_runner.hpp"
+#include "tools/session.hpp"
+
+namespace dcp::tools {
+namespace {
+
+using nlohmann::json;
+
+struct MutantsOptions {
+  int64_t cases = 300;
+  std::optional<uint64_t> seed;
+  std::vector<std::string> only;
+  std::string json_path;
+  bool quiet = false;
+};
+
+struct Row {
+  std::string mutant, family;
+  bool killed = false, interrupted = false;
+  PropertyRun kill;   // the property run that failed (killed), else the last one run
+  int64_t cases = 0;  // cases run over all properties until the kill (or in all)
+  double seconds = 0.0;
+};
+
+// Runs the suite in order until a property fails; the clean path runs it all.
+Row run_suite(const std::vector<props::SuiteProperty>& suite, int64_t cases, uint64_t seed) {
+  Row row;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (const props::SuiteProperty& p : suite) {
+    PropertyRun r = run_property(p, cases, seed);
+    row.cases += r.cases;
+    row.kill = r;
+    if (r.result == "INTERRUPTED") {
+      row.interrupted = true;
+      break;
+    }
+    if (r.result != "OK") {
+      row.killed = true;
+      break;
+    }
+  }
+  row.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return row;
+}
+
+void print_row(std::ostream& out, const Row& r) {
+  const char* verdict = r.interrupted ? "INTERRUPTED" : r.killed ? "KILLED" : "SURVIVED";
+  char line[512];
+  std::snprintf(line, sizeof line, "   %-25s %-11s %-11s %7lld  %-16s %7s %7.2f  %s\n",
+                r.mutant.c_str(), r.family.c_str(), verdict, static_cast<long long>(r.cases),
+                r.killed ? r.kill.name.c_str() : "-",
+                r.killed && r.kill.shrinks >= 0 ? std::to_string(r.kill.shrinks).c_str() : "-",
+                r.seconds, r.killed ? r.kill.counterexample.c_str() : "-");
+  out << line;
+}
+
+int run_mutants(const MutantsOptions& o) {
+  if (!gpu::kMutantsBuilt) {
+    std::cerr << "dcp-verify mutants: this binary carries no mutants; configure a test build "
+                 "with -DDCP_MUTANTS=ON (the default and cpu presets do)\n";
+    return kExitBadInput;
+  }
+  if (o.cases < 1 || o.cases > 1000000) {
+    std::cerr << "dcp-verify mutants: --cases: got " << o.cases << "; expected 1 .. 1000000\n";
+    return kExitBadInput;
+  }
+  std::vector<gpu::MutantInfo> chosen;
+  for (const gpu::MutantInfo& m : gpu::kMutantCatalogue)
+    if (o.only.empty() || std::find(o.only.begin(), o.only.end(), m.name) != o.only.end())
+      chosen.push_back(m);
+  for (const std::string& name : o.only) {
+    if (!gpu::parse_mutant(name)) {
+      std::cerr << "dcp-verify mutants: --only: unknown mutant '" << name
+                << "'; `dcp-verify mutants --list` prints the catalogue\n";
+      return kExitBadInput;
+    }
+  }
+  const uint64_t seed = o.seed ? *o.seed : std::random_device{}();
+  silence_rapidcheck_banner();
+  const std::vector<props::SuiteProperty> suite = props::property_suite(nullptr);
+  std::ostream& out = std::cout;
+  out << "# dcp-verify mutants  backend=host  seed=" << seed << "  cases=" << o.cases
+      << " per property  mutants=" << chosen.size() << "\n"
+      << "#  each mutant runs the properties in order (";
+  for (size_t i = 0; i < suite.size(); ++i) out << (i ? ", " : "") << suite[i].name;
+  out << ") until one fails; cases: all cases run until the kill; shrinks and counterexample: "
+         "the killing property's shrunk case\n"
+      << "#  mutant                    family      verdict       cases  killed by        "
+         "shrinks time(s)  counterexample\n";
+
+  InterruptGuard guard;
+  Progress progress("mutants", static_cast<int64_t>(chosen.size()) + 1);
+  const auto t0 = std::chrono::steady_clock::now();
+  // The unmutated path: every property must pass (a failure is a false alarm).
+  gpu::set_active_mutant(gpu::Mutant::none);
+  Row clean;
+  clean.mutant = "(none: the correct path)";
+  clean.family = "-";
+  int64_t false_alarms = 0;
+  {
+    const auto tc = std::chrono::steady_clock::now();
+    for (const props::SuiteProperty& p : suite) {
+      PropertyRun r = run_property(p, o.cases, seed);
+      clean.cases += r.cases;
+      if (r.result == "INTERRUPTED") {
+        clean.interrupted = true;
+        break;
+      }
+      if (r.result != "OK") {
+        ++false_alarms;
+        clean.kill = r;
+      }
+    }
+    clean.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - tc).count();
+  }
+  progress.step();
+  progress.done();
+  {
+    const char* verdict = clean.interrupted ? "INTERRUPTED"
+                          : false_alarms    ? "FALSE ALARM"
+                                            : "clean";
+    char line[512];
+    std::snprintf(line, sizeof line, "   %-25s %-11s %-11s %7lld  %-16s %7s %7.2f  %s\n",
+                  clean.mutant.c_str(), "-", verdict, static_cast<long long>(clean.cases),
+                  false_alarms ? clean.kill.name.c_str() : "-", "-", clean.seconds,
+                  false_alarms ? clean.kill.counterexample.c_str() : "every property passed");
+    out << line;
+    if (false_alarms) {
+      std::istringstream msg(clean.kill.message);
+      for (std::string l; std::getline(msg, l);)
+        if (!l.empty()) out << "#    " << l << "\n";
+    }
+  }
+
+  std::vector<Row> rows;
+  for (const gpu::MutantInfo& m : chosen) {
+    if (interrupted()) break;
+    gpu::set_active_mutant(m.id);
+    Row r = run_suite(suite, o.cases, seed);
+    gpu::set_active_mutant(gpu::Mutant::none);
+    r.mutant = std::string(m.name);
+    r.family = std::string(m.family);
+    rows.push_back(r);
+    progress.step();
+    progress.done();
+    if (!(o.quiet && r.killed)) print_row(out, r);
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  int64_t killed = 0;
+  for (const Row& r : rows) killed += r.killed ? 1 : 0;
+  const bool stopped = clean.interrupted || rows.size() < chosen.size() ||
+                       (!rows.empty() && rows.back().interrupted);
+  char secs_s[32];
+  std::snprintf(secs_s, sizeof secs_s, "%.1f", secs);
+  std::string only_all;
+  for (const std::string& n : o.only) only_all += (only_all.empty() ? "" : ",") + n;
+  out << "# time: " << secs_s << " s" << (stopped ? "  (interrupted: the rest did not run)" : "")
+      << "\n# reproduce: dcp-verify mutants --seed " << seed << " --cases " << o.cases
+      << (only_all.empty() ? "" : " --only " + only_all) << "\n"
+      << "mutants: " << killed << "/" << chosen.size() << " killed, " << false_alarms
+      << " false alarms\n";
+  if (!o.json_path.empty()) {
+    json jrows = json::array();
+    for (const Row& r : rows)
+      jrows.push_back({{"mutant", r.mutant},
+                       {"family", r.family},
+                       {"killed", r.killed},
+                       {"interrupted", r.interrupted},
+                       {"cases", r.cases},
+                       {"killed_by", r.killed ? json(r.kill.name) : json(nullptr)},
+                       {"shrinks", r.killed ? json(r.kill.shrinks) : json(nullptr)},
+                       {"counterexample", r.killed ? json(r.kill.counterexample) : json(nullptr)},
+                       {"message", r.killed ? json(r.kill.message) : json(nullptr)},
+                       {"seconds", r.seconds}});
+    const json report = {
+        {"schema", "dcp-verify/mutants/1"},
+        {"seed", seed},
+        {"cases", o.cases},
+        {"false_alarms", false_alarms},
+        {"killed", killed},
+        {"mutants", chosen.size()},
+        {"rows", jrows},
+        {"interrupted", stopped},
+        {"pass", !stopped && false_alarms == 0 && killed == static_cast<int64_t>(chosen.size())},
+        {"seconds", secs}};
+    std::string error;
+    if (!write_json(o.json_path, report, &error)) {
+      std::cerr << "dcp-verify mutants: " << error << "\n";
+      return kExitBadInput;
+    }
+  }
+  if (stopped) return kExitInterrupted;
+  return false_alarms == 0 && killed == static_cast<int64_t>(chosen.size()) ? kExitOk : kExitFail;
+}
+
+int list_mutants() {
+  std::cout << "#  mutant                    family\n";
+  for (const gpu::MutantInfo& m : gpu::kMutantCatalogue) {
+    char line[128];
+    std::snprintf(line, sizeof line, "   %-25s %s\n", std::string(m.name).c_str(),
+                  std::string(m.family).c_str());
+    std::cout << line;
+  }
+  std::cout << "# " << std::size(gpu::kMutantCatalogue) << " mutants"
+            << (gpu::kMutantsBuilt ? ""
+                                   : " (not planted in this binary: built without DCP_MUTANTS)")
+            << "\n";
+  return kExitOk;
+}
+
+}  // namespace
+
+Command add_mutants_command(CLI::App& app) {
+  auto o = std::make_shared<MutantsOptions>();
+  auto list = std::make_shared<bool>(false);
+  CLI::App* cmd = app.add_subcommand(
+      "mutants", "Run the property suite against every planted DCP bug (test builds): kill table");
+  cmd->add_option("--cases", o->cases, "Cases per property, at most")->capture_default_str();
+  cmd->add_option("--seed", o->seed, "RapidCheck seed (default: random, printed)");
+  cmd->add_option("--only", o->only, "Run only these mutants (comma separated)")->delimiter(',');
+  cmd->add_flag("--list", *list, "Print the catalogue and exit");
+  cmd->add_option("--json", o->json_path, "Also write the report as JSON (docs/cli.md)");
+  cmd->add_flag("--quiet", o->quiet, "Print survivors, false alarms and the summary only");
+  return {cmd, [o, list] { return *list ? list_mutants() : run_mutants(*o); }};
+}
+
+}  // namespace dcp::tools

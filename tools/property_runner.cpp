@@ -1,0 +1,88 @@
+#include "tools/property_runner.hpp"
+
+#include <rapidcheck.h>
+
+#include <chrono>
+#include <iostream>
+
+#include "tools/session.hpp"
+
+namespace dcp::tools {
+namespace {
+
+class QuietListener : public rc::detail::TestListener {
+ public:
+  void onTestCaseFinished(const rc::detail::CaseDescription&) override {}
+  void onShrinkTried(const rc::detail::CaseDescription&, bool) override {}
+  void onTestFinished(const rc::detail::TestMetadata&, const rc::detail::TestResult&) override {}
+};
+
+}  // namespace
+
+void silence_rapidcheck_banner() {
+  std::streambuf* err = std::cerr.rdbuf(nullptr);
+  rc::detail::configuration();
+  std::cerr.rdbuf(err);
+}
+
+PropertyRun run_property(const props::SuiteProperty& p, int64_t cases, uint64_t seed) {
+  PropertyRun row;
+  row.name = p.name;
+  row.what = p.what;
+  int64_t ran = 0;
+  std::string counterexample;
+  const auto body = p.body;
+  auto guarded = [&ran, &counterexample, body] {
+    // Ctrl-C: the case fails at once, before drawing anything, so there is nothing to shrink;
+    // the row reports the cases that did run, as interrupted.
+    if (interrupted()) RC_FAIL("interrupted");
+    ++ran;
+    try {
+      body();
+    } catch (...) {  // a failing case (RapidCheck throws its result): keep its shape
+      counterexample = props::current_case();
+      throw;
+    }
+  };
+  rc::detail::TestParams params;
+  params.seed = seed;
+  params.maxSuccess = static_cast<int>(cases);
+  rc::detail::TestMetadata meta;
+  meta.id = p.name;
+  meta.description = p.what;
+  const auto t0 = std::chrono::steady_clock::now();
+  // RapidCheck's default listener prints its own RC_PARAMS reproduce hint at exit; this command
+  // prints its own reproduce line instead.
+  QuietListener listener;
+  const rc::detail::TestResult result =
+      rc::detail::checkProperty(rc::detail::toProperty(guarded), meta, params, listener);
+  row.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  rc::detail::SuccessResult ok;
+  rc::detail::FailureResult fail;
+  rc::detail::GaveUpResult gave_up;
+  rc::detail::Error error;
+  if (result.match(ok)) {
+    row.result = "OK";
+    row.cases = ok.numSuccess;
+  } else if (result.match(fail) && interrupted()) {
+    row.result = "INTERRUPTED";
+    row.cases = ran - 1;
+    row.message = "interrupted after " + std::to_string(ran - 1) + " cases";
+  } else if (result.match(fail)) {
+    row.result = "FAILED";
+    row.cases = fail.numSuccess + 1;
+    row.shrinks = static_cast<int64_t>(fail.reproduce.shrinkPath.size());
+    row.message = fail.description;
+    row.counterexample = counterexample;
+  } else if (result.match(gave_up)) {
+    row.result = "GAVE UP";
+    row.cases = gave_up.numSuccess;
+    row.message = gave_up.description;
+  } else if (result.match(error)) {
+    row.result = "ERROR";
+    row.message = error.description;
+  }
+  return row;
+}
+
+}  // namespace dcp::tools
