@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# Runs the command blocks of the lessons (docs/[0-9][0-9]_*.md) and the README, so the docs
+# cannot drift from the code. Usage: doc_blocks_test.sh REPO_ROOT BUILD_DIR [FILE...]
+#
+# Conventions (docs/00_start_here.md, "Conventions of these lessons"):
+#   ```sh blocks run with bash -euo pipefail, in a scratch directory where build/, fixtures/,
+#   tools/ and docs/ point at the repository's, so relative paths work and outputs stay out of the
+#   tree. The block must exit 0 unless an `<!-- exit: N -->` line stands right above the fence.
+#   `<!-- expect: TEXT -->` lines right above the fence: TEXT must appear in the block's stdout.
+#   `<!-- run: python -->` above a ```python block runs it with /usr/bin/python3 the same way.
+#   `<!-- skip: REASON -->` above a block reports it as skipped with REASON (never as passed).
+#   Blocks of any other language (text, console, cpp) are shown, not run.
+set -u
+repo=$1
+build=$2
+shift 2
+if [ $# -gt 0 ]; then files=("$@"); else files=("$repo"/docs/[0-9][0-9]_*.md "$repo/README.md"); fi
+
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+ln -s "$build" "$scratch/build"
+for d in fixtures tools docs; do ln -s "$repo/$d" "$scratch/$d"; done
+
+passed=0 failed=0 skipped=0
+for f in "${files[@]}"; do
+  [ -f "$f" ] || continue
+  # Split the file into blocks: for each runnable fence, write its body and its directives.
+  rm -rf "$scratch/blocks" && mkdir "$scratch/blocks"
+  python3 - "$f" "$scratch/blocks" <<'PY'
+import json, re, sys
+path, out = sys.argv[1], sys.argv[2]
+lines = open(path, encoding="utf-8").read().split("\n")
+n, i, pending = 0, 0, []
+while i < len(lines):
+    line = lines[i]
+    m = re.match(r"^<!--\s*(exit|expect|run|skip):\s*(.*?)\s*-->\s*$", line)
+    if m:
+        pending.append((m.group(1), m.group(2)))
+        i += 1
+        continue
+    fence = re.match(r"^```(\w*)\s*$", line)
+    if fence:
+        lang, start = fence.group(1), i + 1
+        j = start
+        while j < len(lines) and not lines[j].startswith("```"):
+            j += 1
+        body = "\n".join(lines[start:j]) + "\n"
+        d = dict(exit=0, expect=[], run=None, skip=None)
+        for k, v in pending:
+            if k == "exit": d["exit"] = int(v)
+            elif k == "expect": d["expect"].append(v)
+            else: d[k] = v
+        runnable = lang == "sh" or (lang == "python" and d["run"] == "python")
+        if runnable or d["skip"]:
+            n += 1
+            d.update(lang=lang, line=start, body=body)
+            json.dump(d, open(f"{out}/{n:03d}.json", "w"))
+        pending = []
+        i = j + 1
+        continue
+    if line.strip():
+        pending = []
+    i += 1
+PY
+  for spec in "$scratch"/blocks/*.json; do
+    [ -e "$spec" ] || continue
+    eval "$(python3 - "$spec" <<'PY'
+import json, shlex, sys
+d = json.load(open(sys.argv[1]))
+open(sys.argv[1] + ".body", "w").write(d["body"])
+open(sys.argv[1] + ".expect", "w").write("\n".join(d["expect"]) + ("\n" if d["expect"] else ""))
+print(f"lang={shlex.quote(d['lang'])} line={d['line']} want={d['exit']} skip={shlex.quote(d['skip'] or '')}")
+PY
+)"
+    where="${f#"$repo"/}:$line"
+    if [ -n "$skip" ]; then
+      echo "SKIPPED $where: $skip"
+      skipped=$((skipped + 1))
+      continue
+    fi
+    if [ "$lang" = python ]; then
+      (cd "$scratch" && /usr/bin/python3 "$spec.body") >"$scratch/out" 2>"$scratch/err"
+    else
+      (cd "$scratch" && bash -euo pipefail "$spec.body") >"$scratch/out" 2>"$scratch/err"
+    fi
+    got=$?
+    ok=1
+    [ "$got" -eq "$want" ] || { ok=0; echo "FAILED $where: exit $got, expected $want"; }
+    while IFS= read -r text; do
+      [ -n "$text" ] || continue
+      grep -qF -- "$text" "$scratch/out" || { ok=0; echo "FAILED $where: '$text' not in the output"; }
+    done <"$spec.expect"
+    if [ "$ok" -eq 1 ]; then
+      echo "ok      $where"
+      passed=$((passed + 1))
+    else
+      sed 's/^/  stdout: /' "$scratch/out" | tail -8
+      sed 's/^/  stderr: /' "$scratch/err" | tail -8
+      failed=$((failed + 1))
+    fi
+  done
+done
+echo "doc blocks: $passed passed, $failed failed, $skipped skipped"
+[ "$failed" -eq 0 ]
