@@ -8,6 +8,7 @@
 #   tree. The block must exit 0 unless an `<!-- exit: N -->` line stands right above the fence.
 #   `<!-- expect: TEXT -->` lines right above the fence: TEXT must appear in the block's stdout.
 #   `<!-- run: python -->` above a ```python block runs it with /usr/bin/python3 the same way.
+#   Both find tools/py (dcp_st: safetensors with numpy) on PYTHONPATH.
 #   `<!-- skip: REASON -->` above a block reports it as skipped with REASON (never as passed).
 #   Blocks of any other language (text, console, cpp) are shown, not run.
 set -u
@@ -79,9 +80,11 @@ PY
       continue
     fi
     if [ "$lang" = python ]; then
-      (cd "$scratch" && /usr/bin/python3 "$spec.body") >"$scratch/out" 2>"$scratch/err"
+      (cd "$scratch" && PYTHONPATH="$repo/tools/py" /usr/bin/python3 "$spec.body") \
+        >"$scratch/out" 2>"$scratch/err"
     else
-      (cd "$scratch" && bash -euo pipefail "$spec.body") >"$scratch/out" 2>"$scratch/err"
+      (cd "$scratch" && PYTHONPATH="$repo/tools/py" bash -euo pipefail "$spec.body") \
+        >"$scratch/out" 2>"$scratch/err"
     fi
     got=$?
     ok=1
