@@ -429,6 +429,9 @@ StFile attention_to_file(const Attention& a) {
   f.tensors["o"] = StTensor{DType::f64, a.o.shape, a.o.data, {}};
   f.tensors["lse"] = StTensor{DType::f64, a.lse.shape, a.lse.data, {}};
   f.metadata["lse_base"] = std::string(lse_base_name(a.base));
+  // Read as a result (`dcp-verify check`), the reference claims what it is: fp64 throughout.
+  f.metadata["accum"] = "f64";
+  f.metadata["p_cast"] = "none";
   return f;
 }
 

@@ -57,7 +57,8 @@ Expected<DcpResult> load_result(const std::string& path, const Case& c);
 // claim names, and every metadata key written out, so result_from_file reads back the same claim.
 StFile result_to_file(const DcpResult& r, const Case& c);
 
-// o [T, Hq, Dv] and lse [T, Hq] as F64, metadata lse_base.
+// o [T, Hq, Dv] and lse [T, Hq] as F64, metadata lse_base, accum "f64" and p_cast "none" (so
+// that, read back as a result, the reference claims exactly what it is).
 StFile attention_to_file(const Attention& a);
 Status save_attention(const std::string& path, const Attention& a);
 
