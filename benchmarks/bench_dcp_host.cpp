@@ -15,6 +15,7 @@
 
 #include "gpu/kv_cache.hpp"
 #include "gpu/merge.hpp"
+#include "gpu/mutants.hpp"
 #include "gpu/partial_attention.hpp"
 #include "gpu/run_threads.hpp"
 
@@ -150,4 +151,15 @@ BENCHMARK(BM_Step)
 
 }  // namespace
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  // Timings of a test build include the mutation catalogue's switches in the inner loops.
+  benchmark::AddCustomContext("dcp_mutants_planted", dcp::gpu::kMutantsBuilt
+                                                         ? "yes (test build: timings include the "
+                                                           "planted switches)"
+                                                         : "no");
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

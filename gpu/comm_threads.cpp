@@ -17,7 +17,7 @@ class ThreadGroup::RankComm final : public Communicator {
     DCP_GPU_TRY(publish(send));
     for (int64_t s = 0; s < n; ++s)
       std::copy_n(g_->send_[s], send.size(), recv.data() + s * send.size());
-    return g_->barrier();
+    return g_->barrier(rank_);
   }
 
   GpuStatus all_to_all(std::span<const float> send, std::span<float> recv) override {
@@ -27,7 +27,7 @@ class ThreadGroup::RankComm final : public Communicator {
     const size_t count = send.size() / static_cast<size_t>(n);
     for (int64_t s = 0; s < n; ++s)
       std::copy_n(g_->send_[s] + rank_ * count, count, recv.data() + s * count);
-    return g_->barrier();
+    return g_->barrier(rank_);
   }
 
   GpuStatus reduce_scatter_sum(std::span<const float> send, std::span<float> recv,
@@ -39,7 +39,7 @@ class ThreadGroup::RankComm final : public Communicator {
     std::vector<const float*> blocks(static_cast<size_t>(n));
     for (int64_t s = 0; s < n; ++s) blocks[static_cast<size_t>(s)] = g_->send_[s] + rank_ * count;
     sum_blocks_ordered(blocks, static_cast<int64_t>(count), order, seed, recv);
-    return g_->barrier();
+    return g_->barrier(rank_);
   }
 
  private:
@@ -47,7 +47,7 @@ class ThreadGroup::RankComm final : public Communicator {
   GpuStatus publish(std::span<const float> send) {
     g_->send_[rank_] = send.data();
     g_->send_size_[rank_] = send.size();
-    DCP_GPU_TRY(g_->barrier());
+    DCP_GPU_TRY(g_->barrier(rank_));
     for (int64_t s = 0; s < g_->ranks_; ++s) {
       if (g_->send_size_[s] != send.size())
         return DCP_GPU_ERROR("collective: rank ", s, " sends ", g_->send_size_[s],
@@ -63,7 +63,8 @@ ThreadGroup::ThreadGroup(int64_t ranks, std::chrono::milliseconds deadline)
     : ranks_(ranks),
       deadline_(deadline),
       send_(static_cast<size_t>(ranks), nullptr),
-      send_size_(static_cast<size_t>(ranks), 0) {
+      send_size_(static_cast<size_t>(ranks), 0),
+      released_(static_cast<size_t>(ranks), 0) {
   for (int64_t r = 0; r < ranks; ++r) comms_.push_back(std::make_unique<RankComm>(this, r));
 }
 
@@ -78,9 +79,17 @@ void ThreadGroup::abort(const std::string& why) {
   cv_.notify_all();
 }
 
-GpuStatus ThreadGroup::barrier() {
+bool ThreadGroup::released(int64_t rank) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return released_[static_cast<size_t>(rank)] != 0;
+}
+
+GpuStatus ThreadGroup::barrier(int64_t rank) {
   std::unique_lock<std::mutex> lock(mu_);
-  if (aborted_) return DCP_GPU_ERROR("threads communicator aborted: ", abort_reason_);
+  if (aborted_) {
+    released_[static_cast<size_t>(rank)] = 1;
+    return DCP_GPU_ERROR("threads communicator aborted: ", abort_reason_);
+  }
   const uint64_t gen = generation_;
   if (++arrived_ == ranks_) {
     arrived_ = 0;
@@ -90,7 +99,10 @@ GpuStatus ThreadGroup::barrier() {
   }
   const bool done = cv_.wait_for(lock, deadline_, [&] { return generation_ != gen || aborted_; });
   if (generation_ != gen) return {};
-  if (aborted_) return DCP_GPU_ERROR("threads communicator aborted: ", abort_reason_);
+  if (aborted_) {
+    released_[static_cast<size_t>(rank)] = 1;
+    return DCP_GPU_ERROR("threads communicator aborted: ", abort_reason_);
+  }
   if (!done) {
     aborted_ = true;
     abort_reason_ = "a peer missed the barrier deadline";

@@ -33,15 +33,18 @@ class ThreadGroup {
   int64_t size() const { return ranks_; }
   // Fails every current and future collective of the group (a rank hit an error).
   void abort(const std::string& why);
+  // Whether a collective of `rank` failed because the group was aborted (it was released, it did
+  // not fail on its own).
+  bool released(int64_t rank) const;
 
  private:
   class RankComm;
   friend class RankComm;
-  GpuStatus barrier();
+  GpuStatus barrier(int64_t rank);
 
   int64_t ranks_;
   std::chrono::milliseconds deadline_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
   int64_t arrived_ = 0;
   uint64_t generation_ = 0;
@@ -49,6 +52,7 @@ class ThreadGroup {
   std::string abort_reason_;
   std::vector<const float*> send_;  // [N] published send buffers
   std::vector<size_t> send_size_;   // [N]
+  std::vector<char> released_;      // [N] 1: a collective returned because of an abort
   std::vector<std::unique_ptr<RankComm>> comms_;
 };
 

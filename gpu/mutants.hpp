@@ -1,11 +1,11 @@
 // mutants.hpp — the mutation catalogue: plausible DCP bugs planted in the host backend, each
-// switched on at run time, to prove that the property suite kills every one (docs/09_mutants.md,
+// switched on at run time, to prove that the property suite kills every one (docs/10_mutants.md,
 // `dcp-verify mutants`).
 //
-// Test builds only. With DCP_MUTANTS defined (CMake -DDCP_MUTANTS=ON, the default and cpu
-// presets) every planted site reads the one active mutant; otherwise DCP_MUTANT(x) is the
-// constant false, so the planted code is dead and compiled out, and a normal build carries none
-// of it. Device code never sees a mutant.
+// Test builds only. With DCP_MUTANTS defined (CMake -DDCP_MUTANTS=ON, which tools/test and CI
+// set) every planted site reads the one active mutant; otherwise DCP_MUTANT(x) is the constant
+// false, so the planted code is dead and compiled out, and a normal build (the presets' default)
+// carries none of it. Device code never sees a mutant.
 //
 //   set_active_mutant(Mutant::merge_unweighted_mean);    // before a run starts its threads
 //   if (DCP_MUTANT(merge_unweighted_mean)) { ... the bug ... }
@@ -65,7 +65,7 @@ enum class Mutant : uint8_t {
 struct MutantInfo {
   Mutant id;
   std::string_view name;    // as --only takes it
-  std::string_view family;  // the bug class (docs/09_mutants.md)
+  std::string_view family;  // the bug class (docs/10_mutants.md)
 };
 
 inline constexpr MutantInfo kMutantCatalogue[] = {
@@ -127,7 +127,8 @@ inline constexpr bool kMutantsBuilt = false;
 // Nothing is planted in this build, so there is nothing to switch (`dcp-verify mutants` refuses
 // to run before calling this).
 inline void set_active_mutant(Mutant) {}
-#define DCP_MUTANT(name) false
+// The constant false; naming the enumerator keeps every site compiled and spelled right.
+#define DCP_MUTANT(name) (static_cast<void>(::dcp::gpu::Mutant::name), false)
 #endif
 
 }  // namespace dcp::gpu

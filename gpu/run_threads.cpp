@@ -1,7 +1,6 @@
 #include "gpu/run_threads.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <memory>
 #include <thread>
 
@@ -28,25 +27,27 @@ GpuStatus for_each_tp_rank_threads(const DcpGeometry& geo,
   for (int64_t g = 0; g < geo.tp / geo.n; ++g)
     groups.push_back(std::make_unique<ThreadGroup>(geo.n));
   std::vector<GpuStatus> status(static_cast<size_t>(geo.tp));
-  // The first rank whose body fails is the origin: it records itself before aborting its
-  // group, so peers released by the abort (which fail too) come later.
-  std::atomic<int64_t> origin{-1};
   std::vector<std::thread> threads;
   for (int64_t tp_rank = 0; tp_rank < geo.tp; ++tp_rank) {
     threads.emplace_back([&, tp_rank] {
       ThreadGroup& group = *groups[static_cast<size_t>(geo.group(tp_rank))];
       GpuStatus st = body(tp_rank, group.comm(geo.dcp_rank(tp_rank)));
-      if (!st) {
-        int64_t none = -1;
-        origin.compare_exchange_strong(none, tp_rank);
-        group.abort("tp rank " + std::to_string(tp_rank) + ": " + st.message());
-      }
+      if (!st) group.abort("tp rank " + std::to_string(tp_rank) + ": " + st.message());
       status[static_cast<size_t>(tp_rank)] = std::move(st);
     });
   }
   for (std::thread& t : threads) t.join();
-  if (origin >= 0) return status[static_cast<size_t>(origin.load())];
-  return {};
+  // Report the lowest tp rank that failed on its own (not released by a peer's abort), so the
+  // error does not depend on which thread happened to fail first.
+  int64_t origin = -1;
+  for (int64_t r = 0; r < geo.tp; ++r) {
+    const bool own = !groups[static_cast<size_t>(geo.group(r))]->released(geo.dcp_rank(r));
+    if (!status[static_cast<size_t>(r)] && (own || origin < 0)) {
+      if (own) return status[static_cast<size_t>(r)];
+      origin = r;
+    }
+  }
+  return origin >= 0 ? status[static_cast<size_t>(origin)] : GpuStatus();
 }
 
 Result<GroupRun> run_dcp_threads(const DcpInputs& in, const DcpConfig& cfg) {

@@ -353,7 +353,8 @@ Expected<DcpResult> result_from_file(const StFile& f, const Case& c, std::string
   }
   a.out = o_dtype;
   a.lse_out = lse_dtype;
-  a.shards = r.dcp_size * r.splits;
+  // N ranks of `splits` pieces each; a sink added at the merge is one more term of its sum.
+  a.shards = r.dcp_size * r.splits + (!r.sink_rank && c.has_sink() ? 1 : 0);
   r.output_claim = a;
   a.shards = r.splits;
   a.out = a.partial_o;

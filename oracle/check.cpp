@@ -55,9 +55,16 @@ std::vector<int64_t> ResultCheck::failing_ranks() const {
 }
 
 Expected<PartCheck> check_part(const Case& c, const DcpResult& r, int64_t rank, Tier tier) {
+  const int64_t T = c.tokens(), Hq = c.q_heads(), dv = c.v_dim;
   if (rank < 0) return judge(c, r.o, r.lse, r.output_claim, tier, -1);
   if (!r.o_partial || !r.lse_partial || rank >= r.dcp_size)
     return DCP_ERROR("rank ", rank, ": the result holds no partial for it");
+  if (r.o_partial->shape != Shape{r.dcp_size, T, Hq, dv})
+    return DCP_ERROR("tensor 'o_partial': shape ", shape_string(r.o_partial->shape),
+                     "; expected [N, T, Hq, Dv] = ", shape_string({r.dcp_size, T, Hq, dv}));
+  if (r.lse_partial->shape != Shape{r.dcp_size, T, Hq})
+    return DCP_ERROR("tensor 'lse_partial': shape ", shape_string(r.lse_partial->shape),
+                     "; expected [N, T, Hq] = ", shape_string({r.dcp_size, T, Hq}));
   const Case shard = shard_case(c, r.dcp_size, r.interleave, rank, r.sink_rank);
   auto part = judge(shard, rank_slice(*r.o_partial, rank), rank_slice(*r.lse_partial, rank),
                     r.partial_claim, tier, rank);

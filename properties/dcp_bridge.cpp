@@ -117,6 +117,7 @@ DcpCheck judge_dcp(const Case& c, const gpu::DcpConfig& cfg, const gpu::GroupRun
     }
   };
   const Judge full(c, host_claim(cfg, false));
+  if (!full.bound) out.oracle_error = true;
   oracle::Expected<oracle::Comparison> fc =
       full.compare(from_float(run.o, {T, Hq, dv}), from_float(run.lse, {T, Hq}), 0, Hq);
   if (fc) out.full = *fc;
@@ -134,6 +135,7 @@ DcpCheck judge_dcp(const Case& c, const gpu::DcpConfig& cfg, const gpu::GroupRun
         const Judge shard(
             oracle::shard_case(c, cfg.layout.ranks, cfg.layout.interleave, r, gpu::kSinkRank),
             host_claim(cfg, true));
+        if (!shard.bound) out.oracle_error = true;
         for (int64_t tp_rank = r; tp_rank < geo->tp; tp_rank += geo->n) {
           const auto& po = run.partial_o[static_cast<size_t>(tp_rank)];
           const auto& pl = run.partial_lse[static_cast<size_t>(tp_rank)];
@@ -156,6 +158,7 @@ DcpCheck check_dcp(const Case& c, const gpu::DcpConfig& cfg, const std::vector<i
   gpu::Result<gpu::GroupRun> run = backend ? backend(in, cfg) : gpu::run_dcp_threads(in, cfg);
   if (!run) {
     DcpCheck out;
+    out.backend_error = true;
     out.report = "backend: " + run.status().message() + " (" + run.status().where() + ")\n";
     return out;
   }

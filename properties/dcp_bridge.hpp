@@ -44,6 +44,9 @@ struct DcpCheck {
   double max_ratio = 0.0;   // worst error / bound over the output and every partial
   std::string report;       // one line per failing comparison (empty when all pass)
   oracle::Comparison full;  // the assembled output against the full oracle
+  // Why a failure is not a bound violation: the backend returned an error (the implementation
+  // refused or failed), or the oracle could not judge (no bound is derivable for this case).
+  bool backend_error = false, oracle_error = false;
 };
 
 // A backend runs the whole TP group on the inputs (run_dcp_threads by default).

@@ -74,6 +74,7 @@ DcpCheck check_mla(const MlaSpec& s, const gpu::DcpConfig& cfg) {
   in.chunks = make_chunks(s.seq, s.seed);
   gpu::Result<gpu::MlaRun> run = gpu::run_mla_threads(in, cfg);
   if (!run) {
+    out.backend_error = true;
     out.report = "backend: " + run.status().message() + "\n";
     return out;
   }
@@ -85,6 +86,7 @@ DcpCheck check_mla(const MlaSpec& s, const gpu::DcpConfig& cfg) {
   oracle::Expected<oracle::Bound> b = oracle::derive_mla_bound(m, q_att, k_att, a);
   oracle::Expected<oracle::Attention> ref = oracle::reference(oracle::unabsorbed_case(m));
   if (!b || !ref) {
+    out.oracle_error = true;
     out.report = "oracle: " + (b ? ref.status().message() : b.status().message()) + "\n";
     return out;
   }

@@ -126,7 +126,8 @@ for bad in "--dcp-size 0" "--interleave 0" "--offset -1" "--len -1" "--len 5000"
   one_line_stderr "layout $bad"
 done
 
-# model, K3 at S = 128K, by hand (B = T = 1, bf16 KV, f32 partial O, H200 defaults):
+# model, K3 at S = 128K with the q gather, by hand (B = T = 1, bf16 KV, f32 partial O, H200
+# defaults):
 #   KV bytes per rank   131072 / 8 x 576 x 2                                  = 18874368
 #   comm bytes per rank q gather 7 x 12 x 576 x 2 + a2a 7 x 12 x (512 x 4 + 4)  = 96768 + 172368 = 269136
 #   T_attn(S)           131072 x 1152 B / 4800 GB/s                           = 31.457 us
@@ -134,19 +135,28 @@ done
 #   T_comm              2 x 10.6 us + 269136 B / 450 GB/s                     = 21.798 us
 #   speedup             31.457 / (3.932 + 21.798)                             = 1.223
 #   S*                  21.798 us / (0.24 - 0.03) ns per token                = 103800 tokens
-expect 0 "model, k3-mla at S=128K" -- "$bin" model --preset k3-mla --seq 131072
+expect 0 "model, k3-mla at S=128K, q gathered" -- "$bin" model --preset k3-mla --gather-q --seq 131072
 contains "$tmp/out" "     131072       18874368       269136        31.457           3.932     21.798    1.223  yes" "model: k3 row by hand"
 contains "$tmp/out" "# break-even S*: 103800 tokens" "model: k3 break-even"
+# K3 as the preset runs it (replicate-q, a2a): no q bytes and one collective,
+#   T_comm = 10.6 us + 172368 B / 450 GB/s = 10.983 us; speedup 31.457 / (3.932 + 10.983) = 2.109;
+#   S* = 10.983 us / (0.24 - 0.03) ns per token = 52300 tokens
+expect 0 "model, k3-mla preset: replicate-q and a2a" -- "$bin" model --preset k3-mla --seq 131072
+contains "$tmp/out" "comm=a2a replicate-q" "model: k3 preset comm in the header"
+contains "$tmp/out" "     131072       18874368       172368        31.457           3.932     10.983    2.109  yes" "model: k3 replicate-q row by hand"
+contains "$tmp/out" "# break-even S*: 52300 tokens" "model: k3 replicate-q break-even"
 expect 0 "model, sweep" -- "$bin" model
 contains "$tmp/out" "    1048576      150994944" "model: sweep reaches 1M"
 contains "$tmp/out" "# break-even S*: " "model: sweep break-even line"
 # Llama-3-70B at TP8 x DCP8: 8 KV heads, one per rank under TP; under DCP a rank reads all 8 on
 # 1/8 of the tokens, so DCP saves nothing and never pays.
-expect 0 "model, llama3-70b" -- "$bin" model --preset llama3-70b --comm-backend ag_rs --seq 65536
+expect 0 "model, llama3-70b" -- "$bin" model --preset llama3-70b --seq 65536
+contains "$tmp/out" "comm=ag_rs gather-q" "model: llama preset comm"
 contains "$tmp/out" "KV heads read 1 -> 8" "model: llama KV heads"
 contains "$tmp/out" "# break-even S*: never" "model: llama never pays"
 for bad in "--heads 0" "--heads 96 --kv-heads 5" "--heads 100" "--tp-size 8 --dcp-size 3" \
-           "--comm-backend ring" "--dtype f8" "--preset llama" "--seq 0" "--hbm-gbps 0"; do
+           "--comm-backend ring" "--dtype f8" "--preset llama" "--seq 0" "--hbm-gbps 0" \
+           "--replicate-q --gather-q"; do
   # shellcheck disable=SC2086
   expect 2 "model $bad" -- "$bin" model $bad
   one_line_stderr "model $bad"
@@ -227,7 +237,8 @@ assert 0 < r["ratio"] < 1 and r["max_err"] <= r["bound"] and r["pass"] is True
 assert d["reproduce"].startswith("dcp-verify run --seed 1 --preset llama3-70b")
 PY
 then passes=$((passes + 1)); else echo "FAIL: run --json schema"; failures=$((failures + 1)); fi
-for bad in "--batch 0" "--comm single-gpu" "--preset k3"; do
+for bad in "--batch 0" "--comm single-gpu" "--preset k3" "--softcap nan" \
+           "--head-dim 100000 --seq 20 --heads 2 --kv-heads 1"; do
   # shellcheck disable=SC2086
   expect 2 "run $bad" -- "$bin" run $bad
   one_line_stderr "run $bad"
@@ -298,9 +309,18 @@ for r in d["rows"]:
     assert abs(r["speedup"] - r["one_rank_time_us"] / r["time_us"]) < 1e-9
 PY
 then passes=$((passes + 1)); else echo "FAIL: sweep --json"; failures=$((failures + 1)); fi
+# A sliding window of 64: each rank reads only the rows its window covers, not its whole cache.
+expect 0 "sweep with a window" -- "$bin" sweep -b 4096 -e 4096 -n 1 --heads 8 --kv-heads 2 --window 64 --json "$tmp/sweepw.json"
+if python3 - "$tmp/sweepw.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))["rows"][0]
+assert r["kv_bytes"] == 64 * 2 * (64 + 64) * 4, r  # 64 positions x 2 KV heads x K,V fp32
+PY
+then passes=$((passes + 1)); else echo "FAIL: sweep KV bytes with a window"; failures=$((failures + 1)); fi
 expect 0 "sweep without the check" -- "$bin" sweep -b 100 -e 100 -c 0 -n 1
 contains "$tmp/out" "unchecked" "sweep -c 0 marks rows unchecked"
-for bad in "-b 0" "-b 100 -e 50" "-f 1" "-n 0" "-c 2" "--seq 100" "--heads 6" "--backend cuda"; do
+contains "$tmp/out" "# sweep: UNCHECKED" "sweep -c 0 verdict says nothing was judged"
+for bad in "-b 0" "-b 100 -e 50" "-f 1" "-n 0" "-c 2" "--seq 100" "--heads 6" "--backend cuda" "--batch 2"; do
   # shellcheck disable=SC2086
   expect 2 "sweep $bad" -- "$bin" sweep $bad
   one_line_stderr "sweep $bad"

@@ -105,19 +105,31 @@ int run_check(const CheckOptions& o) {
   Progress progress("check", planned);
   oracle::ResultCheck rc;
   for (int64_t part = 0; part < planned && !interrupted(); ++part) {
+    progress.update(part);
     auto p = oracle::check_part(*c, *r, part - 1, tier);
     if (!p) {
-      progress.done();
+      progress.clear();
       std::cerr << "dcp-verify check: " << p.status().message() << "\n";
       return kExitBadInput;
     }
     rc.parts.push_back(*p);
-    progress.step();
   }
-  progress.done();
+  progress.clear();
   const bool stopped = static_cast<int64_t>(rc.parts.size()) < planned;
   if (rc.parts.empty()) {
     std::cout << "# check: INTERRUPTED (no part was judged)\n";
+    std::string error;
+    const json report = {{"schema", "dcp-verify/check/1"},
+                         {"case", o.case_path},
+                         {"result", o.result_path},
+                         {"tier", o.tier},
+                         {"parts", json::array()},
+                         {"interrupted", true},
+                         {"pass", false}};
+    if (!o.json_path.empty() && !write_json(o.json_path, report, &error)) {
+      std::cerr << "dcp-verify check: " << error << "\n";
+      return kExitBadInput;
+    }
     return kExitInterrupted;
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -83,8 +83,9 @@ struct ModelOptions {
   std::optional<bool> latent;  // set only when --latent was given
   int64_t batch = 1, tokens = 1;
   std::optional<int64_t> seq;
-  std::string dtype = "bf16", partial_dtype = "f32", comm_backend = "a2a";
-  bool replicate_q = false;
+  std::string dtype = "bf16", partial_dtype = "f32";
+  std::optional<std::string> comm_backend;     // default: the preset's
+  bool replicate_q = false, gather_q = false;  // neither: the preset's q path
   Hardware hw;
 };
 
@@ -180,9 +181,12 @@ gpu::Result<Model> build_model(const ModelOptions& o) {
   const auto part = gpu::parse_dtype(o.partial_dtype);
   if (!part)
     return DCP_GPU_ERROR("--partial-dtype: got '", o.partial_dtype, "'; expected f32, f16 or bf16");
-  const auto strategy = gpu::parse_strategy(o.comm_backend);
-  if (!strategy)
-    return DCP_GPU_ERROR("--comm-backend: got '", o.comm_backend, "'; expected ag_rs or a2a");
+  const std::string comm = o.comm_backend.value_or(preset->comm_backend);
+  const auto strategy = gpu::parse_strategy(comm);
+  if (!strategy) return DCP_GPU_ERROR("--comm-backend: got '", comm, "'; expected ag_rs or a2a");
+  if (o.replicate_q && o.gather_q)
+    return DCP_GPU_ERROR("--replicate-q and --gather-q: expected one of them");
+  const bool replicate_q = o.replicate_q || (!o.gather_q && preset->replicate_q);
   m.b_kv = dtype_bytes(*kv);
   m.b_o = dtype_bytes(*part);
   m.hw = o.hw;
@@ -199,13 +203,13 @@ gpu::Result<Model> build_model(const ModelOptions& o) {
 
   const double peers = as_double(s.dcp - 1), rows = as_double(m.batch) * as_double(m.tokens);
   const double h_loc = as_double(m.h_loc), hg = as_double(m.hg);
-  m.q_bytes = o.replicate_q ? 0.0 : peers * rows * h_loc * as_double(s.head_dim) * m.b_kv;
+  m.q_bytes = replicate_q ? 0.0 : peers * rows * h_loc * as_double(s.head_dim) * m.b_kv;
   m.strategy = *strategy;
-  m.replicate_q = o.replicate_q;
+  m.replicate_q = replicate_q;
   const bool a2a = m.strategy == gpu::CommStrategy::a2a;
   m.combine_bytes = a2a ? peers * rows * h_loc * (as_double(s.v_dim) * m.b_o + kLseBytes)
                         : peers * rows * (hg * kLseBytes + h_loc * as_double(s.v_dim) * m.b_o);
-  m.collectives = s.dcp == 1 ? 0 : (o.replicate_q ? 0 : 1) + (a2a ? 1 : 2);
+  m.collectives = s.dcp == 1 ? 0 : (replicate_q ? 0 : 1) + (a2a ? 1 : 2);
   m.t_comm_s = as_double(m.collectives) * m.hw.latency_us * kMicro +
                m.comm_bytes() / (m.hw.link_gbps * kGiga);
   return m;
@@ -214,7 +218,8 @@ gpu::Result<Model> build_model(const ModelOptions& o) {
 void print_header(const ModelOptions& o, const Model& m, std::ostream& out) {
   const ModelShape& s = m.shape;
   const Hardware& hw = m.hw;
-  out << "# dcp-verify model  preset=" << o.preset
+  out << "# dcp-verify model  preset=" << o.preset << "  comm=" << gpu::strategy_name(m.strategy)
+      << (m.replicate_q ? " replicate-q" : " gather-q")
       << "  per decode layer, per rank: DCP against TP alone (N = 1)\n"
       << "#  shape: Hq=" << s.heads << " Hkv=" << s.kv_heads << (s.latent ? " (shared latent)" : "")
       << " Dk=" << s.head_dim << " Dv=" << s.v_dim << "  TP=" << s.tp << " N=" << s.dcp
@@ -317,9 +322,13 @@ Command add_model_command(CLI::App& app) {
   cmd->add_option("--partial-dtype", o->partial_dtype,
                   "Format of the partial O on the wire: f32, f16 or bf16")
       ->capture_default_str();
-  cmd->add_option("--comm-backend", o->comm_backend, "Combine: ag_rs or a2a")
-      ->capture_default_str();
-  cmd->add_flag("--replicate-q", o->replicate_q, "Every rank projects its group's q (no gather)");
+  cmd->add_option("--comm-backend", o->comm_backend,
+                  "Combine: ag_rs or a2a (default: the preset's; k3-mla and deepseek-v3 a2a, "
+                  "llama3-70b ag_rs)");
+  cmd->add_flag("--replicate-q", o->replicate_q,
+                "Every rank projects its group's q, no gather (k3-mla's default)");
+  cmd->add_flag("--gather-q", o->gather_q,
+                "Gather q with an AllGather (the other presets' default)");
   cmd->add_option("--hbm-gbps", o->hw.hbm_gbps, "HBM bandwidth, GB/s")->capture_default_str();
   cmd->add_option("--tflops", o->hw.tflops, "Tensor-core peak for the KV format, TFLOP/s")
       ->capture_default_str();

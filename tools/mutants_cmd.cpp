@@ -48,7 +48,7 @@ Row run_suite(const std::vector<props::SuiteProperty>& suite, int64_t cases, uin
       row.interrupted = true;
       break;
     }
-    if (r.result != "OK") {
+    if (r.result == "FAILED") {  // a property that gave up or erred has not killed anything
       row.killed = true;
       break;
     }
@@ -127,8 +127,7 @@ int run_mutants(const MutantsOptions& o) {
     }
     clean.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - tc).count();
   }
-  progress.step();
-  progress.done();
+  progress.clear();
   {
     const char* verdict = clean.interrupted ? "INTERRUPTED"
                           : false_alarms    ? "FALSE ALARM"
@@ -137,7 +136,9 @@ int run_mutants(const MutantsOptions& o) {
     std::snprintf(line, sizeof line, "   %-25s %-11s %-11s %7lld  %-16s %7s %7.2f  %s\n",
                   clean.mutant.c_str(), "-", verdict, static_cast<long long>(clean.cases),
                   false_alarms ? clean.kill.name.c_str() : "-", "-", clean.seconds,
-                  false_alarms ? clean.kill.counterexample.c_str() : "every property passed");
+                  false_alarms        ? clean.kill.counterexample.c_str()
+                  : clean.interrupted ? "interrupted"
+                                      : "every property passed");
     out << line;
     if (false_alarms) {
       std::istringstream msg(clean.kill.message);
@@ -149,14 +150,14 @@ int run_mutants(const MutantsOptions& o) {
   std::vector<Row> rows;
   for (const gpu::MutantInfo& m : chosen) {
     if (interrupted()) break;
+    progress.update(static_cast<int64_t>(rows.size()) + 1);
     gpu::set_active_mutant(m.id);
     Row r = run_suite(suite, o.cases, seed);
     gpu::set_active_mutant(gpu::Mutant::none);
     r.mutant = std::string(m.name);
     r.family = std::string(m.family);
     rows.push_back(r);
-    progress.step();
-    progress.done();
+    progress.clear();
     if (!(o.quiet && r.killed)) print_row(out, r);
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -104,15 +104,14 @@ int run_properties(const PropertiesOptions& o) {
     r.result = failures->empty() ? "OK" : "FAILED";
     for (const std::string& f : *failures) r.message += f;
     rows.push_back(r);
-    progress.step();
   }
   for (const props::SuiteProperty& p : suite) {
     if (!wanted(p.name)) continue;
     if (interrupted()) break;
+    progress.update(static_cast<int64_t>(rows.size()));
     rows.push_back(run_property(p, o.cases, seed));
-    progress.step();
   }
-  progress.done();
+  progress.clear();
 
   int64_t failed = 0, passed = 0;
   for (const Row& r : rows) {

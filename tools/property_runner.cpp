@@ -37,9 +37,16 @@ PropertyRun run_property(const props::SuiteProperty& p, int64_t cases, uint64_t 
     // the row reports the cases that did run, as interrupted.
     if (interrupted()) RC_FAIL("interrupted");
     ++ran;
+    // A failing case keeps its shape; the last one kept is the shrunk counterexample's.
+    // Discards and generation failures while shrinking are not failures.
     try {
       body();
-    } catch (...) {  // a failing case (RapidCheck throws its result): keep its shape
+    } catch (const rc::detail::CaseResult& r) {
+      if (r.type == rc::detail::CaseResult::Type::Failure) counterexample = props::current_case();
+      throw;
+    } catch (const rc::GenerationFailure&) {
+      throw;
+    } catch (...) {  // any other exception fails the case too
       counterexample = props::current_case();
       throw;
     }

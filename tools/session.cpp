@@ -36,19 +36,18 @@ Progress::Progress(std::string what, int64_t total)
       tty_(isatty(STDERR_FILENO) == 1),
       start_(std::chrono::steady_clock::now()) {}
 
-void Progress::step() {
-  ++done_;
+void Progress::update(int64_t done) {
   if (!tty_) return;
   const double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   if (secs < kProgressAfterSeconds) return;
   std::fprintf(stderr, "\r# %s: %lld/%lld done, %.0f s (Ctrl-C prints the summary so far) ",
-               what_.c_str(), static_cast<long long>(done_), static_cast<long long>(total_), secs);
+               what_.c_str(), static_cast<long long>(done), static_cast<long long>(total_), secs);
   std::fflush(stderr);
   drawn_ = true;
 }
 
-void Progress::done() {
+void Progress::clear() {
   if (!drawn_) return;
   std::fprintf(stderr, "\r\033[K");
   std::fflush(stderr);

@@ -8,8 +8,8 @@
 //
 //   InterruptGuard guard;                       // installs the handler for this command
 //   Progress progress("run", rows.size());
-//   for (...) { if (interrupted()) break; ...; progress.step(); }
-//   progress.done();
+//   for (i ...) { if (interrupted()) break; progress.update(i); ...; progress.clear(); print; }
+//   progress.clear();
 #pragma once
 
 #include <chrono>
@@ -39,12 +39,12 @@ bool interrupted();
 class Progress {
  public:
   Progress(std::string what, int64_t total);
-  void step();  // one more unit done; redraws the line when due
-  void done();  // erases the line (if one was drawn)
+  void update(int64_t done);  // `done` units finished; redraws the line when due
+  void clear();               // erases the line (if one is drawn), before writing to stdout
 
  private:
   std::string what_;
-  int64_t total_, done_ = 0;
+  int64_t total_;
   bool tty_, drawn_ = false;
   std::chrono::steady_clock::time_point start_;
 };
