@@ -54,7 +54,10 @@ Expected<DcpResult> result_from_file(const StFile& file, const Case& c, std::str
 Expected<DcpResult> load_result(const std::string& path, const Case& c);
 
 // The file of a result: o, lse and the partials when present, each stored in the format its
-// claim names, and every metadata key written out, so result_from_file reads back the same claim.
+// claim names, and every metadata key written out. result_from_file reads back the same claim
+// except what files do not record: truncating_mma (the reader assumes tensor-core adds that may
+// truncate, the looser choice), the intrinsic budgets (the defaults), and partial_lse when there
+// are no partials (fp32).
 StFile result_to_file(const DcpResult& r, const Case& c);
 
 // o [T, Hq, Dv] and lse [T, Hq] as F64, metadata lse_base, accum "f64" and p_cast "none" (so

@@ -69,12 +69,17 @@ RC_GTEST_PROP(CheckResult, CorrectHostResultPasses, ()) {
   const oracle::Case c = make_case(s);
   auto r = host_result(c, cfg, make_chunks(s.seq, s.seed), partials);
   if (!r) RC_FAIL(r.status().message());
+  // In memory, with the host's own (tighter: round-to-nearest adds) claim, and through the file,
+  // with the claim a file can state.
+  auto direct = oracle::check_result(c, *r);
+  if (!direct) RC_FAIL(direct.status().message());
+  if (!direct->pass()) RC_FAIL(describe(s) + "\n" + describe(cfg) + "\n" + worst_text(*direct));
   const oracle::ResultCheck chk = check_via_file(*r, c);
   if (!chk.pass()) RC_FAIL(describe(s) + "\n" + describe(cfg) + "\n" + worst_text(chk));
 }
 
 // A case where the planted bugs matter: several keys on every rank, random values.
-CaseSpec bug_case(int64_t n, int64_t interleave) {
+CaseSpec bug_case(int64_t n, int64_t interleave, bool sink) {
   CaseSpec s;
   s.tokens = *rc::gen::inRange<int64_t>(1, 3);
   s.kv_heads = *rc::gen::inRange<int64_t>(1, 3);
@@ -83,6 +88,7 @@ CaseSpec bug_case(int64_t n, int64_t interleave) {
   s.v_dim = *rc::gen::inRange<int64_t>(4, 33);
   s.seq = *rc::gen::inRange<int64_t>(2 * n * interleave + s.tokens, 400);
   s.lse_base = *rc::gen::element(oracle::LseBase::e, oracle::LseBase::two);
+  s.sink = sink;
   s.seed = *rc::gen::arbitrary<uint64_t>();
   return s;
 }
@@ -114,7 +120,7 @@ void wrong_result_fails(Bug bug) {
   m.reverse_merge = *rc::gen::arbitrary<bool>();
   m.seed = *rc::gen::arbitrary<uint64_t>();
   m.bug = bug;
-  const CaseSpec s = bug_case(m.shards, m.interleave);
+  const CaseSpec s = bug_case(m.shards, m.interleave, bug == Bug::sink_per_shard);
   const oracle::Case c = make_case(s);
   const DcpResult r = model_result(c, m, true);
   if (bug == Bug::unweighted_mean) {
@@ -128,6 +134,11 @@ void wrong_result_fails(Bug bug) {
   if (bug == Bug::lost_token) {
     // Only the last rank lost a key: its partial, and no other, is named.
     RC_ASSERT(chk.failing_ranks() == std::vector<int64_t>{m.shards - 1});
+  } else if (bug == Bug::sink_per_shard) {
+    // Every rank but the sink's own (0) added the sink: exactly those are named.
+    std::vector<int64_t> want;
+    for (int64_t rank = 1; rank < m.shards; ++rank) want.push_back(rank);
+    RC_ASSERT(chk.failing_ranks() == want);
   } else {
     // A wrong merge of correct partials: every partial passes, the output fails.
     RC_ASSERT(chk.failing_ranks().empty());
@@ -140,6 +151,9 @@ RC_GTEST_PROP(CheckResult, Base2LseMergedWithExpFails, ()) {
   wrong_result_fails(Bug::merge_wrong_base);
 }
 RC_GTEST_PROP(CheckResult, LostTokenFailsOnItsRank, ()) { wrong_result_fails(Bug::lost_token); }
+RC_GTEST_PROP(CheckResult, SinkOnEveryRankFailsOnThoseRanks, ()) {
+  wrong_result_fails(Bug::sink_per_shard);
+}
 
 // Bad files: each refused with the offending tensor or key in the message.
 class CheckResultFile : public ::testing::Test {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # CLI tests of dcp-verify: exit codes (0 ok, 1 check failed, 2 bad input), the selfcheck, layout
 # and model tables, reference files, and one-line errors.
-# Usage: cli_test.sh path/to/dcp-verify path/to/fixtures
+# Usage: cli_test.sh path/to/dcp-verify path/to/fixtures path/to/make_result
 set -u
 bin=$1
 fixtures=$2

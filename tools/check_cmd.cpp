@@ -84,6 +84,10 @@ void print_row(std::ostream& out, const std::string& part, const char* tensor, c
 }
 
 int run_check(const CheckOptions& o) {
+  if (const auto bad_json = json_path_error(o.json_path)) {
+    std::cerr << "dcp-verify check: " << *bad_json << "\n";
+    return kExitBadInput;
+  }
   const auto t0 = std::chrono::steady_clock::now();
   auto c = oracle::load_case(o.case_path);
   if (!c) {

@@ -20,6 +20,15 @@ constexpr int kExitFail = 1;
 constexpr int kExitBadInput = 2;
 constexpr int kExitInterrupted = 130;  // 128 + SIGINT, as shells report it
 
+// For --seed: CLI11 would read "-1" into an unsigned seed as 2^64 - 1.
+inline const CLI::Validator kSeedValidator(
+    [](const std::string& s) {
+      return s.find_first_not_of("0123456789") == std::string::npos && !s.empty()
+                 ? std::string()
+                 : "expected a non-negative integer, got '" + s + "'";
+    },
+    "SEED");
+
 struct Command {
   CLI::App* app = nullptr;   // the subcommand, owned by the parent app
   std::function<int()> run;  // runs it with the parsed flags; returns the exit status

@@ -69,6 +69,10 @@ void print_row(std::ostream& out, const Row& r) {
 }
 
 int run_mutants(const MutantsOptions& o) {
+  if (const auto bad_json = json_path_error(o.json_path)) {
+    std::cerr << "dcp-verify mutants: " << *bad_json << "\n";
+    return kExitBadInput;
+  }
   if (!gpu::kMutantsBuilt) {
     std::cerr << "dcp-verify mutants: this binary carries no mutants; configure a test build "
                  "with -DDCP_MUTANTS=ON (the default and cpu presets do)\n";
@@ -231,7 +235,8 @@ Command add_mutants_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "mutants", "Run the property suite against every planted DCP bug (test builds): kill table");
   cmd->add_option("--cases", o->cases, "Cases per property, at most")->capture_default_str();
-  cmd->add_option("--seed", o->seed, "RapidCheck seed (default: random, printed)");
+  cmd->add_option("--seed", o->seed, "RapidCheck seed (default: random, printed)")
+      ->check(kSeedValidator);
   cmd->add_option("--only", o->only, "Run only these mutants (comma separated)")->delimiter(',');
   cmd->add_flag("--list", *list, "Print the catalogue and exit");
   cmd->add_option("--json", o->json_path, "Also write the report as JSON (docs/cli.md)");

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <random>
@@ -52,6 +53,10 @@ void print_row(std::ostream& out, const Row& r) {
 }
 
 int run_properties(const PropertiesOptions& o) {
+  if (const auto bad_json = json_path_error(o.json_path)) {
+    std::cerr << "dcp-verify properties: " << *bad_json << "\n";
+    return kExitBadInput;
+  }
   if (o.backend != "host") {
     std::cerr << "dcp-verify properties: --backend " << o.backend
               << " is not built in this binary; expected host\n";
@@ -77,6 +82,10 @@ int run_properties(const PropertiesOptions& o) {
     return o.only.empty() || std::find(o.only.begin(), o.only.end(), name) != o.only.end();
   };
   const uint64_t seed = o.seed ? *o.seed : std::random_device{}();
+  if (wanted("pinned") && !std::ifstream(o.pinned)) {
+    std::cerr << "dcp-verify properties: --pinned: cannot read '" << o.pinned << "'\n";
+    return kExitBadInput;
+  }
   silence_rapidcheck_banner();
   std::ostream& out = std::cout;
   out << "# dcp-verify properties  backend=" << o.backend << "  seed=" << seed
@@ -182,7 +191,8 @@ Command add_properties_command(CLI::App& app) {
       "properties", "Run the property suite on a backend against the oracle, with reproduce lines");
   cmd->add_option("--backend", o->backend, "Backend: host")->capture_default_str();
   cmd->add_option("--cases", o->cases, "Cases per property")->capture_default_str();
-  cmd->add_option("--seed", o->seed, "RapidCheck seed (default: random, printed)");
+  cmd->add_option("--seed", o->seed, "RapidCheck seed (default: random, printed)")
+      ->check(kSeedValidator);
   cmd->add_option("--only", o->only, "Run only these properties (pinned, dcp-path, ...)")
       ->delimiter(',');
   cmd->add_option("--pinned", o->pinned, "Pinned counterexamples (JSON)")->capture_default_str();

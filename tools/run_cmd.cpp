@@ -7,6 +7,7 @@
 #include <iomanip>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <vector>
 
@@ -241,7 +242,7 @@ std::string case_flags(const CaseOptions& o) {
   i("--topk", o.topk);
   i("--splits", o.splits);
   i("--tile", o.tile);
-  if (o.softcap) os << " --softcap " << *o.softcap;
+  if (o.softcap) os << " --softcap " << exact_text(*o.softcap);
   auto s = [&](const char* f, const std::optional<std::string>& v) {
     if (v) os << " " << f << " " << *v;
   };
@@ -351,6 +352,10 @@ nlohmann::json row_json(size_t index, const RowResult& r) {
 }  // namespace
 
 int run_dcp(const RunOptions& o, std::ostream& out, std::ostream& err) {
+  if (const auto bad_json = json_path_error(o.json_path)) {
+    err << "dcp-verify run: " << *bad_json << "\n";
+    return kExitBadInput;
+  }
   if (const auto why = unavailable(o.backend, o.comm)) {
     err << "dcp-verify run: " << *why << "\n";
     return kExitBadInput;
@@ -401,7 +406,9 @@ int run_dcp(const RunOptions& o, std::ostream& out, std::ostream& err) {
         << std::setw(11) << "err/bound"
         << "  verdict\n";
   }
-  InterruptGuard guard;
+  // Under MPI every rank must take part in every row, so Ctrl-C is left to mpirun.
+  std::optional<InterruptGuard> guard;
+  if (world == 0) guard.emplace();
   Progress progress("run", static_cast<int64_t>(rows.size()));
   std::vector<RowResult> done;
   const auto t0 = std::chrono::steady_clock::now();
@@ -558,6 +565,7 @@ Command add_run_command(CLI::App& app) {
   add_case_flags(run, *o);
   run->add_option("--cases", o->cases, "Configured cases to run (seeds seed, seed+1, ...)");
   run->add_option("--seed", o->seed, "Seed of the case values and chunk writes")
+      ->check(kSeedValidator)
       ->capture_default_str();
   run->add_option("--json", o->json_path, "Also write the report as JSON (docs/cli.md)");
   run->add_flag("--quiet", o->quiet, "Print failing rows and the summary only");

@@ -164,7 +164,7 @@ Command add_selfcheck_command(CLI::App& app) {
   auto o = std::make_shared<SelfcheckOptions>();
   CLI::App* cmd = app.add_subcommand(
       "selfcheck", "Check the oracle: fast vs certify tier, shard merge, fp32 model vs bound");
-  cmd->add_option("--seed", o->seed, "Seed for the cases and shard layouts");
+  cmd->add_option("--seed", o->seed, "Seed for the cases and shard layouts")->check(kSeedValidator);
   cmd->add_flag("--quiet", o->quiet, "Print failing rows and the summary only");
   return {cmd, [o] { return run_selfcheck(*o, std::cout); }};
 }

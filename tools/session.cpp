@@ -3,11 +3,11 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 
 namespace dcp::tools {
 namespace {
@@ -54,14 +54,33 @@ void Progress::clear() {
   drawn_ = false;
 }
 
+std::optional<std::string> json_path_error(const std::string& path) {
+  if (path.empty()) return std::nullopt;
+  std::FILE* f = std::fopen(path.c_str(), "a");  // creates it; the report replaces it later
+  if (f == nullptr) return "--json: cannot write '" + path + "': " + std::strerror(errno);
+  std::fclose(f);
+  return std::nullopt;
+}
+
 bool write_json(const std::string& path, const nlohmann::json& report, std::string* error) {
-  std::ofstream f(path);
-  if (f) f << report.dump(2) << "\n";
-  if (!f) {
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  if (f == nullptr) {
     *error = "--json: cannot write '" + path + "': " + std::strerror(errno);
     return false;
   }
+  const std::string text = report.dump(2) + "\n";
+  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  if (std::fclose(f) != 0 || !ok) {
+    *error = "--json: writing '" + path + "' failed: " + std::strerror(errno);
+    return false;
+  }
   return true;
+}
+
+std::string exact_text(double x) {
+  char buf[64];
+  const auto r = std::to_chars(buf, buf + sizeof buf, x);  // shortest round-trip form
+  return std::string(buf, r.ptr);
 }
 
 nlohmann::json json_number(double x) { return std::isfinite(x) ? nlohmann::json(x) : nullptr; }

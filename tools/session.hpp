@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 namespace dcp::tools {
@@ -49,8 +50,16 @@ class Progress {
   std::chrono::steady_clock::time_point start_;
 };
 
+// A one-line error when a --json path cannot be written, checked before a command runs so that a
+// bad path never costs the run (nullopt for an empty path, meaning no report).
+std::optional<std::string> json_path_error(const std::string& path);
+
 // Writes a report to path. Returns false with a one-line message in *error.
 bool write_json(const std::string& path, const nlohmann::json& report, std::string* error);
+
+// A double as typed on a command line, exactly (shortest text that reads back as the same value),
+// for reproduce lines.
+std::string exact_text(double x);
 
 // A double for a JSON report: non-finite values become null (JSON has no inf or NaN).
 nlohmann::json json_number(double x);

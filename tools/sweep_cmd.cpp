@@ -81,12 +81,16 @@ double kv_bytes_read(const props::DcpSetup& s, const oracle::Case& c) {
 
 std::string sizes_text(const SweepOptions& o) {
   std::ostringstream os;
-  os << "-b " << o.min_seq << " -e " << o.max_seq << " -f " << o.factor << " -n " << o.iters
-     << " -w " << o.warmup << " -c " << o.check << " --seed " << o.seed << case_flags(o);
+  os << "-b " << o.min_seq << " -e " << o.max_seq << " -f " << exact_text(o.factor) << " -n "
+     << o.iters << " -w " << o.warmup << " -c " << o.check << " --seed " << o.seed << case_flags(o);
   return os.str();
 }
 
 int run_sweep(const SweepOptions& o) {
+  if (const auto bad_json = json_path_error(o.json_path)) {
+    std::cerr << "dcp-verify sweep: " << *bad_json << "\n";
+    return kExitBadInput;
+  }
   if (const auto why = unavailable(o.backend, "threads")) {
     std::cerr << "dcp-verify sweep: " << *why << "\n";
     return kExitBadInput;
@@ -249,6 +253,7 @@ Command add_sweep_command(CLI::App& app) {
       ->capture_default_str();
   add_case_flags(cmd, *o);
   cmd->add_option("--seed", o->seed, "Seed of the case values and chunk writes")
+      ->check(kSeedValidator)
       ->capture_default_str();
   cmd->add_option("--json", o->json_path, "Also write the report as JSON (docs/cli.md)");
   return {cmd, [o] { return run_sweep(*o); }};
