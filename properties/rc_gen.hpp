@@ -64,6 +64,23 @@ inline rc::Gen<CaseSpec> gen_case_spec(SpecLimits lim) {
   });
 }
 
+// A case in which a planted merge, token or sink bug must show: normal values, at least two keys
+// on every one of `shards` shards of interleave I (so several shards hold different partials),
+// either LSE base, a sink when asked. Call inside a property body.
+inline CaseSpec draw_bug_case(int64_t shards, int64_t interleave, bool sink) {
+  CaseSpec s;
+  s.tokens = *rc::gen::inRange<int64_t>(1, 3);
+  s.kv_heads = *rc::gen::inRange<int64_t>(1, 3);
+  s.q_heads = s.kv_heads * *rc::gen::inRange<int64_t>(1, 3);
+  s.head_dim = *rc::gen::inRange<int64_t>(4, 65);
+  s.v_dim = *rc::gen::inRange<int64_t>(4, 33);
+  s.seq = *rc::gen::inRange<int64_t>(2 * shards * interleave + s.tokens, 600);
+  s.sink = sink;
+  s.lse_base = *rc::gen::element(dcp::oracle::LseBase::e, dcp::oracle::LseBase::two);
+  s.seed = *rc::gen::arbitrary<uint64_t>();
+  return s;
+}
+
 // A correct fp32 implementation variant (bug == none).
 inline rc::Gen<ModelConfig> gen_model_config() {
   using dcp::oracle::DType;

@@ -78,21 +78,6 @@ RC_GTEST_PROP(CheckResult, CorrectHostResultPasses, ()) {
   if (!chk.pass()) RC_FAIL(describe(s) + "\n" + describe(cfg) + "\n" + worst_text(chk));
 }
 
-// A case where the planted bugs matter: several keys on every rank, random values.
-CaseSpec bug_case(int64_t n, int64_t interleave, bool sink) {
-  CaseSpec s;
-  s.tokens = *rc::gen::inRange<int64_t>(1, 3);
-  s.kv_heads = *rc::gen::inRange<int64_t>(1, 3);
-  s.q_heads = s.kv_heads * *rc::gen::inRange<int64_t>(1, 3);
-  s.head_dim = *rc::gen::inRange<int64_t>(4, 65);
-  s.v_dim = *rc::gen::inRange<int64_t>(4, 33);
-  s.seq = *rc::gen::inRange<int64_t>(2 * n * interleave + s.tokens, 400);
-  s.lse_base = *rc::gen::element(oracle::LseBase::e, oracle::LseBase::two);
-  s.sink = sink;
-  s.seed = *rc::gen::arbitrary<uint64_t>();
-  return s;
-}
-
 // The largest difference between two non-empty partial LSEs of one row.
 double max_lse_spread(const DcpResult& r) {
   const int64_t n = r.dcp_size, rows = r.lse.numel();
@@ -120,7 +105,7 @@ void wrong_result_fails(Bug bug) {
   m.reverse_merge = *rc::gen::arbitrary<bool>();
   m.seed = *rc::gen::arbitrary<uint64_t>();
   m.bug = bug;
-  const CaseSpec s = bug_case(m.shards, m.interleave, bug == Bug::sink_per_shard);
+  const CaseSpec s = draw_bug_case(m.shards, m.interleave, bug == Bug::sink_per_shard);
   const oracle::Case c = make_case(s);
   const DcpResult r = model_result(c, m, true);
   if (bug == Bug::unweighted_mean) {

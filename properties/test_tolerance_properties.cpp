@@ -29,23 +29,14 @@ RC_GTEST_PROP(ToleranceSoundness, EveryCorrectFp32VariantIsWithinTheBound, ()) {
 // Ordinary random data: N(0, 1) fp32 inputs, causal, no window or top-k, at least two keys per
 // shard-able row, a sink when the bug is about sinks.
 void check_bug_is_caught(Bug bug) {
-  CaseSpec s;
-  s.tokens = *rc::gen::inRange<int64_t>(1, 3);
-  s.kv_heads = *rc::gen::inRange<int64_t>(1, 3);
-  s.q_heads = s.kv_heads * *rc::gen::inRange<int64_t>(1, 3);
-  s.head_dim = *rc::gen::inRange<int64_t>(4, 65);
-  s.v_dim = *rc::gen::inRange<int64_t>(4, 33);
-  s.sink = bug == Bug::sink_missing || bug == Bug::sink_per_shard;
-  s.lse_base = *rc::gen::element(oracle::LseBase::e, oracle::LseBase::two);
-  s.seed = *rc::gen::arbitrary<uint64_t>();
   ModelConfig m;
   m.bug = bug;
   const bool needs_merge =
       bug == Bug::merge_wrong_base || bug == Bug::unweighted_mean || bug == Bug::sink_per_shard;
   m.shards = needs_merge ? *rc::gen::inRange<int64_t>(2, 9) : *rc::gen::inRange<int64_t>(1, 9);
   m.interleave = *rc::gen::inRange<int64_t>(1, 5);
-  // At least two keys on every shard, so that several shards hold different partials.
-  s.seq = *rc::gen::inRange<int64_t>(2 * m.shards * m.interleave + s.tokens, 600);
+  const CaseSpec s =
+      draw_bug_case(m.shards, m.interleave, bug == Bug::sink_missing || bug == Bug::sink_per_shard);
   m.base2 = *rc::gen::arbitrary<bool>();
   m.merge = *rc::gen::element(Merge::ag_rs, Merge::a2a);
   m.seed = *rc::gen::arbitrary<uint64_t>();

@@ -130,10 +130,7 @@ int run_check(const CheckOptions& o) {
                          {"parts", json::array()},
                          {"interrupted", true},
                          {"pass", false}};
-    if (!o.json_path.empty() && !write_json(o.json_path, report, &error)) {
-      std::cerr << "dcp-verify check: " << error << "\n";
-      return kExitBadInput;
-    }
+    if (!o.json_path.empty() && !write_json("check", o.json_path, report)) return kExitBadInput;
     return kExitInterrupted;
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -223,11 +220,7 @@ int run_check(const CheckOptions& o) {
         {"interrupted", stopped},
         {"pass", rc.pass() && !stopped},
         {"seconds", secs}};
-    std::string error;
-    if (!write_json(o.json_path, report, &error)) {
-      std::cerr << "dcp-verify check: " << error << "\n";
-      return kExitBadInput;
-    }
+    if (!write_json("check", o.json_path, report)) return kExitBadInput;
   }
   if (stopped) return kExitInterrupted;
   return rc.pass() ? kExitOk : kExitFail;

@@ -81,11 +81,7 @@ int run_info(const std::string& json_path) {
         {"cuda_driver", dev.driver_version ? json(version_text(dev.driver_version)) : nullptr},
         {"devices", devices},
         {"no_device_reason", dev.devices.empty() ? json(dev.why) : json(nullptr)}};
-    std::string error;
-    if (!write_json(json_path, report, &error)) {
-      std::cerr << "dcp-verify info: " << error << "\n";
-      return kExitBadInput;
-    }
+    if (!write_json("info", json_path, report)) return kExitBadInput;
   }
   return kExitOk;
 }

@@ -202,11 +202,7 @@ int run_mutants(const MutantsOptions& o) {
         {"interrupted", stopped},
         {"pass", !stopped && false_alarms == 0 && killed == static_cast<int64_t>(chosen.size())},
         {"seconds", secs}};
-    std::string error;
-    if (!write_json(o.json_path, report, &error)) {
-      std::cerr << "dcp-verify mutants: " << error << "\n";
-      return kExitBadInput;
-    }
+    if (!write_json("mutants", o.json_path, report)) return kExitBadInput;
   }
   if (stopped) return kExitInterrupted;
   return false_alarms == 0 && killed == static_cast<int64_t>(chosen.size()) ? kExitOk : kExitFail;

@@ -173,11 +173,7 @@ int run_properties(const PropertiesOptions& o) {
                          {"interrupted", stopped},
                          {"pass", failed == 0 && !stopped},
                          {"seconds", secs}};
-    std::string error;
-    if (!write_json(o.json_path, report, &error)) {
-      std::cerr << "dcp-verify properties: " << error << "\n";
-      return kExitBadInput;
-    }
+    if (!write_json("properties", o.json_path, report)) return kExitBadInput;
   }
   if (stopped) return kExitInterrupted;
   return failed == 0 ? kExitOk : kExitFail;

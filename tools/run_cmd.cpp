@@ -510,11 +510,7 @@ int run_dcp(const RunOptions& o, std::ostream& out, std::ostream& err) {
                                    {"reproduce", reproduce_line(o)},
                                    {"interrupted", stopped},
                                    {"pass", failed == 0 && !stopped}};
-    std::string error;
-    if (!write_json(o.json_path, report, &error)) {
-      err << "dcp-verify run: " << error << "\n";
-      return kExitBadInput;
-    }
+    if (!write_json("run", o.json_path, report)) return kExitBadInput;
   }
   if (stopped) return kExitInterrupted;
   return failed == 0 ? kExitOk : kExitFail;

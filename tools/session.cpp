@@ -8,6 +8,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <iostream>
 
 namespace dcp::tools {
 namespace {
@@ -62,16 +63,18 @@ std::optional<std::string> json_path_error(const std::string& path) {
   return std::nullopt;
 }
 
-bool write_json(const std::string& path, const nlohmann::json& report, std::string* error) {
+bool write_json(std::string_view command, const std::string& path, const nlohmann::json& report) {
   std::FILE* f = std::fopen(path.c_str(), "w");
   if (f == nullptr) {
-    *error = "--json: cannot write '" + path + "': " + std::strerror(errno);
+    std::cerr << "dcp-verify " << command << ": --json: cannot write '" << path
+              << "': " << std::strerror(errno) << "\n";
     return false;
   }
   const std::string text = report.dump(2) + "\n";
   const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
   if (std::fclose(f) != 0 || !ok) {
-    *error = "--json: writing '" + path + "' failed: " + std::strerror(errno);
+    std::cerr << "dcp-verify " << command << ": --json: writing '" << path
+              << "' failed: " << std::strerror(errno) << "\n";
     return false;
   }
   return true;

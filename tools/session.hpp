@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace dcp::tools {
 
@@ -54,8 +55,9 @@ class Progress {
 // bad path never costs the run (nullopt for an empty path, meaning no report).
 std::optional<std::string> json_path_error(const std::string& path);
 
-// Writes a report to path. Returns false with a one-line message in *error.
-bool write_json(const std::string& path, const nlohmann::json& report, std::string* error);
+// Writes a report to path; on failure prints "dcp-verify COMMAND: --json: ..." (one line) on
+// stderr and returns false.
+bool write_json(std::string_view command, const std::string& path, const nlohmann::json& report);
 
 // A double as typed on a command line, exactly (shortest text that reads back as the same value),
 // for reproduce lines.

@@ -225,8 +225,7 @@ int run_sweep(const SweepOptions& o) {
                          {"interrupted", stopped},
                          {"pass", o.check ? json(failed == 0 && !stopped) : json(nullptr)},
                          {"seconds", secs}};
-    std::string error;
-    if (!write_json(o.json_path, report, &error)) return bad(error);
+    if (!write_json("sweep", o.json_path, report)) return kExitBadInput;
   }
   if (stopped) return kExitInterrupted;
   return failed == 0 ? kExitOk : kExitFail;
