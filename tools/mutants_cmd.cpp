@@ -75,7 +75,7 @@ int run_mutants(const MutantsOptions& o) {
   }
   if (!gpu::kMutantsBuilt) {
     std::cerr << "dcp-verify mutants: this binary carries no mutants; configure a test build "
-                 "with -DDCP_MUTANTS=ON (the default and cpu presets do)\n";
+                 "with -DDCP_MUTANTS=ON (tools/test does)\n";
     return kExitBadInput;
   }
   if (o.cases < 1 || o.cases > 1000000) {

@@ -8,6 +8,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 
 namespace dcp::tools {
@@ -57,9 +58,15 @@ void Progress::clear() {
 
 std::optional<std::string> json_path_error(const std::string& path) {
   if (path.empty()) return std::nullopt;
-  std::FILE* f = std::fopen(path.c_str(), "a");  // creates it; the report replaces it later
-  if (f == nullptr) return "--json: cannot write '" + path + "': " + std::strerror(errno);
-  std::fclose(f);
+  // Without creating anything: an existing file must be writable, a new one's folder must be.
+  std::error_code ec;
+  const std::filesystem::path p(path);
+  const bool exists = std::filesystem::exists(p, ec);
+  const std::filesystem::path dir = p.has_parent_path() ? p.parent_path() : ".";
+  if (exists ? ::access(path.c_str(), W_OK) != 0 : ::access(dir.c_str(), W_OK | X_OK) != 0)
+    return "--json: cannot write '" + path + "': " + std::strerror(errno);
+  if (exists && std::filesystem::is_directory(p, ec))
+    return "--json: '" + path + "' is a directory";
   return std::nullopt;
 }
 
