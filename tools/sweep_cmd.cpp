@@ -21,7 +21,10 @@ using nlohmann::json;
 // The host backend keeps K and V as fp32 values whatever their storage dtype: 4 bytes per
 // element read.
 constexpr double kHostKvElementBytes = sizeof(float);
-constexpr double kBytesPerGB = 1e9;
+constexpr double kBytesPerGB = 1e9, kBytesPerMB = 1e6, kSecondsPerUs = 1e-6;
+// Repeated multiplication by a factor such as 1.1 rounds at every step and may land a hair above
+// an -e it should reach exactly: a relative slack far below one token keeps -e in the sweep.
+constexpr double kSizeSlack = 1e-12;
 constexpr int64_t kMaxSeq = int64_t{1} << 24;  // beyond this the oracle check alone takes minutes
 
 struct SweepOptions : CaseOptions {
@@ -119,8 +122,8 @@ int run_sweep(const SweepOptions& o) {
   if (!first) return bad(first.status().message());
 
   std::vector<int64_t> seqs;
-  for (double s = static_cast<double>(o.min_seq); s <= static_cast<double>(o.max_seq) * (1 + 1e-12);
-       s *= o.factor) {
+  for (double s = static_cast<double>(o.min_seq);
+       s <= static_cast<double>(o.max_seq) * (1 + kSizeSlack); s *= o.factor) {
     const auto v = static_cast<int64_t>(s + 0.5);
     if (seqs.empty() || v != seqs.back()) seqs.push_back(v);
   }
@@ -160,7 +163,7 @@ int run_sweep(const SweepOptions& o) {
     row.us = *us;
     row.us_one = *us_one;
     row.kv_bytes = kv_bytes_read(s, c);
-    row.gbps = row.kv_bytes / (row.us * 1e-6) / kBytesPerGB;
+    row.gbps = row.kv_bytes / (row.us * kSecondsPerUs) / kBytesPerGB;
     if (o.check) {
       const props::DcpCheck chk = props::judge_dcp(c, s.cfg, last, true);
       row.checked = true;
@@ -173,8 +176,8 @@ int run_sweep(const SweepOptions& o) {
     char ratio_s[32] = "-", line[256];
     if (row.checked) std::snprintf(ratio_s, sizeof ratio_s, "%.4f", row.ratio);
     std::snprintf(line, sizeof line, "  %10lld  %10.1f  %8.3f  %7.2f  %12.1f  %7.2fx  %10s  %s\n",
-                  static_cast<long long>(seq), row.us, row.kv_bytes / 1e6, row.gbps, row.us_one,
-                  row.us_one / row.us, ratio_s,
+                  static_cast<long long>(seq), row.us, row.kv_bytes / kBytesPerMB, row.gbps,
+                  row.us_one, row.us_one / row.us, ratio_s,
                   row.checked ? (row.pass ? "OK" : "FAILED") : "unchecked");
     std::cout << line;
     if (!row.pass) {
