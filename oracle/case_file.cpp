@@ -199,9 +199,12 @@ std::string format_text(DType d) {
       return "f16";
     case DType::bf16:
       return "bf16";
-    default:
+    case DType::f32:
       return "f32";
+    case DType::i64:  // never a claimed format: result_from_file refuses I64 tensors
+      return "i64";
   }
+  return "?";
 }
 
 Expected<int64_t> positive_int(std::string_view source, const StFile& f, const std::string& key,

@@ -195,29 +195,27 @@ std::vector<SuiteProperty> property_suite(const DcpBackend& backend) {
   };
 }
 
-oracle::Expected<std::vector<std::string>> replay_pinned(const std::string& path,
-                                                         const DcpBackend& backend,
-                                                         int64_t* count) {
+oracle::Expected<PinnedReplay> replay_pinned(const std::string& path, const DcpBackend& backend) {
   std::ifstream f(path);
   if (!f) return DCP_ERROR("pinned counterexamples: cannot read '", path, "'");
   const nlohmann::json all = nlohmann::json::parse(f, nullptr, false);
   if (all.is_discarded() || !all.is_array() || all.empty())
     return DCP_ERROR("pinned counterexamples: '", path, "' is not a non-empty JSON array");
-  std::vector<std::string> failures;
-  *count = 0;
+  PinnedReplay out;
   for (const auto& j : all) {
     if (!j.contains("setup") || !j.contains("why"))
-      return DCP_ERROR("pinned counterexamples: '", path, "': entry ", *count,
+      return DCP_ERROR("pinned counterexamples: '", path, "': entry ", out.count,
                        " lacks 'setup' or 'why'");
     oracle::Expected<DcpSetup> s = setup_from_json(j.at("setup"));
-    if (!s) return DCP_ERROR("pinned counterexamples: entry ", *count, ": ", s.status().message());
+    if (!s)
+      return DCP_ERROR("pinned counterexamples: entry ", out.count, ": ", s.status().message());
     const DcpCheck chk = check_dcp(make_case(s->spec), s->cfg, s->chunks, backend);
     if (!chk.pass)
-      failures.push_back(j.at("why").get<std::string>() + " | " + describe(*s) + " | " +
-                         chk.report);
-    ++*count;
+      out.failures.push_back(j.at("why").get<std::string>() + " | " + describe(*s) + " | " +
+                             chk.report);
+    ++out.count;
   }
-  return failures;
+  return out;
 }
 
 }  // namespace dcp::props

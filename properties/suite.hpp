@@ -44,8 +44,12 @@ void layout_count_property();
 void kv_write_property();
 
 // Pinned counterexamples (fixtures/dcp/pinned.json: shrunk cases that once failed), replayed
-// through the backend. Returns one line per failure, or an error when the file is unreadable.
-oracle::Expected<std::vector<std::string>> replay_pinned(const std::string& path,
-                                                         const DcpBackend& backend, int64_t* count);
+// through the backend: how many ran and one line per failure, or an error when the file is
+// unreadable or malformed.
+struct PinnedReplay {
+  int64_t count = 0;
+  std::vector<std::string> failures;
+};
+oracle::Expected<PinnedReplay> replay_pinned(const std::string& path, const DcpBackend& backend);
 
 }  // namespace dcp::props

@@ -218,8 +218,8 @@ TEST_F(CheckResultFile, MalformedFilesAreRefusedByName) {
 TEST_F(CheckResultFile, ReferenceAsResultPasses) {
   auto ref = oracle::reference(c);
   ASSERT_TRUE(ref.ok());
-  StFile f = oracle::attention_to_file(*ref);
-  f.metadata["accum"] = "f64";
+  // The reference file claims fp64 itself (accum "f64", p_cast "none").
+  const StFile f = oracle::attention_to_file(*ref);
   auto r = oracle::result_from_file(f, c, "ref.safetensors");
   ASSERT_TRUE(r.ok()) << r.status().message();
   auto chk = oracle::check_result(c, *r);

@@ -98,20 +98,19 @@ int run_properties(const PropertiesOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
   Progress progress("properties", static_cast<int64_t>(suite.size()) + 1);
   if (wanted("pinned")) {
-    int64_t count = 0;
     const auto t = std::chrono::steady_clock::now();
-    const auto failures = props::replay_pinned(o.pinned, nullptr, &count);
+    const auto replay = props::replay_pinned(o.pinned, nullptr);
+    if (!replay) {
+      std::cerr << "dcp-verify properties: " << replay.status().message() << "\n";
+      return kExitBadInput;
+    }
     Row r;
     r.name = "pinned";
     r.what = "pinned counterexamples (" + o.pinned + ")";
-    r.cases = count;
+    r.cases = replay->count;
     r.seconds = since(t);
-    if (!failures) {
-      std::cerr << "dcp-verify properties: " << failures.status().message() << "\n";
-      return kExitBadInput;
-    }
-    r.result = failures->empty() ? "OK" : "FAILED";
-    for (const std::string& f : *failures) r.message += f;
+    r.result = replay->failures.empty() ? "OK" : "FAILED";
+    for (const std::string& f : replay->failures) r.message += f;
     rows.push_back(r);
   }
   for (const props::SuiteProperty& p : suite) {

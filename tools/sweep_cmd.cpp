@@ -43,9 +43,15 @@ struct Row {
   std::string report;
 };
 
-// Median wall time of `iters` runs after `warmup` runs; the last run's output in *last.
-gpu::Result<double> time_step(const gpu::DcpInputs& in, const gpu::DcpConfig& cfg, int64_t iters,
-                              int64_t warmup, gpu::GroupRun* last) {
+struct Timed {
+  double median_us = 0.0;  // median wall time of the timed runs
+  gpu::GroupRun last;      // the last run's output
+};
+
+// `iters` timed runs after `warmup` untimed ones.
+gpu::Result<Timed> time_step(const gpu::DcpInputs& in, const gpu::DcpConfig& cfg, int64_t iters,
+                             int64_t warmup) {
+  Timed out;
   std::vector<double> us;
   for (int64_t i = 0; i < warmup + iters; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -54,10 +60,11 @@ gpu::Result<double> time_step(const gpu::DcpInputs& in, const gpu::DcpConfig& cf
         std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
     if (!run) return run.status();
     if (i >= warmup) us.push_back(t);
-    *last = std::move(*run);
+    out.last = std::move(*run);
   }
   std::sort(us.begin(), us.end());
-  return us[us.size() / 2];
+  out.median_us = us[us.size() / 2];
+  return out;
 }
 
 // KV bytes every rank of the TP group reads in one step: the rows it owns that some query token
@@ -152,20 +159,19 @@ int run_sweep(const SweepOptions& o) {
     const gpu::DcpInputs in = props::to_dcp_inputs(c, s.chunks);
     Row row;
     row.seq = seq;
-    gpu::GroupRun last, last_one;
-    auto us = time_step(in, s.cfg, o.iters, o.warmup, &last);
-    if (!us) return bad(us.status().message());
+    const auto timed = time_step(in, s.cfg, o.iters, o.warmup);
+    if (!timed) return bad(timed.status().message());
     gpu::DcpConfig one = s.cfg;
     one.tp_size = 1;
     one.layout = {1, 1};
-    auto us_one = time_step(in, one, o.iters, o.warmup, &last_one);
-    if (!us_one) return bad(us_one.status().message());
-    row.us = *us;
-    row.us_one = *us_one;
+    const auto timed_one = time_step(in, one, o.iters, o.warmup);
+    if (!timed_one) return bad(timed_one.status().message());
+    row.us = timed->median_us;
+    row.us_one = timed_one->median_us;
     row.kv_bytes = kv_bytes_read(s, c);
     row.gbps = row.kv_bytes / (row.us * kSecondsPerUs) / kBytesPerGB;
     if (o.check) {
-      const props::DcpCheck chk = props::judge_dcp(c, s.cfg, last, true);
+      const props::DcpCheck chk = props::judge_dcp(c, s.cfg, timed->last, true);
       row.checked = true;
       row.ratio = chk.max_ratio;
       row.pass = chk.pass;
