@@ -18,7 +18,7 @@ Tensor<double> rank_slice(const Tensor<double>& stacked, int64_t rank) {
 }
 
 Expected<PartCheck> judge(const Case& c, const Tensor<double>& o, const Tensor<double>& lse,
-                          const Arithmetic& a, Tier tier, int64_t rank) {
+                          const Arithmetic& a, Tier tier, std::optional<int64_t> rank) {
   auto ref = reference(c, tier);
   if (!ref) return ref.status();
   auto bound = derive_bound(c, *ref, a);
@@ -50,14 +50,16 @@ size_t ResultCheck::worst_part() const {
 std::vector<int64_t> ResultCheck::failing_ranks() const {
   std::vector<int64_t> out;
   for (const PartCheck& p : parts)
-    if (p.rank >= 0 && !p.cmp.pass()) out.push_back(p.rank);
+    if (p.rank && !p.cmp.pass()) out.push_back(*p.rank);
   return out;
 }
 
-Expected<PartCheck> check_part(const Case& c, const DcpResult& r, int64_t rank, Tier tier) {
+Expected<PartCheck> check_part(const Case& c, const DcpResult& r, std::optional<int64_t> which,
+                               Tier tier) {
   const int64_t T = c.tokens(), Hq = c.q_heads(), dv = c.v_dim;
-  if (rank < 0) return judge(c, r.o, r.lse, r.output_claim, tier, -1);
-  if (!r.o_partial || !r.lse_partial || rank >= r.dcp_size)
+  if (!which) return judge(c, r.o, r.lse, r.output_claim, tier, std::nullopt);
+  const int64_t rank = *which;
+  if (!r.o_partial || !r.lse_partial || rank < 0 || rank >= r.dcp_size)
     return DCP_ERROR("rank ", rank, ": the result holds no partial for it");
   if (r.o_partial->shape != Shape{r.dcp_size, T, Hq, dv})
     return DCP_ERROR("tensor 'o_partial': shape ", shape_string(r.o_partial->shape),
@@ -80,7 +82,8 @@ Expected<ResultCheck> check_result(const Case& c, const DcpResult& r, Tier tier)
   DCP_TRY(validate(c));
   ResultCheck out;
   for (int64_t part = 0; part < part_count(r); ++part) {
-    auto p = check_part(c, r, part - 1, tier);
+    // Part 0 is the merged output, part k >= 1 the partial of rank k - 1.
+    auto p = check_part(c, r, part == 0 ? std::nullopt : std::optional<int64_t>(part - 1), tier);
     if (!p) return p.status();
     out.parts.push_back(*p);
   }

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,7 +23,7 @@
 namespace dcp::oracle {
 
 struct PartCheck {
-  int64_t rank = -1;  // -1: the merged output; otherwise the DCP rank of the partial
+  std::optional<int64_t> rank;  // the DCP rank of the partial; nullopt: the merged output
   Comparison cmp;
   double kappa = 0.0;  // the case's (or shard's) first-order relative coefficient
 };
@@ -35,9 +36,9 @@ struct ResultCheck {
   std::vector<int64_t> failing_ranks() const;
 };
 
-// One part: rank -1 is the merged output, rank r >= 0 that rank's partial against the oracle on
-// its shard. The case must be valid.
-Expected<PartCheck> check_part(const Case& c, const DcpResult& r, int64_t rank,
+// One part: the merged output (rank nullopt) against the full attention, or rank r's partial
+// against the oracle on r's shard. The case must be valid.
+Expected<PartCheck> check_part(const Case& c, const DcpResult& r, std::optional<int64_t> rank,
                                Tier tier = Tier::fast);
 // The parts a result has: the output, and one per rank when partials are given.
 int64_t part_count(const DcpResult& r);

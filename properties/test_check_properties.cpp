@@ -39,7 +39,8 @@ oracle::ResultCheck check_via_file(const DcpResult& r, const oracle::Case& c) {
 
 std::string worst_text(const oracle::ResultCheck& chk) {
   const auto& p = chk.parts[chk.worst_part()];
-  return "rank " + std::to_string(p.rank) + ": " + p.cmp.summary();
+  return (p.rank ? "rank " + std::to_string(*p.rank) : std::string("output")) + ": " +
+         p.cmp.summary();
 }
 
 RC_GTEST_PROP(CheckResult, CorrectModelResultPasses, ()) {

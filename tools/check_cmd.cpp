@@ -35,7 +35,9 @@ std::string lower(std::string_view s) {
   return out;
 }
 
-std::string part_name(int64_t rank) { return rank < 0 ? "output" : "rank " + std::to_string(rank); }
+std::string part_name(std::optional<int64_t> rank) {
+  return rank ? "rank " + std::to_string(*rank) : "output";
+}
 
 std::string index_text(const Worst& w) {
   std::ostringstream os;
@@ -105,7 +107,9 @@ int run_check(const CheckOptions& o) {
   oracle::ResultCheck rc;
   for (int64_t part = 0; part < planned && !interrupted(); ++part) {
     progress.update(part);
-    auto p = oracle::check_part(*c, *r, part - 1, tier);
+    // Part 0 is the merged output, part k >= 1 the partial of rank k - 1.
+    auto p = oracle::check_part(*c, *r, part == 0 ? std::nullopt : std::optional<int64_t>(part - 1),
+                                tier);
     if (!p) {
       progress.clear();
       std::cerr << "dcp-verify check: " << p.status().message() << "\n";
@@ -185,7 +189,7 @@ int run_check(const CheckOptions& o) {
     for (const oracle::PartCheck& p : rc.parts) {
       parts.push_back(
           {{"part", part_name(p.rank)},
-           {"rank", p.rank < 0 ? json(nullptr) : json(p.rank)},
+           {"rank", p.rank ? json(*p.rank) : json(nullptr)},
            {"pass", p.cmp.pass()},
            {"max_ratio", json_number(p.cmp.max_ratio())},
            {"kappa", p.kappa},
