@@ -57,15 +57,25 @@ Row run_suite(const std::vector<props::SuiteProperty>& suite, int64_t cases, uin
   return row;
 }
 
-void print_row(std::ostream& out, const Row& r) {
-  const char* verdict = r.interrupted ? "INTERRUPTED" : r.killed ? "KILLED" : "SURVIVED";
+// One table row; `killed_by` empty prints "-" for it and the shrinks.
+void print_row(std::ostream& out, const Row& r, const std::string& verdict,
+               const std::string& killed_by, const std::string& last_column) {
+  const std::string shrinks =
+      !killed_by.empty() && r.kill.shrinks >= 0 ? std::to_string(r.kill.shrinks) : "-";
   char line[512];
   std::snprintf(line, sizeof line, "   %-25s %-11s %-11s %7lld  %-16s %7s %7.2f  %s\n",
-                r.mutant.c_str(), r.family.c_str(), verdict, static_cast<long long>(r.cases),
-                r.killed ? r.kill.name.c_str() : "-",
-                r.killed && r.kill.shrinks >= 0 ? std::to_string(r.kill.shrinks).c_str() : "-",
-                r.seconds, r.killed ? r.kill.counterexample.c_str() : "-");
+                r.mutant.c_str(), r.family.c_str(), verdict.c_str(),
+                static_cast<long long>(r.cases), killed_by.empty() ? "-" : killed_by.c_str(),
+                shrinks.c_str(), r.seconds, last_column.c_str());
   out << line;
+}
+
+void print_row(std::ostream& out, const Row& r) {
+  print_row(out, r,
+            r.interrupted ? "INTERRUPTED"
+            : r.killed    ? "KILLED"
+                          : "SURVIVED",
+            r.killed ? r.kill.name : "", r.killed ? r.kill.counterexample : "-");
 }
 
 int run_mutants(const MutantsOptions& o) {
@@ -133,17 +143,15 @@ int run_mutants(const MutantsOptions& o) {
   }
   progress.clear();
   {
-    const char* verdict = clean.interrupted ? "INTERRUPTED"
-                          : false_alarms    ? "FALSE ALARM"
-                                            : "clean";
-    char line[512];
-    std::snprintf(line, sizeof line, "   %-25s %-11s %-11s %7lld  %-16s %7s %7.2f  %s\n",
-                  clean.mutant.c_str(), "-", verdict, static_cast<long long>(clean.cases),
-                  false_alarms ? clean.kill.name.c_str() : "-", "-", clean.seconds,
-                  false_alarms        ? clean.kill.counterexample.c_str()
-                  : clean.interrupted ? "interrupted"
-                                      : "every property passed");
-    out << line;
+    clean.kill.shrinks = -1;  // a false alarm is not a kill: no shrink count in its row
+    print_row(out, clean,
+              clean.interrupted ? "INTERRUPTED"
+              : false_alarms    ? "FALSE ALARM"
+                                : "clean",
+              false_alarms ? clean.kill.name : "",
+              false_alarms        ? clean.kill.counterexample
+              : clean.interrupted ? "interrupted"
+                                  : "every property passed");
     if (false_alarms) {
       std::istringstream msg(clean.kill.message);
       for (std::string l; std::getline(msg, l);)

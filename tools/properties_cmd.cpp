@@ -12,6 +12,7 @@
 
 #include "properties/suite.hpp"
 #include "tools/property_runner.hpp"
+#include "tools/run_cmd.hpp"
 #include "tools/session.hpp"
 
 namespace dcp::tools {
@@ -57,9 +58,8 @@ int run_properties(const PropertiesOptions& o) {
     std::cerr << "dcp-verify properties: " << *bad_json << "\n";
     return kExitBadInput;
   }
-  if (o.backend != "host") {
-    std::cerr << "dcp-verify properties: --backend " << o.backend
-              << " is not built in this binary; expected host\n";
+  if (const auto why = unavailable(o.backend, "threads")) {
+    std::cerr << "dcp-verify properties: " << *why << "\n";
     return kExitBadInput;
   }
   if (o.cases < 1 || o.cases > 1000000) {
