@@ -130,21 +130,26 @@ Result<MpiRun> run_dcp_mpi(const DcpInputs& in, const DcpConfig& cfg) {
   Result<RankStepOutput> r = run_tp_rank(comm, in, cfg, me);
   MPI_Comm_free(&group);
   if (!r) return r.status();
+  return gather_on_root(in, cfg, *r);
+}
 
+Result<MpiRun> gather_on_root(const DcpInputs& in, const DcpConfig& cfg,
+                              const RankStepOutput& mine) {
+  Result<DcpGeometry> geo_r = DcpGeometry::create(cfg, in.dims);
+  if (!geo_r) return geo_r.status();
+  const DcpGeometry& geo = *geo_r;
+  const int64_t world = mpi_world_size(), me = mpi_world_rank();
   MpiRun out;
   out.root = me == 0;
   std::vector<std::vector<float>> o, lse, po, pl;
-  DCP_GPU_TRY(gather_all(r->o, o));
-  DCP_GPU_TRY(gather_all(r->lse, lse));
-  DCP_GPU_TRY(gather_all(r->partial_o, po));
-  DCP_GPU_TRY(gather_all(r->partial_lse, pl));
+  DCP_GPU_TRY(gather_all(mine.o, o));
+  DCP_GPU_TRY(gather_all(mine.lse, lse));
+  DCP_GPU_TRY(gather_all(mine.partial_o, po));
+  DCP_GPU_TRY(gather_all(mine.partial_lse, pl));
   if (!out.root) return out;
   const AttentionDims& d = in.dims;
   GroupRun& run = out.group;
-  run.o.assign(static_cast<size_t>(d.tokens * d.q_heads * d.v_dim), 0.0f);
-  run.lse.assign(static_cast<size_t>(d.tokens * d.q_heads), 0.0f);
-  run.partial_o.resize(static_cast<size_t>(world));
-  run.partial_lse.resize(static_cast<size_t>(world));
+  run = empty_group_run(geo, d);
   for (int64_t tp_rank = 0; tp_rank < world; ++tp_rank) {
     RankStepOutput ro;
     ro.o = o[static_cast<size_t>(tp_rank)];

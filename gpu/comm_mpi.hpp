@@ -38,4 +38,10 @@ struct MpiRun {
 // Runs this process's TP rank (world rank) and gathers every rank's result on world rank 0.
 Result<MpiRun> run_dcp_mpi(const DcpInputs& in, const DcpConfig& cfg);
 
+// Gathers every process's step output (this one's: mine) on world rank 0, assembled by head;
+// every process of the world calls it (any backend's ranks: the host path's and the CUDA
+// backend's over NCCL).
+Result<MpiRun> gather_on_root(const DcpInputs& in, const DcpConfig& cfg,
+                              const RankStepOutput& mine);
+
 }  // namespace dcp::gpu

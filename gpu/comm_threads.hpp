@@ -1,9 +1,8 @@
 // comm_threads.hpp — an in-process communicator: the N ranks of a DCP group as N threads.
 //
-// Each collective publishes the caller's send buffer, meets the other ranks at a barrier, reads
-// what it needs from its peers' buffers, and meets them again before anyone may reuse a buffer.
-// The barrier waits with a deadline; abort() (called when any rank fails) releases every waiter
-// with an error, so a failed rank never leaves the others hanging.
+// Each collective publishes the caller's send buffer at the group's rendezvous
+// (rendezvous.hpp), reads what it needs from its peers' buffers, and meets them again before
+// anyone may reuse a buffer. A failed rank aborts the group and releases every waiter.
 //
 //   ThreadGroup group(4);
 //   // in the thread of rank r:
@@ -12,47 +11,30 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "gpu/communicator.hpp"
+#include "gpu/rendezvous.hpp"
 
 namespace dcp::gpu {
 
-class ThreadGroup {
+class ThreadGroup final : public RankGroup {
  public:
   // A peer that does not arrive within `deadline` fails the collective.
   explicit ThreadGroup(int64_t ranks,
-                       std::chrono::milliseconds deadline = std::chrono::milliseconds(120000));
-  ~ThreadGroup();
+                       std::chrono::milliseconds deadline = kDefaultCollectiveDeadline);
+  ~ThreadGroup() override;
   Communicator& comm(int64_t rank);
-  int64_t size() const { return ranks_; }
-  // Fails every current and future collective of the group (a rank hit an error).
-  void abort(const std::string& why);
-  // Whether a collective of `rank` failed because the group was aborted (it was released, it did
-  // not fail on its own).
-  bool released(int64_t rank) const;
+  int64_t size() const { return rv_.size(); }
+  void abort(const std::string& why) override { rv_.abort(why); }
+  bool released(int64_t rank) const override { return rv_.released(rank); }
 
  private:
   class RankComm;
-  friend class RankComm;
-  GpuStatus barrier(int64_t rank);
-
-  int64_t ranks_;
-  std::chrono::milliseconds deadline_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  int64_t arrived_ = 0;
-  uint64_t generation_ = 0;
-  bool aborted_ = false;
-  std::string abort_reason_;
-  std::vector<const float*> send_;  // [N] published send buffers
-  std::vector<size_t> send_size_;   // [N]
-  std::vector<char> released_;      // [N] 1: a collective returned because of an abort
+  Rendezvous rv_;
   std::vector<std::unique_ptr<RankComm>> comms_;
 };
 

@@ -84,45 +84,70 @@ GpuStatus validate_inputs(const DcpInputs& in, const DcpConfig& cfg) {
   return {};
 }
 
-Result<RankKvCache> build_rank_cache(const DcpInputs& in, const DcpConfig& cfg, int64_t tp_rank) {
+Result<KvCacheSpec> rank_cache_spec(const DcpInputs& in, const DcpConfig& cfg, int64_t tp_rank) {
   Result<DcpGeometry> geo = DcpGeometry::create(cfg, in.dims);
   if (!geo) return geo.status();
   const AttentionDims& d = in.dims;
   const DcpLayout& lay = cfg.layout;
   const int64_t cycle = lay.interleave * lay.ranks;
-  const int64_t rows =
-      in.physical_rows > 0 ? in.physical_rows : (in.seq + cycle - 1) / cycle * lay.interleave;
   KvCacheSpec spec;
   spec.layout = lay;
   spec.rank = geo->dcp_rank(tp_rank);
-  spec.physical_rows = rows;
+  spec.physical_rows =
+      in.physical_rows > 0 ? in.physical_rows : (in.seq + cycle - 1) / cycle * lay.interleave;
   spec.kv_head0 = geo->kv_head0(tp_rank);
   spec.kv_heads = geo->kv_heads(tp_rank);
   spec.head_dim = d.head_dim;
   spec.v_dim = d.v_dim;
   spec.shared_latent = d.shared_latent;
   spec.dtype = in.kv_dtype;
-  Result<RankKvCache> cache = RankKvCache::create(spec);
-  if (!cache) return cache.status();
+  return spec;
+}
 
-  // Replay the writes: every rank sees every chunk and keeps what it owns. The chunk's rows are
-  // cut down to the KV heads this rank's group reads.
-  std::vector<int64_t> chunks = in.chunks.empty() ? std::vector<int64_t>{in.seq} : in.chunks;
+std::vector<int64_t> write_chunks(const DcpInputs& in) {
+  return in.chunks.empty() ? std::vector<int64_t>{in.seq} : in.chunks;
+}
+
+ChunkRows chunk_rows(const DcpInputs& in, const KvCacheSpec& spec, int64_t pos0, int64_t len) {
+  const AttentionDims& d = in.dims;
   const int64_t H = spec.kv_heads, dk = d.head_dim, dv = d.v_dim;
-  std::vector<float> kc, vc;
+  ChunkRows c;
+  c.k.assign(static_cast<size_t>(len * H * dk), 0.0f);
+  c.v.assign(d.shared_latent ? 0 : static_cast<size_t>(len * H * dv), 0.0f);
+  for (int64_t i = 0; i < len; ++i) {
+    const int64_t pos = pos0 + i;
+    std::copy_n(&in.k[static_cast<size_t>((pos * d.kv_heads + spec.kv_head0) * dk)], H * dk,
+                &c.k[static_cast<size_t>(i * H * dk)]);
+    if (!d.shared_latent)
+      std::copy_n(&in.v[static_cast<size_t>((pos * d.kv_heads + spec.kv_head0) * dv)], H * dv,
+                  &c.v[static_cast<size_t>(i * H * dv)]);
+  }
+  return c;
+}
+
+std::vector<float> rank_queries(const DcpInputs& in, const DcpConfig& cfg, const DcpGeometry& geo,
+                                int64_t tp_rank) {
+  const AttentionDims& d = in.dims;
+  const int64_t head0 = cfg.replicate_q ? geo.group_head0(tp_rank) : geo.local_head0(tp_rank);
+  const int64_t nh = cfg.replicate_q ? geo.hg : geo.h_loc;
+  std::vector<float> q(static_cast<size_t>(d.tokens * nh * d.head_dim));
+  for (int64_t t = 0; t < d.tokens; ++t)
+    std::copy_n(&in.q[static_cast<size_t>((t * d.q_heads + head0) * d.head_dim)], nh * d.head_dim,
+                &q[static_cast<size_t>(t * nh * d.head_dim)]);
+  return q;
+}
+
+Result<RankKvCache> build_rank_cache(const DcpInputs& in, const DcpConfig& cfg, int64_t tp_rank) {
+  Result<KvCacheSpec> spec = rank_cache_spec(in, cfg, tp_rank);
+  if (!spec) return spec.status();
+  Result<RankKvCache> cache = RankKvCache::create(*spec);
+  if (!cache) return cache.status();
+  // Replay the writes: every rank sees every chunk and keeps what it owns.
   int64_t pos0 = 0;
-  for (const int64_t len : chunks) {
-    kc.assign(static_cast<size_t>(len * H * dk), 0.0f);
-    vc.assign(d.shared_latent ? 0 : static_cast<size_t>(len * H * dv), 0.0f);
-    for (int64_t i = 0; i < len; ++i) {
-      const int64_t pos = pos0 + i;
-      std::copy_n(&in.k[static_cast<size_t>((pos * d.kv_heads + spec.kv_head0) * dk)], H * dk,
-                  &kc[static_cast<size_t>(i * H * dk)]);
-      if (!d.shared_latent)
-        std::copy_n(&in.v[static_cast<size_t>((pos * d.kv_heads + spec.kv_head0) * dv)], H * dv,
-                    &vc[static_cast<size_t>(i * H * dv)]);
-    }
-    DCP_GPU_TRY(cache->write_chunk(pos0, len, kc.data(), d.shared_latent ? nullptr : vc.data()));
+  for (const int64_t len : write_chunks(in)) {
+    const ChunkRows c = chunk_rows(in, *spec, pos0, len);
+    DCP_GPU_TRY(
+        cache->write_chunk(pos0, len, c.k.data(), in.dims.shared_latent ? nullptr : c.v.data()));
     pos0 += len;
   }
   return cache;
@@ -290,14 +315,7 @@ Result<RankStepOutput> run_tp_rank(Communicator& comm, const DcpInputs& in, cons
   if (!geo) return geo.status();
   Result<RankKvCache> cache = build_rank_cache(in, cfg, tp_rank);
   if (!cache) return cache.status();
-  const AttentionDims& d = in.dims;
-  const int64_t head0 = cfg.replicate_q ? geo->group_head0(tp_rank) : geo->local_head0(tp_rank);
-  const int64_t nh = cfg.replicate_q ? geo->hg : geo->h_loc;
-  std::vector<float> q(static_cast<size_t>(d.tokens * nh * d.head_dim));
-  for (int64_t t = 0; t < d.tokens; ++t)
-    std::copy_n(&in.q[static_cast<size_t>((t * d.q_heads + head0) * d.head_dim)], nh * d.head_dim,
-                &q[static_cast<size_t>(t * nh * d.head_dim)]);
-  return dcp_decode_step(comm, cfg, in, tp_rank, q, *cache);
+  return dcp_decode_step(comm, cfg, in, tp_rank, rank_queries(in, cfg, *geo, tp_rank), *cache);
 }
 
 }  // namespace dcp::gpu

@@ -125,4 +125,23 @@ Result<RankStepOutput> run_tp_rank(Communicator& comm, const DcpInputs& in, cons
 // The rank's cache after replaying in.chunks (for inspection and for run_tp_rank).
 Result<RankKvCache> build_rank_cache(const DcpInputs& in, const DcpConfig& cfg, int64_t tp_rank);
 
+// The pieces every backend builds a rank's step from (the CUDA backend replays the same writes
+// into device memory):
+// the cache a TP rank holds: its dcp rank, rows (in.physical_rows, or just enough for S), the
+// KV heads its group reads, shapes and storage format;
+Result<KvCacheSpec> rank_cache_spec(const DcpInputs& in, const DcpConfig& cfg, int64_t tp_rank);
+// the KV writes that build the cache, in order (in.chunks, or one chunk of S);
+std::vector<int64_t> write_chunks(const DcpInputs& in);
+// chunk [pos0, pos0 + len) of the model-wide K and V cut down to the spec's KV heads, as a
+// writer hands it to every rank: k [len, kv_heads, Dk], v [len, kv_heads, Dv] (empty for a
+// shared latent);
+struct ChunkRows {
+  std::vector<float> k, v;
+};
+ChunkRows chunk_rows(const DcpInputs& in, const KvCacheSpec& spec, int64_t pos0, int64_t len);
+// the queries the rank starts the step with: [T, H_loc, Dk] (gather) or [T, Hg, Dk]
+// (replicate-q).
+std::vector<float> rank_queries(const DcpInputs& in, const DcpConfig& cfg, const DcpGeometry& geo,
+                                int64_t tp_rank);
+
 }  // namespace dcp::gpu

@@ -9,9 +9,8 @@
 #include "gpu/mutants.hpp"
 
 namespace dcp::gpu {
-namespace {
 
-GpuStatus check(const PartialAttentionParams& p) {
+GpuStatus validate_partial_attention(const PartialAttentionParams& p) {
   DCP_GPU_TRY(validate_layout(p.layout));
   if (p.tokens < 1 || p.heads < 1 || p.head_dim < 1 || p.v_dim < 1)
     return DCP_GPU_ERROR("partial attention: tokens, heads, head_dim, v_dim must be >= 1");
@@ -40,6 +39,8 @@ GpuStatus check(const PartialAttentionParams& p) {
     return DCP_GPU_ERROR("partial attention: topk_k ", p.topk_k, " must be >= 0");
   return {};
 }
+
+namespace {
 
 // The rank-local rows query t attends to, in increasing position order.
 void visible_rows(const PartialAttentionParams& p, int64_t t, std::vector<int64_t>& rows) {
@@ -78,7 +79,7 @@ void visible_rows(const PartialAttentionParams& p, int64_t t, std::vector<int64_
 }  // namespace
 
 GpuStatus partial_attention(const PartialAttentionParams& p) {
-  DCP_GPU_TRY(check(p));
+  DCP_GPU_TRY(validate_partial_attention(p));
   const int64_t T = p.tokens, H = p.heads, dk = p.head_dim, dv = p.v_dim;
   const int64_t group = p.q_heads_total / p.kv_heads_total;
   const LseBase base = p.base;

@@ -59,7 +59,11 @@ struct PartialAttentionParams {
   float* lse = nullptr;  // [tokens, heads] partial LSEs, base `base`
 };
 
-// Checks the parameters (one-line errors naming the field) and computes the partials.
+// Checks the parameters' shapes, heads, rows and settings (one-line errors naming the field);
+// reads no tensor, so it serves device pointers as well (the CUDA backend's launcher).
+GpuStatus validate_partial_attention(const PartialAttentionParams& p);
+
+// Checks the parameters and computes the partials.
 GpuStatus partial_attention(const PartialAttentionParams& p);
 
 }  // namespace dcp::gpu

@@ -21,24 +21,20 @@ void place_rank_output(const DcpGeometry& geo, const AttentionDims& d, int64_t t
   run.partial_lse[static_cast<size_t>(tp_rank)] = r.partial_lse;
 }
 
-GpuStatus for_each_tp_rank_threads(const DcpGeometry& geo,
-                                   const std::function<GpuStatus(int64_t, Communicator&)>& body) {
-  std::vector<std::unique_ptr<ThreadGroup>> groups;
-  for (int64_t g = 0; g < geo.tp / geo.n; ++g)
-    groups.push_back(std::make_unique<ThreadGroup>(geo.n));
+GpuStatus run_rank_threads(const DcpGeometry& geo, const std::vector<RankGroup*>& groups,
+                           const std::function<GpuStatus(int64_t)>& body) {
   std::vector<GpuStatus> status(static_cast<size_t>(geo.tp));
   std::vector<std::thread> threads;
   for (int64_t tp_rank = 0; tp_rank < geo.tp; ++tp_rank) {
     threads.emplace_back([&, tp_rank] {
-      ThreadGroup& group = *groups[static_cast<size_t>(geo.group(tp_rank))];
-      GpuStatus st = body(tp_rank, group.comm(geo.dcp_rank(tp_rank)));
-      if (!st) group.abort("tp rank " + std::to_string(tp_rank) + ": " + st.message());
+      GpuStatus st = body(tp_rank);
+      if (!st)
+        groups[static_cast<size_t>(geo.group(tp_rank))]->abort(
+            "tp rank " + std::to_string(tp_rank) + ": " + st.message());
       status[static_cast<size_t>(tp_rank)] = std::move(st);
     });
   }
   for (std::thread& t : threads) t.join();
-  // Report the lowest tp rank that failed on its own (not released by a peer's abort), so the
-  // error does not depend on which thread happened to fail first.
   int64_t origin = -1;
   for (int64_t r = 0; r < geo.tp; ++r) {
     const bool own = !groups[static_cast<size_t>(geo.group(r))]->released(geo.dcp_rank(r));
@@ -50,15 +46,34 @@ GpuStatus for_each_tp_rank_threads(const DcpGeometry& geo,
   return origin >= 0 ? status[static_cast<size_t>(origin)] : GpuStatus();
 }
 
-Result<GroupRun> run_dcp_threads(const DcpInputs& in, const DcpConfig& cfg) {
-  DCP_GPU_TRY(validate_inputs(in, cfg));
-  const DcpGeometry geo = *DcpGeometry::create(cfg, in.dims);
-  const AttentionDims& d = in.dims;
+GpuStatus for_each_tp_rank_threads(const DcpGeometry& geo,
+                                   const std::function<GpuStatus(int64_t, Communicator&)>& body) {
+  std::vector<std::unique_ptr<ThreadGroup>> groups;
+  std::vector<RankGroup*> control;
+  for (int64_t g = 0; g < geo.tp / geo.n; ++g) {
+    groups.push_back(std::make_unique<ThreadGroup>(geo.n));
+    control.push_back(groups.back().get());
+  }
+  return run_rank_threads(geo, control, [&](int64_t tp_rank) {
+    return body(tp_rank,
+                groups[static_cast<size_t>(geo.group(tp_rank))]->comm(geo.dcp_rank(tp_rank)));
+  });
+}
+
+GroupRun empty_group_run(const DcpGeometry& geo, const AttentionDims& d) {
   GroupRun run;
   run.o.assign(static_cast<size_t>(d.tokens * d.q_heads * d.v_dim), 0.0f);
   run.lse.assign(static_cast<size_t>(d.tokens * d.q_heads), 0.0f);
   run.partial_o.resize(static_cast<size_t>(geo.tp));
   run.partial_lse.resize(static_cast<size_t>(geo.tp));
+  return run;
+}
+
+Result<GroupRun> run_dcp_threads(const DcpInputs& in, const DcpConfig& cfg) {
+  DCP_GPU_TRY(validate_inputs(in, cfg));
+  const DcpGeometry geo = *DcpGeometry::create(cfg, in.dims);
+  const AttentionDims& d = in.dims;
+  GroupRun run = empty_group_run(geo, d);
   DCP_GPU_TRY(for_each_tp_rank_threads(geo, [&](int64_t tp_rank, Communicator& comm) {
     Result<RankStepOutput> r = run_tp_rank(comm, in, cfg, tp_rank);
     if (!r) return r.status();

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "gpu/dcp_step.hpp"
+#include "gpu/rendezvous.hpp"
 
 namespace dcp::gpu {
 
@@ -23,11 +24,20 @@ struct GroupRun {
   std::vector<std::vector<float>> partial_lse;  // [tp][T, Hg]
 };
 
-// Runs body(tp_rank, comm) for every TP rank of the geometry on its own thread, each with its
-// DCP group's in-process communicator. A rank whose body fails aborts its group (peers waiting
-// in a collective are released); the first failure at its origin is returned.
+// Runs body(tp_rank) for every TP rank of the geometry on its own thread; groups[g] is DCP group
+// g's. A rank whose body fails aborts its group (peers waiting in a collective are released);
+// the failure of the lowest TP rank that failed on its own is returned, so the error does not
+// depend on which thread happened to fail first. Any transport whose ranks are threads of this
+// process uses it (the threads communicator here, the single-GPU and NCCL ones in gpu/cuda/).
+GpuStatus run_rank_threads(const DcpGeometry& geo, const std::vector<RankGroup*>& groups,
+                           const std::function<GpuStatus(int64_t)>& body);
+
+// run_rank_threads with each rank given its DCP group's in-process communicator.
 GpuStatus for_each_tp_rank_threads(const DcpGeometry& geo,
                                    const std::function<GpuStatus(int64_t, Communicator&)>& body);
+
+// The model-wide output and per-rank partial slots for a run of the geometry, zero-filled.
+GroupRun empty_group_run(const DcpGeometry& geo, const AttentionDims& d);
 
 // Places one rank's output heads into the model-wide O and LSE.
 void place_rank_output(const DcpGeometry& geo, const AttentionDims& d, int64_t tp_rank,

@@ -11,6 +11,9 @@
 #ifdef DCP_HAVE_MPI
 #include "gpu/comm_mpi.hpp"
 #endif
+#ifdef DCP_HAVE_CUDA_BACKEND
+#include "gpu/cuda/nccl_api.hpp"
+#endif
 
 namespace dcp::tools {
 namespace {
@@ -35,19 +38,34 @@ int run_info(const std::string& json_path) {
   const std::string mpi;
 #endif
   const gpu::DeviceReport dev = gpu::query_devices();
+#ifdef DCP_HAVE_CUDA_BACKEND
+  const bool cuda_backend = true;
+  const std::string nccl = gpu::nccl_runtime_text();
+  const bool nccl_loaded = gpu::nccl_api().ok();
+#else
+  const bool cuda_backend = false;
+  const std::string nccl = "not used (built without the CUDA backend)";
+  const bool nccl_loaded = false;
+#endif
+#ifdef DCP_HAVE_NCCL_MPI
+  const char* nccl_mpi = ", nccl under mpirun";
+#else
+  const char* nccl_mpi = "";
+#endif
   std::ostream& out = std::cout;
   out << "# dcp-verify info\n"
       << "  version           " << DCP_VERSION << "\n"
       << "  compiler          " << kCompiler << " " << __VERSION__ << " (" << DCP_BUILD_TYPE
       << ")\n"
       << "  backends          host (threads" << (mpi.empty() ? "" : ", mpi") << ")"
-      << "; cuda: not built (the CUDA backend does not exist yet)\n"
+      << (cuda_backend ? std::string("; cuda (single-gpu, nccl") + nccl_mpi + ")"
+                       : std::string("; cuda: not built"))
+      << "\n"
       << "  cuda toolkit      "
       << (cuda_built.empty() ? "not used (built without nvcc)"
-                             : cuda_built + ", architectures " + DCP_CUDA_ARCHS +
-                                   " (shared headers compiled as device code)")
+                             : cuda_built + ", architectures " + DCP_CUDA_ARCHS)
       << "\n"
-      << "  nccl              not linked (no NCCL communicator yet)\n"
+      << "  nccl              " << nccl << (cuda_backend ? " (opened at run time)" : "") << "\n"
       << "  mpi               " << (mpi.empty() ? "not built (DCP_MPI=OFF or not found)" : mpi)
       << "\n"
       << "  oracle            MPFR " << mpfr_get_version() << " (certify tier), double-double "
@@ -70,10 +88,19 @@ int run_info(const std::string& json_path) {
                          {"sm", std::to_string(d.sm_major) + std::to_string(d.sm_minor)},
                          {"multiprocessors", d.multiprocessors},
                          {"memory_bytes", d.memory_bytes}});
+    json backends = json::array({"host"});
+    if (!mpi.empty()) backends.push_back("host+mpi");
+    if (cuda_backend) {
+      backends.push_back("cuda+single-gpu");
+      backends.push_back("cuda+nccl");
+      if (*nccl_mpi != '\0') backends.push_back("cuda+nccl+mpi");
+    }
     const json report = {
         {"schema", "dcp-verify/info/1"},
         {"version", DCP_VERSION},
-        {"backends", mpi.empty() ? json::array({"host"}) : json::array({"host", "host+mpi"})},
+        {"backends", backends},
+        {"nccl", nccl_loaded ? json(nccl) : json(nullptr)},
+        {"nccl_unavailable_reason", nccl_loaded ? json(nullptr) : json(nccl)},
         {"cuda_toolkit", cuda_built.empty() ? json(nullptr) : json(cuda_built)},
         {"cuda_architectures", cuda_built.empty() ? json(nullptr) : json(DCP_CUDA_ARCHS)},
         {"mpi", mpi.empty() ? json(nullptr) : json(mpi)},

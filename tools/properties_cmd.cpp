@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "properties/suite.hpp"
+#include "tools/backends.hpp"
 #include "tools/property_runner.hpp"
-#include "tools/run_cmd.hpp"
 #include "tools/session.hpp"
 
 namespace dcp::tools {
@@ -58,15 +58,22 @@ int run_properties(const PropertiesOptions& o) {
     std::cerr << "dcp-verify properties: " << *bad_json << "\n";
     return kExitBadInput;
   }
-  if (const auto why = unavailable(o.backend, "threads")) {
+  // The CUDA backend runs here on one GPU: every DCP group's ranks virtual on device 0.
+  const std::string comm = o.backend == "cuda" ? "single-gpu" : "threads";
+  if (const auto why = unavailable(o.backend, comm)) {
     std::cerr << "dcp-verify properties: " << *why << "\n";
     return kExitBadInput;
   }
+  if (const auto why = no_device(o.backend)) {
+    std::cerr << "dcp-verify properties: --backend " << o.backend << ": " << *why << "\n";
+    return kExitBadInput;
+  }
+  const props::DcpBackend backend = select_backend(o.backend, comm);
   if (o.cases < 1 || o.cases > 1000000) {
     std::cerr << "dcp-verify properties: --cases: got " << o.cases << "; expected 1 .. 1000000\n";
     return kExitBadInput;
   }
-  std::vector<props::SuiteProperty> suite = props::property_suite(nullptr);
+  std::vector<props::SuiteProperty> suite = props::property_suite(backend);
   for (const std::string& name : o.only) {
     bool known = false;
     for (const auto& p : suite) known = known || p.name == name || name == "pinned";
@@ -99,7 +106,7 @@ int run_properties(const PropertiesOptions& o) {
   Progress progress("properties", static_cast<int64_t>(suite.size()) + 1);
   if (wanted("pinned")) {
     const auto t = std::chrono::steady_clock::now();
-    const auto replay = props::replay_pinned(o.pinned, nullptr);
+    const auto replay = props::replay_pinned(o.pinned, backend);
     if (!replay) {
       std::cerr << "dcp-verify properties: " << replay.status().message() << "\n";
       return kExitBadInput;
@@ -184,7 +191,9 @@ Command add_properties_command(CLI::App& app) {
   auto o = std::make_shared<PropertiesOptions>();
   CLI::App* cmd = app.add_subcommand(
       "properties", "Run the property suite on a backend against the oracle, with reproduce lines");
-  cmd->add_option("--backend", o->backend, "Backend: host")->capture_default_str();
+  cmd->add_option("--backend", o->backend,
+                  "Backend: " + backends_help() + " (cuda: N virtual ranks on GPU 0)")
+      ->capture_default_str();
   cmd->add_option("--cases", o->cases, "Cases per property")->capture_default_str();
   cmd->add_option("--seed", o->seed, "RapidCheck seed (default: random, printed)")
       ->check(kSeedValidator);

@@ -15,10 +15,14 @@
 #include "properties/case_gen.hpp"
 #include "properties/dcp_bridge.hpp"
 #include "properties/dcp_setup.hpp"
+#include "tools/backends.hpp"
 #include "tools/presets.hpp"
 #include "tools/session.hpp"
 #ifdef DCP_HAVE_MPI
 #include "gpu/comm_mpi.hpp"
+#endif
+#ifdef DCP_HAVE_NCCL_MPI
+#include "gpu/cuda/comm_nccl_mpi.hpp"
 #endif
 
 namespace dcp::tools {
@@ -272,24 +276,8 @@ std::vector<DcpSetup> batch_requests(const RunCase& rc) {
   return out;
 }
 
-std::optional<std::string> unavailable(const std::string& backend, const std::string& comm) {
-  if (backend != "host")
-    return "--backend " + backend +
-           ": this binary has the host backend only (the CUDA backend is not built); expected "
-           "host";
-  if (comm == "single-gpu" || comm == "nccl")
-    return "--comm " + comm +
-           ": needs the CUDA backend, which this binary does not have; "
-           "expected threads or mpi";
-  if (comm == "mpi") {
-#ifndef DCP_HAVE_MPI
-    return std::string("--comm mpi: this binary was built without MPI (DCP_MPI=OFF)");
-#else
-    return std::nullopt;
-#endif
-  }
-  if (comm != "threads") return "--comm: got '" + comm + "'; expected threads or mpi";
-  return std::nullopt;
+bool one_rank_per_process(const RunOptions& o) {
+  return o.comm == "mpi" || (o.comm == "nccl" && launched_by_mpirun());
 }
 
 namespace {
@@ -304,7 +292,8 @@ std::string shape_of(const CaseSpec& s, int64_t batch) {
 
 std::string reproduce_line(const RunOptions& o) {
   std::ostringstream os;
-  os << (o.comm == "mpi" ? "mpirun -np <tp> " : "") << "dcp-verify run --seed " << o.seed;
+  os << (one_rank_per_process(o) ? "mpirun -np <tp> " : "") << "dcp-verify run --seed " << o.seed;
+  if (o.backend != "host") os << " --backend " << o.backend;
   if (o.comm != "threads") os << " --comm " << o.comm;
   os << case_flags(o);
   if (o.cases != 1) os << " --cases " << o.cases;
@@ -360,10 +349,15 @@ int run_dcp(const RunOptions& o, std::ostream& out, std::ostream& err) {
     err << "dcp-verify run: " << *why << "\n";
     return kExitBadInput;
   }
-  int64_t world = 0;  // 0: threads
+  if (const auto why = no_device(o.backend)) {
+    err << "dcp-verify run: --backend " << o.backend << ": " << *why << "\n";
+    return kExitBadInput;
+  }
+  const props::DcpBackend backend = select_backend(o.backend, o.comm);
+  int64_t world = 0;  // 0: every rank in this process
   bool root = true;
 #ifdef DCP_HAVE_MPI
-  if (o.comm == "mpi") {
+  if (one_rank_per_process(o)) {
     world = gpu::mpi_world_size();
     root = gpu::mpi_world_rank() == 0;
   }
@@ -422,10 +416,16 @@ int run_dcp(const RunOptions& o, std::ostream& out, std::ostream& err) {
       const oracle::Case c = props::make_case(s.spec);
       props::DcpCheck chk;
       if (world == 0) {
-        chk = props::check_dcp(c, s.cfg, s.chunks);
+        chk = props::check_dcp(c, s.cfg, s.chunks, backend);
       } else {
 #ifdef DCP_HAVE_MPI
-        gpu::Result<gpu::MpiRun> run = gpu::run_dcp_mpi(props::to_dcp_inputs(c, s.chunks), s.cfg);
+        const gpu::DcpInputs in = props::to_dcp_inputs(c, s.chunks);
+#ifdef DCP_HAVE_NCCL_MPI
+        gpu::Result<gpu::MpiRun> run =
+            o.comm == "nccl" ? gpu::run_dcp_nccl_mpi(in, s.cfg) : gpu::run_dcp_mpi(in, s.cfg);
+#else
+        gpu::Result<gpu::MpiRun> run = gpu::run_dcp_mpi(in, s.cfg);
+#endif
         if (!run) {
           err << "dcp-verify run: rank " << gpu::mpi_world_rank() << ": " << run.status().message()
               << "\n";
@@ -552,12 +552,12 @@ Command add_run_command(CLI::App& app) {
       "run",
       "Run the production DCP path against the oracle: the default sweep, or configured cases "
       "(the default job)");
-  run->add_option("--backend", o->backend, "Backend: host (cuda: not built)")
-      ->capture_default_str();
-  run->add_option("--comm", o->comm,
-                  "Communicator: threads (in-process) or mpi (under mpirun); single-gpu and nccl "
-                  "need the CUDA backend")
-      ->capture_default_str();
+  run->add_option("--backend", o->backend, "Backend: " + backends_help())->capture_default_str();
+  CLI::Option* comm = run->add_option(
+      "--comm", o->comm,
+      "Communicator: threads (in-process, the host default) or mpi (under mpirun) for the host "
+      "backend; single-gpu (N virtual ranks on one GPU, the cuda default) or nccl (one GPU per "
+      "rank; one process per GPU under mpirun) for cuda");
   add_case_flags(run, *o);
   run->add_option("--cases", o->cases, "Configured cases to run (seeds seed, seed+1, ...)");
   run->add_option("--seed", o->seed, "Seed of the case values and chunk writes")
@@ -565,8 +565,9 @@ Command add_run_command(CLI::App& app) {
       ->capture_default_str();
   run->add_option("--json", o->json_path, "Also write the report as JSON (docs/cli.md)");
   run->add_flag("--quiet", o->quiet, "Print failing rows and the summary only");
-  return {run, [o] {
-            if (o->comm != "mpi") return run_dcp(*o, std::cout, std::cerr);
+  return {run, [o, comm] {
+            if (comm->count() == 0) o->comm = o->backend == "cuda" ? "single-gpu" : "threads";
+            if (!one_rank_per_process(*o)) return run_dcp(*o, std::cout, std::cerr);
 #ifdef DCP_HAVE_MPI
             if (const auto st = gpu::mpi_init(nullptr, nullptr); !st) {
               std::cerr << "dcp-verify run: " << st.message() << "\n";

@@ -66,8 +66,9 @@ std::vector<props::DcpSetup> batch_requests(const RunCase& rc);
 // The flags that were given, as they would be typed (" --preset k3-mla --seq 4096 ...").
 std::string case_flags(const CaseOptions& o);
 
-// An error line when the backend or communicator is not built into this binary.
-std::optional<std::string> unavailable(const std::string& backend, const std::string& comm);
+// Whether the ranks run one per process under mpirun (--comm mpi, or --comm nccl launched by
+// mpirun) rather than as threads of this process.
+bool one_rank_per_process(const RunOptions& o);
 
 int run_dcp(const RunOptions& opt, std::ostream& out, std::ostream& err);
 

@@ -10,6 +10,7 @@
 
 #include "gpu/run_threads.hpp"
 #include "properties/dcp_bridge.hpp"
+#include "tools/backends.hpp"
 #include "tools/run_cmd.hpp"
 #include "tools/session.hpp"
 
@@ -18,8 +19,8 @@ namespace {
 
 using nlohmann::json;
 
-// The host backend keeps K and V as fp32 values whatever their storage dtype: 4 bytes per
-// element read.
+// Both backends keep K and V as fp32 values whatever their storage dtype: 4 bytes per element
+// read.
 constexpr double kHostKvElementBytes = sizeof(float);
 constexpr double kBytesPerGB = 1e9, kBytesPerMB = 1e6, kSecondsPerUs = 1e-6;
 // Repeated multiplication by a factor such as 1.1 rounds at every step and may land a hair above
@@ -49,13 +50,13 @@ struct Timed {
 };
 
 // `iters` timed runs after `warmup` untimed ones.
-gpu::Result<Timed> time_step(const gpu::DcpInputs& in, const gpu::DcpConfig& cfg, int64_t iters,
-                             int64_t warmup) {
+gpu::Result<Timed> time_step(const props::DcpBackend& backend, const gpu::DcpInputs& in,
+                             const gpu::DcpConfig& cfg, int64_t iters, int64_t warmup) {
   Timed out;
   std::vector<double> us;
   for (int64_t i = 0; i < warmup + iters; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
-    gpu::Result<gpu::GroupRun> run = gpu::run_dcp_threads(in, cfg);
+    gpu::Result<gpu::GroupRun> run = backend ? backend(in, cfg) : gpu::run_dcp_threads(in, cfg);
     const double t =
         std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
     if (!run) return run.status();
@@ -101,10 +102,16 @@ int run_sweep(const SweepOptions& o) {
     std::cerr << "dcp-verify sweep: " << *bad_json << "\n";
     return kExitBadInput;
   }
-  if (const auto why = unavailable(o.backend, "threads")) {
+  const std::string comm = o.backend == "cuda" ? "single-gpu" : "threads";
+  if (const auto why = unavailable(o.backend, comm)) {
     std::cerr << "dcp-verify sweep: " << *why << "\n";
     return kExitBadInput;
   }
+  if (const auto why = no_device(o.backend)) {
+    std::cerr << "dcp-verify sweep: --backend " << o.backend << ": " << *why << "\n";
+    return kExitBadInput;
+  }
+  const props::DcpBackend backend = select_backend(o.backend, comm);
   auto bad = [](const std::string& what) {
     std::cerr << "dcp-verify sweep: " << what << "\n";
     return kExitBadInput;
@@ -159,12 +166,12 @@ int run_sweep(const SweepOptions& o) {
     const gpu::DcpInputs in = props::to_dcp_inputs(c, s.chunks);
     Row row;
     row.seq = seq;
-    const auto timed = time_step(in, s.cfg, o.iters, o.warmup);
+    const auto timed = time_step(backend, in, s.cfg, o.iters, o.warmup);
     if (!timed) return bad(timed.status().message());
     gpu::DcpConfig one = s.cfg;
     one.tp_size = 1;
     one.layout = {1, 1};
-    const auto timed_one = time_step(in, one, o.iters, o.warmup);
+    const auto timed_one = time_step(backend, in, one, o.iters, o.warmup);
     if (!timed_one) return bad(timed_one.status().message());
     row.us = timed->median_us;
     row.us_one = timed_one->median_us;
@@ -248,7 +255,8 @@ Command add_sweep_command(CLI::App& app) {
       "sweep",
       "Time the DCP step over context lengths from -b to -e by factor -f, with bandwidth, the "
       "speedup over one rank and error/bound (like nccl-tests)");
-  cmd->add_option("--backend", o->backend, "Backend: host (cuda: not built)")
+  cmd->add_option("--backend", o->backend,
+                  "Backend: " + backends_help() + " (cuda: N virtual ranks on GPU 0)")
       ->capture_default_str();
   cmd->add_option("-b,--min-seq", o->min_seq, "Smallest context length S")->capture_default_str();
   cmd->add_option("-e,--max-seq", o->max_seq, "Largest context length S")->capture_default_str();

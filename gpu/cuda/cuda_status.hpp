@@ -1,0 +1,37 @@
+// cuda_status.hpp — CUDA runtime errors as GpuStatus values, and waits that cannot hang.
+//
+// Every runtime call of the CUDA backend goes through DCP_CUDA_TRY, which turns a failure into
+// a one-line error naming the call, the runtime's error name and its text, at the caller's
+// file:line. Waits for device work poll with a deadline instead of blocking forever.
+//
+//   DCP_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream));
+//   DCP_GPU_TRY(wait_stream(stream, kDefaultCollectiveDeadline, "all_gather"));
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <chrono>
+#include <optional>
+#include <string>
+
+#include "gpu/status.hpp"
+
+namespace dcp::gpu {
+
+inline GpuStatus cuda_status(cudaError_t e, const char* call, const char* file, int line) {
+  if (e == cudaSuccess) return {};
+  return GpuStatus(gpu_message(call, ": ", cudaGetErrorName(e), ": ", cudaGetErrorString(e)), file,
+                   line);
+}
+
+// Waits until the stream's work is done, polling; a fault in that work is returned as an error,
+// and so is work still running after `deadline` (named by `what`).
+GpuStatus wait_stream(cudaStream_t stream, std::chrono::milliseconds deadline, const char* what);
+
+// Why this process cannot run on `needed` CUDA devices (no driver, no device, too few), or
+// nothing when it can.
+std::optional<std::string> no_device_reason(int64_t needed);
+
+}  // namespace dcp::gpu
+
+#define DCP_CUDA_TRY(call) DCP_GPU_TRY(::dcp::gpu::cuda_status((call), #call, __FILE__, __LINE__))

@@ -1,0 +1,71 @@
+// rendezvous.hpp — the meeting point of the N ranks of a DCP group run as threads of one process.
+//
+// Ranks publish a buffer (any address space: host memory for the threads communicator, device
+// memory for the single-GPU one), meet at a barrier, read what they need from their peers'
+// buffers, and meet again before anyone may reuse a buffer. The barrier waits with a deadline;
+// abort() (called when any rank fails) releases every waiter with an error, so a failed rank
+// never leaves the others hanging.
+//
+//   Rendezvous rv(4, "threads");
+//   DCP_GPU_TRY(rv.publish(rank, send.data(), send.size()));  // barrier, sizes agree
+//   const float* peer = static_cast<const float*>(rv.peer(s));
+//   DCP_GPU_TRY(rv.barrier(rank));                            // peers done reading
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "gpu/status.hpp"
+
+namespace dcp::gpu {
+
+// What a runner needs of a group whose ranks run as threads: stop it, and tell a rank that
+// failed on its own from one its peers' failure released.
+class RankGroup {
+ public:
+  virtual ~RankGroup() = default;
+  // Fails every current and future collective of the group (a rank hit an error).
+  virtual void abort(const std::string& why) = 0;
+  // Whether a collective of `rank` failed because the group was aborted.
+  virtual bool released(int64_t rank) const = 0;
+};
+
+// The default wait for a peer: long enough for any case the suite runs on one machine.
+inline constexpr std::chrono::milliseconds kDefaultCollectiveDeadline{120000};
+
+class Rendezvous final : public RankGroup {
+ public:
+  // `transport` names the communicator in errors; a peer that does not arrive within `deadline`
+  // fails the collective.
+  Rendezvous(int64_t ranks, std::string transport,
+             std::chrono::milliseconds deadline = kDefaultCollectiveDeadline);
+  int64_t size() const { return ranks_; }
+  void abort(const std::string& why) override;
+  bool released(int64_t rank) const override;
+  GpuStatus barrier(int64_t rank);
+  // Publishes rank's buffer of `count` elements, waits for all peers, and checks that they
+  // publish the same count.
+  GpuStatus publish(int64_t rank, const void* buffer, size_t count);
+  // A peer's published buffer (valid between publish and the next barrier).
+  const void* peer(int64_t rank) const { return buffer_[static_cast<size_t>(rank)]; }
+
+ private:
+  int64_t ranks_;
+  std::string transport_;
+  std::chrono::milliseconds deadline_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  int64_t arrived_ = 0;
+  uint64_t generation_ = 0;
+  bool aborted_ = false;
+  std::string abort_reason_;
+  std::vector<const void*> buffer_;  // [N] published buffers
+  std::vector<size_t> count_;        // [N]
+  std::vector<char> released_;       // [N] 1: a collective returned because of an abort
+};
+
+}  // namespace dcp::gpu

@@ -1,0 +1,267 @@
+// The CUDA backend against the oracle and against the host backend, on a GPU. Every test here
+// needs a CUDA device and is skipped, with the runtime's reason, where there is none (ctest shows
+// it as skipped, never as passed).
+#include <gtest/gtest.h>
+#include <rapidcheck.h>
+
+#include <thread>
+#include <vector>
+
+#include "gpu/cuda/comm_single_gpu.hpp"
+#include "gpu/cuda/cuda_status.hpp"
+#include "gpu/cuda/device_buffer.hpp"
+#include "gpu/cuda/kernels.hpp"
+#include "gpu/cuda/nccl_api.hpp"
+#include "gpu/cuda/run_cuda.hpp"
+#include "properties/case_gen.hpp"
+#include "properties/dcp_bridge.hpp"
+#include "properties/dcp_setup.hpp"
+#include "properties/suite.hpp"
+
+#ifndef DCP_FIXTURES_DIR
+#error "DCP_FIXTURES_DIR must point at fixtures/"
+#endif
+
+namespace dcp::props {
+namespace {
+
+#define DCP_NEEDS_GPU(n)                                                 \
+  do {                                                                   \
+    if (const auto why = gpu::no_device_reason(n)) GTEST_SKIP() << *why; \
+  } while (0)
+
+DcpBackend cuda_backend(gpu::DeviceTransport t) {
+  return [t](const gpu::DcpInputs& in, const gpu::DcpConfig& cfg) {
+    return gpu::run_dcp_cuda(in, cfg, t);
+  };
+}
+
+TEST(CudaSingleGpu, CollectivesMoveBlocksByRankAndSumInEveryOrder) {
+  DCP_NEEDS_GPU(1);
+  constexpr int64_t kN = 5, kCount = 3;
+  for (const auto order :
+       {gpu::ReduceOrder::sequential, gpu::ReduceOrder::pairwise, gpu::ReduceOrder::random}) {
+    auto group = gpu::SingleGpuGroup::create(kN, 0);
+    ASSERT_TRUE(group.ok()) << group.status().message();
+    std::vector<std::vector<float>> gathered(kN), a2a(kN), rs(kN);
+    std::vector<gpu::GpuStatus> st(kN);
+    std::vector<std::thread> th;
+    for (int64_t r = 0; r < kN; ++r) {
+      th.emplace_back([&, r] {
+        st[r] = [&]() -> gpu::GpuStatus {
+          gpu::DeviceCommunicator& c = (*group)->comm(r);
+          DCP_CUDA_TRY(cudaSetDevice(0));
+          cudaStream_t s = c.stream();
+          std::vector<float> mine(kCount, static_cast<float>(r)), send(kN * kCount);
+          for (int64_t d = 0; d < kN; ++d)
+            for (int64_t i = 0; i < kCount; ++i) send[d * kCount + i] = float(100 * r + 10 * d + i);
+          auto m = gpu::DeviceBuffer<float>::upload(mine, s);
+          auto sd = gpu::DeviceBuffer<float>::upload(send, s);
+          auto g = gpu::DeviceBuffer<float>::create(kN * kCount, s);
+          auto a = gpu::DeviceBuffer<float>::create(kN * kCount, s);
+          auto o = gpu::DeviceBuffer<float>::create(kCount, s);
+          if (!m || !sd || !g || !a || !o) return DCP_GPU_ERROR("device allocation failed");
+          DCP_GPU_TRY(c.all_gather(m->data(), kCount, g->data()));
+          DCP_GPU_TRY(c.all_to_all(sd->data(), kCount, a->data()));
+          DCP_GPU_TRY(c.reduce_scatter_sum(sd->data(), kCount, o->data(), order, 7));
+          gathered[r].resize(kN * kCount);
+          a2a[r].resize(kN * kCount);
+          rs[r].resize(kCount);
+          DCP_GPU_TRY(g->download(gathered[r], s));
+          DCP_GPU_TRY(a->download(a2a[r], s));
+          return o->download(rs[r], s);
+        }();
+        if (!st[r]) (*group)->abort(st[r].message());
+      });
+    }
+    for (auto& t : th) t.join();
+    for (int64_t r = 0; r < kN; ++r) ASSERT_TRUE(st[r].ok()) << st[r].message();
+    for (int64_t r = 0; r < kN; ++r) {
+      for (int64_t s = 0; s < kN; ++s)
+        for (int64_t i = 0; i < kCount; ++i) {
+          EXPECT_EQ(gathered[r][s * kCount + i], float(s));
+          EXPECT_EQ(a2a[r][s * kCount + i], float(100 * s + 10 * r + i));
+        }
+      for (int64_t i = 0; i < kCount; ++i)  // integers: exact in any order
+        EXPECT_EQ(rs[r][i], float(100 * (0 + 1 + 2 + 3 + 4) + kN * (10 * r + i)));
+    }
+  }
+}
+
+TEST(CudaSingleGpu, AbortReleasesWaitingRanks) {
+  DCP_NEEDS_GPU(1);
+  auto group = gpu::SingleGpuGroup::create(3, 0, std::chrono::milliseconds(60000));
+  ASSERT_TRUE(group.ok()) << group.status().message();
+  std::vector<gpu::GpuStatus> st(2);
+  std::vector<std::thread> th;
+  for (int64_t r = 0; r < 2; ++r) {
+    th.emplace_back([&, r] {
+      cudaSetDevice(0);
+      auto mine = gpu::DeviceBuffer<float>::create(1, (*group)->comm(r).stream());
+      auto all = gpu::DeviceBuffer<float>::create(3, (*group)->comm(r).stream());
+      st[r] = (*group)->comm(r).all_gather(mine->data(), 1, all->data());
+    });
+  }
+  (*group)->abort("rank 2 failed");  // rank 2 never arrives
+  for (auto& t : th) t.join();
+  for (const auto& s : st) {
+    EXPECT_FALSE(s.ok());
+    EXPECT_NE(s.message().find("rank 2 failed"), std::string::npos) << s.message();
+  }
+}
+
+// The KV write kernel stores exactly what the host cache stores (rounding included), for chunks
+// at arbitrary offsets with interleave.
+TEST(CudaKernels, KvWriteMatchesHostCacheBitForBit) {
+  DCP_NEEDS_GPU(1);
+  CaseSpec spec;
+  spec.seq = 37;
+  spec.kv_heads = 2;
+  spec.q_heads = 4;
+  spec.kv_dtype = oracle::DType::bf16;
+  const oracle::Case c = make_case(spec);
+  gpu::DcpConfig cfg;
+  cfg.tp_size = 3;
+  cfg.layout = {3, 2};
+  const gpu::DcpInputs in = to_dcp_inputs(c, make_chunks(spec.seq, 5));
+  cudaStream_t s = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+  for (int64_t tp = 0; tp < cfg.tp_size; ++tp) {
+    auto host = gpu::build_rank_cache(in, cfg, tp);
+    ASSERT_TRUE(host.ok()) << host.status().message();
+    const gpu::KvCacheSpec& ks = host->spec();
+    const size_t kn = static_cast<size_t>(ks.physical_rows * ks.kv_heads * ks.head_dim);
+    const size_t vn = static_cast<size_t>(ks.physical_rows * ks.kv_heads * ks.v_dim);
+    auto k = gpu::DeviceBuffer<float>::create(kn, s);
+    auto v = gpu::DeviceBuffer<float>::create(vn, s);
+    auto w = gpu::DeviceBuffer<uint8_t>::create(static_cast<size_t>(ks.physical_rows), s);
+    ASSERT_TRUE(k.ok() && v.ok() && w.ok());
+    int64_t pos0 = 0;
+    for (const int64_t len : gpu::write_chunks(in)) {
+      const gpu::ChunkRows rows = gpu::chunk_rows(in, ks, pos0, len);
+      auto kc = gpu::DeviceBuffer<float>::upload(rows.k, s);
+      auto vc = gpu::DeviceBuffer<float>::upload(rows.v, s);
+      ASSERT_TRUE(kc.ok() && vc.ok());
+      ASSERT_TRUE(gpu::launch_kv_write(ks, {k->data(), v->data(), w->data()}, pos0, len, kc->data(),
+                                       vc->data(), s)
+                      .ok());
+      ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+      pos0 += len;
+    }
+    std::vector<float> kd(kn), vd(vn);
+    ASSERT_TRUE(k->download(kd, s).ok());
+    ASSERT_TRUE(v->download(vd, s).ok());
+    for (size_t i = 0; i < kn; ++i)
+      ASSERT_EQ(kd[i], host->k()[i]) << "tp " << tp << " k[" << i << "]";
+    for (size_t i = 0; i < vn; ++i)
+      ASSERT_EQ(vd[i], host->v()[i]) << "tp " << tp << " v[" << i << "]";
+  }
+  cudaStreamDestroy(s);
+}
+
+// The run command's representative sweep (every variant, both combines, gather and replicate-q,
+// GQA and MLA-latent shapes) on the CUDA backend: output and every partial within the bound, and
+// the host backend within its bound on the same cases, so the two agree within the sum of their
+// bounds.
+TEST(CudaBackend, RepresentativeCasesWithinBoundAndAgreeWithHost) {
+  DCP_NEEDS_GPU(1);
+  const DcpBackend cuda = cuda_backend(gpu::DeviceTransport::single_gpu);
+  const std::vector<std::pair<CaseSpec, gpu::DcpConfig>> cases = [] {
+    std::vector<std::pair<CaseSpec, gpu::DcpConfig>> out;
+    auto add = [&](CaseSpec s, int64_t tp, int64_t n, int64_t il, gpu::CommStrategy st, bool repl,
+                   int64_t splits, gpu::LseBase base) {
+      gpu::DcpConfig cfg;
+      cfg.tp_size = tp;
+      cfg.layout = {n, il};
+      cfg.strategy = st;
+      cfg.replicate_q = repl;
+      cfg.splits = splits;
+      cfg.base = base;
+      cfg.tile = 16;
+      out.push_back({s, cfg});
+    };
+    CaseSpec gqa;
+    gqa.tokens = 2, gqa.q_heads = 8, gqa.kv_heads = 2, gqa.head_dim = 64, gqa.v_dim = 64;
+    gqa.seq = 200, gqa.kv_dtype = oracle::DType::bf16, gqa.q_dtype = oracle::DType::bf16;
+    add(gqa, 4, 4, 1, gpu::CommStrategy::ag_rs, false, 1, gpu::LseBase::e);
+    add(gqa, 4, 2, 4, gpu::CommStrategy::a2a, true, 3, gpu::LseBase::two);
+    CaseSpec win = gqa;
+    win.window = 50, win.softcap = 30.0, win.sink = true;
+    add(win, 8, 4, 2, gpu::CommStrategy::a2a, false, 2, gpu::LseBase::e);
+    CaseSpec topk = gqa;
+    topk.topk = 24;
+    add(topk, 4, 4, 1, gpu::CommStrategy::ag_rs, true, 1, gpu::LseBase::two);
+    CaseSpec mla;
+    mla.tokens = 1, mla.q_heads = 16, mla.kv_heads = 1, mla.head_dim = 576, mla.v_dim = 512;
+    mla.shared_latent = true, mla.seq = 300, mla.kv_dtype = oracle::DType::bf16;
+    add(mla, 8, 8, 1, gpu::CommStrategy::a2a, true, 1, gpu::LseBase::two);
+    CaseSpec tiny = gqa;  // S < N: empty shards
+    tiny.seq = 3;
+    add(tiny, 8, 8, 1, gpu::CommStrategy::a2a, false, 2, gpu::LseBase::e);
+    return out;
+  }();
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const auto& [spec, cfg] = cases[i];
+    const oracle::Case c = make_case(spec);
+    const std::vector<int64_t> chunks = make_chunks(spec.seq, i);
+    const DcpCheck dev = check_dcp(c, cfg, chunks, cuda);
+    EXPECT_TRUE(dev.pass) << "case " << i << " (cuda): " << describe(spec) << "\n" << dev.report;
+    const DcpCheck host = check_dcp(c, cfg, chunks);
+    EXPECT_TRUE(host.pass) << "case " << i << " (host): " << describe(spec) << "\n" << host.report;
+  }
+}
+
+// The DCP-path property (random N, TP, layouts, chunked writes, variants, dtypes, bases,
+// combines, q paths, orders, tiles, split-KV) on the CUDA backend at the build's tier.
+TEST(CudaBackend, DcpPathPropertyWithinDerivedBound) {
+  DCP_NEEDS_GPU(1);
+  const DcpBackend cuda = cuda_backend(gpu::DeviceTransport::single_gpu);
+  EXPECT_TRUE(rc::check("dcp-path on cuda single-gpu", [&] { dcp_path_property(cuda); }));
+}
+
+TEST(CudaBackend, PinnedCounterexamples) {
+  DCP_NEEDS_GPU(1);
+  const auto replay = replay_pinned(std::string(DCP_FIXTURES_DIR) + "/dcp/pinned.json",
+                                    cuda_backend(gpu::DeviceTransport::single_gpu));
+  ASSERT_TRUE(replay.ok()) << replay.status().message();
+  EXPECT_GT(replay->count, 0);
+  for (const std::string& f : replay->failures) ADD_FAILURE() << f;
+}
+
+// NCCL with one GPU per rank in one process: a DCP group over every visible GPU.
+TEST(CudaNccl, GroupOverEveryVisibleGpuWithinBound) {
+  DCP_NEEDS_GPU(1);
+  const auto api = gpu::nccl_api();
+  if (!api) GTEST_SKIP() << api.status().message();
+  int devices = 0;
+  ASSERT_EQ(cudaGetDeviceCount(&devices), cudaSuccess);
+  CaseSpec spec;
+  spec.tokens = 2, spec.q_heads = 2 * devices, spec.kv_heads = 1, spec.head_dim = 64;
+  spec.v_dim = 64, spec.seq = 100;
+  const oracle::Case c = make_case(spec);
+  for (const auto st : {gpu::CommStrategy::ag_rs, gpu::CommStrategy::a2a}) {
+    gpu::DcpConfig cfg;
+    cfg.tp_size = devices;
+    cfg.layout = {devices, 1};
+    cfg.strategy = st;
+    const DcpCheck chk =
+        check_dcp(c, cfg, make_chunks(spec.seq, 3), cuda_backend(gpu::DeviceTransport::nccl));
+    EXPECT_TRUE(chk.pass) << gpu::strategy_name(st) << ": " << chk.report;
+  }
+}
+
+// Bad input is an error value naming the limit, never a launch that corrupts memory.
+TEST(CudaKernels, RefusesShapesBeyondTheKernelLimits) {
+  DCP_NEEDS_GPU(1);
+  CaseSpec spec;
+  spec.head_dim = 1100, spec.v_dim = 1100, spec.seq = 8;
+  const oracle::Case c = make_case(spec);
+  gpu::DcpConfig cfg;
+  const DcpCheck chk = check_dcp(c, cfg, {}, cuda_backend(gpu::DeviceTransport::single_gpu));
+  EXPECT_FALSE(chk.pass);
+  EXPECT_TRUE(chk.backend_error);
+  EXPECT_NE(chk.report.find("v_dim 1100 exceeds"), std::string::npos) << chk.report;
+}
+
+}  // namespace
+}  // namespace dcp::props

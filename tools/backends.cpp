@@ -1,0 +1,79 @@
+#include "tools/backends.hpp"
+
+#include <cstdlib>
+
+#ifdef DCP_HAVE_CUDA_BACKEND
+#include "gpu/cuda/cuda_status.hpp"
+#include "gpu/cuda/run_cuda.hpp"
+#endif
+
+namespace dcp::tools {
+
+std::optional<std::string> unavailable(const std::string& backend, const std::string& comm) {
+  const bool device_comm = comm == "single-gpu" || comm == "nccl";
+  if (backend == "cuda") {
+#ifndef DCP_HAVE_CUDA_BACKEND
+    return std::string(
+        "--backend cuda: this binary was built without the CUDA backend (no nvcc at build "
+        "time, or DCP_CUDA=OFF); expected host");
+#else
+    if (!device_comm)
+      return "--comm " + comm + ": the CUDA backend exchanges device buffers; expected " +
+             "single-gpu or nccl";
+#if !defined(DCP_HAVE_NCCL_MPI)
+    if (comm == "nccl" && launched_by_mpirun())
+      return std::string(
+          "--comm nccl under mpirun: this binary was built without MPI; run one process "
+          "driving every GPU instead");
+#endif
+    return std::nullopt;
+#endif
+  }
+  if (backend != "host") return "--backend: got '" + backend + "'; expected host or cuda";
+  if (device_comm) return "--comm " + comm + ": exchanges device buffers; pass --backend cuda";
+  if (comm == "mpi") {
+#ifndef DCP_HAVE_MPI
+    return std::string("--comm mpi: this binary was built without MPI (DCP_MPI=OFF)");
+#else
+    return std::nullopt;
+#endif
+  }
+  if (comm != "threads") return "--comm: got '" + comm + "'; expected threads or mpi";
+  return std::nullopt;
+}
+
+std::optional<std::string> no_device([[maybe_unused]] const std::string& backend) {
+#ifdef DCP_HAVE_CUDA_BACKEND
+  if (backend == "cuda") return gpu::no_device_reason(1);
+#endif
+  return std::nullopt;
+}
+
+props::DcpBackend select_backend([[maybe_unused]] const std::string& backend,
+                                 [[maybe_unused]] const std::string& comm) {
+#ifdef DCP_HAVE_CUDA_BACKEND
+  if (backend == "cuda") {
+    const gpu::DeviceTransport t = *gpu::parse_transport(comm);
+    return [t](const gpu::DcpInputs& in, const gpu::DcpConfig& cfg) {
+      return gpu::run_dcp_cuda(in, cfg, t);
+    };
+  }
+#endif
+  return nullptr;
+}
+
+bool launched_by_mpirun() {
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"})
+    if (std::getenv(v) != nullptr) return true;
+  return false;
+}
+
+std::string backends_help() {
+#ifdef DCP_HAVE_CUDA_BACKEND
+  return "host or cuda";
+#else
+  return "host (cuda: not built)";
+#endif
+}
+
+}  // namespace dcp::tools

@@ -1,0 +1,39 @@
+// backends.hpp — which production-path backend and communicator a command runs, from its
+// --backend and --comm flags, and whether this binary has them.
+//
+//   host  + threads      every rank a thread of this process (run_threads.hpp)
+//   host  + mpi          one rank per process under mpirun (comm_mpi.hpp)
+//   cuda  + single-gpu   N virtual ranks per DCP group on GPU 0 (gpu/cuda/comm_single_gpu.hpp)
+//   cuda  + nccl         one GPU per TP rank: one process driving them all, or one process per
+//                        GPU under mpirun (gpu/cuda/comm_nccl.hpp, comm_nccl_mpi.hpp)
+//
+//   if (auto why = unavailable(o.backend, o.comm)) { err << *why; return kExitBadInput; }
+//   props::DcpBackend b = select_backend(o.backend, o.comm);   // nullptr: host threads
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "properties/dcp_bridge.hpp"
+
+namespace dcp::tools {
+
+// An error line when the pair is unknown, inconsistent, or not built into this binary.
+std::optional<std::string> unavailable(const std::string& backend, const std::string& comm);
+
+// For --backend cuda: why no GPU can be used here ("no CUDA device: cudaErrorNoDevice: ..."),
+// or nothing when one can (and always nothing for the host backend).
+std::optional<std::string> no_device(const std::string& backend);
+
+// The in-process backend for the pair (nullptr: the host threads path). Not for the
+// one-rank-per-process pairs (host + mpi, cuda + nccl under mpirun), which run_cmd drives.
+props::DcpBackend select_backend(const std::string& backend, const std::string& comm);
+
+// Whether this process was started by mpirun (OpenMPI, MPICH or PMIx variables are set), so
+// that --comm nccl runs one rank per process.
+bool launched_by_mpirun();
+
+// What this binary can run, for help texts: "host (cuda: not built)" or "host or cuda".
+std::string backends_help();
+
+}  // namespace dcp::tools
