@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
 
+#include <cstdlib>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -29,6 +31,13 @@ namespace {
   do {                                                                   \
     if (const auto why = gpu::no_device_reason(n)) GTEST_SKIP() << *why; \
   } while (0)
+
+// The fixtures folder: DCP_FIXTURES_DIR in the environment (a build carried to another machine),
+// else the source tree's.
+std::string fixtures_dir() {
+  const char* env = std::getenv("DCP_FIXTURES_DIR");
+  return env != nullptr && *env != '\0' ? env : DCP_FIXTURES_DIR;
+}
 
 DcpBackend cuda_backend(gpu::DeviceTransport t) {
   return [t](const gpu::DcpInputs& in, const gpu::DcpConfig& cfg) {
@@ -221,7 +230,7 @@ TEST(CudaBackend, DcpPathPropertyWithinDerivedBound) {
 
 TEST(CudaBackend, PinnedCounterexamples) {
   DCP_NEEDS_GPU(1);
-  const auto replay = replay_pinned(std::string(DCP_FIXTURES_DIR) + "/dcp/pinned.json",
+  const auto replay = replay_pinned(fixtures_dir() + "/dcp/pinned.json",
                                     cuda_backend(gpu::DeviceTransport::single_gpu));
   ASSERT_TRUE(replay.ok()) << replay.status().message();
   EXPECT_GT(replay->count, 0);
