@@ -4,8 +4,8 @@
 //   copy      device-to-device cudaMemcpy of 1 GiB: (read + write bytes) / time, the bandwidth
 //             ceiling of a memory-bound kernel;
 //   gqa       partial attention of one rank at long context (T 1, 8 gathered heads on 1 KV head,
-//             Dk = Dv = 128, 131072 rows: a 1M-token context over N = 8): KV bytes read / time,
-//             as a fraction of copy (target >= 0.80);
+//             Dk = Dv = 128, 131072 rows: a 1M-token context over N = 8; 64 splits): KV bytes
+//             read / time, as a fraction of copy (target >= 0.80);
 //   mla       partial attention over the MLA shared latent (T 4, 128 gathered heads, Dk 576,
 //             Dv 512, 32768 rows): 2 T H rows (Dk + Dv) flops / time, as a fraction of the bf16
 //             tensor-core rate given by --mma-tflops (target >= 0.50; not judged without it);
@@ -34,6 +34,9 @@ using namespace dcp::gpu;
 
 constexpr size_t kCopyBytes = size_t{1} << 30;
 constexpr double kGpuTargetGqa = 0.80, kGpuTargetMla = 0.50, kGpuTargetCombine = 0.65;
+// One block per (token, head, split): T 1 x 8 heads needs split-KV to occupy the device; 64
+// splits give 512 blocks (about 4 per SM of an H100/H200's 132), each over 2048 rows.
+constexpr int64_t kGqaSplits = 64;
 
 struct Options {
   int iters = 20, warmup = 3;
@@ -74,7 +77,7 @@ Result<double> time_ms(cudaStream_t s, const Options& o, const std::function<Gpu
 
 // One rank's partial attention over `rows` rows: all positions visible (no causal cut).
 Result<double> time_attention(cudaStream_t s, const Options& o, int64_t tokens, int64_t heads,
-                              int64_t dk, int64_t dv, bool latent, int64_t rows) {
+                              int64_t dk, int64_t dv, bool latent, int64_t rows, int64_t splits) {
   DCP_BENCH_ASSIGN(q, DeviceBuffer<float>::create(static_cast<size_t>(tokens * heads * dk), s));
   DCP_BENCH_ASSIGN(k, DeviceBuffer<float>::create(static_cast<size_t>(rows * dk), s));
   DCP_BENCH_ASSIGN(v, DeviceBuffer<float>::create(latent ? 0 : static_cast<size_t>(rows * dv), s));
@@ -101,6 +104,7 @@ Result<double> time_attention(cudaStream_t s, const Options& o, int64_t tokens, 
   p.v_row_stride = p.v_head_stride;
   p.scale = 0.05f;
   p.causal = false;
+  p.splits = splits;
   p.o = out.data();
   p.lse = lse.data();
   return time_ms(s, o, [&] { return launch_partial_attention(p, s); });
@@ -137,17 +141,17 @@ int run(const Options& o) {
 
   // GQA partial attention, memory-bound: every K and V element read once (fp32 cache).
   {
-    constexpr int64_t kT = 1, kH = 8, kD = 128, kRows = 131072;
-    const auto ms = time_attention(s, o, kT, kH, kD, kD, false, kRows);
+    constexpr int64_t kT = 1, kH = 8, kD = 128, kRows = 131072, kSplits = kGqaSplits;
+    const auto ms = time_attention(s, o, kT, kH, kD, kD, false, kRows, kSplits);
     if (!ms) return fail(ms.status());
     const double gbs = 2.0 * kRows * kD * sizeof(float) / (*ms * 1e-3) / 1e9;
-    rows.push_back({"gqa attention T1 H8 D128 rows131072", "GB/s", "copy", *ms, gbs,
+    rows.push_back({"gqa attention T1 H8 D128 rows131072 splits64", "GB/s", "copy", *ms, gbs,
                     gbs / copy_gbs, kGpuTargetGqa});
   }
   // MLA partial attention over the shared latent, compute-heavy.
   {
     constexpr int64_t kT = 4, kH = 128, kDk = 576, kDv = 512, kRows = 32768;
-    const auto ms = time_attention(s, o, kT, kH, kDk, kDv, true, kRows);
+    const auto ms = time_attention(s, o, kT, kH, kDk, kDv, true, kRows, 1);
     if (!ms) return fail(ms.status());
     const double tflops = 2.0 * kT * kH * kRows * (kDk + kDv) / (*ms * 1e-3) / 1e12;
     rows.push_back({"mla attention T4 H128 576/512 rows32768", "TFLOP/s", "bf16 mma", *ms, tflops,

@@ -71,6 +71,12 @@ for bad in "--dcp-size 0" "--dcp-size 4 --tp-size 6" "--interleave 0" "--heads 6
   one_line_stderr "run $bad"
 done
 expect 2 "run: unknown flag" -- "$bin" run --dcp 4
+for bad in "--backend cuda --comm threads" "--backend cuda --comm mpi" "--backend tpu" \
+           "--comm single-gpu" "--comm carrier-pigeon"; do
+  # shellcheck disable=SC2086
+  expect 2 "run $bad" -- "$bin" run $bad
+  one_line_stderr "run $bad"
+done
 
 expect 0 "selfcheck with a seed" -- "$bin" selfcheck --seed 5 --quiet
 contains "$tmp/out" "reproduce with --seed 5" "seed echoed"
@@ -329,15 +335,35 @@ done
 # info: the build and the devices; on a machine without a GPU it says why there is none.
 expect 0 "info" -- "$bin" info --json "$tmp/info.json"
 contains "$tmp/out" "  backends          host (threads" "info backends"
-contains "$tmp/out" "cuda: not built" "info: the CUDA backend is not claimed"
 if python3 - "$tmp/info.json" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
 assert d["schema"] == "dcp-verify/info/1" and "host" in d["backends"]
 assert isinstance(d["devices"], list)
 assert (len(d["devices"]) == 0) == (d["no_device_reason"] is not None)
+cuda = "cuda+single-gpu" in d["backends"]
+assert cuda == ("cuda+nccl" in d["backends"]) == (d["cuda_toolkit"] is not None)
+assert (d["nccl"] is None) != (d["nccl_unavailable_reason"] is None)
 PY
 then passes=$((passes + 1)); else echo "FAIL: info --json"; failures=$((failures + 1)); fi
+
+# --backend cuda: refused with its reason where it cannot run (no CUDA backend built, or no
+# device), never run on the host behind the user's back.
+if grep -q "; cuda (single-gpu, nccl" "$tmp/out"; then
+  if grep -q "^  devices           none" "$tmp/out"; then
+    for cmd in "run --backend cuda" "run --backend cuda --comm nccl" "properties --backend cuda" \
+               "sweep --backend cuda"; do
+      # shellcheck disable=SC2086
+      expect 2 "$cmd without a device" -- "$bin" $cmd
+      one_line_stderr "$cmd without a device"
+      contains "$tmp/err" "no CUDA device: " "$cmd names the runtime's reason"
+    done
+  fi
+else
+  contains "$tmp/out" "cuda: not built" "info: the CUDA backend is not claimed"
+  expect 2 "run --backend cuda without the backend" -- "$bin" run --backend cuda
+  contains "$tmp/err" "built without the CUDA backend" "run --backend cuda names the build"
+fi
 
 echo "$passes passed, $failures failed"
 [ "$failures" -eq 0 ]
