@@ -70,8 +70,8 @@ Result<double> time_ms(cudaStream_t s, const Options& o, const std::function<Gpu
   return static_cast<double>(ms[ms.size() / 2]);
 }
 
-#define DCP_BENCH_ASSIGN(var, expr)   \
-  auto var##_r = (expr);              \
+#define DCP_BENCH_ASSIGN(var, expr)      \
+  auto var##_r = (expr);                 \
   if (!var##_r) return var##_r.status(); \
   auto var = std::move(*var##_r)
 
@@ -130,7 +130,8 @@ int run(const Options& o) {
   auto dst = DeviceBuffer<uint8_t>::create(kCopyBytes, s);
   if (!src || !dst) return fail(!src ? src.status() : dst.status());
   const auto copy_ms = time_ms(s, o, [&]() -> GpuStatus {
-    DCP_CUDA_TRY(cudaMemcpyAsync(dst->data(), src->data(), kCopyBytes, cudaMemcpyDeviceToDevice, s));
+    DCP_CUDA_TRY(
+        cudaMemcpyAsync(dst->data(), src->data(), kCopyBytes, cudaMemcpyDeviceToDevice, s));
     return {};
   });
   if (!copy_ms) return fail(copy_ms.status());
@@ -187,8 +188,8 @@ int run(const Options& o) {
                                *sched, send->data(), l_buf->data(), s);
     });
     if (!ms2) return fail(ms2.status());
-    const double bytes2 = static_cast<double>(
-        (po->size() + pl->size() + la->size() + send->size()) * sizeof(float));
+    const double bytes2 =
+        static_cast<double>((po->size() + pl->size() + la->size() + send->size()) * sizeof(float));
     const double gbs2 = bytes2 / (*ms2 * 1e-3) / 1e9;
     rows.push_back({"ag_rs scale N8 T64 H16 D512", "GB/s", "copy", *ms2, gbs2, gbs2 / copy_gbs,
                     kGpuTargetCombine});
@@ -216,14 +217,16 @@ int run(const Options& o) {
       std::fprintf(stderr, "bench_dcp_cuda: --json: cannot write '%s'\n", o.json.c_str());
       return 2;
     }
-    std::fprintf(f, "{\"schema\": \"dcp-verify/bench-cuda/1\", \"device\": \"%s\", \"sm\": \"%d%d\", "
-                    "\"driver\": %d, \"runtime\": %d, \"mma_tflops\": %.3f, \"rows\": [",
+    std::fprintf(f,
+                 "{\"schema\": \"dcp-verify/bench-cuda/1\", \"device\": \"%s\", \"sm\": \"%d%d\", "
+                 "\"driver\": %d, \"runtime\": %d, \"mma_tflops\": %.3f, \"rows\": [",
                  d.name.c_str(), d.sm_major, d.sm_minor, dev.driver_version, dev.runtime_version,
                  o.mma_tflops);
     for (size_t i = 0; i < rows.size(); ++i) {
       const Row& r = rows[i];
-      std::fprintf(f, "%s{\"kernel\": \"%s\", \"ms\": %.6f, \"rate\": %.3f, \"unit\": \"%s\", "
-                      "\"ceiling\": \"%s\", \"fraction\": %s, \"target\": %.2f}",
+      std::fprintf(f,
+                   "%s{\"kernel\": \"%s\", \"ms\": %.6f, \"rate\": %.3f, \"unit\": \"%s\", "
+                   "\"ceiling\": \"%s\", \"fraction\": %s, \"target\": %.2f}",
                    i ? ", " : "", r.name.c_str(), r.ms, r.rate, r.unit.c_str(), r.ceiling.c_str(),
                    r.fraction >= 0 ? std::to_string(r.fraction).c_str() : "null", r.target);
     }
@@ -240,10 +243,14 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const bool has_value = i + 1 < argc;
-    if (a == "--iters" && has_value) o.iters = std::atoi(argv[++i]);
-    else if (a == "--warmup" && has_value) o.warmup = std::atoi(argv[++i]);
-    else if (a == "--mma-tflops" && has_value) o.mma_tflops = std::atof(argv[++i]);
-    else if (a == "--json" && has_value) o.json = argv[++i];
+    if (a == "--iters" && has_value)
+      o.iters = std::atoi(argv[++i]);
+    else if (a == "--warmup" && has_value)
+      o.warmup = std::atoi(argv[++i]);
+    else if (a == "--mma-tflops" && has_value)
+      o.mma_tflops = std::atof(argv[++i]);
+    else if (a == "--json" && has_value)
+      o.json = argv[++i];
     else {
       std::fprintf(stderr,
                    "bench_dcp_cuda: unknown or incomplete flag '%s'; expected --iters N, "

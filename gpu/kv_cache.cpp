@@ -10,7 +10,7 @@ RankKvCache::RankKvCache(const KvCacheSpec& spec)
          0.0f),
       written_(static_cast<size_t>(spec.physical_rows), false) {}
 
-Result<RankKvCache> RankKvCache::create(const KvCacheSpec& s) {
+GpuStatus validate_cache_spec(const KvCacheSpec& s) {
   DCP_GPU_TRY(validate_layout(s.layout));
   if (s.rank < 0 || s.rank >= s.layout.ranks)
     return DCP_GPU_ERROR("kv cache: rank ", s.rank, " outside [0, ", s.layout.ranks, ")");
@@ -24,6 +24,11 @@ Result<RankKvCache> RankKvCache::create(const KvCacheSpec& s) {
   if (s.shared_latent && s.v_dim > s.head_dim)
     return DCP_GPU_ERROR("kv cache: shared latent v_dim ", s.v_dim, " exceeds head_dim ",
                          s.head_dim);
+  return {};
+}
+
+Result<RankKvCache> RankKvCache::create(const KvCacheSpec& s) {
+  DCP_GPU_TRY(validate_cache_spec(s));
   return RankKvCache(s);
 }
 

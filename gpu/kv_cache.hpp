@@ -33,6 +33,10 @@ struct KvCacheSpec {
   Dtype dtype = Dtype::f32;
 };
 
+// Checks a spec (layout, rank, rows a multiple of I, shapes); one-line errors. Every backend's
+// cache is created through it.
+GpuStatus validate_cache_spec(const KvCacheSpec& spec);
+
 class RankKvCache {
  public:
   static Result<RankKvCache> create(const KvCacheSpec& spec);

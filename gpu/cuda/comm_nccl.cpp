@@ -3,6 +3,7 @@
 #include <thread>
 
 #include "gpu/cuda/cuda_status.hpp"
+#include "gpu/cuda/device_buffer.hpp"
 #include "gpu/cuda/kernels.hpp"
 #include "gpu/cuda/nccl_api.hpp"
 
@@ -16,9 +17,9 @@ class NcclGroup::RankComm final : public DeviceCommunicator {
   RankComm(NcclGroup* g, const NcclApi* api, int64_t rank, int device, ncclComm_t comm,
            cudaStream_t stream)
       : g_(g), api_(api), rank_(rank), device_(device), comm_(comm), stream_(stream) {}
+  // The communicator itself is finalized or aborted by ~NcclGroup, which sees every rank.
   ~RankComm() override {
     cudaSetDevice(device_);
-    if (!dead_) api_->CommDestroy(comm_);
     cudaStreamDestroy(stream_);
   }
   int64_t rank() const override { return rank_; }
@@ -27,6 +28,8 @@ class NcclGroup::RankComm final : public DeviceCommunicator {
   int device() const override { return device_; }
   cudaStream_t stream() const override { return stream_; }
   bool released() const { return released_; }
+  bool dead() const { return dead_; }
+  ncclComm_t nccl_comm() const { return comm_; }
 
   GpuStatus all_gather(const float* send, int64_t count, float* recv) override {
     DCP_GPU_TRY(usable());
@@ -46,17 +49,19 @@ class NcclGroup::RankComm final : public DeviceCommunicator {
     DCP_GPU_TRY(usable());
     Result<ReduceSchedule> sched = make_schedule(size(), order, seed);
     if (!sched) return sched.status();
-    float* blocks = nullptr;
-    DCP_CUDA_TRY(cudaMallocAsync(reinterpret_cast<void**>(&blocks),
-                                 sizeof(float) * static_cast<size_t>(size() * count), stream_));
-    GpuStatus st = enqueue_all_to_all(send, count, blocks);
-    if (st) {
-      std::vector<const float*> ptrs(static_cast<size_t>(size()));
-      for (int64_t s = 0; s < size(); ++s) ptrs[static_cast<size_t>(s)] = blocks + s * count;
-      st = launch_ordered_sum(ptrs.data(), count, *sched, recv, stream_);
+    // The received blocks land in plain cudaMalloc memory, which NCCL's same-process peer path
+    // can reach (stream-ordered pool memory is not peer-accessible unless granted); it grows to
+    // the largest collective and is kept, so no allocation happens between collectives.
+    const size_t need = static_cast<size_t>(size() * count);
+    if (blocks_.size() < need) {
+      Result<DeviceBuffer<float>> b = DeviceBuffer<float>::create(need, stream_);
+      if (!b) return b.status();
+      blocks_ = std::move(*b);
     }
-    cudaFreeAsync(blocks, stream_);
-    DCP_GPU_TRY(st);
+    DCP_GPU_TRY(enqueue_all_to_all(send, count, blocks_.data()));
+    std::vector<const float*> ptrs(static_cast<size_t>(size()));
+    for (int64_t s = 0; s < size(); ++s) ptrs[static_cast<size_t>(s)] = blocks_.data() + s * count;
+    DCP_GPU_TRY(launch_ordered_sum(ptrs.data(), count, *sched, recv, stream_));
     return wait("reduce_scatter");
   }
 
@@ -68,7 +73,9 @@ class NcclGroup::RankComm final : public DeviceCommunicator {
   }
 
  private:
-  // A collective may start only on a live communicator of a group that was not aborted.
+  // A collective starts only on a live communicator of a group that was not aborted, once the
+  // rank's own queued kernels are done (the device-work deadline), so that the collective
+  // deadline of wait() measures the exchange alone.
   GpuStatus usable() {
     if (g_->aborted_ && !dead_) {
       released_ = true;
@@ -79,7 +86,12 @@ class NcclGroup::RankComm final : public DeviceCommunicator {
       return DCP_GPU_ERROR("nccl communicator of rank ", rank_,
                            " was aborted: ", g_->abort_reason_);
     }
-    return {};
+    GpuStatus st = wait_stream(stream_, kDeviceWorkDeadline, "nccl collective");
+    if (!st) {
+      kill();
+      g_->abort("rank " + std::to_string(rank_) + ": " + st.message());
+    }
+    return st;
   }
   GpuStatus enqueue_all_to_all(const float* send, int64_t count, float* recv) {
     const size_t n = static_cast<size_t>(count);
@@ -137,12 +149,38 @@ class NcclGroup::RankComm final : public DeviceCommunicator {
   cudaStream_t stream_;
   bool dead_ = false;
   bool released_ = false;
+  DeviceBuffer<float> blocks_;  // the ReduceScatter's received blocks [N, count]
 };
 
 NcclGroup::NcclGroup(int64_t ranks, std::chrono::milliseconds deadline)
     : ranks_(ranks), deadline_(deadline), comms_(static_cast<size_t>(ranks)) {}
 
-NcclGroup::~NcclGroup() = default;
+NcclGroup::~NcclGroup() {
+  // Live communicators are aborted when the group failed (abort is local to a rank), and
+  // otherwise finalized together and destroyed: ncclCommFinalize is collective, so one thread
+  // finalizing several ranks must group the calls.
+  std::vector<RankComm*> live;
+  for (auto& c : comms_)
+    if (c != nullptr && !c->dead()) live.push_back(c.get());
+  if (!live.empty()) {
+    const Result<const NcclApi*> api = nccl_api();  // loaded: a communicator exists
+    if (aborted_) {
+      for (RankComm* c : live) c->kill();
+    } else {
+      (*api)->GroupStart();
+      for (RankComm* c : live) {
+        cudaSetDevice(c->device());
+        (*api)->CommFinalize(c->nccl_comm());
+      }
+      (*api)->GroupEnd();
+      for (RankComm* c : live) {
+        cudaSetDevice(c->device());
+        (*api)->CommDestroy(c->nccl_comm());
+      }
+    }
+  }
+  comms_.clear();
+}
 
 Result<std::unique_ptr<NcclGroup>> NcclGroup::create_all(const std::vector<int>& devices,
                                                          std::chrono::milliseconds deadline) {
@@ -158,7 +196,8 @@ Result<std::unique_ptr<NcclGroup>> NcclGroup::create_all(const std::vector<int>&
     DCP_CUDA_TRY(cudaSetDevice(devices[static_cast<size_t>(r)]));
     const cudaError_t e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
     if (e != cudaSuccess) {
-      for (int q = r; q < n; ++q) (*api)->CommDestroy(comms[static_cast<size_t>(q)]);
+      g->abort("stream creation failed");  // ~NcclGroup aborts the ranks already made
+      for (int q = r; q < n; ++q) (*api)->CommAbort(comms[static_cast<size_t>(q)]);
       DCP_CUDA_TRY(e);
     }
     g->comms_[static_cast<size_t>(r)] = std::make_unique<RankComm>(
@@ -180,7 +219,7 @@ Result<std::unique_ptr<NcclGroup>> NcclGroup::create_rank(const ncclUniqueId& id
   cudaStream_t s = nullptr;
   const cudaError_t e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
   if (e != cudaSuccess) {
-    (*api)->CommDestroy(comm);
+    (*api)->CommAbort(comm);
     DCP_CUDA_TRY(e);
   }
   std::unique_ptr<NcclGroup> g(new NcclGroup(ranks, deadline));

@@ -19,48 +19,57 @@ class SingleGpuGroup::RankComm final : public DeviceCommunicator {
 
   GpuStatus all_gather(const float* send, int64_t count, float* recv) override {
     DCP_GPU_TRY(publish(send, count));
-    for (int64_t s = 0; s < size(); ++s)
-      DCP_CUDA_TRY(cudaMemcpyAsync(recv + s * count, peer(s), bytes(count),
-                                   cudaMemcpyDeviceToDevice, stream_));
-    return finish("all_gather");
+    GpuStatus st;
+    for (int64_t s = 0; s < size() && st; ++s) st = copy(recv + s * count, peer(s), count);
+    return finish("all_gather", st);
   }
 
   GpuStatus all_to_all(const float* send, int64_t count, float* recv) override {
     DCP_GPU_TRY(publish(send, size() * count));
-    for (int64_t s = 0; s < size(); ++s)
-      DCP_CUDA_TRY(cudaMemcpyAsync(recv + s * count, peer(s) + rank_ * count, bytes(count),
-                                   cudaMemcpyDeviceToDevice, stream_));
-    return finish("all_to_all");
+    GpuStatus st;
+    for (int64_t s = 0; s < size() && st; ++s)
+      st = copy(recv + s * count, peer(s) + rank_ * count, count);
+    return finish("all_to_all", st);
   }
 
   GpuStatus reduce_scatter_sum(const float* send, int64_t count, float* recv, ReduceOrder order,
                                uint64_t seed) override {
     Result<ReduceSchedule> sched = make_schedule(size(), order, seed);
-    if (!sched) return sched.status();
+    if (!sched) return fail(sched.status());
     DCP_GPU_TRY(publish(send, size() * count));
     std::vector<const float*> blocks(static_cast<size_t>(size()));
     for (int64_t s = 0; s < size(); ++s) blocks[static_cast<size_t>(s)] = peer(s) + rank_ * count;
-    DCP_GPU_TRY(launch_ordered_sum(blocks.data(), count, *sched, recv, stream_));
-    return finish("reduce_scatter");
+    return finish("reduce_scatter",
+                  launch_ordered_sum(blocks.data(), count, *sched, recv, stream_));
   }
 
  private:
-  static size_t bytes(int64_t count) { return static_cast<size_t>(count) * sizeof(float); }
   const float* peer(int64_t s) const { return static_cast<const float*>(g_->rv_.peer(s)); }
-  // The send buffer is complete once the rank's stream is idle; then the peers meet.
+  GpuStatus copy(float* dst, const float* src, int64_t count) {
+    DCP_CUDA_TRY(cudaMemcpyAsync(dst, src, static_cast<size_t>(count) * sizeof(float),
+                                 cudaMemcpyDeviceToDevice, stream_));
+    return {};
+  }
+  // A failure of this rank outside the rendezvous: its queued work is drained (it may read
+  // peers' buffers), then the group is aborted so no peer waits for it.
+  GpuStatus fail(GpuStatus st) {
+    wait_stream(stream_, kDeviceWorkDeadline, "single-gpu drain");
+    g_->rv_.abort("rank " + std::to_string(rank_) + ": " + st.message());
+    return st;
+  }
+  // The send buffer is complete once the rank's stream is idle (its own kernels: the device-work
+  // deadline); then the peers meet (the collective deadline).
   GpuStatus publish(const float* send, int64_t count) {
-    if (count < 0) return DCP_GPU_ERROR("collective: count ", count, " is negative");
-    GpuStatus st = wait_stream(stream_, g_->deadline_, "single-gpu collective");
-    if (!st) {
-      g_->rv_.abort("rank " + std::to_string(rank_) + ": " + st.message());
-      return st;
-    }
+    if (count < 0) return fail(DCP_GPU_ERROR("collective: count ", count, " is negative"));
+    GpuStatus st = wait_stream(stream_, kDeviceWorkDeadline, "single-gpu collective");
+    if (!st) return fail(st);
     return g_->rv_.publish(rank_, send, static_cast<size_t>(count));
   }
-  // Waits for this rank's copies or sums, then for every peer's, before buffers are reused.
-  GpuStatus finish(const char* what) {
-    GpuStatus st = wait_stream(stream_, g_->deadline_, what);
-    if (!st) g_->rv_.abort("rank " + std::to_string(rank_) + ": " + st.message());
+  // Waits for this rank's copies or sums (st: whether they were enqueued), then for every
+  // peer's, before any buffer is reused.
+  GpuStatus finish(const char* what, GpuStatus st) {
+    if (st) st = wait_stream(stream_, g_->deadline_, what);
+    if (!st) fail(st);
     GpuStatus met = g_->rv_.barrier(rank_);
     return st ? met : st;
   }

@@ -24,6 +24,10 @@ inline GpuStatus cuda_status(cudaError_t e, const char* call, const char* file, 
                    line);
 }
 
+// How long a rank may wait for its own queued kernels (a long context on the simple kernels
+// takes seconds); waits for peers use the communicators' collective deadline.
+inline constexpr std::chrono::milliseconds kDeviceWorkDeadline{600000};
+
 // Waits until the stream's work is done, polling; a fault in that work is returned as an error,
 // and so is work still running after `deadline` (named by `what`).
 GpuStatus wait_stream(cudaStream_t stream, std::chrono::milliseconds deadline, const char* what);

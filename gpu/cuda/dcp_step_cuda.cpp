@@ -31,6 +31,7 @@ struct DeviceCache {
 Result<DeviceCache> build_device_cache(const DcpInputs& in, const DcpConfig& cfg, int64_t tp_rank,
                                        cudaStream_t s) {
   DCP_ASSIGN(spec, rank_cache_spec(in, cfg, tp_rank));
+  DCP_GPU_TRY(validate_cache_spec(spec));
   const size_t rows = static_cast<size_t>(spec.physical_rows);
   DCP_ASSIGN(k, DeviceBuffer<float>::create(rows * spec.kv_heads * spec.head_dim, s));
   DCP_ASSIGN(v, DeviceBuffer<float>::create(

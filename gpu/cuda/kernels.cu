@@ -16,6 +16,11 @@ namespace {
 
 // Threads per block of the elementwise kernels.
 constexpr int kElementThreads = 256;
+// The largest gridDim.y (the splits of the attention kernel).
+constexpr int64_t kMaxGridY = 65535;
+// The attention kernel's static shared memory: one float per warp for the block max.
+constexpr int64_t kAttentionStaticSmemBytes =
+    kAttentionThreads / 32 * static_cast<int64_t>(sizeof(float));
 
 int64_t blocks_for(int64_t n, int64_t threads) { return (n + threads - 1) / threads; }
 
@@ -271,6 +276,30 @@ GpuStatus launched(const char* what) {
   return {};
 }
 
+// Stream-ordered scratch memory, returned to the pool (in stream order) when it goes out of
+// scope, on every path.
+class StreamScratch {
+ public:
+  explicit StreamScratch(cudaStream_t s) : s_(s) {}
+  StreamScratch(const StreamScratch&) = delete;
+  StreamScratch& operator=(const StreamScratch&) = delete;
+  ~StreamScratch() {
+    for (void* p : ptrs_) cudaFreeAsync(p, s_);
+  }
+  // n elements (at least one, so every pointer is a real allocation).
+  template <class T>
+  GpuStatus alloc(T** out, int64_t n) {
+    const size_t bytes = sizeof(T) * static_cast<size_t>(n > 1 ? n : 1);
+    DCP_CUDA_TRY(cudaMallocAsync(reinterpret_cast<void**>(out), bytes, s_));
+    ptrs_.push_back(*out);
+    return {};
+  }
+
+ private:
+  cudaStream_t s_;
+  std::vector<void*> ptrs_;
+};
+
 GpuStatus check_ranks(const char* what, int64_t ranks) {
   if (ranks < 1 || ranks > kMaxDeviceRanks)
     return DCP_GPU_ERROR(what, ": ", ranks, " ranks; the CUDA backend supports 1 .. ",
@@ -318,44 +347,34 @@ GpuStatus launch_partial_attention(const PartialAttentionParams& p, cudaStream_t
     return DCP_GPU_ERROR("partial attention: v_dim ", p.v_dim, " exceeds the CUDA kernel's ",
                          kMaxAttentionVDim);
   const int64_t smem = (p.head_dim + p.tile) * static_cast<int64_t>(sizeof(float));
-  if (smem > kMaxAttentionSmemBytes)
+  if (smem + kAttentionStaticSmemBytes > kMaxAttentionSmemBytes)
     return DCP_GPU_ERROR("partial attention: head_dim ", p.head_dim, " + tile ", p.tile,
                          " floats exceed the kernel's ", kMaxAttentionSmemBytes,
                          " bytes of shared memory");
+  if (p.splits > kMaxGridY)
+    return DCP_GPU_ERROR("partial attention: splits ", p.splits, " exceeds the grid's ", kMaxGridY);
   const int64_t rows = p.tokens * p.heads;
+  StreamScratch scratch(stream);
   float* split_o = nullptr;
   float* split_lse = nullptr;
   int64_t* topk_rows = nullptr;
   int64_t* topk_counts = nullptr;
-  DCP_CUDA_TRY(cudaMallocAsync(reinterpret_cast<void**>(&split_o),
-                               sizeof(float) * p.splits * rows * p.v_dim, stream));
-  DCP_CUDA_TRY(cudaMallocAsync(reinterpret_cast<void**>(&split_lse),
-                               sizeof(float) * p.splits * rows, stream));
+  DCP_GPU_TRY(scratch.alloc(&split_o, p.splits * rows * p.v_dim));
+  DCP_GPU_TRY(scratch.alloc(&split_lse, p.splits * rows));
   if (p.topk != nullptr) {
-    DCP_CUDA_TRY(cudaMallocAsync(reinterpret_cast<void**>(&topk_rows),
-                                 sizeof(int64_t) * std::max<int64_t>(1, p.tokens * p.topk_k),
-                                 stream));
-    DCP_CUDA_TRY(cudaMallocAsync(reinterpret_cast<void**>(&topk_counts), sizeof(int64_t) * p.tokens,
-                                 stream));
+    DCP_GPU_TRY(scratch.alloc(&topk_rows, p.tokens * p.topk_k));
+    DCP_GPU_TRY(scratch.alloc(&topk_counts, p.tokens));
     topk_rows_kernel<<<blocks_for(p.tokens, kElementThreads), kElementThreads, 0, stream>>>(
         p, topk_rows, topk_counts);
+    DCP_GPU_TRY(launched("top-k rows"));
   }
-  GpuStatus st = launched("top-k rows");
-  if (st) {
-    partial_attention_kernel<<<dim3(static_cast<unsigned>(rows), static_cast<unsigned>(p.splits)),
-                               kAttentionThreads, smem, stream>>>(p, topk_rows, topk_counts,
-                                                                  split_o, split_lse);
-    st = launched("partial attention");
-  }
-  if (st) {
-    split_combine_kernel<<<static_cast<unsigned>(rows), kAttentionThreads, 0, stream>>>(
-        p.splits, rows, p.v_dim, p.base, split_o, split_lse, p.o, p.lse);
-    st = launched("split combine");
-  }
-  for (void* ptr : {static_cast<void*>(split_o), static_cast<void*>(split_lse),
-                    static_cast<void*>(topk_rows), static_cast<void*>(topk_counts)})
-    if (ptr != nullptr) cudaFreeAsync(ptr, stream);
-  return st;
+  partial_attention_kernel<<<dim3(static_cast<unsigned>(rows), static_cast<unsigned>(p.splits)),
+                             kAttentionThreads, smem, stream>>>(p, topk_rows, topk_counts, split_o,
+                                                                split_lse);
+  DCP_GPU_TRY(launched("partial attention"));
+  split_combine_kernel<<<static_cast<unsigned>(rows), kAttentionThreads, 0, stream>>>(
+      p.splits, rows, p.v_dim, p.base, split_o, split_lse, p.o, p.lse);
+  return launched("split combine");
 }
 
 GpuStatus launch_agrs_scale(const float* partial_o, const float* partial_lse, const float* lse_all,

@@ -3,7 +3,7 @@
 #include <dlfcn.h>
 
 #include <cstdlib>
-#include <mutex>
+#include <type_traits>
 
 namespace dcp::gpu {
 namespace {
@@ -35,6 +35,7 @@ Result<NcclApi> load() {
   bind(api.GetUniqueId, "ncclGetUniqueId");
   bind(api.CommInitRank, "ncclCommInitRank");
   bind(api.CommInitAll, "ncclCommInitAll");
+  bind(api.CommFinalize, "ncclCommFinalize");
   bind(api.CommDestroy, "ncclCommDestroy");
   bind(api.CommAbort, "ncclCommAbort");
   bind(api.CommGetAsyncError, "ncclCommGetAsyncError");
@@ -47,7 +48,7 @@ Result<NcclApi> load() {
   if (missing) {
     dlclose(h);
     return DCP_GPU_ERROR("NCCL not loaded: ", file, " has no symbol ", first_missing,
-                         " (NCCL >= 2.7 is needed for ncclSend/ncclRecv)");
+                         " (NCCL >= 2.14 is needed: ncclSend/ncclRecv, ncclCommFinalize)");
   }
   return api;  // the handle stays open for the life of the process
 }

@@ -23,6 +23,7 @@ struct NcclApi {
   decltype(&::ncclGetUniqueId) GetUniqueId = nullptr;
   decltype(&::ncclCommInitRank) CommInitRank = nullptr;
   decltype(&::ncclCommInitAll) CommInitAll = nullptr;
+  decltype(&::ncclCommFinalize) CommFinalize = nullptr;
   decltype(&::ncclCommDestroy) CommDestroy = nullptr;
   decltype(&::ncclCommAbort) CommAbort = nullptr;
   decltype(&::ncclCommGetAsyncError) CommGetAsyncError = nullptr;

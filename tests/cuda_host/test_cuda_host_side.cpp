@@ -110,7 +110,8 @@ TEST(CudaLaunchers, KvWriteRefusesAChunkBeyondTheCache) {
 
 // Without a device the runner fails with the runtime's reason; it never falls back to the host.
 TEST(CudaRunner, NoDeviceIsAnErrorNamingTheRuntimesReason) {
-  if (!no_device_reason(1)) GTEST_SKIP() << "a CUDA device is present: the no-device path is not reachable";
+  if (!no_device_reason(1))
+    GTEST_SKIP() << "a CUDA device is present: the no-device path is not reachable";
   DcpInputs in;
   in.dims = {1, 2, 1, 4, 4, false};
   in.q.assign(8, 0.5f);

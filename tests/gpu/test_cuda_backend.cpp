@@ -108,6 +108,10 @@ TEST(CudaSingleGpu, AbortReleasesWaitingRanks) {
       cudaSetDevice(0);
       auto mine = gpu::DeviceBuffer<float>::create(1, (*group)->comm(r).stream());
       auto all = gpu::DeviceBuffer<float>::create(3, (*group)->comm(r).stream());
+      if (!mine || !all) {
+        st[r] = !mine ? mine.status() : all.status();
+        return;
+      }
       st[r] = (*group)->comm(r).all_gather(mine->data(), 1, all->data());
     });
   }
@@ -126,7 +130,7 @@ TEST(CudaKernels, KvWriteMatchesHostCacheBitForBit) {
   CaseSpec spec;
   spec.seq = 37;
   spec.kv_heads = 2;
-  spec.q_heads = 4;
+  spec.q_heads = 6;  // 3 TP ranks of 2 heads; each DCP rank stores the KV heads its group reads
   spec.kv_dtype = oracle::DType::bf16;
   const oracle::Case c = make_case(spec);
   gpu::DcpConfig cfg;
