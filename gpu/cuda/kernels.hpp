@@ -2,7 +2,8 @@
 //
 // Compiled as C++17 by nvcc (CMake 3.25 cannot ask nvcc for C++20), so nothing here or in what
 // it includes may need C++20. Each launcher checks its arguments (one-line errors), enqueues on
-// `stream` and returns; the math is the host path's: layout.hpp for where tokens live, merge.hpp
+// `stream` and returns. What each thread computes is in kernel_bodies.hpp, which tests/cuda_host
+// also runs on the CPU; the math is the host path's: layout.hpp for where tokens live, merge.hpp
 // for every LSE merge, dtype.hpp for rounding, convention.hpp for LSE base, empty shard and sink.
 // All arithmetic is fp32 on CUDA cores (no tensor cores), so the backend claims the host backend's
 // arithmetic (round-to-nearest adds, fp32 accumulation; properties/dcp_bridge.hpp host_claim).
@@ -16,6 +17,7 @@
 
 #include <cstdint>
 
+#include "gpu/cuda/kernel_bodies.hpp"
 #include "gpu/dtype.hpp"
 #include "gpu/kv_cache.hpp"
 #include "gpu/merge.hpp"
@@ -24,25 +26,17 @@
 
 namespace dcp::gpu {
 
-// The merge and sum kernels keep one slot per rank in registers/local memory.
-inline constexpr int64_t kMaxDeviceRanks = 64;
-
-// A ReduceOrder as the device runs it: fold src[i] into dst[i] for i < steps, the result in
-// slot root. Built on the host by reduce_slots (merge.hpp), so both backends reduce in the same
-// tree.
-struct ReduceSchedule {
-  int32_t ranks = 1, steps = 0, root = 0;
-  int8_t dst[kMaxDeviceRanks] = {}, src[kMaxDeviceRanks] = {};
-};
+// The schedule the merge and sum kernels follow for a ReduceOrder (kernel_bodies.hpp), built
+// by reduce_slots.
 Result<ReduceSchedule> make_schedule(int64_t ranks, ReduceOrder order, uint64_t seed);
 
-// One rank's cache in device memory: k [rows, kv_heads, Dk], v [rows, kv_heads, Dv] (v == k
-// for a shared latent), written [rows] 1 where a token was stored.
-struct DeviceCacheView {
-  float* k = nullptr;
-  float* v = nullptr;
-  uint8_t* written = nullptr;
-};
+// The launchers' argument checks, shared with the CPU emulation of the kernels (tests/cuda_host):
+// a KV write's checked arguments; a partial attention's shapes against the kernel's limits; a
+// rank count the merge kernels hold.
+Result<body::KvWrite> kv_write_args(const KvCacheSpec& spec, DeviceCacheView cache, int64_t pos0,
+                                    int64_t len, const float* k, const float* v);
+GpuStatus check_attention_launch(const PartialAttentionParams& p);
+GpuStatus check_device_ranks(const char* what, int64_t ranks);
 
 // Stores the tokens of chunk [pos0, pos0 + len) that spec.rank owns, rounded to spec.dtype.
 // k [len, kv_heads, Dk], v [len, kv_heads, Dv] (nullptr for a shared latent), device memory.
@@ -55,9 +49,6 @@ GpuStatus launch_kv_write(const KvCacheSpec& spec, DeviceCacheView cache, int64_
 // keys; split partials are merged left to right by a second kernel. Temporary memory comes from
 // the stream-ordered allocator. Limits: Dv <= kMaxAttentionVDim, (Dk + tile) floats of shared
 // memory <= kMaxAttentionSmemBytes.
-inline constexpr int64_t kAttentionThreads = 128;
-inline constexpr int64_t kMaxVPerThread = 8;
-inline constexpr int64_t kMaxAttentionVDim = kAttentionThreads * kMaxVPerThread;  // 1024
 inline constexpr int64_t kMaxAttentionSmemBytes = 48 * 1024;  // without opting in to more
 GpuStatus launch_partial_attention(const PartialAttentionParams& p, cudaStream_t stream);
 

@@ -1,0 +1,126 @@
+#include "tests/cuda_host/emulated_device.hpp"
+
+#include <algorithm>
+#include <span>
+
+#include "gpu/cuda/device_step.hpp"
+
+namespace dcp::gpu::emu {
+
+GpuStatus EmulatedDevice::copy_rows(float* dst, int64_t dst_pitch, const float* src,
+                                    int64_t src_pitch, int64_t width, int64_t rows) {
+  for (int64_t r = 0; r < rows; ++r) std::copy_n(src + r * src_pitch, width, dst + r * dst_pitch);
+  return {};
+}
+
+GpuStatus EmulatedDevice::kv_write(const KvCacheSpec& spec, DeviceCacheView cache, int64_t pos0,
+                                   int64_t len, const float* k, const float* v) {
+  const Result<body::KvWrite> a = kv_write_args(spec, cache, pos0, len, k, v);
+  if (!a) return a.status();
+  for (int64_t x = 0; x < body::kv_write_threads(*a); ++x) body::kv_write(*a, x);
+  return {};
+}
+
+GpuStatus EmulatedDevice::partial_attention(const PartialAttentionParams& p) {
+  DCP_GPU_TRY(check_attention_launch(p));
+  if (p.v_dim > blocks_.threads() * kMaxVPerThread)
+    return DCP_GPU_ERROR("emulated device: v_dim ", p.v_dim, " needs blocks of more than ",
+                         blocks_.threads(), " threads");
+  const int64_t rows = p.tokens * p.heads;
+  std::vector<float> split_o(static_cast<size_t>(p.splits * rows * p.v_dim));
+  std::vector<float> split_lse(static_cast<size_t>(p.splits * rows));
+  std::vector<int64_t> topk_rows, topk_counts;
+  if (p.topk != nullptr) {
+    topk_rows.resize(static_cast<size_t>(std::max<int64_t>(1, p.tokens * p.topk_k)));
+    topk_counts.resize(static_cast<size_t>(p.tokens));
+    for (int64_t t = 0; t < p.tokens; ++t)
+      body::topk_rows(p, t, topk_rows.data(), topk_counts.data());
+  }
+  // The block's shared memory: q [Dk], then the tile's scores [tile].
+  std::vector<float> smem(static_cast<size_t>(p.head_dim + p.tile));
+  for (int64_t sp = 0; sp < p.splits; ++sp)
+    for (int64_t row = 0; row < rows; ++row)
+      DCP_GPU_TRY(blocks_.run([&](EmulatedThread& th) {
+        body::partial_attention(th, p, p.topk != nullptr ? topk_rows.data() : nullptr,
+                                topk_counts.data(), split_o.data(), split_lse.data(), row, sp,
+                                smem.data(), smem.data() + p.head_dim);
+      }));
+  grid(rows, [&](int64_t x, int tid, int nt) {
+    body::split_combine(p.splits, rows, p.v_dim, p.base, split_o.data(), split_lse.data(), p.o,
+                        p.lse, x, tid, nt);
+  });
+  return {};
+}
+
+GpuStatus EmulatedDevice::agrs_scale(const float* po, const float* pl, const float* lse_all,
+                                     int64_t tokens, int64_t local_heads, int64_t v_dim, int64_t me,
+                                     LseBase base, const ReduceSchedule& sched, float* send,
+                                     float* lse_out) {
+  grid(sched.ranks * tokens * local_heads, [&](int64_t y, int tid, int nt) {
+    body::agrs_scale(po, pl, lse_all, tokens, local_heads, v_dim, me, base, sched, send, lse_out, y,
+                     tid, nt);
+  });
+  return {};
+}
+
+GpuStatus EmulatedDevice::a2a_pack(const float* po, const float* pl, int64_t tokens,
+                                   int64_t local_heads, int64_t v_dim, int64_t ranks, float* send) {
+  DCP_GPU_TRY(check_device_ranks("a2a pack", ranks));
+  grid(ranks * tokens * local_heads, [&](int64_t y, int tid, int nt) {
+    body::a2a_pack(po, pl, tokens, local_heads, v_dim, ranks, send, y, tid, nt);
+  });
+  return {};
+}
+
+GpuStatus EmulatedDevice::a2a_combine(const float* recv, int64_t tokens, int64_t local_heads,
+                                      int64_t v_dim, LseBase base, const ReduceSchedule& sched,
+                                      float* o, float* lse) {
+  grid(tokens * local_heads, [&](int64_t y, int tid, int nt) {
+    body::a2a_combine(recv, tokens, local_heads, v_dim, base, sched, o, lse, y, tid, nt);
+  });
+  return {};
+}
+
+GpuStatus EmulatedDevice::round(float* x, int64_t n, Dtype dtype) {
+  for (int64_t i = 0; i < n; ++i) x[i] = round_to(dtype, x[i]);
+  return {};
+}
+
+GpuStatus EmulatedDevice::all_gather(const float* send, int64_t count, float* recv) {
+  return comm_.all_gather(std::span<const float>(send, static_cast<size_t>(count)),
+                          std::span<float>(recv, static_cast<size_t>(size() * count)));
+}
+
+GpuStatus EmulatedDevice::all_to_all(const float* send, int64_t count, float* recv) {
+  const size_t n = static_cast<size_t>(size() * count);
+  return comm_.all_to_all(std::span<const float>(send, n), std::span<float>(recv, n));
+}
+
+GpuStatus EmulatedDevice::reduce_scatter_sum(const float* send, int64_t count, float* recv,
+                                             ReduceOrder order, uint64_t seed) {
+  const Result<ReduceSchedule> sched = make_schedule(size(), order, seed);
+  if (!sched) return sched.status();
+  std::vector<float> blocks(static_cast<size_t>(size() * count));
+  DCP_GPU_TRY(all_to_all(send, count, blocks.data()));
+  std::vector<const float*> ptrs(static_cast<size_t>(size()));
+  for (int64_t s = 0; s < size(); ++s) ptrs[static_cast<size_t>(s)] = blocks.data() + s * count;
+  for (int64_t i = 0; i < count; ++i) body::ordered_sum(ptrs.data(), count, *sched, recv, i);
+  return {};
+}
+
+Result<GroupRun> run_dcp_emulated(const DcpInputs& in, const DcpConfig& cfg, int block_threads) {
+  DCP_GPU_TRY(validate_inputs(in, cfg));
+  const DcpGeometry geo = *DcpGeometry::create(cfg, in.dims);
+  GroupRun run = empty_group_run(geo, in.dims);
+  DCP_GPU_TRY(for_each_tp_rank_threads(geo, [&](int64_t tp_rank, Communicator& comm) {
+    BlockEmulator blocks(block_threads);
+    EmulatedDevice dev(comm, blocks);
+    Result<RankStepOutput> r = device_step(dev, in, cfg, tp_rank);
+    if (!r) return r.status();
+    place_rank_output(geo, in.dims, tp_rank, *r, run);
+    return GpuStatus();
+  }));
+  return run;
+}
+
+}  // namespace dcp::gpu::emu
