@@ -125,6 +125,37 @@ ChunkRows chunk_rows(const DcpInputs& in, const KvCacheSpec& spec, int64_t pos0,
   return c;
 }
 
+PartialAttentionParams rank_attention_params(const DcpInputs& in, const DcpConfig& cfg,
+                                             const DcpGeometry& geo, const KvCacheSpec& spec,
+                                             int64_t tp_rank) {
+  const AttentionDims& d = in.dims;
+  PartialAttentionParams p;
+  p.tokens = d.tokens;
+  p.heads = geo.hg;
+  p.head_dim = d.head_dim;
+  p.head0 = geo.group_head0(tp_rank);
+  p.q_heads_total = d.q_heads;
+  p.kv_heads_total = d.kv_heads;
+  p.seq = in.seq;
+  p.layout = cfg.layout;
+  p.rank = geo.dcp_rank(tp_rank);
+  p.rows = cfg.layout.count(p.rank, in.seq);
+  p.kv_heads = spec.kv_heads;
+  p.kv_head0 = spec.kv_head0;
+  p.v_dim = d.v_dim;
+  p.v_head_stride = spec.shared_latent ? spec.head_dim : spec.v_dim;
+  p.v_row_stride = spec.kv_heads * p.v_head_stride;
+  p.scale = in.scale;
+  p.causal = in.causal;
+  p.window = in.window;
+  p.softcap = in.softcap;
+  p.topk_k = in.topk_k;
+  p.base = cfg.base;
+  p.tile = cfg.tile;
+  p.splits = cfg.splits;
+  return p;
+}
+
 std::vector<float> rank_queries(const DcpInputs& in, const DcpConfig& cfg, const DcpGeometry& geo,
                                 int64_t tp_rank) {
   const AttentionDims& d = in.dims;
@@ -193,39 +224,16 @@ Result<RankStepOutput> dcp_decode_step(Communicator& comm, const DcpConfig& cfg,
   RankStepOutput out;
   out.partial_o.assign(static_cast<size_t>(T * Hg * dv), 0.0f);
   out.partial_lse.assign(static_cast<size_t>(T * Hg), 0.0f);
-  PartialAttentionParams p;
+  PartialAttentionParams p = rank_attention_params(in, cfg, geo, cache.spec(), tp_rank);
   p.q = qg.data();
-  p.tokens = T;
-  p.heads = Hg;
-  p.head_dim = dk;
-  p.head0 = geo.group_head0(tp_rank);
-  p.q_heads_total = d.q_heads;
-  p.kv_heads_total = d.kv_heads;
   p.q_pos = in.q_pos.data();
-  p.seq = in.seq;
-  p.layout = cfg.layout;
-  p.rank = me;
   p.k = cache.k();
   p.v = cache.v();
-  p.rows = rows;
-  p.kv_heads = cache.spec().kv_heads;
-  p.kv_head0 = cache.spec().kv_head0;
-  p.v_dim = dv;
-  p.v_row_stride = cache.v_row_stride();
-  p.v_head_stride = cache.v_head_stride();
-  p.scale = in.scale;
-  p.causal = in.causal;
-  p.window = in.window;
-  p.softcap = in.softcap;
   const bool sink_here = DCP_MUTANT(sink_on_every_rank) ? true
                          : DCP_MUTANT(sink_missing)     ? false
                                                         : me == kSinkRank;
   p.sink = !in.sink.empty() && sink_here ? &in.sink[static_cast<size_t>(p.head0)] : nullptr;
   p.topk = in.topk.empty() ? nullptr : in.topk.data();
-  p.topk_k = in.topk_k;
-  p.base = cfg.base;
-  p.tile = cfg.tile;
-  p.splits = cfg.splits;
   p.o = out.partial_o.data();
   p.lse = out.partial_lse.data();
   DCP_GPU_TRY(partial_attention(p));

@@ -28,6 +28,7 @@
 #include "gpu/kv_cache.hpp"
 #include "gpu/layout.hpp"
 #include "gpu/merge.hpp"
+#include "gpu/partial_attention.hpp"
 #include "gpu/status.hpp"
 
 namespace dcp::gpu {
@@ -139,6 +140,12 @@ struct ChunkRows {
   std::vector<float> k, v;
 };
 ChunkRows chunk_rows(const DcpInputs& in, const KvCacheSpec& spec, int64_t pos0, int64_t len);
+// the partial-attention parameters of the rank's step: shapes, heads, rows, variant and kernel
+// settings; the tensor pointers (q, q_pos, k, v, sink, topk, o, lse) are the caller's, in
+// whichever memory it runs;
+PartialAttentionParams rank_attention_params(const DcpInputs& in, const DcpConfig& cfg,
+                                             const DcpGeometry& geo, const KvCacheSpec& spec,
+                                             int64_t tp_rank);
 // the queries the rank starts the step with: [T, H_loc, Dk] (gather) or [T, Hg, Dk]
 // (replicate-q).
 std::vector<float> rank_queries(const DcpInputs& in, const DcpConfig& cfg, const DcpGeometry& geo,
