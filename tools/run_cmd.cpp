@@ -567,7 +567,9 @@ Command add_run_command(CLI::App& app) {
   run->add_flag("--quiet", o->quiet, "Print failing rows and the summary only");
   return {run, [o, comm] {
             if (comm->count() == 0) o->comm = o->backend == "cuda" ? "single-gpu" : "threads";
-            if (!one_rank_per_process(*o)) return run_dcp(*o, std::cout, std::cerr);
+            // A pair this binary cannot run is refused before MPI starts (run_dcp checks again).
+            if (!one_rank_per_process(*o) || unavailable(o->backend, o->comm))
+              return run_dcp(*o, std::cout, std::cerr);
 #ifdef DCP_HAVE_MPI
             if (const auto st = gpu::mpi_init(nullptr, nullptr); !st) {
               std::cerr << "dcp-verify run: " << st.message() << "\n";

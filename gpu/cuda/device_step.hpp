@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "gpu/cuda/kernel_bodies.hpp"
-#include "gpu/cuda/kernels.hpp"
+#include "gpu/cuda/launch_checks.hpp"
 #include "gpu/dcp_step.hpp"
 #include "gpu/kv_cache.hpp"
 #include "gpu/partial_attention.hpp"

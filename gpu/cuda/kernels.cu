@@ -9,6 +9,7 @@
 #include "gpu/convention.hpp"
 #include "gpu/cuda/cuda_status.hpp"
 #include "gpu/cuda/kernels.hpp"
+#include "gpu/cuda/launch_checks.hpp"
 #include "gpu/layout.hpp"
 
 namespace dcp::gpu {
@@ -16,11 +17,6 @@ namespace {
 
 // Threads per block of the elementwise kernels.
 constexpr int kElementThreads = 256;
-// The largest gridDim.y (the splits of the attention kernel).
-constexpr int64_t kMaxGridY = 65535;
-// The attention kernel's static shared memory: one float per warp for the block max.
-constexpr int64_t kAttentionStaticSmemBytes =
-    kAttentionThreads / 32 * static_cast<int64_t>(sizeof(float));
 
 int64_t blocks_for(int64_t n, int64_t threads) { return (n + threads - 1) / threads; }
 
@@ -35,7 +31,8 @@ __global__ void topk_rows_kernel(PartialAttentionParams p, int64_t* rows, int64_
 }
 
 // The attention block on the hardware: __syncthreads, and the block max by warp shuffles then
-// one float per warp in shared memory.
+// one float per warp in shared memory (whole warps only).
+static_assert(kAttentionThreads % 32 == 0, "the block max shuffles whole warps");
 struct CudaBlock {
   float* red;  // [blockDim.x / 32]
   __device__ int tid() const { return static_cast<int>(threadIdx.x); }
@@ -141,52 +138,6 @@ class StreamScratch {
 
 }  // namespace
 
-GpuStatus check_device_ranks(const char* what, int64_t ranks) {
-  if (ranks < 1 || ranks > kMaxDeviceRanks)
-    return DCP_GPU_ERROR(what, ": ", ranks, " ranks; the CUDA backend supports 1 .. ",
-                         kMaxDeviceRanks);
-  return {};
-}
-
-Result<ReduceSchedule> make_schedule(int64_t ranks, ReduceOrder order, uint64_t seed) {
-  DCP_GPU_TRY(check_device_ranks("reduce schedule", ranks));
-  ReduceSchedule s;
-  s.ranks = static_cast<int32_t>(ranks);
-  s.root = static_cast<int32_t>(reduce_slots(ranks, order, seed, [&](int64_t dst, int64_t src) {
-    s.dst[s.steps] = static_cast<int8_t>(dst);
-    s.src[s.steps] = static_cast<int8_t>(src);
-    ++s.steps;
-  }));
-  return s;
-}
-
-Result<body::KvWrite> kv_write_args(const KvCacheSpec& spec, DeviceCacheView cache, int64_t pos0,
-                                    int64_t len, const float* k, const float* v) {
-  DCP_GPU_TRY(validate_layout(spec.layout));
-  if (pos0 < 0 || len < 0)
-    return DCP_GPU_ERROR("kv write: chunk [", pos0, ", ", pos0 + len, ") is not a valid range");
-  const int64_t need = spec.layout.count(spec.rank, pos0 + len);
-  if (need > spec.physical_rows)
-    return DCP_GPU_ERROR("kv write: rank ", spec.rank, " needs row ", need - 1, " for chunk [",
-                         pos0, ", ", pos0 + len, ") but holds ", spec.physical_rows, " rows");
-  if (len > 0 && (k == nullptr || (!spec.shared_latent && v == nullptr)))
-    return DCP_GPU_ERROR("kv write: a chunk tensor pointer is null");
-  body::KvWrite a;
-  a.layout = spec.layout;
-  a.rank = spec.rank;
-  a.pos0 = pos0;
-  a.len = len;
-  a.heads = spec.kv_heads;
-  a.dk = spec.head_dim;
-  a.dv = spec.v_dim;
-  a.latent = spec.shared_latent;
-  a.dtype = spec.dtype;
-  a.k = k;
-  a.v = v;
-  a.cache = cache;
-  return a;
-}
-
 GpuStatus launch_kv_write(const KvCacheSpec& spec, DeviceCacheView cache, int64_t pos0, int64_t len,
                           const float* k, const float* v, cudaStream_t stream) {
   const Result<body::KvWrite> args = kv_write_args(spec, cache, pos0, len, k, v);
@@ -196,24 +147,6 @@ GpuStatus launch_kv_write(const KvCacheSpec& spec, DeviceCacheView cache, int64_
   kv_write_kernel<<<blocks_for(body::kv_write_threads(a), kElementThreads), kElementThreads, 0,
                     stream>>>(a);
   return launched("kv write");
-}
-
-int64_t attention_smem_bytes(const PartialAttentionParams& p) {
-  return (p.head_dim + p.tile) * static_cast<int64_t>(sizeof(float));
-}
-
-GpuStatus check_attention_launch(const PartialAttentionParams& p) {
-  DCP_GPU_TRY(validate_partial_attention(p));
-  if (p.v_dim > kMaxAttentionVDim)
-    return DCP_GPU_ERROR("partial attention: v_dim ", p.v_dim, " exceeds the CUDA kernel's ",
-                         kMaxAttentionVDim);
-  if (attention_smem_bytes(p) + kAttentionStaticSmemBytes > kMaxAttentionSmemBytes)
-    return DCP_GPU_ERROR("partial attention: head_dim ", p.head_dim, " + tile ", p.tile,
-                         " floats exceed the kernel's ", kMaxAttentionSmemBytes,
-                         " bytes of shared memory");
-  if (p.splits > kMaxGridY)
-    return DCP_GPU_ERROR("partial attention: splits ", p.splits, " exceeds the grid's ", kMaxGridY);
-  return {};
 }
 
 GpuStatus launch_partial_attention(const PartialAttentionParams& p, cudaStream_t stream) {

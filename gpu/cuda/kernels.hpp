@@ -18,6 +18,7 @@
 #include <cstdint>
 
 #include "gpu/cuda/kernel_bodies.hpp"
+#include "gpu/cuda/launch_checks.hpp"
 #include "gpu/dtype.hpp"
 #include "gpu/kv_cache.hpp"
 #include "gpu/merge.hpp"
@@ -25,18 +26,6 @@
 #include "gpu/status.hpp"
 
 namespace dcp::gpu {
-
-// The schedule the merge and sum kernels follow for a ReduceOrder (kernel_bodies.hpp), built
-// by reduce_slots.
-Result<ReduceSchedule> make_schedule(int64_t ranks, ReduceOrder order, uint64_t seed);
-
-// The launchers' argument checks, shared with the CPU emulation of the kernels (tests/cuda_host):
-// a KV write's checked arguments; a partial attention's shapes against the kernel's limits; a
-// rank count the merge kernels hold.
-Result<body::KvWrite> kv_write_args(const KvCacheSpec& spec, DeviceCacheView cache, int64_t pos0,
-                                    int64_t len, const float* k, const float* v);
-GpuStatus check_attention_launch(const PartialAttentionParams& p);
-GpuStatus check_device_ranks(const char* what, int64_t ranks);
 
 // Stores the tokens of chunk [pos0, pos0 + len) that spec.rank owns, rounded to spec.dtype.
 // k [len, kv_heads, Dk], v [len, kv_heads, Dv] (nullptr for a shared latent), device memory.
@@ -47,9 +36,7 @@ GpuStatus launch_kv_write(const KvCacheSpec& spec, DeviceCacheView cache, int64_
 // partial_attention.hpp's contract on device pointers: fills p.o [T, heads, Dv] and p.lse
 // [T, heads]. One block per (token, head, split) runs the online softmax over tiles of p.tile
 // keys; split partials are merged left to right by a second kernel. Temporary memory comes from
-// the stream-ordered allocator. Limits: Dv <= kMaxAttentionVDim, (Dk + tile) floats of shared
-// memory <= kMaxAttentionSmemBytes.
-inline constexpr int64_t kMaxAttentionSmemBytes = 48 * 1024;  // without opting in to more
+// the stream-ordered allocator. Limits: check_attention_launch (launch_checks.hpp).
 GpuStatus launch_partial_attention(const PartialAttentionParams& p, cudaStream_t stream);
 
 // ag_rs after the LSE AllGather: for every (destination d, token t, local head hl) of the

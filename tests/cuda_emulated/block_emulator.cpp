@@ -1,6 +1,7 @@
-#include "tests/cuda_host/block_emulator.hpp"
+#include "tests/cuda_emulated/block_emulator.hpp"
 
 #include <cmath>
+#include <exception>
 
 namespace dcp::gpu::emu {
 namespace {
@@ -29,12 +30,12 @@ float EmulatedThread::max(float v) {
   return m;
 }
 
-BlockEmulator::BlockEmulator(int threads)
+BlockEmulator::BlockEmulator(int threads, ThreadOrder order)
     : n_(threads),
+      order_(order),
       ctx_(static_cast<size_t>(threads)),
       state_(static_cast<size_t>(threads), State::done),
       slots_(static_cast<size_t>(threads), 0.0f) {
-  // Left uninitialized: untouched stack pages are never committed.
   for (int i = 0; i < threads; ++i) stacks_.emplace_back(new char[kFiberStackBytes]);
 }
 
@@ -43,9 +44,28 @@ BlockEmulator::~BlockEmulator() = default;
 void BlockEmulator::trampoline() {
   BlockEmulator* b = t_running;
   EmulatedThread t(b, b->current_);
-  (*b->body_)(t);
+  // An exception must not unwind past this frame (there is no caller to catch it).
+  try {
+    (*b->body_)(t);
+  } catch (const std::exception& e) {
+    if (b->thrown_.empty()) b->thrown_ = e.what();
+  } catch (...) {
+    if (b->thrown_.empty()) b->thrown_ = "an exception that is not a std::exception";
+  }
   b->state_[static_cast<size_t>(t.tid())] = State::done;
   // Returning resumes uc_link: the scheduler.
+}
+
+// Apart from run(): getcontext returns twice, which would put run()'s locals at risk.
+bool BlockEmulator::make_fiber(int i) {
+  ucontext_t& c = ctx_[static_cast<size_t>(i)];
+  if (getcontext(&c) != 0) return false;
+  c.uc_stack.ss_sp = stacks_[static_cast<size_t>(i)].get();
+  c.uc_stack.ss_size = kFiberStackBytes;
+  c.uc_link = &scheduler_;
+  makecontext(&c, &BlockEmulator::trampoline, 0);
+  state_[static_cast<size_t>(i)] = State::ready;
+  return true;
 }
 
 void BlockEmulator::yield_to_scheduler() {
@@ -54,20 +74,19 @@ void BlockEmulator::yield_to_scheduler() {
 
 GpuStatus BlockEmulator::run(const std::function<void(EmulatedThread&)>& body) {
   body_ = &body;
+  thrown_.clear();
   BlockEmulator* outer = t_running;
   t_running = this;
   for (int i = 0; i < n_; ++i) {
-    ucontext_t& c = ctx_[static_cast<size_t>(i)];
-    getcontext(&c);
-    c.uc_stack.ss_sp = stacks_[static_cast<size_t>(i)].get();
-    c.uc_stack.ss_size = kFiberStackBytes;
-    c.uc_link = &scheduler_;
-    makecontext(&c, &BlockEmulator::trampoline, 0);
-    state_[static_cast<size_t>(i)] = State::ready;
+    if (!make_fiber(i)) {
+      t_running = outer;
+      return DCP_GPU_ERROR("block emulator: getcontext failed");
+    }
   }
   GpuStatus st;
   for (int64_t phase = 0;; ++phase) {
-    for (int i = 0; i < n_; ++i) {
+    for (int k = 0; k < n_; ++k) {
+      const int i = order_ == ThreadOrder::ascending ? k : n_ - 1 - k;
       if (state_[static_cast<size_t>(i)] != State::ready) continue;
       current_ = i;
       swapcontext(&scheduler_, &ctx_[static_cast<size_t>(i)]);
@@ -85,6 +104,7 @@ GpuStatus BlockEmulator::run(const std::function<void(EmulatedThread&)>& body) {
   }
   t_running = outer;
   body_ = nullptr;
+  if (st && !thrown_.empty()) return DCP_GPU_ERROR("block emulator: a thread threw: ", thrown_);
   return st;
 }
 

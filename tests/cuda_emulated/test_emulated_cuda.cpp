@@ -7,6 +7,7 @@
 #include <rapidcheck/gtest.h>
 
 #include <cstring>
+#include <stdexcept>
 #include <vector>
 
 #include "gpu/partial_attention.hpp"
@@ -16,14 +17,15 @@
 #include "properties/dcp_setup.hpp"
 #include "properties/rc_gen.hpp"
 #include "properties/suite.hpp"
-#include "tests/cuda_host/block_emulator.hpp"
-#include "tests/cuda_host/emulated_device.hpp"
+#include "tests/cuda_emulated/block_emulator.hpp"
+#include "tests/cuda_emulated/emulated_device.hpp"
 
 namespace dcp::props {
 namespace {
 
 using gpu::emu::BlockEmulator;
 using gpu::emu::EmulatedThread;
+using gpu::emu::ThreadOrder;
 
 // Blocks of 4 threads run the random cases fast (their Dv <= 16 fits 4 x 8 components); the
 // fixed cases below use the GPU's kAttentionThreads.
@@ -88,6 +90,33 @@ TEST(BlockEmulator, DivergentBarrierIsAnError) {
   EXPECT_TRUE(blocks.run([](EmulatedThread& t) { t.sync(); }).ok());
 }
 
+TEST(BlockEmulator, AThrowingThreadIsAnError) {
+  BlockEmulator blocks(3);
+  const gpu::GpuStatus st = blocks.run([&](EmulatedThread& t) {
+    t.sync();
+    if (t.tid() == 1) throw std::runtime_error("body failed");
+  });
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("a thread threw: body failed"), std::string::npos) << st.message();
+}
+
+// The thread order inside a barrier phase is observable to a racy body: the two orders differ.
+TEST(BlockEmulator, TheTwoOrdersExposeARaceWithinAPhase) {
+  std::vector<int> seen;
+  for (const ThreadOrder order : {ThreadOrder::ascending, ThreadOrder::descending}) {
+    BlockEmulator blocks(2, order);
+    int shared = -1, read = 0;
+    ASSERT_TRUE(blocks
+                    .run([&](EmulatedThread& t) {
+                      if (t.tid() == 0) shared = 7;     // no barrier between this write ...
+                      if (t.tid() == 1) read = shared;  // ... and this read: a race
+                    })
+                    .ok());
+    seen.push_back(read);
+  }
+  EXPECT_NE(seen[0], seen[1]);
+}
+
 // Random DCP steps (N, TP, layouts, chunked writes, every variant, dtypes, bases, combines, q
 // paths, orders, tiles, split-KV): the emulated CUDA step equals the host backend bit for bit —
 // the same fp32 operations in the same order, so any difference is an indexing or logic bug.
@@ -97,9 +126,11 @@ RC_GTEST_PROP(EmulatedCudaStep, EqualsTheHostBackendBitForBit, ()) {
   lim.max_groups = 2;
   lim.max_seq = 400;
   const DcpSetup s = *gen_dcp_setup(lim);
+  const ThreadOrder order = *rc::gen::element(ThreadOrder::ascending, ThreadOrder::descending);
   const gpu::DcpInputs in = to_dcp_inputs(make_case(s.spec), s.chunks);
   const gpu::Result<gpu::GroupRun> host = gpu::run_dcp_threads(in, s.cfg);
-  const gpu::Result<gpu::GroupRun> emu = gpu::emu::run_dcp_emulated(in, s.cfg, kFastBlockThreads);
+  const gpu::Result<gpu::GroupRun> emu =
+      gpu::emu::run_dcp_emulated(in, s.cfg, kFastBlockThreads, order);
   RC_ASSERT(host.ok() == emu.ok());
   if (!host.ok()) {
     RC_ASSERT(host.status().message() == emu.status().message());
@@ -112,14 +143,15 @@ RC_GTEST_PROP(EmulatedCudaStep, EqualsTheHostBackendBitForBit, ()) {
 // The same bodies judged by the oracle through the suite's DCP-path property.
 TEST(EmulatedCudaStep, DcpPathPropertyWithinDerivedBound) {
   const DcpBackend emulated = [](const gpu::DcpInputs& in, const gpu::DcpConfig& cfg) {
-    return gpu::emu::run_dcp_emulated(in, cfg, kFastBlockThreads);
+    return gpu::emu::run_dcp_emulated(in, cfg, kFastBlockThreads, ThreadOrder::ascending);
   };
   EXPECT_TRUE(
       rc::check("dcp-path on the emulated CUDA step", [&] { dcp_path_property(emulated); }));
 }
 
-// With the GPU's block size, on shapes of real models: GQA with every variant, and the MLA
-// latent (Dv 512 needs 64 of the 128 threads' 8 components).
+// With the GPU's block size, on shapes of real models: GQA with every variant, the MLA latent
+// (Dv 512: 4 of each thread's 8 components), and Dv 1024 (the kernel's limit: all 8); each in
+// both thread orders.
 TEST(EmulatedCudaStep, RealBlockSizeOnModelShapesEqualsHost) {
   struct Row {
     CaseSpec spec;
@@ -148,17 +180,42 @@ TEST(EmulatedCudaStep, RealBlockSizeOnModelShapesEqualsHost) {
   c3.tp_size = 8, c3.layout = {8, 1}, c3.strategy = gpu::CommStrategy::a2a, c3.replicate_q = true;
   c3.base = gpu::LseBase::two, c3.tile = 64, c3.splits = 2;
   rows.push_back({mla, c3});
+  CaseSpec wide;
+  wide.tokens = 1, wide.q_heads = 4, wide.kv_heads = 1, wide.head_dim = 64;
+  wide.v_dim = gpu::kMaxAttentionVDim, wide.seq = 90;
+  gpu::DcpConfig c4;
+  c4.tp_size = 2, c4.layout = {2, 3}, c4.strategy = gpu::CommStrategy::ag_rs, c4.splits = 2;
+  rows.push_back({wide, c4});
   for (size_t i = 0; i < rows.size(); ++i) {
     const oracle::Case c = make_case(rows[i].spec);
     const gpu::DcpInputs in = to_dcp_inputs(c, make_chunks(rows[i].spec.seq, i));
     const auto host = gpu::run_dcp_threads(in, rows[i].cfg);
-    const auto emu = gpu::emu::run_dcp_emulated(in, rows[i].cfg, gpu::kAttentionThreads);
     ASSERT_TRUE(host.ok()) << host.status().message();
-    ASSERT_TRUE(emu.ok()) << emu.status().message();
-    EXPECT_EQ(bitwise_difference(*host, *emu), "") << "row " << i << ": " << describe(rows[i].spec);
-    const DcpCheck chk = judge_dcp(c, rows[i].cfg, *emu, true);
-    EXPECT_TRUE(chk.pass) << "row " << i << "\n" << chk.report;
+    for (const ThreadOrder order : {ThreadOrder::ascending, ThreadOrder::descending}) {
+      const auto emu = gpu::emu::run_dcp_emulated(in, rows[i].cfg, gpu::kAttentionThreads, order);
+      ASSERT_TRUE(emu.ok()) << emu.status().message();
+      EXPECT_EQ(bitwise_difference(*host, *emu), "")
+          << "row " << i << ": " << describe(rows[i].spec);
+      const DcpCheck chk = judge_dcp(c, rows[i].cfg, *emu, true);
+      EXPECT_TRUE(chk.pass) << "row " << i << "\n" << chk.report;
+    }
   }
+}
+
+// Small blocks with every register slot in use: 4 threads x 8 components = Dv 32.
+TEST(EmulatedCudaStep, SmallBlocksWithEveryRegisterSlotEqualHost) {
+  CaseSpec spec;
+  spec.tokens = 2, spec.q_heads = 4, spec.kv_heads = 2, spec.head_dim = 16;
+  spec.v_dim = kFastBlockThreads * gpu::kMaxVPerThread, spec.seq = 120, spec.sink = true;
+  gpu::DcpConfig cfg;
+  cfg.tp_size = 4, cfg.layout = {4, 1}, cfg.strategy = gpu::CommStrategy::a2a, cfg.splits = 3;
+  cfg.tile = 8;
+  const gpu::DcpInputs in = to_dcp_inputs(make_case(spec), make_chunks(spec.seq, 3));
+  const auto host = gpu::run_dcp_threads(in, cfg);
+  const auto emu = gpu::emu::run_dcp_emulated(in, cfg, kFastBlockThreads, ThreadOrder::descending);
+  ASSERT_TRUE(host.ok()) << host.status().message();
+  ASSERT_TRUE(emu.ok()) << emu.status().message();
+  EXPECT_EQ(bitwise_difference(*host, *emu), "");
 }
 
 // Bad input takes the same path as on the GPU: the launchers' shared checks refuse it.
@@ -167,7 +224,8 @@ TEST(EmulatedCudaStep, RefusesWhatTheLaunchersRefuse) {
   spec.head_dim = 1100, spec.v_dim = 1100, spec.seq = 8;
   const gpu::DcpInputs in = to_dcp_inputs(make_case(spec), {});
   gpu::DcpConfig cfg;
-  const auto emu = gpu::emu::run_dcp_emulated(in, cfg, gpu::kAttentionThreads);
+  const auto emu =
+      gpu::emu::run_dcp_emulated(in, cfg, gpu::kAttentionThreads, ThreadOrder::ascending);
   ASSERT_FALSE(emu.ok());
   EXPECT_NE(emu.status().message().find("v_dim 1100 exceeds the CUDA kernel's 1024"),
             std::string::npos)

@@ -1,11 +1,21 @@
-#include "tests/cuda_host/emulated_device.hpp"
+#include "tests/cuda_emulated/emulated_device.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <span>
 
 #include "gpu/cuda/device_step.hpp"
 
 namespace dcp::gpu::emu {
+namespace {
+
+// What uninitialized device memory holds in the emulation.
+constexpr float kPoison = std::numeric_limits<float>::quiet_NaN();
+// Floats of guard after the attention block's shared memory.
+constexpr size_t kGuardFloats = 16;
+
+}  // namespace
 
 GpuStatus EmulatedDevice::copy_rows(float* dst, int64_t dst_pitch, const float* src,
                                     int64_t src_pitch, int64_t width, int64_t rows) {
@@ -27,24 +37,35 @@ GpuStatus EmulatedDevice::partial_attention(const PartialAttentionParams& p) {
     return DCP_GPU_ERROR("emulated device: v_dim ", p.v_dim, " needs blocks of more than ",
                          blocks_.threads(), " threads");
   const int64_t rows = p.tokens * p.heads;
-  std::vector<float> split_o(static_cast<size_t>(p.splits * rows * p.v_dim));
-  std::vector<float> split_lse(static_cast<size_t>(p.splits * rows));
+  // The GPU's scratch is uninitialized: here it holds NaN and -1, so an element a body forgets
+  // to write shows in the output instead of reading a convenient 0.
+  std::vector<float> split_o(static_cast<size_t>(p.splits * rows * p.v_dim), kPoison);
+  std::vector<float> split_lse(static_cast<size_t>(p.splits * rows), kPoison);
   std::vector<int64_t> topk_rows, topk_counts;
   if (p.topk != nullptr) {
-    topk_rows.resize(static_cast<size_t>(std::max<int64_t>(1, p.tokens * p.topk_k)));
-    topk_counts.resize(static_cast<size_t>(p.tokens));
+    topk_rows.assign(static_cast<size_t>(std::max<int64_t>(1, p.tokens * p.topk_k)), -1);
+    topk_counts.assign(static_cast<size_t>(p.tokens), -1);
     for (int64_t t = 0; t < p.tokens; ++t)
       body::topk_rows(p, t, topk_rows.data(), topk_counts.data());
   }
-  // The block's shared memory: q [Dk], then the tile's scores [tile].
-  std::vector<float> smem(static_cast<size_t>(p.head_dim + p.tile));
+  // The block's shared memory: q [Dk], then the tile's scores [tile]; poisoned before every
+  // block (a read of a slot no thread wrote shows), with a guard after it (a write past it is an
+  // error).
+  const size_t used = static_cast<size_t>(attention_smem_bytes(p)) / sizeof(float);
+  std::vector<float> smem(used + kGuardFloats);
   for (int64_t sp = 0; sp < p.splits; ++sp)
-    for (int64_t row = 0; row < rows; ++row)
+    for (int64_t row = 0; row < rows; ++row) {
+      std::fill(smem.begin(), smem.end(), kPoison);
       DCP_GPU_TRY(blocks_.run([&](EmulatedThread& th) {
         body::partial_attention(th, p, p.topk != nullptr ? topk_rows.data() : nullptr,
                                 topk_counts.data(), split_o.data(), split_lse.data(), row, sp,
                                 smem.data(), smem.data() + p.head_dim);
       }));
+      for (size_t i = used; i < smem.size(); ++i)
+        if (!std::isnan(smem[i]))
+          return DCP_GPU_ERROR("emulated device: the attention block wrote shared memory past its ",
+                               used, " floats");
+    }
   grid(rows, [&](int64_t x, int tid, int nt) {
     body::split_combine(p.splits, rows, p.v_dim, p.base, split_o.data(), split_lse.data(), p.o,
                         p.lse, x, tid, nt);
@@ -108,12 +129,13 @@ GpuStatus EmulatedDevice::reduce_scatter_sum(const float* send, int64_t count, f
   return {};
 }
 
-Result<GroupRun> run_dcp_emulated(const DcpInputs& in, const DcpConfig& cfg, int block_threads) {
+Result<GroupRun> run_dcp_emulated(const DcpInputs& in, const DcpConfig& cfg, int block_threads,
+                                  ThreadOrder order) {
   DCP_GPU_TRY(validate_inputs(in, cfg));
   const DcpGeometry geo = *DcpGeometry::create(cfg, in.dims);
   GroupRun run = empty_group_run(geo, in.dims);
   DCP_GPU_TRY(for_each_tp_rank_threads(geo, [&](int64_t tp_rank, Communicator& comm) {
-    BlockEmulator blocks(block_threads);
+    BlockEmulator blocks(block_threads, order);
     EmulatedDevice dev(comm, blocks);
     Result<RankStepOutput> r = device_step(dev, in, cfg, tp_rank);
     if (!r) return r.status();

@@ -15,9 +15,9 @@
 
 #include "gpu/communicator.hpp"
 #include "gpu/cuda/kernel_bodies.hpp"
-#include "gpu/cuda/kernels.hpp"
+#include "gpu/cuda/launch_checks.hpp"
 #include "gpu/run_threads.hpp"
-#include "tests/cuda_host/block_emulator.hpp"
+#include "tests/cuda_emulated/block_emulator.hpp"
 
 namespace dcp::gpu::emu {
 
@@ -26,7 +26,8 @@ class EmulatedDevice {
   template <class T>
   using Buffer = std::vector<T>;
 
-  // blocks: the emulator of the attention and combine blocks (its thread count is the block's).
+  // blocks: the emulator of the attention and combine blocks (its thread count and order are
+  // the blocks').
   EmulatedDevice(Communicator& comm, BlockEmulator& blocks) : comm_(comm), blocks_(blocks) {}
 
   int64_t rank() const { return comm_.rank(); }
@@ -75,8 +76,10 @@ class EmulatedDevice {
 };
 
 // The whole TP group: every rank a thread with the threads communicator, each running
-// device_step on an EmulatedDevice whose blocks have `block_threads` threads (the GPU's are
-// kAttentionThreads; fewer run faster and need Dv <= block_threads * kMaxVPerThread).
-Result<GroupRun> run_dcp_emulated(const DcpInputs& in, const DcpConfig& cfg, int block_threads);
+// device_step on an EmulatedDevice whose blocks have `block_threads` threads run in `order` (the
+// GPU's blocks have kAttentionThreads; fewer run faster and need Dv <= block_threads *
+// kMaxVPerThread).
+Result<GroupRun> run_dcp_emulated(const DcpInputs& in, const DcpConfig& cfg, int block_threads,
+                                  ThreadOrder order);
 
 }  // namespace dcp::gpu::emu

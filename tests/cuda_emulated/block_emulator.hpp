@@ -2,13 +2,14 @@
 // gpu/cuda/kernel_bodies.hpp in tests.
 //
 // The block's threads are cooperative fibers (ucontext) on the calling thread: each runs until
-// it reaches sync() or returns, then the next; once every thread waits at sync() they are all
-// released, as __syncthreads() releases a block. A block whose threads do not all meet the same
-// barriers (one returned while another waits) is an error, as it is undefined on a GPU. max(v)
-// is the block-wide maximum, built on sync() as the device's shuffles-and-shared-memory version
-// is built on __syncthreads().
+// it reaches sync() or returns, then the next, in ascending or descending thread order (a race
+// between two threads inside one barrier phase gives different answers in the two orders);
+// once every thread waits at sync() they are all released, as __syncthreads() releases a block. A
+// block whose threads do not all meet the same barriers (one returned while another waits) is an
+// error, as it is undefined on a GPU. max(v) is the block-wide maximum, built on sync() as the
+// device's shuffles-and-shared-memory version is built on __syncthreads().
 //
-//   BlockEmulator blocks(/*threads=*/128);
+//   BlockEmulator blocks(/*threads=*/128, ThreadOrder::descending);
 //   GpuStatus st = blocks.run([&](EmulatedThread& t) { body::partial_attention(t, p, ...); });
 #pragma once
 
@@ -17,6 +18,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "gpu/status.hpp"
@@ -24,6 +26,8 @@
 namespace dcp::gpu::emu {
 
 class BlockEmulator;
+
+enum class ThreadOrder { ascending, descending };
 
 // What a kernel body sees of its block (the Block of kernel_bodies.hpp).
 class EmulatedThread {
@@ -35,6 +39,8 @@ class EmulatedThread {
 
  private:
   friend class BlockEmulator;
+
+  enum class ThreadOrder { ascending, descending };
   EmulatedThread(BlockEmulator* b, int tid) : b_(b), tid_(tid) {}
   BlockEmulator* b_;
   int tid_;
@@ -42,21 +48,25 @@ class EmulatedThread {
 
 class BlockEmulator {
  public:
-  explicit BlockEmulator(int threads);
+  explicit BlockEmulator(int threads, ThreadOrder order = ThreadOrder::ascending);
   ~BlockEmulator();
   BlockEmulator(const BlockEmulator&) = delete;
   BlockEmulator& operator=(const BlockEmulator&) = delete;
   int threads() const { return n_; }
-  // Runs body on every thread of one block; an error when the threads' barriers diverge.
+  // Runs body on every thread of one block; an error when the threads' barriers diverge or a
+  // thread's body throws.
   GpuStatus run(const std::function<void(EmulatedThread&)>& body);
 
  private:
   friend class EmulatedThread;
   enum class State { ready, waiting, done };
   static void trampoline();
+  [[gnu::noinline]] bool make_fiber(int i);
   void yield_to_scheduler();
 
   int n_;
+  ThreadOrder order_;
+  std::string thrown_;  // what a body threw, if one did
   std::vector<std::unique_ptr<char[]>> stacks_;
   std::vector<ucontext_t> ctx_;
   std::vector<State> state_;
