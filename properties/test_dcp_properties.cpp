@@ -10,6 +10,7 @@
 #include "properties/dcp_bridge.hpp"
 #include "properties/rc_gen.hpp"
 #include "properties/suite.hpp"
+#include "tests/support/collective_cases.hpp"
 
 #ifndef DCP_FIXTURES_DIR
 #error "DCP_FIXTURES_DIR must point at fixtures/"
@@ -146,37 +147,29 @@ TEST(DcpHostPath, BadConfigurationsAreOneLineErrors) {
 }
 
 TEST(ThreadsCommunicator, CollectivesMoveBlocksByRankAndSumInEveryOrder) {
-  constexpr int64_t kN = 5, kCount = 3;
+  constexpr int64_t kN = test_support::kCollectiveRanks, kCount = test_support::kCollectiveCount;
   for (const auto order :
        {gpu::ReduceOrder::sequential, gpu::ReduceOrder::pairwise, gpu::ReduceOrder::random}) {
     gpu::ThreadGroup group(kN);
-    std::vector<std::vector<float>> gathered(kN), a2a(kN), rs(kN);
+    std::vector<test_support::CollectiveResults> got(kN);
+    std::vector<gpu::GpuStatus> st(kN);
     std::vector<std::thread> th;
     for (int64_t r = 0; r < kN; ++r) {
       th.emplace_back([&, r] {
         gpu::Communicator& c = group.comm(r);
-        std::vector<float> mine(kCount, static_cast<float>(r));
-        gathered[r].resize(kN * kCount);
-        ASSERT_TRUE(c.all_gather(mine, gathered[r]).ok());
-        std::vector<float> send(kN * kCount);
-        for (int64_t d = 0; d < kN; ++d)
-          for (int64_t i = 0; i < kCount; ++i) send[d * kCount + i] = float(100 * r + 10 * d + i);
-        a2a[r].resize(kN * kCount);
-        ASSERT_TRUE(c.all_to_all(send, a2a[r]).ok());
-        rs[r].resize(kCount);
-        ASSERT_TRUE(c.reduce_scatter_sum(send, rs[r], order, 7).ok());
+        test_support::CollectiveResults& out = got[static_cast<size_t>(r)];
+        out.gathered.resize(kN * kCount);
+        out.a2a.resize(kN * kCount);
+        out.rs.resize(kCount);
+        const std::vector<float> send = test_support::send_input(r);
+        st[r] = c.all_gather(test_support::gather_input(r), out.gathered);
+        if (st[r]) st[r] = c.all_to_all(send, out.a2a);
+        if (st[r]) st[r] = c.reduce_scatter_sum(send, out.rs, order, 7);
       });
     }
     for (auto& t : th) t.join();
-    for (int64_t r = 0; r < kN; ++r) {
-      for (int64_t s = 0; s < kN; ++s)
-        for (int64_t i = 0; i < kCount; ++i) {
-          EXPECT_EQ(gathered[r][s * kCount + i], float(s));
-          EXPECT_EQ(a2a[r][s * kCount + i], float(100 * s + 10 * r + i));
-        }
-      for (int64_t i = 0; i < kCount; ++i)  // integers: exact in any order
-        EXPECT_EQ(rs[r][i], float(100 * (0 + 1 + 2 + 3 + 4) + kN * (10 * r + i)));
-    }
+    for (int64_t r = 0; r < kN; ++r) ASSERT_TRUE(st[r].ok()) << st[r].message();
+    test_support::expect_collective_results(got);
   }
 }
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "gpu/cuda/launch_checks.hpp"
+#include "tests/support/attention_params.hpp"
 
 namespace dcp::gpu {
 namespace {
@@ -41,32 +42,10 @@ TEST(CudaSchedule, RefusesMoreRanksThanTheKernelsHold) {
 }
 
 // Host memory stands in for device pointers: the checks read no tensor.
-PartialAttentionParams valid_params(std::vector<float>& buf, std::vector<int64_t>& pos) {
-  PartialAttentionParams p;
-  p.q = buf.data();
-  p.tokens = 1;
-  p.heads = 1;
-  p.head_dim = 8;
-  p.q_heads_total = 1;
-  p.kv_heads_total = 1;
-  p.q_pos = pos.data();
-  p.seq = 4;
-  p.k = buf.data();
-  p.v = buf.data();
-  p.rows = 4;
-  p.kv_heads = 1;
-  p.v_dim = 8;
-  p.v_row_stride = 8;
-  p.v_head_stride = 8;
-  p.o = buf.data();
-  p.lse = buf.data();
-  return p;
-}
-
 TEST(CudaLaunchChecks, PartialAttentionRefusesShapesBeyondTheKernel) {
   std::vector<float> buf(16);
   std::vector<int64_t> pos{3};
-  PartialAttentionParams p = valid_params(buf, pos);
+  PartialAttentionParams p = test_support::host_attention_params(buf, pos, 8);
   p.v_dim = kMaxAttentionVDim + 1;
   p.head_dim = p.v_dim;
   GpuStatus st = check_attention_launch(p);
@@ -74,13 +53,13 @@ TEST(CudaLaunchChecks, PartialAttentionRefusesShapesBeyondTheKernel) {
   EXPECT_NE(st.message().find("v_dim 1025 exceeds the CUDA kernel's 1024"), std::string::npos)
       << st.message();
 
-  p = valid_params(buf, pos);
+  p = test_support::host_attention_params(buf, pos, 8);
   p.tile = kMaxAttentionSmemBytes / 4;  // with Dk 8 the scores no longer fit in shared memory
   st = check_attention_launch(p);
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("bytes of shared memory"), std::string::npos) << st.message();
 
-  p = valid_params(buf, pos);
+  p = test_support::host_attention_params(buf, pos, 8);
   p.rows = 3;  // the shared validation (partial_attention.hpp) runs first
   st = check_attention_launch(p);
   ASSERT_FALSE(st.ok());

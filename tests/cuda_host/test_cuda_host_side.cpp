@@ -8,6 +8,7 @@
 #include "gpu/cuda/cuda_status.hpp"
 #include "gpu/cuda/kernels.hpp"
 #include "gpu/cuda/run_cuda.hpp"
+#include "tests/support/attention_params.hpp"
 
 namespace dcp::gpu {
 namespace {
@@ -16,24 +17,8 @@ namespace {
 TEST(CudaLaunchers, RefuseThroughTheSharedChecksBeforeLaunching) {
   std::vector<float> buf(16);
   std::vector<int64_t> pos{3};
-  PartialAttentionParams p;
-  p.q = buf.data();
-  p.tokens = 1;
-  p.heads = 1;
-  p.head_dim = kMaxAttentionVDim + 1;
-  p.q_heads_total = 1;
-  p.kv_heads_total = 1;
-  p.q_pos = pos.data();
-  p.seq = 4;
-  p.k = buf.data();
-  p.v = buf.data();
-  p.rows = 4;
-  p.kv_heads = 1;
-  p.v_dim = kMaxAttentionVDim + 1;
-  p.v_row_stride = p.v_dim;
-  p.v_head_stride = p.v_dim;
-  p.o = buf.data();
-  p.lse = buf.data();
+  const PartialAttentionParams p =
+      test_support::host_attention_params(buf, pos, kMaxAttentionVDim + 1);
   GpuStatus st = launch_partial_attention(p, nullptr);
   ASSERT_FALSE(st.ok());
   EXPECT_EQ(st.message(), check_attention_launch(p).message());

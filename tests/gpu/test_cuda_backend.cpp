@@ -19,6 +19,7 @@
 #include "properties/dcp_bridge.hpp"
 #include "properties/dcp_setup.hpp"
 #include "properties/suite.hpp"
+#include "tests/support/collective_cases.hpp"
 
 #ifndef DCP_FIXTURES_DIR
 #error "DCP_FIXTURES_DIR must point at fixtures/"
@@ -47,12 +48,12 @@ DcpBackend cuda_backend(gpu::DeviceTransport t) {
 
 TEST(CudaSingleGpu, CollectivesMoveBlocksByRankAndSumInEveryOrder) {
   DCP_NEEDS_GPU(1);
-  constexpr int64_t kN = 5, kCount = 3;
+  constexpr int64_t kN = test_support::kCollectiveRanks, kCount = test_support::kCollectiveCount;
   for (const auto order :
        {gpu::ReduceOrder::sequential, gpu::ReduceOrder::pairwise, gpu::ReduceOrder::random}) {
     auto group = gpu::SingleGpuGroup::create(kN, 0);
     ASSERT_TRUE(group.ok()) << group.status().message();
-    std::vector<std::vector<float>> gathered(kN), a2a(kN), rs(kN);
+    std::vector<test_support::CollectiveResults> got(kN);
     std::vector<gpu::GpuStatus> st(kN);
     std::vector<std::thread> th;
     for (int64_t r = 0; r < kN; ++r) {
@@ -61,11 +62,8 @@ TEST(CudaSingleGpu, CollectivesMoveBlocksByRankAndSumInEveryOrder) {
           gpu::DeviceCommunicator& c = (*group)->comm(r);
           DCP_CUDA_TRY(cudaSetDevice(0));
           cudaStream_t s = c.stream();
-          std::vector<float> mine(kCount, static_cast<float>(r)), send(kN * kCount);
-          for (int64_t d = 0; d < kN; ++d)
-            for (int64_t i = 0; i < kCount; ++i) send[d * kCount + i] = float(100 * r + 10 * d + i);
-          auto m = gpu::DeviceBuffer<float>::upload(mine, s);
-          auto sd = gpu::DeviceBuffer<float>::upload(send, s);
+          auto m = gpu::DeviceBuffer<float>::upload(test_support::gather_input(r), s);
+          auto sd = gpu::DeviceBuffer<float>::upload(test_support::send_input(r), s);
           auto g = gpu::DeviceBuffer<float>::create(kN * kCount, s);
           auto a = gpu::DeviceBuffer<float>::create(kN * kCount, s);
           auto o = gpu::DeviceBuffer<float>::create(kCount, s);
@@ -73,27 +71,20 @@ TEST(CudaSingleGpu, CollectivesMoveBlocksByRankAndSumInEveryOrder) {
           DCP_GPU_TRY(c.all_gather(m->data(), kCount, g->data()));
           DCP_GPU_TRY(c.all_to_all(sd->data(), kCount, a->data()));
           DCP_GPU_TRY(c.reduce_scatter_sum(sd->data(), kCount, o->data(), order, 7));
-          gathered[r].resize(kN * kCount);
-          a2a[r].resize(kN * kCount);
-          rs[r].resize(kCount);
-          DCP_GPU_TRY(g->download(gathered[r], s));
-          DCP_GPU_TRY(a->download(a2a[r], s));
-          return o->download(rs[r], s);
+          test_support::CollectiveResults& out = got[static_cast<size_t>(r)];
+          out.gathered.resize(kN * kCount);
+          out.a2a.resize(kN * kCount);
+          out.rs.resize(kCount);
+          DCP_GPU_TRY(g->download(out.gathered, s));
+          DCP_GPU_TRY(a->download(out.a2a, s));
+          return o->download(out.rs, s);
         }();
         if (!st[r]) (*group)->abort(st[r].message());
       });
     }
     for (auto& t : th) t.join();
     for (int64_t r = 0; r < kN; ++r) ASSERT_TRUE(st[r].ok()) << st[r].message();
-    for (int64_t r = 0; r < kN; ++r) {
-      for (int64_t s = 0; s < kN; ++s)
-        for (int64_t i = 0; i < kCount; ++i) {
-          EXPECT_EQ(gathered[r][s * kCount + i], float(s));
-          EXPECT_EQ(a2a[r][s * kCount + i], float(100 * s + 10 * r + i));
-        }
-      for (int64_t i = 0; i < kCount; ++i)  // integers: exact in any order
-        EXPECT_EQ(rs[r][i], float(100 * (0 + 1 + 2 + 3 + 4) + kN * (10 * r + i)));
-    }
+    test_support::expect_collective_results(got);
   }
 }
 
