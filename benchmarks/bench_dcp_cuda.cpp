@@ -33,6 +33,8 @@ namespace {
 using namespace dcp::gpu;
 
 constexpr size_t kCopyBytes = size_t{1} << 30;
+// Units: milliseconds per second, bytes per GB, FLOP per TFLOP.
+constexpr double kMsPerS = 1e3, kBytesPerGB = 1e9, kFlopPerTflop = 1e12;
 constexpr double kGpuTargetGqa = 0.80, kGpuTargetMla = 0.50, kGpuTargetCombine = 0.65;
 // One block per (token, head, split): T 1 x 8 heads needs split-KV to occupy the device; 64
 // splits give 512 blocks (about 4 per SM of an H100/H200's 132), each over 2048 rows.
@@ -137,7 +139,7 @@ int run(const Options& o) {
   if (!copy_ms) return fail(copy_ms.status());
   *src = DeviceBuffer<uint8_t>();
   *dst = DeviceBuffer<uint8_t>();
-  const double copy_gbs = 2.0 * kCopyBytes / (*copy_ms * 1e-3) / 1e9;
+  const double copy_gbs = 2.0 * kCopyBytes / (*copy_ms / kMsPerS) / kBytesPerGB;
   rows.push_back({"copy d2d 1 GiB", "GB/s", "-", *copy_ms, copy_gbs, -1, 0});
 
   // GQA partial attention, memory-bound: every K and V element read once (fp32 cache).
@@ -145,7 +147,7 @@ int run(const Options& o) {
     constexpr int64_t kT = 1, kH = 8, kD = 128, kRows = 131072, kSplits = kGqaSplits;
     const auto ms = time_attention(s, o, kT, kH, kD, kD, false, kRows, kSplits);
     if (!ms) return fail(ms.status());
-    const double gbs = 2.0 * kRows * kD * sizeof(float) / (*ms * 1e-3) / 1e9;
+    const double gbs = 2.0 * kRows * kD * sizeof(float) / (*ms / kMsPerS) / kBytesPerGB;
     rows.push_back({"gqa attention T1 H8 D128 rows131072 splits64", "GB/s", "copy", *ms, gbs,
                     gbs / copy_gbs, kGpuTargetGqa});
   }
@@ -154,7 +156,7 @@ int run(const Options& o) {
     constexpr int64_t kT = 4, kH = 128, kDk = 576, kDv = 512, kRows = 32768;
     const auto ms = time_attention(s, o, kT, kH, kDk, kDv, true, kRows, 1);
     if (!ms) return fail(ms.status());
-    const double tflops = 2.0 * kT * kH * kRows * (kDk + kDv) / (*ms * 1e-3) / 1e12;
+    const double tflops = 2.0 * kT * kH * kRows * (kDk + kDv) / (*ms / kMsPerS) / kFlopPerTflop;
     rows.push_back({"mla attention T4 H128 576/512 rows32768", "TFLOP/s", "bf16 mma", *ms, tflops,
                     o.mma_tflops > 0 ? tflops / o.mma_tflops : -1, kGpuTargetMla});
   }
@@ -173,7 +175,7 @@ int run(const Options& o) {
     if (!ms) return fail(ms.status());
     const double bytes =
         static_cast<double>((recv->size() + o_buf->size() + l_buf->size()) * sizeof(float));
-    const double gbs = bytes / (*ms * 1e-3) / 1e9;
+    const double gbs = bytes / (*ms / kMsPerS) / kBytesPerGB;
     rows.push_back({"a2a combine N8 T64 H16 D512", "GB/s", "copy", *ms, gbs, gbs / copy_gbs,
                     kGpuTargetCombine});
 
@@ -190,7 +192,7 @@ int run(const Options& o) {
     if (!ms2) return fail(ms2.status());
     const double bytes2 =
         static_cast<double>((po->size() + pl->size() + la->size() + send->size()) * sizeof(float));
-    const double gbs2 = bytes2 / (*ms2 * 1e-3) / 1e9;
+    const double gbs2 = bytes2 / (*ms2 / kMsPerS) / kBytesPerGB;
     rows.push_back({"ag_rs scale N8 T64 H16 D512", "GB/s", "copy", *ms2, gbs2, gbs2 / copy_gbs,
                     kGpuTargetCombine});
   }
