@@ -42,7 +42,10 @@ int run_info(const std::string& json_path) {
   const bool cuda_backend = true;
   const std::string nccl = gpu::nccl_runtime_text();
   const bool nccl_loaded = gpu::nccl_api().ok();
+  const std::string nccl_headers = gpu::nccl_headers_version();
+  const std::string nccl_built = "; opened at run time, built against nccl.h " + nccl_headers;
 #else
+  const std::string nccl_headers, nccl_built;
   const bool cuda_backend = false;
   const std::string nccl = "not used (built without the CUDA backend)";
   const bool nccl_loaded = false;
@@ -65,7 +68,7 @@ int run_info(const std::string& json_path) {
       << (cuda_built.empty() ? "not used (built without nvcc)"
                              : cuda_built + ", architectures " + DCP_CUDA_ARCHS)
       << "\n"
-      << "  nccl              " << nccl << (cuda_backend ? " (opened at run time)" : "") << "\n"
+      << "  nccl              " << nccl << nccl_built << "\n"
       << "  mpi               " << (mpi.empty() ? "not built (DCP_MPI=OFF or not found)" : mpi)
       << "\n"
       << "  oracle            MPFR " << mpfr_get_version() << " (certify tier), double-double "
@@ -100,6 +103,7 @@ int run_info(const std::string& json_path) {
         {"version", DCP_VERSION},
         {"backends", backends},
         {"nccl", nccl_loaded ? json(nccl) : json(nullptr)},
+        {"nccl_headers", cuda_backend ? json(nccl_headers) : json(nullptr)},
         {"nccl_unavailable_reason", nccl_loaded ? json(nullptr) : json(nccl)},
         {"cuda_toolkit", cuda_built.empty() ? json(nullptr) : json(cuda_built)},
         {"cuda_architectures", cuda_built.empty() ? json(nullptr) : json(DCP_CUDA_ARCHS)},

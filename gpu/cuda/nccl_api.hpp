@@ -43,6 +43,12 @@ Result<const NcclApi*> nccl_api();
 // "2.28.9 (libnccl.so.2)" or the reason it is not available, for `dcp-verify info`.
 std::string nccl_runtime_text();
 
+// The version of the nccl.h this binary was compiled against ("2.28.9"): the API it calls.
+inline std::string nccl_headers_version() {
+  return std::to_string(NCCL_MAJOR) + "." + std::to_string(NCCL_MINOR) + "." +
+         std::to_string(NCCL_PATCH);
+}
+
 inline GpuStatus nccl_status(const NcclApi& api, ncclResult_t r, const char* call, const char* file,
                              int line) {
   if (r == ncclSuccess) return {};
