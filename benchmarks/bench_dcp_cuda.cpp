@@ -72,21 +72,16 @@ Result<double> time_ms(cudaStream_t s, const Options& o, const std::function<Gpu
   return static_cast<double>(ms[ms.size() / 2]);
 }
 
-#define DCP_BENCH_ASSIGN(var, expr)      \
-  auto var##_r = (expr);                 \
-  if (!var##_r) return var##_r.status(); \
-  auto var = std::move(*var##_r)
-
 // One rank's partial attention over `rows` rows: all positions visible (no causal cut).
 Result<double> time_attention(cudaStream_t s, const Options& o, int64_t tokens, int64_t heads,
                               int64_t dk, int64_t dv, bool latent, int64_t rows, int64_t splits) {
-  DCP_BENCH_ASSIGN(q, DeviceBuffer<float>::create(static_cast<size_t>(tokens * heads * dk), s));
-  DCP_BENCH_ASSIGN(k, DeviceBuffer<float>::create(static_cast<size_t>(rows * dk), s));
-  DCP_BENCH_ASSIGN(v, DeviceBuffer<float>::create(latent ? 0 : static_cast<size_t>(rows * dv), s));
+  DCP_GPU_ASSIGN(q, DeviceBuffer<float>::create(static_cast<size_t>(tokens * heads * dk), s));
+  DCP_GPU_ASSIGN(k, DeviceBuffer<float>::create(static_cast<size_t>(rows * dk), s));
+  DCP_GPU_ASSIGN(v, DeviceBuffer<float>::create(latent ? 0 : static_cast<size_t>(rows * dv), s));
   std::vector<int64_t> pos_h(static_cast<size_t>(tokens), rows - 1);
-  DCP_BENCH_ASSIGN(pos, DeviceBuffer<int64_t>::upload(pos_h, s));
-  DCP_BENCH_ASSIGN(out, DeviceBuffer<float>::create(static_cast<size_t>(tokens * heads * dv), s));
-  DCP_BENCH_ASSIGN(lse, DeviceBuffer<float>::create(static_cast<size_t>(tokens * heads), s));
+  DCP_GPU_ASSIGN(pos, DeviceBuffer<int64_t>::upload(pos_h, s));
+  DCP_GPU_ASSIGN(out, DeviceBuffer<float>::create(static_cast<size_t>(tokens * heads * dv), s));
+  DCP_GPU_ASSIGN(lse, DeviceBuffer<float>::create(static_cast<size_t>(tokens * heads), s));
   PartialAttentionParams p;
   p.q = q.data();
   p.tokens = tokens;

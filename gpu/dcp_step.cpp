@@ -125,6 +125,14 @@ ChunkRows chunk_rows(const DcpInputs& in, const KvCacheSpec& spec, int64_t pos0,
   return c;
 }
 
+GpuStatus check_group_comm(const DcpGeometry& geo, int64_t tp_rank, int64_t comm_rank,
+                           int64_t comm_size) {
+  if (comm_size != geo.n || comm_rank != geo.dcp_rank(tp_rank))
+    return DCP_GPU_ERROR("communicator: rank ", comm_rank, " of ", comm_size, "; tp rank ", tp_rank,
+                         " needs dcp rank ", geo.dcp_rank(tp_rank), " of ", geo.n);
+  return {};
+}
+
 PartialAttentionParams rank_attention_params(const DcpInputs& in, const DcpConfig& cfg,
                                              const DcpGeometry& geo, const KvCacheSpec& spec,
                                              int64_t tp_rank) {
@@ -193,9 +201,7 @@ Result<RankStepOutput> dcp_decode_step(Communicator& comm, const DcpConfig& cfg,
   const AttentionDims& d = in.dims;
   const int64_t N = geo.n, T = d.tokens, Hl = geo.h_loc, Hg = geo.hg, dk = d.head_dim, dv = d.v_dim,
                 me = geo.dcp_rank(tp_rank);
-  if (comm.size() != N || comm.rank() != me)
-    return DCP_GPU_ERROR("communicator: rank ", comm.rank(), " of ", comm.size(), "; tp rank ",
-                         tp_rank, " needs dcp rank ", me, " of ", N);
+  DCP_GPU_TRY(check_group_comm(geo, tp_rank, comm.rank(), comm.size()));
   const int64_t q_heads_in = cfg.replicate_q ? Hg : Hl;
   if (q.size() != static_cast<size_t>(T * q_heads_in * dk))
     return DCP_GPU_ERROR("tensor 'q' on tp rank ", tp_rank, ": ", q.size(), " elements; expected ",

@@ -140,6 +140,9 @@ struct ChunkRows {
   std::vector<float> k, v;
 };
 ChunkRows chunk_rows(const DcpInputs& in, const KvCacheSpec& spec, int64_t pos0, int64_t len);
+// that the rank's DCP-group communicator (rank comm_rank of comm_size) is the one tp_rank needs;
+GpuStatus check_group_comm(const DcpGeometry& geo, int64_t tp_rank, int64_t comm_rank,
+                           int64_t comm_size);
 // the partial-attention parameters of the rank's step: shapes, heads, rows, variant and kernel
 // settings; the tensor pointers (q, q_pos, k, v, sink, topk, o, lse) are the caller's, in
 // whichever memory it runs;

@@ -7,6 +7,7 @@
 //   Result<RankKvCache> cache = RankKvCache::create(spec);
 //   if (!cache) return cache.status();
 //   DCP_GPU_TRY(cache->write_chunk(...));
+//   DCP_GPU_ASSIGN(spec, rank_cache_spec(in, cfg, tp_rank));   // spec: the value, or return
 //   return DCP_GPU_ERROR("dcp_size ", n, " must divide tp_size ", tp);
 #pragma once
 
@@ -69,3 +70,9 @@ std::string gpu_message(const Args&... args) {
     ::dcp::gpu::GpuStatus dcp_gpu_st_ = (expr); \
     if (!dcp_gpu_st_.ok()) return dcp_gpu_st_;  \
   } while (0)
+
+// Declares `var` from a Result's value, or returns its failure from the enclosing function.
+#define DCP_GPU_ASSIGN(var, expr)        \
+  auto var##_r = (expr);                 \
+  if (!var##_r) return var##_r.status(); \
+  auto var = std::move(*var##_r)
