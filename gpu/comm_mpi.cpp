@@ -2,11 +2,31 @@
 
 #include <mpi.h>
 
+#include <algorithm>
+#include <climits>
 #include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <thread>
 #include <vector>
 
 namespace dcp::gpu {
 namespace {
+
+constexpr int kDataTag = 101;    // collective payloads between the members of a group
+constexpr int kNoticeTag = 102;  // a rank's failure notice, to every other rank
+constexpr int kAgreeTag = 103;   // outcomes and verdicts of mpi_agree
+// The longest message carried between ranks (a notice or a verdict): one line, cut beyond this.
+constexpr size_t kMaxText = 1000;
+// Waits poll: 20 us between tests at first, doubling up to 2 ms, so that a rank waiting for a
+// slow peer costs little CPU (four processes on two cores must still make progress).
+constexpr auto kFirstPause = std::chrono::microseconds(20);
+constexpr auto kLongestPause = std::chrono::microseconds(2000);
+
+bool g_deadline_passed = false;  // a wait of this process reached its deadline
+bool g_peer_failed = false;      // a wait ended on another rank's failure notice
+bool g_in_flight = false;        // some message may still be in flight (see mpi_finalize)
+bool g_notified = false;         // this rank told the others it failed
 
 GpuStatus mpi_check(int rc, const char* call) {
   if (rc == MPI_SUCCESS) return {};
@@ -17,31 +37,151 @@ GpuStatus mpi_check(int rc, const char* call) {
 }
 #define DCP_MPI_CHECK(call) DCP_GPU_TRY(mpi_check((call), #call))
 
-class MpiCommunicator final : public Communicator {
- public:
-  explicit MpiCommunicator(MPI_Comm comm) : comm_(comm) {
-    int r = 0, n = 0;
-    MPI_Comm_rank(comm, &r);
-    MPI_Comm_size(comm, &n);
-    rank_ = r;
-    size_ = n;
+// The messages of one exchange. Their buffers live here until every request completes; an
+// exchange given up after a failure is kept until the process ends (g_abandoned), so that MPI
+// never reads or writes memory that was freed.
+struct Flight {
+  std::vector<std::vector<uint8_t>> buf;
+  std::vector<MPI_Request> req;
+  std::vector<int> peer;   // [requests] the world rank each one talks to
+  std::vector<char> recv;  // [requests] 1: a receive
+};
+std::vector<std::unique_ptr<Flight>> g_abandoned;
+
+void abandon(std::unique_ptr<Flight> f) {
+  g_in_flight = true;
+  g_abandoned.push_back(std::move(f));
+}
+
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string s = ranks.size() == 1 ? "rank" : "ranks";
+  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : " ") + std::to_string(ranks[i]);
+  return s;
+}
+
+// A failure notice from another rank, if one has arrived.
+std::optional<std::string> take_notice() {
+  int flag = 0;
+  MPI_Status st;
+  if (MPI_Iprobe(MPI_ANY_SOURCE, kNoticeTag, MPI_COMM_WORLD, &flag, &st) != MPI_SUCCESS || !flag)
+    return std::nullopt;
+  int n = 0;
+  MPI_Get_count(&st, MPI_CHAR, &n);
+  std::string text(static_cast<size_t>(std::max(n, 0)), '\0');
+  MPI_Recv(text.data(), n, MPI_CHAR, st.MPI_SOURCE, kNoticeTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  g_peer_failed = true;
+  return "rank " + std::to_string(st.MPI_SOURCE) + " failed: " + text;
+}
+
+// Polls every request of `f` until all complete. Ends early, with an error, on another rank's
+// failure notice (when `notices`) or at the deadline, naming the ranks not heard from.
+GpuStatus wait_flight(std::unique_ptr<Flight>& f, const char* what,
+                      std::chrono::milliseconds deadline, bool notices) {
+  const auto until = std::chrono::steady_clock::now() + deadline;
+  std::vector<char> done(f->req.size(), 0);
+  auto pause = kFirstPause;
+  for (;;) {
+    bool all = true;
+    for (size_t i = 0; i < f->req.size(); ++i) {
+      if (done[i]) continue;
+      int flag = 0;
+      DCP_MPI_CHECK(MPI_Test(&f->req[i], &flag, MPI_STATUS_IGNORE));
+      done[i] = static_cast<char>(flag);
+      all = all && flag;
+    }
+    if (all) return {};
+    if (notices) {
+      if (const auto why = take_notice()) {
+        abandon(std::move(f));
+        return DCP_GPU_ERROR(what, ": ", *why);
+      }
+    }
+    if (std::chrono::steady_clock::now() >= until) {
+      std::vector<int> missing;  // peers whose message has not arrived (or not been taken)
+      for (size_t i = 0; i < f->req.size(); ++i)
+        if (!done[i] && (f->recv[i] || missing.empty())) missing.push_back(f->peer[i]);
+      std::sort(missing.begin(), missing.end());
+      missing.erase(std::unique(missing.begin(), missing.end()), missing.end());
+      g_deadline_passed = true;
+      abandon(std::move(f));
+      return DCP_GPU_ERROR(what, ": ", rank_list(missing), " did not arrive within ",
+                           std::chrono::duration<double>(deadline).count(),
+                           " s (stopped, hung or dead; --timeout sets the wait)");
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, kLongestPause);
   }
+}
+
+// One round of messages within the group of world ranks [first, first + n), where this process
+// is member `me`: send[j] goes to member j and recv_bytes[j] bytes come from member j (nothing
+// when empty or 0). Returns what arrived, by member (this member's own block copied).
+Result<std::vector<std::vector<uint8_t>>> exchange(
+    int64_t first, int64_t n, int64_t me, const std::vector<std::span<const uint8_t>>& send,
+    const std::vector<size_t>& recv_bytes, int tag, const char* what,
+    std::chrono::milliseconds deadline, bool notices) {
+  std::vector<std::vector<uint8_t>> out(static_cast<size_t>(n));
+  auto f = std::make_unique<Flight>();
+  std::vector<size_t> slot(static_cast<size_t>(n), SIZE_MAX);  // member -> receive buffer
+  for (int64_t j = 0; j < n; ++j) {
+    const auto& s = send[static_cast<size_t>(j)];
+    const size_t want = recv_bytes[static_cast<size_t>(j)];
+    if (j == me) {
+      out[static_cast<size_t>(j)].assign(s.begin(), s.end());
+      continue;
+    }
+    if (s.size() > static_cast<size_t>(INT_MAX) || want > static_cast<size_t>(INT_MAX))
+      return DCP_GPU_ERROR(what, ": a message of more than 2^31 - 1 bytes (MPI's int count)");
+    const int peer = static_cast<int>(first + j);
+    if (want > 0) {
+      slot[static_cast<size_t>(j)] = f->buf.size();
+      f->buf.emplace_back(want);
+      f->req.emplace_back();
+      DCP_MPI_CHECK(MPI_Irecv(f->buf.back().data(), static_cast<int>(want), MPI_BYTE, peer, tag,
+                              MPI_COMM_WORLD, &f->req.back()));
+      f->peer.push_back(peer);
+      f->recv.push_back(1);
+    }
+    if (!s.empty()) {
+      f->buf.emplace_back(s.begin(), s.end());
+      f->req.emplace_back();
+      DCP_MPI_CHECK(MPI_Isend(f->buf.back().data(), static_cast<int>(s.size()), MPI_BYTE, peer, tag,
+                              MPI_COMM_WORLD, &f->req.back()));
+      f->peer.push_back(peer);
+      f->recv.push_back(0);
+    }
+  }
+  DCP_GPU_TRY(wait_flight(f, what, deadline, notices));
+  for (int64_t j = 0; j < n; ++j)
+    if (slot[static_cast<size_t>(j)] != SIZE_MAX)
+      out[static_cast<size_t>(j)] = std::move(f->buf[slot[static_cast<size_t>(j)]]);
+  return out;
+}
+
+std::span<const uint8_t> bytes_of(std::span<const float> x) {
+  return {reinterpret_cast<const uint8_t*>(x.data()), x.size_bytes()};
+}
+
+class MpiGroup final : public Communicator {
+ public:
+  MpiGroup(int64_t first, int64_t size, std::chrono::milliseconds deadline)
+      : first_(first), size_(size), rank_(mpi_world_rank() - first), deadline_(deadline) {}
   int64_t rank() const override { return rank_; }
   int64_t size() const override { return size_; }
   std::string name() const override { return "mpi"; }
 
   GpuStatus all_gather(std::span<const float> send, std::span<float> recv) override {
     DCP_GPU_TRY(check_collective("all_gather", size_, send.size(), recv.size(), 1, size_));
-    DCP_MPI_CHECK(MPI_Allgather(send.data(), static_cast<int>(send.size()), MPI_FLOAT, recv.data(),
-                                static_cast<int>(send.size()), MPI_FLOAT, comm_));
-    return {};
+    const std::vector<std::span<const uint8_t>> out(static_cast<size_t>(size_), bytes_of(send));
+    return deliver("all_gather", out, send.size(), recv);
   }
   GpuStatus all_to_all(std::span<const float> send, std::span<float> recv) override {
     DCP_GPU_TRY(check_collective("all_to_all", size_, send.size(), recv.size(), size_, size_));
-    const int count = static_cast<int>(send.size() / static_cast<size_t>(size_));
-    DCP_MPI_CHECK(
-        MPI_Alltoall(send.data(), count, MPI_FLOAT, recv.data(), count, MPI_FLOAT, comm_));
-    return {};
+    const size_t count = send.size() / static_cast<size_t>(size_);
+    std::vector<std::span<const uint8_t>> out;
+    for (int64_t d = 0; d < size_; ++d)
+      out.push_back(bytes_of(send.subspan(static_cast<size_t>(d) * count, count)));
+    return deliver("all_to_all", out, count, recv);
   }
   GpuStatus reduce_scatter_sum(std::span<const float> send, std::span<float> recv,
                                ReduceOrder order, uint64_t seed) override {
@@ -55,23 +195,43 @@ class MpiCommunicator final : public Communicator {
   }
 
  private:
-  MPI_Comm comm_;
-  int64_t rank_ = 0, size_ = 1;
+  // Sends out[j] to member j and places member s's block of `count` floats at recv[s count].
+  GpuStatus deliver(const char* what, const std::vector<std::span<const uint8_t>>& out,
+                    size_t count, std::span<float> recv) {
+    const std::vector<size_t> want(static_cast<size_t>(size_), count * sizeof(float));
+    DCP_GPU_ASSIGN(in, exchange(first_, size_, rank_, out, want, kDataTag, what, deadline_, true));
+    for (int64_t s = 0; s < size_; ++s)
+      std::memcpy(&recv[static_cast<size_t>(s) * count], in[static_cast<size_t>(s)].data(),
+                  count * sizeof(float));
+    return {};
+  }
+
+  int64_t first_, size_, rank_;
+  std::chrono::milliseconds deadline_;
 };
 
-// Gathers equal-size float vectors of every world rank on rank 0 ([world][count]).
-GpuStatus gather_all(const std::vector<float>& mine, std::vector<std::vector<float>>& out) {
-  const int64_t n = mpi_world_size();
-  std::vector<float> flat(mpi_world_rank() == 0 ? mine.size() * static_cast<size_t>(n) : 0);
-  DCP_MPI_CHECK(MPI_Gather(mine.data(), static_cast<int>(mine.size()), MPI_FLOAT, flat.data(),
-                           static_cast<int>(mine.size()), MPI_FLOAT, 0, MPI_COMM_WORLD));
-  if (mpi_world_rank() != 0) return {};
-  out.resize(static_cast<size_t>(n));
-  for (int64_t r = 0; r < n; ++r)
-    out[static_cast<size_t>(r)].assign(
-        flat.begin() + static_cast<std::ptrdiff_t>(r * mine.size()),
-        flat.begin() + static_cast<std::ptrdiff_t>((r + 1) * mine.size()));
-  return {};
+// An outcome or a verdict on the wire: code, rank, and the message cut to kMaxText.
+struct Outcome {
+  int32_t code = 0;
+  int64_t rank = -1;
+  char text[kMaxText + 1] = {};
+};
+
+std::vector<uint8_t> encode(const MpiVerdict& v) {
+  Outcome o;
+  o.code = v.code;
+  o.rank = v.rank;
+  std::strncpy(o.text, v.message.c_str(), kMaxText);
+  std::vector<uint8_t> bytes(sizeof o);
+  std::memcpy(bytes.data(), &o, sizeof o);
+  return bytes;
+}
+
+MpiVerdict decode(const std::vector<uint8_t>& bytes) {
+  Outcome o;
+  std::memcpy(&o, bytes.data(), std::min(bytes.size(), sizeof o));
+  o.text[kMaxText] = '\0';
+  return {o.code, o.rank, o.text};
 }
 
 }  // namespace
@@ -93,10 +253,12 @@ std::string mpi_library_version() {
   return eol == std::string::npos ? v : v.substr(0, eol);
 }
 
-void mpi_finalize() {
+void mpi_finalize(int code) {
   int done = 0;
   MPI_Finalized(&done);
-  if (!done) MPI_Finalize();
+  if (done) return;
+  if (g_in_flight) mpi_abort(code);
+  MPI_Finalize();
 }
 
 int64_t mpi_world_rank() {
@@ -116,21 +278,100 @@ void mpi_abort(int code) {
   std::abort();  // MPI_Abort does not return; this satisfies [[noreturn]]
 }
 
-Result<MpiRun> run_dcp_mpi(const DcpInputs& in, const DcpConfig& cfg) {
-  DCP_GPU_TRY(validate_inputs(in, cfg));
-  const DcpGeometry geo = *DcpGeometry::create(cfg, in.dims);
+std::unique_ptr<Communicator> mpi_group(int64_t first, int64_t size,
+                                        std::chrono::milliseconds deadline) {
+  return std::make_unique<MpiGroup>(first, size, deadline);
+}
+
+GpuStatus mpi_broadcast_bytes(int64_t first, int64_t size, int64_t root, std::span<uint8_t> bytes,
+                              std::chrono::milliseconds deadline) {
+  const int64_t me = mpi_world_rank() - first;
+  std::vector<std::span<const uint8_t>> out(static_cast<size_t>(size));
+  std::vector<size_t> want(static_cast<size_t>(size), 0);
+  if (me == root)
+    std::fill(out.begin(), out.end(), std::span<const uint8_t>(bytes));
+  else
+    want[static_cast<size_t>(root)] = bytes.size();
+  DCP_GPU_ASSIGN(in, exchange(first, size, me, out, want, kDataTag, "broadcast", deadline, true));
+  if (me != root) std::memcpy(bytes.data(), in[static_cast<size_t>(root)].data(), bytes.size());
+  return {};
+}
+
+void mpi_notify_failure(const std::string& why) {
+  if (g_notified || g_peer_failed) return;
+  g_notified = true;
   const int64_t world = mpi_world_size(), me = mpi_world_rank();
+  auto f = std::make_unique<Flight>();
+  const std::string text = why.substr(0, kMaxText);
+  for (int64_t r = 0; r < world; ++r) {
+    if (r == me) continue;
+    f->buf.emplace_back(text.begin(), text.end());
+    f->req.emplace_back();
+    MPI_Isend(f->buf.back().data(), static_cast<int>(text.size()), MPI_CHAR, static_cast<int>(r),
+              kNoticeTag, MPI_COMM_WORLD, &f->req.back());
+  }
+  abandon(std::move(f));  // never waited for: a stopped peer would never take it
+}
+
+bool mpi_deadline_passed() { return g_deadline_passed; }
+
+Result<MpiVerdict> mpi_agree(int code, const std::string& message,
+                             std::chrono::milliseconds deadline) {
+  const int64_t world = mpi_world_size(), me = mpi_world_rank();
+  const std::vector<uint8_t> mine = encode({code, me, message});
+  // Round 1: every outcome to rank 0. Notices are not taken here: this is where failures meet.
+  std::vector<std::span<const uint8_t>> out(static_cast<size_t>(world));
+  std::vector<size_t> want(static_cast<size_t>(world), 0);
+  if (me == 0)
+    std::fill(want.begin(), want.end(), mine.size());
+  else
+    out[0] = mine;
+  out[static_cast<size_t>(me)] = mine;
+  want[static_cast<size_t>(me)] = mine.size();
+  DCP_GPU_ASSIGN(
+      in, exchange(0, world, me, out, want, kAgreeTag, "agreeing on the outcome", deadline, false));
+  MpiVerdict v;
+  if (me == 0) {
+    for (const auto& bytes : in) {
+      const MpiVerdict o = decode(bytes);
+      if (o.code != 0) {
+        v = o;
+        break;
+      }
+    }
+  }
+  // Round 2: rank 0's verdict to every rank.
+  const std::vector<uint8_t> verdict = encode(v);
+  std::fill(out.begin(), out.end(), std::span<const uint8_t>());
+  std::fill(want.begin(), want.end(), 0);
+  if (me == 0)
+    std::fill(out.begin(), out.end(), std::span<const uint8_t>(verdict));
+  else
+    want[0] = verdict.size();
+  out[static_cast<size_t>(me)] = verdict;
+  want[static_cast<size_t>(me)] = verdict.size();
+  DCP_GPU_ASSIGN(back, exchange(0, world, me, out, want, kAgreeTag, "agreeing on the outcome",
+                                deadline, false));
+  return decode(back[0]);
+}
+
+Result<MpiRun> run_dcp_mpi(const DcpInputs& in, const DcpConfig& cfg) {
+  const int64_t world = mpi_world_size(), me = mpi_world_rank();
+  // Every process checks the same inputs and configuration: these fail everywhere alike.
   if (world != cfg.tp_size)
     return DCP_GPU_ERROR("--comm mpi: ", world, " processes but --tp-size is ", cfg.tp_size,
                          " (run with mpirun -np ", cfg.tp_size, ")");
-  MPI_Comm group;
-  DCP_MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, static_cast<int>(geo.group(me)),
-                               static_cast<int>(geo.dcp_rank(me)), &group));
-  MpiCommunicator comm(group);
-  Result<RankStepOutput> r = run_tp_rank(comm, in, cfg, me);
-  MPI_Comm_free(&group);
-  if (!r) return r.status();
-  return gather_on_root(in, cfg, *r);
+  DCP_GPU_TRY(validate_inputs(in, cfg));
+  const DcpGeometry geo = *DcpGeometry::create(cfg, in.dims);
+  const std::unique_ptr<Communicator> comm = mpi_group(geo.group(me) * geo.n, geo.n, cfg.deadline);
+  Result<RankStepOutput> r = run_tp_rank(*comm, in, cfg, me);
+  if (!r) {
+    mpi_notify_failure(r.status().message());  // this rank's own failure is news to its peers
+    return r.status();
+  }
+  Result<MpiRun> run = gather_on_root(in, cfg, *r);
+  if (!run) mpi_notify_failure(run.status().message());
+  return run;
 }
 
 Result<MpiRun> gather_on_root(const DcpInputs& in, const DcpConfig& cfg,
@@ -139,26 +380,39 @@ Result<MpiRun> gather_on_root(const DcpInputs& in, const DcpConfig& cfg,
   if (!geo_r) return geo_r.status();
   const DcpGeometry& geo = *geo_r;
   const int64_t world = mpi_world_size(), me = mpi_world_rank();
-  MpiRun out;
-  out.root = me == 0;
-  std::vector<std::vector<float>> o, lse, po, pl;
-  DCP_GPU_TRY(gather_all(mine.o, o));
-  DCP_GPU_TRY(gather_all(mine.lse, lse));
-  DCP_GPU_TRY(gather_all(mine.partial_o, po));
-  DCP_GPU_TRY(gather_all(mine.partial_lse, pl));
-  if (!out.root) return out;
+  // Every rank's four tensors in one message: o, lse, partial_o, partial_lse (the same sizes on
+  // every rank).
+  const std::vector<const std::vector<float>*> parts = {&mine.o, &mine.lse, &mine.partial_o,
+                                                        &mine.partial_lse};
+  std::vector<float> packed;
+  for (const std::vector<float>* x : parts) packed.insert(packed.end(), x->begin(), x->end());
+  std::vector<std::span<const uint8_t>> out(static_cast<size_t>(world));
+  std::vector<size_t> want(static_cast<size_t>(world), 0);
+  out[static_cast<size_t>(me)] = bytes_of(packed);
+  want[static_cast<size_t>(me)] = packed.size() * sizeof(float);
+  if (me == 0)
+    std::fill(want.begin(), want.end(), packed.size() * sizeof(float));
+  else
+    out[0] = bytes_of(packed);
+  DCP_GPU_ASSIGN(all, exchange(0, world, me, out, want, kDataTag, "gathering results on rank 0",
+                               cfg.deadline, true));
+  MpiRun run;
+  run.root = me == 0;
+  if (!run.root) return run;
   const AttentionDims& d = in.dims;
-  GroupRun& run = out.group;
-  run = empty_group_run(geo, d);
+  run.group = empty_group_run(geo, d);
   for (int64_t tp_rank = 0; tp_rank < world; ++tp_rank) {
+    const uint8_t* p = all[static_cast<size_t>(tp_rank)].data();
     RankStepOutput ro;
-    ro.o = o[static_cast<size_t>(tp_rank)];
-    ro.lse = lse[static_cast<size_t>(tp_rank)];
-    ro.partial_o = po[static_cast<size_t>(tp_rank)];
-    ro.partial_lse = pl[static_cast<size_t>(tp_rank)];
-    place_rank_output(geo, d, tp_rank, ro, run);
+    std::vector<float>* const into[] = {&ro.o, &ro.lse, &ro.partial_o, &ro.partial_lse};
+    for (size_t k = 0; k < parts.size(); ++k) {
+      into[k]->resize(parts[k]->size());
+      std::memcpy(into[k]->data(), p, parts[k]->size() * sizeof(float));
+      p += parts[k]->size() * sizeof(float);
+    }
+    place_rank_output(geo, d, tp_rank, ro, run.group);
   }
-  return out;
+  return run;
 }
 
 }  // namespace dcp::gpu

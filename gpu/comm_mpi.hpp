@@ -1,20 +1,31 @@
 // comm_mpi.hpp — the DCP path over MPI: one TP rank per process (OpenMPI), built when MPI is
 // found (CMake option DCP_MPI).
 //
-// MPI_COMM_WORLD is the attention TP group (world size = tp_size); it is split into tp / N DCP
-// groups of N consecutive ranks, matching dcp_rank = tp_rank mod N. ReduceScatter is an
-// All-to-All followed by a local sum in the configured order, so every transport reduces in the
-// same order (communicator.hpp).
+// MPI_COMM_WORLD is the attention TP group (world size = tp_size); DCP group g is the world
+// ranks g N .. g N + N - 1, matching dcp_rank = tp_rank mod N. Every exchange is point-to-point
+// on MPI_COMM_WORLD and every wait polls, so nothing blocks for good:
+//   - a wait ends at its deadline (DcpConfig::deadline, `--timeout`) with an error naming the
+//     world ranks whose messages did not arrive (a stopped, hung or dead peer);
+//   - a rank that fails tells every other rank (mpi_notify_failure), and a wait that receives
+//     such a notice ends at once with the failed rank's message;
+//   - no communicator is created or freed per step (MPI_Comm_split would block on a stopped peer).
+// ReduceScatter is an All-to-All followed by a local sum in the configured order, so every
+// transport reduces in the same order (communicator.hpp).
 //
 //   DCP_GPU_TRY(mpi_init(&argc, &argv));
-//   Result<MpiRun> run = run_dcp_mpi(inputs, cfg);   // every process, same inputs
-//   if (run->root) judge(run->group);                // world rank 0 holds the assembled result
+//   Result<MpiRun> run = run_dcp_mpi(inputs, cfg);    // every process, same inputs
+//   if (run->root) judge(run->group);                 // world rank 0 holds the assembled result
+//   Result<MpiVerdict> v = mpi_agree(code, why, cfg.deadline);   // every rank: the same verdict
 //   mpi_finalize();
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <memory>
+#include <span>
 #include <string>
 
+#include "gpu/communicator.hpp"
 #include "gpu/dcp_step.hpp"
 #include "gpu/run_threads.hpp"
 #include "gpu/status.hpp"
@@ -22,20 +33,54 @@
 namespace dcp::gpu {
 
 GpuStatus mpi_init(int* argc, char*** argv);
-void mpi_finalize();
+// MPI_Finalize; after a failure that left messages in flight (a peer stopped, or a rank failed
+// mid-step) MPI_Finalize could wait for them forever, so the job ends with MPI_Abort(code).
+void mpi_finalize(int code);
 // The MPI library's own version line (callable before mpi_init).
 std::string mpi_library_version();
 int64_t mpi_world_rank();
 int64_t mpi_world_size();
-// Ends every process of the job (a rank hit an error that its peers cannot see).
+// Ends every process of the job.
 [[noreturn]] void mpi_abort(int code);
+
+// The world ranks [first, first + size) as a communicator (this process is one of them); waits
+// end at `deadline`.
+std::unique_ptr<Communicator> mpi_group(int64_t first, int64_t size,
+                                        std::chrono::milliseconds deadline);
+
+// Sends `bytes` from member `root` of the group [first, first + size) to every member (each
+// passes a buffer of the same size; root's is sent).
+GpuStatus mpi_broadcast_bytes(int64_t first, int64_t size, int64_t root, std::span<uint8_t> bytes,
+                              std::chrono::milliseconds deadline);
+
+// Tells every other world rank that this one failed: their waits end with `why`. Once per
+// process, and not when this rank's failure was itself another rank's notice.
+void mpi_notify_failure(const std::string& why);
+
+// Whether a wait of this process passed its deadline (some peer never arrived).
+bool mpi_deadline_passed();
+
+// What every rank learns of a step: the outcome of the lowest world rank whose outcome was not
+// 0, with its message (code 0: every rank succeeded).
+struct MpiVerdict {
+  int code = 0;
+  int64_t rank = -1;
+  std::string message;
+};
+
+// Every world rank calls it with its own outcome (0: success; any other code: failure, with a
+// one-line message); all of them return the same verdict, or an error when a peer does not
+// take part within `deadline`.
+Result<MpiVerdict> mpi_agree(int code, const std::string& message,
+                             std::chrono::milliseconds deadline);
 
 struct MpiRun {
   bool root = false;  // world rank 0: `group` holds the assembled output and all partials
   GroupRun group;
 };
 
-// Runs this process's TP rank (world rank) and gathers every rank's result on world rank 0.
+// Runs this process's TP rank (world rank) and gathers every rank's result on world rank 0. The
+// world size must be cfg.tp_size. A failure of this rank's own is told to every other rank.
 Result<MpiRun> run_dcp_mpi(const DcpInputs& in, const DcpConfig& cfg);
 
 // Gathers every process's step output (this one's: mine) on world rank 0, assembled by head;

@@ -13,6 +13,7 @@
 // MpiCommunicator (comm_mpi.hpp: one rank per process).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -21,6 +22,12 @@
 #include "gpu/status.hpp"
 
 namespace dcp::gpu {
+
+// How long a rank waits for its peers in any collective before the collective fails, naming the
+// ranks that did not arrive (dcp-verify --timeout). The clock starts when the waiting rank
+// arrives, so the slowest rank's own work counts against it: five minutes cover a whole
+// long-context step of the host path on a small machine.
+inline constexpr std::chrono::milliseconds kDefaultCollectiveDeadline{300000};
 
 class Communicator {
  public:

@@ -16,6 +16,7 @@
 //   Result<RankStepOutput> out = run_tp_rank(comm, inputs, cfg, tp_rank);
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -54,6 +55,8 @@ struct DcpConfig {
   int64_t tile = 64;          // online-softmax tile, keys
   int64_t splits = 1;         // split-KV pieces inside a rank
   Dtype out_dtype = Dtype::f32;
+  // How long a rank waits for its peers in a collective (communicator.hpp).
+  std::chrono::milliseconds deadline = kDefaultCollectiveDeadline;
 };
 
 // Model-wide shapes.

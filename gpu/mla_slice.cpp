@@ -116,7 +116,7 @@ Result<MlaRun> run_mla_threads(const MlaInputs& in, const DcpConfig& cfg) {
   const int64_t dk = d.kv_lora + d.rope;
   run.q_att.assign(static_cast<size_t>(d.tokens * d.heads * dk), 0.0f);
   run.k_att.assign(static_cast<size_t>(in.seq * dk), 0.0f);
-  DCP_GPU_TRY(for_each_tp_rank_threads(geo, [&](int64_t tp_rank, Communicator& comm) {
+  DCP_GPU_TRY(for_each_tp_rank_threads(geo, cfg.deadline, [&](int64_t tp_rank, Communicator& comm) {
     Result<RankKvCache> cache = build_rank_cache(att, cfg, tp_rank);
     if (!cache) return cache.status();
     const int64_t h0 = cfg.replicate_q ? geo.group_head0(tp_rank) : geo.local_head0(tp_rank);

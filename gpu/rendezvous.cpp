@@ -1,5 +1,7 @@
 #include "gpu/rendezvous.hpp"
 
+#include <algorithm>
+#include <string>
 #include <utility>
 
 namespace dcp::gpu {
@@ -8,6 +10,7 @@ Rendezvous::Rendezvous(int64_t ranks, std::string transport, std::chrono::millis
     : ranks_(ranks),
       transport_(std::move(transport)),
       deadline_(deadline),
+      here_(static_cast<size_t>(ranks), 0),
       buffer_(static_cast<size_t>(ranks), nullptr),
       count_(static_cast<size_t>(ranks), 0),
       released_(static_cast<size_t>(ranks), 0) {}
@@ -31,8 +34,10 @@ GpuStatus Rendezvous::barrier(int64_t rank) {
     return DCP_GPU_ERROR(transport_, " communicator aborted: ", abort_reason_);
   }
   const uint64_t gen = generation_;
+  here_[static_cast<size_t>(rank)] = 1;
   if (++arrived_ == ranks_) {
     arrived_ = 0;
+    std::fill(here_.begin(), here_.end(), 0);
     ++generation_;
     cv_.notify_all();
     return {};
@@ -43,12 +48,17 @@ GpuStatus Rendezvous::barrier(int64_t rank) {
     released_[static_cast<size_t>(rank)] = 1;
     return DCP_GPU_ERROR(transport_, " communicator aborted: ", abort_reason_);
   }
+  std::string missing;  // the ranks that have not arrived, named in the error
+  for (int64_t r = 0; r < ranks_; ++r)
+    if (!here_[static_cast<size_t>(r)])
+      missing += (missing.empty() ? "" : ", ") + std::to_string(r);
   if (!done) {
     aborted_ = true;
-    abort_reason_ = "a peer missed the barrier deadline";
+    abort_reason_ = "rank " + missing + " missed the barrier deadline";
   }
-  return DCP_GPU_ERROR(transport_, " communicator: a peer did not arrive within ",
-                       deadline_.count(), " ms");
+  return DCP_GPU_ERROR(transport_, " communicator: rank ", missing, " did not arrive within ",
+                       std::chrono::duration<double>(deadline_).count(),
+                       " s (stopped or hung; --timeout sets the wait)");
 }
 
 GpuStatus Rendezvous::publish(int64_t rank, const void* buffer, size_t count) {

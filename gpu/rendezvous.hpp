@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu/communicator.hpp"
 #include "gpu/status.hpp"
 
 namespace dcp::gpu {
@@ -33,9 +34,6 @@ class RankGroup {
   // Whether a collective of `rank` failed because the group was aborted.
   virtual bool released(int64_t rank) const = 0;
 };
-
-// The default wait for a peer: long enough for any case the suite runs on one machine.
-inline constexpr std::chrono::milliseconds kDefaultCollectiveDeadline{120000};
 
 class Rendezvous final : public RankGroup {
  public:
@@ -63,6 +61,7 @@ class Rendezvous final : public RankGroup {
   uint64_t generation_ = 0;
   bool aborted_ = false;
   std::string abort_reason_;
+  std::vector<char> here_;           // [N] 1: arrived at the current barrier
   std::vector<const void*> buffer_;  // [N] published buffers
   std::vector<size_t> count_;        // [N]
   std::vector<char> released_;       // [N] 1: a collective returned because of an abort

@@ -46,12 +46,12 @@ GpuStatus run_rank_threads(const DcpGeometry& geo, const std::vector<RankGroup*>
   return origin >= 0 ? status[static_cast<size_t>(origin)] : GpuStatus();
 }
 
-GpuStatus for_each_tp_rank_threads(const DcpGeometry& geo,
+GpuStatus for_each_tp_rank_threads(const DcpGeometry& geo, std::chrono::milliseconds deadline,
                                    const std::function<GpuStatus(int64_t, Communicator&)>& body) {
   std::vector<std::unique_ptr<ThreadGroup>> groups;
   std::vector<RankGroup*> control;
   for (int64_t g = 0; g < geo.tp / geo.n; ++g) {
-    groups.push_back(std::make_unique<ThreadGroup>(geo.n));
+    groups.push_back(std::make_unique<ThreadGroup>(geo.n, deadline));
     control.push_back(groups.back().get());
   }
   return run_rank_threads(geo, control, [&](int64_t tp_rank) {
@@ -74,7 +74,7 @@ Result<GroupRun> run_dcp_threads(const DcpInputs& in, const DcpConfig& cfg) {
   const DcpGeometry geo = *DcpGeometry::create(cfg, in.dims);
   const AttentionDims& d = in.dims;
   GroupRun run = empty_group_run(geo, d);
-  DCP_GPU_TRY(for_each_tp_rank_threads(geo, [&](int64_t tp_rank, Communicator& comm) {
+  DCP_GPU_TRY(for_each_tp_rank_threads(geo, cfg.deadline, [&](int64_t tp_rank, Communicator& comm) {
     Result<RankStepOutput> r = run_tp_rank(comm, in, cfg, tp_rank);
     if (!r) return r.status();
     place_rank_output(geo, d, tp_rank, *r, run);  // disjoint heads and partial slots

@@ -8,6 +8,7 @@
 //   run->o, run->lse, run->partial_o[tp_rank] ([T, Hg, Dv])
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <vector>
@@ -32,8 +33,9 @@ struct GroupRun {
 GpuStatus run_rank_threads(const DcpGeometry& geo, const std::vector<RankGroup*>& groups,
                            const std::function<GpuStatus(int64_t)>& body);
 
-// run_rank_threads with each rank given its DCP group's in-process communicator.
-GpuStatus for_each_tp_rank_threads(const DcpGeometry& geo,
+// run_rank_threads with each rank given its DCP group's in-process communicator, whose waits end
+// at `deadline`.
+GpuStatus for_each_tp_rank_threads(const DcpGeometry& geo, std::chrono::milliseconds deadline,
                                    const std::function<GpuStatus(int64_t, Communicator&)>& body);
 
 // The model-wide output and per-rank partial slots for a run of the geometry, zero-filled.

@@ -16,6 +16,8 @@
 #include <tuple>
 #include <utility>
 
+#include "oracle/file_write.hpp"
+
 namespace dcp::oracle {
 
 namespace {
@@ -626,20 +628,7 @@ Status write_safetensors(const std::string& path, const StFile& file) {
   DCP_TRY(check_st_file(file, path));
   const std::vector<uint8_t> bytes = serialize_safetensors(file);
   if (bytes.empty()) return DCP_ERROR(printable(path), ": cannot encode the header");
-  errno = 0;
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  if (f == nullptr) {
-    return DCP_ERROR(printable(path), ": cannot open for writing: ", std::strerror(errno));
-  }
-  const size_t put = std::fwrite(bytes.data(), 1, bytes.size(), f);
-  const int write_errno = errno;
-  const int closed = std::fclose(f);
-  if (put != bytes.size()) {
-    return DCP_ERROR(printable(path), ": write error after ", put, " of ", bytes.size(),
-                     " bytes: ", std::strerror(write_errno));
-  }
-  if (closed != 0) return DCP_ERROR(printable(path), ": close failed: ", std::strerror(errno));
-  return {};
+  return write_whole_file(path, bytes);
 }
 
 }  // namespace dcp::oracle

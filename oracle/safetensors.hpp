@@ -54,6 +54,7 @@ Status check_st_file(const StFile& file, std::string_view source);
 // multiple of 8 bytes and tensors are laid out widest dtype first, then by name, so every
 // tensor is aligned to its element size. Returns an empty vector when check_st_file fails.
 std::vector<uint8_t> serialize_safetensors(const StFile& file);
+// Writes the file whole or not at all (file_write.hpp).
 Status write_safetensors(const std::string& path, const StFile& file);
 
 }  // namespace dcp::oracle

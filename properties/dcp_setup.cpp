@@ -1,7 +1,13 @@
 #include "properties/dcp_setup.hpp"
 
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <initializer_list>
+#include <iterator>
 #include <random>
 #include <sstream>
+#include <utility>
 
 #include "properties/dcp_bridge.hpp"
 
@@ -19,6 +25,54 @@ std::vector<int64_t> make_chunks(int64_t seq, uint64_t seed) {
     done += len;
   }
   return out;
+}
+
+oracle::Status validate_setup(const DcpSetup& s, const SetupNames& n) {
+  const CaseSpec& c = s.spec;
+  const gpu::DcpConfig& g = s.cfg;
+  auto range = [](const char* name, auto v, auto lo, auto hi) -> oracle::Status {
+    if (v >= lo && v <= hi) return {};
+    return DCP_ERROR(name, ": got ", v, "; expected ", lo, " .. ", hi);
+  };
+  const std::pair<const char*, int64_t> extents[] = {{n.tokens, c.tokens},
+                                                     {n.q_heads, c.q_heads},
+                                                     {n.kv_heads, c.kv_heads},
+                                                     {n.head_dim, c.head_dim},
+                                                     {n.v_dim, c.v_dim}};
+  for (const auto& [name, v] : extents) DCP_TRY(range(name, v, int64_t{1}, kMaxExtent));
+  if (c.q_heads % c.kv_heads != 0)
+    return DCP_ERROR(n.q_heads, " ", c.q_heads, " is not a multiple of ", n.kv_heads, " ",
+                     c.kv_heads);
+  if (c.shared_latent && c.v_dim > c.head_dim)
+    return DCP_ERROR(n.v_dim, " ", c.v_dim, " is larger than ", n.head_dim, " ", c.head_dim,
+                     ": a shared latent's V is the first Dv components of K");
+  DCP_TRY(range(n.seq, c.seq, int64_t{0}, kMaxSeq));
+  DCP_TRY(range(n.window, c.window, int64_t{0}, kMaxSeq));
+  if (!(c.softcap >= 0.0) || !std::isfinite(c.softcap))
+    return DCP_ERROR(n.softcap, ": got ", c.softcap, "; expected a finite number >= 0");
+  DCP_TRY(range(n.topk, c.topk, int64_t{0}, kMaxSeq));
+  DCP_TRY(range(n.dcp_size, g.layout.ranks, int64_t{1}, kMaxRanks));
+  DCP_TRY(range(n.tp_size, g.tp_size, int64_t{1}, kMaxRanks));
+  DCP_TRY(range(n.interleave, g.layout.interleave, int64_t{1}, kMaxInterleave));
+  if (g.tp_size % g.layout.ranks != 0)
+    return DCP_ERROR(n.tp_size, " ", g.tp_size, " is not a multiple of ", n.dcp_size, " ",
+                     g.layout.ranks);
+  if (c.q_heads % g.tp_size != 0)
+    return DCP_ERROR(n.q_heads, " ", c.q_heads, " is not a multiple of ", n.tp_size, " ",
+                     g.tp_size);
+  DCP_TRY(range(n.tile, g.tile, int64_t{1}, kMaxSeq));
+  DCP_TRY(range(n.splits, g.splits, int64_t{1}, kMaxSeq));
+  int64_t sum = 0;
+  for (size_t i = 0; i < s.chunks.size(); ++i) {
+    const int64_t len = s.chunks[i];
+    if (len < 1 || len > c.seq - sum)
+      return DCP_ERROR(n.chunks, ": element [", i, "] = ", len, "; expected 1 .. ", c.seq - sum,
+                       " (lengths summing to ", n.seq, " ", c.seq, ")");
+    sum += len;
+  }
+  if (sum != c.seq)
+    return DCP_ERROR(n.chunks, ": lengths sum to ", sum, "; expected ", n.seq, " ", c.seq);
+  return {};
 }
 
 std::string describe(const DcpSetup& s) {
@@ -70,63 +124,176 @@ nlohmann::json to_json(const DcpSetup& s) {
   return {{"spec", spec}, {"config", cfg}, {"chunks", s.chunks}};
 }
 
+namespace {
+
+using nlohmann::json;
+
+// A JSON value for a message: its text, cut short.
+std::string shown(const json& v) {
+  const std::string t = v.dump();
+  return t.size() <= 40 ? t : t.substr(0, 37) + "...";
+}
+
+// Reads the fields of one JSON object, naming the first one missing, mistyped or unknown
+// ("spec.seq: expected an integer, got \"12\"").
+class FieldReader {
+ public:
+  FieldReader(const json& j, std::string path) : j_(j), path_(std::move(path)) {}
+
+  oracle::Status object() const {
+    if (!j_.is_object()) return DCP_ERROR(path_, ": expected an object, got ", shown(j_));
+    return {};
+  }
+  // Every key of the object must be one of `known`.
+  oracle::Status only(std::initializer_list<const char*> known) const {
+    for (const auto& [key, value] : j_.items()) {
+      bool ok = false;
+      for (const char* k : known) ok = ok || key == k;
+      if (!ok) return DCP_ERROR(name(key), ": unknown field");
+    }
+    return {};
+  }
+  oracle::Status get(const char* key, int64_t& out) const {
+    DCP_TRY(present(key));
+    const json& v = j_.at(key);
+    if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<uint64_t>() > INT64_MAX))
+      return DCP_ERROR(name(key), ": expected an integer, got ", shown(v));
+    out = v.get<int64_t>();
+    return {};
+  }
+  oracle::Status get(const char* key, uint64_t& out) const {
+    DCP_TRY(present(key));
+    const json& v = j_.at(key);
+    if (!v.is_number_unsigned())
+      return DCP_ERROR(name(key), ": expected an integer in 0 .. 2^64 - 1, got ", shown(v));
+    out = v.get<uint64_t>();
+    return {};
+  }
+  oracle::Status get(const char* key, bool& out) const {
+    DCP_TRY(present(key));
+    const json& v = j_.at(key);
+    if (!v.is_boolean()) return DCP_ERROR(name(key), ": expected true or false, got ", shown(v));
+    out = v.get<bool>();
+    return {};
+  }
+  oracle::Status get(const char* key, double& out) const {
+    DCP_TRY(present(key));
+    const json& v = j_.at(key);
+    if (!v.is_number()) return DCP_ERROR(name(key), ": expected a number, got ", shown(v));
+    out = v.get<double>();
+    return {};
+  }
+  oracle::Status get(const char* key, std::string& out) const {
+    DCP_TRY(present(key));
+    const json& v = j_.at(key);
+    if (!v.is_string()) return DCP_ERROR(name(key), ": expected a string, got ", shown(v));
+    out = v.get<std::string>();
+    return {};
+  }
+  oracle::Status get(const char* key, std::vector<int64_t>& out) const {
+    DCP_TRY(present(key));
+    const json& v = j_.at(key);
+    if (!v.is_array()) return DCP_ERROR(name(key), ": expected an array of integers");
+    out.clear();
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (!v[i].is_number_integer() ||
+          (v[i].is_number_unsigned() && v[i].get<uint64_t>() > INT64_MAX))
+        return DCP_ERROR(name(key), ": element [", i, "]: expected an integer, got ", shown(v[i]));
+      out.push_back(v[i].get<int64_t>());
+    }
+    return {};
+  }
+  FieldReader child(const char* key) const { return {j_.at(key), name(key)}; }
+  oracle::Status present(const char* key) const {
+    if (!j_.contains(key)) return DCP_ERROR(name(key), ": missing");
+    return {};
+  }
+
+ private:
+  std::string name(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
+  const json& j_;
+  std::string path_;
+};
+
+}  // namespace
+
 oracle::Expected<DcpSetup> setup_from_json(const nlohmann::json& j) {
   DcpSetup s;
-  try {
-    const auto& c = j.at("spec");
-    CaseSpec& p = s.spec;
-    p.tokens = c.at("tokens");
-    p.q_heads = c.at("q_heads");
-    p.kv_heads = c.at("kv_heads");
-    p.head_dim = c.at("head_dim");
-    p.v_dim = c.at("v_dim");
-    p.seq = c.at("seq");
-    p.shared_latent = c.at("shared_latent");
-    auto dtype = [](const std::string& n) -> std::optional<oracle::DType> {
-      return oracle::parse_dtype(n);
-    };
-    const auto qd = dtype(c.at("q_dtype")), kd = dtype(c.at("kv_dtype"));
-    if (!qd || !kd) return DCP_ERROR("setup: unknown q_dtype or kv_dtype");
-    p.q_dtype = *qd;
-    p.kv_dtype = *kd;
-    p.causal = c.at("causal");
-    p.explicit_pos = c.at("explicit_pos");
-    p.window = c.at("window");
-    p.softcap = c.at("softcap");
-    p.sink = c.at("sink");
-    p.topk = c.at("topk");
-    const auto base = oracle::parse_lse_base(c.at("lse_base").get<std::string>());
-    if (!base) return DCP_ERROR("setup: lse_base must be \"e\" or \"2\"");
-    p.lse_base = *base;
-    p.explicit_scale = c.at("explicit_scale");
-    const std::string style = c.at("values");
-    bool found = false;
-    for (int i = 0; i < 6; ++i)
-      if (style == kStyles[i]) p.values = static_cast<ValueStyle>(i), found = true;
-    if (!found) return DCP_ERROR("setup: unknown value style '", style, "'");
-    p.seed = c.at("seed");
+  const FieldReader top(j, "");
+  DCP_TRY(top.object());
+  DCP_TRY(top.only({"spec", "config", "chunks"}));
+  DCP_TRY(top.present("spec"));
+  const FieldReader c = top.child("spec");
+  DCP_TRY(c.object());
+  DCP_TRY(c.only({"tokens", "q_heads", "kv_heads", "head_dim", "v_dim", "seq", "shared_latent",
+                  "q_dtype", "kv_dtype", "causal", "explicit_pos", "window", "softcap", "sink",
+                  "topk", "lse_base", "explicit_scale", "values", "seed"}));
+  CaseSpec& p = s.spec;
+  DCP_TRY(c.get("tokens", p.tokens));
+  DCP_TRY(c.get("q_heads", p.q_heads));
+  DCP_TRY(c.get("kv_heads", p.kv_heads));
+  DCP_TRY(c.get("head_dim", p.head_dim));
+  DCP_TRY(c.get("v_dim", p.v_dim));
+  DCP_TRY(c.get("seq", p.seq));
+  DCP_TRY(c.get("shared_latent", p.shared_latent));
+  std::string qd, kd, base, style;
+  DCP_TRY(c.get("q_dtype", qd));
+  DCP_TRY(c.get("kv_dtype", kd));
+  const auto q_dtype = oracle::parse_dtype(qd), kv_dtype = oracle::parse_dtype(kd);
+  if (!q_dtype || *q_dtype == oracle::DType::f64)
+    return DCP_ERROR("spec.q_dtype: got \"", qd, "\"; expected F32, F16 or BF16");
+  if (!kv_dtype || *kv_dtype == oracle::DType::f64)
+    return DCP_ERROR("spec.kv_dtype: got \"", kd, "\"; expected F32, F16 or BF16");
+  p.q_dtype = *q_dtype;
+  p.kv_dtype = *kv_dtype;
+  DCP_TRY(c.get("causal", p.causal));
+  DCP_TRY(c.get("explicit_pos", p.explicit_pos));
+  DCP_TRY(c.get("window", p.window));
+  DCP_TRY(c.get("softcap", p.softcap));
+  DCP_TRY(c.get("sink", p.sink));
+  DCP_TRY(c.get("topk", p.topk));
+  DCP_TRY(c.get("lse_base", base));
+  const auto b = oracle::parse_lse_base(base);
+  if (!b) return DCP_ERROR("spec.lse_base: got \"", base, "\"; expected \"e\" or \"2\"");
+  p.lse_base = *b;
+  DCP_TRY(c.get("explicit_scale", p.explicit_scale));
+  DCP_TRY(c.get("values", style));
+  const auto found = std::find(std::begin(kStyles), std::end(kStyles), style);
+  if (found == std::end(kStyles))
+    return DCP_ERROR("spec.values: got \"", style,
+                     "\"; expected normal, peaked, wide, ties, tiny or extreme");
+  p.values = static_cast<ValueStyle>(found - std::begin(kStyles));
+  DCP_TRY(c.get("seed", p.seed));
 
-    const auto& g = j.at("config");
-    gpu::DcpConfig& q = s.cfg;
-    q.tp_size = g.at("tp_size");
-    q.layout.ranks = g.at("dcp_size");
-    q.layout.interleave = g.at("interleave");
-    const auto strat = gpu::parse_strategy(g.at("comm").get<std::string>());
-    const auto order = gpu::parse_reduce_order(g.at("order").get<std::string>());
-    const auto out = gpu::parse_dtype(g.at("out_dtype").get<std::string>());
-    if (!strat || !order || !out) return DCP_ERROR("setup: bad comm, order or out_dtype");
-    q.strategy = *strat;
-    q.order = *order;
-    q.out_dtype = *out;
-    q.replicate_q = g.at("replicate_q");
-    q.order_seed = g.at("order_seed");
-    q.tile = g.at("tile");
-    q.splits = g.at("splits");
-    q.base = to_gpu_base(p.lse_base);
-    s.chunks = j.at("chunks").get<std::vector<int64_t>>();
-  } catch (const nlohmann::json::exception& e) {
-    return DCP_ERROR("setup: ", e.what());
-  }
+  DCP_TRY(top.present("config"));
+  const FieldReader g = top.child("config");
+  DCP_TRY(g.object());
+  DCP_TRY(g.only({"tp_size", "dcp_size", "interleave", "comm", "replicate_q", "order", "order_seed",
+                  "tile", "splits", "out_dtype"}));
+  gpu::DcpConfig& q = s.cfg;
+  DCP_TRY(g.get("tp_size", q.tp_size));
+  DCP_TRY(g.get("dcp_size", q.layout.ranks));
+  DCP_TRY(g.get("interleave", q.layout.interleave));
+  std::string comm, order, out;
+  DCP_TRY(g.get("comm", comm));
+  DCP_TRY(g.get("order", order));
+  DCP_TRY(g.get("out_dtype", out));
+  const auto strat = gpu::parse_strategy(comm);
+  if (!strat) return DCP_ERROR("config.comm: got \"", comm, "\"; expected \"ag_rs\" or \"a2a\"");
+  const auto ord = gpu::parse_reduce_order(order);
+  if (!ord) return DCP_ERROR("config.order: got \"", order, "\"; expected seq, pair or rand");
+  const auto od = gpu::parse_dtype(out);
+  if (!od) return DCP_ERROR("config.out_dtype: got \"", out, "\"; expected f32, f16 or bf16");
+  q.strategy = *strat;
+  q.order = *ord;
+  q.out_dtype = *od;
+  DCP_TRY(g.get("replicate_q", q.replicate_q));
+  DCP_TRY(g.get("order_seed", q.order_seed));
+  DCP_TRY(g.get("tile", q.tile));
+  DCP_TRY(g.get("splits", q.splits));
+  q.base = to_gpu_base(p.lse_base);
+  DCP_TRY(top.get("chunks", s.chunks));
+  DCP_TRY(validate_setup(s, kJsonNames));
   return s;
 }
 

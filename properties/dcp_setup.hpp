@@ -24,6 +24,36 @@ struct DcpSetup {
   std::vector<int64_t> chunks;  // KV write lengths summing to spec.seq
 };
 
+// The documented ranges of a setup (docs/cli.md, "Limits and caps"); memory is judged from the
+// whole setup (footprint.hpp). They keep every count finite and every product of the layout
+// inside int64_t.
+inline constexpr int64_t kMaxRanks = 1024;            // N and the TP size: a thread per rank
+inline constexpr int64_t kMaxInterleave = 1 << 20;    // I (I N <= 2^30)
+inline constexpr int64_t kMaxSeq = int64_t{1} << 40;  // S and W: positions below 2^41
+inline constexpr int64_t kMaxExtent = 1 << 20;        // T, Hq, Hkv, Dk, Dv
+
+// How a setup's fields are named to the user, for messages: the command-line flags that set
+// them, or the fields of a pinned-counterexample entry.
+struct SetupNames {
+  const char *tokens, *q_heads, *kv_heads, *head_dim, *v_dim, *seq, *window, *softcap, *topk,
+      *tp_size, *dcp_size, *interleave, *tile, *splits, *chunks;
+};
+inline constexpr SetupNames kFlagNames{"--tokens", "--heads",   "--kv-heads",      "--head-dim",
+                                       "--v-dim",  "--seq",     "--window",        "--softcap",
+                                       "--topk",   "--tp-size", "--dcp-size",      "--interleave",
+                                       "--tile",   "--splits",  "the chunk writes"};
+inline constexpr SetupNames kJsonNames{
+    "spec.tokens",     "spec.q_heads",      "spec.kv_heads", "spec.head_dim", "spec.v_dim",
+    "spec.seq",        "spec.window",       "spec.softcap",  "spec.topk",     "config.tp_size",
+    "config.dcp_size", "config.interleave", "config.tile",   "config.splits", "chunks"};
+
+// Whether the production path can run the setup and the oracle can state it: every range
+// above, the divisibility of heads and ranks, chunk writes of positive lengths summing to S. The
+// first violation, in one line naming the field as `names` calls it. (Generated setups may ask
+// for more top-k positions or splits than there are keys, to exercise padding and empty splits;
+// the command line refuses those as requests that make no sense, tools/run_cmd.cpp.)
+oracle::Status validate_setup(const DcpSetup& s, const SetupNames& names);
+
 // A partition of [0, seq) into chunk lengths from a seed: a mix of decode appends (length 1) and
 // prefill chunks of random length, so chunks start at arbitrary offsets.
 std::vector<int64_t> make_chunks(int64_t seq, uint64_t seed);
@@ -31,6 +61,8 @@ std::vector<int64_t> make_chunks(int64_t seq, uint64_t seed);
 std::string describe(const DcpSetup& s);
 
 nlohmann::json to_json(const DcpSetup& s);
+// Reads to_json's form back. The first field missing, mistyped or unknown, or a value
+// validate_setup refuses, is an error naming the field ("config.dcp_size: got 0; ...").
 oracle::Expected<DcpSetup> setup_from_json(const nlohmann::json& j);
 
 }  // namespace dcp::props

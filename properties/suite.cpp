@@ -3,7 +3,6 @@
 #include <rapidcheck.h>
 
 #include <algorithm>
-#include <fstream>
 #include <set>
 
 #include "gpu/kv_cache.hpp"
@@ -180,6 +179,24 @@ void kv_write_property() {
   }
 }
 
+Footprint suite_case_footprint() {
+  const DcpLimits lim;
+  DcpSetup s;
+  s.spec.tokens = 3;             // T in [1, 4)
+  s.spec.q_heads = lim.max_dcp;  // tp * h_loc: tp <= max_dcp (h_loc 1), or <= 24 below 8 ranks
+  s.spec.kv_heads = s.spec.q_heads;
+  s.spec.head_dim = lim.max_head_dim;
+  s.spec.v_dim = lim.max_v_dim;
+  s.spec.seq = lim.max_seq;
+  s.spec.topk = 64;                   // top-k in [1, 65)
+  s.cfg.layout = {lim.max_dcp, 299};  // interleave in [9, 300)
+  s.cfg.tp_size = lim.max_dcp;
+  s.cfg.tile = 64;
+  s.cfg.splits = 4;
+  s.chunks = {s.spec.seq};
+  return dcp_check_footprint(s);
+}
+
 std::vector<SuiteProperty> property_suite(const DcpBackend& backend) {
   return {
       {"dcp-path", "output and every rank's partial of a whole DCP step within the derived bound",
@@ -193,29 +210,6 @@ std::vector<SuiteProperty> property_suite(const DcpBackend& backend) {
       {"kv-writes", "chunked KV writes store each token on its owner, in its row, only",
        kv_write_property},
   };
-}
-
-oracle::Expected<PinnedReplay> replay_pinned(const std::string& path, const DcpBackend& backend) {
-  std::ifstream f(path);
-  if (!f) return DCP_ERROR("pinned counterexamples: cannot read '", path, "'");
-  const nlohmann::json all = nlohmann::json::parse(f, nullptr, false);
-  if (all.is_discarded() || !all.is_array() || all.empty())
-    return DCP_ERROR("pinned counterexamples: '", path, "' is not a non-empty JSON array");
-  PinnedReplay out;
-  for (const auto& j : all) {
-    if (!j.contains("setup") || !j.contains("why"))
-      return DCP_ERROR("pinned counterexamples: '", path, "': entry ", out.count,
-                       " lacks 'setup' or 'why'");
-    oracle::Expected<DcpSetup> s = setup_from_json(j.at("setup"));
-    if (!s)
-      return DCP_ERROR("pinned counterexamples: entry ", out.count, ": ", s.status().message());
-    const DcpCheck chk = check_dcp(make_case(s->spec), s->cfg, s->chunks, backend);
-    if (!chk.pass)
-      out.failures.push_back(j.at("why").get<std::string>() + " | " + describe(*s) + " | " +
-                             chk.report);
-    ++out.count;
-  }
-  return out;
 }
 
 }  // namespace dcp::props

@@ -16,6 +16,7 @@
 
 #include "properties/dcp_bridge.hpp"
 #include "properties/dcp_setup.hpp"
+#include "properties/footprint.hpp"
 
 namespace dcp::props {
 
@@ -31,6 +32,11 @@ struct SuiteProperty {
 // KV writes against brute force.
 std::vector<SuiteProperty> property_suite(const DcpBackend& backend);
 
+// What one case of any property costs at most: the footprint of a setup with every maximum the
+// generators draw (rc_gen.hpp's DcpLimits and the bodies' own ranges) at once, for commands that
+// plan `cases` of them.
+Footprint suite_case_footprint();
+
 // The shape of the case the running body drew, in one line ("S=40 N=3 I=2 T=1 Hq=4 ..."). Each
 // body sets it once its inputs are drawn; a runner that sees the body fail keeps it, and the last
 // one kept is the shrunk counterexample's.
@@ -42,14 +48,5 @@ void mla_slice_property();
 void layout_bijection_property();
 void layout_count_property();
 void kv_write_property();
-
-// Pinned counterexamples (fixtures/dcp/pinned.json: shrunk cases that once failed), replayed
-// through the backend: how many ran and one line per failure, or an error when the file is
-// unreadable or malformed.
-struct PinnedReplay {
-  int64_t count = 0;
-  std::vector<std::string> failures;
-};
-oracle::Expected<PinnedReplay> replay_pinned(const std::string& path, const DcpBackend& backend);
 
 }  // namespace dcp::props

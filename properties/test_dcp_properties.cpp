@@ -8,6 +8,7 @@
 
 #include "gpu/comm_threads.hpp"
 #include "properties/dcp_bridge.hpp"
+#include "properties/pinned.hpp"
 #include "properties/rc_gen.hpp"
 #include "properties/suite.hpp"
 #include "tests/support/collective_cases.hpp"

@@ -49,17 +49,24 @@ std::optional<std::string> no_device([[maybe_unused]] const std::string& backend
   return std::nullopt;
 }
 
-props::DcpBackend select_backend([[maybe_unused]] const std::string& backend,
-                                 [[maybe_unused]] const std::string& comm) {
+oracle::Expected<props::DcpBackend> open_backend(const std::string& backend,
+                                                 const std::string& comm,
+                                                 std::chrono::milliseconds deadline) {
+  if (const auto why = unavailable(backend, comm)) return DCP_ERROR(*why);
+  if (const auto why = no_device(backend)) return DCP_ERROR("--backend ", backend, ": ", *why);
 #ifdef DCP_HAVE_CUDA_BACKEND
   if (backend == "cuda") {
     const gpu::DeviceTransport t = *gpu::parse_transport(comm);
-    return [t](const gpu::DcpInputs& in, const gpu::DcpConfig& cfg) {
+    return props::DcpBackend([t, deadline](const gpu::DcpInputs& in, gpu::DcpConfig cfg) {
+      cfg.deadline = deadline;
       return gpu::run_dcp_cuda(in, cfg, t);
-    };
+    });
   }
 #endif
-  return nullptr;
+  return props::DcpBackend([deadline](const gpu::DcpInputs& in, gpu::DcpConfig cfg) {
+    cfg.deadline = deadline;
+    return gpu::run_dcp_threads(in, cfg);
+  });
 }
 
 bool launched_by_mpirun() {

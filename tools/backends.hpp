@@ -7,10 +7,11 @@
 //   cuda  + nccl         one GPU per TP rank: one process driving them all, or one process per
 //                        GPU under mpirun (gpu/cuda/comm_nccl.hpp, comm_nccl_mpi.hpp)
 //
-//   if (auto why = unavailable(o.backend, o.comm)) { err << *why; return kExitBadInput; }
-//   props::DcpBackend b = select_backend(o.backend, o.comm);   // nullptr: host threads
+//   oracle::Expected<props::DcpBackend> b = open_backend(o.backend, o.comm, deadline);
+//   if (!b) { err << "dcp-verify run: " << b.status().message(); return kExitBadInput; }
 #pragma once
 
+#include <chrono>
 #include <optional>
 #include <string>
 
@@ -25,9 +26,13 @@ std::optional<std::string> unavailable(const std::string& backend, const std::st
 // or nothing when one can (and always nothing for the host backend).
 std::optional<std::string> no_device(const std::string& backend);
 
-// The in-process backend for the pair (nullptr: the host threads path). Not for the
-// one-rank-per-process pairs (host + mpi, cuda + nccl under mpirun), which run_cmd drives.
-props::DcpBackend select_backend(const std::string& backend, const std::string& comm);
+// The in-process backend for the pair, its collectives waiting at most `deadline` for a peer
+// (whatever the configuration it is given says), or the one-line reason it cannot run here:
+// unknown, not built, or no device. Not for the one-rank-per-process pairs (host + mpi, cuda +
+// nccl under mpirun), which run_cmd drives; for those it checks only that they are built.
+oracle::Expected<props::DcpBackend> open_backend(const std::string& backend,
+                                                 const std::string& comm,
+                                                 std::chrono::milliseconds deadline);
 
 // Whether this process was started by mpirun (OpenMPI, MPICH or PMIx variables are set), so
 // that --comm nccl runs one rank per process.

@@ -9,6 +9,7 @@
 
 #include "oracle/case_file.hpp"
 #include "oracle/check.hpp"
+#include "properties/footprint.hpp"
 #include "tools/session.hpp"
 
 namespace dcp::tools {
@@ -19,7 +20,8 @@ using oracle::Arithmetic;
 using oracle::Worst;
 
 struct CheckOptions {
-  std::string case_path, result_path, tier = "fast", json_path;
+  std::string case_path, result_path, tier = "fast";
+  std::optional<std::string> json_path;
   bool quiet = false;
 };
 
@@ -84,25 +86,29 @@ void print_row(std::ostream& out, const std::string& part, const char* tensor, c
   out << line;
 }
 
-int run_check(const CheckOptions& o) {
-  if (const auto bad_json = json_path_error(o.json_path)) {
-    std::cerr << "dcp-verify check: " << *bad_json << "\n";
+int run_check(const CheckOptions& o, const Limits& lim) {
+  auto bad = [](const std::string& why) {
+    std::cerr << "dcp-verify check: " << why << "\n";
     return kExitBadInput;
-  }
+  };
+  if (const auto why = output_error("--json", o.json_path,
+                                    {{"--case", o.case_path}, {"--result", o.result_path}}))
+    return bad(*why);
   const auto t0 = std::chrono::steady_clock::now();
+  // Both files are held in memory while the parts are judged.
+  props::Footprint files = props::file_footprint(file_bytes(o.case_path));
+  files.bytes += props::file_footprint(file_bytes(o.result_path)).bytes;
+  if (const auto why = over_limits(files, lim)) return bad("--case and --result: " + *why);
   auto c = oracle::load_case(o.case_path);
-  if (!c) {
-    std::cerr << "dcp-verify check: " << c.status().message() << "\n";
-    return kExitBadInput;
-  }
+  if (!c) return bad(c.status().message());
   auto r = oracle::load_result(o.result_path, *c);
-  if (!r) {
-    std::cerr << "dcp-verify check: " << r.status().message() << "\n";
-    return kExitBadInput;
-  }
+  if (!r) return bad(r.status().message());
+  const int64_t planned = oracle::part_count(*r);
+  props::Footprint judge = props::judge_footprint(*c, planned);
+  judge.bytes += files.bytes;
+  if (const auto why = over_limits(judge, lim)) return bad("--case " + o.case_path + ": " + *why);
   const oracle::Tier tier = o.tier == "certify" ? oracle::Tier::certify : oracle::Tier::fast;
   InterruptGuard guard;
-  const int64_t planned = oracle::part_count(*r);
   Progress progress("check", planned);
   oracle::ResultCheck rc;
   for (int64_t part = 0; part < planned && !interrupted(); ++part) {
@@ -112,8 +118,7 @@ int run_check(const CheckOptions& o) {
                                 tier);
     if (!p) {
       progress.clear();
-      std::cerr << "dcp-verify check: " << p.status().message() << "\n";
-      return kExitBadInput;
+      return bad(p.status().message());
     }
     rc.parts.push_back(*p);
   }
@@ -121,7 +126,6 @@ int run_check(const CheckOptions& o) {
   const bool stopped = static_cast<int64_t>(rc.parts.size()) < planned;
   if (rc.parts.empty()) {
     std::cout << "# check: INTERRUPTED (no part was judged)\n";
-    std::string error;
     const json report = {{"schema", "dcp-verify/check/1"},
                          {"case", o.case_path},
                          {"result", o.result_path},
@@ -129,7 +133,7 @@ int run_check(const CheckOptions& o) {
                          {"parts", json::array()},
                          {"interrupted", true},
                          {"pass", false}};
-    if (!o.json_path.empty() && !write_json("check", o.json_path, report)) return kExitBadInput;
+    if (o.json_path && !write_json("check", *o.json_path, report)) return kExitBadInput;
     return kExitInterrupted;
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -183,7 +187,7 @@ int run_check(const CheckOptions& o) {
       << "  time: " << fmt("%.1f", secs) << " s\n"
       << "# check: " << verdict << "\n";
 
-  if (!o.json_path.empty()) {
+  if (o.json_path) {
     const Arithmetic& a = r->output_claim;
     json parts = json::array();
     for (const oracle::PartCheck& p : rc.parts) {
@@ -219,7 +223,7 @@ int run_check(const CheckOptions& o) {
         {"interrupted", stopped},
         {"pass", rc.pass() && !stopped},
         {"seconds", secs}};
-    if (!write_json("check", o.json_path, report)) return kExitBadInput;
+    if (!write_json("check", *o.json_path, report)) return kExitBadInput;
   }
   if (stopped) return kExitInterrupted;
   return rc.pass() ? kExitOk : kExitFail;
@@ -243,7 +247,7 @@ Command add_check_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--json", o->json_path, "Also write the report as JSON (docs/cli.md)");
   cmd->add_flag("--quiet", o->quiet, "Print failing rows and the summary only");
-  return {cmd, [o] { return run_check(*o); }};
+  return {cmd, [o](const Limits& lim) { return run_check(*o, lim); }};
 }
 
 }  // namespace dcp::tools

@@ -12,57 +12,26 @@
 //   dcp-verify selfcheck           oracle tiers, shard merge, derived bounds
 //   dcp-verify reference           a case's exact attention
 //
-// Exit status: 0 success, 1 a check failed, 2 bad input or usage (one line on stderr),
-// 130 interrupted (the summary so far is printed).
-#include <CLI/CLI.hpp>
+// Exit status: 0 success, 1 a check failed, 2 bad input or usage (one line on stderr), 124 a
+// collective timed out, 130 interrupted (the summary so far is printed).
+#include <exception>
 #include <iostream>
-#include <string>
-#include <vector>
+#include <new>
 
-#include "tools/check_cmd.hpp"
+#include "tools/cli.hpp"
 #include "tools/command.hpp"
-#include "tools/info_cmd.hpp"
-#include "tools/layout_cmd.hpp"
-#include "tools/model_cmd.hpp"
-#include "tools/mutants_cmd.hpp"
-#include "tools/properties_cmd.hpp"
-#include "tools/reference_cmd.hpp"
-#include "tools/run_cmd.hpp"
-#include "tools/selfcheck.hpp"
-#include "tools/sweep_cmd.hpp"
 
 int main(int argc, char** argv) {
   namespace t = dcp::tools;
-  CLI::App app{"dcp-verify: reference and verification suite for Decode Context Parallelism"};
-  app.set_version_flag("--version", std::string("dcp-verify ") + DCP_VERSION);
-  app.require_subcommand(0, 1);
-  // clang-format off
-  const std::vector<t::Command> commands = {
-      t::add_run_command(app),
-      t::add_check_command(app),
-      t::add_sweep_command(app),
-      t::add_properties_command(app),
-      t::add_mutants_command(app),
-      t::add_layout_command(app),
-      t::add_model_command(app),
-      t::add_info_command(app),
-      t::add_selfcheck_command(app),
-      t::add_reference_command(app),
-  };
-  // clang-format on
+  // Commands refuse up front what does not fit (budget.hpp); these are the last resort, so that
+  // nothing ends in terminate(), an abort or a core dump.
   try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    std::cerr << "dcp-verify: " << e.what() << " (see --help)\n";
-    return t::kExitBadInput;
+    return t::run_cli(argc, argv, t::machine_limits());
+  } catch (const std::bad_alloc&) {
+    std::cerr << "dcp-verify: out of memory (the machine ran short of what the command's "
+                 "estimate allowed for; close other work or make the case smaller)\n";
+  } catch (const std::exception& e) {
+    std::cerr << "dcp-verify: internal error: " << e.what() << "\n";
   }
-  for (const t::Command& c : commands)
-    if (*c.app) return c.run();
-  return commands.front().run();  // no subcommand: the default job
+  return t::kExitBadInput;
 }

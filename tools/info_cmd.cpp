@@ -30,7 +30,11 @@ std::string version_text(int v) {  // CUDA's 1000 * major + 10 * minor
   return v ? std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10) : "none";
 }
 
-int run_info(const std::string& json_path) {
+int run_info(const std::optional<std::string>& json_path, const Limits& lim) {
+  if (const auto why = output_error("--json", json_path, {})) {
+    std::cerr << "dcp-verify info: " << *why << "\n";
+    return kExitBadInput;
+  }
   const std::string cuda_built = DCP_CUDA_TOOLKIT;  // empty: built without CUDA
 #ifdef DCP_HAVE_MPI
   const std::string mpi = gpu::mpi_library_version();
@@ -77,13 +81,15 @@ int run_info(const std::string& json_path) {
       << (dev.runtime_linked ? version_text(dev.runtime_version) + " (static)" : "not linked")
       << "\n"
       << "  cuda driver       " << (dev.runtime_linked ? version_text(dev.driver_version) : "-")
-      << "\n";
+      << "\n"
+      << "  memory            " << bytes_text(lim.memory_bytes)
+      << " available (a command that needs more is refused up front)\n";
   if (dev.devices.empty()) out << "  devices           none: " << dev.why << "\n";
   for (const gpu::DeviceInfo& d : dev.devices) {
     out << "  device " << d.index << "          " << d.name << "  sm_" << d.sm_major << d.sm_minor
         << "  " << d.multiprocessors << " SMs  " << d.memory_bytes / (int64_t{1} << 20) << " MiB\n";
   }
-  if (!json_path.empty()) {
+  if (json_path) {
     json devices = json::array();
     for (const gpu::DeviceInfo& d : dev.devices)
       devices.push_back({{"index", d.index},
@@ -101,6 +107,8 @@ int run_info(const std::string& json_path) {
     const json report = {
         {"schema", "dcp-verify/info/1"},
         {"version", DCP_VERSION},
+        {"compiler", std::string(kCompiler) + " " + __VERSION__},
+        {"build_type", DCP_BUILD_TYPE},
         {"backends", backends},
         {"nccl", nccl_loaded ? json(nccl) : json(nullptr)},
         {"nccl_headers", cuda_backend ? json(nccl_headers) : json(nullptr)},
@@ -108,11 +116,15 @@ int run_info(const std::string& json_path) {
         {"cuda_toolkit", cuda_built.empty() ? json(nullptr) : json(cuda_built)},
         {"cuda_architectures", cuda_built.empty() ? json(nullptr) : json(DCP_CUDA_ARCHS)},
         {"mpi", mpi.empty() ? json(nullptr) : json(mpi)},
+        {"mpfr", mpfr_get_version()},
+        {"oracle_tiers", json::array({"fast (double-double)", "certify (MPFR)"})},
         {"cuda_runtime", dev.runtime_linked ? json(version_text(dev.runtime_version)) : nullptr},
+        {"cuda_runtime_static", dev.runtime_linked},
         {"cuda_driver", dev.driver_version ? json(version_text(dev.driver_version)) : nullptr},
         {"devices", devices},
-        {"no_device_reason", dev.devices.empty() ? json(dev.why) : json(nullptr)}};
-    if (!write_json("info", json_path, report)) return kExitBadInput;
+        {"no_device_reason", dev.devices.empty() ? json(dev.why) : json(nullptr)},
+        {"memory_available_bytes", lim.memory_bytes}};
+    if (!write_json("info", *json_path, report)) return kExitBadInput;
   }
   return kExitOk;
 }
@@ -120,11 +132,11 @@ int run_info(const std::string& json_path) {
 }  // namespace
 
 Command add_info_command(CLI::App& app) {
-  auto json_path = std::make_shared<std::string>();
+  auto json_path = std::make_shared<std::optional<std::string>>();
   CLI::App* cmd =
       app.add_subcommand("info", "What this binary was built with and the devices it sees");
   cmd->add_option("--json", *json_path, "Also write the report as JSON (docs/cli.md)");
-  return {cmd, [json_path] { return run_info(*json_path); }};
+  return {cmd, [json_path](const Limits& lim) { return run_info(*json_path, lim); }};
 }
 
 }  // namespace dcp::tools

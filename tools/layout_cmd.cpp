@@ -9,16 +9,15 @@
 #include <string>
 
 #include "gpu/layout.hpp"
+#include "tools/flags.hpp"
 
 namespace dcp::tools {
 namespace {
 
 // Bounds that keep the tables readable and every product in gpu/layout.hpp inside int64_t
-// (I N <= 2^30, positions < 2^41).
-constexpr int64_t kMaxTableLen = 4096;                // --len: the table prints one line a position
-constexpr int64_t kMaxRanks = 1024;                   // --dcp-size: one line a rank
-constexpr int64_t kMaxInterleave = int64_t{1} << 20;  // --interleave
-constexpr int64_t kMaxPosition = int64_t{1} << 40;    // --offset and --seq
+// (I N <= 2^30 with flags.hpp's --dcp-size and --interleave caps, positions < 2^41).
+constexpr int64_t kMaxTableLen = 4096;              // --len: the table prints one line a position
+constexpr int64_t kMaxPosition = int64_t{1} << 40;  // --offset and --seq
 
 struct LayoutOptions {
   int64_t ranks = 4;       // N
@@ -34,58 +33,38 @@ int64_t chunk_len(const LayoutOptions& o) {
   return std::min(two_cycles, kMaxTableLen);
 }
 
-// The first bad flag, in one line ("--len: got 5000; expected ...").
-gpu::GpuStatus check_flags(const LayoutOptions& o) {
-  DCP_GPU_TRY(gpu::validate_layout({o.ranks, o.interleave}));
-  if (o.ranks > kMaxRanks)
-    return DCP_GPU_ERROR("--dcp-size: got ", o.ranks, "; expected <= ", kMaxRanks);
-  if (o.interleave > kMaxInterleave)
-    return DCP_GPU_ERROR("--interleave: got ", o.interleave, "; expected <= 2^20");
-  if (o.offset < 0) return DCP_GPU_ERROR("--offset: got ", o.offset, "; expected >= 0");
-  if (o.offset > kMaxPosition)
-    return DCP_GPU_ERROR("--offset: got ", o.offset, "; expected <= 2^40");
-  const int64_t len = chunk_len(o);
-  if (len < 0) return DCP_GPU_ERROR("--len: got ", len, "; expected >= 0");
-  if (len > kMaxTableLen)
-    return DCP_GPU_ERROR("--len: got ", len, "; expected <= ", kMaxTableLen,
-                         " (the per-token table prints one line a position)");
-  if (o.seq && *o.seq < 0) return DCP_GPU_ERROR("--seq: got ", *o.seq, "; expected >= 0");
-  if (o.seq && *o.seq > kMaxPosition)
-    return DCP_GPU_ERROR("--seq: got ", *o.seq, "; expected <= 2^40");
-  return {};
-}
-
-int run_layout(const LayoutOptions& o, std::ostream& out, std::ostream& err) {
-  if (const gpu::GpuStatus st = check_flags(o); !st) {
-    err << "dcp-verify layout: " << st.message() << "\n";
-    return kExitBadInput;
-  }
+// Every flag is range-checked as it is parsed (flags.hpp), so the layout is valid here.
+int run_layout(const LayoutOptions& o, std::ostream& out) {
   const gpu::DcpLayout lay{o.ranks, o.interleave};
   const int64_t a = o.offset, len = chunk_len(o), end = a + len;
+  // Columns wide enough for the largest position and row.
+  const int digits = static_cast<int>(std::to_string(std::max(end, o.seq.value_or(0))).size());
+  const int pos_w = std::max(9, digits + 1), num_w = std::max(13, digits + 2);
+  const int rows_w = std::max(18, 2 * digits + 6);  // "[a, b)"
 
   out << "# dcp-verify layout  N=" << lay.ranks << "  I=" << lay.interleave << "  chunk [" << a
       << ", " << end << ")  L=" << len << (o.seq ? "  S=" + std::to_string(*o.seq) : "") << "\n"
       << "#  owner(p) = floor(p / I) mod N;  row(p) = floor(p / (I N)) I + p mod I;  "
          "position(owner, row) must give p back (gpu/layout.hpp)\n"
-      << "# " << std::setw(9) << "pos" << std::setw(7) << "owner" << std::setw(9) << "row"
-      << std::setw(21) << "position(owner,row)"
+      << "# " << std::setw(pos_w) << "pos" << std::setw(7) << "owner" << std::setw(pos_w) << "row"
+      << std::setw(std::max(21, pos_w + 1)) << "position(owner,row)"
       << "  verdict\n";
   int64_t inverse_wrong = 0;
   for (int64_t pos = a; pos < end; ++pos) {
     const int64_t owner = lay.owner(pos), row = lay.row(pos), back = lay.position(owner, row);
     const bool right = back == pos;
     if (!right) ++inverse_wrong;
-    out << "  " << std::setw(9) << pos << std::setw(7) << owner << std::setw(9) << row
-        << std::setw(21) << back << "  " << (right ? "OK" : "WRONG") << "\n";
+    out << "  " << std::setw(pos_w) << pos << std::setw(7) << owner << std::setw(pos_w) << row
+        << std::setw(std::max(21, pos_w + 1)) << back << "  " << (right ? "OK" : "WRONG") << "\n";
   }
 
   // A contiguous chunk fills consecutive rows on each rank: [count(r, a), count(r, a + L)).
   out << "# chunk shares of [" << a << ", " << end
       << "): chunk_share(r, a, L); closed form count(r, a+L) - count(r, a); brute force "
          "#{p in chunk : owner(p) = r}; rows the chunk fills on r\n"
-      << "# " << std::setw(5) << "rank" << std::setw(13) << "chunk_share" << std::setw(13)
-      << "closed_form" << std::setw(13) << "brute_force"
-      << "  " << std::left << std::setw(18) << "rows" << std::right << "verdict\n";
+      << "# " << std::setw(5) << "rank" << std::setw(num_w) << "chunk_share" << std::setw(num_w)
+      << "closed_form" << std::setw(num_w) << "brute_force"
+      << "  " << std::left << std::setw(rows_w) << "rows" << std::right << "verdict\n";
   int64_t share_sum = 0, shares_wrong = 0;
   for (int64_t r = 0; r < lay.ranks; ++r) {
     const int64_t share = lay.chunk_share(r, a, len);
@@ -97,8 +76,8 @@ int run_layout(const LayoutOptions& o, std::ostream& out, std::ostream& err) {
     share_sum += share;
     const std::string rows =
         "[" + std::to_string(lay.count(r, a)) + ", " + std::to_string(lay.count(r, end)) + ")";
-    out << "  " << std::setw(5) << r << std::setw(13) << share << std::setw(13) << closed
-        << std::setw(13) << brute << "  " << std::left << std::setw(18) << rows << std::right
+    out << "  " << std::setw(5) << r << std::setw(num_w) << share << std::setw(num_w) << closed
+        << std::setw(num_w) << brute << "  " << std::left << std::setw(rows_w) << rows << std::right
         << (right ? "OK" : "WRONG") << "\n";
   }
 
@@ -106,14 +85,14 @@ int run_layout(const LayoutOptions& o, std::ostream& out, std::ostream& err) {
   if (o.seq) {
     const int64_t seq = *o.seq;
     out << "# context of S=" << seq << " tokens: rows_for(r, S), the rows rank r needs\n"
-        << "# " << std::setw(5) << "rank" << std::setw(13) << "rows_for"
+        << "# " << std::setw(5) << "rank" << std::setw(num_w) << "rows_for"
         << "\n";
     int64_t rows_max = 0, rows_sum = 0;
     for (int64_t r = 0; r < lay.ranks; ++r) {
       const int64_t rows = lay.rows_for(r, seq);
       rows_max = std::max(rows_max, rows);
       rows_sum += rows;
-      out << "  " << std::setw(5) << r << std::setw(13) << rows << "\n";
+      out << "  " << std::setw(5) << r << std::setw(num_w) << rows << "\n";
     }
     // The KV cache allocates the same number of rows on every rank, a multiple of I.
     const int64_t physical = (rows_max + lay.interleave - 1) / lay.interleave * lay.interleave;
@@ -139,15 +118,21 @@ Command add_layout_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "layout",
       "Print where the tokens of a chunk live across a DCP group (gpu/layout.hpp), and check it");
-  cmd->add_option("--dcp-size", o->ranks, "N, ranks in a DCP group")->capture_default_str();
+  cmd->add_option("--dcp-size", o->ranks, "N, ranks in a DCP group")
+      ->check(int_in(1, kMaxRanks))
+      ->capture_default_str();
   cmd->add_option("--interleave", o->interleave,
                   "I, tokens per block dealt to a rank (1: round-robin)")
+      ->check(int_in(1, kMaxInterleave))
       ->capture_default_str();
   cmd->add_option("--offset", o->offset, "a, the chunk's first global position")
+      ->check(int_in(0, kMaxPosition))
       ->capture_default_str();
-  cmd->add_option("--len", o->len, "L, the chunk's length, <= 4096 (default 2 N I, at most 4096)");
-  cmd->add_option("--seq", o->seq, "S, a context length: rows each rank needs for it");
-  return {cmd, [o] { return run_layout(*o, std::cout, std::cerr); }};
+  cmd->add_option("--len", o->len, "L, the chunk's length, <= 4096 (default 2 N I, at most 4096)")
+      ->check(int_in(0, kMaxTableLen));
+  cmd->add_option("--seq", o->seq, "S, a context length: rows each rank needs for it")
+      ->check(int_in(0, kMaxPosition));
+  return {cmd, [o](const Limits&) { return run_layout(*o, std::cout); }};
 }
 
 }  // namespace dcp::tools

@@ -49,6 +49,7 @@
 #include "gpu/dcp_step.hpp"
 #include "gpu/dtype.hpp"
 #include "gpu/layout.hpp"
+#include "tools/flags.hpp"
 #include "tools/presets.hpp"
 
 namespace dcp::tools {
@@ -67,6 +68,9 @@ constexpr double kCollectiveLatencyUs = 10.6;
 
 constexpr double kLseBytes = 4.0;  // b_L: LSE is fp32 on every path
 constexpr double kGiga = 1e9, kTera = 1e12, kMicro = 1e-6;
+// The largest rate or latency accepted (GB/s, TFLOP/s, us): far beyond any machine, small enough
+// that every time the model prints stays finite.
+constexpr double kMaxRate = 1e12;
 // The sweep without --seq: S = 1K, 2K, ..., 1M.
 constexpr int64_t kSweepFirst = int64_t{1} << 10, kSweepLast = int64_t{1} << 20;
 
@@ -164,18 +168,7 @@ gpu::Result<Model> build_model(const ModelOptions& o) {
   s.dcp = o.dcp_size.value_or(s.dcp);
   m.batch = o.batch;
   m.tokens = o.tokens;
-  const std::pair<const char*, int64_t> positive[] = {
-      {"--heads", s.heads}, {"--kv-heads", s.kv_heads}, {"--head-dim", s.head_dim},
-      {"--v-dim", s.v_dim}, {"--tp-size", s.tp},        {"--dcp-size", s.dcp},
-      {"--batch", o.batch}, {"--tokens", o.tokens},     {"--seq", o.seq.value_or(1)}};
-  for (const auto& [flag, v] : positive)
-    if (v < 1) return DCP_GPU_ERROR(flag, ": got ", v, "; expected >= 1");
-  const std::pair<const char*, double> rates[] = {
-      {"--hbm-gbps", o.hw.hbm_gbps}, {"--tflops", o.hw.tflops}, {"--link-gbps", o.hw.link_gbps}};
-  for (const auto& [flag, v] : rates)
-    if (!(v > 0) || !std::isfinite(v)) return DCP_GPU_ERROR(flag, ": got ", v, "; expected > 0");
-  if (!(o.hw.latency_us >= 0) || !std::isfinite(o.hw.latency_us))
-    return DCP_GPU_ERROR("--latency-us: got ", o.hw.latency_us, "; expected >= 0");
+  // Every number was range-checked as it was parsed (flags.hpp); what is left is how they combine.
   const auto kv = gpu::parse_dtype(o.dtype);
   if (!kv) return DCP_GPU_ERROR("--dtype: got '", o.dtype, "'; expected bf16, f16 or f32");
   const auto part = gpu::parse_dtype(o.partial_dtype);
@@ -215,6 +208,11 @@ gpu::Result<Model> build_model(const ModelOptions& o) {
   return m;
 }
 
+// The S column: 10 wide, or as wide as the largest S printed.
+int seq_width(const ModelOptions& o) {
+  return std::max(10, static_cast<int>(std::to_string(o.seq.value_or(kSweepLast)).size()));
+}
+
 void print_header(const ModelOptions& o, const Model& m, std::ostream& out) {
   const ModelShape& s = m.shape;
   const Hardware& hw = m.hw;
@@ -251,21 +249,27 @@ void print_header(const ModelOptions& o, const Model& m, std::ostream& out) {
              m.t_comm_s / kMicro)
       << "#  ignores: comm/compute overlap, kernel launches, the local combine kernel, "
          "replicate-q's extra q GEMM, efficiency below the peaks\n"
-      << format("#%10s %14s %12s %13s %15s %10s %8s  %s\n", "S", "KV B/rank", "comm B/rank",
-                "T_attn(S) us", "T_attn(S/N) us", "T_comm us", "speedup", "pays");
+      << format("#%*s %14s %12s %13s %15s %10s %8s  %s\n", seq_width(o), "S", "KV B/rank",
+                "comm B/rank", "T_attn(S) us", "T_attn(S/N) us", "T_comm us", "speedup", "pays");
 }
 
-void print_row(const Model& m, int64_t seq, std::ostream& out) {
+// " %W.Df", or " %W.3e" when the fixed form would not fit the column.
+std::string cell(double v, int width, int decimals) {
+  const std::string fixed = format(" %*.*f", width, decimals, v);
+  return static_cast<int>(fixed.size()) <= width + 1 ? fixed : format(" %*.3e", width, v);
+}
+
+void print_row(const Model& m, int64_t seq, int seq_w, std::ostream& out) {
   const gpu::DcpLayout lay{m.shape.dcp, 1};
   const double local = as_double(lay.rows_for(0, seq));  // ceil(S / N): rank 0 is the busiest
   const double t_tp = m.attn_s(m.h_loc, m.kvh_tp, as_double(seq));
   const double t_dcp = m.attn_s(m.hg, m.kvh_dcp, local);
   const double kv_bytes = as_double(m.batch) * local * m.kv_token_bytes(m.kvh_dcp);
   const double speedup = t_tp / (t_dcp + m.t_comm_s);
-  out << format(" %10lld %14.0f %12.0f %13.3f %15.3f %10.3f %8.3f  %s\n",
-                static_cast<long long>(seq), kv_bytes, m.comm_bytes(), t_tp / kMicro,
-                t_dcp / kMicro, m.t_comm_s / kMicro, speedup,
-                t_tp - t_dcp > m.t_comm_s ? "yes" : "no");
+  out << format(" %*lld", seq_w, static_cast<long long>(seq)) << cell(kv_bytes, 14, 0)
+      << cell(m.comm_bytes(), 12, 0) << cell(t_tp / kMicro, 13, 3) << cell(t_dcp / kMicro, 15, 3)
+      << cell(m.t_comm_s / kMicro, 10, 3) << cell(speedup, 8, 3) << "  "
+      << (t_tp - t_dcp > m.t_comm_s ? "yes" : "no") << "\n";
 }
 
 int run_model(const ModelOptions& o, std::ostream& out, std::ostream& err) {
@@ -277,9 +281,10 @@ int run_model(const ModelOptions& o, std::ostream& out, std::ostream& err) {
   const Model& m = *built;
   print_header(o, m, out);
   if (o.seq) {
-    print_row(m, *o.seq, out);
+    print_row(m, *o.seq, seq_width(o), out);
   } else {
-    for (int64_t seq = kSweepFirst; seq <= kSweepLast; seq *= 2) print_row(m, seq, out);
+    for (int64_t seq = kSweepFirst; seq <= kSweepLast; seq *= 2)
+      print_row(m, seq, seq_width(o), out);
   }
   // Seconds per token on the rank: TP alone (S of them), DCP (S / N of them).
   const double c_tp = m.attn_s(m.h_loc, m.kvh_tp, 1.0);
@@ -298,25 +303,31 @@ int run_model(const ModelOptions& o, std::ostream& out, std::ostream& err) {
 
 Command add_model_command(CLI::App& app) {
   auto o = std::make_shared<ModelOptions>();
-  auto latent = std::make_shared<bool>(false);
+  const auto extent = int_in(1, kMaxExtent);
   CLI::App* cmd = app.add_subcommand(
       "model",
       "The design's cost model of one DCP decode layer: KV read, communication, and the "
       "context length from which DCP pays");
   cmd->add_option("--preset", o->preset, "Shape: k3-mla, deepseek-v3 or llama3-70b")
       ->capture_default_str();
-  cmd->add_option("--heads", o->heads, "Hq, query heads (overrides the preset)");
-  cmd->add_option("--kv-heads", o->kv_heads, "Hkv, KV heads (divides Hq)");
-  cmd->add_option("--head-dim", o->head_dim, "Dk (MLA: the 576-d latent with its rope part)");
-  cmd->add_option("--v-dim", o->v_dim, "Dv");
-  CLI::Option* latent_flag = cmd->add_flag(
-      "--latent", *latent,
-      "Shared latent (MLA): one Dk-wide KV row per token, V inside it (--latent=false: off)");
-  cmd->add_option("--tp-size", o->tp_size, "Attention TP size, a multiple of N");
-  cmd->add_option("--dcp-size", o->dcp_size, "N, ranks in a DCP group");
-  cmd->add_option("--batch", o->batch, "B, sequences in the decode batch")->capture_default_str();
-  cmd->add_option("--tokens", o->tokens, "T, query tokens per sequence")->capture_default_str();
-  cmd->add_option("--seq", o->seq, "S, context length (default: a sweep of 1K .. 1M)");
+  cmd->add_option("--heads", o->heads, "Hq, query heads (overrides the preset)")->check(extent);
+  cmd->add_option("--kv-heads", o->kv_heads, "Hkv, KV heads (divides Hq)")->check(extent);
+  cmd->add_option("--head-dim", o->head_dim, "Dk (MLA: the 576-d latent with its rope part)")
+      ->check(extent);
+  cmd->add_option("--v-dim", o->v_dim, "Dv")->check(extent);
+  add_latent_flag(cmd, o->latent);
+  cmd->add_option("--tp-size", o->tp_size, "Attention TP size, a multiple of N")
+      ->check(int_in(1, kMaxRanks));
+  cmd->add_option("--dcp-size", o->dcp_size, "N, ranks in a DCP group")
+      ->check(int_in(1, kMaxRanks));
+  cmd->add_option("--batch", o->batch, "B, sequences in the decode batch")
+      ->check(int_in(1, kMaxBatch))
+      ->capture_default_str();
+  cmd->add_option("--tokens", o->tokens, "T, query tokens per sequence")
+      ->check(extent)
+      ->capture_default_str();
+  cmd->add_option("--seq", o->seq, "S, context length (default: a sweep of 1K .. 1M)")
+      ->check(int_in(1, kMaxSeq));
   cmd->add_option("--dtype", o->dtype, "Storage of KV and q: bf16, f16 or f32")
       ->capture_default_str();
   cmd->add_option("--partial-dtype", o->partial_dtype,
@@ -329,17 +340,20 @@ Command add_model_command(CLI::App& app) {
                 "Every rank projects its group's q, no gather (k3-mla's default)");
   cmd->add_flag("--gather-q", o->gather_q,
                 "Gather q with an AllGather (the other presets' default)");
-  cmd->add_option("--hbm-gbps", o->hw.hbm_gbps, "HBM bandwidth, GB/s")->capture_default_str();
+  const auto rate = real_in(0.0, kMaxRate, true);
+  cmd->add_option("--hbm-gbps", o->hw.hbm_gbps, "HBM bandwidth, GB/s")
+      ->check(rate)
+      ->capture_default_str();
   cmd->add_option("--tflops", o->hw.tflops, "Tensor-core peak for the KV format, TFLOP/s")
+      ->check(rate)
       ->capture_default_str();
   cmd->add_option("--link-gbps", o->hw.link_gbps, "Link bandwidth per GPU and direction, GB/s")
+      ->check(rate)
       ->capture_default_str();
   cmd->add_option("--latency-us", o->hw.latency_us, "Latency of one collective, us")
+      ->check(real_in(0.0, kMaxRate))
       ->capture_default_str();
-  return {cmd, [o, latent, latent_flag] {
-            if (latent_flag->count() > 0) o->latent = *latent;
-            return run_model(*o, std::cout, std::cerr);
-          }};
+  return {cmd, [o](const Limits&) { return run_model(*o, std::cout, std::cerr); }};
 }
 
 }  // namespace dcp::tools

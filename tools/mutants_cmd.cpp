@@ -11,7 +11,10 @@
 #include <vector>
 
 #include "gpu/mutants.hpp"
+#include "properties/footprint.hpp"
 #include "properties/suite.hpp"
+#include "tools/backends.hpp"
+#include "tools/flags.hpp"
 #include "tools/property_runner.hpp"
 #include "tools/session.hpp"
 
@@ -24,7 +27,8 @@ struct MutantsOptions {
   int64_t cases = 300;
   std::optional<uint64_t> seed;
   std::vector<std::string> only;
-  std::string json_path;
+  int64_t timeout_s = kDefaultTimeoutSeconds;
+  std::optional<std::string> json_path;
   bool quiet = false;
 };
 
@@ -78,34 +82,36 @@ void print_row(std::ostream& out, const Row& r) {
             r.killed ? r.kill.name : "", r.killed ? r.kill.counterexample : "-");
 }
 
-int run_mutants(const MutantsOptions& o) {
-  if (const auto bad_json = json_path_error(o.json_path)) {
-    std::cerr << "dcp-verify mutants: " << *bad_json << "\n";
+int run_mutants(const MutantsOptions& o, const Limits& lim) {
+  auto bad = [](const std::string& why) {
+    std::cerr << "dcp-verify mutants: " << why << "\n";
     return kExitBadInput;
-  }
-  if (!gpu::kMutantsBuilt) {
-    std::cerr << "dcp-verify mutants: this binary carries no mutants; configure a test build "
-                 "with -DDCP_MUTANTS=ON (tools/test does)\n";
-    return kExitBadInput;
-  }
-  if (o.cases < 1 || o.cases > 1000000) {
-    std::cerr << "dcp-verify mutants: --cases: got " << o.cases << "; expected 1 .. 1000000\n";
-    return kExitBadInput;
-  }
+  };
+  if (const auto why = output_error("--json", o.json_path, {})) return bad(*why);
+  if (!gpu::kMutantsBuilt)
+    return bad(
+        "this binary carries no mutants; configure a test build with -DDCP_MUTANTS=ON "
+        "(tools/test does)");
   std::vector<gpu::MutantInfo> chosen;
   for (const gpu::MutantInfo& m : gpu::kMutantCatalogue)
     if (o.only.empty() || std::find(o.only.begin(), o.only.end(), m.name) != o.only.end())
       chosen.push_back(m);
   for (const std::string& name : o.only) {
-    if (!gpu::parse_mutant(name)) {
-      std::cerr << "dcp-verify mutants: --only: unknown mutant '" << name
-                << "'; `dcp-verify mutants --list` prints the catalogue\n";
-      return kExitBadInput;
-    }
+    if (!gpu::parse_mutant(name))
+      return bad("--only: unknown mutant '" + name +
+                 "'; `dcp-verify mutants --list` prints the catalogue");
   }
+  const auto backend = open_backend("host", "threads", std::chrono::seconds(o.timeout_s));
+  if (!backend) return bad(backend.status().message());
+  const std::vector<props::SuiteProperty> suite = props::property_suite(*backend);
+  // The clean path and every mutant run the whole suite, at most.
+  props::Footprint planned = props::suite_case_footprint();
+  planned.work *= static_cast<double>(o.cases) * static_cast<double>(suite.size()) *
+                  static_cast<double>(chosen.size() + 1);
+  if (const auto why = over_limits(planned, lim))
+    return bad("--cases " + std::to_string(o.cases) + ": " + *why);
   const uint64_t seed = o.seed ? *o.seed : std::random_device{}();
   silence_rapidcheck_banner();
-  const std::vector<props::SuiteProperty> suite = props::property_suite(nullptr);
   std::ostream& out = std::cout;
   out << "# dcp-verify mutants  backend=host  seed=" << seed << "  cases=" << o.cases
       << " per property  mutants=" << chosen.size() << "\n"
@@ -186,7 +192,7 @@ int run_mutants(const MutantsOptions& o) {
       << (only_all.empty() ? "" : " --only " + only_all) << "\n"
       << "mutants: " << killed << "/" << chosen.size() << " killed, " << false_alarms
       << " false alarms\n";
-  if (!o.json_path.empty()) {
+  if (o.json_path) {
     json jrows = json::array();
     for (const Row& r : rows)
       jrows.push_back({{"mutant", r.mutant},
@@ -210,7 +216,7 @@ int run_mutants(const MutantsOptions& o) {
         {"interrupted", stopped},
         {"pass", !stopped && false_alarms == 0 && killed == static_cast<int64_t>(chosen.size())},
         {"seconds", secs}};
-    if (!write_json("mutants", o.json_path, report)) return kExitBadInput;
+    if (!write_json("mutants", *o.json_path, report)) return kExitBadInput;
   }
   if (stopped) return kExitInterrupted;
   return false_alarms == 0 && killed == static_cast<int64_t>(chosen.size()) ? kExitOk : kExitFail;
@@ -238,14 +244,18 @@ Command add_mutants_command(CLI::App& app) {
   auto list = std::make_shared<bool>(false);
   CLI::App* cmd = app.add_subcommand(
       "mutants", "Run the property suite against every planted DCP bug (test builds): kill table");
-  cmd->add_option("--cases", o->cases, "Cases per property, at most")->capture_default_str();
+  cmd->add_option("--cases", o->cases, "Cases per property, at most")
+      ->check(int_in(1, kMaxCases))
+      ->capture_default_str();
   cmd->add_option("--seed", o->seed, "RapidCheck seed (default: random, printed)")
-      ->check(kSeedValidator);
+      ->check(seed_value());
   cmd->add_option("--only", o->only, "Run only these mutants (comma separated)")->delimiter(',');
   cmd->add_flag("--list", *list, "Print the catalogue and exit");
+  add_timeout_flag(cmd, o->timeout_s);
   cmd->add_option("--json", o->json_path, "Also write the report as JSON (docs/cli.md)");
   cmd->add_flag("--quiet", o->quiet, "Print survivors, false alarms and the summary only");
-  return {cmd, [o, list] { return *list ? list_mutants() : run_mutants(*o); }};
+  return {cmd,
+          [o, list](const Limits& lim) { return *list ? list_mutants() : run_mutants(*o, lim); }};
 }
 
 }  // namespace dcp::tools

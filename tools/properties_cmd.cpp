@@ -2,7 +2,6 @@
 
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <random>
@@ -10,8 +9,11 @@
 #include <string>
 #include <vector>
 
+#include "properties/footprint.hpp"
+#include "properties/pinned.hpp"
 #include "properties/suite.hpp"
 #include "tools/backends.hpp"
+#include "tools/flags.hpp"
 #include "tools/property_runner.hpp"
 #include "tools/session.hpp"
 
@@ -25,8 +27,9 @@ struct PropertiesOptions {
   int64_t cases = 100;
   std::optional<uint64_t> seed;
   std::vector<std::string> only;
-  std::string pinned = DCP_PINNED_FILE;
-  std::string json_path;
+  std::optional<std::string> pinned;  // default: the file installed beside the binary
+  int64_t timeout_s = kDefaultTimeoutSeconds;
+  std::optional<std::string> json_path;
   bool quiet = false;
 };
 
@@ -53,26 +56,19 @@ void print_row(std::ostream& out, const Row& r) {
   out << line;
 }
 
-int run_properties(const PropertiesOptions& o) {
-  if (const auto bad_json = json_path_error(o.json_path)) {
-    std::cerr << "dcp-verify properties: " << *bad_json << "\n";
+int run_properties(const PropertiesOptions& o, const Limits& lim) {
+  auto bad = [](const std::string& why) {
+    std::cerr << "dcp-verify properties: " << why << "\n";
     return kExitBadInput;
-  }
+  };
+  const std::string pinned = o.pinned.value_or(installed_data_file("pinned.json"));
+  if (const auto why = output_error("--json", o.json_path, {{"--pinned", pinned}}))
+    return bad(*why);
   // The CUDA backend runs here on one GPU: every DCP group's ranks virtual on device 0.
   const std::string comm = o.backend == "cuda" ? "single-gpu" : "threads";
-  if (const auto why = unavailable(o.backend, comm)) {
-    std::cerr << "dcp-verify properties: " << *why << "\n";
-    return kExitBadInput;
-  }
-  if (const auto why = no_device(o.backend)) {
-    std::cerr << "dcp-verify properties: --backend " << o.backend << ": " << *why << "\n";
-    return kExitBadInput;
-  }
-  const props::DcpBackend backend = select_backend(o.backend, comm);
-  if (o.cases < 1 || o.cases > 1000000) {
-    std::cerr << "dcp-verify properties: --cases: got " << o.cases << "; expected 1 .. 1000000\n";
-    return kExitBadInput;
-  }
+  const auto opened = open_backend(o.backend, comm, std::chrono::seconds(o.timeout_s));
+  if (!opened) return bad(opened.status().message());
+  const props::DcpBackend& backend = *opened;
   std::vector<props::SuiteProperty> suite = props::property_suite(backend);
   for (const std::string& name : o.only) {
     bool known = false;
@@ -89,10 +85,21 @@ int run_properties(const PropertiesOptions& o) {
     return o.only.empty() || std::find(o.only.begin(), o.only.end(), name) != o.only.end();
   };
   const uint64_t seed = o.seed ? *o.seed : std::random_device{}();
-  if (wanted("pinned") && !std::ifstream(o.pinned)) {
-    std::cerr << "dcp-verify properties: --pinned: cannot read '" << o.pinned << "'\n";
-    return kExitBadInput;
+  // The pinned file is input like any other: read and checked whole before anything runs.
+  std::vector<props::PinnedEntry> pins;
+  if (wanted("pinned")) {
+    auto loaded = props::load_pinned(pinned);
+    if (!loaded)
+      return bad((o.pinned ? "--pinned: " : "--pinned (default): ") + loaded.status().message());
+    pins = std::move(*loaded);
+    for (size_t i = 0; i < pins.size(); ++i)
+      if (const auto why = over_limits(props::dcp_check_footprint(pins[i].setup), lim))
+        return bad("--pinned '" + pinned + "': entry " + std::to_string(i) + ": " + *why);
   }
+  props::Footprint planned = props::suite_case_footprint();
+  planned.work *= static_cast<double>(o.cases) * static_cast<double>(suite.size());
+  if (const auto why = over_limits(planned, lim))
+    return bad("--cases " + std::to_string(o.cases) + ": " + *why);
   silence_rapidcheck_banner();
   std::ostream& out = std::cout;
   out << "# dcp-verify properties  backend=" << o.backend << "  seed=" << seed
@@ -106,18 +113,14 @@ int run_properties(const PropertiesOptions& o) {
   Progress progress("properties", static_cast<int64_t>(suite.size()) + 1);
   if (wanted("pinned")) {
     const auto t = std::chrono::steady_clock::now();
-    const auto replay = props::replay_pinned(o.pinned, backend);
-    if (!replay) {
-      std::cerr << "dcp-verify properties: " << replay.status().message() << "\n";
-      return kExitBadInput;
-    }
+    const props::PinnedReplay replay = props::replay_pinned(pins, backend);
     Row r;
     r.name = "pinned";
-    r.what = "pinned counterexamples (" + o.pinned + ")";
-    r.cases = replay->count;
+    r.what = "pinned counterexamples (" + pinned + ")";
+    r.cases = replay.count;
     r.seconds = since(t);
-    r.result = replay->failures.empty() ? "OK" : "FAILED";
-    for (const std::string& f : replay->failures) r.message += f;
+    r.result = replay.failures.empty() ? "OK" : "FAILED";
+    for (const std::string& f : replay.failures) r.message += f;
     rows.push_back(r);
   }
   for (const props::SuiteProperty& p : suite) {
@@ -158,7 +161,7 @@ int run_properties(const PropertiesOptions& o) {
                         : "FAILED")
       << "\n";
 
-  if (!o.json_path.empty()) {
+  if (o.json_path) {
     json props = json::array();
     for (const Row& r : rows) {
       props.push_back({{"name", r.name},
@@ -179,7 +182,7 @@ int run_properties(const PropertiesOptions& o) {
                          {"interrupted", stopped},
                          {"pass", failed == 0 && !stopped},
                          {"seconds", secs}};
-    if (!write_json("properties", o.json_path, report)) return kExitBadInput;
+    if (!write_json("properties", *o.json_path, report)) return kExitBadInput;
   }
   if (stopped) return kExitInterrupted;
   return failed == 0 ? kExitOk : kExitFail;
@@ -194,15 +197,20 @@ Command add_properties_command(CLI::App& app) {
   cmd->add_option("--backend", o->backend,
                   "Backend: " + backends_help() + " (cuda: N virtual ranks on GPU 0)")
       ->capture_default_str();
-  cmd->add_option("--cases", o->cases, "Cases per property")->capture_default_str();
+  cmd->add_option("--cases", o->cases, "Cases per property")
+      ->check(int_in(1, kMaxCases))
+      ->capture_default_str();
   cmd->add_option("--seed", o->seed, "RapidCheck seed (default: random, printed)")
-      ->check(kSeedValidator);
+      ->check(seed_value());
   cmd->add_option("--only", o->only, "Run only these properties (pinned, dcp-path, ...)")
       ->delimiter(',');
-  cmd->add_option("--pinned", o->pinned, "Pinned counterexamples (JSON)")->capture_default_str();
+  cmd->add_option("--pinned", o->pinned,
+                  "Pinned counterexamples (JSON; default: share/dcp-verify/pinned.json beside "
+                  "the binary's folder)");
+  add_timeout_flag(cmd, o->timeout_s);
   cmd->add_option("--json", o->json_path, "Also write the report as JSON (docs/cli.md)");
   cmd->add_flag("--quiet", o->quiet, "Print failing rows and the summary only");
-  return {cmd, [o] { return run_properties(*o); }};
+  return {cmd, [o](const Limits& lim) { return run_properties(*o, lim); }};
 }
 
 }  // namespace dcp::tools

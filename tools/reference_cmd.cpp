@@ -6,6 +6,8 @@
 
 #include "oracle/attention.hpp"
 #include "oracle/case_file.hpp"
+#include "properties/footprint.hpp"
+#include "tools/session.hpp"
 
 namespace dcp::tools {
 namespace {
@@ -14,22 +16,24 @@ struct ReferenceOptions {
   std::string case_path, out_path, tier = "fast";
 };
 
-int run_reference(const ReferenceOptions& o) {
-  auto c = oracle::load_case(o.case_path);
-  if (!c) {
-    std::cerr << "dcp-verify reference: " << c.status().message() << "\n";
+int run_reference(const ReferenceOptions& o, const Limits& lim) {
+  auto bad = [](const std::string& why) {
+    std::cerr << "dcp-verify reference: " << why << "\n";
     return kExitBadInput;
-  }
+  };
+  if (const auto why = output_error({"--out", o.out_path}, {{"--case", o.case_path}}))
+    return bad(*why);
+  const props::Footprint file = props::file_footprint(file_bytes(o.case_path));
+  if (const auto why = over_limits(file, lim)) return bad("--case " + o.case_path + ": " + *why);
+  auto c = oracle::load_case(o.case_path);
+  if (!c) return bad(c.status().message());
+  props::Footprint judge = props::judge_footprint(*c, 1);
+  judge.bytes += file.bytes;
+  if (const auto why = over_limits(judge, lim)) return bad("--case " + o.case_path + ": " + *why);
   auto ref =
       oracle::reference(*c, o.tier == "certify" ? oracle::Tier::certify : oracle::Tier::fast);
-  if (!ref) {
-    std::cerr << "dcp-verify reference: " << ref.status().message() << "\n";
-    return kExitBadInput;
-  }
-  if (const auto st = oracle::save_attention(o.out_path, *ref); !st) {
-    std::cerr << "dcp-verify reference: " << st.message() << "\n";
-    return kExitBadInput;
-  }
+  if (!ref) return bad(ref.status().message());
+  if (const auto st = oracle::save_attention(o.out_path, *ref); !st) return bad(st.message());
   std::cout << "reference: " << o.case_path << " -> " << o.out_path << "  o "
             << oracle::shape_string(ref->o.shape) << "  lse "
             << oracle::shape_string(ref->lse.shape) << " (base " << oracle::lse_base_name(ref->base)
@@ -48,7 +52,7 @@ Command add_reference_command(CLI::App& app) {
   cmd->add_option("--tier", o->tier, "fast (double-double) or certify (MPFR, 266 bits)")
       ->check(CLI::IsMember({"fast", "certify"}))
       ->capture_default_str();
-  return {cmd, [o] { return run_reference(*o); }};
+  return {cmd, [o](const Limits& lim) { return run_reference(*o, lim); }};
 }
 
 }  // namespace dcp::tools

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <iomanip>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -15,7 +16,9 @@
 #include "properties/case_gen.hpp"
 #include "properties/dcp_bridge.hpp"
 #include "properties/dcp_setup.hpp"
+#include "properties/footprint.hpp"
 #include "tools/backends.hpp"
+#include "tools/flags.hpp"
 #include "tools/presets.hpp"
 #include "tools/session.hpp"
 #ifdef DCP_HAVE_MPI
@@ -165,7 +168,7 @@ oracle::Expected<RunCase> configured_case(const CaseOptions& o, uint64_t seed, i
   s.kv_heads = pick(o.kv_heads, p ? p->shape.kv_heads : int64_t{2});
   s.head_dim = pick(o.head_dim, p ? p->shape.head_dim : int64_t{64});
   s.v_dim = pick(o.v_dim, p ? p->shape.v_dim : int64_t{64});
-  s.shared_latent = (p && p->shape.latent) || o.latent;
+  s.shared_latent = o.latent.value_or(p && p->shape.latent);
   s.seq = pick(o.seq, p ? int64_t{4096} : int64_t{1024});
   const std::string dt = pick(o.dtype, std::string("bf16"));
   const auto d = gpu::parse_dtype(dt);
@@ -181,16 +184,6 @@ oracle::Expected<RunCase> configured_case(const CaseOptions& o, uint64_t seed, i
   if (!b) return DCP_ERROR("--lse-base: got '", base, "'; expected e or 2");
   s.lse_base = *b;
   s.seed = seed;
-  if (s.window < 0) return DCP_ERROR("--window: got ", s.window, "; expected >= 0");
-  if (!(s.softcap >= 0) || !std::isfinite(s.softcap))
-    return DCP_ERROR("--softcap: got ", s.softcap, "; expected a finite number >= 0");
-  if (s.topk < 0) return DCP_ERROR("--topk: got ", s.topk, "; expected >= 0");
-  if (s.seq < 0) return DCP_ERROR("--seq: got ", s.seq, "; expected >= 0");
-  if (s.tokens < 1) return DCP_ERROR("--tokens: got ", s.tokens, "; expected >= 1");
-  if (s.head_dim < 1 || s.v_dim < 1) return DCP_ERROR("--head-dim and --v-dim must be >= 1");
-  if (s.q_heads < 1 || s.kv_heads < 1) return DCP_ERROR("--heads and --kv-heads must be >= 1");
-  if (s.q_heads % s.kv_heads != 0)
-    return DCP_ERROR("--heads ", s.q_heads, " is not a multiple of --kv-heads ", s.kv_heads);
   const int64_t batch = pick(o.batch, int64_t{1});
   if (batch < 1) return DCP_ERROR("--batch: got ", batch, "; expected >= 1");
 
@@ -218,11 +211,19 @@ oracle::Expected<RunCase> configured_case(const CaseOptions& o, uint64_t seed, i
   setup.spec = s;
   setup.cfg = cfg;
   setup.chunks = props::make_chunks(s.seq, seed);
-  // Configuration errors (tp % N, heads % tp, N < 1, I < 1) are bad input, found before running.
-  const gpu::AttentionDims dims{s.tokens,   s.q_heads, s.kv_heads,
-                                s.head_dim, s.v_dim,   s.shared_latent};
-  const gpu::Result<gpu::DcpGeometry> geo = gpu::DcpGeometry::create(cfg, dims);
-  if (!geo) return DCP_ERROR(geo.status().message());
+  // Every range and combination, named by its flag, before anything runs.
+  DCP_TRY(props::validate_setup(setup, props::kFlagNames));
+  // A query sees at most S keys, and at most W of them under a window.
+  const int64_t visible = s.window > 0 ? std::min(s.seq, s.window) : s.seq;
+  if (s.topk > visible)
+    return DCP_ERROR("--topk ", s.topk, ": more than the ", visible,
+                     " keys a query can see (--seq ", s.seq,
+                     s.window > 0 ? " with --window " + std::to_string(s.window) : "", ")");
+  // The busiest rank holds rows_for(0, S) keys (layout.hpp); each split needs at least one.
+  const int64_t most = std::max<int64_t>(1, cfg.layout.rows_for(0, s.seq));
+  if (cfg.splits > most)
+    return DCP_ERROR("--splits ", cfg.splits, ": more than the ", most,
+                     " keys the busiest rank holds (--seq ", s.seq, " over --dcp-size ", n, ")");
   return RunCase{setup, (p ? std::string(p->name) + " " : "") + variant_of(s), batch};
 }
 
@@ -257,7 +258,7 @@ std::string case_flags(const CaseOptions& o) {
   s("--order", o.order);
   if (o.sink) os << " --sink";
   if (o.replicate_q) os << " --replicate-q";
-  if (o.latent) os << " --latent";
+  if (o.latent) os << (*o.latent ? " --latent" : " --latent=false");
   return os.str();
 }
 
@@ -278,6 +279,21 @@ std::vector<DcpSetup> batch_requests(const RunCase& rc) {
 
 bool one_rank_per_process(const RunOptions& o) {
   return o.comm == "mpi" || (o.comm == "nccl" && launched_by_mpirun());
+}
+
+std::optional<std::string> over_budget(const RunCase& rc, const Limits& lim,
+                                       const std::string& flags) {
+  props::Footprint most;  // requests run one after another: the largest peak, the summed work
+  double work = 0;
+  for (const DcpSetup& s : batch_requests(rc)) {
+    const props::Footprint f = props::dcp_check_footprint(s);
+    work += f.work;
+    if (f.bytes > most.bytes) most = f;
+  }
+  most.work = work;
+  const auto why = over_limits(most, lim);
+  if (!why) return std::nullopt;
+  return (flags.empty() ? std::string("the case") : flags.substr(1)) + ": " + *why;
 }
 
 namespace {
@@ -314,6 +330,8 @@ nlohmann::json row_json(size_t index, const RowResult& r) {
   const oracle::Worst& w = r.worst.full.o_worst.ratio >= r.worst.full.lse_worst.ratio
                                ? r.worst.full.o_worst
                                : r.worst.full.lse_worst;
+  // A row the backend failed has nothing compared: null, not a number.
+  auto judged = [&](double x) { return r.judged ? json_number(x) : nlohmann::json(nullptr); };
   return {{"row", index},
           {"shape",
            {{"batch", r.rc->batch},
@@ -330,76 +348,181 @@ nlohmann::json row_json(size_t index, const RowResult& r) {
           {"comm_backend", gpu::strategy_name(s.cfg.strategy)},
           {"q", s.cfg.replicate_q ? "replicate" : "gather"},
           {"variant", r.rc->variant},
-          {"max_err", json_number(w.error)},
-          {"bound", json_number(w.bound)},
-          {"ratio", json_number(r.worst.max_ratio)},
+          {"max_err", judged(w.error)},
+          {"bound", judged(w.bound)},
+          {"ratio", judged(r.worst.max_ratio)},
           {"pass", r.pass},
           {"report", r.report},
           {"case", props::describe(s)}};
 }
 
-}  // namespace
+// Column widths wide enough for every row's values (and at least the header's).
+struct Widths {
+  size_t shape = 18, seq = 6, tp = 4, n = 4, il = 4, variant = 27;
+};
 
-int run_dcp(const RunOptions& o, std::ostream& out, std::ostream& err) {
-  if (const auto bad_json = json_path_error(o.json_path)) {
-    err << "dcp-verify run: " << *bad_json << "\n";
-    return kExitBadInput;
+Widths widths_for(const std::vector<RunCase>& rows) {
+  Widths w;
+  auto fit = [](size_t& width, const std::string& text) {
+    width = std::max(width, text.size() + 1);
+  };
+  for (const RunCase& r : rows) {
+    const DcpSetup& s = r.setup;
+    fit(w.shape, shape_of(s.spec, r.batch));
+    fit(w.seq, std::to_string(s.spec.seq));
+    fit(w.tp, std::to_string(s.cfg.tp_size));
+    fit(w.n, std::to_string(s.cfg.layout.ranks));
+    fit(w.il, std::to_string(s.cfg.layout.interleave));
+    fit(w.variant, r.variant);
   }
-  if (const auto why = unavailable(o.backend, o.comm)) {
-    err << "dcp-verify run: " << *why << "\n";
-    return kExitBadInput;
-  }
-  if (const auto why = no_device(o.backend)) {
-    err << "dcp-verify run: --backend " << o.backend << ": " << *why << "\n";
-    return kExitBadInput;
-  }
-  const props::DcpBackend backend = select_backend(o.backend, o.comm);
-  int64_t world = 0;  // 0: every rank in this process
-  bool root = true;
-#ifdef DCP_HAVE_MPI
-  if (one_rank_per_process(o)) {
-    world = gpu::mpi_world_size();
-    root = gpu::mpi_world_rank() == 0;
-  }
-#endif
-  if (o.cases < 1) {
-    err << "dcp-verify run: --cases: got " << o.cases << "; expected >= 1\n";
-    return kExitBadInput;
-  }
+  return w;
+}
 
+void print_header(std::ostream& out, const RunOptions& o, size_t rows, const Widths& w) {
+  auto col = [](size_t width) { return std::setw(static_cast<int>(width)); };
+  out << "# dcp-verify run  backend=" << o.backend << "  comm=" << o.comm << "  seed=" << o.seed
+      << "  rows=" << rows << "\n"
+      << "#  shape: [B x] T x Hq/Hkv x Dk/Dv (L: shared latent); err, bound: the worst element "
+         "of the output (O or LSE); err/bound: worst over output and every rank's partial\n"
+      << "#  " << std::left << std::setw(4) << "row" << col(w.shape) << "shape" << std::right
+      << col(w.seq) << "S" << col(w.tp) << "tp" << col(w.n) << "N" << col(w.il) << "I"
+      << "  " << std::left << std::setw(6) << "comm" << std::setw(7) << "q" << col(w.variant)
+      << "variant" << std::right << std::setw(11) << "max_err" << std::setw(11) << "bound"
+      << std::setw(11) << "err/bound"
+      << "  verdict\n";
+}
+
+void print_row(std::ostream& out, size_t i, const RowResult& row, const Widths& w) {
+  auto col = [](size_t width) { return std::setw(static_cast<int>(width)); };
+  const DcpSetup& s = row.rc->setup;
+  const props::DcpCheck& chk = row.worst;
+  const oracle::Worst& worst =
+      chk.full.o_worst.ratio >= chk.full.lse_worst.ratio ? chk.full.o_worst : chk.full.lse_worst;
+  char err_s[32] = "-", bound_s[32] = "-", ratio_s[32] = "-";
+  if (row.judged) {  // a request the backend failed has no comparison to show
+    std::snprintf(err_s, sizeof err_s, "%.3e", worst.error);
+    std::snprintf(bound_s, sizeof bound_s, "%.3e", worst.bound);
+    std::snprintf(ratio_s, sizeof ratio_s, "%.4f", chk.max_ratio);
+  }
+  out << "   " << std::left << std::setw(4) << i << col(w.shape) << shape_of(s.spec, row.rc->batch)
+      << std::right << col(w.seq) << s.spec.seq << col(w.tp) << s.cfg.tp_size << col(w.n)
+      << s.cfg.layout.ranks << col(w.il) << s.cfg.layout.interleave << "  " << std::left
+      << std::setw(6) << gpu::strategy_name(s.cfg.strategy) << std::setw(7)
+      << (s.cfg.replicate_q ? "repl" : "gather") << col(w.variant) << row.rc->variant << std::right
+      << std::setw(11) << err_s << std::setw(11) << bound_s << std::setw(11) << ratio_s << "  "
+      << (row.pass ? "OK" : "FAILED") << "\n";
+  if (!row.pass) {
+    std::istringstream rep(row.report);
+    for (std::string line; std::getline(rep, line);) out << "#    " << line << "\n";
+  }
+}
+
+// The rows to run (the default sweep, or --cases configured cases), each checked against the
+// limits; everything here is the same on every process, so under MPI every rank refuses alike.
+oracle::Expected<std::vector<RunCase>> plan_rows(const RunOptions& o, int64_t world,
+                                                 const Limits& lim) {
   std::vector<RunCase> rows;
   if (o.configured()) {
     for (int64_t k = 0; k < o.cases; ++k) {
       oracle::Expected<RunCase> r = configured_case(o, o.seed + static_cast<uint64_t>(k), world);
-      if (!r) {
-        if (root) err << "dcp-verify run: " << r.status().message() << "\n";
-        return kExitBadInput;
-      }
+      if (!r) return r.status();
       rows.push_back(*r);
     }
   } else {
     for (const RunCase& r : default_rows(o.seed))
       if (world == 0 || r.setup.cfg.tp_size == world) rows.push_back(r);
-    if (rows.empty()) {
-      if (root)
-        err << "dcp-verify run: --comm mpi: the default sweep has no rows for " << world
-            << " processes (it has rows for 1, 2, 4 and 8); pass --dcp-size and --tp-size\n";
-      return kExitBadInput;
+    if (rows.empty())
+      return DCP_ERROR("--comm ", o.comm, ": the default sweep has no rows for ", world,
+                       " processes (it has rows for 1, 2, 4 and 8); pass --dcp-size and --tp-size");
+  }
+  for (RunCase& r : rows) {
+    r.setup.cfg.deadline = std::chrono::seconds(o.timeout_s);
+    if (world > 0 && r.setup.cfg.tp_size != world)
+      return DCP_ERROR("--comm ", o.comm, ": ", world, " processes but --tp-size is ",
+                       r.setup.cfg.tp_size, " (run with mpirun -np ", r.setup.cfg.tp_size, ")");
+  }
+  // One configured case stands for all (--cases only changes seeds); the default sweep is small.
+  if (const auto why = over_budget(rows.front(), lim, case_flags(o))) return DCP_ERROR(*why);
+  return rows;
+}
+
+// One request of a row with every rank in this process.
+props::DcpCheck run_request_here(const DcpSetup& s, const props::DcpBackend& backend) {
+  return props::check_dcp(props::make_case(s.spec), s.cfg, s.chunks, backend);
+}
+
+#ifdef DCP_HAVE_MPI
+// The outcome of one request with one rank per process, the same on every rank: 0 (judged, on
+// rank 0; the others return an empty check), or the exit code every rank ends with, rank 0 having
+// printed the one line that says why. A peer that stops or dies ends the job here (kExitTimeout).
+int run_request_mpi(const RunOptions& o, size_t row, const DcpSetup& s, props::DcpCheck& chk,
+                    std::ostream& err) {
+  const oracle::Case c = props::make_case(s.spec);
+  const gpu::DcpInputs in = props::to_dcp_inputs(c, s.chunks);
+#ifdef DCP_HAVE_NCCL_MPI
+  gpu::Result<gpu::MpiRun> run =
+      o.comm == "nccl" ? gpu::run_dcp_nccl_mpi(in, s.cfg) : gpu::run_dcp_mpi(in, s.cfg);
+#else
+  gpu::Result<gpu::MpiRun> run = gpu::run_dcp_mpi(in, s.cfg);
+#endif
+  const std::string where = "row " + std::to_string(row) + ": ";
+  if (!run && gpu::mpi_deadline_passed()) {
+    // A peer that never arrived cannot agree on anything: end the job from here.
+    err << "dcp-verify run: " << where << "rank " << gpu::mpi_world_rank() << ": "
+        << run.status().message() << "\n";
+    gpu::mpi_abort(kExitTimeout);
+  }
+  int code = kExitOk;
+  std::string why;
+  if (!run) {
+    code = kExitFail;
+    why = where + "rank " + std::to_string(gpu::mpi_world_rank()) + ": " + run.status().message();
+  } else if (run->root) {
+    chk = props::judge_dcp(c, s.cfg, run->group, true);
+    if (chk.oracle_error) {
+      code = kExitBadInput;  // not the implementation's fault: the oracle cannot bound the case
+      why = where +
+            "the oracle cannot judge this case: " + chk.report.substr(0, chk.report.find('\n'));
     }
   }
-
-  if (root) {
-    out << "# dcp-verify run  backend=" << o.backend << "  comm=" << o.comm << "  seed=" << o.seed
-        << "  rows=" << rows.size() << "\n"
-        << "#  shape: [B x] T x Hq/Hkv x Dk/Dv (L: shared latent); err, bound: the worst element "
-           "of the output (O or LSE); err/bound: worst over output and every rank's partial\n"
-        << "#  " << std::left << std::setw(4) << "row" << std::setw(18) << "shape" << std::right
-        << std::setw(6) << "S" << std::setw(4) << "tp" << std::setw(4) << "N" << std::setw(4) << "I"
-        << "  " << std::left << std::setw(6) << "comm" << std::setw(7) << "q" << std::setw(27)
-        << "variant" << std::right << std::setw(11) << "max_err" << std::setw(11) << "bound"
-        << std::setw(11) << "err/bound"
-        << "  verdict\n";
+  const gpu::Result<gpu::MpiVerdict> v = gpu::mpi_agree(code, why, s.cfg.deadline);
+  if (!v) {
+    err << "dcp-verify run: " << where << "rank " << gpu::mpi_world_rank() << ": "
+        << v.status().message() << "\n";
+    gpu::mpi_abort(kExitTimeout);
   }
+  if (v->code != kExitOk && gpu::mpi_world_rank() == 0)
+    err << "dcp-verify run: " << v->message << "\n";
+  return v->code;
+}
+#endif
+
+}  // namespace
+
+int run_dcp(const RunOptions& o, const Limits& lim, std::ostream& out, std::ostream& err) {
+  // Everything that can be refused is refused here, before the header, the same on every rank
+  // (and said by rank 0 alone).
+  const auto backend = open_backend(o.backend, o.comm, std::chrono::seconds(o.timeout_s));
+  int64_t world = 0;  // 0: every rank in this process
+  bool root = true;
+#ifdef DCP_HAVE_MPI
+  if (backend && one_rank_per_process(o)) {  // a pair this binary has: MPI is running
+    world = gpu::mpi_world_size();
+    root = gpu::mpi_world_rank() == 0;
+  }
+#endif
+  auto bad = [&](const std::string& why) {
+    if (root) err << "dcp-verify run: " << why << "\n";
+    return kExitBadInput;
+  };
+  if (!backend) return bad(backend.status().message());
+  if (const auto why = output_error("--json", o.json_path, {})) return bad(*why);
+  const oracle::Expected<std::vector<RunCase>> planned = plan_rows(o, world, lim);
+  if (!planned) return bad(planned.status().message());
+  const std::vector<RunCase>& rows = *planned;
+  const Widths widths = widths_for(rows);
+  if (root) print_header(out, o, rows.size(), widths);
+
   // Under MPI every rank must take part in every row, so Ctrl-C is left to mpirun.
   std::optional<InterruptGuard> guard;
   if (world == 0) guard.emplace();
@@ -407,41 +530,24 @@ int run_dcp(const RunOptions& o, std::ostream& out, std::ostream& err) {
   std::vector<RowResult> done;
   const auto t0 = std::chrono::steady_clock::now();
   for (size_t i = 0; i < rows.size(); ++i) {
-    // Under MPI every rank must take part in every row: only threads runs stop early.
     if (world == 0 && interrupted()) break;
     progress.update(static_cast<int64_t>(i));
     RowResult row;
     row.rc = &rows[i];
     for (const DcpSetup& s : batch_requests(rows[i])) {
-      const oracle::Case c = props::make_case(s.spec);
       props::DcpCheck chk;
       if (world == 0) {
-        chk = props::check_dcp(c, s.cfg, s.chunks, backend);
+        chk = run_request_here(s, *backend);
+        if (chk.oracle_error) {
+          progress.clear();
+          return bad("row " + std::to_string(i) + ": the oracle cannot judge this case: " +
+                     chk.report.substr(0, chk.report.find('\n')));
+        }
       } else {
 #ifdef DCP_HAVE_MPI
-        const gpu::DcpInputs in = props::to_dcp_inputs(c, s.chunks);
-#ifdef DCP_HAVE_NCCL_MPI
-        gpu::Result<gpu::MpiRun> run =
-            o.comm == "nccl" ? gpu::run_dcp_nccl_mpi(in, s.cfg) : gpu::run_dcp_mpi(in, s.cfg);
-#else
-        gpu::Result<gpu::MpiRun> run = gpu::run_dcp_mpi(in, s.cfg);
-#endif
-        if (!run) {
-          err << "dcp-verify run: rank " << gpu::mpi_world_rank() << ": " << run.status().message()
-              << "\n";
-          gpu::mpi_abort(kExitBadInput);
-        }
+        if (const int code = run_request_mpi(o, i, s, chk, err); code != kExitOk) return code;
         if (!root) continue;
-        chk = props::judge_dcp(c, s.cfg, run->group, true);
 #endif
-      }
-      if (chk.oracle_error) {
-        // Not the implementation's fault: the case is outside what the oracle can bound.
-        progress.clear();
-        const std::string why = chk.report.substr(0, chk.report.find('\n'));
-        err << "dcp-verify run: row " << i << ": the oracle cannot judge this case: " << why
-            << "\n";
-        return kExitBadInput;
       }
       if (chk.max_ratio >= row.worst.max_ratio) row.worst = chk;
       if (chk.full.o_elements == 0) row.judged = false;
@@ -454,28 +560,7 @@ int run_dcp(const RunOptions& o, std::ostream& out, std::ostream& err) {
     done.push_back(row);
     if (o.quiet && row.pass) continue;
     progress.clear();
-    const DcpSetup& s = rows[i].setup;
-    const props::DcpCheck& chk = row.worst;
-    const oracle::Worst& w =
-        chk.full.o_worst.ratio >= chk.full.lse_worst.ratio ? chk.full.o_worst : chk.full.lse_worst;
-    char err_s[32] = "-", bound_s[32] = "-", ratio_s[32] = "-";
-    if (row.judged) {  // a request the backend failed has no comparison to show
-      std::snprintf(err_s, sizeof err_s, "%.3e", w.error);
-      std::snprintf(bound_s, sizeof bound_s, "%.3e", w.bound);
-      std::snprintf(ratio_s, sizeof ratio_s, "%.4f", chk.max_ratio);
-    }
-    out << "   " << std::left << std::setw(4) << i << std::setw(18)
-        << shape_of(s.spec, rows[i].batch) << std::right << std::setw(6) << s.spec.seq
-        << std::setw(4) << s.cfg.tp_size << std::setw(4) << s.cfg.layout.ranks << std::setw(4)
-        << s.cfg.layout.interleave << "  " << std::left << std::setw(6)
-        << gpu::strategy_name(s.cfg.strategy) << std::setw(7)
-        << (s.cfg.replicate_q ? "repl" : "gather") << std::setw(27) << rows[i].variant << std::right
-        << std::setw(11) << err_s << std::setw(11) << bound_s << std::setw(11) << ratio_s << "  "
-        << (row.pass ? "OK" : "FAILED") << "\n";
-    if (!row.pass) {
-      std::istringstream rep(row.report);
-      for (std::string line; std::getline(rep, line);) out << "#    " << line << "\n";
-    }
+    print_row(out, i, row, widths);
   }
   progress.clear();
   if (!root) return kExitOk;
@@ -495,7 +580,7 @@ int run_dcp(const RunOptions& o, std::ostream& out, std::ostream& err) {
   if (stopped) out << "  (interrupted: " << rows.size() - done.size() << " rows not run)";
   out << "\n# reproduce: " << reproduce_line(o) << "\n";
   out << "# run: " << (stopped ? "INTERRUPTED" : failed == 0 ? "OK" : "FAILED") << "\n";
-  if (!o.json_path.empty()) {
+  if (o.json_path) {
     nlohmann::json jrows = nlohmann::json::array();
     for (size_t i = 0; i < done.size(); ++i) jrows.push_back(row_json(i, done[i]));
     const nlohmann::json report = {{"schema", "dcp-verify/run/1"},
@@ -510,40 +595,50 @@ int run_dcp(const RunOptions& o, std::ostream& out, std::ostream& err) {
                                    {"reproduce", reproduce_line(o)},
                                    {"interrupted", stopped},
                                    {"pass", failed == 0 && !stopped}};
-    if (!write_json("run", o.json_path, report)) return kExitBadInput;
+    if (!write_json("run", *o.json_path, report)) return kExitBadInput;
   }
   if (stopped) return kExitInterrupted;
   return failed == 0 ? kExitOk : kExitFail;
 }
 
 void add_case_flags(CLI::App* cmd, CaseOptions& o) {
+  const auto extent = int_in(1, kMaxExtent);
   cmd->add_option("--preset", o.preset, std::string("Model preset: ") + kPresetNames);
-  cmd->add_option("--dcp-size", o.dcp_size, "N, ranks in a DCP group");
+  cmd->add_option("--dcp-size", o.dcp_size, "N, ranks in a DCP group")->check(int_in(1, kMaxRanks));
   cmd->add_option("--tp-size", o.tp_size,
-                  "Attention TP size, a multiple of N (default N; mpi: world)");
+                  "Attention TP size, a multiple of N (default N; mpi: world)")
+      ->check(int_in(1, kMaxRanks));
   cmd->add_option("--interleave", o.interleave,
-                  "I, tokens per block dealt to a rank (1: round-robin)");
+                  "I, tokens per block dealt to a rank (1: round-robin)")
+      ->check(int_in(1, kMaxInterleave));
   cmd->add_option("--comm-backend", o.comm_backend, "Combine: ag_rs or a2a");
   cmd->add_flag("--replicate-q", o.replicate_q,
                 "Every rank projects all its group's query heads (no q gather)");
-  cmd->add_option("--seq", o.seq, "S, context length (tokens)");
-  cmd->add_option("--batch", o.batch, "B, requests per step (contexts from S/2 to S)");
-  cmd->add_option("--tokens", o.tokens, "T, query tokens per request");
-  cmd->add_option("--heads", o.heads, "Hq, query heads of the model");
-  cmd->add_option("--kv-heads", o.kv_heads, "Hkv, KV heads (divides Hq)");
-  cmd->add_option("--head-dim", o.head_dim, "Dk");
-  cmd->add_option("--v-dim", o.v_dim, "Dv");
-  cmd->add_flag("--latent", o.latent, "Shared latent: V is the first Dv components of K (MLA)");
+  cmd->add_option("--seq", o.seq, "S, context length (tokens)")->check(int_in(0, kMaxSeq));
+  cmd->add_option("--batch", o.batch, "B, requests per step (contexts from S/2 to S)")
+      ->check(int_in(1, kMaxBatch));
+  cmd->add_option("--tokens", o.tokens, "T, query tokens per request")->check(extent);
+  cmd->add_option("--heads", o.heads, "Hq, query heads of the model")->check(extent);
+  cmd->add_option("--kv-heads", o.kv_heads, "Hkv, KV heads (divides Hq)")->check(extent);
+  cmd->add_option("--head-dim", o.head_dim, "Dk")->check(extent);
+  cmd->add_option("--v-dim", o.v_dim, "Dv")->check(extent);
+  add_latent_flag(cmd, o.latent);
   cmd->add_option("--dtype", o.dtype, "Storage of q and KV: f32, f16 or bf16 (default bf16)");
   cmd->add_option("--out-dtype", o.out_dtype, "Storage of the output: f32, f16 or bf16");
-  cmd->add_option("--window", o.window, "Sliding window W (0: none)");
-  cmd->add_option("--softcap", o.softcap, "Logit softcap c (0: none)");
+  cmd->add_option("--window", o.window, "Sliding window W (0: none)")->check(int_in(0, kMaxSeq));
+  cmd->add_option("--softcap", o.softcap, "Logit softcap c (0: none)")
+      ->check(real_in(0.0, std::numeric_limits<double>::max()));
   cmd->add_flag("--sink", o.sink, "Per-head sink logits");
-  cmd->add_option("--topk", o.topk, "Top-k sparse attention with K selected positions (0: dense)");
+  cmd->add_option("--topk", o.topk,
+                  "Top-k sparse attention with K selected positions (0: dense; at most the keys a "
+                  "query sees)")
+      ->check(int_in(0, kMaxSeq));
   cmd->add_option("--lse-base", o.lse_base, "The kernel's LSE base: e or 2");
   cmd->add_option("--order", o.order, "Combine reduction order: seq, pair or rand");
-  cmd->add_option("--splits", o.splits, "Split-KV pieces inside a rank");
-  cmd->add_option("--tile", o.tile, "Online-softmax tile, keys");
+  cmd->add_option("--splits", o.splits,
+                  "Split-KV pieces inside a rank (at most the keys of the busiest rank)")
+      ->check(int_in(1, kMaxSeq));
+  cmd->add_option("--tile", o.tile, "Online-softmax tile, keys")->check(int_in(1, kMaxSeq));
 }
 
 Command add_run_command(CLI::App& app) {
@@ -559,27 +654,29 @@ Command add_run_command(CLI::App& app) {
       "backend; single-gpu (N virtual ranks on one GPU, the cuda default) or nccl (one GPU per "
       "rank; one process per GPU under mpirun) for cuda");
   add_case_flags(run, *o);
-  run->add_option("--cases", o->cases, "Configured cases to run (seeds seed, seed+1, ...)");
+  run->add_option("--cases", o->cases, "Configured cases to run (seeds seed, seed+1, ...)")
+      ->check(int_in(1, kMaxCases));
   run->add_option("--seed", o->seed, "Seed of the case values and chunk writes")
-      ->check(kSeedValidator)
+      ->check(seed_value())
       ->capture_default_str();
+  add_timeout_flag(run, o->timeout_s);
   run->add_option("--json", o->json_path, "Also write the report as JSON (docs/cli.md)");
   run->add_flag("--quiet", o->quiet, "Print failing rows and the summary only");
-  return {run, [o, comm] {
+  return {run, [o, comm](const Limits& lim) {
             if (comm->count() == 0) o->comm = o->backend == "cuda" ? "single-gpu" : "threads";
             // A pair this binary cannot run is refused before MPI starts (run_dcp checks again).
             if (!one_rank_per_process(*o) || unavailable(o->backend, o->comm))
-              return run_dcp(*o, std::cout, std::cerr);
+              return run_dcp(*o, lim, std::cout, std::cerr);
 #ifdef DCP_HAVE_MPI
             if (const auto st = gpu::mpi_init(nullptr, nullptr); !st) {
               std::cerr << "dcp-verify run: " << st.message() << "\n";
               return kExitBadInput;
             }
-            const int code = run_dcp(*o, std::cout, std::cerr);
-            gpu::mpi_finalize();
+            const int code = run_dcp(*o, lim, std::cout, std::cerr);
+            gpu::mpi_finalize(code);
             return code;
 #else
-            return run_dcp(*o, std::cout, std::cerr);
+            return run_dcp(*o, lim, std::cout, std::cerr);
 #endif
           }};
 }

@@ -7,7 +7,7 @@
 // rank's partial, each within its derived bound.
 //
 //   RunOptions opt;  opt.dcp_size = 4;  opt.comm_backend = "a2a";
-//   int code = run_dcp(opt, std::cout, std::cerr);   // 0 all pass, 1 a violation, 2 bad input
+//   int code = run_dcp(opt, machine_limits(), std::cout, std::cerr);   // 0, 1 or 2 (command.hpp)
 #pragma once
 
 #include <cstdint>
@@ -18,7 +18,9 @@
 
 #include "oracle/status.hpp"
 #include "properties/dcp_setup.hpp"
+#include "tools/budget.hpp"
 #include "tools/command.hpp"
+#include "tools/flags.hpp"
 
 namespace dcp::tools {
 
@@ -29,7 +31,8 @@ struct CaseOptions {
       head_dim, v_dim, window, topk, splits, tile;
   std::optional<double> softcap;
   std::optional<std::string> comm_backend, lse_base, dtype, out_dtype, order;
-  bool sink = false, replicate_q = false, latent = false;
+  bool sink = false, replicate_q = false;
+  std::optional<bool> latent;  // --latent / --latent=false; unset: the preset's (or false)
   // True when any of these flags was given.
   bool any() const;
 };
@@ -39,8 +42,9 @@ struct RunOptions : CaseOptions {
   std::string comm = "threads";
   int64_t cases = 1;
   uint64_t seed = 1;
+  int64_t timeout_s = kDefaultTimeoutSeconds;
   bool quiet = false;
-  std::string json_path;
+  std::optional<std::string> json_path;
   // True when the case was configured by flags (otherwise: the default sweep).
   bool configured() const { return any() || cases != 1; }
 };
@@ -56,8 +60,15 @@ struct RunCase {
 void add_case_flags(CLI::App* cmd, CaseOptions& o);
 
 // The case the flags describe, with case values and chunk writes from `seed`; world > 0 is the
-// number of MPI processes (the TP size when not given). Every bad flag is a one-line error.
+// number of MPI processes (the TP size when not given). Every bad flag, and every combination the
+// path cannot run (top-k beyond the keys a query sees, more splits than a rank has keys), is a
+// one-line error naming the flags.
 oracle::Expected<RunCase> configured_case(const CaseOptions& o, uint64_t seed, int64_t world);
+
+// Why the batch's requests (run one after another) do not fit the limits, naming the flags, or
+// nothing when they fit. `flags` is how the case was given (case_flags), for the message.
+std::optional<std::string> over_budget(const RunCase& rc, const Limits& lim,
+                                       const std::string& flags);
 
 // The batch's requests: request b has context S - floor(b S / (2 B)) (a ragged batch between
 // S/2 and S) and its own values and chunk writes.
@@ -70,7 +81,7 @@ std::string case_flags(const CaseOptions& o);
 // mpirun) rather than as threads of this process.
 bool one_rank_per_process(const RunOptions& o);
 
-int run_dcp(const RunOptions& opt, std::ostream& out, std::ostream& err);
+int run_dcp(const RunOptions& opt, const Limits& lim, std::ostream& out, std::ostream& err);
 
 // Registers `dcp-verify run` and its flags.
 Command add_run_command(CLI::App& app);

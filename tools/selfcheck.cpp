@@ -12,6 +12,7 @@
 #include "oracle/compare.hpp"
 #include "properties/case_gen.hpp"
 #include "properties/fp32_model.hpp"
+#include "tools/flags.hpp"
 
 namespace dcp::tools {
 namespace {
@@ -164,9 +165,9 @@ Command add_selfcheck_command(CLI::App& app) {
   auto o = std::make_shared<SelfcheckOptions>();
   CLI::App* cmd = app.add_subcommand(
       "selfcheck", "Check the oracle: fast vs certify tier, shard merge, fp32 model vs bound");
-  cmd->add_option("--seed", o->seed, "Seed for the cases and shard layouts")->check(kSeedValidator);
+  cmd->add_option("--seed", o->seed, "Seed for the cases and shard layouts")->check(seed_value());
   cmd->add_flag("--quiet", o->quiet, "Print failing rows and the summary only");
-  return {cmd, [o] { return run_selfcheck(*o, std::cout); }};
+  return {cmd, [o](const Limits&) { return run_selfcheck(*o, std::cout); }};
 }
 
 }  // namespace dcp::tools

@@ -1,5 +1,6 @@
 #include "tools/session.hpp"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -10,6 +11,9 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <span>
+
+#include "oracle/file_write.hpp"
 
 namespace dcp::tools {
 namespace {
@@ -56,35 +60,58 @@ void Progress::clear() {
   drawn_ = false;
 }
 
-std::optional<std::string> json_path_error(const std::string& path) {
-  if (path.empty()) return std::nullopt;
-  // Without creating anything: an existing file must be writable, a new one's folder must be.
+std::optional<std::string> output_error(const FileFlag& out,
+                                        std::initializer_list<FileFlag> inputs) {
+  const std::string& path = out.path;
+  const std::string flag(out.flag);
+  if (path.empty()) return flag + ": expected a file name, got ''";
   std::error_code ec;
   const std::filesystem::path p(path);
   const bool exists = std::filesystem::exists(p, ec);
+  if (exists && std::filesystem::is_directory(p, ec)) return flag + ": '" + path + "' is a folder";
+  // Without creating anything: an existing file must be writable, a new one's folder must be.
   const std::filesystem::path dir = p.has_parent_path() ? p.parent_path() : ".";
   if (exists ? ::access(path.c_str(), W_OK) != 0 : ::access(dir.c_str(), W_OK | X_OK) != 0)
-    return "--json: cannot write '" + path + "': " + std::strerror(errno);
-  if (exists && std::filesystem::is_directory(p, ec))
-    return "--json: '" + path + "' is a directory";
+    return flag + ": cannot write '" + path + "': " + std::strerror(errno);
+  struct stat o {};
+  if (exists && ::stat(path.c_str(), &o) == 0) {
+    for (const FileFlag& in : inputs) {
+      struct stat i {};
+      if (!in.path.empty() && ::stat(in.path.c_str(), &i) == 0 && i.st_dev == o.st_dev &&
+          i.st_ino == o.st_ino)
+        return flag + ": '" + path + "' is the " + std::string(in.flag) + " file '" + in.path +
+               "'; writing it would destroy an input";
+    }
+  }
   return std::nullopt;
 }
 
+std::optional<std::string> output_error(std::string_view flag,
+                                        const std::optional<std::string>& path,
+                                        std::initializer_list<FileFlag> inputs) {
+  if (!path) return std::nullopt;
+  return output_error(FileFlag{flag, *path}, inputs);
+}
+
+std::string installed_data_file(const std::string& name) {
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  const std::filesystem::path base = ec ? std::filesystem::path(".") : exe.parent_path() / "..";
+  return (base / "share" / "dcp-verify" / name).lexically_normal().string();
+}
+
+double file_bytes(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) ? static_cast<double>(st.st_size)
+                                                               : 0.0;
+}
+
 bool write_json(std::string_view command, const std::string& path, const nlohmann::json& report) {
-  std::FILE* f = std::fopen(path.c_str(), "w");
-  if (f == nullptr) {
-    std::cerr << "dcp-verify " << command << ": --json: cannot write '" << path
-              << "': " << std::strerror(errno) << "\n";
-    return false;
-  }
   const std::string text = report.dump(2) + "\n";
-  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  if (std::fclose(f) != 0 || !ok) {
-    std::cerr << "dcp-verify " << command << ": --json: writing '" << path
-              << "' failed: " << std::strerror(errno) << "\n";
-    return false;
-  }
-  return true;
+  const oracle::Status st = oracle::write_whole_file(
+      path, std::span(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
+  if (!st) std::cerr << "dcp-verify " << command << ": --json: " << st.message() << "\n";
+  return st.ok();
 }
 
 std::string exact_text(double x) {
@@ -93,6 +120,10 @@ std::string exact_text(double x) {
   return std::string(buf, r.ptr);
 }
 
-nlohmann::json json_number(double x) { return std::isfinite(x) ? nlohmann::json(x) : nullptr; }
+nlohmann::json json_number(double x) {
+  if (std::isfinite(x)) return x;
+  if (std::isnan(x)) return "nan";
+  return x > 0 ? "inf" : "-inf";
+}
 
 }  // namespace dcp::tools

@@ -1,5 +1,5 @@
 // session.hpp — what every long dcp-verify command shares: Ctrl-C, the progress line, and the
-// JSON report file.
+// files it writes (never one of its inputs, never half written).
 //
 // Ctrl-C: the first SIGINT only sets a flag; loops poll interrupted() between rows, print the
 // summary of what finished, and exit kExitInterrupted. A second SIGINT terminates at once.
@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <initializer_list>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -51,19 +52,41 @@ class Progress {
   std::chrono::steady_clock::time_point start_;
 };
 
-// A one-line error when a --json path cannot be written, checked before a command runs so that a
-// bad path never costs the run (nullopt for an empty path, meaning no report).
-std::optional<std::string> json_path_error(const std::string& path);
+// A file named on the command line: the flag that named it and its path.
+struct FileFlag {
+  std::string_view flag;  // "--json", "--case", ...
+  std::string path;
+};
 
-// Writes a report to path; on failure prints "dcp-verify COMMAND: --json: ..." (one line) on
-// stderr and returns false.
+// Why `out` cannot be written, checked before a command runs so that a bad path never costs the
+// run (nothing is created): an empty name, a folder, a folder that is missing or not writable, an
+// existing file that is not writable, or the same file (device and inode) as one of the
+// command's inputs. One line, naming the flag.
+std::optional<std::string> output_error(const FileFlag& out,
+                                        std::initializer_list<FileFlag> inputs);
+
+// The same for an optional output flag (--json): nothing to check when it was not given.
+std::optional<std::string> output_error(std::string_view flag,
+                                        const std::optional<std::string>& path,
+                                        std::initializer_list<FileFlag> inputs);
+
+// A data file installed with dcp-verify: <the executable's folder>/../share/dcp-verify/NAME (the
+// build tree has the same layout as an installation).
+std::string installed_data_file(const std::string& name);
+
+// The size of a file to be read (0 when it cannot be read: the reader then says why).
+double file_bytes(const std::string& path);
+
+// Writes a report whole or not at all (oracle/file_write.hpp); on failure prints
+// "dcp-verify COMMAND: --json: ..." (one line) on stderr and returns false.
 bool write_json(std::string_view command, const std::string& path, const nlohmann::json& report);
 
 // A double as typed on a command line, exactly (shortest text that reads back as the same value),
 // for reproduce lines.
 std::string exact_text(double x);
 
-// A double for a JSON report: non-finite values become null (JSON has no inf or NaN).
+// A double for a JSON report. JSON has no inf or NaN: they are written as the strings "inf",
+// "-inf" and "nan", so that an infinite err/bound stays distinct from null (not applicable).
 nlohmann::json json_number(double x);
 
 }  // namespace dcp::tools

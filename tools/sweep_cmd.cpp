@@ -10,7 +10,9 @@
 
 #include "gpu/run_threads.hpp"
 #include "properties/dcp_bridge.hpp"
+#include "properties/footprint.hpp"
 #include "tools/backends.hpp"
+#include "tools/flags.hpp"
 #include "tools/run_cmd.hpp"
 #include "tools/session.hpp"
 
@@ -26,15 +28,17 @@ constexpr double kBytesPerGB = 1e9, kBytesPerMB = 1e6, kSecondsPerUs = 1e-6;
 // Repeated multiplication by a factor such as 1.1 rounds at every step and may land a hair above
 // an -e it should reach exactly: a relative slack far below one token keeps -e in the sweep.
 constexpr double kSizeSlack = 1e-12;
-constexpr int64_t kMaxSeq = int64_t{1} << 24;  // beyond this the oracle check alone takes minutes
+constexpr int64_t kMaxSweepSeq = int64_t{1} << 24;  // beyond this the oracle check takes minutes
+constexpr double kMaxFactor = 1024.0;  // -f: at least two sizes between 1 and 2^24 stay possible
+constexpr size_t kMaxSizes = 1000;     // rows of one sweep (-b, -e and -f together)
 
 struct SweepOptions : CaseOptions {
   std::string backend = "host";
-  int64_t min_seq = 1024, max_seq = 16384, iters = 5, warmup = 1;
+  int64_t min_seq = 1024, max_seq = 16384, iters = 5, warmup = 1, check = 1;
   double factor = 2.0;
-  int check = 1;
   uint64_t seed = 1;
-  std::string json_path;
+  int64_t timeout_s = kDefaultTimeoutSeconds;
+  std::optional<std::string> json_path;
 };
 
 struct Row {
@@ -49,14 +53,16 @@ struct Timed {
   gpu::GroupRun last;      // the last run's output
 };
 
-// `iters` timed runs after `warmup` untimed ones.
-gpu::Result<Timed> time_step(const props::DcpBackend& backend, const gpu::DcpInputs& in,
-                             const gpu::DcpConfig& cfg, int64_t iters, int64_t warmup) {
+// `iters` timed runs after `warmup` untimed ones; Ctrl-C stops between runs (nullopt).
+gpu::Result<std::optional<Timed>> time_step(const props::DcpBackend& backend,
+                                            const gpu::DcpInputs& in, const gpu::DcpConfig& cfg,
+                                            int64_t iters, int64_t warmup) {
   Timed out;
   std::vector<double> us;
   for (int64_t i = 0; i < warmup + iters; ++i) {
+    if (interrupted()) return std::optional<Timed>();
     const auto t0 = std::chrono::steady_clock::now();
-    gpu::Result<gpu::GroupRun> run = backend ? backend(in, cfg) : gpu::run_dcp_threads(in, cfg);
+    gpu::Result<gpu::GroupRun> run = backend(in, cfg);
     const double t =
         std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
     if (!run) return run.status();
@@ -65,7 +71,7 @@ gpu::Result<Timed> time_step(const props::DcpBackend& backend, const gpu::DcpInp
   }
   std::sort(us.begin(), us.end());
   out.median_us = us[us.size() / 2];
-  return out;
+  return std::optional<Timed>(std::move(out));
 }
 
 // KV bytes every rank of the TP group reads in one step: the rows it owns that some query token
@@ -97,49 +103,64 @@ std::string sizes_text(const SweepOptions& o) {
   return os.str();
 }
 
-int run_sweep(const SweepOptions& o) {
-  if (const auto bad_json = json_path_error(o.json_path)) {
-    std::cerr << "dcp-verify sweep: " << *bad_json << "\n";
-    return kExitBadInput;
-  }
-  const std::string comm = o.backend == "cuda" ? "single-gpu" : "threads";
-  if (const auto why = unavailable(o.backend, comm)) {
-    std::cerr << "dcp-verify sweep: " << *why << "\n";
-    return kExitBadInput;
-  }
-  if (const auto why = no_device(o.backend)) {
-    std::cerr << "dcp-verify sweep: --backend " << o.backend << ": " << *why << "\n";
-    return kExitBadInput;
-  }
-  const props::DcpBackend backend = select_backend(o.backend, comm);
+// One size's setup: the case the flags describe at context length `seq`.
+oracle::Expected<RunCase> sized_case(CaseOptions shape, int64_t seq, const SweepOptions& o) {
+  shape.seq = seq;
+  auto rc = configured_case(shape, o.seed, 0);
+  if (rc) rc->setup.cfg.deadline = std::chrono::seconds(o.timeout_s);
+  return rc;
+}
+
+int run_sweep(const SweepOptions& o, const Limits& lim) {
   auto bad = [](const std::string& what) {
     std::cerr << "dcp-verify sweep: " << what << "\n";
     return kExitBadInput;
   };
+  if (const auto why = output_error("--json", o.json_path, {})) return bad(*why);
+  const std::string comm = o.backend == "cuda" ? "single-gpu" : "threads";
+  const auto backend = open_backend(o.backend, comm, std::chrono::seconds(o.timeout_s));
+  if (!backend) return bad(backend.status().message());
   if (o.seq) return bad("--seq: the sweep sets S itself; use -b/--min-seq and -e/--max-seq");
   if (o.batch)
     return bad("--batch: the sweep times one request per step; run --batch checks batches");
-  if (o.min_seq < 1 || o.min_seq > kMaxSeq)
-    return bad("-b/--min-seq: got " + std::to_string(o.min_seq) + "; expected 1 .. 2^24");
-  if (o.max_seq < o.min_seq || o.max_seq > kMaxSeq)
+  if (o.max_seq < o.min_seq)
     return bad("-e/--max-seq: got " + std::to_string(o.max_seq) + "; expected -b .. 2^24");
-  if (!(o.factor > 1.0) || o.factor > 1024.0)
-    return bad("-f/--factor: got " + std::to_string(o.factor) + "; expected 1 < f <= 1024");
-  if (o.iters < 1) return bad("-n/--iters: got " + std::to_string(o.iters) + "; expected >= 1");
-  if (o.warmup < 0) return bad("-w/--warmup: got " + std::to_string(o.warmup) + "; expected >= 0");
-  if (o.check != 0 && o.check != 1)
-    return bad("-c/--check: got " + std::to_string(o.check) + "; expected 0 or 1");
   CaseOptions shape = o;
   if (!shape.dcp_size && !shape.preset) shape.dcp_size = 4;
-  shape.seq = o.min_seq;
-  auto first = configured_case(shape, o.seed, 0);
+  auto first = sized_case(shape, o.min_seq, o);
   if (!first) return bad(first.status().message());
+  // The largest size decides the memory, and every size x (warmup + iters) x (N, 1) the work.
+  auto last = sized_case(shape, o.max_seq, o);
+  if (!last) return bad(last.status().message());
 
   std::vector<int64_t> seqs;
   for (double s = static_cast<double>(o.min_seq);
-       s <= static_cast<double>(o.max_seq) * (1 + kSizeSlack); s *= o.factor) {
+       s <= static_cast<double>(o.max_seq) * (1 + kSizeSlack) && seqs.size() <= kMaxSizes;
+       s *= o.factor) {
     const auto v = static_cast<int64_t>(s + 0.5);
     if (seqs.empty() || v != seqs.back()) seqs.push_back(v);
+  }
+  if (seqs.size() > kMaxSizes)
+    return bad("-b " + std::to_string(o.min_seq) + " -e " + std::to_string(o.max_seq) + " -f " +
+               exact_text(o.factor) + ": more than " + std::to_string(kMaxSizes) +
+               " sizes; expected at most " + std::to_string(kMaxSizes) + " (a larger -f)");
+  {
+    props::Footprint f = props::dcp_check_footprint(last->setup);
+    props::DcpSetup one = last->setup;  // the N = 1 baseline holds the whole cache on one rank
+    one.cfg.tp_size = 1;
+    one.cfg.layout = {1, 1};
+    const props::Footprint f1 = props::dcp_check_footprint(one);
+    if (f1.bytes > f.bytes) f = f1;
+    f.work = 0;
+    const double runs = static_cast<double>(o.warmup + o.iters) + (o.check ? 1.0 : 0.0);
+    for (const int64_t seq : seqs) {
+      props::DcpSetup s = last->setup;
+      s.spec.seq = seq;
+      s.chunks = {seq};
+      f.work += 2.0 * runs * props::dcp_check_footprint(s).work;
+    }
+    if (const auto why = over_limits(f, lim))
+      return bad("-e " + std::to_string(o.max_seq) + case_flags(o) + ": " + *why);
   }
   const props::DcpSetup& s0 = first->setup;
   std::cout << "# dcp-verify sweep  backend=" << o.backend << "  " << sizes_text(o) << "\n"
@@ -158,27 +179,27 @@ int run_sweep(const SweepOptions& o) {
   for (const int64_t seq : seqs) {
     if (interrupted()) break;
     progress.update(static_cast<int64_t>(rows.size()));
-    shape.seq = seq;
-    auto rc = configured_case(shape, o.seed, 0);
+    auto rc = sized_case(shape, seq, o);
     if (!rc) return bad(rc.status().message());
     const props::DcpSetup& s = rc->setup;
     const oracle::Case c = props::make_case(s.spec);
     const gpu::DcpInputs in = props::to_dcp_inputs(c, s.chunks);
     Row row;
     row.seq = seq;
-    const auto timed = time_step(backend, in, s.cfg, o.iters, o.warmup);
+    const auto timed = time_step(*backend, in, s.cfg, o.iters, o.warmup);
     if (!timed) return bad(timed.status().message());
     gpu::DcpConfig one = s.cfg;
     one.tp_size = 1;
     one.layout = {1, 1};
-    const auto timed_one = time_step(backend, in, one, o.iters, o.warmup);
+    const auto timed_one = time_step(*backend, in, one, o.iters, o.warmup);
     if (!timed_one) return bad(timed_one.status().message());
-    row.us = timed->median_us;
-    row.us_one = timed_one->median_us;
+    if (!*timed || !*timed_one) break;  // Ctrl-C: this size is not reported
+    row.us = (*timed)->median_us;
+    row.us_one = (*timed_one)->median_us;
     row.kv_bytes = kv_bytes_read(s, c);
     row.gbps = row.kv_bytes / (row.us * kSecondsPerUs) / kBytesPerGB;
     if (o.check) {
-      const props::DcpCheck chk = props::judge_dcp(c, s.cfg, timed->last, true);
+      const props::DcpCheck chk = props::judge_dcp(c, s.cfg, (*timed)->last, true);
       row.checked = true;
       row.ratio = chk.max_ratio;
       row.pass = chk.pass;
@@ -215,7 +236,7 @@ int run_sweep(const SweepOptions& o) {
                 : o.check    ? "OK"
                              : "UNCHECKED (-c 0: timed only, nothing judged)")
             << "\n";
-  if (!o.json_path.empty()) {
+  if (o.json_path) {
     json jrows = json::array();
     for (const Row& r : rows)
       jrows.push_back({{"seq", r.seq},
@@ -225,7 +246,8 @@ int run_sweep(const SweepOptions& o) {
                        {"one_rank_time_us", r.us_one},
                        {"speedup", r.us_one / r.us},
                        {"ratio", r.checked ? json_number(r.ratio) : json(nullptr)},
-                       {"pass", r.pass},
+                       {"verdict", r.checked ? (r.pass ? "OK" : "FAILED") : "unchecked"},
+                       {"pass", r.checked ? json(r.pass) : json(nullptr)},
                        {"report", r.report}});
     const json report = {{"schema", "dcp-verify/sweep/1"},
                          {"backend", o.backend},
@@ -241,7 +263,7 @@ int run_sweep(const SweepOptions& o) {
                          {"interrupted", stopped},
                          {"pass", o.check ? json(failed == 0 && !stopped) : json(nullptr)},
                          {"seconds", secs}};
-    if (!write_json("sweep", o.json_path, report)) return kExitBadInput;
+    if (!write_json("sweep", *o.json_path, report)) return kExitBadInput;
   }
   if (stopped) return kExitInterrupted;
   return failed == 0 ? kExitOk : kExitFail;
@@ -258,21 +280,31 @@ Command add_sweep_command(CLI::App& app) {
   cmd->add_option("--backend", o->backend,
                   "Backend: " + backends_help() + " (cuda: N virtual ranks on GPU 0)")
       ->capture_default_str();
-  cmd->add_option("-b,--min-seq", o->min_seq, "Smallest context length S")->capture_default_str();
-  cmd->add_option("-e,--max-seq", o->max_seq, "Largest context length S")->capture_default_str();
+  cmd->add_option("-b,--min-seq", o->min_seq, "Smallest context length S")
+      ->check(int_in(1, kMaxSweepSeq))
+      ->capture_default_str();
+  cmd->add_option("-e,--max-seq", o->max_seq, "Largest context length S (at least -b)")
+      ->check(int_in(1, kMaxSweepSeq))
+      ->capture_default_str();
   cmd->add_option("-f,--factor", o->factor, "Multiply S by this between rows")
+      ->check(real_in(1.0, kMaxFactor, true))
       ->capture_default_str();
   cmd->add_option("-n,--iters", o->iters, "Timed runs per size (the median is shown)")
+      ->check(int_in(1, kMaxIters))
       ->capture_default_str();
-  cmd->add_option("-w,--warmup", o->warmup, "Untimed runs before them")->capture_default_str();
+  cmd->add_option("-w,--warmup", o->warmup, "Untimed runs before them")
+      ->check(int_in(0, kMaxIters))
+      ->capture_default_str();
   cmd->add_option("-c,--check", o->check, "1: judge every size against the oracle; 0: time only")
+      ->check(int_in(0, 1))
       ->capture_default_str();
   add_case_flags(cmd, *o);
   cmd->add_option("--seed", o->seed, "Seed of the case values and chunk writes")
-      ->check(kSeedValidator)
+      ->check(seed_value())
       ->capture_default_str();
+  add_timeout_flag(cmd, o->timeout_s);
   cmd->add_option("--json", o->json_path, "Also write the report as JSON (docs/cli.md)");
-  return {cmd, [o] { return run_sweep(*o); }};
+  return {cmd, [o](const Limits& lim) { return run_sweep(*o, lim); }};
 }
 
 }  // namespace dcp::tools

@@ -2,8 +2,10 @@
 
 #include <mpi.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <span>
 
 #include "gpu/cuda/comm_nccl.hpp"
 #include "gpu/cuda/cuda_status.hpp"
@@ -17,8 +19,11 @@ GpuStatus mpi_ok(int rc, const char* call) {
   return DCP_GPU_ERROR(call, " failed with MPI error ", rc);
 }
 
-// This process's rank among the processes of its node (its GPU index).
+// This process's rank among the processes of its node (its GPU index): what the launcher says
+// (OpenMPI, MPICH, Slurm), else from MPI_Comm_split_type.
 Result<int> node_local_rank() {
+  for (const char* v : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"})
+    if (const char* text = std::getenv(v)) return std::atoi(text);
   MPI_Comm node;
   DCP_GPU_TRY(
       mpi_ok(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),
@@ -29,57 +34,64 @@ Result<int> node_local_rank() {
   return local;
 }
 
-// Rank 0 of the group creates the id and sends it to the others (with whether it succeeded, so
-// a failure there is an error everywhere, not a hang).
-Result<ncclUniqueId> shared_unique_id(MPI_Comm group, int64_t dcp_rank) {
-  ncclUniqueId id;
-  std::memset(&id, 0, sizeof id);
-  int ok = 1;
-  std::string why;
+// The longest reason for a failed id the group's rank 0 sends along.
+constexpr size_t kMaxWhy = 512;
+
+// Rank 0 of the group (world ranks first .. first + n - 1) creates the id and sends it to the
+// others, with whether it succeeded, so a failure there is an error everywhere, not a hang.
+Result<ncclUniqueId> shared_unique_id(int64_t first, int64_t n, int64_t dcp_rank,
+                                      std::chrono::milliseconds deadline) {
+  struct Message {
+    uint8_t ok = 1;
+    ncclUniqueId id;
+    char why[kMaxWhy + 1] = {};
+  } m;
+  std::memset(&m.id, 0, sizeof m.id);
   if (dcp_rank == 0) {
     Result<ncclUniqueId> made = NcclGroup::unique_id();
-    if (made)
-      id = *made;
-    else {
-      ok = 0;
-      why = made.status().message();
+    if (made) {
+      m.id = *made;
+    } else {
+      m.ok = 0;
+      std::strncpy(m.why, made.status().message().c_str(), kMaxWhy);
     }
   }
-  DCP_GPU_TRY(mpi_ok(MPI_Bcast(&ok, 1, MPI_INT, 0, group), "MPI_Bcast"));
-  if (!ok)
-    return DCP_GPU_ERROR("nccl: the group's rank 0 could not create an id",
-                         why.empty() ? "" : ": " + why);
-  DCP_GPU_TRY(mpi_ok(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, group), "MPI_Bcast"));
-  return id;
+  DCP_GPU_TRY(mpi_broadcast_bytes(first, n, 0, std::span(reinterpret_cast<uint8_t*>(&m), sizeof m),
+                                  deadline));
+  m.why[kMaxWhy] = '\0';
+  if (!m.ok) return DCP_GPU_ERROR("nccl: the group's rank 0 could not create an id: ", m.why);
+  return m.id;
 }
 
 }  // namespace
 
 Result<MpiRun> run_dcp_nccl_mpi(const DcpInputs& in, const DcpConfig& cfg) {
-  DCP_GPU_TRY(validate_inputs(in, cfg));
-  const DcpGeometry geo = *DcpGeometry::create(cfg, in.dims);
   const int64_t world = mpi_world_size(), me = mpi_world_rank();
   if (world != cfg.tp_size)
     return DCP_GPU_ERROR("--comm nccl under mpirun: ", world, " processes but --tp-size is ",
                          cfg.tp_size, " (run with mpirun -np ", cfg.tp_size, ")");
+  DCP_GPU_TRY(validate_inputs(in, cfg));
+  const DcpGeometry geo = *DcpGeometry::create(cfg, in.dims);
+  auto fail = [](const GpuStatus& st) {
+    mpi_notify_failure(st.message());
+    return st;
+  };
   Result<int> local = node_local_rank();
-  if (!local) return local.status();
+  if (!local) return fail(local.status());
   if (const auto why = no_device_reason(*local + 1))
-    return DCP_GPU_ERROR("--comm nccl: process ", me, " (node-local rank ", *local,
-                         ") has no GPU of its own: ", *why);
-  MPI_Comm group;
-  DCP_GPU_TRY(mpi_ok(MPI_Comm_split(MPI_COMM_WORLD, static_cast<int>(geo.group(me)),
-                                    static_cast<int>(geo.dcp_rank(me)), &group),
-                     "MPI_Comm_split"));
-  Result<ncclUniqueId> id = shared_unique_id(group, geo.dcp_rank(me));
-  MPI_Comm_free(&group);
-  if (!id) return id.status();
+    return fail(DCP_GPU_ERROR("--comm nccl: process ", me, " (node-local rank ", *local,
+                              ") has no GPU of its own: ", *why));
+  Result<ncclUniqueId> id =
+      shared_unique_id(geo.group(me) * geo.n, geo.n, geo.dcp_rank(me), cfg.deadline);
+  if (!id) return fail(id.status());
   Result<std::unique_ptr<NcclGroup>> g =
-      NcclGroup::create_rank(*id, geo.n, geo.dcp_rank(me), *local);
-  if (!g) return g.status();
+      NcclGroup::create_rank(*id, geo.n, geo.dcp_rank(me), *local, cfg.deadline);
+  if (!g) return fail(g.status());
   Result<RankStepOutput> r = cuda_run_tp_rank((*g)->comm(geo.dcp_rank(me)), in, cfg, me);
-  if (!r) return r.status();
-  return gather_on_root(in, cfg, *r);
+  if (!r) return fail(r.status());
+  Result<MpiRun> run = gather_on_root(in, cfg, *r);
+  if (!run) return fail(run.status());
+  return run;
 }
 
 }  // namespace dcp::gpu

@@ -41,7 +41,8 @@ Result<GroupRun> run_dcp_cuda(const DcpInputs& in, const DcpConfig& cfg, DeviceT
       return DCP_GPU_ERROR("--comm single-gpu: ", *why);
     std::vector<std::unique_ptr<SingleGpuGroup>> groups;
     for (int64_t g = 0; g < groups_n; ++g) {
-      Result<std::unique_ptr<SingleGpuGroup>> grp = SingleGpuGroup::create(geo.n, device);
+      Result<std::unique_ptr<SingleGpuGroup>> grp =
+          SingleGpuGroup::create(geo.n, device, cfg.deadline);
       if (!grp) return grp.status();
       groups.push_back(std::move(*grp));
     }
@@ -54,7 +55,7 @@ Result<GroupRun> run_dcp_cuda(const DcpInputs& in, const DcpConfig& cfg, DeviceT
   for (int64_t g = 0; g < groups_n; ++g) {
     std::vector<int> devices;
     for (int64_t r = 0; r < geo.n; ++r) devices.push_back(static_cast<int>(g * geo.n + r));
-    Result<std::unique_ptr<NcclGroup>> grp = NcclGroup::create_all(devices);
+    Result<std::unique_ptr<NcclGroup>> grp = NcclGroup::create_all(devices, cfg.deadline);
     if (!grp) return grp.status();
     groups.push_back(std::move(*grp));
   }

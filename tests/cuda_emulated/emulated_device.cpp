@@ -134,7 +134,7 @@ Result<GroupRun> run_dcp_emulated(const DcpInputs& in, const DcpConfig& cfg, int
   DCP_GPU_TRY(validate_inputs(in, cfg));
   const DcpGeometry geo = *DcpGeometry::create(cfg, in.dims);
   GroupRun run = empty_group_run(geo, in.dims);
-  DCP_GPU_TRY(for_each_tp_rank_threads(geo, [&](int64_t tp_rank, Communicator& comm) {
+  DCP_GPU_TRY(for_each_tp_rank_threads(geo, cfg.deadline, [&](int64_t tp_rank, Communicator& comm) {
     BlockEmulator blocks(block_threads, order);
     EmulatedDevice dev(comm, blocks);
     Result<RankStepOutput> r = device_step(dev, in, cfg, tp_rank);

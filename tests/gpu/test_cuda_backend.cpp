@@ -18,6 +18,7 @@
 #include "properties/case_gen.hpp"
 #include "properties/dcp_bridge.hpp"
 #include "properties/dcp_setup.hpp"
+#include "properties/pinned.hpp"
 #include "properties/suite.hpp"
 #include "tests/support/collective_cases.hpp"
 

@@ -1,0 +1,22 @@
+// file_write.hpp — writes a whole file or nothing.
+//
+// The bytes go to a new temporary file in the target's own folder, are flushed to disk, and the
+// temporary is renamed over the target. rename() within one file system is atomic: a reader, or
+// a run interrupted at any point, sees the old file or the complete new one, never half of one;
+// on failure the temporary is removed and the target is untouched. A target that is a symbolic
+// link is replaced by the new file (the file the link pointed to is left as it was).
+//
+//   DCP_TRY(write_whole_file("ref.safetensors", serialize_safetensors(file)));
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "oracle/status.hpp"
+
+namespace dcp::oracle {
+
+Status write_whole_file(const std::string& path, std::span<const uint8_t> bytes);
+
+}  // namespace dcp::oracle

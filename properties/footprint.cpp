@@ -1,0 +1,144 @@
+#include "properties/footprint.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <thread>
+#include <vector>
+
+namespace dcp::props {
+namespace {
+
+// Bytes of the element types the code holds: the oracle keeps values and positions as 8-byte
+// doubles and int64s, a double-double as 16 bytes; the production path keeps fp32 values.
+constexpr double kF64 = 8.0, kDd = 16.0, kF32 = 4.0, kI64 = 8.0;
+// A std::vector filled by push_back holds up to twice its size.
+constexpr double kGrowth = 2.0;
+// What the process holds before any case exists (code, libraries, thread stacks touched) and a
+// margin for the allocator's own fragmentation across threads: both measured on this project's
+// runs (tests/unit/test_footprint.cpp), rounded up.
+constexpr double kBaseBytes = 64.0 * (1 << 20);
+constexpr double kAllocatorSlack = 1.25;
+// Per oracle row (t, h): a merge state of Dv double-doubles plus its max and sum, and the vector's
+// own bookkeeping.
+constexpr double kRowStateBytes = 64.0;
+// The oracle's per-row work vectors over a row's visible keys: the attention pass keeps one of
+// double-doubles; the bound keeps five of doubles (logits before and after softcap, |q|.|k|,
+// weights and their error factors).
+constexpr double kBoundVectors = 5.0;
+// Step buffers a rank holds at once, in units of its partial [T, Hg, Dv + 1] in fp32: the
+// partial, the packed or scaled copy, the received blocks, the merged slice and the copy kept
+// for inspection.
+constexpr double kStepCopies = 5.0;
+// Attention passes over every visible (query head, key) pair: the oracle's reference and its
+// bound on the full case, the same over the N shards together, and the backend's step.
+constexpr double kAttentionPasses = 5.0;
+
+double d(int64_t x) { return static_cast<double>(x); }
+
+struct Terms {
+  std::vector<std::pair<double, const char*>> list;
+  void add(double bytes, const char* what) { list.emplace_back(bytes, what); }
+  double sum() const {
+    double s = 0;
+    for (const auto& [b, w] : list) s += b;
+    return s;
+  }
+};
+
+// The largest term of the phases that make the peak, for messages.
+const char* largest(std::initializer_list<const Terms*> phases) {
+  double best = -1;
+  const char* what = "";
+  for (const Terms* t : phases)
+    for (const auto& [b, w] : t->list)
+      if (b > best) best = b, what = w;
+  return what;
+}
+
+// The oracle judging one part of a case (a reference and its bound, or a shard's), while the
+// case stays in memory: keys: the longest visible-key list of a query; rows: T * heads.
+Terms judge_terms(double T, double Hq, double Dv, double S, double case_bytes) {
+  const double threads = std::max(1u, std::thread::hardware_concurrency());
+  Terms t;
+  // shard_case copies the whole case and adds its own top-k list [T, keys of the shard].
+  t.add(case_bytes + T * S * kI64, "the oracle's copy of the case for a rank's shard");
+  // Visible-key lists of every query: the shard's owned lists, the reference's, the bound's.
+  t.add(3.0 * kGrowth * T * S * kI64, "the oracle's lists of visible keys (T x S positions)");
+  t.add(T * Hq * (Dv * kDd + kRowStateBytes), "the oracle's merge states (T x Hq x Dv)");
+  // The reference, the bound, the slices compared and the result in doubles: T Hq (Dv + 1) each.
+  t.add(8.0 * T * Hq * (Dv + 1.0) * kF64, "the oracle's outputs and bounds (T x Hq x Dv)");
+  t.add(threads * S * (kDd + kBoundVectors * kF64), "the oracle's per-thread key vectors");
+  return t;
+}
+
+Footprint finish(double bytes, double work, const char* what) {
+  return {kBaseBytes + kAllocatorSlack * bytes, work, what};
+}
+
+}  // namespace
+
+Footprint dcp_check_footprint(const DcpSetup& s) {
+  const CaseSpec& c = s.spec;
+  const double T = d(c.tokens), Hq = d(c.q_heads), Hkv = d(c.kv_heads), Dk = d(c.head_dim),
+               Dv = d(c.v_dim), S = d(c.seq), K = d(c.topk);
+  const double kv_width = Dk + (c.shared_latent ? 0.0 : Dv);  // stored floats per key and head
+  const double elements = T * Hq * Dk + S * Hkv * kv_width + T * K + T + Hq;
+  const double case_bytes = elements * kF64;
+  Terms keep;  // alive from start to end
+  keep.add(case_bytes, "the oracle's copy of q, K and V (doubles)");
+  keep.add(elements * kF32 + d(static_cast<int64_t>(s.chunks.size())) * kI64,
+           "the production path's copy of q, K and V (fp32)");
+
+  // The geometry with plain arithmetic (create() may refuse it, but the figure comes first).
+  const double N = d(std::max<int64_t>(1, s.cfg.layout.ranks));
+  const double I = d(std::max<int64_t>(1, s.cfg.layout.interleave));
+  const double tp = std::max(N, d(s.cfg.tp_size));
+  const double hg = std::max(1.0, N * Hq / tp);  // heads a rank attends with
+  // KV heads a rank stores: its hg heads span at most ceil(hg / (Hq / Hkv)) + 1 of them.
+  const double kvh = std::min(Hkv, std::ceil(hg * Hkv / Hq) + 1.0);
+  const double rows = (std::ceil(S / (I * N)) + 1.0) * I;  // physical rows per rank
+  const double max_chunk =
+      s.chunks.empty() ? S : d(*std::max_element(s.chunks.begin(), s.chunks.end()));
+  const double partial = T * hg * (Dv + 1.0) * kF32;
+  Terms step;  // every TP rank's thread at once
+  step.add(tp * rows * kvh * kv_width * kF32, "the KV caches of every rank (rows x KV heads)");
+  step.add(tp * max_chunk * kvh * kv_width * kF32, "each rank's copy of the largest KV write");
+  step.add(tp * (kStepCopies * partial + T * hg * Dk * kF32 + N * T * hg * kF32),
+           "every rank's queries, partials and collective buffers");
+  step.add(tp * (d(s.cfg.tile) + d(s.cfg.splits) * (Dv + 3.0)) * kF32,
+           "every rank's tile and split-KV scratch (--tile, --splits)");
+  const double group_run = T * Hq * (Dv + 1.0) * kF32 + tp * partial;
+  step.add(group_run, "the assembled output and partials");
+
+  Terms judge = judge_terms(T, Hq, Dv, S, case_bytes);
+  judge.add(group_run + T * Hq * (Dv + 1.0) * kF64, "the assembled output and partials");
+
+  const bool step_peak = step.sum() > judge.sum();
+  const double bytes = keep.sum() + std::max(step.sum(), judge.sum());
+  const double work =
+      kAttentionPasses * T * Hq * S * (Dk + Dv) + T * S * (N + 4.0) + tp * S * kvh * kv_width;
+  return finish(bytes, work, largest({&keep, step_peak ? &step : &judge}));
+}
+
+Footprint judge_footprint(const oracle::Case& c, int64_t parts) {
+  const double T = d(c.tokens()), Hq = d(c.q_heads()), S = d(c.seq()), Dv = d(c.v_dim);
+  const double Dk = d(c.head_dim());
+  const double kv_width = Dk + (c.shared_latent() ? 0.0 : Dv);
+  const double elements =
+      T * Hq * Dk + S * d(c.kv_heads()) * kv_width + d(static_cast<int64_t>(c.topk.data.size()));
+  const Terms judge = judge_terms(T, Hq, Dv, S, elements * kF64);
+  // The reference and its bound on the full case, and as much again over the shards together.
+  const double passes = parts > 1 ? 4.0 : 2.0;
+  const double work = passes * T * Hq * S * (Dk + Dv) + d(parts) * T * S;
+  return finish(judge.sum(), work, largest({&judge}));
+}
+
+Footprint file_footprint(double file_bytes) {
+  // The reader's buffer grows to twice the file; every tensor element takes at least 2 bytes in
+  // the file (F16/BF16) and 8 as a double: the decoded tensors take at most 4x the file, and the
+  // case or result built from them as much again while the tensors still exist.
+  const double bytes = kGrowth * file_bytes + 2.0 * 4.0 * file_bytes;
+  return finish(bytes, file_bytes, "the file's tensors decoded to doubles");
+}
+
+}  // namespace dcp::props

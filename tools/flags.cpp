@@ -1,0 +1,84 @@
+#include "tools/flags.hpp"
+
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <string>
+#include <system_error>
+
+namespace dcp::tools {
+namespace {
+
+// "1 .. 1024", "0 .. 2^64 - 1": the range as a reader of the message wants it.
+std::string range_text(int64_t lo, int64_t hi) {
+  return std::to_string(lo) + " .. " + std::to_string(hi);
+}
+
+// Decimal digits with an optional leading '-' (for signed targets): the only integer syntax the
+// CLI accepts, so "0x10", "1e3", "+4" and " 4" are refused rather than guessed at.
+bool decimal_syntax(const std::string& s, bool allow_minus) {
+  const size_t first = allow_minus && !s.empty() && s[0] == '-' ? 1 : 0;
+  return s.size() > first && s.find_first_not_of("0123456789", first) == std::string::npos;
+}
+
+}  // namespace
+
+CLI::Validator int_in(int64_t lo, int64_t hi) {
+  const std::string expected = "expected an integer in " + range_text(lo, hi);
+  return CLI::Validator(
+      [lo, hi, expected](std::string& s) -> std::string {
+        int64_t v = 0;
+        const auto r = std::from_chars(s.data(), s.data() + s.size(), v);
+        if (!decimal_syntax(s, true) || r.ec != std::errc() || r.ptr != s.data() + s.size() ||
+            v < lo || v > hi)
+          return expected + ", got '" + s + "'";
+        return {};
+      },
+      "INT in " + range_text(lo, hi), kStrictNumber);
+}
+
+CLI::Validator real_in(double lo, double hi, bool lo_open) {
+  const std::string expected = "expected a finite number in " + std::string(lo_open ? "(" : "[") +
+                               CLI::detail::to_string(lo) + ", " + CLI::detail::to_string(hi) + "]";
+  return CLI::Validator(
+      [lo, hi, lo_open, expected](std::string& s) -> std::string {
+        if (s.empty() || s.find_first_of(" \t\n") != std::string::npos)
+          return expected + ", got '" + s + "'";
+        char* end = nullptr;
+        const double v = std::strtod(s.c_str(), &end);
+        const bool above_lo = lo_open ? v > lo : v >= lo;
+        if (end != s.c_str() + s.size() || !std::isfinite(v) || !above_lo || v > hi)
+          return expected + ", got '" + s + "'";
+        return {};
+      },
+      expected.substr(std::string("expected ").size()), kStrictNumber);
+}
+
+CLI::Validator seed_value() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        uint64_t v = 0;
+        const auto r = std::from_chars(s.data(), s.data() + s.size(), v);
+        if (!decimal_syntax(s, false) || r.ec != std::errc() || r.ptr != s.data() + s.size())
+          return "expected an integer in 0 .. 2^64 - 1, got '" + s + "'";
+        return {};
+      },
+      "SEED in 0 .. 2^64 - 1", kStrictNumber);
+}
+
+void add_latent_flag(CLI::App* cmd, std::optional<bool>& latent) {
+  cmd->add_flag_function(
+      "--latent,!--no-latent", [&latent](int64_t n) { latent = n > 0; },
+      "Shared latent (MLA): V is the first Dv components of K, one Dk-wide KV row per token; "
+      "--latent=false or --no-latent: a separate V, also for an MLA preset");
+}
+
+void add_timeout_flag(CLI::App* cmd, int64_t& seconds) {
+  cmd->add_option("--timeout", seconds,
+                  "Seconds a rank waits for its peers in a collective before the run ends, "
+                  "naming the ranks that did not arrive (exit 124)")
+      ->check(int_in(1, kMaxTimeoutSeconds))
+      ->capture_default_str();
+}
+
+}  // namespace dcp::tools
