@@ -340,7 +340,8 @@ Result<MpiVerdict> mpi_agree(int code, const std::string& message,
       }
     }
   }
-  // Round 2: rank 0's verdict to every rank.
+  // Round 2: rank 0's verdict to every rank. The others wait twice as long, so that when a rank
+  // never arrives it is rank 0, having waited for it, that names it.
   const std::vector<uint8_t> verdict = encode(v);
   std::fill(out.begin(), out.end(), std::span<const uint8_t>());
   std::fill(want.begin(), want.end(), 0);
@@ -351,7 +352,7 @@ Result<MpiVerdict> mpi_agree(int code, const std::string& message,
   out[static_cast<size_t>(me)] = verdict;
   want[static_cast<size_t>(me)] = verdict.size();
   DCP_GPU_ASSIGN(back, exchange(0, world, me, out, want, kAgreeTag, "agreeing on the outcome",
-                                deadline, false));
+                                me == 0 ? deadline : 2 * deadline, false));
   return decode(back[0]);
 }
 
@@ -394,8 +395,10 @@ Result<MpiRun> gather_on_root(const DcpInputs& in, const DcpConfig& cfg,
     std::fill(want.begin(), want.end(), packed.size() * sizeof(float));
   else
     out[0] = bytes_of(packed);
+  // Rank 0 waits twice as long here: a rank held up by a stopped peer of its own group times
+  // out first, in its group's collective, and names that peer rather than being named itself.
   DCP_GPU_ASSIGN(all, exchange(0, world, me, out, want, kDataTag, "gathering results on rank 0",
-                               cfg.deadline, true));
+                               me == 0 ? 2 * cfg.deadline : cfg.deadline, true));
   MpiRun run;
   run.root = me == 0;
   if (!run.root) return run;

@@ -70,7 +70,8 @@ struct MpiVerdict {
 
 // Every world rank calls it with its own outcome (0: success; any other code: failure, with a
 // one-line message); all of them return the same verdict, or an error when a peer does not
-// take part within `deadline`.
+// take part within `deadline` (rank 0 waits that long for the others; they wait twice as long
+// for rank 0's verdict, so a missing rank is named by rank 0, which waited for it).
 Result<MpiVerdict> mpi_agree(int code, const std::string& message,
                              std::chrono::milliseconds deadline);
 

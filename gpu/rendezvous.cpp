@@ -42,7 +42,7 @@ GpuStatus Rendezvous::barrier(int64_t rank) {
     cv_.notify_all();
     return {};
   }
-  const bool done = cv_.wait_for(lock, deadline_, [&] { return generation_ != gen || aborted_; });
+  cv_.wait_for(lock, deadline_, [&] { return generation_ != gen || aborted_; });
   if (generation_ != gen) return {};
   if (aborted_) {
     released_[static_cast<size_t>(rank)] = 1;
@@ -52,13 +52,13 @@ GpuStatus Rendezvous::barrier(int64_t rank) {
   for (int64_t r = 0; r < ranks_; ++r)
     if (!here_[static_cast<size_t>(r)])
       missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-  if (!done) {
-    aborted_ = true;
-    abort_reason_ = "rank " + missing + " missed the barrier deadline";
-  }
-  return DCP_GPU_ERROR(transport_, " communicator: rank ", missing, " did not arrive within ",
-                       std::chrono::duration<double>(deadline_).count(),
-                       " s (stopped or hung; --timeout sets the wait)");
+  const std::string why = gpu_message("rank ", missing, " did not arrive within ",
+                                      std::chrono::duration<double>(deadline_).count(),
+                                      " s (stopped or hung; --timeout sets the wait)");
+  aborted_ = true;  // every other waiter is released with the same reason
+  abort_reason_ = why;
+  cv_.notify_all();
+  return DCP_GPU_ERROR(transport_, " communicator: ", why);
 }
 
 GpuStatus Rendezvous::publish(int64_t rank, const void* buffer, size_t count) {

@@ -1,6 +1,8 @@
 // safetensors.cpp — the safetensors reader and writer (see safetensors.hpp).
 #include "oracle/safetensors.hpp"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <bit>
 #include <cerrno>
@@ -524,6 +526,10 @@ Expected<StFile> parse_safetensors(const uint8_t* bytes, size_t size, std::strin
 }
 
 Expected<StFile> read_safetensors(const std::string& path) {
+  // A device or a pipe may never end (/dev/zero): only regular files are read.
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    return DCP_ERROR(printable(path), ": not a regular file (a folder, device or pipe)");
   errno = 0;
   std::unique_ptr<std::FILE, FileCloser> f(std::fopen(path.c_str(), "rb"));
   if (!f) {

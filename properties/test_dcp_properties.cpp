@@ -6,6 +6,10 @@
 #include <rapidcheck.h>
 #include <rapidcheck/gtest.h>
 
+#include <chrono>
+#include <thread>
+#include <vector>
+
 #include "gpu/comm_threads.hpp"
 #include "properties/dcp_bridge.hpp"
 #include "properties/pinned.hpp"
@@ -189,6 +193,26 @@ TEST(ThreadsCommunicator, AbortReleasesWaitingRanks) {
   for (const auto& s : st) {
     EXPECT_FALSE(s.ok());
     EXPECT_NE(s.message().find("rank 2 failed"), std::string::npos) << s.message();
+  }
+}
+
+// A rank that never arrives (stopped, hung) ends the collective at the deadline, and the error
+// names it: the deadline is the only way out, since nothing calls abort().
+TEST(ThreadsCommunicator, DeadlineNamesTheRankThatDidNotArrive) {
+  gpu::ThreadGroup group(3, std::chrono::milliseconds(200));
+  std::vector<gpu::GpuStatus> st(2);
+  std::vector<std::thread> th;
+  for (int64_t r = 0; r < 2; ++r) {
+    th.emplace_back([&, r] {
+      std::vector<float> mine(1, 1.0f), all(3);
+      st[r] = group.comm(r).all_gather(mine, all);
+    });
+  }
+  for (auto& t : th) t.join();
+  for (const auto& s : st) {
+    EXPECT_FALSE(s.ok());
+    EXPECT_NE(s.message().find("rank 2 did not arrive within 0.2 s"), std::string::npos)
+        << s.message();
   }
 }
 

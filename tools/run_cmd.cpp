@@ -318,8 +318,8 @@ std::string reproduce_line(const RunOptions& o) {
 
 // One finished row: its case, the worst check over its requests, and its verdict.
 struct RowResult {
-  const RunCase* rc = nullptr;
-  props::DcpCheck worst;  // the request with the largest error / bound
+  const RunCase* rc = nullptr;  // alive while the row is printed and reported
+  props::DcpCheck worst;        // the request with the largest error / bound
   bool pass = true;
   bool judged = true;  // every request produced output to compare (no backend error)
   std::string report;  // failing requests' reports
@@ -356,7 +356,8 @@ nlohmann::json row_json(size_t index, const RowResult& r) {
           {"case", props::describe(s)}};
 }
 
-// Column widths wide enough for every row's values (and at least the header's).
+// Column widths wide enough for every row's values (and at least the header's). Configured
+// cases differ only in their seeds, so the first stands for all.
 struct Widths {
   size_t shape = 18, seq = 6, tp = 4, n = 4, il = 4, variant = 27;
 };
@@ -417,17 +418,24 @@ void print_row(std::ostream& out, size_t i, const RowResult& row, const Widths& 
   }
 }
 
-// The rows to run (the default sweep, or --cases configured cases), each checked against the
-// limits; everything here is the same on every process, so under MPI every rank refuses alike.
-oracle::Expected<std::vector<RunCase>> plan_rows(const RunOptions& o, int64_t world,
-                                                 const Limits& lim) {
+// What a JSON report keeps of one row until it is written (the row's object and its text).
+constexpr double kJsonRowBytes = 4096;
+
+// The rows to run: the default sweep, or the first of --cases configured cases (case k is
+// configured_case with seed + k: the same shape, so the first one's checks stand for all),
+// checked against the limits. Everything here is the same on every process, so under MPI every
+// rank refuses alike.
+struct Plan {
+  std::vector<RunCase> rows;  // the default sweep, or the first configured case
+  int64_t count = 0;          // rows to run
+};
+
+oracle::Expected<Plan> plan_rows(const RunOptions& o, int64_t world, const Limits& lim) {
   std::vector<RunCase> rows;
   if (o.configured()) {
-    for (int64_t k = 0; k < o.cases; ++k) {
-      oracle::Expected<RunCase> r = configured_case(o, o.seed + static_cast<uint64_t>(k), world);
-      if (!r) return r.status();
-      rows.push_back(*r);
-    }
+    oracle::Expected<RunCase> r = configured_case(o, o.seed, world);
+    if (!r) return r.status();
+    rows.push_back(*r);
   } else {
     for (const RunCase& r : default_rows(o.seed))
       if (world == 0 || r.setup.cfg.tp_size == world) rows.push_back(r);
@@ -435,15 +443,18 @@ oracle::Expected<std::vector<RunCase>> plan_rows(const RunOptions& o, int64_t wo
       return DCP_ERROR("--comm ", o.comm, ": the default sweep has no rows for ", world,
                        " processes (it has rows for 1, 2, 4 and 8); pass --dcp-size and --tp-size");
   }
-  for (RunCase& r : rows) {
-    r.setup.cfg.deadline = std::chrono::seconds(o.timeout_s);
+  for (const RunCase& r : rows) {
     if (world > 0 && r.setup.cfg.tp_size != world)
       return DCP_ERROR("--comm ", o.comm, ": ", world, " processes but --tp-size is ",
                        r.setup.cfg.tp_size, " (run with mpirun -np ", r.setup.cfg.tp_size, ")");
   }
-  // One configured case stands for all (--cases only changes seeds); the default sweep is small.
-  if (const auto why = over_budget(rows.front(), lim, case_flags(o))) return DCP_ERROR(*why);
-  return rows;
+  const int64_t count = o.configured() ? o.cases : static_cast<int64_t>(rows.size());
+  Limits left = lim;  // what the rows may take once the report's rows are kept
+  if (o.json_path) left.memory_bytes -= static_cast<double>(count) * kJsonRowBytes;
+  left.work /= static_cast<double>(count);
+  for (const RunCase& r : rows)
+    if (const auto why = over_budget(r, left, case_flags(o))) return DCP_ERROR(*why);
+  return Plan{rows, count};
 }
 
 // One request of a row with every rank in this process.
@@ -517,24 +528,32 @@ int run_dcp(const RunOptions& o, const Limits& lim, std::ostream& out, std::ostr
   };
   if (!backend) return bad(backend.status().message());
   if (const auto why = output_error("--json", o.json_path, {})) return bad(*why);
-  const oracle::Expected<std::vector<RunCase>> planned = plan_rows(o, world, lim);
+  const oracle::Expected<Plan> planned = plan_rows(o, world, lim);
   if (!planned) return bad(planned.status().message());
-  const std::vector<RunCase>& rows = *planned;
-  const Widths widths = widths_for(rows);
-  if (root) print_header(out, o, rows.size(), widths);
+  const Plan& plan = *planned;
+  const Widths widths = widths_for(plan.rows);
+  if (root) print_header(out, o, static_cast<size_t>(plan.count), widths);
 
   // Under MPI every rank must take part in every row, so Ctrl-C is left to mpirun.
   std::optional<InterruptGuard> guard;
   if (world == 0) guard.emplace();
-  Progress progress("run", static_cast<int64_t>(rows.size()));
-  std::vector<RowResult> done;
+  Progress progress("run", plan.count);
+  int64_t done = 0, failed = 0;
+  double worst = 0.0;
+  nlohmann::json jrows = nlohmann::json::array();
   const auto t0 = std::chrono::steady_clock::now();
-  for (size_t i = 0; i < rows.size(); ++i) {
+  for (int64_t i = 0; i < plan.count; ++i) {
     if (world == 0 && interrupted()) break;
-    progress.update(static_cast<int64_t>(i));
+    progress.update(i);
+    const bool first = i < static_cast<int64_t>(plan.rows.size());
+    const oracle::Expected<RunCase> rc =
+        first ? plan.rows[static_cast<size_t>(i)]
+              : configured_case(o, o.seed + static_cast<uint64_t>(i), world);
+    if (!rc) return bad(rc.status().message());  // not reached: case 0 had the same shape
     RowResult row;
-    row.rc = &rows[i];
-    for (const DcpSetup& s : batch_requests(rows[i])) {
+    row.rc = &*rc;
+    for (DcpSetup s : batch_requests(*rc)) {
+      s.cfg.deadline = std::chrono::seconds(o.timeout_s);
       props::DcpCheck chk;
       if (world == 0) {
         chk = run_request_here(s, *backend);
@@ -545,7 +564,9 @@ int run_dcp(const RunOptions& o, const Limits& lim, std::ostream& out, std::ostr
         }
       } else {
 #ifdef DCP_HAVE_MPI
-        if (const int code = run_request_mpi(o, i, s, chk, err); code != kExitOk) return code;
+        if (const int code = run_request_mpi(o, static_cast<size_t>(i), s, chk, err);
+            code != kExitOk)
+          return code;
         if (!root) continue;
 #endif
       }
@@ -557,38 +578,33 @@ int run_dcp(const RunOptions& o, const Limits& lim, std::ostream& out, std::ostr
       }
     }
     if (!root) continue;
-    done.push_back(row);
+    ++done;
+    failed += row.pass ? 0 : 1;
+    worst = std::max(worst, row.worst.max_ratio);
+    if (o.json_path) jrows.push_back(row_json(static_cast<size_t>(i), row));
     if (o.quiet && row.pass) continue;
     progress.clear();
-    print_row(out, i, row, widths);
+    print_row(out, static_cast<size_t>(i), row, widths);
   }
   progress.clear();
   if (!root) return kExitOk;
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  int64_t failed = 0;
-  double worst = 0.0;
-  for (const RowResult& r : done) {
-    failed += r.pass ? 0 : 1;
-    worst = std::max(worst, r.worst.max_ratio);
-  }
-  const bool stopped = done.size() < rows.size();
+  const bool stopped = done < plan.count;
   char worst_s[32];
   std::snprintf(worst_s, sizeof worst_s, "%.4f", worst);
-  out << "# rows: " << done.size() << "  passed: " << done.size() - static_cast<size_t>(failed)
-      << "  failed: " << failed << "  max err/bound: " << worst_s << "  time: " << std::fixed
-      << std::setprecision(1) << secs << " s";
-  if (stopped) out << "  (interrupted: " << rows.size() - done.size() << " rows not run)";
+  out << "# rows: " << done << "  passed: " << done - failed << "  failed: " << failed
+      << "  max err/bound: " << worst_s << "  time: " << std::fixed << std::setprecision(1) << secs
+      << " s";
+  if (stopped) out << "  (interrupted: " << plan.count - done << " rows not run)";
   out << "\n# reproduce: " << reproduce_line(o) << "\n";
   out << "# run: " << (stopped ? "INTERRUPTED" : failed == 0 ? "OK" : "FAILED") << "\n";
   if (o.json_path) {
-    nlohmann::json jrows = nlohmann::json::array();
-    for (size_t i = 0; i < done.size(); ++i) jrows.push_back(row_json(i, done[i]));
     const nlohmann::json report = {{"schema", "dcp-verify/run/1"},
                                    {"backend", o.backend},
                                    {"comm", o.comm},
                                    {"seed", o.seed},
                                    {"rows", jrows},
-                                   {"rows_planned", rows.size()},
+                                   {"rows_planned", plan.count},
                                    {"failed", failed},
                                    {"max_ratio", json_number(worst)},
                                    {"seconds", secs},

@@ -1,0 +1,224 @@
+#!/usr/bin/env bash
+# Bad input never loses data, never crashes, never hangs: every input below must end within
+# kLimit seconds with exit 2 and exactly one line on stderr, with no core dump and no input file
+# changed (their checksums are compared before and after every command). One section per class
+# of failure that once happened: data loss, aborts, endless runs, silent clamping, wrong blame,
+# accepted nonsense. Prints how many bad inputs it tried.
+# Usage: bad_input_test.sh path/to/dcp-verify path/to/fixtures path/to/make_result
+set -u
+bin=$1
+fixtures=$2
+make_result=$3
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+limit=10
+failures=0
+tried=0
+
+# Inputs the commands read, copied so that a command that writes them cannot harm the repository.
+cp "$fixtures/cases/gqa_causal_bf16.safetensors" "$tmp/case.safetensors"
+cp "$fixtures/dcp/pinned.json" "$tmp/pinned.json"
+"$make_result" --case "$tmp/case.safetensors" --out "$tmp/result.safetensors" --impl model \
+  --dcp-size 2 >/dev/null || { echo "FAIL: make_result"; exit 1; }
+echo '{"keep": "this report"}' >"$tmp/old.json"
+ln -s "$tmp/case.safetensors" "$tmp/link-to-case.safetensors"
+ln "$tmp/result.safetensors" "$tmp/hardlink-to-result.safetensors"
+inputs=("$tmp/case.safetensors" "$tmp/pinned.json" "$tmp/result.safetensors" "$tmp/old.json")
+sums() { sha256sum "${inputs[@]}"; }
+sums >"$tmp/sums.before"
+
+# bad WHAT -- COMMAND...: exit 2, one line on stderr, within the limit, no input changed.
+bad() {
+  local what=$1
+  shift 2
+  tried=$((tried + 1))
+  local start end rc
+  start=$(date +%s)
+  timeout -s KILL "$limit" "$@" >"$tmp/out" 2>"$tmp/err" </dev/null
+  rc=$?
+  end=$(date +%s)
+  local lines
+  lines=$(wc -l <"$tmp/err")
+  if [ "$rc" -ne 2 ] || [ "$lines" -ne 1 ]; then
+    echo "FAIL: $what: exit $rc (expected 2), $lines stderr lines (expected 1), $((end - start)) s"
+    sed 's/^/  stderr: /' "$tmp/err" | head -5
+    failures=$((failures + 1))
+  fi
+  if ! sums | cmp -s - "$tmp/sums.before"; then
+    echo "FAIL: $what: an input file changed"
+    failures=$((failures + 1))
+    sums >"$tmp/sums.before"
+  fi
+  if ls "$tmp"/core* >/dev/null 2>&1; then
+    echo "FAIL: $what: left a core dump"
+    failures=$((failures + 1))
+    rm -f "$tmp"/core*
+  fi
+}
+
+# says TEXT WHAT: the last command's stderr names what is wrong.
+says() {
+  if ! grep -qF -- "$1" "$tmp/err"; then
+    echo "FAIL: $2: stderr does not say '$1'"
+    sed 's/^/  stderr: /' "$tmp/err" | head -3
+    failures=$((failures + 1))
+  fi
+}
+
+case=$tmp/case.safetensors
+result=$tmp/result.safetensors
+
+echo "== data loss: an output that is one of the command's inputs"
+bad "reference --out is the case" -- "$bin" reference --case "$case" --out "$case"
+says "--out" "reference --out is the case"
+bad "reference --out is a symlink to the case" -- "$bin" reference --case "$tmp/link-to-case.safetensors" --out "$case"
+bad "reference --out is the case through a symlink" -- "$bin" reference --case "$case" --out "$tmp/link-to-case.safetensors"
+bad "check --json is the result" -- "$bin" check --case "$case" --result "$result" --json "$result"
+says "--result" "check --json is the result"
+bad "check --json is the case" -- "$bin" check --case "$case" --result "$result" --json "$case"
+bad "check --json is a hard link to the result" -- "$bin" check --case "$case" --result "$result" --json "$tmp/hardlink-to-result.safetensors"
+bad "properties --json is the pinned file" -- "$bin" properties --pinned "$tmp/pinned.json" --json "$tmp/pinned.json" --cases 1
+bad "run --json is a folder" -- "$bin" run --json "$tmp"
+bad "check --json in a missing folder" -- "$bin" check --case "$case" --result "$result" --json "$tmp/no/such/r.json"
+# A run refused after its --json was checked leaves the old report as it was.
+bad "run refused after --json" -- "$bin" run --json "$tmp/old.json" --head-dim 65536 --v-dim 4 --seq 8
+says "the oracle cannot judge" "run refused after --json"
+
+echo "== aborts: sizes beyond what can be allocated or counted"
+for args in "--interleave 99999999999" "--tile 9999999999999" "--seq 9999999999999" \
+            "--heads 99999999999 --kv-heads 1" "--head-dim 99999999999" "--kv-heads 99999999999" \
+            "--tokens 999999999999" "--batch 99999999999" "--cases 99999999999" \
+            "--seq 100000000 --heads 64 --kv-heads 64" "--tokens 1000000 --heads 1024 --kv-heads 1 --seq 1000" \
+            "--tile 1099511627776 --seq 16" "--splits 1099511627776 --seq 16" \
+            "--batch 4096 --seq 100000000" "--window 1099511627777"; do
+  # shellcheck disable=SC2086
+  bad "run $args" -- "$bin" run $args
+done
+bad "run: too much memory, named" -- "$bin" run --seq 100000000 --heads 64 --kv-heads 64
+says "of memory" "run: too much memory, named"
+says "--seq 100000000" "run: too much memory, named"
+bad "sweep -n overflowing warmup + iters" -- "$bin" sweep -n 9223372036854775807 -w 9223372036854775807
+bad "sweep -e beyond memory" -- "$bin" sweep -b 16 -e 16777216 --heads 1024 --kv-heads 1024 --dcp-size 1 --tp-size 1
+bad "sweep: too many sizes" -- "$bin" sweep -b 1 -e 16777216 -f 1.0000001
+bad "properties --pinned a folder" -- "$bin" properties --pinned "$tmp"
+says "a folder" "properties --pinned a folder"
+python3 - "$tmp/pinned.json" "$tmp/huge.json" <<'PY'
+import json, sys
+entries = json.load(open(sys.argv[1]))
+e = entries[0]
+e["setup"]["spec"]["seq"] = 1 << 39
+e["setup"]["chunks"] = [1 << 39]
+json.dump([e], open(sys.argv[2], "w"))
+PY
+bad "a pinned entry with a huge seq" -- "$bin" properties --pinned "$tmp/huge.json" --only pinned
+says "entry 0" "a pinned entry with a huge seq"
+truncate -s 200G "$tmp/sparse.safetensors"  # 200 GB long, no block of it written
+bad "check: a case file too large for memory" -- "$bin" check --case "$tmp/sparse.safetensors" --result "$result"
+says "of memory" "check: a case file too large for memory"
+bad "reference: a case file too large for memory" -- "$bin" reference --case "$tmp/sparse.safetensors" --out "$tmp/r.safetensors"
+bad "check: a case that is a device, not a file" -- "$bin" check --case /dev/zero --result "$result"
+bad "reference: a case that is a folder" -- "$bin" reference --case "$tmp" --out "$tmp/r.safetensors"
+bad "properties --cases beyond the cap" -- "$bin" properties --cases 1000001
+bad "mutants --cases beyond the cap" -- "$bin" mutants --cases 99999999999
+
+echo "== endless runs"
+bad "sweep -n 3000000000" -- "$bin" sweep -n 3000000000 -b 16 -e 16
+bad "sweep -w 3000000000" -- "$bin" sweep -w 3000000000 -b 16 -e 16
+bad "--timeout 0" -- "$bin" run --timeout 0
+bad "--timeout beyond a day" -- "$bin" run --timeout 86401
+
+echo "== silent clamping: out-of-range numbers are refused, naming the flag written"
+bad "--seed 2^64" -- "$bin" run --seed 18446744073709551616
+says "--seed" "--seed 2^64"
+bad "--seed -1" -- "$bin" run --seed -1
+bad "--dcp-size 1e20" -- "$bin" run --dcp-size 99999999999999999999
+says "--dcp-size" "--dcp-size 1e20"
+bad "model --seq 1e20" -- "$bin" model --seq 99999999999999999999
+says "--seq" "model --seq 1e20"
+for flag in "model --heads" "model --batch" "model --tokens" "layout --dcp-size" "layout --offset" \
+            "layout --len" "layout --seq" "sweep -b" "sweep -e" "properties --cases" \
+            "selfcheck --seed" "mutants --seed"; do
+  # shellcheck disable=SC2086
+  bad "$flag 1e20" -- "$bin" $flag 99999999999999999999
+done
+for v in "0x10" "1e3" "+4" " 4" "4.0" "four"; do
+  bad "--dcp-size '$v'" -- "$bin" run --dcp-size "$v"
+done
+bad "--softcap inf" -- "$bin" run --softcap 1e999
+bad "--softcap nan" -- "$bin" run --softcap nan
+bad "sweep -f 1" -- "$bin" sweep -f 1
+bad "model --hbm-gbps 0" -- "$bin" model --hbm-gbps 0
+bad "model --latency-us -1" -- "$bin" model --latency-us -1
+
+echo "== wrong blame: a malformed pinned entry is bad input, naming the entry and the field"
+python3 - "$tmp/pinned.json" "$tmp" <<'PY'
+import copy, json, sys
+entries = json.load(open(sys.argv[1]))
+out = sys.argv[2]
+def write(name, mutate):
+    es = copy.deepcopy(entries)
+    mutate(es[1]["setup"])
+    json.dump(es, open(f"{out}/{name}.json", "w"))
+write("dcp0", lambda s: s["config"].update(dcp_size=0))
+write("negchunk", lambda s: s.update(chunks=[-1] + s["chunks"]))
+write("typo", lambda s: s["spec"].update(seq="twelve"))
+write("unknown", lambda s: s["spec"].update(sq=3))
+write("missing", lambda s: s["config"].pop("tile"))
+write("badstyle", lambda s: s["spec"].update(values="loud"))
+write("hugeint", lambda s: s["spec"].update(tokens=2**70))
+write("tpn", lambda s: s["config"].update(tp_size=3, dcp_size=2))
+json.dump({"not": "a list"}, open(f"{out}/notlist.json", "w"))
+open(f"{out}/notjson.json", "w").write("[{")
+json.dump([], open(f"{out}/empty.json", "w"))
+PY
+for f in dcp0 negchunk typo unknown missing badstyle hugeint tpn notlist notjson empty; do
+  bad "pinned $f" -- "$bin" properties --pinned "$tmp/$f.json" --only pinned
+  says "pinned counterexamples" "pinned $f"
+done
+bad "pinned dcp_size 0: the field named" -- "$bin" properties --pinned "$tmp/dcp0.json" --only pinned
+says "entry 1: setup.config.dcp_size: got 0" "pinned dcp_size 0: the field named"
+bad "pinned mistyped field: no raw json exception" -- "$bin" properties --pinned "$tmp/typo.json" --only pinned
+says "spec.seq: expected an integer" "pinned mistyped field"
+
+echo "== accepted nonsense: combinations refused up front, before any output"
+bad "--topk beyond the context" -- "$bin" run --topk 5000 --seq 100
+says "--topk" "--topk beyond the context"
+bad "--topk beyond the window" -- "$bin" run --topk 20 --seq 100 --window 10
+bad "--splits beyond a rank's keys" -- "$bin" run --splits 500 --seq 100
+says "--splits" "--splits beyond a rank's keys"
+bad "--json ''" -- "$bin" run --json ""
+bad "check --json ''" -- "$bin" check --case "$case" --result "$result" --json ""
+bad "--v-dim above --head-dim for a latent" -- "$bin" run --latent --head-dim 8 --v-dim 16
+bad "sweep --seq" -- "$bin" sweep --seq 5
+bad "sweep -e below -b" -- "$bin" sweep -b 100 -e 10
+for b in "--heads 6 --kv-heads 4" "--dcp-size 4 --tp-size 6" "--heads 6 --dcp-size 4"; do
+  # shellcheck disable=SC2086
+  bad "run $b" -- "$bin" run $b
+done
+
+echo "== tables and flags that must be honoured (these succeed)"
+timeout "$limit" "$bin" run --preset k3-mla --latent=false --seq 64 >"$tmp/out" 2>&1
+if [ $? -ne 0 ] || grep -q "/512L" "$tmp/out" || ! grep -q "1x96/1x576/512 " "$tmp/out"; then
+  echo "FAIL: run --preset k3-mla --latent=false still runs a shared latent"
+  failures=$((failures + 1))
+fi
+timeout "$limit" "$bin" model --preset k3-mla --latent=false >"$tmp/out" 2>&1
+grep -q "shared latent" "$tmp/out" && { echo "FAIL: model --latent=false"; failures=$((failures + 1)); }
+# Every column of a run row stays apart, whatever the values: as many fields as the header names.
+timeout "$limit" "$bin" run --interleave 50000 --dcp-size 100 --tp-size 100 --heads 100 \
+  --kv-heads 1 --seq 10 --window 1099511627776 >"$tmp/out" 2>&1
+if ! awk '/^   0 /{ if (NF != 13) bad = 1; seen = 1 } END { exit !(seen && !bad) }' "$tmp/out"; then
+  echo "FAIL: run table columns run together for large values"
+  grep "^   0 " "$tmp/out"
+  failures=$((failures + 1))
+fi
+timeout "$limit" "$bin" layout --offset 1099511627776 --len 4 --dcp-size 1024 --interleave 1048576 \
+  --seq 1099511627776 >"$tmp/out" 2>&1
+if ! awk '/^  +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+  OK$/{ n++ } END { exit !(n == 4) }' "$tmp/out"; then
+  echo "FAIL: layout table columns run together for large positions"
+  head -8 "$tmp/out"
+  failures=$((failures + 1))
+fi
+
+echo "bad_input_test: $tried bad inputs tried, $failures failures"
+[ "$failures" -eq 0 ]
