@@ -147,6 +147,9 @@ done
 bad "--softcap inf" -- "$bin" run --softcap 1e999
 bad "--softcap nan" -- "$bin" run --softcap nan
 bad "sweep -f 1" -- "$bin" sweep -f 1
+bad "--quiet=2x" -- "$bin" run --quiet=2x
+bad "--latent=false-seq" -- "$bin" model --latent=false-seq 4096
+says "--latent" "--latent=false-seq"
 bad "model --hbm-gbps 0" -- "$bin" model --hbm-gbps 0
 bad "model --latency-us -1" -- "$bin" model --latency-us -1
 

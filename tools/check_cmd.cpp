@@ -10,6 +10,7 @@
 #include "oracle/case_file.hpp"
 #include "oracle/check.hpp"
 #include "properties/footprint.hpp"
+#include "tools/flags.hpp"
 #include "tools/session.hpp"
 
 namespace dcp::tools {
@@ -246,7 +247,7 @@ Command add_check_command(CLI::App& app) {
       ->check(CLI::IsMember({"fast", "certify"}))
       ->capture_default_str();
   cmd->add_option("--json", o->json_path, "Also write the report as JSON (docs/cli.md)");
-  cmd->add_flag("--quiet", o->quiet, "Print failing rows and the summary only");
+  add_switch(cmd, "--quiet", o->quiet, "Print failing rows and the summary only");
   return {cmd, [o](const Limits& lim) { return run_check(*o, lim); }};
 }
 

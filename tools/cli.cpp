@@ -19,12 +19,9 @@
 
 namespace dcp::tools {
 
-int run_cli(int argc, const char* const* argv, const Limits& limits) {
-  CLI::App app{"dcp-verify: reference and verification suite for Decode Context Parallelism"};
-  app.set_version_flag("--version", std::string("dcp-verify ") + DCP_VERSION);
-  app.require_subcommand(0, 1);
+std::vector<Command> add_commands(CLI::App& app) {
   // clang-format off
-  const std::vector<Command> commands = {
+  return {
       add_run_command(app),
       add_check_command(app),
       add_sweep_command(app),
@@ -37,6 +34,13 @@ int run_cli(int argc, const char* const* argv, const Limits& limits) {
       add_reference_command(app),
   };
   // clang-format on
+}
+
+int run_cli(int argc, const char* const* argv, const Limits& limits) {
+  CLI::App app{"dcp-verify: reference and verification suite for Decode Context Parallelism"};
+  app.set_version_flag("--version", std::string("dcp-verify ") + DCP_VERSION);
+  app.require_subcommand(0, 1);
+  const std::vector<Command> commands = add_commands(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

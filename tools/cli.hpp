@@ -9,10 +9,17 @@
 //   int code = run_cli(4, argv, machine_limits());   // 0, 1, 2, 124 or 130 (command.hpp)
 #pragma once
 
+#include <CLI/CLI.hpp>
+#include <vector>
+
 #include "tools/budget.hpp"
+#include "tools/command.hpp"
 
 namespace dcp::tools {
 
 int run_cli(int argc, const char* const* argv, const Limits& limits);
+
+// Registers every subcommand on `app` (run first: it is the default job).
+std::vector<Command> add_commands(CLI::App& app);
 
 }  // namespace dcp::tools

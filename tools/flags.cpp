@@ -1,5 +1,6 @@
 #include "tools/flags.hpp"
 
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -66,11 +67,34 @@ CLI::Validator seed_value() {
       "SEED in 0 .. 2^64 - 1", kStrictNumber);
 }
 
+namespace {
+
+// What --flag=VALUE may say.
+CLI::Validator switch_value() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        std::string v = s;
+        for (char& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        for (const char* ok : {"true", "false", "1", "0", "-1", "on", "off", "yes", "no"})
+          if (v == ok) return {};
+        return "expected true or false (1/0, on/off, yes/no), got '" + s + "'";
+      },
+      "", kStrictSwitch);
+}
+
+}  // namespace
+
+CLI::Option* add_switch(CLI::App* cmd, const std::string& name, bool& on,
+                        const std::string& description) {
+  return cmd->add_flag(name, on, description)->check(switch_value());
+}
+
 void add_latent_flag(CLI::App* cmd, std::optional<bool>& latent) {
   cmd->add_flag_function(
-      "--latent,!--no-latent", [&latent](int64_t n) { latent = n > 0; },
-      "Shared latent (MLA): V is the first Dv components of K, one Dk-wide KV row per token; "
-      "--latent=false or --no-latent: a separate V, also for an MLA preset");
+         "--latent,!--no-latent", [&latent](int64_t n) { latent = n > 0; },
+         "Shared latent (MLA): V is the first Dv components of K, one Dk-wide KV row per token; "
+         "--latent=false or --no-latent: a separate V, also for an MLA preset")
+      ->check(switch_value());
 }
 
 void add_timeout_flag(CLI::App* cmd, int64_t& seconds) {

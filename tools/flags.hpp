@@ -45,6 +45,14 @@ CLI::Validator real_in(double lo, double hi, bool lo_open = false);
 // A seed: an integer in [0, 2^64).
 CLI::Validator seed_value();
 
+// The name of the check every on/off flag carries (tests/unit/test_cli_flags.cpp looks for it).
+inline constexpr const char* kStrictSwitch = "strict-switch";
+
+// An on/off flag (--quiet, --sink, ...): given alone it is on; --flag=VALUE takes true/false,
+// 1/0, on/off or yes/no (any case) and nothing else ("--quiet=2x" is refused, not read as on).
+CLI::Option* add_switch(CLI::App* cmd, const std::string& name, bool& on,
+                        const std::string& description);
+
 // --timeout's default: the collective deadline of gpu/communicator.hpp.
 inline constexpr int64_t kDefaultTimeoutSeconds =
     std::chrono::duration_cast<std::chrono::seconds>(gpu::kDefaultCollectiveDeadline).count();

@@ -336,10 +336,10 @@ Command add_model_command(CLI::App& app) {
   cmd->add_option("--comm-backend", o->comm_backend,
                   "Combine: ag_rs or a2a (default: the preset's; k3-mla and deepseek-v3 a2a, "
                   "llama3-70b ag_rs)");
-  cmd->add_flag("--replicate-q", o->replicate_q,
-                "Every rank projects its group's q, no gather (k3-mla's default)");
-  cmd->add_flag("--gather-q", o->gather_q,
-                "Gather q with an AllGather (the other presets' default)");
+  add_switch(cmd, "--replicate-q", o->replicate_q,
+             "Every rank projects its group's q, no gather (k3-mla's default)");
+  add_switch(cmd, "--gather-q", o->gather_q,
+             "Gather q with an AllGather (the other presets' default)");
   const auto rate = real_in(0.0, kMaxRate, true);
   cmd->add_option("--hbm-gbps", o->hw.hbm_gbps, "HBM bandwidth, GB/s")
       ->check(rate)

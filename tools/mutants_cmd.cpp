@@ -250,10 +250,10 @@ Command add_mutants_command(CLI::App& app) {
   cmd->add_option("--seed", o->seed, "RapidCheck seed (default: random, printed)")
       ->check(seed_value());
   cmd->add_option("--only", o->only, "Run only these mutants (comma separated)")->delimiter(',');
-  cmd->add_flag("--list", *list, "Print the catalogue and exit");
+  add_switch(cmd, "--list", *list, "Print the catalogue and exit");
   add_timeout_flag(cmd, o->timeout_s);
   cmd->add_option("--json", o->json_path, "Also write the report as JSON (docs/cli.md)");
-  cmd->add_flag("--quiet", o->quiet, "Print survivors, false alarms and the summary only");
+  add_switch(cmd, "--quiet", o->quiet, "Print survivors, false alarms and the summary only");
   return {cmd,
           [o, list](const Limits& lim) { return *list ? list_mutants() : run_mutants(*o, lim); }};
 }

@@ -209,7 +209,7 @@ Command add_properties_command(CLI::App& app) {
                   "the binary's folder)");
   add_timeout_flag(cmd, o->timeout_s);
   cmd->add_option("--json", o->json_path, "Also write the report as JSON (docs/cli.md)");
-  cmd->add_flag("--quiet", o->quiet, "Print failing rows and the summary only");
+  add_switch(cmd, "--quiet", o->quiet, "Print failing rows and the summary only");
   return {cmd, [o](const Limits& lim) { return run_properties(*o, lim); }};
 }
 

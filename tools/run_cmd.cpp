@@ -628,8 +628,8 @@ void add_case_flags(CLI::App* cmd, CaseOptions& o) {
                   "I, tokens per block dealt to a rank (1: round-robin)")
       ->check(int_in(1, kMaxInterleave));
   cmd->add_option("--comm-backend", o.comm_backend, "Combine: ag_rs or a2a");
-  cmd->add_flag("--replicate-q", o.replicate_q,
-                "Every rank projects all its group's query heads (no q gather)");
+  add_switch(cmd, "--replicate-q", o.replicate_q,
+             "Every rank projects all its group's query heads (no q gather)");
   cmd->add_option("--seq", o.seq, "S, context length (tokens)")->check(int_in(0, kMaxSeq));
   cmd->add_option("--batch", o.batch, "B, requests per step (contexts from S/2 to S)")
       ->check(int_in(1, kMaxBatch));
@@ -644,7 +644,7 @@ void add_case_flags(CLI::App* cmd, CaseOptions& o) {
   cmd->add_option("--window", o.window, "Sliding window W (0: none)")->check(int_in(0, kMaxSeq));
   cmd->add_option("--softcap", o.softcap, "Logit softcap c (0: none)")
       ->check(real_in(0.0, std::numeric_limits<double>::max()));
-  cmd->add_flag("--sink", o.sink, "Per-head sink logits");
+  add_switch(cmd, "--sink", o.sink, "Per-head sink logits");
   cmd->add_option("--topk", o.topk,
                   "Top-k sparse attention with K selected positions (0: dense; at most the keys a "
                   "query sees)")
@@ -677,7 +677,7 @@ Command add_run_command(CLI::App& app) {
       ->capture_default_str();
   add_timeout_flag(run, o->timeout_s);
   run->add_option("--json", o->json_path, "Also write the report as JSON (docs/cli.md)");
-  run->add_flag("--quiet", o->quiet, "Print failing rows and the summary only");
+  add_switch(run, "--quiet", o->quiet, "Print failing rows and the summary only");
   return {run, [o, comm](const Limits& lim) {
             if (comm->count() == 0) o->comm = o->backend == "cuda" ? "single-gpu" : "threads";
             // A pair this binary cannot run is refused before MPI starts (run_dcp checks again).

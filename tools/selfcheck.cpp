@@ -166,7 +166,7 @@ Command add_selfcheck_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "selfcheck", "Check the oracle: fast vs certify tier, shard merge, fp32 model vs bound");
   cmd->add_option("--seed", o->seed, "Seed for the cases and shard layouts")->check(seed_value());
-  cmd->add_flag("--quiet", o->quiet, "Print failing rows and the summary only");
+  add_switch(cmd, "--quiet", o->quiet, "Print failing rows and the summary only");
   return {cmd, [o](const Limits&) { return run_selfcheck(*o, std::cout); }};
 }
 

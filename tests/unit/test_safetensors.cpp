@@ -1,14 +1,19 @@
 // Tests for oracle/safetensors: round trips of every dtype and one test per malformed-input class.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <limits>
 #include <string>
 #include <vector>
 
+#include "oracle/file_write.hpp"
 #include "oracle/safetensors.hpp"
 
 namespace dcp::oracle {
@@ -249,6 +254,34 @@ TEST(SafetensorsRead, WriteToAnUnwritablePathFails) {
   const Status s = write_safetensors("/nonexistent/dir/x.safetensors", StFile{});
   ASSERT_FALSE(s.ok());
   EXPECT_THAT(s.message(), HasSubstr("/nonexistent/dir/x.safetensors: cannot open for writing"));
+}
+
+// Written whole or not at all (oracle/file_write.hpp): a file is replaced by the complete new one,
+// and a write that fails leaves the target as it was and no temporary file beside it.
+TEST(FileWrite, ReplacesWholeOrLeavesEverythingAsItWas) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("dcp-file-write-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "a-folder");
+  const std::string target = (dir / "out.bin").string();
+  const std::vector<uint8_t> first(100, 1), second(3, 2);
+  ASSERT_TRUE(write_whole_file(target, first).ok());
+  ASSERT_TRUE(write_whole_file(target, second).ok());
+  std::ifstream in(target, std::ios::binary);
+  const std::vector<uint8_t> got((std::istreambuf_iterator<char>(in)),
+                                 std::istreambuf_iterator<char>());
+  EXPECT_EQ(got, second);
+  // A folder cannot be replaced by a file: the error names the path, the folder stays, and the
+  // temporary is gone.
+  const Status s = write_whole_file((dir / "a-folder").string(), first);
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.message(), HasSubstr("a-folder"));
+  EXPECT_TRUE(fs::is_directory(dir / "a-folder"));
+  int entries = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir)) ++entries;
+  EXPECT_EQ(entries, 2);  // out.bin and a-folder: no temporary left behind
+  EXPECT_FALSE(write_whole_file("", first).ok());
+  fs::remove_all(dir);
 }
 
 // --- malformed input: the file as a whole
