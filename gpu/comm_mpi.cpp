@@ -25,8 +25,11 @@ constexpr auto kLongestPause = std::chrono::microseconds(2000);
 
 bool g_deadline_passed = false;  // a wait of this process reached its deadline
 bool g_peer_failed = false;      // a wait ended on another rank's failure notice
-bool g_in_flight = false;        // some message may still be in flight (see mpi_finalize)
+bool g_in_flight = false;        // some message of this rank may still be in flight
+bool g_job_in_flight = false;    // the last verdict said some rank's may (see mpi_finalize)
 bool g_notified = false;         // this rank told the others it failed
+// How long a rank may wait for rank 0 to end the job (the last agreement's deadline).
+std::chrono::milliseconds g_last_deadline = kDefaultCollectiveDeadline;
 
 GpuStatus mpi_check(int rc, const char* call) {
   if (rc == MPI_SUCCESS) return {};
@@ -43,20 +46,15 @@ GpuStatus mpi_check(int rc, const char* call) {
 struct Flight {
   std::vector<std::vector<uint8_t>> buf;
   std::vector<MPI_Request> req;
-  std::vector<int> peer;   // [requests] the world rank each one talks to
-  std::vector<char> recv;  // [requests] 1: a receive
+  std::vector<int> peer;     // [requests] the world rank each one talks to
+  std::vector<char> recv;    // [requests] 1: a receive
+  std::vector<size_t> want;  // [requests] bytes a receive must bring
 };
 std::vector<std::unique_ptr<Flight>> g_abandoned;
 
 void abandon(std::unique_ptr<Flight> f) {
   g_in_flight = true;
   g_abandoned.push_back(std::move(f));
-}
-
-std::string rank_list(const std::vector<int>& ranks) {
-  std::string s = ranks.size() == 1 ? "rank" : "ranks";
-  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : " ") + std::to_string(ranks[i]);
-  return s;
 }
 
 // A failure notice from another rank, if one has arrived.
@@ -85,9 +83,22 @@ GpuStatus wait_flight(std::unique_ptr<Flight>& f, const char* what,
     for (size_t i = 0; i < f->req.size(); ++i) {
       if (done[i]) continue;
       int flag = 0;
-      DCP_MPI_CHECK(MPI_Test(&f->req[i], &flag, MPI_STATUS_IGNORE));
+      MPI_Status st;
+      if (const GpuStatus s = mpi_check(MPI_Test(&f->req[i], &flag, &st), "MPI_Test"); !s) {
+        abandon(std::move(f));
+        return s;
+      }
       done[i] = static_cast<char>(flag);
       all = all && flag;
+      int got = 0;
+      if (flag && f->recv[i] &&
+          (MPI_Get_count(&st, MPI_BYTE, &got) != MPI_SUCCESS ||
+           static_cast<size_t>(got) != f->want[i])) {
+        const int who = f->peer[i];
+        const size_t want = f->want[i];
+        abandon(std::move(f));
+        return DCP_GPU_ERROR(what, ": rank ", who, " sent ", got, " bytes; expected ", want);
+      }
     }
     if (all) return {};
     if (notices) {
@@ -97,9 +108,14 @@ GpuStatus wait_flight(std::unique_ptr<Flight>& f, const char* what,
       }
     }
     if (std::chrono::steady_clock::now() >= until) {
-      std::vector<int> missing;  // peers whose message has not arrived (or not been taken)
+      // The peers whose messages have not arrived; only when every receive is in, those that
+      // have not taken this rank's messages.
+      std::vector<int64_t> missing;
       for (size_t i = 0; i < f->req.size(); ++i)
-        if (!done[i] && (f->recv[i] || missing.empty())) missing.push_back(f->peer[i]);
+        if (!done[i] && f->recv[i]) missing.push_back(f->peer[i]);
+      if (missing.empty())
+        for (size_t i = 0; i < f->req.size(); ++i)
+          if (!done[i]) missing.push_back(f->peer[i]);
       std::sort(missing.begin(), missing.end());
       missing.erase(std::unique(missing.begin(), missing.end()), missing.end());
       g_deadline_passed = true;
@@ -121,8 +137,31 @@ Result<std::vector<std::vector<uint8_t>>> exchange(
     const std::vector<size_t>& recv_bytes, int tag, const char* what,
     std::chrono::milliseconds deadline, bool notices) {
   std::vector<std::vector<uint8_t>> out(static_cast<size_t>(n));
+  for (int64_t j = 0; j < n; ++j)  // before anything is posted
+    if (send[static_cast<size_t>(j)].size() > static_cast<size_t>(INT_MAX) ||
+        recv_bytes[static_cast<size_t>(j)] > static_cast<size_t>(INT_MAX))
+      return DCP_GPU_ERROR(what, ": a message of more than 2^31 - 1 bytes (MPI's int count)");
   auto f = std::make_unique<Flight>();
   std::vector<size_t> slot(static_cast<size_t>(n), SIZE_MAX);  // member -> receive buffer
+  // Posts one message. Once anything is posted, a failure abandons the flight: its buffers must
+  // outlive its requests.
+  auto post = [&f](bool receive, int peer, std::vector<uint8_t> bytes, int tag_) -> GpuStatus {
+    f->buf.push_back(std::move(bytes));
+    f->req.emplace_back();
+    f->peer.push_back(peer);
+    f->recv.push_back(receive ? 1 : 0);
+    f->want.push_back(receive ? f->buf.back().size() : 0);
+    uint8_t* p = f->buf.back().data();
+    const int count = static_cast<int>(f->buf.back().size());
+    const int rc = receive
+                       ? MPI_Irecv(p, count, MPI_BYTE, peer, tag_, MPI_COMM_WORLD, &f->req.back())
+                       : MPI_Isend(p, count, MPI_BYTE, peer, tag_, MPI_COMM_WORLD, &f->req.back());
+    if (rc == MPI_SUCCESS) return {};
+    f->req.back() = MPI_REQUEST_NULL;  // never posted: tests as complete
+    const GpuStatus st = mpi_check(rc, receive ? "MPI_Irecv" : "MPI_Isend");
+    abandon(std::move(f));
+    return st;
+  };
   for (int64_t j = 0; j < n; ++j) {
     const auto& s = send[static_cast<size_t>(j)];
     const size_t want = recv_bytes[static_cast<size_t>(j)];
@@ -130,26 +169,12 @@ Result<std::vector<std::vector<uint8_t>>> exchange(
       out[static_cast<size_t>(j)].assign(s.begin(), s.end());
       continue;
     }
-    if (s.size() > static_cast<size_t>(INT_MAX) || want > static_cast<size_t>(INT_MAX))
-      return DCP_GPU_ERROR(what, ": a message of more than 2^31 - 1 bytes (MPI's int count)");
     const int peer = static_cast<int>(first + j);
     if (want > 0) {
       slot[static_cast<size_t>(j)] = f->buf.size();
-      f->buf.emplace_back(want);
-      f->req.emplace_back();
-      DCP_MPI_CHECK(MPI_Irecv(f->buf.back().data(), static_cast<int>(want), MPI_BYTE, peer, tag,
-                              MPI_COMM_WORLD, &f->req.back()));
-      f->peer.push_back(peer);
-      f->recv.push_back(1);
+      DCP_GPU_TRY(post(true, peer, std::vector<uint8_t>(want), tag));
     }
-    if (!s.empty()) {
-      f->buf.emplace_back(s.begin(), s.end());
-      f->req.emplace_back();
-      DCP_MPI_CHECK(MPI_Isend(f->buf.back().data(), static_cast<int>(s.size()), MPI_BYTE, peer, tag,
-                              MPI_COMM_WORLD, &f->req.back()));
-      f->peer.push_back(peer);
-      f->recv.push_back(0);
-    }
+    if (!s.empty()) DCP_GPU_TRY(post(false, peer, std::vector<uint8_t>(s.begin(), s.end()), tag));
   }
   DCP_GPU_TRY(wait_flight(f, what, deadline, notices));
   for (int64_t j = 0; j < n; ++j)
@@ -201,7 +226,7 @@ class MpiGroup final : public Communicator {
     const std::vector<size_t> want(static_cast<size_t>(size_), count * sizeof(float));
     DCP_GPU_ASSIGN(in, exchange(first_, size_, rank_, out, want, kDataTag, what, deadline_, true));
     for (int64_t s = 0; s < size_; ++s)
-      std::memcpy(&recv[static_cast<size_t>(s) * count], in[static_cast<size_t>(s)].data(),
+      std::memcpy(recv.data() + static_cast<size_t>(s) * count, in[static_cast<size_t>(s)].data(),
                   count * sizeof(float));
     return {};
   }
@@ -211,15 +236,19 @@ class MpiGroup final : public Communicator {
 };
 
 // An outcome or a verdict on the wire: code, rank, and the message cut to kMaxText.
+// in_flight: this rank (in an outcome) or some rank (in a verdict) left messages in flight.
 struct Outcome {
-  int32_t code = 0;
-  int64_t rank = -1;
-  char text[kMaxText + 1] = {};
+  int32_t code;
+  int32_t in_flight;
+  int64_t rank;
+  char text[kMaxText + 1];
 };
 
-std::vector<uint8_t> encode(const MpiVerdict& v) {
+std::vector<uint8_t> encode(const MpiVerdict& v, bool in_flight) {
   Outcome o;
+  std::memset(&o, 0, sizeof o);  // no uninitialized padding on the wire
   o.code = v.code;
+  o.in_flight = in_flight ? 1 : 0;
   o.rank = v.rank;
   std::strncpy(o.text, v.message.c_str(), kMaxText);
   std::vector<uint8_t> bytes(sizeof o);
@@ -227,11 +256,12 @@ std::vector<uint8_t> encode(const MpiVerdict& v) {
   return bytes;
 }
 
-MpiVerdict decode(const std::vector<uint8_t>& bytes) {
+Outcome decode(const std::vector<uint8_t>& bytes) {
   Outcome o;
+  std::memset(&o, 0, sizeof o);
   std::memcpy(&o, bytes.data(), std::min(bytes.size(), sizeof o));
   o.text[kMaxText] = '\0';
-  return {o.code, o.rank, o.text};
+  return o;
 }
 
 }  // namespace
@@ -241,6 +271,9 @@ GpuStatus mpi_init(int* argc, char*** argv) {
   MPI_Initialized(&done);
   if (done) return {};
   DCP_MPI_CHECK(MPI_Init(argc, argv));
+  // Errors are values: an MPI call that fails returns its code (mpi_check) instead of ending
+  // the job with MPI's own handler.
+  DCP_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
   return {};
 }
 
@@ -257,14 +290,38 @@ void mpi_finalize(int code) {
   int done = 0;
   MPI_Finalized(&done);
   if (done) return;
-  if (g_in_flight) mpi_abort(code);
-  MPI_Finalize();
+  if (!g_in_flight && !g_job_in_flight) {
+    MPI_Finalize();
+    return;
+  }
+  // Rank 0 has printed the line that says why; it ends the job. The others wait for that, so
+  // that none of them kills rank 0 before its line is out, and end it themselves only if rank 0
+  // is gone or stuck.
+  if (mpi_world_rank() != 0) std::this_thread::sleep_for(g_last_deadline);
+  mpi_abort(code);
 }
 
 int64_t mpi_world_rank() {
   int r = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &r);
   return r;
+}
+
+int64_t mpi_local_size() {
+  for (const char* v : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"}) {
+    const char* text = std::getenv(v);
+    char* end = nullptr;
+    const long n = text ? std::strtol(text, &end, 10) : 0;
+    if (text && *end == '\0' && n >= 1) return n;
+  }
+  MPI_Comm node;
+  if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) !=
+      MPI_SUCCESS)
+    return mpi_world_size();  // the safe side: as if every process shared this node
+  int n = 0;
+  MPI_Comm_size(node, &n);
+  MPI_Comm_free(&node);
+  return n;
 }
 
 int64_t mpi_world_size() {
@@ -316,9 +373,11 @@ void mpi_notify_failure(const std::string& why) {
 bool mpi_deadline_passed() { return g_deadline_passed; }
 
 Result<MpiVerdict> mpi_agree(int code, const std::string& message,
-                             std::chrono::milliseconds deadline) {
+                             std::chrono::milliseconds deadline,
+                             std::chrono::milliseconds root_work) {
   const int64_t world = mpi_world_size(), me = mpi_world_rank();
-  const std::vector<uint8_t> mine = encode({code, me, message});
+  g_last_deadline = deadline;
+  const std::vector<uint8_t> mine = encode({code, me, message}, g_in_flight);
   // Round 1: every outcome to rank 0. Notices are not taken here: this is where failures meet.
   std::vector<std::span<const uint8_t>> out(static_cast<size_t>(world));
   std::vector<size_t> want(static_cast<size_t>(world), 0);
@@ -331,18 +390,18 @@ Result<MpiVerdict> mpi_agree(int code, const std::string& message,
   DCP_GPU_ASSIGN(
       in, exchange(0, world, me, out, want, kAgreeTag, "agreeing on the outcome", deadline, false));
   MpiVerdict v;
+  bool in_flight = false;
   if (me == 0) {
     for (const auto& bytes : in) {
-      const MpiVerdict o = decode(bytes);
-      if (o.code != 0) {
-        v = o;
-        break;
-      }
+      const Outcome o = decode(bytes);
+      in_flight = in_flight || o.in_flight != 0;
+      if (o.code != 0 && v.code == 0) v = {o.code, o.rank, o.text};
     }
   }
   // Round 2: rank 0's verdict to every rank. The others wait twice as long, so that when a rank
-  // never arrives it is rank 0, having waited for it, that names it.
-  const std::vector<uint8_t> verdict = encode(v);
+  // never arrives it is rank 0, having waited for it, that names it; and longer by the work rank
+  // 0 does before it agrees (it judges the request).
+  const std::vector<uint8_t> verdict = encode(v, in_flight);
   std::fill(out.begin(), out.end(), std::span<const uint8_t>());
   std::fill(want.begin(), want.end(), 0);
   if (me == 0)
@@ -352,8 +411,10 @@ Result<MpiVerdict> mpi_agree(int code, const std::string& message,
   out[static_cast<size_t>(me)] = verdict;
   want[static_cast<size_t>(me)] = verdict.size();
   DCP_GPU_ASSIGN(back, exchange(0, world, me, out, want, kAgreeTag, "agreeing on the outcome",
-                                me == 0 ? deadline : 2 * deadline, false));
-  return decode(back[0]);
+                                me == 0 ? deadline : 2 * deadline + root_work, false));
+  const Outcome o = decode(back[0]);
+  g_job_in_flight = o.in_flight != 0;
+  return MpiVerdict{o.code, o.rank, o.text};
 }
 
 Result<MpiRun> run_dcp_mpi(const DcpInputs& in, const DcpConfig& cfg) {
@@ -395,10 +456,11 @@ Result<MpiRun> gather_on_root(const DcpInputs& in, const DcpConfig& cfg,
     std::fill(want.begin(), want.end(), packed.size() * sizeof(float));
   else
     out[0] = bytes_of(packed);
-  // Rank 0 waits twice as long here: a rank held up by a stopped peer of its own group times
-  // out first, in its group's collective, and names that peer rather than being named itself.
+  // Rank 0 waits twice as long here, and a sender (whose large message waits for rank 0 to take
+  // it) three times: a rank held up by a stopped peer of its own group times out first, in its
+  // group's collective, and names that peer rather than being named itself.
   DCP_GPU_ASSIGN(all, exchange(0, world, me, out, want, kDataTag, "gathering results on rank 0",
-                               me == 0 ? 2 * cfg.deadline : cfg.deadline, true));
+                               (me == 0 ? 2 : 3) * cfg.deadline, true));
   MpiRun run;
   run.root = me == 0;
   if (!run.root) return run;

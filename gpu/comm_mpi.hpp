@@ -33,13 +33,17 @@
 namespace dcp::gpu {
 
 GpuStatus mpi_init(int* argc, char*** argv);
-// MPI_Finalize; after a failure that left messages in flight (a peer stopped, or a rank failed
-// mid-step) MPI_Finalize could wait for them forever, so the job ends with MPI_Abort(code).
+// MPI_Finalize; after a failure that left messages in flight anywhere (a rank failed mid-step,
+// and the verdict said so) MPI_Finalize could wait for them forever, so the job ends with
+// MPI_Abort(code) from rank 0, once it has printed its line (the others wait for it).
 void mpi_finalize(int code);
 // The MPI library's own version line (callable before mpi_init).
 std::string mpi_library_version();
 int64_t mpi_world_rank();
 int64_t mpi_world_size();
+// Processes of this job on this node (they share its memory): what the launcher says (OpenMPI,
+// MPICH), else counted with MPI_Comm_split_type.
+int64_t mpi_local_size();
 // Ends every process of the job.
 [[noreturn]] void mpi_abort(int code);
 
@@ -70,10 +74,12 @@ struct MpiVerdict {
 
 // Every world rank calls it with its own outcome (0: success; any other code: failure, with a
 // one-line message); all of them return the same verdict, or an error when a peer does not
-// take part within `deadline` (rank 0 waits that long for the others; they wait twice as long
-// for rank 0's verdict, so a missing rank is named by rank 0, which waited for it).
+// take part within `deadline`. Rank 0 waits that long for the others; they wait twice as long
+// for its verdict, plus `root_work`, the time rank 0 may spend before it agrees (judging), so a
+// missing rank is named by rank 0, which waited for it.
 Result<MpiVerdict> mpi_agree(int code, const std::string& message,
-                             std::chrono::milliseconds deadline);
+                             std::chrono::milliseconds deadline,
+                             std::chrono::milliseconds root_work = {});
 
 struct MpiRun {
   bool root = false;  // world rank 0: `group` holds the assembled output and all partials

@@ -19,6 +19,12 @@ void sum_blocks_ordered(std::span<const float* const> blocks, int64_t count, Red
   for (int64_t i = 0; i < count; ++i) out[static_cast<size_t>(i)] = r[static_cast<size_t>(i)];
 }
 
+std::string rank_list(const std::vector<int64_t>& ranks) {
+  std::string s = ranks.size() == 1 ? "rank" : "ranks";
+  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : " ") + std::to_string(ranks[i]);
+  return s;
+}
+
 GpuStatus check_collective(const char* what, int64_t n, size_t send, size_t recv,
                            int64_t send_blocks, int64_t recv_blocks) {
   if (send % static_cast<size_t>(send_blocks) != 0)

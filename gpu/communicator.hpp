@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "gpu/merge.hpp"
 #include "gpu/status.hpp"
@@ -47,6 +48,9 @@ class Communicator {
 // reduces in the same order.
 void sum_blocks_ordered(std::span<const float* const> blocks, int64_t count, ReduceOrder order,
                         uint64_t seed, std::span<float> out);
+
+// "rank 3" or "ranks 1, 3": the ranks a collective waited for in vain, for its error.
+std::string rank_list(const std::vector<int64_t>& ranks);
 
 // Size checks shared by the communicators (one-line errors naming the collective).
 GpuStatus check_collective(const char* what, int64_t n, size_t send, size_t recv,

@@ -48,11 +48,10 @@ GpuStatus Rendezvous::barrier(int64_t rank) {
     released_[static_cast<size_t>(rank)] = 1;
     return DCP_GPU_ERROR(transport_, " communicator aborted: ", abort_reason_);
   }
-  std::string missing;  // the ranks that have not arrived, named in the error
+  std::vector<int64_t> missing;  // the ranks that have not arrived, named in the error
   for (int64_t r = 0; r < ranks_; ++r)
-    if (!here_[static_cast<size_t>(r)])
-      missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-  const std::string why = gpu_message("rank ", missing, " did not arrive within ",
+    if (!here_[static_cast<size_t>(r)]) missing.push_back(r);
+  const std::string why = gpu_message(rank_list(missing), " did not arrive within ",
                                       std::chrono::duration<double>(deadline_).count(),
                                       " s (stopped or hung; --timeout sets the wait)");
   aborted_ = true;  // every other waiter is released with the same reason

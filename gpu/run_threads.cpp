@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <memory>
+#include <new>
+#include <string>
+#include <system_error>
 #include <thread>
 
 #include "gpu/comm_threads.hpp"
@@ -24,15 +27,36 @@ void place_rank_output(const DcpGeometry& geo, const AttentionDims& d, int64_t t
 GpuStatus run_rank_threads(const DcpGeometry& geo, const std::vector<RankGroup*>& groups,
                            const std::function<GpuStatus(int64_t)>& body) {
   std::vector<GpuStatus> status(static_cast<size_t>(geo.tp));
+  auto fail = [&](int64_t tp_rank, GpuStatus st) {
+    groups[static_cast<size_t>(geo.group(tp_rank))]->abort("tp rank " + std::to_string(tp_rank) +
+                                                           ": " + st.message());
+    status[static_cast<size_t>(tp_rank)] = std::move(st);
+  };
   std::vector<std::thread> threads;
   for (int64_t tp_rank = 0; tp_rank < geo.tp; ++tp_rank) {
-    threads.emplace_back([&, tp_rank] {
-      GpuStatus st = body(tp_rank);
-      if (!st)
-        groups[static_cast<size_t>(geo.group(tp_rank))]->abort(
-            "tp rank " + std::to_string(tp_rank) + ": " + st.message());
-      status[static_cast<size_t>(tp_rank)] = std::move(st);
-    });
+    try {
+      threads.emplace_back([&, tp_rank] {
+        // An exception (std::bad_alloc in a rank's buffers) must not end the process from a
+        // thread: it fails the rank like any error.
+        GpuStatus st;
+        try {
+          st = body(tp_rank);
+        } catch (const std::bad_alloc&) {
+          st = DCP_GPU_ERROR("out of memory in the rank's step");
+        } catch (const std::exception& e) {
+          st = DCP_GPU_ERROR("the rank's step threw: ", e.what());
+        }
+        if (!st) fail(tp_rank, std::move(st));
+      });
+    } catch (const std::system_error& e) {
+      // No thread for this rank: the ranks already started must not wait for it, nor for the
+      // ranks after it, so every group is stopped.
+      const GpuStatus st =
+          DCP_GPU_ERROR("cannot start a thread for tp rank ", tp_rank, ": ", e.what());
+      for (RankGroup* g : groups) g->abort(st.message());
+      for (std::thread& t : threads) t.join();
+      return st;
+    }
   }
   for (std::thread& t : threads) t.join();
   int64_t origin = -1;

@@ -1,6 +1,7 @@
 #include "oracle/file_write.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -8,48 +9,113 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <vector>
+#include <random>
+#include <string>
+
+#include "oracle/text.hpp"
 
 namespace dcp::oracle {
+namespace {
 
-Status write_whole_file(const std::string& path, std::span<const uint8_t> bytes) {
-  if (path.empty()) return DCP_ERROR("cannot write a file with an empty name");
-  const std::filesystem::path target(path);
-  const std::filesystem::path dir = target.has_parent_path() ? target.parent_path() : ".";
-  // mkstemp: a fresh name in the target's folder (the same file system, so rename is atomic).
-  std::string name = (dir / ("." + target.filename().string() + ".XXXXXX")).string();
-  std::vector<char> templ(name.begin(), name.end());
-  templ.push_back('\0');
-  const int fd = ::mkstemp(templ.data());
-  if (fd < 0)
-    return DCP_ERROR(path, ": cannot open for writing (a new file in '", dir.string(),
-                     "'): ", std::strerror(errno));
-  const std::string tmp(templ.data());
-  auto fail = [&](const char* what, int err) {
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    return DCP_ERROR(path, ": ", what, ": ", std::strerror(err));
-  };
+// Long enough to be unique among the writers of one folder, short enough that "." + the
+// target's name (cut to kNameChars) + "." + these stay under NAME_MAX (255).
+constexpr size_t kNameChars = 200;
+constexpr int kNameTries = 100;
+
+// Signals that would end the process between the temporary's creation and its rename are held
+// back while a file is written, so that no temporary is left behind.
+class HoldSignals {
+ public:
+  HoldSignals() {
+    sigset_t set;
+    sigemptyset(&set);
+    for (const int s : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&set, s);
+    pthread_sigmask(SIG_BLOCK, &set, &old_);
+  }
+  ~HoldSignals() { pthread_sigmask(SIG_SETMASK, &old_, nullptr); }
+  HoldSignals(const HoldSignals&) = delete;
+  HoldSignals& operator=(const HoldSignals&) = delete;
+
+ private:
+  sigset_t old_;
+};
+
+Status write_all(int fd, std::span<const uint8_t> bytes, const std::string& shown) {
   for (size_t done = 0; done < bytes.size();) {
     const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return fail("write failed", n < 0 ? errno : EIO);
+    if (n <= 0) return DCP_ERROR(shown, ": write failed: ", std::strerror(n < 0 ? errno : EIO));
     done += static_cast<size_t>(n);
   }
-  // Readable as a file the user wrote would be (mkstemp makes it private).
-  const mode_t mask = ::umask(0);
-  ::umask(mask);
-  if (::fchmod(fd, 0666 & ~mask) != 0) return fail("cannot set its mode", errno);
-  if (::fsync(fd) != 0) return fail("flush to disk failed", errno);
+  return {};
+}
+
+// A device or a pipe named as the output (/dev/null, /dev/stdout, a FIFO) is written in place:
+// renaming a file over it would replace the device node. A FIFO without a reader is an error,
+// not a wait.
+Status write_in_place(const std::string& path, std::span<const uint8_t> bytes,
+                      const std::string& shown) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return DCP_ERROR(shown, ": cannot open for writing: ", std::strerror(errno));
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  Status st = write_all(fd, bytes, shown);
+  if (::close(fd) != 0 && st.ok()) st = DCP_ERROR(shown, ": close failed: ", std::strerror(errno));
+  return st;
+}
+
+}  // namespace
+
+Status write_whole_file(const std::string& path, std::span<const uint8_t> bytes) {
+  if (path.empty()) return DCP_ERROR("cannot write a file with an empty name");
+  const std::string shown = printable(path);
+  struct stat target {};
+  const bool exists = ::stat(path.c_str(), &target) == 0;
+  if (exists && S_ISDIR(target.st_mode)) return DCP_ERROR(shown, ": is a folder");
+  if (exists && !S_ISREG(target.st_mode)) return write_in_place(path, bytes, shown);
+
+  const std::filesystem::path p(path);
+  const std::filesystem::path dir = p.has_parent_path() ? p.parent_path() : ".";
+  const HoldSignals hold;
+  // A new file of our own beside the target (the same file system, so rename is atomic), made
+  // with mode 0666 less the umask, as any file the user creates.
+  std::mt19937_64 rng(std::random_device{}());
+  std::string tmp;
+  int fd = -1;
+  for (int attempt = 0; attempt < kNameTries && fd < 0; ++attempt) {
+    char suffix[24];
+    std::snprintf(suffix, sizeof suffix, ".%016llx", static_cast<unsigned long long>(rng()));
+    tmp = (dir / ("." + p.filename().string().substr(0, kNameChars) + suffix)).string();
+    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd < 0 && errno != EEXIST) break;
+  }
+  if (fd < 0)
+    return DCP_ERROR(shown, ": cannot open for writing (a new file in '", printable(dir.string()),
+                     "'): ", std::strerror(errno));
+  auto fail = [&](Status st) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return st;
+  };
+  // Replacing a file keeps its permissions.
+  if (exists && ::fchmod(fd, target.st_mode & 07777) != 0)
+    return fail(DCP_ERROR(shown, ": cannot keep its mode: ", std::strerror(errno)));
+  if (Status st = write_all(fd, bytes, shown); !st) return fail(st);
+  if (::fsync(fd) != 0)
+    return fail(DCP_ERROR(shown, ": flush to disk failed: ", std::strerror(errno)));
   if (::close(fd) != 0) {
     const int err = errno;
     ::unlink(tmp.c_str());
-    return DCP_ERROR(path, ": close failed: ", std::strerror(err));
+    return DCP_ERROR(shown, ": close failed: ", std::strerror(err));
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     const int err = errno;
     ::unlink(tmp.c_str());
-    return DCP_ERROR(path, ": cannot rename the new file into place: ", std::strerror(err));
+    return DCP_ERROR(shown, ": cannot rename the new file into place: ", std::strerror(err));
+  }
+  // The rename itself reaches the disk with the folder.
+  if (const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
   }
   return {};
 }

@@ -3,8 +3,11 @@
 // The bytes go to a new temporary file in the target's own folder, are flushed to disk, and the
 // temporary is renamed over the target. rename() within one file system is atomic: a reader, or
 // a run interrupted at any point, sees the old file or the complete new one, never half of one;
-// on failure the temporary is removed and the target is untouched. A target that is a symbolic
-// link is replaced by the new file (the file the link pointed to is left as it was).
+// on failure the temporary is removed and the target is untouched (Ctrl-C and SIGTERM are held
+// back while it is written). A file replaced keeps its permissions; a new one gets 0666 less
+// the umask. A target that is a symbolic link to a file is replaced by the new file (the file
+// the link pointed to is left as it was); a device or a pipe (/dev/null, /dev/stdout, a FIFO
+// with a reader) is written in place.
 //
 //   DCP_TRY(write_whole_file("ref.safetensors", serialize_safetensors(file)));
 #pragma once

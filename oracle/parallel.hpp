@@ -8,6 +8,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <exception>
+#include <mutex>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -17,6 +20,9 @@ struct NoThreadExit {
   void operator()() const {}
 };
 
+// An exception thrown by fn on any thread (std::bad_alloc) stops the loop and is rethrown on the
+// calling thread once every worker has finished, never left to end the process from a worker.
+// If no further thread can be started, the threads there are do all the rows.
 template <class Fn, class OnExit = NoThreadExit>
 void parallel_for(int64_t n, Fn&& fn, OnExit on_thread_exit = {}) {
   const int64_t threads = std::min<int64_t>(n, std::max(1u, std::thread::hardware_concurrency()));
@@ -25,18 +31,31 @@ void parallel_for(int64_t n, Fn&& fn, OnExit on_thread_exit = {}) {
     return;
   }
   std::atomic<int64_t> next{0};
+  std::mutex mu;
+  std::exception_ptr first_error;
   auto worker = [&] {
-    for (int64_t i = next++; i < n; i = next++) fn(i);
+    try {
+      for (int64_t i = next++; i < n; i = next++) fn(i);
+    } catch (...) {
+      next = n;  // the others stop at their next row
+      std::lock_guard<std::mutex> lock(mu);
+      if (!first_error) first_error = std::current_exception();
+    }
   };
   std::vector<std::thread> pool;
   for (int64_t w = 1; w < threads; ++w) {
-    pool.emplace_back([&] {
-      worker();
-      on_thread_exit();
-    });
+    try {
+      pool.emplace_back([&] {
+        worker();
+        on_thread_exit();
+      });
+    } catch (const std::system_error&) {
+      break;
+    }
   }
   worker();
   for (auto& th : pool) th.join();
+  if (first_error) std::rethrow_exception(first_error);
 }
 
 }  // namespace dcp::oracle

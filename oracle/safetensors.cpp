@@ -19,6 +19,7 @@
 #include <utility>
 
 #include "oracle/file_write.hpp"
+#include "oracle/text.hpp"
 
 namespace dcp::oracle {
 
@@ -31,41 +32,6 @@ constexpr std::string_view kAcceptedDtypes = "F64, F32, F16, BF16, I64";
 // A valid header nests 3 deep (object, tensor entry, shape); deeper input is rejected early so
 // a hostile header cannot make the parser build an arbitrarily deep tree.
 constexpr int kMaxHeaderDepth = 16;
-constexpr size_t kMaxShownChars = 200;
-
-// `s` made safe for a one-line message: control characters and backslashes escaped, long text
-// shortened (at a UTF-8 character boundary).
-std::string printable(std::string_view s) {
-  size_t n = s.size();
-  bool cut = false;
-  if (n > kMaxShownChars) {
-    n = kMaxShownChars;
-    while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xc0) == 0x80) --n;
-    cut = true;
-  }
-  std::string out;
-  out.reserve(n + 8);
-  for (size_t i = 0; i < n; ++i) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c == '\\') {
-      out += "\\\\";
-    } else if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else if (c < 0x20 || c == 0x7f) {
-      constexpr char kHex[] = "0123456789abcdef";
-      out += "\\x";
-      out += kHex[c >> 4];
-      out += kHex[c & 0xf];
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  if (cut) out += "...(" + std::to_string(s.size()) + " bytes)";
-  return out;
-}
-
 std::string in_quotes(std::string_view s) { return "'" + printable(s) + "'"; }
 
 // "a string", "a number", ... for messages about mistyped JSON values.

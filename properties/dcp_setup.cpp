@@ -9,6 +9,7 @@
 #include <sstream>
 #include <utility>
 
+#include "oracle/text.hpp"
 #include "properties/dcp_bridge.hpp"
 
 namespace dcp::props {
@@ -141,7 +142,9 @@ class FieldReader {
   FieldReader(const json& j, std::string path) : j_(j), path_(std::move(path)) {}
 
   oracle::Status object() const {
-    if (!j_.is_object()) return DCP_ERROR(path_, ": expected an object, got ", shown(j_));
+    if (!j_.is_object())
+      return DCP_ERROR(path_.empty() ? "the setup" : path_, ": expected an object, got ",
+                       shown(j_));
     return {};
   }
   // Every key of the object must be one of `known`.
@@ -149,46 +152,29 @@ class FieldReader {
     for (const auto& [key, value] : j_.items()) {
       bool ok = false;
       for (const char* k : known) ok = ok || key == k;
-      if (!ok) return DCP_ERROR(name(key), ": unknown field");
+      if (!ok) return DCP_ERROR(oracle::printable(name(key)), ": unknown field");
     }
     return {};
   }
   oracle::Status get(const char* key, int64_t& out) const {
-    DCP_TRY(present(key));
-    const json& v = j_.at(key);
-    if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<uint64_t>() > INT64_MAX))
-      return DCP_ERROR(name(key), ": expected an integer, got ", shown(v));
-    out = v.get<int64_t>();
-    return {};
+    return typed(key, out, fits_int64, "an integer");
   }
   oracle::Status get(const char* key, uint64_t& out) const {
-    DCP_TRY(present(key));
-    const json& v = j_.at(key);
-    if (!v.is_number_unsigned())
-      return DCP_ERROR(name(key), ": expected an integer in 0 .. 2^64 - 1, got ", shown(v));
-    out = v.get<uint64_t>();
-    return {};
+    return typed(
+        key, out, [](const json& v) { return v.is_number_unsigned(); },
+        "an integer in 0 .. 2^64 - 1");
   }
   oracle::Status get(const char* key, bool& out) const {
-    DCP_TRY(present(key));
-    const json& v = j_.at(key);
-    if (!v.is_boolean()) return DCP_ERROR(name(key), ": expected true or false, got ", shown(v));
-    out = v.get<bool>();
-    return {};
+    return typed(
+        key, out, [](const json& v) { return v.is_boolean(); }, "true or false");
   }
   oracle::Status get(const char* key, double& out) const {
-    DCP_TRY(present(key));
-    const json& v = j_.at(key);
-    if (!v.is_number()) return DCP_ERROR(name(key), ": expected a number, got ", shown(v));
-    out = v.get<double>();
-    return {};
+    return typed(
+        key, out, [](const json& v) { return v.is_number(); }, "a number");
   }
   oracle::Status get(const char* key, std::string& out) const {
-    DCP_TRY(present(key));
-    const json& v = j_.at(key);
-    if (!v.is_string()) return DCP_ERROR(name(key), ": expected a string, got ", shown(v));
-    out = v.get<std::string>();
-    return {};
+    return typed(
+        key, out, [](const json& v) { return v.is_string(); }, "a string");
   }
   oracle::Status get(const char* key, std::vector<int64_t>& out) const {
     DCP_TRY(present(key));
@@ -196,8 +182,7 @@ class FieldReader {
     if (!v.is_array()) return DCP_ERROR(name(key), ": expected an array of integers");
     out.clear();
     for (size_t i = 0; i < v.size(); ++i) {
-      if (!v[i].is_number_integer() ||
-          (v[i].is_number_unsigned() && v[i].get<uint64_t>() > INT64_MAX))
+      if (!fits_int64(v[i]))
         return DCP_ERROR(name(key), ": element [", i, "]: expected an integer, got ", shown(v[i]));
       out.push_back(v[i].get<int64_t>());
     }
@@ -210,6 +195,18 @@ class FieldReader {
   }
 
  private:
+  static bool fits_int64(const json& v) {
+    return v.is_number_integer() && !(v.is_number_unsigned() && v.get<uint64_t>() > INT64_MAX);
+  }
+  // Field `key` into `out` when `fits` accepts it; else "NAME: expected WHAT, got VALUE".
+  template <class T, class Fits>
+  oracle::Status typed(const char* key, T& out, Fits fits, const char* expected) const {
+    DCP_TRY(present(key));
+    const json& v = j_.at(key);
+    if (!fits(v)) return DCP_ERROR(name(key), ": expected ", expected, ", got ", shown(v));
+    out = v.get<T>();
+    return {};
+  }
   std::string name(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
   const json& j_;
   std::string path_;
@@ -241,9 +238,11 @@ oracle::Expected<DcpSetup> setup_from_json(const nlohmann::json& j) {
   DCP_TRY(c.get("kv_dtype", kd));
   const auto q_dtype = oracle::parse_dtype(qd), kv_dtype = oracle::parse_dtype(kd);
   if (!q_dtype || *q_dtype == oracle::DType::f64)
-    return DCP_ERROR("spec.q_dtype: got \"", qd, "\"; expected F32, F16 or BF16");
+    return DCP_ERROR("spec.q_dtype: got \"", oracle::printable(qd),
+                     "\"; expected F32, F16 or BF16");
   if (!kv_dtype || *kv_dtype == oracle::DType::f64)
-    return DCP_ERROR("spec.kv_dtype: got \"", kd, "\"; expected F32, F16 or BF16");
+    return DCP_ERROR("spec.kv_dtype: got \"", oracle::printable(kd),
+                     "\"; expected F32, F16 or BF16");
   p.q_dtype = *q_dtype;
   p.kv_dtype = *kv_dtype;
   DCP_TRY(c.get("causal", p.causal));
@@ -254,13 +253,15 @@ oracle::Expected<DcpSetup> setup_from_json(const nlohmann::json& j) {
   DCP_TRY(c.get("topk", p.topk));
   DCP_TRY(c.get("lse_base", base));
   const auto b = oracle::parse_lse_base(base);
-  if (!b) return DCP_ERROR("spec.lse_base: got \"", base, "\"; expected \"e\" or \"2\"");
+  if (!b)
+    return DCP_ERROR("spec.lse_base: got \"", oracle::printable(base),
+                     "\"; expected \"e\" or \"2\"");
   p.lse_base = *b;
   DCP_TRY(c.get("explicit_scale", p.explicit_scale));
   DCP_TRY(c.get("values", style));
   const auto found = std::find(std::begin(kStyles), std::end(kStyles), style);
   if (found == std::end(kStyles))
-    return DCP_ERROR("spec.values: got \"", style,
+    return DCP_ERROR("spec.values: got \"", oracle::printable(style),
                      "\"; expected normal, peaked, wide, ties, tiny or extreme");
   p.values = static_cast<ValueStyle>(found - std::begin(kStyles));
   DCP_TRY(c.get("seed", p.seed));
@@ -279,11 +280,17 @@ oracle::Expected<DcpSetup> setup_from_json(const nlohmann::json& j) {
   DCP_TRY(g.get("order", order));
   DCP_TRY(g.get("out_dtype", out));
   const auto strat = gpu::parse_strategy(comm);
-  if (!strat) return DCP_ERROR("config.comm: got \"", comm, "\"; expected \"ag_rs\" or \"a2a\"");
+  if (!strat)
+    return DCP_ERROR("config.comm: got \"", oracle::printable(comm),
+                     "\"; expected \"ag_rs\" or \"a2a\"");
   const auto ord = gpu::parse_reduce_order(order);
-  if (!ord) return DCP_ERROR("config.order: got \"", order, "\"; expected seq, pair or rand");
+  if (!ord)
+    return DCP_ERROR("config.order: got \"", oracle::printable(order),
+                     "\"; expected seq, pair or rand");
   const auto od = gpu::parse_dtype(out);
-  if (!od) return DCP_ERROR("config.out_dtype: got \"", out, "\"; expected f32, f16 or bf16");
+  if (!od)
+    return DCP_ERROR("config.out_dtype: got \"", oracle::printable(out),
+                     "\"; expected f32, f16 or bf16");
   q.strategy = *strat;
   q.order = *ord;
   q.out_dtype = *od;

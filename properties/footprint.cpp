@@ -11,6 +11,9 @@ namespace {
 // Bytes of the element types the code holds: the oracle keeps values and positions as 8-byte
 // doubles and int64s, a double-double as 16 bytes; the production path keeps fp32 values.
 constexpr double kF64 = 8.0, kDd = 16.0, kF32 = 4.0, kI64 = 8.0;
+// A certify-tier number (MPFR at 266 bits through Boost.Multiprecision): the 32-byte mpfr_t, its
+// 5 limbs of 8 bytes on the heap and the allocator's 16-byte header make 88; rounded up.
+constexpr double kCertifyReal = 128.0;
 // A std::vector filled by push_back holds up to twice its size.
 constexpr double kGrowth = 2.0;
 // What the process holds before any case exists (code, libraries, thread stacks touched) and a
@@ -55,19 +58,25 @@ const char* largest(std::initializer_list<const Terms*> phases) {
   return what;
 }
 
+// q, K, V, the top-k lists, the positions and the sinks of a case, in elements.
+double case_elements(double T, double Hq, double Hkv, double Dk, double Dv, double S, double K,
+                     bool latent) {
+  return T * Hq * Dk + S * Hkv * (Dk + (latent ? 0.0 : Dv)) + T * K + T + Hq;
+}
+
 // The oracle judging one part of a case (a reference and its bound, or a shard's), while the
-// case stays in memory: keys: the longest visible-key list of a query; rows: T * heads.
-Terms judge_terms(double T, double Hq, double Dv, double S, double case_bytes) {
+// case stays in memory; `real` is the bytes of one number of the tier (kDd or kCertifyReal).
+Terms judge_terms(double T, double Hq, double Dv, double S, double case_bytes, double real) {
   const double threads = std::max(1u, std::thread::hardware_concurrency());
   Terms t;
   // shard_case copies the whole case and adds its own top-k list [T, keys of the shard].
   t.add(case_bytes + T * S * kI64, "the oracle's copy of the case for a rank's shard");
   // Visible-key lists of every query: the shard's owned lists, the reference's, the bound's.
   t.add(3.0 * kGrowth * T * S * kI64, "the oracle's lists of visible keys (T x S positions)");
-  t.add(T * Hq * (Dv * kDd + kRowStateBytes), "the oracle's merge states (T x Hq x Dv)");
+  t.add(T * Hq * (Dv * real + kRowStateBytes), "the oracle's merge states (T x Hq x Dv)");
   // The reference, the bound, the slices compared and the result in doubles: T Hq (Dv + 1) each.
   t.add(8.0 * T * Hq * (Dv + 1.0) * kF64, "the oracle's outputs and bounds (T x Hq x Dv)");
-  t.add(threads * S * (kDd + kBoundVectors * kF64), "the oracle's per-thread key vectors");
+  t.add(threads * S * (real + kBoundVectors * kF64), "the oracle's per-thread key vectors");
   return t;
 }
 
@@ -82,7 +91,7 @@ Footprint dcp_check_footprint(const DcpSetup& s) {
   const double T = d(c.tokens), Hq = d(c.q_heads), Hkv = d(c.kv_heads), Dk = d(c.head_dim),
                Dv = d(c.v_dim), S = d(c.seq), K = d(c.topk);
   const double kv_width = Dk + (c.shared_latent ? 0.0 : Dv);  // stored floats per key and head
-  const double elements = T * Hq * Dk + S * Hkv * kv_width + T * K + T + Hq;
+  const double elements = case_elements(T, Hq, Hkv, Dk, Dv, S, K, c.shared_latent);
   const double case_bytes = elements * kF64;
   Terms keep;  // alive from start to end
   keep.add(case_bytes, "the oracle's copy of q, K and V (doubles)");
@@ -110,7 +119,7 @@ Footprint dcp_check_footprint(const DcpSetup& s) {
   const double group_run = T * Hq * (Dv + 1.0) * kF32 + tp * partial;
   step.add(group_run, "the assembled output and partials");
 
-  Terms judge = judge_terms(T, Hq, Dv, S, case_bytes);
+  Terms judge = judge_terms(T, Hq, Dv, S, case_bytes, kDd);
   judge.add(group_run + T * Hq * (Dv + 1.0) * kF64, "the assembled output and partials");
 
   const bool step_peak = step.sum() > judge.sum();
@@ -120,13 +129,13 @@ Footprint dcp_check_footprint(const DcpSetup& s) {
   return finish(bytes, work, largest({&keep, step_peak ? &step : &judge}));
 }
 
-Footprint judge_footprint(const oracle::Case& c, int64_t parts) {
+Footprint judge_footprint(const oracle::Case& c, int64_t parts, oracle::Tier tier) {
   const double T = d(c.tokens()), Hq = d(c.q_heads()), S = d(c.seq()), Dv = d(c.v_dim);
   const double Dk = d(c.head_dim());
-  const double kv_width = Dk + (c.shared_latent() ? 0.0 : Dv);
-  const double elements =
-      T * Hq * Dk + S * d(c.kv_heads()) * kv_width + d(static_cast<int64_t>(c.topk.data.size()));
-  const Terms judge = judge_terms(T, Hq, Dv, S, elements * kF64);
+  const double K = c.has_topk() ? d(c.topk.dim(1)) : 0.0;
+  const double elements = case_elements(T, Hq, d(c.kv_heads()), Dk, Dv, S, K, c.shared_latent());
+  const Terms judge = judge_terms(T, Hq, Dv, S, elements * kF64,
+                                  tier == oracle::Tier::certify ? kCertifyReal : kDd);
   // The reference and its bound on the full case, and as much again over the shards together.
   const double passes = parts > 1 ? 4.0 : 2.0;
   const double work = passes * T * Hq * S * (Dk + Dv) + d(parts) * T * S;

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <string>
 
+#include "oracle/attention.hpp"
 #include "oracle/case.hpp"
 #include "properties/dcp_setup.hpp"
 
@@ -31,9 +32,9 @@ struct Footprint {
 // the oracle's judgement of the output and of every rank's partial).
 Footprint dcp_check_footprint(const DcpSetup& s);
 
-// The oracle judging `parts` results of a case already in memory (reference: parts = 1; a
-// result file with partials: 1 + N).
-Footprint judge_footprint(const oracle::Case& c, int64_t parts);
+// The oracle judging `parts` results of a case already in memory at a tier (reference: parts =
+// 1; a result file with partials: 1 + N).
+Footprint judge_footprint(const oracle::Case& c, int64_t parts, oracle::Tier tier);
 
 // Reading a safetensors file of `file_bytes` into memory and decoding its tensors to doubles.
 Footprint file_footprint(double file_bytes);

@@ -5,11 +5,13 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "oracle/text.hpp"
+
 namespace dcp::props {
 
 oracle::Expected<std::vector<PinnedEntry>> parse_pinned(std::string_view text,
                                                         const std::string& source) {
-  const std::string where = "pinned counterexamples '" + source + "'";
+  const std::string where = "pinned counterexamples '" + oracle::printable(source) + "'";
   const nlohmann::json all = nlohmann::json::parse(text, nullptr, false);
   if (all.is_discarded()) return DCP_ERROR(where, ": not valid JSON");
   if (!all.is_array() || all.empty()) return DCP_ERROR(where, ": expected a non-empty JSON array");
@@ -19,10 +21,12 @@ oracle::Expected<std::vector<PinnedEntry>> parse_pinned(std::string_view text,
     const std::string entry = where + ": entry " + std::to_string(i);
     if (!j.is_object()) return DCP_ERROR(entry, ": expected an object with 'why' and 'setup'");
     for (const auto& [key, value] : j.items())
-      if (key != "why" && key != "setup") return DCP_ERROR(entry, ": ", key, ": unknown field");
+      if (key != "why" && key != "setup")
+        return DCP_ERROR(entry, ": ", oracle::printable(key), ": unknown field");
     if (!j.contains("why") || !j.at("why").is_string())
       return DCP_ERROR(entry, ": why: expected a string");
     if (!j.contains("setup")) return DCP_ERROR(entry, ": setup: missing");
+    if (!j.at("setup").is_object()) return DCP_ERROR(entry, ": setup: expected an object");
     oracle::Expected<DcpSetup> s = setup_from_json(j.at("setup"));
     if (!s) return DCP_ERROR(entry, ": setup.", s.status().message());
     out.push_back({j.at("why").get<std::string>(), *s});

@@ -202,7 +202,7 @@ contains "$tmp/out" "wrong partial on rank 3)" "lost token: the rank is named"
 if python3 - "$tmp/bad.json" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
-assert d["schema"] == "dcp-verify/check/1" and d["pass"] is False
+assert d["schema"] == "dcp-verify/check/2" and d["pass"] is False
 assert d["claim"]["dcp_size"] == 4 and d["claim"]["sink_rank"] == 0
 assert [p["part"] for p in d["parts"]] == ["output", "rank 0", "rank 1", "rank 2", "rank 3"]
 out = d["parts"][0]
@@ -233,7 +233,7 @@ contains "$tmp/out" "3x1x64/8x128/128" "batch in the shape column"
 if python3 - "$tmp/run.json" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
-assert d["schema"] == "dcp-verify/run/1" and d["pass"] is True and d["interrupted"] is False
+assert d["schema"] == "dcp-verify/run/2" and d["pass"] is True and d["interrupted"] is False
 assert d["rows_planned"] == 1 and len(d["rows"]) == 1 and d["failed"] == 0
 r = d["rows"][0]
 assert r["shape"] == {"batch": 3, "tokens": 1, "heads": 64, "kv_heads": 8, "head_dim": 128,
@@ -305,7 +305,7 @@ contains "$tmp/out" "# reproduce: dcp-verify sweep -b 256 -e 2048 -f 2 -n 2 -w 0
 if python3 - "$tmp/sweep.json" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
-assert d["schema"] == "dcp-verify/sweep/1" and d["pass"] is True
+assert d["schema"] == "dcp-verify/sweep/2" and d["pass"] is True
 assert [r["seq"] for r in d["rows"]] == [256, 512, 1024, 2048]
 for r in d["rows"]:
     # One DCP group of N = 4 ranks (tp 4): every rank gathers all 8 query heads, so it reads both

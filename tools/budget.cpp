@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -14,35 +16,53 @@ namespace {
 
 constexpr double kKiB = 1024.0;
 
-// A number from the first line of a file ("max" or absent: nothing).
-std::optional<double> read_number(const char* path) {
+// A number from the first word of a file ("max" or absent: nothing).
+std::optional<double> read_number(const std::string& path) {
   std::ifstream f(path);
   std::string word;
-  if (!(f >> word) || word.find_first_not_of("0123456789") != std::string::npos) return {};
-  return std::stod(word);
+  if (!(f >> word) || word.empty() || word.find_first_not_of("0123456789") != std::string::npos)
+    return {};
+  return std::strtod(word.c_str(), nullptr);
 }
 
-// MemAvailable from /proc/meminfo, in bytes.
+// MemAvailable from /proc/meminfo, in bytes ("MemAvailable:   21504420 kB").
 std::optional<double> mem_available() {
   std::ifstream f("/proc/meminfo");
-  std::string key, unit;
-  double kb = 0;
-  while (f >> key >> kb >> unit)
-    if (key == "MemAvailable:") return kb * kKiB;
+  for (std::string line; std::getline(f, line);) {
+    unsigned long long kb = 0;
+    if (std::sscanf(line.c_str(), "MemAvailable: %llu kB", &kb) == 1)
+      return static_cast<double>(kb) * kKiB;
+  }
   return {};
 }
 
-// What the cgroup (v2, else v1) lets this process add to its current use.
+// What this process's cgroup, and each cgroup above it, lets it add to its current use: the
+// smallest room of them (cgroup v2: the "0::/path" line of /proc/self/cgroup; v1: the memory
+// controller's line).
 std::optional<double> cgroup_room() {
-  if (const auto max = read_number("/sys/fs/cgroup/memory.max")) {
-    const double used = read_number("/sys/fs/cgroup/memory.current").value_or(0.0);
-    return std::max(0.0, *max - used);
+  std::ifstream f("/proc/self/cgroup");
+  std::optional<double> room;
+  for (std::string line; std::getline(f, line);) {
+    const size_t a = line.find(':'), b = line.find(':', a + 1);
+    if (a == std::string::npos || b == std::string::npos) continue;
+    const std::string controllers = line.substr(a + 1, b - a - 1);
+    const bool v2 = line.compare(0, a, "0") == 0 && controllers.empty();
+    const bool v1 = controllers.find("memory") != std::string::npos;
+    if (!v2 && !v1) continue;
+    const std::string base = v2 ? "/sys/fs/cgroup" : "/sys/fs/cgroup/memory";
+    const char* max_file = v2 ? "/memory.max" : "/memory.limit_in_bytes";
+    const char* used_file = v2 ? "/memory.current" : "/memory.usage_in_bytes";
+    for (std::filesystem::path g = line.substr(b + 1);; g = g.parent_path()) {
+      const std::string dir = base + (g == "/" ? std::string() : g.string());
+      if (const auto max = read_number(dir + max_file)) {
+        const double used = read_number(dir + used_file).value_or(0.0);
+        const double here = std::max(0.0, *max - used);
+        room = room ? std::min(*room, here) : here;
+      }
+      if (g == g.parent_path() || g.empty()) break;
+    }
   }
-  if (const auto max = read_number("/sys/fs/cgroup/memory/memory.limit_in_bytes")) {
-    const double used = read_number("/sys/fs/cgroup/memory/memory.usage_in_bytes").value_or(0.0);
-    return std::max(0.0, *max - used);
-  }
-  return {};
+  return room;
 }
 
 }  // namespace

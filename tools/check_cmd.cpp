@@ -88,10 +88,7 @@ void print_row(std::ostream& out, const std::string& part, const char* tensor, c
 }
 
 int run_check(const CheckOptions& o, const Limits& lim) {
-  auto bad = [](const std::string& why) {
-    std::cerr << "dcp-verify check: " << why << "\n";
-    return kExitBadInput;
-  };
+  auto bad = [](const std::string& why) { return refuse("check", why, std::cerr); };
   if (const auto why = output_error("--json", o.json_path,
                                     {{"--case", o.case_path}, {"--result", o.result_path}}))
     return bad(*why);
@@ -105,10 +102,10 @@ int run_check(const CheckOptions& o, const Limits& lim) {
   auto r = oracle::load_result(o.result_path, *c);
   if (!r) return bad(r.status().message());
   const int64_t planned = oracle::part_count(*r);
-  props::Footprint judge = props::judge_footprint(*c, planned);
+  const oracle::Tier tier = o.tier == "certify" ? oracle::Tier::certify : oracle::Tier::fast;
+  props::Footprint judge = props::judge_footprint(*c, planned, tier);
   judge.bytes += files.bytes;
   if (const auto why = over_limits(judge, lim)) return bad("--case " + o.case_path + ": " + *why);
-  const oracle::Tier tier = o.tier == "certify" ? oracle::Tier::certify : oracle::Tier::fast;
   InterruptGuard guard;
   Progress progress("check", planned);
   oracle::ResultCheck rc;
@@ -127,7 +124,7 @@ int run_check(const CheckOptions& o, const Limits& lim) {
   const bool stopped = static_cast<int64_t>(rc.parts.size()) < planned;
   if (rc.parts.empty()) {
     std::cout << "# check: INTERRUPTED (no part was judged)\n";
-    const json report = {{"schema", "dcp-verify/check/1"},
+    const json report = {{"schema", "dcp-verify/check/2"},
                          {"case", o.case_path},
                          {"result", o.result_path},
                          {"tier", o.tier},
@@ -202,7 +199,7 @@ int run_check(const CheckOptions& o, const Limits& lim) {
            {"lse", worst_json(p.cmp.lse_worst, p.cmp.lse_elements, p.cmp.lse_violations)}});
     }
     const json report = {
-        {"schema", "dcp-verify/check/1"},
+        {"schema", "dcp-verify/check/2"},
         {"case", o.case_path},
         {"result", o.result_path},
         {"tier", o.tier},

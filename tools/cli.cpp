@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "oracle/text.hpp"
 #include "tools/check_cmd.hpp"
 #include "tools/command.hpp"
 #include "tools/info_cmd.hpp"
@@ -50,7 +51,8 @@ int run_cli(int argc, const char* const* argv, const Limits& limits) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::cerr << "dcp-verify: " << e.what() << " (see --help)\n";
+    // CLI11 quotes the arguments it did not expect as given: made one line here.
+    std::cerr << "dcp-verify: " << oracle::printable(e.what()) << " (see --help)\n";
     return kExitBadInput;
   }
   for (const Command& c : commands)

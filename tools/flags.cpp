@@ -7,6 +7,8 @@
 #include <string>
 #include <system_error>
 
+#include "oracle/text.hpp"
+
 namespace dcp::tools {
 namespace {
 
@@ -32,7 +34,7 @@ CLI::Validator int_in(int64_t lo, int64_t hi) {
         const auto r = std::from_chars(s.data(), s.data() + s.size(), v);
         if (!decimal_syntax(s, true) || r.ec != std::errc() || r.ptr != s.data() + s.size() ||
             v < lo || v > hi)
-          return expected + ", got '" + s + "'";
+          return expected + ", got '" + oracle::printable(s) + "'";
         return {};
       },
       "INT in " + range_text(lo, hi), kStrictNumber);
@@ -44,12 +46,12 @@ CLI::Validator real_in(double lo, double hi, bool lo_open) {
   return CLI::Validator(
       [lo, hi, lo_open, expected](std::string& s) -> std::string {
         if (s.empty() || s.find_first_of(" \t\n") != std::string::npos)
-          return expected + ", got '" + s + "'";
+          return expected + ", got '" + oracle::printable(s) + "'";
         char* end = nullptr;
         const double v = std::strtod(s.c_str(), &end);
         const bool above_lo = lo_open ? v > lo : v >= lo;
         if (end != s.c_str() + s.size() || !std::isfinite(v) || !above_lo || v > hi)
-          return expected + ", got '" + s + "'";
+          return expected + ", got '" + oracle::printable(s) + "'";
         return {};
       },
       expected.substr(std::string("expected ").size()), kStrictNumber);
@@ -61,7 +63,7 @@ CLI::Validator seed_value() {
         uint64_t v = 0;
         const auto r = std::from_chars(s.data(), s.data() + s.size(), v);
         if (!decimal_syntax(s, false) || r.ec != std::errc() || r.ptr != s.data() + s.size())
-          return "expected an integer in 0 .. 2^64 - 1, got '" + s + "'";
+          return "expected an integer in 0 .. 2^64 - 1, got '" + oracle::printable(s) + "'";
         return {};
       },
       "SEED in 0 .. 2^64 - 1", kStrictNumber);
@@ -75,9 +77,9 @@ CLI::Validator switch_value() {
       [](std::string& s) -> std::string {
         std::string v = s;
         for (char& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-        for (const char* ok : {"true", "false", "1", "0", "-1", "on", "off", "yes", "no"})
+        for (const char* ok : {"true", "false", "1", "0", "on", "off", "yes", "no"})
           if (v == ok) return {};
-        return "expected true or false (1/0, on/off, yes/no), got '" + s + "'";
+        return "expected true or false (1/0, on/off, yes/no), got '" + oracle::printable(s) + "'";
       },
       "", kStrictSwitch);
 }
@@ -99,8 +101,9 @@ void add_latent_flag(CLI::App* cmd, std::optional<bool>& latent) {
 
 void add_timeout_flag(CLI::App* cmd, int64_t& seconds) {
   cmd->add_option("--timeout", seconds,
-                  "Seconds a rank waits for its peers in a collective before the run ends, "
-                  "naming the ranks that did not arrive (exit 124)")
+                  "Seconds a rank waits for its peers in a collective before it gives up, naming "
+                  "the ranks that did not arrive (under mpirun the job ends, exit 124; with ranks "
+                  "as threads the case fails)")
       ->check(int_in(1, kMaxTimeoutSeconds))
       ->capture_default_str();
 }

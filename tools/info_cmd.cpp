@@ -31,10 +31,8 @@ std::string version_text(int v) {  // CUDA's 1000 * major + 10 * minor
 }
 
 int run_info(const std::optional<std::string>& json_path, const Limits& lim) {
-  if (const auto why = output_error("--json", json_path, {})) {
-    std::cerr << "dcp-verify info: " << *why << "\n";
-    return kExitBadInput;
-  }
+  if (const auto why = output_error("--json", json_path, {}))
+    return refuse("info", *why, std::cerr);
   const std::string cuda_built = DCP_CUDA_TOOLKIT;  // empty: built without CUDA
 #ifdef DCP_HAVE_MPI
   const std::string mpi = gpu::mpi_library_version();

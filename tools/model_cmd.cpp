@@ -51,6 +51,7 @@
 #include "gpu/layout.hpp"
 #include "tools/flags.hpp"
 #include "tools/presets.hpp"
+#include "tools/session.hpp"
 
 namespace dcp::tools {
 namespace {
@@ -274,10 +275,7 @@ void print_row(const Model& m, int64_t seq, int seq_w, std::ostream& out) {
 
 int run_model(const ModelOptions& o, std::ostream& out, std::ostream& err) {
   const gpu::Result<Model> built = build_model(o);
-  if (!built) {
-    err << "dcp-verify model: " << built.status().message() << "\n";
-    return kExitBadInput;
-  }
+  if (!built) return refuse("model", built.status().message(), err);
   const Model& m = *built;
   print_header(o, m, out);
   if (o.seq) {

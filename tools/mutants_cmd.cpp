@@ -83,10 +83,7 @@ void print_row(std::ostream& out, const Row& r) {
 }
 
 int run_mutants(const MutantsOptions& o, const Limits& lim) {
-  auto bad = [](const std::string& why) {
-    std::cerr << "dcp-verify mutants: " << why << "\n";
-    return kExitBadInput;
-  };
+  auto bad = [](const std::string& why) { return refuse("mutants", why, std::cerr); };
   if (const auto why = output_error("--json", o.json_path, {})) return bad(*why);
   if (!gpu::kMutantsBuilt)
     return bad(

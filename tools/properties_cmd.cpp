@@ -57,10 +57,7 @@ void print_row(std::ostream& out, const Row& r) {
 }
 
 int run_properties(const PropertiesOptions& o, const Limits& lim) {
-  auto bad = [](const std::string& why) {
-    std::cerr << "dcp-verify properties: " << why << "\n";
-    return kExitBadInput;
-  };
+  auto bad = [](const std::string& why) { return refuse("properties", why, std::cerr); };
   const std::string pinned = o.pinned.value_or(installed_data_file("pinned.json"));
   if (const auto why = output_error("--json", o.json_path, {{"--pinned", pinned}}))
     return bad(*why);

@@ -17,21 +17,18 @@ struct ReferenceOptions {
 };
 
 int run_reference(const ReferenceOptions& o, const Limits& lim) {
-  auto bad = [](const std::string& why) {
-    std::cerr << "dcp-verify reference: " << why << "\n";
-    return kExitBadInput;
-  };
+  auto bad = [](const std::string& why) { return refuse("reference", why, std::cerr); };
   if (const auto why = output_error({"--out", o.out_path}, {{"--case", o.case_path}}))
     return bad(*why);
   const props::Footprint file = props::file_footprint(file_bytes(o.case_path));
   if (const auto why = over_limits(file, lim)) return bad("--case " + o.case_path + ": " + *why);
   auto c = oracle::load_case(o.case_path);
   if (!c) return bad(c.status().message());
-  props::Footprint judge = props::judge_footprint(*c, 1);
+  const oracle::Tier tier = o.tier == "certify" ? oracle::Tier::certify : oracle::Tier::fast;
+  props::Footprint judge = props::judge_footprint(*c, 1, tier);
   judge.bytes += file.bytes;
   if (const auto why = over_limits(judge, lim)) return bad("--case " + o.case_path + ": " + *why);
-  auto ref =
-      oracle::reference(*c, o.tier == "certify" ? oracle::Tier::certify : oracle::Tier::fast);
+  auto ref = oracle::reference(*c, tier);
   if (!ref) return bad(ref.status().message());
   if (const auto st = oracle::save_attention(o.out_path, *ref); !st) return bad(st.message());
   std::cout << "reference: " << o.case_path << " -> " << o.out_path << "  o "

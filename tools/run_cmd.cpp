@@ -157,7 +157,8 @@ bool CaseOptions::any() const {
          comm_backend || lse_base || dtype || out_dtype || order || sink || replicate_q || latent;
 }
 
-oracle::Expected<RunCase> configured_case(const CaseOptions& o, uint64_t seed, int64_t world) {
+oracle::Expected<RunCase> configured_case(const CaseOptions& o, uint64_t seed, int64_t world,
+                                          const props::SetupNames& names) {
   CaseSpec s;
   gpu::DcpConfig cfg;
   const ModelPreset* p = o.preset ? find_preset(*o.preset) : nullptr;
@@ -185,7 +186,6 @@ oracle::Expected<RunCase> configured_case(const CaseOptions& o, uint64_t seed, i
   s.lse_base = *b;
   s.seed = seed;
   const int64_t batch = pick(o.batch, int64_t{1});
-  if (batch < 1) return DCP_ERROR("--batch: got ", batch, "; expected >= 1");
 
   const int64_t n = pick(o.dcp_size, p ? p->shape.dcp : (world > 0 ? world : int64_t{2}));
   cfg.layout = {n, pick(o.interleave, int64_t{1})};
@@ -212,18 +212,19 @@ oracle::Expected<RunCase> configured_case(const CaseOptions& o, uint64_t seed, i
   setup.cfg = cfg;
   setup.chunks = props::make_chunks(s.seq, seed);
   // Every range and combination, named by its flag, before anything runs.
-  DCP_TRY(props::validate_setup(setup, props::kFlagNames));
+  DCP_TRY(props::validate_setup(setup, names));
   // A query sees at most S keys, and at most W of them under a window.
   const int64_t visible = s.window > 0 ? std::min(s.seq, s.window) : s.seq;
   if (s.topk > visible)
-    return DCP_ERROR("--topk ", s.topk, ": more than the ", visible,
-                     " keys a query can see (--seq ", s.seq,
+    return DCP_ERROR("--topk ", s.topk, ": more than the ", visible, " keys a query can see (",
+                     names.seq, " ", s.seq,
                      s.window > 0 ? " with --window " + std::to_string(s.window) : "", ")");
   // The busiest rank holds rows_for(0, S) keys (layout.hpp); each split needs at least one.
   const int64_t most = std::max<int64_t>(1, cfg.layout.rows_for(0, s.seq));
   if (cfg.splits > most)
     return DCP_ERROR("--splits ", cfg.splits, ": more than the ", most,
-                     " keys the busiest rank holds (--seq ", s.seq, " over --dcp-size ", n, ")");
+                     " keys the busiest rank holds (", names.seq, " ", s.seq, " over --dcp-size ",
+                     n, ")");
   return RunCase{setup, (p ? std::string(p->name) + " " : "") + variant_of(s), batch};
 }
 
@@ -285,7 +286,9 @@ std::optional<std::string> over_budget(const RunCase& rc, const Limits& lim,
                                        const std::string& flags) {
   props::Footprint most;  // requests run one after another: the largest peak, the summed work
   double work = 0;
-  for (const DcpSetup& s : batch_requests(rc)) {
+  for (DcpSetup s : batch_requests(rc)) {
+    // Chunk writes differ with the seed (--cases): budget for the largest, one write of S.
+    s.chunks = {s.spec.seq};
     const props::Footprint f = props::dcp_check_footprint(s);
     work += f.work;
     if (f.bytes > most.bytes) most = f;
@@ -418,8 +421,11 @@ void print_row(std::ostream& out, size_t i, const RowResult& row, const Widths& 
   }
 }
 
-// What a JSON report keeps of one row until it is written (the row's object and its text).
-constexpr double kJsonRowBytes = 4096;
+// What a JSON report keeps of one passing row until it is written: its object (about 25 keys and
+// values as nlohmann::json nodes of some 80 bytes each with their strings, about 2 KiB) and its
+// share of the text written at the end (about 1 KiB), doubled for the text's own growth. A
+// failing row adds its report (a few lines); failing rows are few.
+constexpr double kJsonRowBytes = 6144;
 
 // The rows to run: the default sweep, or the first of --cases configured cases (case k is
 // configured_case with seed + k: the same shape, so the first one's checks stand for all),
@@ -463,48 +469,60 @@ props::DcpCheck run_request_here(const DcpSetup& s, const props::DcpBackend& bac
 }
 
 #ifdef DCP_HAVE_MPI
-// The outcome of one request with one rank per process, the same on every rank: 0 (judged, on
-// rank 0; the others return an empty check), or the exit code every rank ends with, rank 0 having
-// printed the one line that says why. A peer that stops or dies ends the job here (kExitTimeout).
-int run_request_mpi(const RunOptions& o, size_t row, const DcpSetup& s, props::DcpCheck& chk,
-                    std::ostream& err) {
+// The slowest rate at which rank 0 judges a request (multiply-adds of the footprint per second):
+// the fast tier and the host path together run at about 7e7 per second on one core of this
+// project's 2-core machine (a 100000-key case of 5e8 in 7 s); a tenth of that leaves room for a
+// slower or busier machine. Peers waiting for rank 0's verdict allow for that long.
+constexpr double kSlowestJudgeRate = 7e6;
+
+// One request with one rank per process: the code every rank ends the run with (0: go on),
+// the same on every rank, and on rank 0 the check of the request. Rank 0 prints the one line
+// that says why the run ends; a peer that never arrives ends the job here (kExitTimeout).
+struct MpiRequest {
+  int code = kExitOk;
+  props::DcpCheck chk;
+};
+
+MpiRequest run_request_mpi(const DcpSetup& s, size_t row, [[maybe_unused]] bool nccl,
+                           std::ostream& err) {
+  MpiRequest out;
   const oracle::Case c = props::make_case(s.spec);
   const gpu::DcpInputs in = props::to_dcp_inputs(c, s.chunks);
 #ifdef DCP_HAVE_NCCL_MPI
   gpu::Result<gpu::MpiRun> run =
-      o.comm == "nccl" ? gpu::run_dcp_nccl_mpi(in, s.cfg) : gpu::run_dcp_mpi(in, s.cfg);
+      nccl ? gpu::run_dcp_nccl_mpi(in, s.cfg) : gpu::run_dcp_mpi(in, s.cfg);
 #else
   gpu::Result<gpu::MpiRun> run = gpu::run_dcp_mpi(in, s.cfg);
 #endif
-  const std::string where = "row " + std::to_string(row) + ": ";
+  const std::string where =
+      "row " + std::to_string(row) + ": rank " + std::to_string(gpu::mpi_world_rank()) + ": ";
   if (!run && gpu::mpi_deadline_passed()) {
     // A peer that never arrived cannot agree on anything: end the job from here.
-    err << "dcp-verify run: " << where << "rank " << gpu::mpi_world_rank() << ": "
-        << run.status().message() << "\n";
+    refuse("run", where + run.status().message(), err);
     gpu::mpi_abort(kExitTimeout);
   }
-  int code = kExitOk;
   std::string why;
   if (!run) {
-    code = kExitFail;
-    why = where + "rank " + std::to_string(gpu::mpi_world_rank()) + ": " + run.status().message();
+    out.code = kExitFail;
+    why = where + run.status().message();
   } else if (run->root) {
-    chk = props::judge_dcp(c, s.cfg, run->group, true);
-    if (chk.oracle_error) {
-      code = kExitBadInput;  // not the implementation's fault: the oracle cannot bound the case
-      why = where +
-            "the oracle cannot judge this case: " + chk.report.substr(0, chk.report.find('\n'));
+    out.chk = props::judge_dcp(c, s.cfg, run->group, true);
+    if (out.chk.oracle_error) {
+      out.code = kExitBadInput;  // not the implementation's fault: the oracle cannot bound it
+      why = "row " + std::to_string(row) + ": the oracle cannot judge this case: " +
+            out.chk.report.substr(0, out.chk.report.find('\n'));
     }
   }
-  const gpu::Result<gpu::MpiVerdict> v = gpu::mpi_agree(code, why, s.cfg.deadline);
+  const auto judging = std::chrono::milliseconds(
+      static_cast<int64_t>(1000.0 * props::dcp_check_footprint(s).work / kSlowestJudgeRate));
+  const gpu::Result<gpu::MpiVerdict> v = gpu::mpi_agree(out.code, why, s.cfg.deadline, judging);
   if (!v) {
-    err << "dcp-verify run: " << where << "rank " << gpu::mpi_world_rank() << ": "
-        << v.status().message() << "\n";
+    refuse("run", where + v.status().message(), err);
     gpu::mpi_abort(kExitTimeout);
   }
-  if (v->code != kExitOk && gpu::mpi_world_rank() == 0)
-    err << "dcp-verify run: " << v->message << "\n";
-  return v->code;
+  if (v->code != kExitOk && gpu::mpi_world_rank() == 0) refuse("run", v->message, err);
+  out.code = v->code;
+  return out;
 }
 #endif
 
@@ -523,12 +541,34 @@ int run_dcp(const RunOptions& o, const Limits& lim, std::ostream& out, std::ostr
   }
 #endif
   auto bad = [&](const std::string& why) {
-    if (root) err << "dcp-verify run: " << why << "\n";
+    if (root) refuse("run", why, err);
     return kExitBadInput;
   };
   if (!backend) return bad(backend.status().message());
-  if (const auto why = output_error("--json", o.json_path, {})) return bad(*why);
-  const oracle::Expected<Plan> planned = plan_rows(o, world, lim);
+  Limits mine = lim;
+#ifdef DCP_HAVE_MPI
+  // The processes of one node share its memory; each holds a whole case.
+  if (world > 0) mine.memory_bytes /= static_cast<double>(gpu::mpi_local_size());
+#endif
+  const oracle::Expected<Plan> planned = [&]() -> oracle::Expected<Plan> {
+    if (const auto why = output_error("--json", o.json_path, {})) return DCP_ERROR(*why);
+    return plan_rows(o, world, mine);
+  }();
+#ifdef DCP_HAVE_MPI
+  // Every rank planned alike, but each read its node's free memory at its own moment: rank 0's
+  // verdict (the first refusal of any rank) decides for all, before anything is printed.
+  if (world > 0) {
+    const auto v =
+        gpu::mpi_agree(planned ? kExitOk : kExitBadInput, planned ? "" : planned.status().message(),
+                       std::chrono::seconds(o.timeout_s));
+    if (!v) {
+      refuse("run", "rank " + std::to_string(gpu::mpi_world_rank()) + ": " + v.status().message(),
+             err);
+      gpu::mpi_abort(kExitTimeout);
+    }
+    if (v->code != kExitOk) return bad(v->message);
+  }
+#endif
   if (!planned) return bad(planned.status().message());
   const Plan& plan = *planned;
   const Widths widths = widths_for(plan.rows);
@@ -564,10 +604,10 @@ int run_dcp(const RunOptions& o, const Limits& lim, std::ostream& out, std::ostr
         }
       } else {
 #ifdef DCP_HAVE_MPI
-        if (const int code = run_request_mpi(o, static_cast<size_t>(i), s, chk, err);
-            code != kExitOk)
-          return code;
+        MpiRequest r = run_request_mpi(s, static_cast<size_t>(i), o.comm == "nccl", err);
+        if (r.code != kExitOk) return r.code;
         if (!root) continue;
+        chk = std::move(r.chk);
 #endif
       }
       if (chk.max_ratio >= row.worst.max_ratio) row.worst = chk;
@@ -599,7 +639,7 @@ int run_dcp(const RunOptions& o, const Limits& lim, std::ostream& out, std::ostr
   out << "\n# reproduce: " << reproduce_line(o) << "\n";
   out << "# run: " << (stopped ? "INTERRUPTED" : failed == 0 ? "OK" : "FAILED") << "\n";
   if (o.json_path) {
-    const nlohmann::json report = {{"schema", "dcp-verify/run/1"},
+    const nlohmann::json report = {{"schema", "dcp-verify/run/2"},
                                    {"backend", o.backend},
                                    {"comm", o.comm},
                                    {"seed", o.seed},
@@ -685,10 +725,20 @@ Command add_run_command(CLI::App& app) {
               return run_dcp(*o, lim, std::cout, std::cerr);
 #ifdef DCP_HAVE_MPI
             if (const auto st = gpu::mpi_init(nullptr, nullptr); !st) {
-              std::cerr << "dcp-verify run: " << st.message() << "\n";
-              return kExitBadInput;
+              return refuse("run", st.message(), std::cerr);
             }
-            const int code = run_dcp(*o, lim, std::cout, std::cerr);
+            int code = kExitBadInput;
+            try {
+              code = run_dcp(*o, lim, std::cout, std::cerr);
+            } catch (const std::exception& e) {
+              // The last resort, as in main, but the peers must hear of it: they would otherwise
+              // wait out --timeout for this rank.
+              const std::string why = std::string("internal error: ") + e.what();
+              refuse("run", "rank " + std::to_string(gpu::mpi_world_rank()) + ": " + why,
+                     std::cerr);
+              gpu::mpi_notify_failure(why);
+              gpu::mpi_abort(kExitBadInput);
+            }
             gpu::mpi_finalize(code);
             return code;
 #else

@@ -63,7 +63,9 @@ void add_case_flags(CLI::App* cmd, CaseOptions& o);
 // number of MPI processes (the TP size when not given). Every bad flag, and every combination the
 // path cannot run (top-k beyond the keys a query sees, more splits than a rank has keys), is a
 // one-line error naming the flags.
-oracle::Expected<RunCase> configured_case(const CaseOptions& o, uint64_t seed, int64_t world);
+// `names` says how the fields were given (the sweep sets S with -b and -e, not --seq).
+oracle::Expected<RunCase> configured_case(const CaseOptions& o, uint64_t seed, int64_t world,
+                                          const props::SetupNames& names = props::kFlagNames);
 
 // Why the batch's requests (run one after another) do not fit the limits, naming the flags, or
 // nothing when they fit. `flags` is how the case was given (case_flags), for the message.

@@ -14,6 +14,8 @@
 #include <span>
 
 #include "oracle/file_write.hpp"
+#include "oracle/text.hpp"
+#include "tools/command.hpp"
 
 namespace dcp::tools {
 namespace {
@@ -63,24 +65,26 @@ void Progress::clear() {
 std::optional<std::string> output_error(const FileFlag& out,
                                         std::initializer_list<FileFlag> inputs) {
   const std::string& path = out.path;
-  const std::string flag(out.flag);
+  const std::string flag(out.flag), shown = oracle::printable(path);
   if (path.empty()) return flag + ": expected a file name, got ''";
-  std::error_code ec;
-  const std::filesystem::path p(path);
-  const bool exists = std::filesystem::exists(p, ec);
-  if (exists && std::filesystem::is_directory(p, ec)) return flag + ": '" + path + "' is a folder";
-  // Without creating anything: an existing file must be writable, a new one's folder must be.
-  const std::filesystem::path dir = p.has_parent_path() ? p.parent_path() : ".";
-  if (exists ? ::access(path.c_str(), W_OK) != 0 : ::access(dir.c_str(), W_OK | X_OK) != 0)
-    return flag + ": cannot write '" + path + "': " + std::strerror(errno);
   struct stat o {};
-  if (exists && ::stat(path.c_str(), &o) == 0) {
+  const bool exists = ::stat(path.c_str(), &o) == 0;
+  if (exists && S_ISDIR(o.st_mode)) return flag + ": '" + shown + "' is a folder";
+  // Without creating anything. A file is replaced by a new one made in its folder
+  // (oracle/file_write.hpp), so the folder must be writable whether or not the file exists; a
+  // device or a pipe is written in place, so it must be writable itself.
+  const std::filesystem::path p(path);
+  const std::filesystem::path dir = p.has_parent_path() ? p.parent_path() : ".";
+  const bool in_place = exists && !S_ISREG(o.st_mode);
+  if (in_place ? ::access(path.c_str(), W_OK) != 0 : ::access(dir.c_str(), W_OK | X_OK) != 0)
+    return flag + ": cannot write '" + shown + "': " + std::strerror(errno);
+  if (exists) {
     for (const FileFlag& in : inputs) {
       struct stat i {};
       if (!in.path.empty() && ::stat(in.path.c_str(), &i) == 0 && i.st_dev == o.st_dev &&
           i.st_ino == o.st_ino)
-        return flag + ": '" + path + "' is the " + std::string(in.flag) + " file '" + in.path +
-               "'; writing it would destroy an input";
+        return flag + ": '" + shown + "' is the " + std::string(in.flag) + " file '" +
+               oracle::printable(in.path) + "'; writing it would destroy an input";
     }
   }
   return std::nullopt;
@@ -110,8 +114,13 @@ bool write_json(std::string_view command, const std::string& path, const nlohman
   const std::string text = report.dump(2) + "\n";
   const oracle::Status st = oracle::write_whole_file(
       path, std::span(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
-  if (!st) std::cerr << "dcp-verify " << command << ": --json: " << st.message() << "\n";
+  if (!st) refuse(command, "--json: " + st.message(), std::cerr);
   return st.ok();
+}
+
+int refuse(std::string_view command, const std::string& why, std::ostream& err) {
+  err << "dcp-verify " << command << ": " << oracle::one_line(why) << "\n";
+  return kExitBadInput;
 }
 
 std::string exact_text(double x) {

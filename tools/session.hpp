@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdint>
 #include <initializer_list>
+#include <iosfwd>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -80,6 +81,10 @@ double file_bytes(const std::string& path);
 // Writes a report whole or not at all (oracle/file_write.hpp); on failure prints
 // "dcp-verify COMMAND: --json: ..." (one line) on stderr and returns false.
 bool write_json(std::string_view command, const std::string& path, const nlohmann::json& report);
+
+// Prints "dcp-verify COMMAND: WHY" as one line on err (oracle::one_line) and returns
+// kExitBadInput: how every command refuses bad input.
+int refuse(std::string_view command, const std::string& why, std::ostream& err);
 
 // A double as typed on a command line, exactly (shortest text that reads back as the same value),
 // for reproduce lines.

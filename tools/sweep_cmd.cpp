@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -103,19 +104,23 @@ std::string sizes_text(const SweepOptions& o) {
   return os.str();
 }
 
+// The setup's fields as the sweep's flags name them: S is set by -b and -e.
+constexpr props::SetupNames kSweepNames = [] {
+  props::SetupNames n = props::kFlagNames;
+  n.seq = "S (-b/-e)";
+  return n;
+}();
+
 // One size's setup: the case the flags describe at context length `seq`.
 oracle::Expected<RunCase> sized_case(CaseOptions shape, int64_t seq, const SweepOptions& o) {
   shape.seq = seq;
-  auto rc = configured_case(shape, o.seed, 0);
+  auto rc = configured_case(shape, o.seed, 0, kSweepNames);
   if (rc) rc->setup.cfg.deadline = std::chrono::seconds(o.timeout_s);
   return rc;
 }
 
 int run_sweep(const SweepOptions& o, const Limits& lim) {
-  auto bad = [](const std::string& what) {
-    std::cerr << "dcp-verify sweep: " << what << "\n";
-    return kExitBadInput;
-  };
+  auto bad = [](const std::string& why) { return refuse("sweep", why, std::cerr); };
   if (const auto why = output_error("--json", o.json_path, {})) return bad(*why);
   const std::string comm = o.backend == "cuda" ? "single-gpu" : "threads";
   const auto backend = open_backend(o.backend, comm, std::chrono::seconds(o.timeout_s));
@@ -133,20 +138,27 @@ int run_sweep(const SweepOptions& o, const Limits& lim) {
   auto last = sized_case(shape, o.max_seq, o);
   if (!last) return bad(last.status().message());
 
+  // Sizes -b f^k up to -e: refused before counting them when there would be too many (an -f one
+  // ulp above 1 would take ~10^15 steps).
+  const double steps =
+      std::floor(std::log(static_cast<double>(o.max_seq) / static_cast<double>(o.min_seq)) /
+                 std::log(o.factor)) +
+      1.0;
+  if (!(steps <= static_cast<double>(kMaxSizes)))
+    return bad("-b " + std::to_string(o.min_seq) + " -e " + std::to_string(o.max_seq) + " -f " +
+               exact_text(o.factor) + ": about " + exact_text(steps) + " sizes; expected at most " +
+               std::to_string(kMaxSizes) + " (a larger -f)");
   std::vector<int64_t> seqs;
   for (double s = static_cast<double>(o.min_seq);
-       s <= static_cast<double>(o.max_seq) * (1 + kSizeSlack) && seqs.size() <= kMaxSizes;
-       s *= o.factor) {
+       s <= static_cast<double>(o.max_seq) * (1 + kSizeSlack); s *= o.factor) {
     const auto v = static_cast<int64_t>(s + 0.5);
     if (seqs.empty() || v != seqs.back()) seqs.push_back(v);
   }
-  if (seqs.size() > kMaxSizes)
-    return bad("-b " + std::to_string(o.min_seq) + " -e " + std::to_string(o.max_seq) + " -f " +
-               exact_text(o.factor) + ": more than " + std::to_string(kMaxSizes) +
-               " sizes; expected at most " + std::to_string(kMaxSizes) + " (a larger -f)");
   {
-    props::Footprint f = props::dcp_check_footprint(last->setup);
-    props::DcpSetup one = last->setup;  // the N = 1 baseline holds the whole cache on one rank
+    props::DcpSetup big = last->setup;
+    big.chunks = {o.max_seq};  // every size writes its own chunks: budget for the largest write
+    props::Footprint f = props::dcp_check_footprint(big);
+    props::DcpSetup one = big;  // the N = 1 baseline holds the whole cache on one rank
     one.cfg.tp_size = 1;
     one.cfg.layout = {1, 1};
     const props::Footprint f1 = props::dcp_check_footprint(one);
@@ -249,7 +261,7 @@ int run_sweep(const SweepOptions& o, const Limits& lim) {
                        {"verdict", r.checked ? (r.pass ? "OK" : "FAILED") : "unchecked"},
                        {"pass", r.checked ? json(r.pass) : json(nullptr)},
                        {"report", r.report}});
-    const json report = {{"schema", "dcp-verify/sweep/1"},
+    const json report = {{"schema", "dcp-verify/sweep/2"},
                          {"backend", o.backend},
                          {"case", props::describe(s0.spec) + " | " + props::describe(s0.cfg)},
                          {"min_seq", o.min_seq},

@@ -2,6 +2,7 @@
 
 #include <mpi.h>
 
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -22,8 +23,12 @@ GpuStatus mpi_ok(int rc, const char* call) {
 // This process's rank among the processes of its node (its GPU index): what the launcher says
 // (OpenMPI, MPICH, Slurm), else from MPI_Comm_split_type.
 Result<int> node_local_rank() {
-  for (const char* v : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"})
-    if (const char* text = std::getenv(v)) return std::atoi(text);
+  for (const char* v : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"}) {
+    const char* text = std::getenv(v);
+    char* end = nullptr;
+    const long r = text ? std::strtol(text, &end, 10) : -1;
+    if (text && *end == '\0' && r >= 0 && r <= INT_MAX) return static_cast<int>(r);
+  }
   MPI_Comm node;
   DCP_GPU_TRY(
       mpi_ok(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),

@@ -2,10 +2,12 @@
 // first naming the subcommand), run by run_cli exactly as dcp-verify runs it, inside a scratch
 // folder holding copies of a case, a result and a pinned file. Findings are: anything a sanitizer
 // reports, an exception escaping run_cli (main would catch it; here it is a crash), an exit
-// status outside 0, 1, 2 and 130, and any change to the three input files (the command wrote an
-// input). The limits are tight (kMemoryBytes, kWork), so that every command that is not refused
-// ends in a fraction of a second, and an allocation beyond the memory limit (-malloc_limit_mb)
-// means a footprint estimate was too low.
+// status outside 0, 1, 2 and 130, exit 2 with other than exactly one line on stderr, and any
+// change to the three input files (the command wrote an input). Inputs naming a path outside the
+// scratch folder (a word starting with '/' or holding "..") are skipped: a fuzzed command must
+// not write over the corpus or the machine. The limits are tight (kMemoryBytes, kWork), so that
+// every command that is not refused ends in a fraction of a second, and an allocation beyond the
+// memory limit (-malloc_limit_mb) means a footprint estimate was too low.
 //
 //   build-fuzz/bin/fuzz_cli /tmp/corpus fixtures/fuzz/cli -dict=fixtures/fuzz/cli.dict \
 //       -max_total_time=60 -malloc_limit_mb=512
@@ -94,6 +96,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
   }
   if (!word.empty() && words.size() < kMaxWords) words.push_back(word);
+  for (const std::string& w : words)
+    if (w.find("..") != std::string::npos || w.find('/') == 0 || w.find("=/") != std::string::npos)
+      return 0;
   std::vector<const char*> argv;
   for (const std::string& w : words) argv.push_back(w.c_str());
 
@@ -101,9 +106,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   lim.memory_bytes = kMemoryBytes;
   lim.work = kWork;
   // The command's own output is not what is tested here.
-  std::ostringstream sink;
+  std::ostringstream sink, errors;
   std::streambuf* out = std::cout.rdbuf(sink.rdbuf());
-  std::streambuf* err = std::cerr.rdbuf(sink.rdbuf());
+  std::streambuf* err = std::cerr.rdbuf(errors.rdbuf());
   // Relative paths name the scratch folder's files, during the command only (libFuzzer itself
   // reads its corpus relative to where it started).
   const fs::path home = fs::current_path();
@@ -114,6 +119,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::cerr.rdbuf(err);
   if (code != 0 && code != 1 && code != 2 && code != 130) {
     std::fprintf(stderr, "fuzz_cli: exit status %d\n", code);
+    std::abort();
+  }
+  const std::string said = errors.str();
+  if (code == 2 && (said.empty() || said.find('\n') != said.size() - 1)) {
+    std::fprintf(stderr, "fuzz_cli: exit 2 without exactly one line on stderr:\n%s", said.c_str());
     std::abort();
   }
   scratch.check_and_clean();

@@ -48,14 +48,32 @@ one_line "world size checked before the header" "4 processes but --tp-size is 2"
 run_job "an oracle refusal on rank 0" 2 -- -np 2 "$bin" run --comm mpi --dcp-size 2 --head-dim 65536 --v-dim 4 --seq 8 --cases 3
 one_line "an oracle refusal on rank 0" "the oracle cannot judge"
 
+# start_long_job [FLAGS...]: a run of a million small cases in the background (job=its pid),
+# returning once it has printed its second row.
+start_long_job() {
+  "$mpiexec" -np 4 "$bin" run --comm mpi --dcp-size 2 --seq 600 --cases 1000000 "$@" \
+    >"$tmp/out" 2>"$tmp/err" &
+  job=$!
+  for _ in $(seq 100); do grep -q '^   1 ' "$tmp/out" 2>/dev/null && break; sleep 0.1; done
+}
+
+# wait_job: waits for the job, killing it after the limit; sets rc and took (seconds).
+wait_job() {
+  local start watchdog
+  start=$(date +%s)
+  ( sleep "$limit"; kill -KILL "$job" 2>/dev/null ) &
+  watchdog=$!
+  wait "$job"
+  rc=$?
+  kill "$watchdog" 2>/dev/null
+  took=$(($(date +%s) - start))
+}
+
 # A rank stopped in the middle of a long run: its peers wait --timeout 2, then end the job,
 # naming it.
-"$mpiexec" -np 4 "$bin" run --comm mpi --dcp-size 2 --seq 600 --cases 1000000 --timeout 2 \
-  >"$tmp/out" 2>"$tmp/err" &
-job=$!
-for _ in $(seq 100); do grep -q '^   1 ' "$tmp/out" 2>/dev/null && break; sleep 0.1; done
+start_long_job --timeout 2
 victim=""
-for pid in $(pgrep -f "dcp-verify run --comm mpi --dcp-size 2 --seq 600"); do
+for pid in $(pgrep -P "$job"); do  # mpirun's own children: the job's ranks
   rank=$(tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | sed -n 's/^OMPI_COMM_WORLD_RANK=//p')
   [ "$rank" = 2 ] && victim=$pid
 done
@@ -66,13 +84,7 @@ if [ -z "$victim" ]; then
 else
   kill -STOP "$victim"
   stopped=$victim
-  start=$(date +%s)
-  ( sleep "$limit"; kill -KILL "$job" 2>/dev/null ) &
-  watchdog=$!
-  wait "$job"
-  rc=$?
-  kill "$watchdog" 2>/dev/null
-  took=$(($(date +%s) - start))
+  wait_job
   if [ "$rc" -ne 124 ] || ! grep -q "rank 2 did not arrive within 2 s" "$tmp/err"; then
     echo "FAIL: a stopped rank: exit $rc after $took s, expected 124 naming rank 2"
     sed 's/^/  stderr: /' "$tmp/err" | head -8
@@ -82,18 +94,10 @@ else
   stopped=""
 fi
 
-# A rank that dies ends the job (mpirun sees it go).
-"$mpiexec" -np 4 "$bin" run --comm mpi --dcp-size 2 --seq 600 --cases 1000000 >"$tmp/out" 2>"$tmp/err" &
-job=$!
-for _ in $(seq 100); do grep -q '^   1 ' "$tmp/out" 2>/dev/null && break; sleep 0.1; done
-pkill -KILL -f "dcp-verify run --comm mpi --dcp-size 2 --seq 600 --cases 1000000$" -n
-start=$(date +%s)
-( sleep "$limit"; kill -KILL "$job" 2>/dev/null ) &
-watchdog=$!
-wait "$job"
-rc=$?
-kill "$watchdog" 2>/dev/null
-took=$(($(date +%s) - start))
+# A rank that dies ends the job at once (mpirun sees it go).
+start_long_job
+pkill -KILL -n -P "$job"
+wait_job
 if [ "$rc" -eq 0 ] || [ "$took" -ge "$limit" ] || ! grep -q "signal 9" "$tmp/err"; then
   echo "FAIL: a killed rank: exit $rc after $took s, expected the job to end, reporting the death"
   sed 's/^/  stderr: /' "$tmp/err" | head -8
