@@ -1,7 +1,7 @@
 // libFuzzer target for case files: any input must either fail with a Status or give a case that
 // passes validation; nothing may crash, leak or hit undefined behaviour.
 //
-//   build-fuzz/bin/fuzz_case_file /tmp/corpus fixtures/cases -max_total_time=30
+//   build-asan/bin/fuzz_case_file /tmp/corpus fixtures/cases -max_total_time=30
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>

@@ -9,7 +9,7 @@
 // every command that is not refused ends in a fraction of a second, and an allocation beyond the
 // memory limit (-malloc_limit_mb) means a footprint estimate was too low.
 //
-//   build-fuzz/bin/fuzz_cli /tmp/corpus fixtures/fuzz/cli -dict=fixtures/fuzz/cli.dict \
+//   build-asan/bin/fuzz_cli /tmp/corpus fixtures/fuzz/cli -dict=fixtures/fuzz/cli.dict \
 //       -max_total_time=60 -malloc_limit_mb=512
 // Environment: DCP_FUZZ_FIXTURES (the fixtures folder; default: the source tree's).
 #include <unistd.h>

@@ -3,7 +3,7 @@
 // small, must replay on the host path without a crash or a backend error: what validation lets
 // through, the production path must run.
 //
-//   build-fuzz/bin/fuzz_pinned /tmp/corpus fixtures/dcp -max_total_time=60
+//   build-asan/bin/fuzz_pinned /tmp/corpus fixtures/dcp -max_total_time=60
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
