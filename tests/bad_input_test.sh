@@ -79,6 +79,10 @@ bad "check --json is the case" -- "$bin" check --case "$case" --result "$result"
 bad "check --json is a hard link to the result" -- "$bin" check --case "$case" --result "$result" --json "$tmp/hardlink-to-result.safetensors"
 bad "properties --json is the pinned file" -- "$bin" properties --pinned "$tmp/pinned.json" --json "$tmp/pinned.json" --cases 1
 bad "run --json is a folder" -- "$bin" run --json "$tmp"
+mkdir -p "$tmp/locked" && echo '{}' >"$tmp/locked/r.json" && chmod 555 "$tmp/locked"
+if [ "$(id -u)" -ne 0 ]; then  # root may write anywhere
+  bad "check --json in a read-only folder" -- "$bin" check --case "$case" --result "$result" --json "$tmp/locked/r.json"
+fi
 bad "check --json in a missing folder" -- "$bin" check --case "$case" --result "$result" --json "$tmp/no/such/r.json"
 # A run refused after its --json was checked leaves the old report as it was.
 bad "run refused after --json" -- "$bin" run --json "$tmp/old.json" --head-dim 65536 --v-dim 4 --seq 8
@@ -100,6 +104,7 @@ says "--seq 100000000" "run: too much memory, named"
 bad "sweep -n overflowing warmup + iters" -- "$bin" sweep -n 9223372036854775807 -w 9223372036854775807
 bad "sweep -e beyond memory" -- "$bin" sweep -b 16 -e 16777216 --heads 1024 --kv-heads 1024 --dcp-size 1 --tp-size 1
 bad "sweep: too many sizes" -- "$bin" sweep -b 1 -e 16777216 -f 1.0000001
+bad "sweep: -f one ulp above 1" -- "$bin" sweep -b 1 -e 16777216 -f 1.0000000000000002
 bad "properties --pinned a folder" -- "$bin" properties --pinned "$tmp"
 says "a folder" "properties --pinned a folder"
 python3 - "$tmp/pinned.json" "$tmp/huge.json" <<'PY'
@@ -200,6 +205,16 @@ for b in "--heads 6 --kv-heads 4" "--dcp-size 4 --tp-size 6" "--heads 6 --dcp-si
 done
 
 echo "== tables and flags that must be honoured (these succeed)"
+# A pipe (like /dev/null or /dev/stdout) named as the report is written into, not replaced.
+mkfifo "$tmp/pipe"
+cat "$tmp/pipe" >"$tmp/from-pipe" &
+reader=$!
+timeout "$limit" "$bin" info --json "$tmp/pipe" >/dev/null 2>&1
+wait "$reader"
+if [ ! -p "$tmp/pipe" ] || ! grep -q '"dcp-verify/info/1"' "$tmp/from-pipe"; then
+  echo "FAIL: --json into a pipe replaced the pipe or wrote nothing through it"
+  failures=$((failures + 1))
+fi
 timeout "$limit" "$bin" run --preset k3-mla --latent=false --seq 64 >"$tmp/out" 2>&1
 if [ $? -ne 0 ] || grep -q "/512L" "$tmp/out" || ! grep -q "1x96/1x576/512 " "$tmp/out"; then
   echo "FAIL: run --preset k3-mla --latent=false still runs a shared latent"
