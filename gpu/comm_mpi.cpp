@@ -6,6 +6,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -307,21 +308,29 @@ int64_t mpi_world_rank() {
   return r;
 }
 
-int64_t mpi_local_size() {
-  for (const char* v : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"}) {
-    const char* text = std::getenv(v);
-    char* end = nullptr;
-    const long n = text ? std::strtol(text, &end, 10) : 0;
-    if (text && *end == '\0' && n >= 1) return n;
-  }
+MpiNode mpi_node() {
+  // A launcher's variable, when it holds a plain number at least `least`.
+  auto from_env = [](std::initializer_list<const char*> names, long least) -> std::optional<long> {
+    for (const char* v : names) {
+      const char* text = std::getenv(v);
+      char* end = nullptr;
+      const long n = text ? std::strtol(text, &end, 10) : least - 1;
+      if (text && *end == '\0' && n >= least && n <= INT_MAX) return n;
+    }
+    return std::nullopt;
+  };
+  const auto rank = from_env({"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"}, 0);
+  const auto size = from_env({"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"}, 1);
+  if (rank && size) return {*rank, *size};
   MPI_Comm node;
   if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) !=
       MPI_SUCCESS)
-    return mpi_world_size();  // the safe side: as if every process shared this node
-  int n = 0;
+    return {mpi_world_rank(), mpi_world_size()};  // the safe side: one node for the whole job
+  int r = 0, n = 0;
+  MPI_Comm_rank(node, &r);
   MPI_Comm_size(node, &n);
   MPI_Comm_free(&node);
-  return n;
+  return {r, n};
 }
 
 int64_t mpi_world_size() {

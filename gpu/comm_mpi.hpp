@@ -41,9 +41,13 @@ void mpi_finalize(int code);
 std::string mpi_library_version();
 int64_t mpi_world_rank();
 int64_t mpi_world_size();
-// Processes of this job on this node (they share its memory): what the launcher says (OpenMPI,
-// MPICH), else counted with MPI_Comm_split_type.
-int64_t mpi_local_size();
+// This process among the job's processes on its node (they share its memory and its GPUs): its
+// node-local rank and their number, as the launcher says (OpenMPI, MPICH, Slurm), else found
+// with MPI_Comm_split_type.
+struct MpiNode {
+  int64_t rank = 0, size = 1;
+};
+MpiNode mpi_node();
 // Ends every process of the job.
 [[noreturn]] void mpi_abort(int code);
 

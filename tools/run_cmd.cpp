@@ -548,7 +548,7 @@ int run_dcp(const RunOptions& o, const Limits& lim, std::ostream& out, std::ostr
   Limits mine = lim;
 #ifdef DCP_HAVE_MPI
   // The processes of one node share its memory; each holds a whole case.
-  if (world > 0) mine.memory_bytes /= static_cast<double>(gpu::mpi_local_size());
+  if (world > 0) mine.memory_bytes /= static_cast<double>(gpu::mpi_node().size);
 #endif
   const oracle::Expected<Plan> planned = [&]() -> oracle::Expected<Plan> {
     if (const auto why = output_error("--json", o.json_path, {})) return DCP_ERROR(*why);

@@ -114,9 +114,7 @@ constexpr props::SetupNames kSweepNames = [] {
 // One size's setup: the case the flags describe at context length `seq`.
 oracle::Expected<RunCase> sized_case(CaseOptions shape, int64_t seq, const SweepOptions& o) {
   shape.seq = seq;
-  auto rc = configured_case(shape, o.seed, 0, kSweepNames);
-  if (rc) rc->setup.cfg.deadline = std::chrono::seconds(o.timeout_s);
-  return rc;
+  return configured_case(shape, o.seed, 0, kSweepNames);  // the backend sets the deadline
 }
 
 int run_sweep(const SweepOptions& o, const Limits& lim) {

@@ -1,9 +1,5 @@
 #include "gpu/cuda/comm_nccl_mpi.hpp"
 
-#include <mpi.h>
-
-#include <climits>
-#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <span>
@@ -14,30 +10,6 @@
 
 namespace dcp::gpu {
 namespace {
-
-GpuStatus mpi_ok(int rc, const char* call) {
-  if (rc == MPI_SUCCESS) return {};
-  return DCP_GPU_ERROR(call, " failed with MPI error ", rc);
-}
-
-// This process's rank among the processes of its node (its GPU index): what the launcher says
-// (OpenMPI, MPICH, Slurm), else from MPI_Comm_split_type.
-Result<int> node_local_rank() {
-  for (const char* v : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"}) {
-    const char* text = std::getenv(v);
-    char* end = nullptr;
-    const long r = text ? std::strtol(text, &end, 10) : -1;
-    if (text && *end == '\0' && r >= 0 && r <= INT_MAX) return static_cast<int>(r);
-  }
-  MPI_Comm node;
-  DCP_GPU_TRY(
-      mpi_ok(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),
-             "MPI_Comm_split_type"));
-  int local = 0;
-  MPI_Comm_rank(node, &local);
-  MPI_Comm_free(&node);
-  return local;
-}
 
 // The longest reason for a failed id the group's rank 0 sends along.
 constexpr size_t kMaxWhy = 512;
@@ -81,16 +53,16 @@ Result<MpiRun> run_dcp_nccl_mpi(const DcpInputs& in, const DcpConfig& cfg) {
     mpi_notify_failure(st.message());
     return st;
   };
-  Result<int> local = node_local_rank();
-  if (!local) return fail(local.status());
-  if (const auto why = no_device_reason(*local + 1))
-    return fail(DCP_GPU_ERROR("--comm nccl: process ", me, " (node-local rank ", *local,
+  // The process's GPU: its rank among the processes of its node.
+  const auto local = static_cast<int>(mpi_node().rank);
+  if (const auto why = no_device_reason(local + 1))
+    return fail(DCP_GPU_ERROR("--comm nccl: process ", me, " (node-local rank ", local,
                               ") has no GPU of its own: ", *why));
   Result<ncclUniqueId> id =
       shared_unique_id(geo.group(me) * geo.n, geo.n, geo.dcp_rank(me), cfg.deadline);
   if (!id) return fail(id.status());
   Result<std::unique_ptr<NcclGroup>> g =
-      NcclGroup::create_rank(*id, geo.n, geo.dcp_rank(me), *local, cfg.deadline);
+      NcclGroup::create_rank(*id, geo.n, geo.dcp_rank(me), local, cfg.deadline);
   if (!g) return fail(g.status());
   Result<RankStepOutput> r = cuda_run_tp_rank((*g)->comm(geo.dcp_rank(me)), in, cfg, me);
   if (!r) return fail(r.status());
