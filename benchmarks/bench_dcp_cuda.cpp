@@ -92,13 +92,16 @@ Result<double> time_attention(cudaStream_t s, const Options& o, int64_t tokens, 
   p.q_pos = pos.data();
   p.seq = rows;
   p.layout = {1, 1};
-  p.k = k.data();
-  p.v = latent ? k.data() : v.data();
+  const KvCacheSpec spec{.layout = p.layout,
+                         .rank = 0,
+                         .physical_rows = rows,
+                         .kv_heads = 1,
+                         .head_dim = dk,
+                         .v_dim = dv,
+                         .shared_latent = latent};
+  p.kv = kv_view(spec, k.data(), v.data(), nullptr);
   p.rows = rows;
-  p.kv_heads = 1;
   p.v_dim = dv;
-  p.v_head_stride = latent ? dk : dv;
-  p.v_row_stride = p.v_head_stride;
   p.scale = 0.05f;
   p.causal = false;
   p.splits = splits;
@@ -158,15 +161,19 @@ int run(const Options& o) {
   // Combines over N = 8 partials.
   {
     constexpr int64_t kN = 8, kT = 64, kHl = 16, kDv = 512;
-    auto sched = make_schedule(kN, ReduceOrder::sequential, 0);
+    auto sched = make_schedule<ReduceSchedule>(kN, ReduceOrder::sequential, 0);
     auto recv = DeviceBuffer<float>::create(static_cast<size_t>(kN * kT * kHl * (kDv + 1)), s);
     auto o_buf = DeviceBuffer<float>::create(static_cast<size_t>(kT * kHl * kDv), s);
     auto l_buf = DeviceBuffer<float>::create(static_cast<size_t>(kT * kHl), s);
     if (!sched || !recv || !o_buf || !l_buf) return fail(DCP_GPU_ERROR("combine setup failed"));
-    const auto ms = time_ms(s, o, [&] {
-      return launch_a2a_combine(recv->data(), kT, kHl, kDv, LseBase::e, *sched, o_buf->data(),
-                                l_buf->data(), s);
-    });
+    const body::CombineShape shape{kT, kHl, kDv, kN};
+    body::A2aCombine<ReduceSchedule> comb;
+    comb.shape = shape;
+    comb.sched = *sched;
+    comb.recv = recv->data();
+    comb.o = o_buf->data();
+    comb.lse = l_buf->data();
+    const auto ms = time_ms(s, o, [&] { return launch_a2a_combine(comb, s); });
     if (!ms) return fail(ms.status());
     const double bytes =
         static_cast<double>((recv->size() + o_buf->size() + l_buf->size()) * sizeof(float));
@@ -180,10 +187,15 @@ int run(const Options& o) {
     auto la = DeviceBuffer<float>::create(static_cast<size_t>(kN * kT * hg), s);
     auto send = DeviceBuffer<float>::create(static_cast<size_t>(kN * kT * kHl * kDv), s);
     if (!po || !pl || !la || !send) return fail(DCP_GPU_ERROR("ag_rs setup failed"));
-    const auto ms2 = time_ms(s, o, [&] {
-      return launch_agrs_scale(po->data(), pl->data(), la->data(), kT, kHl, kDv, 0, LseBase::e,
-                               *sched, send->data(), l_buf->data(), s);
-    });
+    body::AgRsScale<ReduceSchedule> scale;
+    scale.shape = shape;
+    scale.sched = *sched;
+    scale.partial_o = po->data();
+    scale.partial_lse = pl->data();
+    scale.lse_all = la->data();
+    scale.send = send->data();
+    scale.lse_out = l_buf->data();
+    const auto ms2 = time_ms(s, o, [&] { return launch_agrs_scale(scale, s); });
     if (!ms2) return fail(ms2.status());
     const double bytes2 =
         static_cast<double>((po->size() + pl->size() + la->size() + send->size()) * sizeof(float));

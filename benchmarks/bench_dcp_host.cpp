@@ -13,10 +13,10 @@
 #include <random>
 #include <vector>
 
-#include "gpu/kv_cache.hpp"
-#include "gpu/merge.hpp"
-#include "gpu/mutants.hpp"
-#include "gpu/partial_attention.hpp"
+#include "gpu/host/host_device.hpp"
+#include "gpu/kernels/attention_params.hpp"
+#include "gpu/kernels/kv_view.hpp"
+#include "gpu/kernels/merge.hpp"
 #include "gpu/run_threads.hpp"
 
 namespace {
@@ -37,10 +37,19 @@ void BM_PartialAttention(benchmark::State& state) {
   const int64_t n = state.range(0);
   const DcpLayout lay{n, 1};
   const int64_t rows = lay.count(0, kSeq);
-  KvCacheSpec spec{lay, 0, (kSeq + n - 1) / n, 1, 0, kDk, kDv, true, Dtype::bf16};
-  RankKvCache cache = *RankKvCache::create(spec);
+  const KvCacheSpec spec{.layout = lay,
+                         .rank = 0,
+                         .physical_rows = (kSeq + n - 1) / n,
+                         .kv_heads = 1,
+                         .head_dim = kDk,
+                         .v_dim = kDv,
+                         .shared_latent = true,
+                         .dtype = Dtype::bf16};
+  HostDevice dev(nullptr);
+  HostKvCache cache = *alloc_device_cache(dev, spec);
   const std::vector<float> k = randoms(static_cast<size_t>(kSeq * kDk), 1);
-  if (!cache.write_chunk(0, kSeq, k.data(), nullptr)) state.SkipWithError("kv write failed");
+  if (!write_device_chunk(dev, cache, 0, kSeq, k.data(), nullptr))
+    state.SkipWithError("kv write failed");
   const std::vector<float> q = randoms(static_cast<size_t>(kTokens * kHeads * kDk), 2);
   const std::vector<int64_t> pos{kSeq - 1};
   std::vector<float> o(static_cast<size_t>(kTokens * kHeads * kDv)), lse(kTokens * kHeads);
@@ -54,18 +63,14 @@ void BM_PartialAttention(benchmark::State& state) {
   p.q_pos = pos.data();
   p.seq = kSeq;
   p.layout = lay;
-  p.k = cache.k();
-  p.v = cache.v();
+  p.kv = cache.view();
   p.rows = rows;
-  p.kv_heads = 1;
   p.v_dim = kDv;
-  p.v_row_stride = cache.v_row_stride();
-  p.v_head_stride = cache.v_head_stride();
   p.scale = 0.0416666679f;  // 1/sqrt(576)
   p.o = o.data();
   p.lse = lse.data();
   for (auto _ : state) {
-    if (!partial_attention(p)) state.SkipWithError("partial attention failed");
+    if (!dev.partial_attention(p)) state.SkipWithError("partial attention failed");
     benchmark::DoNotOptimize(o.data());
   }
   state.counters["head_keys/s"] = benchmark::Counter(static_cast<double>(kTokens * kHeads * rows),
@@ -152,11 +157,6 @@ BENCHMARK(BM_Step)
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Timings of a test build include the mutation catalogue's switches in the inner loops.
-  benchmark::AddCustomContext("dcp_mutants_planted", dcp::gpu::kMutantsBuilt
-                                                         ? "yes (test build: timings include the "
-                                                           "planted switches)"
-                                                         : "no");
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

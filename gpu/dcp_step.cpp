@@ -3,9 +3,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include "gpu/mutants.hpp"
-#include "gpu/partial_attention.hpp"
-
 namespace dcp::gpu {
 
 Result<DcpGeometry> DcpGeometry::create(const DcpConfig& cfg, const AttentionDims& d) {
@@ -148,11 +145,9 @@ PartialAttentionParams rank_attention_params(const DcpInputs& in, const DcpConfi
   p.layout = cfg.layout;
   p.rank = geo.dcp_rank(tp_rank);
   p.rows = cfg.layout.count(p.rank, in.seq);
-  p.kv_heads = spec.kv_heads;
+  p.kv = kv_view(spec, nullptr, nullptr, nullptr);  // shapes; the device's pointers come later
   p.kv_head0 = spec.kv_head0;
   p.v_dim = d.v_dim;
-  p.v_head_stride = spec.shared_latent ? spec.head_dim : spec.v_dim;
-  p.v_row_stride = spec.kv_heads * p.v_head_stride;
   p.scale = in.scale;
   p.causal = in.causal;
   p.window = in.window;
@@ -176,160 +171,5 @@ std::vector<float> rank_queries(const DcpInputs& in, const DcpConfig& cfg, const
   return q;
 }
 
-Result<RankKvCache> build_rank_cache(const DcpInputs& in, const DcpConfig& cfg, int64_t tp_rank) {
-  Result<KvCacheSpec> spec = rank_cache_spec(in, cfg, tp_rank);
-  if (!spec) return spec.status();
-  Result<RankKvCache> cache = RankKvCache::create(*spec);
-  if (!cache) return cache.status();
-  // Replay the writes: every rank sees every chunk and keeps what it owns.
-  int64_t pos0 = 0;
-  for (const int64_t len : write_chunks(in)) {
-    const ChunkRows c = chunk_rows(in, *spec, pos0, len);
-    DCP_GPU_TRY(
-        cache->write_chunk(pos0, len, c.k.data(), in.dims.shared_latent ? nullptr : c.v.data()));
-    pos0 += len;
-  }
-  return cache;
-}
-
-Result<RankStepOutput> dcp_decode_step(Communicator& comm, const DcpConfig& cfg,
-                                       const DcpInputs& in, int64_t tp_rank,
-                                       std::span<const float> q, const RankKvCache& cache) {
-  Result<DcpGeometry> geo_r = DcpGeometry::create(cfg, in.dims);
-  if (!geo_r) return geo_r.status();
-  const DcpGeometry& geo = *geo_r;
-  const AttentionDims& d = in.dims;
-  const int64_t N = geo.n, T = d.tokens, Hl = geo.h_loc, Hg = geo.hg, dk = d.head_dim, dv = d.v_dim,
-                me = geo.dcp_rank(tp_rank);
-  DCP_GPU_TRY(check_group_comm(geo, tp_rank, comm.rank(), comm.size()));
-  const int64_t q_heads_in = cfg.replicate_q ? Hg : Hl;
-  if (q.size() != static_cast<size_t>(T * q_heads_in * dk))
-    return DCP_GPU_ERROR("tensor 'q' on tp rank ", tp_rank, ": ", q.size(), " elements; expected ",
-                         T * q_heads_in * dk);
-  const int64_t rows = cfg.layout.count(me, in.seq);
-  for (int64_t r = 0; r < rows; ++r) {
-    if (!cache.written(r))
-      return DCP_GPU_ERROR("kv cache: rank ", me, " row ", r, " (position ",
-                           cfg.layout.position(me, r), ") was never written");
-  }
-
-  // 1. Queries of the whole group: [T, Hg, Dk].
-  std::vector<float> qg(static_cast<size_t>(T * Hg * dk));
-  if (cfg.replicate_q) {
-    std::copy(q.begin(), q.end(), qg.begin());
-  } else {
-    std::vector<float> recv(static_cast<size_t>(N * T * Hl * dk));
-    DCP_GPU_TRY(comm.all_gather(q, recv));
-    for (int64_t r = 0; r < N; ++r)
-      for (int64_t t = 0; t < T; ++t)
-        std::copy_n(&recv[static_cast<size_t>(((r * T + t) * Hl) * dk)], Hl * dk,
-                    &qg[static_cast<size_t>((t * Hg + r * Hl) * dk)]);
-  }
-
-  // 2. Partial attention over this rank's tokens.
-  RankStepOutput out;
-  out.partial_o.assign(static_cast<size_t>(T * Hg * dv), 0.0f);
-  out.partial_lse.assign(static_cast<size_t>(T * Hg), 0.0f);
-  PartialAttentionParams p = rank_attention_params(in, cfg, geo, cache.spec(), tp_rank);
-  p.q = qg.data();
-  p.q_pos = in.q_pos.data();
-  p.k = cache.k();
-  p.v = cache.v();
-  const bool sink_here = DCP_MUTANT(sink_on_every_rank) ? true
-                         : DCP_MUTANT(sink_missing)     ? false
-                                                        : me == kSinkRank;
-  p.sink = !in.sink.empty() && sink_here ? &in.sink[static_cast<size_t>(p.head0)] : nullptr;
-  p.topk = in.topk.empty() ? nullptr : in.topk.data();
-  p.o = out.partial_o.data();
-  p.lse = out.partial_lse.data();
-  DCP_GPU_TRY(partial_attention(p));
-
-  // 3. Combine, handing each rank back its own H_loc heads.
-  out.o.assign(static_cast<size_t>(T * Hl * dv), 0.0f);
-  out.lse.assign(static_cast<size_t>(T * Hl), 0.0f);
-  const LseBase base = cfg.base;
-  if (cfg.strategy == CommStrategy::ag_rs) {
-    std::vector<float> lse_all(static_cast<size_t>(N * T * Hg));
-    DCP_GPU_TRY(comm.all_gather(out.partial_lse, lse_all));
-    // The group LSE of every (t, h), reduced over ranks in the configured order.
-    std::vector<float> lse_glob(static_cast<size_t>(T * Hg));
-    std::vector<MergeAcc> acc(static_cast<size_t>(N));
-    for (int64_t x = 0; x < T * Hg; ++x) {
-      for (int64_t r = 0; r < N; ++r)
-        acc[static_cast<size_t>(r)] =
-            MergeAcc::from_partial(lse_all[static_cast<size_t>(r * T * Hg + x)]);
-      const int64_t root = reduce_slots(N, cfg.order, cfg.order_seed, [&](int64_t a, int64_t b) {
-        merge_into(base, acc[static_cast<size_t>(a)], nullptr, acc[static_cast<size_t>(b)], nullptr,
-                   0);
-      });
-      lse_glob[static_cast<size_t>(x)] = finish(base, acc[static_cast<size_t>(root)], nullptr, 0);
-    }
-    // send [N dest, T, H_loc, Dv]: O_r scaled by base^(L_r - L), sliced by destination heads.
-    std::vector<float> send(static_cast<size_t>(N * T * Hl * dv));
-    for (int64_t dst = 0; dst < N; ++dst)
-      for (int64_t t = 0; t < T; ++t)
-        for (int64_t hl = 0; hl < Hl; ++hl) {
-          const int64_t x = t * Hg + dst * Hl + hl;
-          const float lr = out.partial_lse[static_cast<size_t>(x)];
-          const float lg = lse_glob[static_cast<size_t>(x)];
-          const float w = is_empty_lse(lr) ? 0.0f : pow_base(base, lr - lg);
-          const float* o_r = &out.partial_o[static_cast<size_t>(x * dv)];
-          float* s = &send[static_cast<size_t>(((dst * T + t) * Hl + hl) * dv)];
-          for (int64_t i = 0; i < dv; ++i) s[i] = w * o_r[i];
-        }
-    DCP_GPU_TRY(comm.reduce_scatter_sum(send, out.o, cfg.order, cfg.order_seed));
-    for (int64_t t = 0; t < T; ++t)
-      for (int64_t hl = 0; hl < Hl; ++hl)
-        out.lse[static_cast<size_t>(t * Hl + hl)] = lse_glob[static_cast<size_t>(
-            t * Hg + (DCP_MUTANT(rs_lse_wrong_slice) ? (me + 1) % N : me) * Hl + hl)];
-  } else {
-    // send [N dest, T, H_loc, Dv + 1]: each head's O_r followed by its L_r.
-    const int64_t w = dv + 1;
-    std::vector<float> send(static_cast<size_t>(N * T * Hl * w)), recv(send.size());
-    for (int64_t dst = 0; dst < N; ++dst)
-      for (int64_t t = 0; t < T; ++t)
-        for (int64_t hl = 0; hl < Hl; ++hl) {
-          const int64_t slice = DCP_MUTANT(a2a_slices_permuted) ? (dst + 1) % N : dst;
-          const int64_t x = t * Hg + slice * Hl + hl;
-          float* s = &send[static_cast<size_t>(((dst * T + t) * Hl + hl) * w)];
-          std::copy_n(&out.partial_o[static_cast<size_t>(x * dv)], dv, s);
-          const float l = out.partial_lse[static_cast<size_t>(x)];
-          s[dv] = DCP_MUTANT(a2a_lse_bf16) ? round_bf16(l) : l;
-        }
-    DCP_GPU_TRY(comm.all_to_all(send, recv));
-    std::vector<MergeAcc> acc(static_cast<size_t>(N));
-    std::vector<float> num(static_cast<size_t>(N * dv));
-    for (int64_t t = 0; t < T; ++t)
-      for (int64_t hl = 0; hl < Hl; ++hl) {
-        for (int64_t src = 0; src < N; ++src) {
-          const float* r = &recv[static_cast<size_t>(((src * T + t) * Hl + hl) * w)];
-          acc[static_cast<size_t>(src)] = MergeAcc::from_partial(r[dv]);
-          std::copy_n(r, dv, &num[static_cast<size_t>(src * dv)]);
-        }
-        const int64_t root = reduce_slots(N, cfg.order, cfg.order_seed, [&](int64_t a, int64_t b) {
-          merge_into(base, acc[static_cast<size_t>(a)], &num[static_cast<size_t>(a * dv)],
-                     acc[static_cast<size_t>(b)], &num[static_cast<size_t>(b * dv)], dv);
-        });
-        float* o = &out.o[static_cast<size_t>((t * Hl + hl) * dv)];
-        std::copy_n(&num[static_cast<size_t>(root * dv)], dv, o);
-        out.lse[static_cast<size_t>(t * Hl + hl)] =
-            finish(base, acc[static_cast<size_t>(root)], o, dv);
-      }
-  }
-  if (DCP_MUTANT(lse_out_wrong_base))
-    for (float& x : out.lse) x = base == LseBase::e ? x * kLog2eF : x / kLog2eF;
-  for (float& x : out.o) x = round_to(cfg.out_dtype, x);
-  for (float& x : out.lse) x = round_to(cfg.out_dtype, x);
-  return out;
-}
-
-Result<RankStepOutput> run_tp_rank(Communicator& comm, const DcpInputs& in, const DcpConfig& cfg,
-                                   int64_t tp_rank) {
-  Result<DcpGeometry> geo = DcpGeometry::create(cfg, in.dims);
-  if (!geo) return geo.status();
-  Result<RankKvCache> cache = build_rank_cache(in, cfg, tp_rank);
-  if (!cache) return cache.status();
-  return dcp_decode_step(comm, cfg, in, tp_rank, rank_queries(in, cfg, *geo, tp_rank), *cache);
-}
-
 }  // namespace dcp::gpu
+

@@ -12,24 +12,25 @@
 //   -> O [T, H_loc, Dv] and LSE [T, H_loc] for the rank's own heads, rounded to out_dtype.
 // GQA: query head h reads KV head h / (Hq / Hkv) on *global* head indices on every rank.
 //
+// The step itself is device_step.hpp's, for every device.
+//
 //   DcpGeometry geo = *DcpGeometry::create(cfg, dims);
-//   Result<RankStepOutput> out = run_tp_rank(comm, inputs, cfg, tp_rank);
+//   Result<RankStepOutput> out = run_tp_rank(comm, inputs, cfg, tp_rank);   // host_device.hpp
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <optional>
-#include <span>
 #include <string_view>
 #include <vector>
 
-#include "gpu/communicator.hpp"
-#include "gpu/convention.hpp"
-#include "gpu/dtype.hpp"
-#include "gpu/kv_cache.hpp"
-#include "gpu/layout.hpp"
-#include "gpu/merge.hpp"
-#include "gpu/partial_attention.hpp"
+#include "gpu/comm/communicator.hpp"
+#include "gpu/kernels/convention.hpp"
+#include "gpu/kernels/dtype.hpp"
+#include "gpu/kernels/kv_view.hpp"
+#include "gpu/kernels/layout.hpp"
+#include "gpu/kernels/merge.hpp"
+#include "gpu/kernels/attention_params.hpp"
 #include "gpu/status.hpp"
 
 namespace dcp::gpu {
@@ -115,22 +116,7 @@ struct RankStepOutput {
 // positions, top-k indices, chunk lengths. One-line errors naming the flag or tensor.
 GpuStatus validate_inputs(const DcpInputs& in, const DcpConfig& cfg);
 
-// One step for one TP rank given its queries and its cache. q: [T, H_loc, Dk] (gather) or
-// [T, Hg, Dk] (replicate-q).
-Result<RankStepOutput> dcp_decode_step(Communicator& comm, const DcpConfig& cfg,
-                                       const DcpInputs& in, int64_t tp_rank,
-                                       std::span<const float> q, const RankKvCache& cache);
-
-// Builds the rank's cache by replaying in.chunks, takes its queries, and runs the step.
-// comm must be the rank's DCP-group communicator (size N, rank tp_rank mod N).
-Result<RankStepOutput> run_tp_rank(Communicator& comm, const DcpInputs& in, const DcpConfig& cfg,
-                                   int64_t tp_rank);
-
-// The rank's cache after replaying in.chunks (for inspection and for run_tp_rank).
-Result<RankKvCache> build_rank_cache(const DcpInputs& in, const DcpConfig& cfg, int64_t tp_rank);
-
-// The pieces every backend builds a rank's step from (the CUDA backend replays the same writes
-// into device memory):
+// The pieces device_step.hpp builds a rank's step from, on every device:
 // the cache a TP rank holds: its dcp rank, rows (in.physical_rows, or just enough for S), the
 // KV heads its group reads, shapes and storage format;
 Result<KvCacheSpec> rank_cache_spec(const DcpInputs& in, const DcpConfig& cfg, int64_t tp_rank);
@@ -147,7 +133,7 @@ ChunkRows chunk_rows(const DcpInputs& in, const KvCacheSpec& spec, int64_t pos0,
 GpuStatus check_group_comm(const DcpGeometry& geo, int64_t tp_rank, int64_t comm_rank,
                            int64_t comm_size);
 // the partial-attention parameters of the rank's step: shapes, heads, rows, variant and kernel
-// settings; the tensor pointers (q, q_pos, k, v, sink, topk, o, lse) are the caller's, in
+// settings; the tensor pointers (q, q_pos, kv, sink, topk, o, lse) are the caller's, in
 // whichever memory it runs;
 PartialAttentionParams rank_attention_params(const DcpInputs& in, const DcpConfig& cfg,
                                              const DcpGeometry& geo, const KvCacheSpec& spec,

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "gpu/host/host_device.hpp"
 #include "gpu/run_threads.hpp"
 
 namespace dcp::gpu {
@@ -117,7 +118,7 @@ Result<MlaRun> run_mla_threads(const MlaInputs& in, const DcpConfig& cfg) {
   run.q_att.assign(static_cast<size_t>(d.tokens * d.heads * dk), 0.0f);
   run.k_att.assign(static_cast<size_t>(in.seq * dk), 0.0f);
   DCP_GPU_TRY(for_each_tp_rank_threads(geo, cfg.deadline, [&](int64_t tp_rank, Communicator& comm) {
-    Result<RankKvCache> cache = build_rank_cache(att, cfg, tp_rank);
+    Result<HostKvCache> cache = build_rank_cache(att, cfg, tp_rank);
     if (!cache) return cache.status();
     const int64_t h0 = cfg.replicate_q ? geo.group_head0(tp_rank) : geo.local_head0(tp_rank);
     const int64_t nh = cfg.replicate_q ? geo.hg : geo.h_loc;
@@ -133,10 +134,10 @@ Result<MlaRun> run_mla_threads(const MlaInputs& in, const DcpConfig& cfg) {
     if (geo.group(tp_rank) == 0) {
       const int64_t me = geo.dcp_rank(tp_rank);
       for (int64_t row = 0; row < cfg.layout.count(me, in.seq); ++row)
-        std::copy_n(cache->k() + row * dk, dk,
+        std::copy_n(cache->view().key(row, 0), dk,
                     &run.k_att[static_cast<size_t>(cfg.layout.position(me, row) * dk)]);
     }
-    Result<RankStepOutput> r = dcp_decode_step(comm, cfg, att, tp_rank, q, *cache);
+    Result<RankStepOutput> r = run_tp_rank(comm, att, cfg, tp_rank, &q);
     if (!r) return r.status();
     // V-side absorb for the rank's own heads.
     for (int64_t t = 0; t < d.tokens; ++t)

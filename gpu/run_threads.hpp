@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "gpu/dcp_step.hpp"
-#include "gpu/rendezvous.hpp"
+#include "gpu/comm/rendezvous.hpp"
 
 namespace dcp::gpu {
 
@@ -45,6 +45,13 @@ GroupRun empty_group_run(const DcpGeometry& geo, const AttentionDims& d);
 void place_rank_output(const DcpGeometry& geo, const AttentionDims& d, int64_t tp_rank,
                        const RankStepOutput& r, GroupRun& run);
 
-Result<GroupRun> run_dcp_threads(const DcpInputs& in, const DcpConfig& cfg);
+// One TP rank's step given its DCP-group communicator: the host device's (run_tp_rank) unless a
+// caller supplies another (the mutation catalogue's planted bugs, mutants/).
+using RankStep = std::function<Result<RankStepOutput>(Communicator&, const DcpInputs&,
+                                                      const DcpConfig&, int64_t tp_rank)>;
+
+// The whole TP group on threads, each rank running `step` (nullptr: run_tp_rank).
+Result<GroupRun> run_dcp_threads(const DcpInputs& in, const DcpConfig& cfg,
+                                 const RankStep& step = nullptr);
 
 }  // namespace dcp::gpu

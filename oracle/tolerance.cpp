@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
+#include <span>
 #include <vector>
 
 #include "oracle/parallel.hpp"
@@ -9,177 +11,379 @@
 namespace dcp::oracle {
 namespace {
 
-// An exponential whose exact result is below exp(kUnderflowArg) may flush to zero in fp32
-// (ln 2^-126 = -87.34, less one for the argument's own error): such a key's weight can be lost
-// entirely, so its relative weight error is bounded by 1 instead of the ulp budget.
-constexpr double kUnderflowArg = -86.0;
-// The reference is dd rounded to double: at most 2^-53 relative plus dd's error (< 2^-100 of the
-// scale), bounded together by 2^-52 of the scale.
-const double kOracleRel = std::ldexp(1.0, -52);
-// Bound quantities are evaluated in double from double scores; their relative error is < 2^-40
-// for the shapes the suite handles, covered by inflating with this factor.
-const double kEvalSlack = 1.0 + std::ldexp(1.0, -30);
-constexpr double kMaxKappa = 0.1;
+// The coefficients of docs/tolerances.md, each with the section that derives it; most count the
+// roundings of a step, in units of the format's unit roundoff.
 
-struct RowInputs {
+// §1: one ulp of a normal value is at most 2u_s relative, so k ulp is 2k u_s.
+constexpr double kUnitRoundoffsPerUlp = 2.0;
+// §1: tensor-core adds may truncate (Fasi, Higham, Mikaitis, Pranesh 2021): accumulations use 2u_s.
+constexpr double kTruncatingMmaFactor = 2.0;
+// §3: the scale, on q, on the score or folded with log2 e: up to 3 roundings past the Dk-term dot.
+constexpr int64_t kScaleRoundings = 3;
+// §3: softcap divides by c and multiplies back: 2u |s_pre|.
+constexpr double kSoftcapRoundings = 2.0;
+// §3: the exponent argument (s - m) log2 e, rounded log2 e, |m| <= M: 3u (|s_j| + M).
+constexpr double kExpArgRoundings = 3.0;
+// §3: the sink's exponent argument, e_sigma = ... 4u (|sigma| + M): one rounding more than a key's.
+constexpr double kSinkExpArgRoundings = 4.0;
+// §3: an exponential whose exact result is below exp(kUnderflowArg) may flush to zero in fp32
+// (ln 2^-126 = -87.34, less one for the argument's own error): such a key's weight can be lost
+// entirely, so its relative weight error is bounded by kLostWeight instead of the ulp budget.
+constexpr double kUnderflowArg = -86.0;
+// §3: e_j = 1 for a weight that may be lost entirely.
+constexpr double kLostWeight = 1.0;
+// §4: each of the n_eff terms is one add plus up to one online-softmax rescale: gamma_{2n_eff}(u).
+constexpr double kAccumRoundingsPerTerm = 2.0;
+// §4 floors: accumulator underflow, counted as n_eff + 2 flushes of at most tiny each.
+constexpr double kAccumExtraFlushes = 2.0;
+// §5: L_abs = M + ln n_eff + 1 >= |L_r| and |L|.
+constexpr double kLseAbsMargin = 1.0;
+// §5: a partial LSE's add m + ln l and its base conversion: 3u_s L_abs.
+constexpr double kPartialLseRoundings = 3.0;
+// §5: the merge's exponent argument L_r - M: 6u_s L_abs.
+constexpr double kMergeArgRoundings = 6.0;
+// §5: the products w_r O_r and their rounding to the merge format: 2u_m on the S_i coefficient.
+constexpr double kMergeProductRoundings = 2.0;
+// §5, §7: -ln(1 - x) is taken with x clamped to 1/2 to stay finite; x <= kappa, so the clamp only
+// acts on rows refused for kappa > kMaxKappa.
+constexpr double kMaxLogArg = 0.5;
+// §6: second order: (1 + kappa)^4 <= exp(4 kappa), doubled for margin: exp(8 kappa).
+constexpr double kSecondOrderRate = 8.0;
+// §6: above this kappa the first-order model is not trusted and derive_bound refuses the row.
+constexpr double kMaxKappa = 0.1;
+// §6: the reference is dd rounded to double: at most 2^-53 relative plus dd's error (< 2^-100 of
+// the scale), bounded together by 2^-52 of the scale.
+constexpr double kOracleRel = 0x1p-52;
+// §6: bound quantities are evaluated in double from double scores; their relative error is
+// < 2^-40 for the shapes the suite handles, covered by inflating with this factor.
+constexpr double kEvalSlack = 1.0 + 0x1p-30;
+// §7: the final add m + ln l: 2u_s L_abs.
+constexpr double kLseAddRoundings = 2.0;
+// §7: the stored LSE: (u_lse + 2u_s) |L|.
+constexpr double kLseStoreRoundings = 2.0;
+// §7: the oracle's term 2^-52 (|L| + 1): an absolute floor of 1 on the scale of L.
+constexpr double kOracleLseFloor = 1.0;
+
+// The claim's unit roundoffs and intrinsic budgets, relative unless said otherwise.
+struct Units {
+  const Arithmetic& a;
+  double u_s;        // scalar operations in the accumulation format
+  double u;          // accumulations (2u_s with truncating MMA)
+  double ulp;        // 1 ulp
+  double eps_exp;    // the exponential
+  double eps_div;    // the division
+  double tiny;       // absolute: a flush to zero in the accumulation format
+  double u_p;        // P cast before P.V; 0 when not cast
+  double p_tiny;     // absolute: P cast into the subnormal range; 0 when not cast
+  double u_out;      // the final O store
+  double u_lse_out;  // the final LSE store
+  int64_t shards;    // N >= 1
+  double u_m;        // the cross-rank sum
+
+  // Error of ln(x) given ln x: absolute on [0.5, 2], ulps elsewhere.
+  double eps_log(double ln_x) const { return a.log_abs + a.log_ulps * ulp * std::fabs(ln_x); }
+};
+
+// u 2^emin: the absolute error of a store into the subnormal range of t.
+double subnormal_floor(DType t) { return unit_roundoff(t) * min_normal(t); }
+
+// docs/tolerances.md §1, the claim (`Arithmetic`).
+Units units_of(const Arithmetic& a) {
+  const double u_s = unit_roundoff(a.accum);
+  const double ulp = kUnitRoundoffsPerUlp * u_s;
+  return Units{a,
+               u_s,
+               u_s * (a.truncating_mma ? kTruncatingMmaFactor : 1.0),
+               ulp,
+               a.exp_ulps * ulp,
+               a.div_ulps * ulp,
+               min_normal(a.accum),
+               a.p_cast ? unit_roundoff(*a.p_cast) : 0.0,
+               a.p_cast ? subnormal_floor(*a.p_cast) : 0.0,
+               unit_roundoff(a.out),
+               unit_roundoff(a.lse_out),
+               std::max<int64_t>(1, a.shards),
+               unit_roundoff(a.merge_accum)};
+}
+
+// §3: an exponential with argument error arg_err: (1 + eps_exp) expm1(arg_err) + eps_exp.
+double exp_error(double arg_err, double eps_exp) {
+  return (1.0 + eps_exp) * std::expm1(arg_err) + eps_exp;
+}
+
+// §5, §7: ln(1 - x), x clamped to kMaxLogArg.
+double ln_one_minus(double x) { return std::log1p(-std::min(kMaxLogArg, x)); }
+
+// The exact logits of one row's visible keys and the sink.
+struct RowLogits {
   std::vector<double> s;      // logits after softcap, natural-log units
   std::vector<double> s_pre;  // scale * q.k before softcap
   std::vector<double> a;      // scale * sum |q_k k_k|
+  bool sink = false;
+  double sigma = 0.0;  // the sink logit (0 without a sink)
+  double M = 0.0;      // largest |logit|, sink included
+  double smax = 0.0;   // largest logit, sink included
+  double n_eff = 0.0;  // keys plus the sink
 };
+
+// docs/tolerances.md §2, notation for one row (token t, head h).
+RowLogits row_logits(const Case& c, int64_t t, int64_t h, std::span<const int64_t> keys,
+                     double tau) {
+  const int64_t n = static_cast<int64_t>(keys.size()), dk = c.head_dim(), g = c.kv_head_of(h);
+  const double* q = &c.q.data[c.q.offset({t, h, 0})];
+  RowLogits in;
+  in.sink = c.has_sink();
+  in.sigma = in.sink ? c.sink[h] : 0.0;
+  in.s.resize(n);
+  in.s_pre.resize(n);
+  in.a.resize(n);
+  in.M = in.sink ? std::fabs(in.sigma) : 0.0;
+  in.smax = in.sink ? in.sigma : kNegInf;
+  for (int64_t x = 0; x < n; ++x) {
+    const double* kr = &c.k.data[c.k.offset({keys[x], g, 0})];
+    double dot = 0.0, absdot = 0.0;
+    for (int64_t i = 0; i < dk; ++i) {
+      dot += q[i] * kr[i];
+      absdot += std::fabs(q[i] * kr[i]);
+    }
+    in.s_pre[x] = tau * dot;
+    in.a[x] = tau * absdot;
+    in.s[x] = c.softcap > 0.0 ? c.softcap * std::tanh(in.s_pre[x] / c.softcap) : in.s_pre[x];
+    in.M = std::max(in.M, std::fabs(in.s[x]));
+    in.smax = std::max(in.smax, in.s[x]);
+  }
+  in.n_eff = static_cast<double>(n + (in.sink ? 1 : 0));
+  return in;
+}
+
+// The weight of each key and of the sink, exact, and the bound on its relative error.
+struct KeyErrors {
+  std::vector<double> p;  // exact P_j
+  std::vector<double> e;  // e_j, bound on the relative error of key j's weight
+  double p_sink = 0.0;    // exact P_sigma (0 without a sink)
+  double e_sink = 0.0;    // e_sigma
+  double e_bar = 0.0;     // sum_j P_j e_j + P_sigma e_sigma
+  double e_max = 0.0;     // largest e_j (and e_sigma) of the weights that cannot underflow
+};
+
+// §3, the logit: Delta_j, from the dot product, the scale and the softcap.
+double logit_error(const Units& un, double softcap, double g_dot, int64_t dk, const RowLogits& in,
+                   int64_t x) {
+  double delta = g_dot * in.a[x] + static_cast<double>(dk + kScaleRoundings) * un.tiny;
+  if (softcap > 0.0) {
+    delta += kSoftcapRoundings * un.u * std::fabs(in.s_pre[x]) +
+             (un.a.tanh_rel + un.u) * std::fabs(in.s[x]);
+  }
+  return delta;
+}
+
+// docs/tolerances.md §3, key-level errors: the weight of each key.
+KeyErrors key_errors(const Units& un, double softcap, int64_t dk, const RowLogits& in,
+                     double L_ref) {
+  const int64_t n = static_cast<int64_t>(in.s.size());
+  const double g_dot = gamma_n(static_cast<double>(dk + kScaleRoundings), un.u);
+  KeyErrors k;
+  k.p.resize(n);
+  k.e.resize(n);
+  for (int64_t x = 0; x < n; ++x) {
+    k.p[x] = std::exp(in.s[x] - L_ref);
+    const double delta = logit_error(un, softcap, g_dot, dk, in, x);
+    const double arg = kExpArgRoundings * un.u * (std::fabs(in.s[x]) + in.M);
+    if (in.s[x] - in.smax < kUnderflowArg) {
+      k.e[x] = kLostWeight;
+    } else {
+      k.e[x] = exp_error(delta + arg, un.eps_exp);
+      k.e_max = std::max(k.e_max, k.e[x]);
+    }
+    k.e_bar += k.p[x] * k.e[x];
+  }
+  if (in.sink) {
+    k.p_sink = std::exp(in.sigma - L_ref);
+    k.e_sink =
+        in.sigma - in.smax < kUnderflowArg
+            ? kLostWeight
+            : exp_error(kSinkExpArgRoundings * un.u * (std::fabs(in.sigma) + in.M), un.eps_exp);
+    if (k.e_sink < kLostWeight) k.e_max = std::max(k.e_max, k.e_sink);
+    k.e_bar += k.p_sink * k.e_sink;
+  }
+  return k;
+}
+
+// The relative coefficients of first_i (§6).
+struct Coefficients {
+  double g;     // gamma_{2n_eff}(u)
+  double c_S;   // coefficient of S_i
+  double c_O;   // coefficient of |O_i|
+  double zeta;  // relative error of a partial's merge weight (§5; 0 when N = 1)
+};
+
+// docs/tolerances.md §4, accumulation and storage: the P.V sums and the softmax denominator, with
+// up to one rescale per key (online softmax with any tile size), in any order, then the P cast,
+// the final division and the store.
+Coefficients accumulation(const Units& un, double n_eff) {
+  const double g = gamma_n(kAccumRoundingsPerTerm * n_eff, un.u);
+  return Coefficients{g, g + un.u_p, g + un.eps_div + un.u_out, 0.0};
+}
+
+// §4, the absolute floors: accumulator underflow (the denominator's 1 and the numerator's
+// max|v|), P cast into subnormals, and the final store into the subnormal range of `out`.
+double absolute_floor(const Units& un, double n_eff, double max_abs_v) {
+  return (n_eff + kAccumExtraFlushes) * un.tiny * (1.0 + max_abs_v) +
+         n_eff * un.p_tiny * max_abs_v + subnormal_floor(un.a.out);
+}
+
+// What the merge of N > 1 partials adds to the bounds.
+struct Merge {
+  double zeta;        // relative error of every partial's weight
+  double c_S;         // added to c_S: partial store and division, the sum, its rounding
+  double c_O;         // added to c_O: a2a's final division
+  double lse;         // delta: the error of the merged LSE, natural units
+  double abs_weight;  // N e^-86: partials whose weight underflows, times (max|v| + |O_i|)
+  double abs_floor;   // partial stores and the merge sum in their subnormal ranges
+};
+
+// §5: L_abs = M + ln n_eff + 1, a bound on |L_r| and |L|.
+double lse_abs_bound(double M, double n_eff) {
+  return M + std::log(std::max(1.0, n_eff)) + kLseAbsMargin;
+}
+
+// docs/tolerances.md §5, the merge of N > 1 partials; nullopt when N = 1.
+std::optional<Merge> merge_terms(const Units& un, double n_eff, double L_abs) {
+  if (un.shards <= 1) return std::nullopt;
+  const double N = static_cast<double>(un.shards);
+  const double lam_shard = un.eps_log(std::log(std::max(1.0, n_eff))) +
+                           kPartialLseRoundings * un.u_s * L_abs +
+                           unit_roundoff(un.a.partial_lse) * L_abs;
+  const double g_N = gamma_n(N, un.u_m);
+  const double merge_arg = kMergeArgRoundings * un.u_s * L_abs;
+  const double eps_w = exp_error(merge_arg, un.eps_exp);
+  const double delta =
+      lam_shard - ln_one_minus(eps_w) + g_N + un.eps_log(std::log(N)) + un.u_s * L_abs;
+  return Merge{exp_error(lam_shard + delta + merge_arg, un.eps_exp),
+               unit_roundoff(un.a.partial_o) + un.eps_div + g_N + kMergeProductRoundings * un.u_m,
+               g_N + un.eps_div,
+               delta,
+               N * std::exp(kUnderflowArg),
+               subnormal_floor(un.a.partial_o) + N * un.u_m * min_normal(un.a.merge_accum)};
+}
+
+// docs/tolerances.md §6, the bound on O, second order: kappa = max_j e_j + c_S + c_O + zeta +
+// sum_j P_j e_j + g.
+double first_order_kappa(const KeyErrors& k, const Coefficients& co) {
+  return k.e_max + co.c_S + co.c_O + co.zeta + k.e_bar + co.g;
+}
+
+// §6: the second-order factor exp(8 kappa), with slack for evaluating the bound in double.
+double second_order_factor(double kappa) {
+  return std::exp(kSecondOrderRate * std::min(kappa, kMaxKappa)) * kEvalSlack;
+}
+
+// §4, §5 floors: max |v| over the row's visible keys.
+double max_abs_value(const Case& c, std::span<const int64_t> keys, int64_t g) {
+  double max_abs_v = 0.0;
+  for (int64_t j : keys) {
+    for (int64_t i = 0; i < c.v_dim; ++i)
+      max_abs_v = std::max(max_abs_v, std::fabs(c.v_at(j, g, i)));
+  }
+  return max_abs_v;
+}
+
+// §6: the absolute terms of first_i: the floors (§4, plus §5's when N > 1) and the partials
+// whose weight underflows (§5: N e^-86 (max|v| + |O_i|); 0 when N = 1).
+struct AbsoluteTerms {
+  double floor;      // added to every first_i
+  double weight;     // coefficient of (max|v| + |O_i|)
+  double max_abs_v;  // max |v| over the row's visible keys
+};
+
+// docs/tolerances.md §6, the bound on O: bound_i = first_i exp(8 kappa) + 2^-52 (|O_i| + S_i) for
+// each i of the row (ob [Dv]).
+void o_bounds(const Case& c, std::span<const int64_t> keys, int64_t g, const double* o_ref,
+              const KeyErrors& k, const Coefficients& co, const AbsoluteTerms& abs_terms,
+              double second, double* ob) {
+  for (int64_t i = 0; i < c.v_dim; ++i) {
+    const double o = o_ref[i];
+    double t_key = k.p_sink * k.e_sink * std::fabs(o), s_i = 0.0;  // T_key,i (§3) and S_i (§2)
+    for (size_t x = 0; x < keys.size(); ++x) {
+      const double vi = c.v_at(keys[x], g, i);
+      t_key += k.p[x] * k.e[x] * std::fabs(vi - o);
+      s_i += k.p[x] * std::fabs(vi);
+    }
+    const double first = t_key + co.c_S * s_i + co.zeta * (s_i + std::fabs(o)) +
+                         co.c_O * std::fabs(o) + abs_terms.floor +
+                         abs_terms.weight * (abs_terms.max_abs_v + std::fabs(o));
+    ob[i] = first * second + kOracleRel * (std::fabs(o) + s_i);
+  }
+}
+
+// docs/tolerances.md §7, the bound on the LSE (in the case's base). Key-level weight errors and
+// the accumulation of the denominator enter as ln(1 + x) with |x| <= e_bar + g; then the log,
+// the final add, the merge (lse_merge, abs_weight: 0 when N = 1), floors and storage.
+double lse_bound(const Units& un, LseBase base, double L, const RowLogits& in, double e_bar,
+                 double g, double L_abs, double lse_merge, double abs_weight, double second) {
+  const double lam = -ln_one_minus(e_bar + g) + un.eps_log(L - in.smax) +
+                     kLseAddRoundings * un.u_s * L_abs + lse_merge + in.n_eff * un.tiny +
+                     abs_weight;
+  double bound = lam * second;
+  if (base == LseBase::two) bound *= kLog2e;
+  const double L_out = lse_from_natural(base, L);
+  bound += (un.u_lse_out + kLseStoreRoundings * un.u_s) * std::fabs(L_out) * second;
+  return bound + kOracleRel * (std::fabs(L_out) + kOracleLseFloor);
+}
+
+struct RowBound {
+  double kappa;  // first-order relative coefficient (§6)
+  double lse;    // bound on the row's LSE
+};
+
+// One row (t, h): §2 to §7 in order; writes the row's O bounds to ob [Dv].
+RowBound bound_row(const Case& c, const Attention& ref, const Units& un,
+                   std::span<const int64_t> keys, int64_t t, int64_t h, double tau, double* ob) {
+  const int64_t r = t * c.q_heads() + h, dv = c.v_dim, g = c.kv_head_of(h);
+  const double L_ref = lse_to_natural(ref.base, ref.lse.data[r]);
+  if (L_ref == kNegInf) {  // nothing visible, no sink: O must be exactly 0, LSE exactly -inf
+    std::fill(ob, ob + dv, 0.0);
+    return RowBound{0.0, 0.0};
+  }
+  const RowLogits in = row_logits(c, t, h, keys, tau);
+  const KeyErrors k = key_errors(un, c.softcap, c.head_dim(), in, L_ref);
+  Coefficients co = accumulation(un, in.n_eff);
+  const double L_abs = lse_abs_bound(in.M, in.n_eff);
+  const std::optional<Merge> m = merge_terms(un, in.n_eff, L_abs);
+  if (m) {
+    co.c_S += m->c_S;
+    co.c_O += m->c_O;
+    co.zeta = m->zeta;
+  }
+  const double kappa = first_order_kappa(k, co);
+  const double second = second_order_factor(kappa);
+
+  const double max_abs_v = max_abs_value(c, keys, g);
+  AbsoluteTerms abs_terms{absolute_floor(un, in.n_eff, max_abs_v), m ? m->abs_weight : 0.0,
+                          max_abs_v};
+  if (m) abs_terms.floor += m->abs_floor;
+  o_bounds(c, keys, g, &ref.o.data[r * dv], k, co, abs_terms, second, ob);
+  return RowBound{kappa, lse_bound(un, c.lse_base, L_ref, in, k.e_bar, co.g, L_abs,
+                                   m ? m->lse : 0.0, abs_terms.weight, second)};
+}
 
 }  // namespace
 
 Expected<Bound> derive_bound(const Case& c, const Attention& ref, const Arithmetic& a) {
   const int64_t T = c.tokens(), Hq = c.q_heads(), dk = c.head_dim(), dv = c.v_dim;
   Bound b{Tensor<double>({T, Hq, dv}), Tensor<double>({T, Hq}), 0.0};
-
-  const double u_s = unit_roundoff(a.accum);              // scalar fp32 operations
-  const double u = u_s * (a.truncating_mma ? 2.0 : 1.0);  // accumulations
-  const double ulp = 2.0 * u_s;                           // 1 ulp, relative
-  const double eps_exp = a.exp_ulps * ulp;
-  const double eps_div = a.div_ulps * ulp;
-  const double tiny = min_normal(a.accum);
-  const double u_p = a.p_cast ? unit_roundoff(*a.p_cast) : 0.0;
-  const double p_tiny = a.p_cast ? unit_roundoff(*a.p_cast) * min_normal(*a.p_cast) : 0.0;
-  const double u_out = unit_roundoff(a.out);
-  const double u_lse_out = unit_roundoff(a.lse_out);
-  const int64_t R = std::max<int64_t>(1, a.shards);
-  const double u_m = unit_roundoff(a.merge_accum);
+  const Units un = units_of(a);
   const double tau = c.scale ? *c.scale : 1.0 / std::sqrt(static_cast<double>(dk));
-  auto eps_log = [&](double ln_x) { return a.log_abs + a.log_ulps * ulp * std::fabs(ln_x); };
 
   std::vector<double> kappa_row(T * Hq, 0.0);
   std::vector<std::vector<int64_t>> keys(T);
   for (int64_t t = 0; t < T; ++t) keys[t] = visible_keys(c, t);
 
   parallel_for(T * Hq, [&](int64_t r) {
-    const int64_t t = r / Hq, h = r % Hq, g = c.kv_head_of(h);
-    const double L_ref = lse_to_natural(ref.base, ref.lse.data[r]);
-    double* ob = &b.o.data[r * dv];
-    if (L_ref == kNegInf) {  // nothing visible, no sink: O must be exactly 0, LSE exactly -inf
-      std::fill(ob, ob + dv, 0.0);
-      b.lse.data[r] = 0.0;
-      return;
-    }
-    const auto& ks = keys[t];
-    const int64_t n = static_cast<int64_t>(ks.size());
-    const bool sink = c.has_sink();
-    const double sigma = sink ? c.sink[h] : 0.0;
-    const double* q = &c.q.data[c.q.offset({t, h, 0})];
-
-    RowInputs in;
-    in.s.resize(n);
-    in.s_pre.resize(n);
-    in.a.resize(n);
-    double M = sink ? std::fabs(sigma) : 0.0;  // largest |logit|
-    double smax = sink ? sigma : kNegInf;      // largest logit
-    for (int64_t x = 0; x < n; ++x) {
-      const double* kr = &c.k.data[c.k.offset({ks[x], g, 0})];
-      double dot = 0.0, absdot = 0.0;
-      for (int64_t i = 0; i < dk; ++i) {
-        dot += q[i] * kr[i];
-        absdot += std::fabs(q[i] * kr[i]);
-      }
-      in.s_pre[x] = tau * dot;
-      in.a[x] = tau * absdot;
-      in.s[x] = c.softcap > 0.0 ? c.softcap * std::tanh(in.s_pre[x] / c.softcap) : in.s_pre[x];
-      M = std::max(M, std::fabs(in.s[x]));
-      smax = std::max(smax, in.s[x]);
-    }
-    const double n_eff = static_cast<double>(n + (sink ? 1 : 0));
-
-    // Per-key relative weight error e_j (docs/tolerances.md, section 3).
-    const double g_dot = gamma_n(static_cast<double>(dk + 3), u);
-    std::vector<double> p(n), e(n);
-    double e_bar = 0.0, e_max = 0.0;
-    for (int64_t x = 0; x < n; ++x) {
-      p[x] = std::exp(in.s[x] - L_ref);
-      double delta = g_dot * in.a[x] + static_cast<double>(dk + 3) * tiny;
-      if (c.softcap > 0.0) {
-        delta += 2.0 * u * std::fabs(in.s_pre[x]) + (a.tanh_rel + u) * std::fabs(in.s[x]);
-      }
-      const double arg = 3.0 * u * (std::fabs(in.s[x]) + M);
-      if (in.s[x] - smax < kUnderflowArg) {
-        e[x] = 1.0;
-      } else {
-        e[x] = (1.0 + eps_exp) * std::expm1(delta + arg) + eps_exp;
-        e_max = std::max(e_max, e[x]);
-      }
-      e_bar += p[x] * e[x];
-    }
-    double p_sink = 0.0, e_sink = 0.0;
-    if (sink) {
-      p_sink = std::exp(sigma - L_ref);
-      e_sink = sigma - smax < kUnderflowArg
-                   ? 1.0
-                   : (1.0 + eps_exp) * std::expm1(4.0 * u * (std::fabs(sigma) + M)) + eps_exp;
-      if (e_sink < 1.0) e_max = std::max(e_max, e_sink);
-      e_bar += p_sink * e_sink;
-    }
-
-    // Accumulations: the P.V sums and the softmax denominator, with up to one rescale per key
-    // (online softmax with any tile size), in any order: gamma_{2 n}(u).
-    const double g_acc = gamma_n(2.0 * n_eff, u);
-    double c_S = g_acc + u_p;
-    double c_O = g_acc + eps_div + u_out;
-    double zeta = 0.0;
-    double lse_merge = 0.0;
-    const double L_abs = M + std::log(std::max(1.0, n_eff)) + 1.0;  // bound on |L_r| and |L|
-    double abs_merge = 0.0;
-    if (R > 1) {
-      const double lam_shard = eps_log(std::log(std::max(1.0, n_eff))) + 3.0 * u_s * L_abs +
-                               unit_roundoff(a.partial_lse) * L_abs;
-      const double g_R = gamma_n(static_cast<double>(R), u_m);
-      const double eps_merge_w = (1.0 + eps_exp) * std::expm1(6.0 * u_s * L_abs) + eps_exp;
-      const double d_glob = lam_shard - std::log1p(-std::min(0.5, eps_merge_w)) + g_R +
-                            eps_log(std::log(static_cast<double>(R))) + u_s * L_abs;
-      zeta = (1.0 + eps_exp) * std::expm1(lam_shard + d_glob + 6.0 * u_s * L_abs) + eps_exp;
-      c_S += unit_roundoff(a.partial_o) + eps_div + g_R + 2.0 * u_m;
-      c_O += g_R + eps_div;
-      lse_merge = lam_shard - std::log1p(-std::min(0.5, eps_merge_w)) + g_R +
-                  eps_log(std::log(static_cast<double>(R))) + u_s * L_abs;
-      abs_merge = static_cast<double>(R) * std::exp(kUnderflowArg);
-    }
-    const double kappa = e_max + c_S + c_O + zeta + e_bar + g_acc;
-    kappa_row[r] = kappa;
-    const double second = std::exp(8.0 * std::min(kappa, kMaxKappa)) * kEvalSlack;
-
-    double max_abs_v = 0.0;
-    for (int64_t x = 0; x < n; ++x) {
-      for (int64_t i = 0; i < dv; ++i)
-        max_abs_v = std::max(max_abs_v, std::fabs(c.v_at(ks[x], g, i)));
-    }
-    // Absolute floors: accumulator underflow, P cast into subnormals, and the final (and
-    // partial) stores rounding into the subnormal range of their formats.
-    double abs_floor = (n_eff + 2.0) * tiny * (1.0 + max_abs_v) + n_eff * p_tiny * max_abs_v +
-                       unit_roundoff(a.out) * min_normal(a.out);
-    if (R > 1) {
-      abs_floor += unit_roundoff(a.partial_o) * min_normal(a.partial_o) +
-                   static_cast<double>(R) * u_m * min_normal(a.merge_accum);
-    }
-    for (int64_t i = 0; i < dv; ++i) {
-      const double o = ref.o.data[r * dv + i];
-      double t_key = p_sink * e_sink * std::fabs(o), s_i = 0.0;
-      for (int64_t x = 0; x < n; ++x) {
-        const double vi = c.v_at(ks[x], g, i);
-        t_key += p[x] * e[x] * std::fabs(vi - o);
-        s_i += p[x] * std::fabs(vi);
-      }
-      const double first = t_key + c_S * s_i + zeta * (s_i + std::fabs(o)) + c_O * std::fabs(o) +
-                           abs_floor + abs_merge * (max_abs_v + std::fabs(o));
-      ob[i] = first * second + kOracleRel * (std::fabs(o) + s_i);
-    }
-
-    // LSE (natural units): key-level weight errors and the accumulation of the denominator
-    // enter as ln(1 + x) with |x| <= e_bar + g_acc; then the log, the final add and storage.
-    const double L = L_ref;
-    double lam = -std::log1p(-std::min(0.5, e_bar + g_acc)) + eps_log(L - smax) +
-                 2.0 * u_s * L_abs + lse_merge + n_eff * tiny + abs_merge;
-    double lse_bound = lam * second;
-    if (c.lse_base == LseBase::two) lse_bound *= kLog2e;
-    const double L_out = lse_from_natural(c.lse_base, L);
-    lse_bound += (u_lse_out + 2.0 * u_s) * std::fabs(L_out) * second;
-    b.lse.data[r] = lse_bound + kOracleRel * (std::fabs(L_out) + 1.0);
+    const int64_t t = r / Hq;
+    const RowBound rb = bound_row(c, ref, un, keys[t], t, r % Hq, tau, &b.o.data[r * dv]);
+    kappa_row[r] = rb.kappa;
+    b.lse.data[r] = rb.lse;
   });
 
   for (int64_t r = 0; r < T * Hq; ++r) {

@@ -61,6 +61,10 @@ struct Partial {
 
 }  // namespace
 
+bool planted_in_model(Bug b) {
+  return b == Bug::none || (mutants::mutant_info(b).where & mutants::kInModel) != 0;
+}
+
 ModelOutput run_fp32_model(const Case& c, const ModelConfig& m) {
   const int64_t T = c.tokens(), Hq = c.q_heads(), dk = c.head_dim(), dv = c.v_dim;
   ModelOutput out{oracle::Tensor<double>({T, Hq, dv}), oracle::Tensor<double>({T, Hq}),
@@ -74,7 +78,7 @@ ModelOutput run_fp32_model(const Case& c, const ModelConfig& m) {
   auto ex = [&](float x) { return perturb(m.base2 ? std::exp2(x) : std::exp(x)); };
   auto lg = [&](float x) { return perturb(m.base2 ? std::log2(x) : std::log(x)); };
   // The merge's own exp/log pair; the merge_wrong_base bug uses the other base's.
-  const bool merge_base2 = m.bug == Bug::merge_wrong_base ? !m.base2 : m.base2;
+  const bool merge_base2 = m.bug == Bug::merge_base_mismatch ? !m.base2 : m.base2;
   auto mex = [&](float x) { return perturb(merge_base2 ? std::exp2(x) : std::exp(x)); };
   auto mlg = [&](float x) { return perturb(merge_base2 ? std::log2(x) : std::log(x)); };
 
@@ -122,7 +126,7 @@ ModelOutput run_fp32_model(const Case& c, const ModelConfig& m) {
           mine.erase(mine.begin() + static_cast<std::ptrdiff_t>(best));
         }
         const bool with_sink =
-            c.has_sink() && m.bug != Bug::sink_missing && (r == 0 || m.bug == Bug::sink_per_shard);
+            c.has_sink() && m.bug != Bug::sink_missing && (r == 0 || m.bug == Bug::sink_on_every_rank);
         float mx = kNegInfF, l = 0.0f;
         std::vector<float> acc(dv, 0.0f);
         for (size_t start = 0; start < mine.size(); start += m.tile) {
@@ -182,7 +186,7 @@ ModelOutput run_fp32_model(const Case& c, const ModelConfig& m) {
       if (m.shards == 1) {
         o = parts[0].o;
         lse = parts[0].lse;
-      } else if (m.bug == Bug::unweighted_mean) {
+      } else if (m.bug == Bug::merge_unweighted_mean) {
         float mx = kNegInfF, sum = 0.0f;
         int64_t nonempty = 0;
         for (const Partial& p : parts) mx = std::max(mx, p.lse);
@@ -221,7 +225,7 @@ ModelOutput run_fp32_model(const Case& c, const ModelConfig& m) {
         }
       }
       // Report the LSE in the case's base.
-      const bool report_base2 = m.bug == Bug::lse_wrong_base ? !want_base2 : want_base2;
+      const bool report_base2 = m.bug == Bug::lse_out_wrong_base ? !want_base2 : want_base2;
       if (lse != kNegInfF && report_base2 != m.base2) lse = m.base2 ? lse * kLn2F : lse * kLog2eF;
       const int64_t row_id = t * Hq + h;
       for (int64_t i = 0; i < dv; ++i) {
@@ -242,9 +246,6 @@ oracle::Arithmetic claim_of(const ModelConfig& m) {
 }
 
 std::string describe(const ModelConfig& m) {
-  static const char* bugs[] = {
-      "none",         "drop_token",     "duplicate_token", "merge_wrong_base", "lse_wrong_base",
-      "sink_missing", "sink_per_shard", "unweighted_mean", "lost_token"};
   std::ostringstream os;
   os << "shards=" << m.shards << " interleave=" << m.interleave << " tile=" << m.tile
      << " base2=" << m.base2 << " fma=" << m.fma << " pairwise=" << m.pairwise_dot
@@ -252,7 +253,8 @@ std::string describe(const ModelConfig& m) {
      << " p_cast=" << (m.p_cast ? dcp::oracle::dtype_name(*m.p_cast) : "none")
      << " out=" << dcp::oracle::dtype_name(m.out)
      << " merge=" << (m.merge == Merge::ag_rs ? "ag_rs" : "a2a") << " reverse=" << m.reverse_merge
-     << " bug=" << bugs[int(m.bug)] << " seed=" << m.seed;
+     << " bug=" << (m.bug == Bug::none ? "none" : mutants::mutant_info(m.bug).name)
+     << " seed=" << m.seed;
   return os.str();
 }
 

@@ -17,6 +17,7 @@
 #include <optional>
 #include <string>
 
+#include "mutants/catalogue.hpp"
 #include "oracle/case.hpp"
 #include "oracle/tensor.hpp"
 #include "oracle/tolerance.hpp"
@@ -25,18 +26,10 @@ namespace dcp::props {
 
 enum class Merge { ag_rs, a2a };
 
-// Planted bugs (none for a correct implementation).
-enum class Bug {
-  none,
-  drop_token,        // the highest-scoring visible key of each row is skipped
-  duplicate_token,   // ... or counted twice
-  merge_wrong_base,  // base-2 partial LSEs merged with exp (or base-e with exp2)
-  lse_wrong_base,    // final LSE reported in the other base
-  sink_missing,      // the sink is never added
-  sink_per_shard,    // the sink is added on every shard
-  unweighted_mean,   // partials averaged without LSE weights
-  lost_token,        // the last shard loses its highest-scoring key (one rank's KV write lost)
-};
+// Planted bugs: the catalogue's model mutants (mutants/catalogue.hpp, kInModel), or none for a
+// correct implementation.
+using Bug = mutants::Mutant;
+bool planted_in_model(Bug b);
 
 struct ModelConfig {
   int64_t shards = 1;         // N ranks; key p lives on rank floor(p / interleave) mod N

@@ -2,7 +2,7 @@
 // for testing `dcp-verify check`: the fp32 implementation model (correct, or with a planted bug)
 // and the production host path, each with its partials and the arithmetic it claims.
 //
-//   ModelConfig m;  m.shards = 4;  m.bug = Bug::unweighted_mean;
+//   ModelConfig m;  m.shards = 4;  m.bug = Bug::merge_unweighted_mean;
 //   oracle::DcpResult r = model_result(c, m, /*partials=*/true);   // check_result must fail it
 #pragma once
 

@@ -106,10 +106,10 @@ void wrong_result_fails(Bug bug) {
   m.reverse_merge = *rc::gen::arbitrary<bool>();
   m.seed = *rc::gen::arbitrary<uint64_t>();
   m.bug = bug;
-  const CaseSpec s = draw_bug_case(m.shards, m.interleave, bug == Bug::sink_per_shard);
+  const CaseSpec s = draw_bug_case(m.shards, m.interleave, bug == Bug::sink_on_every_rank);
   const oracle::Case c = make_case(s);
   const DcpResult r = model_result(c, m, true);
-  if (bug == Bug::unweighted_mean) {
+  if (bug == Bug::merge_unweighted_mean) {
     // Averaging is right when the partials weigh the same: it must fail only where the LSEs
     // differ (0.1 moves a weight by >= 2.5% of the total, far beyond the fp32 bound).
     RC_PRE(max_lse_spread(r) > 0.1);
@@ -120,7 +120,7 @@ void wrong_result_fails(Bug bug) {
   if (bug == Bug::lost_token) {
     // Only the last rank lost a key: its partial, and no other, is named.
     RC_ASSERT(chk.failing_ranks() == std::vector<int64_t>{m.shards - 1});
-  } else if (bug == Bug::sink_per_shard) {
+  } else if (bug == Bug::sink_on_every_rank) {
     // Every rank but the sink's own (0) added the sink: exactly those are named.
     std::vector<int64_t> want;
     for (int64_t rank = 1; rank < m.shards; ++rank) want.push_back(rank);
@@ -132,13 +132,13 @@ void wrong_result_fails(Bug bug) {
   }
 }
 
-RC_GTEST_PROP(CheckResult, UnweightedAverageFails, ()) { wrong_result_fails(Bug::unweighted_mean); }
+RC_GTEST_PROP(CheckResult, UnweightedAverageFails, ()) { wrong_result_fails(Bug::merge_unweighted_mean); }
 RC_GTEST_PROP(CheckResult, Base2LseMergedWithExpFails, ()) {
-  wrong_result_fails(Bug::merge_wrong_base);
+  wrong_result_fails(Bug::merge_base_mismatch);
 }
 RC_GTEST_PROP(CheckResult, LostTokenFailsOnItsRank, ()) { wrong_result_fails(Bug::lost_token); }
 RC_GTEST_PROP(CheckResult, SinkOnEveryRankFailsOnThoseRanks, ()) {
-  wrong_result_fails(Bug::sink_per_shard);
+  wrong_result_fails(Bug::sink_on_every_rank);
 }
 
 // Bad files: each refused with the offending tensor or key in the message.

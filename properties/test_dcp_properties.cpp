@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "gpu/comm_threads.hpp"
+#include "gpu/comm/comm_threads.hpp"
 #include "properties/dcp_bridge.hpp"
 #include "properties/pinned.hpp"
 #include "properties/rc_gen.hpp"

@@ -1,12 +1,13 @@
-// Properties of the token layout (gpu/layout.hpp) and of KV writes (gpu/kv_cache.hpp), checked
+// Properties of the token layout (gpu/kernels/layout.hpp) and of KV writes (gpu/kernels/kv_view.hpp), checked
 // against brute force: owner/row is a bijection, count is exact, chunk shares are fair, and a
 // token is stored on its owner only.
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
 #include <rapidcheck/gtest.h>
 
-#include "gpu/kv_cache.hpp"
-#include "gpu/layout.hpp"
+#include "gpu/host/host_device.hpp"
+#include "gpu/kernels/kv_view.hpp"
+#include "gpu/kernels/layout.hpp"
 #include "properties/suite.hpp"
 
 namespace dcp::props {
@@ -25,16 +26,17 @@ TEST(Layout, WidenedCapacityIsPhysicalRowsTimesRanks) {
   EXPECT_EQ(l.logical_capacity(8), 32);
   // The last logical slot fits, the next one does not.
   gpu::KvCacheSpec spec{l, 3, 8, 1, 0, 1, 1, true, gpu::Dtype::f32};
-  gpu::Result<gpu::RankKvCache> c = gpu::RankKvCache::create(spec);
+  gpu::HostDevice dev(nullptr);
+  gpu::Result<gpu::HostKvCache> c = gpu::alloc_device_cache(dev, spec);
   ASSERT_TRUE(c.ok());
   std::vector<float> k(33, 1.0f);
-  EXPECT_TRUE(c->write_chunk(0, 32, k.data(), nullptr).ok());
+  EXPECT_TRUE(gpu::write_device_chunk(dev, *c, 0, 32, k.data(), nullptr).ok());
   // Position 32 belongs to rank 0, so rank 3 skips it and rank 0 must refuse it.
-  EXPECT_TRUE(c->write_chunk(32, 1, k.data(), nullptr).ok());
+  EXPECT_TRUE(gpu::write_device_chunk(dev, *c, 32, 1, k.data(), nullptr).ok());
   gpu::KvCacheSpec spec0{l, 0, 8, 1, 0, 1, 1, true, gpu::Dtype::f32};
-  gpu::Result<gpu::RankKvCache> c0 = gpu::RankKvCache::create(spec0);
+  gpu::Result<gpu::HostKvCache> c0 = gpu::alloc_device_cache(dev, spec0);
   ASSERT_TRUE(c0.ok());
-  const gpu::GpuStatus over0 = c0->write_chunk(32, 1, k.data(), nullptr);
+  const gpu::GpuStatus over0 = gpu::write_device_chunk(dev, *c0, 32, 1, k.data(), nullptr);
   ASSERT_FALSE(over0.ok());
   EXPECT_NE(over0.message().find("logical capacity 32"), std::string::npos) << over0.message();
 }

@@ -55,11 +55,11 @@ void check_bug_is_caught(Bug bug) {
   ModelConfig m;
   m.bug = bug;
   const bool needs_merge =
-      bug == Bug::merge_wrong_base || bug == Bug::unweighted_mean || bug == Bug::sink_per_shard;
+      bug == Bug::merge_base_mismatch || bug == Bug::merge_unweighted_mean || bug == Bug::sink_on_every_rank;
   m.shards = needs_merge ? *rc::gen::inRange<int64_t>(2, 9) : *rc::gen::inRange<int64_t>(1, 9);
   m.interleave = *rc::gen::inRange<int64_t>(1, 5);
   const CaseSpec s =
-      draw_bug_case(m.shards, m.interleave, bug == Bug::sink_missing || bug == Bug::sink_per_shard);
+      draw_bug_case(m.shards, m.interleave, bug == Bug::sink_missing || bug == Bug::sink_on_every_rank);
   m.base2 = *rc::gen::arbitrary<bool>();
   m.merge = *rc::gen::element(Merge::ag_rs, Merge::a2a);
   m.seed = *rc::gen::arbitrary<uint64_t>();
@@ -89,19 +89,19 @@ RC_GTEST_PROP(ToleranceSensitivity, DuplicatedTokenFails, ()) {
   check_bug_is_caught(Bug::duplicate_token);
 }
 RC_GTEST_PROP(ToleranceSensitivity, MergeWithWrongBaseFails, ()) {
-  check_bug_is_caught(Bug::merge_wrong_base);
+  check_bug_is_caught(Bug::merge_base_mismatch);
 }
 RC_GTEST_PROP(ToleranceSensitivity, LseInWrongBaseFails, ()) {
-  check_bug_is_caught(Bug::lse_wrong_base);
+  check_bug_is_caught(Bug::lse_out_wrong_base);
 }
 RC_GTEST_PROP(ToleranceSensitivity, MissingSinkFails, ()) {
   check_bug_is_caught(Bug::sink_missing);
 }
 RC_GTEST_PROP(ToleranceSensitivity, SinkOnEveryShardFails, ()) {
-  check_bug_is_caught(Bug::sink_per_shard);
+  check_bug_is_caught(Bug::sink_on_every_rank);
 }
 RC_GTEST_PROP(ToleranceSensitivity, UnweightedMeanFails, ()) {
-  check_bug_is_caught(Bug::unweighted_mean);
+  check_bug_is_caught(Bug::merge_unweighted_mean);
 }
 
 }  // namespace

@@ -188,11 +188,11 @@ contains "$tmp/out" "err/bound  worst (t, h, d)  verdict" "check table header"
 "$bin" reference --case "$case_gqa" --out "$tmp/ref.safetensors" >/dev/null
 expect 0 "check, the reference as a result" -- "$bin" check --case "$case_gqa" --result "$tmp/ref.safetensors"
 # Wrong implementations fail with exit 1 and say where.
-"$make_result" --case "$case_gqa" --out "$tmp/bad.safetensors" --impl model --dcp-size 4 --bug unweighted_mean --partials
+"$make_result" --case "$case_gqa" --out "$tmp/bad.safetensors" --impl model --dcp-size 4 --bug merge_unweighted_mean --partials
 expect 1 "check, unweighted average of partials" -- "$bin" check --case "$case_gqa" --result "$tmp/bad.safetensors" --json "$tmp/bad.json"
 contains "$tmp/out" "# check: FAILED (the merged output violates its bound)" "unweighted average: the merge is named"
 contains "$tmp/out" "# worst: output o at (t, h, d) = (" "unweighted average: worst element printed"
-"$make_result" --case "$case_lat" --out "$tmp/bad.safetensors" --impl model --dcp-size 4 --bug merge_wrong_base
+"$make_result" --case "$case_lat" --out "$tmp/bad.safetensors" --impl model --dcp-size 4 --bug merge_base_mismatch
 expect 1 "check, base-2 LSE merged with exp" -- "$bin" check --case "$case_lat" --result "$tmp/bad.safetensors"
 contains "$tmp/out" "# check: FAILED" "wrong base verdict"
 "$make_result" --case "$case_gqa" --out "$tmp/bad.safetensors" --impl model --dcp-size 4 --interleave 2 --bug lost_token --partials

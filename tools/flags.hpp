@@ -15,7 +15,7 @@
 #include <cstdint>
 #include <optional>
 
-#include "gpu/communicator.hpp"
+#include "gpu/comm/communicator.hpp"
 #include "properties/dcp_setup.hpp"
 
 namespace dcp::tools {
@@ -53,7 +53,7 @@ inline constexpr const char* kStrictSwitch = "strict-switch";
 CLI::Option* add_switch(CLI::App* cmd, const std::string& name, bool& on,
                         const std::string& description);
 
-// --timeout's default: the collective deadline of gpu/communicator.hpp.
+// --timeout's default: the collective deadline of gpu/comm/communicator.hpp.
 inline constexpr int64_t kDefaultTimeoutSeconds =
     std::chrono::duration_cast<std::chrono::seconds>(gpu::kDefaultCollectiveDeadline).count();
 

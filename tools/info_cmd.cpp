@@ -9,7 +9,7 @@
 #include "gpu/device_query.hpp"
 #include "tools/session.hpp"
 #ifdef DCP_HAVE_MPI
-#include "gpu/comm_mpi.hpp"
+#include "gpu/comm/comm_mpi.hpp"
 #endif
 #ifdef DCP_HAVE_CUDA_BACKEND
 #include "gpu/cuda/nccl_api.hpp"

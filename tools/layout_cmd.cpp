@@ -8,13 +8,13 @@
 #include <optional>
 #include <string>
 
-#include "gpu/layout.hpp"
+#include "gpu/kernels/layout.hpp"
 #include "tools/flags.hpp"
 
 namespace dcp::tools {
 namespace {
 
-// Bounds that keep the tables readable and every product in gpu/layout.hpp inside int64_t
+// Bounds that keep the tables readable and every product in gpu/kernels/layout.hpp inside int64_t
 // (I N <= 2^30 with flags.hpp's --dcp-size and --interleave caps, positions < 2^41).
 constexpr int64_t kMaxTableLen = 4096;              // --len: the table prints one line a position
 constexpr int64_t kMaxPosition = int64_t{1} << 40;  // --offset and --seq
@@ -45,7 +45,7 @@ int run_layout(const LayoutOptions& o, std::ostream& out) {
   out << "# dcp-verify layout  N=" << lay.ranks << "  I=" << lay.interleave << "  chunk [" << a
       << ", " << end << ")  L=" << len << (o.seq ? "  S=" + std::to_string(*o.seq) : "") << "\n"
       << "#  owner(p) = floor(p / I) mod N;  row(p) = floor(p / (I N)) I + p mod I;  "
-         "position(owner, row) must give p back (gpu/layout.hpp)\n"
+         "position(owner, row) must give p back (gpu/kernels/layout.hpp)\n"
       << "# " << std::setw(pos_w) << "pos" << std::setw(7) << "owner" << std::setw(pos_w) << "row"
       << std::setw(std::max(21, pos_w + 1)) << "position(owner,row)"
       << "  verdict\n";
@@ -117,7 +117,7 @@ Command add_layout_command(CLI::App& app) {
   auto o = std::make_shared<LayoutOptions>();
   CLI::App* cmd = app.add_subcommand(
       "layout",
-      "Print where the tokens of a chunk live across a DCP group (gpu/layout.hpp), and check it");
+      "Print where the tokens of a chunk live across a DCP group (gpu/kernels/layout.hpp), and check it");
   cmd->add_option("--dcp-size", o->ranks, "N, ranks in a DCP group")
       ->check(int_in(1, kMaxRanks))
       ->capture_default_str();

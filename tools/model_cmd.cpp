@@ -13,7 +13,7 @@
 //                was replicated (N for an MLA latent, shared by every head; 1 for Llama-3-70B
 //                at TP8 with its 8 KV heads).
 //   KV read      B s M_KV, with s = S (TP alone) or ceil(S / N) = rows_for(0, S), the busiest
-//                rank under round-robin (gpu/layout.hpp).
+//                rank under round-robin (gpu/kernels/layout.hpp).
 //   FLOPs        2 B T H s (Dk + Dv): QK^T and PV, one multiply-add (2 FLOPs) per element;
 //                H = H_loc with s = S, or H = Hg with s = ceil(S / N). The two are equal: DCP
 //                does not cut a rank's FLOPs, only the bytes it reads.
@@ -47,8 +47,8 @@
 #include <utility>
 
 #include "gpu/dcp_step.hpp"
-#include "gpu/dtype.hpp"
-#include "gpu/layout.hpp"
+#include "gpu/kernels/dtype.hpp"
+#include "gpu/kernels/layout.hpp"
 #include "tools/flags.hpp"
 #include "tools/presets.hpp"
 #include "tools/session.hpp"

@@ -10,7 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "gpu/mutants.hpp"
+#include "gpu/run_threads.hpp"
+#include "mutants/catalogue.hpp"
+#include "mutants/mutant_device.hpp"
 #include "properties/footprint.hpp"
 #include "properties/suite.hpp"
 #include "tools/backends.hpp"
@@ -85,22 +87,30 @@ void print_row(std::ostream& out, const Row& r) {
 int run_mutants(const MutantsOptions& o, const Limits& lim) {
   auto bad = [](const std::string& why) { return refuse("mutants", why, std::cerr); };
   if (const auto why = output_error("--json", o.json_path, {})) return bad(*why);
-  if (!gpu::kMutantsBuilt)
-    return bad(
-        "this binary carries no mutants; configure a test build with -DDCP_MUTANTS=ON "
-        "(tools/test does)");
-  std::vector<gpu::MutantInfo> chosen;
-  for (const gpu::MutantInfo& m : gpu::kMutantCatalogue)
-    if (o.only.empty() || std::find(o.only.begin(), o.only.end(), m.name) != o.only.end())
+  std::vector<mutants::MutantInfo> chosen;
+  for (const mutants::MutantInfo& m : mutants::kMutantCatalogue)
+    if (mutants::planted_in_step(m.id) &&
+        (o.only.empty() || std::find(o.only.begin(), o.only.end(), m.name) != o.only.end()))
       chosen.push_back(m);
   for (const std::string& name : o.only) {
-    if (!gpu::parse_mutant(name))
+    const auto m = mutants::parse_mutant(name);
+    if (!m)
       return bad("--only: unknown mutant '" + name +
                  "'; `dcp-verify mutants --list` prints the catalogue");
+    if (!mutants::planted_in_step(*m))
+      return bad("--only: '" + name +
+                 "' is planted in the fp32 model only (the tolerance properties kill it), not "
+                 "in the DCP step");
   }
-  const auto backend = open_backend("host", "threads", std::chrono::seconds(o.timeout_s));
-  if (!backend) return bad(backend.status().message());
-  const std::vector<props::SuiteProperty> suite = props::property_suite(*backend);
+  const std::chrono::milliseconds deadline = std::chrono::seconds(o.timeout_s);
+  // The host backend with mutant m planted at its device seam (none: the production path).
+  auto planted = [deadline](mutants::Mutant m) {
+    return props::DcpBackend([m, deadline](const gpu::DcpInputs& in, gpu::DcpConfig cfg) {
+      cfg.deadline = deadline;
+      return gpu::run_dcp_threads(in, cfg, m == mutants::Mutant::none ? nullptr : mutants::mutant_step(m));
+    });
+  };
+  const std::vector<props::SuiteProperty> suite = props::property_suite(planted(mutants::Mutant::none));
   // The clean path and every mutant run the whole suite, at most.
   props::Footprint planned = props::suite_case_footprint();
   planned.work *= static_cast<double>(o.cases) * static_cast<double>(suite.size()) *
@@ -123,7 +133,6 @@ int run_mutants(const MutantsOptions& o, const Limits& lim) {
   Progress progress("mutants", static_cast<int64_t>(chosen.size()) + 1);
   const auto t0 = std::chrono::steady_clock::now();
   // The unmutated path: every property must pass (a failure is a false alarm).
-  gpu::set_active_mutant(gpu::Mutant::none);
   Row clean;
   clean.mutant = "(none: the correct path)";
   clean.family = "-";
@@ -163,12 +172,10 @@ int run_mutants(const MutantsOptions& o, const Limits& lim) {
   }
 
   std::vector<Row> rows;
-  for (const gpu::MutantInfo& m : chosen) {
+  for (const mutants::MutantInfo& m : chosen) {
     if (interrupted()) break;
     progress.update(static_cast<int64_t>(rows.size()) + 1);
-    gpu::set_active_mutant(m.id);
-    Row r = run_suite(suite, o.cases, seed);
-    gpu::set_active_mutant(gpu::Mutant::none);
+    Row r = run_suite(props::property_suite(planted(m.id)), o.cases, seed);
     r.mutant = std::string(m.name);
     r.family = std::string(m.family);
     rows.push_back(r);
@@ -220,17 +227,19 @@ int run_mutants(const MutantsOptions& o, const Limits& lim) {
 }
 
 int list_mutants() {
-  std::cout << "#  mutant                    family\n";
-  for (const gpu::MutantInfo& m : gpu::kMutantCatalogue) {
+  std::cout << "#  mutant                    family      planted in\n";
+  int64_t in_step = 0;
+  for (const mutants::MutantInfo& m : mutants::kMutantCatalogue) {
+    const bool step = m.where & mutants::kInStep, model = m.where & mutants::kInModel;
+    in_step += step ? 1 : 0;
     char line[128];
-    std::snprintf(line, sizeof line, "   %-25s %s\n", std::string(m.name).c_str(),
-                  std::string(m.family).c_str());
+    std::snprintf(line, sizeof line, "   %-25s %-11s %s\n", std::string(m.name).c_str(),
+                  std::string(m.family).c_str(),
+                  step && model ? "step, fp32 model" : step ? "step" : "fp32 model");
     std::cout << line;
   }
-  std::cout << "# " << std::size(gpu::kMutantCatalogue) << " mutants"
-            << (gpu::kMutantsBuilt ? ""
-                                   : " (not planted in this binary: built without DCP_MUTANTS)")
-            << "\n";
+  std::cout << "# " << std::size(mutants::kMutantCatalogue) << " mutants, " << in_step
+            << " planted in the DCP step (the kill table runs those)\n";
   return kExitOk;
 }
 
@@ -240,7 +249,7 @@ Command add_mutants_command(CLI::App& app) {
   auto o = std::make_shared<MutantsOptions>();
   auto list = std::make_shared<bool>(false);
   CLI::App* cmd = app.add_subcommand(
-      "mutants", "Run the property suite against every planted DCP bug (test builds): kill table");
+      "mutants", "Run the property suite against every bug planted in the DCP step: kill table");
   cmd->add_option("--cases", o->cases, "Cases per property, at most")
       ->check(int_in(1, kMaxCases))
       ->capture_default_str();

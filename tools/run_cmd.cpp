@@ -22,7 +22,7 @@
 #include "tools/presets.hpp"
 #include "tools/session.hpp"
 #ifdef DCP_HAVE_MPI
-#include "gpu/comm_mpi.hpp"
+#include "gpu/comm/comm_mpi.hpp"
 #endif
 #ifdef DCP_HAVE_NCCL_MPI
 #include "gpu/cuda/comm_nccl_mpi.hpp"

@@ -47,7 +47,7 @@ class NcclGroup::RankComm final : public DeviceCommunicator {
   GpuStatus reduce_scatter_sum(const float* send, int64_t count, float* recv, ReduceOrder order,
                                uint64_t seed) override {
     DCP_GPU_TRY(usable());
-    Result<ReduceSchedule> sched = make_schedule(size(), order, seed);
+    Result<ReduceSchedule> sched = make_schedule<ReduceSchedule>(size(), order, seed);
     if (!sched) return sched.status();
     // The received blocks land in plain cudaMalloc memory, which NCCL's same-process peer path
     // can reach (stream-ordered pool memory is not peer-accessible unless granted); it grows to

@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "gpu/cuda/device_comm.hpp"
-#include "gpu/rendezvous.hpp"
+#include "gpu/comm/rendezvous.hpp"
 
 namespace dcp::gpu {
 

@@ -10,7 +10,7 @@
 //   Result<MpiRun> run = run_dcp_nccl_mpi(inputs, cfg);   // every process, same inputs
 #pragma once
 
-#include "gpu/comm_mpi.hpp"
+#include "gpu/comm/comm_mpi.hpp"
 #include "gpu/dcp_step.hpp"
 
 namespace dcp::gpu {

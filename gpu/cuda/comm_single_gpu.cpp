@@ -1,6 +1,6 @@
 #include "gpu/cuda/comm_single_gpu.hpp"
 
-#include "gpu/communicator.hpp"
+#include "gpu/comm/communicator.hpp"
 #include "gpu/cuda/cuda_status.hpp"
 #include "gpu/cuda/kernels.hpp"
 
@@ -34,7 +34,7 @@ class SingleGpuGroup::RankComm final : public DeviceCommunicator {
 
   GpuStatus reduce_scatter_sum(const float* send, int64_t count, float* recv, ReduceOrder order,
                                uint64_t seed) override {
-    Result<ReduceSchedule> sched = make_schedule(size(), order, seed);
+    Result<ReduceSchedule> sched = make_schedule<ReduceSchedule>(size(), order, seed);
     if (!sched) return fail(sched.status());
     DCP_GPU_TRY(publish(send, size() * count));
     std::vector<const float*> blocks(static_cast<size_t>(size()));

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "gpu/cuda/device_comm.hpp"
-#include "gpu/rendezvous.hpp"
+#include "gpu/comm/rendezvous.hpp"
 
 namespace dcp::gpu {
 

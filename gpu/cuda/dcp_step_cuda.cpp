@@ -5,7 +5,7 @@
 
 #include "gpu/cuda/cuda_status.hpp"
 #include "gpu/cuda/device_buffer.hpp"
-#include "gpu/cuda/device_step.hpp"
+#include "gpu/device_step.hpp"
 #include "gpu/cuda/kernels.hpp"
 
 namespace dcp::gpu {
@@ -17,6 +17,7 @@ class CudaDevice {
  public:
   template <class T>
   using Buffer = DeviceBuffer<T>;
+  using Schedule = ReduceSchedule;
 
   explicit CudaDevice(DeviceCommunicator& comm) : comm_(comm), s_(comm.stream()) {}
 
@@ -40,32 +41,20 @@ class CudaDevice {
     DCP_CUDA_TRY(cudaStreamSynchronize(s_));
     return {};
   }
-  GpuStatus copy_rows(float* dst, int64_t dst_pitch, const float* src, int64_t src_pitch,
-                      int64_t width, int64_t rows) {
-    DCP_CUDA_TRY(cudaMemcpy2DAsync(dst, bytes(dst_pitch), src, bytes(src_pitch), bytes(width),
-                                   static_cast<size_t>(rows), cudaMemcpyDeviceToDevice, s_));
+  GpuStatus copy_rows(const RowCopy& c) {
+    DCP_CUDA_TRY(cudaMemcpy2DAsync(c.dst, bytes(c.dst_pitch), c.src, bytes(c.src_pitch),
+                                   bytes(c.width), static_cast<size_t>(c.rows),
+                                   cudaMemcpyDeviceToDevice, s_));
     return {};
   }
-  GpuStatus kv_write(const KvCacheSpec& spec, DeviceCacheView cache, int64_t pos0, int64_t len,
-                     const float* k, const float* v) {
-    return launch_kv_write(spec, cache, pos0, len, k, v, s_);
-  }
+  GpuStatus kv_write(const body::KvWrite& a) { return launch_kv_write(a, s_); }
   GpuStatus partial_attention(const PartialAttentionParams& p) {
     return launch_partial_attention(p, s_);
   }
-  GpuStatus agrs_scale(const float* po, const float* pl, const float* lse_all, int64_t tokens,
-                       int64_t local_heads, int64_t v_dim, int64_t me, LseBase base,
-                       const ReduceSchedule& sched, float* send, float* lse_out) {
-    return launch_agrs_scale(po, pl, lse_all, tokens, local_heads, v_dim, me, base, sched, send,
-                             lse_out, s_);
-  }
-  GpuStatus a2a_pack(const float* po, const float* pl, int64_t tokens, int64_t local_heads,
-                     int64_t v_dim, int64_t ranks, float* send) {
-    return launch_a2a_pack(po, pl, tokens, local_heads, v_dim, ranks, send, s_);
-  }
-  GpuStatus a2a_combine(const float* recv, int64_t tokens, int64_t local_heads, int64_t v_dim,
-                        LseBase base, const ReduceSchedule& sched, float* o, float* lse) {
-    return launch_a2a_combine(recv, tokens, local_heads, v_dim, base, sched, o, lse, s_);
+  GpuStatus agrs_scale(const body::AgRsScale<Schedule>& a) { return launch_agrs_scale(a, s_); }
+  GpuStatus a2a_pack(const body::A2aPack& a) { return launch_a2a_pack(a, s_); }
+  GpuStatus a2a_combine(const body::A2aCombine<Schedule>& a) {
+    return launch_a2a_combine(a, s_);
   }
   GpuStatus round(float* x, int64_t n, Dtype dtype) { return launch_round(x, n, dtype, s_); }
   GpuStatus all_gather(const float* send, int64_t count, float* recv) {

@@ -18,7 +18,7 @@
 #include <cstdint>
 #include <string>
 
-#include "gpu/merge.hpp"
+#include "gpu/kernels/merge.hpp"
 #include "gpu/status.hpp"
 
 namespace dcp::gpu {

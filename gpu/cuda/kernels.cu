@@ -6,11 +6,11 @@
 #include <algorithm>
 #include <vector>
 
-#include "gpu/convention.hpp"
 #include "gpu/cuda/cuda_status.hpp"
 #include "gpu/cuda/kernels.hpp"
-#include "gpu/cuda/launch_checks.hpp"
-#include "gpu/layout.hpp"
+#include "gpu/kernels/convention.hpp"
+#include "gpu/kernels/launch_checks.hpp"
+#include "gpu/kernels/layout.hpp"
 
 namespace dcp::gpu {
 namespace {
@@ -20,7 +20,7 @@ constexpr int kElementThreads = 256;
 
 int64_t blocks_for(int64_t n, int64_t threads) { return (n + threads - 1) / threads; }
 
-// Each kernel computes its thread's indices and runs the body (kernel_bodies.hpp).
+// Each kernel computes its thread's indices and runs the body (bodies.hpp).
 
 __global__ void kv_write_kernel(body::KvWrite a) {
   body::kv_write(a, blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x);
@@ -38,6 +38,8 @@ struct CudaBlock {
   __device__ int tid() const { return static_cast<int>(threadIdx.x); }
   __device__ int size() const { return static_cast<int>(blockDim.x); }
   __device__ void sync() const { __syncthreads(); }
+  __device__ int64_t v_slots(int64_t) const { return kMaxVPerThread; }
+  __device__ float* accumulators(float* local) const { return local; }
   __device__ float max(float v) const {
     for (int o = 16; o > 0; o /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
     const int warp = tid() / 32, lane = tid() % 32;
@@ -52,41 +54,29 @@ struct CudaBlock {
 
 // Grid (T * heads, splits), kAttentionThreads threads; dynamic shared memory (Dk + tile) floats.
 __global__ void __launch_bounds__(kAttentionThreads)
-    partial_attention_kernel(PartialAttentionParams p, const int64_t* topk_rows,
-                             const int64_t* topk_counts, float* split_o, float* split_lse) {
+    partial_attention_kernel(PartialAttentionParams p, body::AttentionBlock b) {
   extern __shared__ float smem[];
   __shared__ float red[kAttentionThreads / 32];
   CudaBlock blk{red};
-  body::partial_attention(blk, p, topk_rows, topk_counts, split_o, split_lse, blockIdx.x,
-                          blockIdx.y, smem, smem + p.head_dim);
+  b.qs = smem;
+  b.s = smem + p.head_dim;
+  body::partial_attention(blk, p, b, blockIdx.x, blockIdx.y);
 }
 
-__global__ void split_combine_kernel(int64_t splits, int64_t rows, int64_t dv, LseBase base,
-                                     const float* split_o, const float* split_lse, float* o,
-                                     float* lse) {
-  body::split_combine(splits, rows, dv, base, split_o, split_lse, o, lse, blockIdx.x,
-                      static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x));
+__global__ void split_combine_kernel(body::SplitCombine a) {
+  body::split_combine(a, blockIdx.x, static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x));
 }
 
-__global__ void agrs_scale_kernel(const float* partial_o, const float* partial_lse,
-                                  const float* lse_all, int64_t tokens, int64_t hl_n, int64_t dv,
-                                  int64_t me, LseBase base, ReduceSchedule sched, float* send,
-                                  float* lse_out) {
-  body::agrs_scale(partial_o, partial_lse, lse_all, tokens, hl_n, dv, me, base, sched, send,
-                   lse_out, blockIdx.x, static_cast<int>(threadIdx.x),
-                   static_cast<int>(blockDim.x));
+__global__ void agrs_scale_kernel(body::AgRsScale<ReduceSchedule> a) {
+  body::agrs_scale(a, blockIdx.x, static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x));
 }
 
-__global__ void a2a_pack_kernel(const float* partial_o, const float* partial_lse, int64_t tokens,
-                                int64_t hl_n, int64_t dv, int64_t ranks, float* send) {
-  body::a2a_pack(partial_o, partial_lse, tokens, hl_n, dv, ranks, send, blockIdx.x,
-                 static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x));
+__global__ void a2a_pack_kernel(body::A2aPack a) {
+  body::a2a_pack(a, blockIdx.x, static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x));
 }
 
-__global__ void a2a_combine_kernel(const float* recv, int64_t tokens, int64_t hl_n, int64_t dv,
-                                   LseBase base, ReduceSchedule sched, float* o, float* lse) {
-  body::a2a_combine(recv, tokens, hl_n, dv, base, sched, o, lse, blockIdx.x,
-                    static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x));
+__global__ void a2a_combine_kernel(body::A2aCombine<ReduceSchedule> a) {
+  body::a2a_combine(a, blockIdx.x, static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x));
 }
 
 struct BlockPointers {
@@ -138,11 +128,7 @@ class StreamScratch {
 
 }  // namespace
 
-GpuStatus launch_kv_write(const KvCacheSpec& spec, DeviceCacheView cache, int64_t pos0, int64_t len,
-                          const float* k, const float* v, cudaStream_t stream) {
-  const Result<body::KvWrite> args = kv_write_args(spec, cache, pos0, len, k, v);
-  if (!args) return args.status();
-  const body::KvWrite& a = *args;
+GpuStatus launch_kv_write(const body::KvWrite& a, cudaStream_t stream) {
   if (a.len == 0) return {};
   kv_write_kernel<<<blocks_for(body::kv_write_threads(a), kElementThreads), kElementThreads, 0,
                     stream>>>(a);
@@ -167,39 +153,41 @@ GpuStatus launch_partial_attention(const PartialAttentionParams& p, cudaStream_t
         p, topk_rows, topk_counts);
     DCP_GPU_TRY(launched("top-k rows"));
   }
+  body::AttentionBlock b;
+  b.topk_rows = topk_rows;
+  b.topk_counts = topk_counts;
+  b.split_o = split_o;
+  b.split_lse = split_lse;
   partial_attention_kernel<<<dim3(static_cast<unsigned>(rows), static_cast<unsigned>(p.splits)),
-                             kAttentionThreads, smem, stream>>>(p, topk_rows, topk_counts, split_o,
-                                                                split_lse);
+                             kAttentionThreads, smem, stream>>>(p, b);
   DCP_GPU_TRY(launched("partial attention"));
-  split_combine_kernel<<<static_cast<unsigned>(rows), kAttentionThreads, 0, stream>>>(
-      p.splits, rows, p.v_dim, p.base, split_o, split_lse, p.o, p.lse);
+  body::SplitCombine c;
+  c.splits = p.splits;
+  c.rows = rows;
+  c.v_dim = p.v_dim;
+  c.base = p.base;
+  c.split_o = split_o;
+  c.split_lse = split_lse;
+  c.o = p.o;
+  c.lse = p.lse;
+  split_combine_kernel<<<static_cast<unsigned>(rows), kAttentionThreads, 0, stream>>>(c);
   return launched("split combine");
 }
 
-GpuStatus launch_agrs_scale(const float* partial_o, const float* partial_lse, const float* lse_all,
-                            int64_t tokens, int64_t local_heads, int64_t v_dim, int64_t me,
-                            LseBase base, const ReduceSchedule& sched, float* send, float* lse_out,
-                            cudaStream_t stream) {
-  const int64_t rows = sched.ranks * tokens * local_heads;
-  agrs_scale_kernel<<<static_cast<unsigned>(rows), kAttentionThreads, 0, stream>>>(
-      partial_o, partial_lse, lse_all, tokens, local_heads, v_dim, me, base, sched, send, lse_out);
+GpuStatus launch_agrs_scale(const body::AgRsScale<ReduceSchedule>& a, cudaStream_t stream) {
+  agrs_scale_kernel<<<static_cast<unsigned>(a.shape.dest_rows()), kAttentionThreads, 0, stream>>>(
+      a);
   return launched("ag_rs scale");
 }
 
-GpuStatus launch_a2a_pack(const float* partial_o, const float* partial_lse, int64_t tokens,
-                          int64_t local_heads, int64_t v_dim, int64_t ranks, float* send,
-                          cudaStream_t stream) {
-  DCP_GPU_TRY(check_device_ranks("a2a pack", ranks));
-  a2a_pack_kernel<<<static_cast<unsigned>(ranks * tokens * local_heads), kAttentionThreads, 0,
-                    stream>>>(partial_o, partial_lse, tokens, local_heads, v_dim, ranks, send);
+GpuStatus launch_a2a_pack(const body::A2aPack& a, cudaStream_t stream) {
+  a2a_pack_kernel<<<static_cast<unsigned>(a.shape.dest_rows()), kAttentionThreads, 0, stream>>>(a);
   return launched("a2a pack");
 }
 
-GpuStatus launch_a2a_combine(const float* recv, int64_t tokens, int64_t local_heads, int64_t v_dim,
-                             LseBase base, const ReduceSchedule& sched, float* o, float* lse,
-                             cudaStream_t stream) {
-  a2a_combine_kernel<<<static_cast<unsigned>(tokens * local_heads), kAttentionThreads, 0, stream>>>(
-      recv, tokens, local_heads, v_dim, base, sched, o, lse);
+GpuStatus launch_a2a_combine(const body::A2aCombine<ReduceSchedule>& a, cudaStream_t stream) {
+  a2a_combine_kernel<<<static_cast<unsigned>(a.shape.tokens * a.shape.local_heads),
+                       kAttentionThreads, 0, stream>>>(a);
   return launched("a2a combine");
 }
 

@@ -1,5 +1,5 @@
 // block_emulator.hpp — one CUDA thread block on the CPU, for running the kernel bodies of
-// gpu/cuda/kernel_bodies.hpp in tests.
+// gpu/kernels/bodies.hpp in tests.
 //
 // The block's threads are cooperative fibers (ucontext) on the calling thread: each runs until
 // it reaches sync() or returns, then the next, in ascending or descending thread order (a race
@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu/kernels/bodies.hpp"
 #include "gpu/status.hpp"
 
 namespace dcp::gpu::emu {
@@ -36,6 +37,9 @@ class EmulatedThread {
   int size() const;
   void sync();
   float max(float v);
+  // As a GPU thread: kMaxVPerThread output components in a local array.
+  int64_t v_slots(int64_t) const { return kMaxVPerThread; }
+  float* accumulators(float* local) { return local; }
 
  private:
   friend class BlockEmulator;

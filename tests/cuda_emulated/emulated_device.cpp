@@ -5,7 +5,7 @@
 #include <limits>
 #include <span>
 
-#include "gpu/cuda/device_step.hpp"
+#include "gpu/device_step.hpp"
 
 namespace dcp::gpu::emu {
 namespace {
@@ -17,17 +17,8 @@ constexpr size_t kGuardFloats = 16;
 
 }  // namespace
 
-GpuStatus EmulatedDevice::copy_rows(float* dst, int64_t dst_pitch, const float* src,
-                                    int64_t src_pitch, int64_t width, int64_t rows) {
-  for (int64_t r = 0; r < rows; ++r) std::copy_n(src + r * src_pitch, width, dst + r * dst_pitch);
-  return {};
-}
-
-GpuStatus EmulatedDevice::kv_write(const KvCacheSpec& spec, DeviceCacheView cache, int64_t pos0,
-                                   int64_t len, const float* k, const float* v) {
-  const Result<body::KvWrite> a = kv_write_args(spec, cache, pos0, len, k, v);
-  if (!a) return a.status();
-  for (int64_t x = 0; x < body::kv_write_threads(*a); ++x) body::kv_write(*a, x);
+GpuStatus EmulatedDevice::kv_write(const body::KvWrite& a) {
+  for (int64_t x = 0; x < body::kv_write_threads(a); ++x) body::kv_write(a, x);
   return {};
 }
 
@@ -56,70 +47,40 @@ GpuStatus EmulatedDevice::partial_attention(const PartialAttentionParams& p) {
   for (int64_t sp = 0; sp < p.splits; ++sp)
     for (int64_t row = 0; row < rows; ++row) {
       std::fill(smem.begin(), smem.end(), kPoison);
-      DCP_GPU_TRY(blocks_.run([&](EmulatedThread& th) {
-        body::partial_attention(th, p, p.topk != nullptr ? topk_rows.data() : nullptr,
-                                topk_counts.data(), split_o.data(), split_lse.data(), row, sp,
-                                smem.data(), smem.data() + p.head_dim);
-      }));
+      const body::AttentionBlock b{p.topk != nullptr ? topk_rows.data() : nullptr,
+                                   topk_counts.data(), split_o.data(), split_lse.data(),
+                                   smem.data(), smem.data() + p.head_dim};
+      DCP_GPU_TRY(blocks_.run([&](EmulatedThread& th) { body::partial_attention(th, p, b, row, sp); }));
       for (size_t i = used; i < smem.size(); ++i)
         if (!std::isnan(smem[i]))
           return DCP_GPU_ERROR("emulated device: the attention block wrote shared memory past its ",
                                used, " floats");
     }
-  grid(rows, [&](int64_t x, int tid, int nt) {
-    body::split_combine(p.splits, rows, p.v_dim, p.base, split_o.data(), split_lse.data(), p.o,
-                        p.lse, x, tid, nt);
-  });
+  const body::SplitCombine c{p.splits, rows, p.v_dim, p.base, split_o.data(), split_lse.data(),
+                             p.o, p.lse};
+  grid(rows, [&](int64_t x, int tid, int nt) { body::split_combine(c, x, tid, nt); });
   return {};
 }
 
-GpuStatus EmulatedDevice::agrs_scale(const float* po, const float* pl, const float* lse_all,
-                                     int64_t tokens, int64_t local_heads, int64_t v_dim, int64_t me,
-                                     LseBase base, const ReduceSchedule& sched, float* send,
-                                     float* lse_out) {
-  grid(sched.ranks * tokens * local_heads, [&](int64_t y, int tid, int nt) {
-    body::agrs_scale(po, pl, lse_all, tokens, local_heads, v_dim, me, base, sched, send, lse_out, y,
-                     tid, nt);
-  });
+GpuStatus EmulatedDevice::agrs_scale(const body::AgRsScale<Schedule>& a) {
+  grid(a.shape.dest_rows(), [&](int64_t y, int tid, int nt) { body::agrs_scale(a, y, tid, nt); });
   return {};
 }
 
-GpuStatus EmulatedDevice::a2a_pack(const float* po, const float* pl, int64_t tokens,
-                                   int64_t local_heads, int64_t v_dim, int64_t ranks, float* send) {
-  DCP_GPU_TRY(check_device_ranks("a2a pack", ranks));
-  grid(ranks * tokens * local_heads, [&](int64_t y, int tid, int nt) {
-    body::a2a_pack(po, pl, tokens, local_heads, v_dim, ranks, send, y, tid, nt);
-  });
+GpuStatus EmulatedDevice::a2a_pack(const body::A2aPack& a) {
+  grid(a.shape.dest_rows(), [&](int64_t y, int tid, int nt) { body::a2a_pack(a, y, tid, nt); });
   return {};
 }
 
-GpuStatus EmulatedDevice::a2a_combine(const float* recv, int64_t tokens, int64_t local_heads,
-                                      int64_t v_dim, LseBase base, const ReduceSchedule& sched,
-                                      float* o, float* lse) {
-  grid(tokens * local_heads, [&](int64_t y, int tid, int nt) {
-    body::a2a_combine(recv, tokens, local_heads, v_dim, base, sched, o, lse, y, tid, nt);
-  });
+GpuStatus EmulatedDevice::a2a_combine(const body::A2aCombine<Schedule>& a) {
+  grid(a.shape.tokens * a.shape.local_heads,
+       [&](int64_t y, int tid, int nt) { body::a2a_combine(a, y, tid, nt); });
   return {};
-}
-
-GpuStatus EmulatedDevice::round(float* x, int64_t n, Dtype dtype) {
-  for (int64_t i = 0; i < n; ++i) x[i] = round_to(dtype, x[i]);
-  return {};
-}
-
-GpuStatus EmulatedDevice::all_gather(const float* send, int64_t count, float* recv) {
-  return comm_.all_gather(std::span<const float>(send, static_cast<size_t>(count)),
-                          std::span<float>(recv, static_cast<size_t>(size() * count)));
-}
-
-GpuStatus EmulatedDevice::all_to_all(const float* send, int64_t count, float* recv) {
-  const size_t n = static_cast<size_t>(size() * count);
-  return comm_.all_to_all(std::span<const float>(send, n), std::span<float>(recv, n));
 }
 
 GpuStatus EmulatedDevice::reduce_scatter_sum(const float* send, int64_t count, float* recv,
                                              ReduceOrder order, uint64_t seed) {
-  const Result<ReduceSchedule> sched = make_schedule(size(), order, seed);
+  const Result<ReduceSchedule> sched = make_schedule<ReduceSchedule>(size(), order, seed);
   if (!sched) return sched.status();
   std::vector<float> blocks(static_cast<size_t>(size() * count));
   DCP_GPU_TRY(all_to_all(send, count, blocks.data()));

@@ -13,53 +13,29 @@
 #include <cstdint>
 #include <vector>
 
-#include "gpu/communicator.hpp"
-#include "gpu/cuda/kernel_bodies.hpp"
-#include "gpu/cuda/launch_checks.hpp"
+#include "gpu/comm/communicator.hpp"
+#include "gpu/host/host_device.hpp"
+#include "gpu/kernels/bodies.hpp"
+#include "gpu/kernels/launch_checks.hpp"
 #include "gpu/run_threads.hpp"
 #include "tests/cuda_emulated/block_emulator.hpp"
 
 namespace dcp::gpu::emu {
 
-class EmulatedDevice {
+class EmulatedDevice : public HostDevice {
  public:
-  template <class T>
-  using Buffer = std::vector<T>;
+  using Schedule = ReduceSchedule;  // the CUDA kernels' capacity
 
   // blocks: the emulator of the attention and combine blocks (its thread count and order are
   // the blocks').
-  EmulatedDevice(Communicator& comm, BlockEmulator& blocks) : comm_(comm), blocks_(blocks) {}
+  EmulatedDevice(Communicator& comm, BlockEmulator& blocks) : HostDevice(&comm), blocks_(blocks) {}
 
-  int64_t rank() const { return comm_.rank(); }
-  int64_t size() const { return comm_.size(); }
-  template <class T>
-  Result<Buffer<T>> alloc(size_t n) {
-    return Buffer<T>(n, T{});
-  }
-  template <class T>
-  Result<Buffer<T>> upload(const std::vector<T>& host) {
-    return host;
-  }
-  template <class T>
-  Result<std::vector<T>> download(const Buffer<T>& b) {
-    return b;
-  }
-  GpuStatus sync() { return {}; }
-  GpuStatus copy_rows(float* dst, int64_t dst_pitch, const float* src, int64_t src_pitch,
-                      int64_t width, int64_t rows);
-  GpuStatus kv_write(const KvCacheSpec& spec, DeviceCacheView cache, int64_t pos0, int64_t len,
-                     const float* k, const float* v);
+  // The grids of kernels.cu, thread by thread.
+  GpuStatus kv_write(const body::KvWrite& a);
   GpuStatus partial_attention(const PartialAttentionParams& p);
-  GpuStatus agrs_scale(const float* po, const float* pl, const float* lse_all, int64_t tokens,
-                       int64_t local_heads, int64_t v_dim, int64_t me, LseBase base,
-                       const ReduceSchedule& sched, float* send, float* lse_out);
-  GpuStatus a2a_pack(const float* po, const float* pl, int64_t tokens, int64_t local_heads,
-                     int64_t v_dim, int64_t ranks, float* send);
-  GpuStatus a2a_combine(const float* recv, int64_t tokens, int64_t local_heads, int64_t v_dim,
-                        LseBase base, const ReduceSchedule& sched, float* o, float* lse);
-  GpuStatus round(float* x, int64_t n, Dtype dtype);
-  GpuStatus all_gather(const float* send, int64_t count, float* recv);
-  GpuStatus all_to_all(const float* send, int64_t count, float* recv);
+  GpuStatus agrs_scale(const body::AgRsScale<Schedule>& a);
+  GpuStatus a2a_pack(const body::A2aPack& a);
+  GpuStatus a2a_combine(const body::A2aCombine<Schedule>& a);
   // As the NCCL communicator does it: All-to-All, then the ordered-sum kernel's body.
   GpuStatus reduce_scatter_sum(const float* send, int64_t count, float* recv, ReduceOrder order,
                                uint64_t seed);
@@ -71,7 +47,6 @@ class EmulatedDevice {
     for (int64_t b = 0; b < blocks; ++b)
       for (int t = 0; t < blocks_.threads(); ++t) thread(b, t, blocks_.threads());
   }
-  Communicator& comm_;
   BlockEmulator& blocks_;
 };
 

@@ -10,7 +10,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "gpu/partial_attention.hpp"
+#include "gpu/kernels/attention_params.hpp"
 #include "gpu/run_threads.hpp"
 #include "properties/case_gen.hpp"
 #include "properties/dcp_bridge.hpp"

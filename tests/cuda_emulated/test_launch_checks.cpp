@@ -1,4 +1,4 @@
-// The CUDA kernels' launch checks and reduction schedules (gpu/cuda/launch_checks.hpp), plain
+// The CUDA kernels' launch checks and reduction schedules (gpu/kernels/launch_checks.hpp), plain
 // C++ shared by the launchers and the CPU emulation: they must refuse bad shapes before any
 // launch, and the schedules must be the host backend's trees.
 #include <gtest/gtest.h>
@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "gpu/cuda/launch_checks.hpp"
+#include "gpu/kernels/launch_checks.hpp"
 #include "tests/support/attention_params.hpp"
 
 namespace dcp::gpu {
@@ -20,7 +20,7 @@ TEST(CudaSchedule, MatchesTheHostReductionTreeForEveryOrder) {
         std::vector<std::pair<int64_t, int64_t>> host;
         const int64_t root =
             reduce_slots(n, order, seed, [&](int64_t d, int64_t s) { host.emplace_back(d, s); });
-        const Result<ReduceSchedule> dev = make_schedule(n, order, seed);
+        const Result<ReduceSchedule> dev = make_schedule<ReduceSchedule>(n, order, seed);
         ASSERT_TRUE(dev.ok()) << dev.status().message();
         ASSERT_EQ(dev->ranks, n);
         ASSERT_EQ(dev->root, root);
@@ -35,7 +35,7 @@ TEST(CudaSchedule, MatchesTheHostReductionTreeForEveryOrder) {
 }
 
 TEST(CudaSchedule, RefusesMoreRanksThanTheKernelsHold) {
-  const Result<ReduceSchedule> s = make_schedule(kMaxDeviceRanks + 1, ReduceOrder::sequential, 0);
+  const Result<ReduceSchedule> s = make_schedule<ReduceSchedule>(kMaxDeviceRanks + 1, ReduceOrder::sequential, 0);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.status().message().find("supports 1 .. 64"), std::string::npos)
       << s.status().message();
@@ -60,7 +60,7 @@ TEST(CudaLaunchChecks, PartialAttentionRefusesShapesBeyondTheKernel) {
   EXPECT_NE(st.message().find("bytes of shared memory"), std::string::npos) << st.message();
 
   p = test_support::host_attention_params(buf, pos, 8);
-  p.rows = 3;  // the shared validation (partial_attention.hpp) runs first
+  p.rows = 3;  // the shared validation (attention_params.hpp) runs first
   st = check_attention_launch(p);
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("has 3 rows for a context of 4 tokens"), std::string::npos)
@@ -75,7 +75,7 @@ TEST(CudaLaunchChecks, KvWriteRefusesAChunkBeyondTheCache) {
   spec.head_dim = 8;
   spec.v_dim = 8;
   std::vector<float> buf(8);
-  DeviceCacheView view{buf.data(), buf.data(), nullptr};
+  const KvView view = kv_view(spec, buf.data(), buf.data(), nullptr);
   // Positions [0, 12) give rank 1 rows 0..5 (blocks of 2 out of every 4): 6 rows > 4.
   const GpuStatus st = kv_write_args(spec, view, 0, 12, buf.data(), buf.data()).status();
   ASSERT_FALSE(st.ok());

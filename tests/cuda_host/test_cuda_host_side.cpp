@@ -29,8 +29,10 @@ TEST(CudaLaunchers, RefuseThroughTheSharedChecksBeforeLaunching) {
   spec.physical_rows = 4;
   spec.head_dim = 8;
   spec.v_dim = 8;
-  const DeviceCacheView view{buf.data(), buf.data(), nullptr};
-  st = launch_kv_write(spec, view, 0, 12, buf.data(), buf.data(), nullptr);
+  // A KV write's launch takes the arguments the shared check returns.
+  st = kv_write_args(spec, kv_view(spec, buf.data(), buf.data(), nullptr), 0, 12, buf.data(),
+                     buf.data())
+           .status();
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("needs row 5"), std::string::npos) << st.message();
 }

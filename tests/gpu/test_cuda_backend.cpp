@@ -15,6 +15,7 @@
 #include "gpu/cuda/kernels.hpp"
 #include "gpu/cuda/nccl_api.hpp"
 #include "gpu/cuda/run_cuda.hpp"
+#include "gpu/host/host_device.hpp"
 #include "properties/case_gen.hpp"
 #include "properties/dcp_bridge.hpp"
 #include "properties/dcp_setup.hpp"
@@ -134,7 +135,7 @@ TEST(CudaKernels, KvWriteMatchesHostCacheBitForBit) {
   for (int64_t tp = 0; tp < cfg.tp_size; ++tp) {
     auto host = gpu::build_rank_cache(in, cfg, tp);
     ASSERT_TRUE(host.ok()) << host.status().message();
-    const gpu::KvCacheSpec& ks = host->spec();
+    const gpu::KvCacheSpec& ks = host->spec;
     const size_t kn = static_cast<size_t>(ks.physical_rows * ks.kv_heads * ks.head_dim);
     const size_t vn = static_cast<size_t>(ks.physical_rows * ks.kv_heads * ks.v_dim);
     auto k = gpu::DeviceBuffer<float>::create(kn, s);
@@ -147,9 +148,10 @@ TEST(CudaKernels, KvWriteMatchesHostCacheBitForBit) {
       auto kc = gpu::DeviceBuffer<float>::upload(rows.k, s);
       auto vc = gpu::DeviceBuffer<float>::upload(rows.v, s);
       ASSERT_TRUE(kc.ok() && vc.ok());
-      ASSERT_TRUE(gpu::launch_kv_write(ks, {k->data(), v->data(), w->data()}, pos0, len, kc->data(),
-                                       vc->data(), s)
-                      .ok());
+      const auto args =
+          gpu::kv_write_args(ks, gpu::kv_view(ks, k->data(), v->data(), w->data()), pos0, len,
+                             kc->data(), vc->data());
+      ASSERT_TRUE(args.ok() && gpu::launch_kv_write(*args, s).ok());
       ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
       pos0 += len;
     }
@@ -157,9 +159,9 @@ TEST(CudaKernels, KvWriteMatchesHostCacheBitForBit) {
     ASSERT_TRUE(k->download(kd, s).ok());
     ASSERT_TRUE(v->download(vd, s).ok());
     for (size_t i = 0; i < kn; ++i)
-      ASSERT_EQ(kd[i], host->k()[i]) << "tp " << tp << " k[" << i << "]";
+      ASSERT_EQ(kd[i], host->k[i]) << "tp " << tp << " k[" << i << "]";
     for (size_t i = 0; i < vn; ++i)
-      ASSERT_EQ(vd[i], host->v()[i]) << "tp " << tp << " v[" << i << "]";
+      ASSERT_EQ(vd[i], host->v[i]) << "tp " << tp << " v[" << i << "]";
   }
   cudaStreamDestroy(s);
 }

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "gpu/partial_attention.hpp"
+#include "gpu/kernels/attention_params.hpp"
 
 namespace dcp::test_support {
 
@@ -24,13 +24,15 @@ inline gpu::PartialAttentionParams host_attention_params(std::vector<float>& buf
   p.kv_heads_total = 1;
   p.q_pos = pos.data();
   p.seq = 4;
-  p.k = buf.data();
-  p.v = buf.data();
+  p.kv.k = buf.data();
+  p.kv.v = buf.data();
+  p.kv.rows = 4;
+  p.kv.kv_heads = 1;
+  p.kv.head_dim = dim;
+  p.kv.v_dim = dim;
+  p.kv.v_head_stride = dim;
   p.rows = 4;
-  p.kv_heads = 1;
   p.v_dim = dim;
-  p.v_row_stride = dim;
-  p.v_head_stride = dim;
   p.o = buf.data();
   p.lse = buf.data();
   return p;

@@ -9,8 +9,9 @@
 #include <map>
 #include <string>
 
-#include "gpu/dtype.hpp"
-#include "gpu/merge.hpp"
+#include "gpu/kernels/dtype.hpp"
+#include "gpu/kernels/merge.hpp"
+#include "mutants/catalogue.hpp"
 #include "oracle/case_file.hpp"
 #include "properties/dcp_bridge.hpp"
 #include "properties/dcp_setup.hpp"
@@ -53,15 +54,10 @@ int main(int argc, char** argv) {
   }
   dcp::oracle::DcpResult r;
   if (impl == "model") {
-    const std::map<std::string, p::Bug> bugs = {{"none", p::Bug::none},
-                                                {"unweighted_mean", p::Bug::unweighted_mean},
-                                                {"merge_wrong_base", p::Bug::merge_wrong_base},
-                                                {"drop_token", p::Bug::drop_token},
-                                                {"lse_wrong_base", p::Bug::lse_wrong_base},
-                                                {"sink_per_shard", p::Bug::sink_per_shard},
-                                                {"lost_token", p::Bug::lost_token}};
-    if (!bugs.count(bug)) {
-      std::cerr << "make_result: --bug " << bug << "\n";
+    // A catalogue name (mutants/catalogue.hpp) planted in the model, or none.
+    const auto planted = dcp::mutants::parse_mutant(bug);
+    if (bug != "none" && (!planted || !p::planted_in_model(*planted))) {
+      std::cerr << "make_result: --bug " << bug << ": not a mutant planted in the fp32 model\n";
       return 2;
     }
     p::ModelConfig m;
@@ -71,7 +67,7 @@ int main(int argc, char** argv) {
     m.reverse_merge = order == "rev";
     m.base2 = c->lse_base == dcp::oracle::LseBase::two;
     m.out = p::to_oracle_dtype(*od);
-    m.bug = bugs.at(bug);
+    m.bug = bug == "none" ? p::Bug::none : *planted;
     m.seed = seed;
     r = p::model_result(*c, m, partials);
   } else {

@@ -15,8 +15,7 @@
 
 #include <cstdint>
 
-#include "gpu/hd.hpp"
-#include "gpu/mutants.hpp"
+#include "gpu/kernels/hd.hpp"
 #include "gpu/status.hpp"
 
 namespace dcp::gpu {
@@ -33,13 +32,11 @@ struct DcpLayout {
   }
   // The global position stored at (rank, row): the inverse of (owner, row).
   DCP_HD constexpr int64_t position(int64_t rank, int64_t row) const {
-    if (DCP_MUTANT(position_no_interleave)) return row * ranks + rank;
     return (row / interleave) * interleave * ranks + rank * interleave + row % interleave;
   }
   // Positions in [0, x) owned by rank: full cycles of I N give I each; the partial cycle gives
   // the part of [rank I, rank I + I) below its length.
   DCP_HD constexpr int64_t count(int64_t rank, int64_t x) const {
-    if (DCP_MUTANT(count_off_by_one)) ++x;
     const int64_t cycle = interleave * ranks;
     const int64_t rem = x % cycle - rank * interleave;
     const int64_t tail = rem < 0 ? 0 : (rem > interleave ? interleave : rem);
@@ -47,8 +44,6 @@ struct DcpLayout {
   }
   // Tokens of the chunk [a, a + len) that land on rank.
   DCP_HD constexpr int64_t chunk_share(int64_t rank, int64_t a, int64_t len) const {
-    if (DCP_MUTANT(chunk_share_uniform)) return len / ranks + (rank < len % ranks ? 1 : 0);
-    if (DCP_MUTANT(chunk_share_no_phase)) return count(rank, len);
     return count(rank, a + len) - count(rank, a);
   }
   // Rows a rank needs to hold a context of seq tokens.

@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "gpu/communicator.hpp"
-#include "gpu/rendezvous.hpp"
+#include "gpu/comm/communicator.hpp"
+#include "gpu/comm/rendezvous.hpp"
 
 namespace dcp::gpu {
 

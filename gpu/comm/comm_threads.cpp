@@ -1,4 +1,4 @@
-#include "gpu/comm_threads.hpp"
+#include "gpu/comm/comm_threads.hpp"
 
 #include <algorithm>
 

@@ -18,7 +18,7 @@
 #include <cstdint>
 #include <limits>
 
-#include "gpu/hd.hpp"
+#include "gpu/kernels/hd.hpp"
 
 namespace dcp::gpu {
 

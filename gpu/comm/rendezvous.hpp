@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "gpu/communicator.hpp"
+#include "gpu/comm/communicator.hpp"
 #include "gpu/status.hpp"
 
 namespace dcp::gpu {

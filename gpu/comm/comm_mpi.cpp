@@ -1,4 +1,4 @@
-#include "gpu/comm_mpi.hpp"
+#include "gpu/comm/comm_mpi.hpp"
 
 #include <mpi.h>
 
@@ -10,6 +10,8 @@
 #include <optional>
 #include <thread>
 #include <vector>
+
+#include "gpu/host/host_device.hpp"
 
 namespace dcp::gpu {
 namespace {

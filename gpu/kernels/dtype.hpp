@@ -13,7 +13,7 @@
 #include <optional>
 #include <string_view>
 
-#include "gpu/hd.hpp"
+#include "gpu/kernels/hd.hpp"
 
 namespace dcp::gpu {
 

@@ -25,7 +25,7 @@
 #include <span>
 #include <string>
 
-#include "gpu/communicator.hpp"
+#include "gpu/comm/communicator.hpp"
 #include "gpu/dcp_step.hpp"
 #include "gpu/run_threads.hpp"
 #include "gpu/status.hpp"

@@ -1,4 +1,4 @@
-#include "gpu/communicator.hpp"
+#include "gpu/comm/communicator.hpp"
 
 #include <vector>
 

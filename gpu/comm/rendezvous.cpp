@@ -1,4 +1,4 @@
-#include "gpu/rendezvous.hpp"
+#include "gpu/comm/rendezvous.hpp"
 
 #include <algorithm>
 #include <string>

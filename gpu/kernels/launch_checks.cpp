@@ -1,27 +1,14 @@
-#include "gpu/cuda/launch_checks.hpp"
+#include "gpu/kernels/launch_checks.hpp"
 
 namespace dcp::gpu {
 
-GpuStatus check_device_ranks(const char* what, int64_t ranks) {
-  if (ranks < 1 || ranks > kMaxDeviceRanks)
-    return DCP_GPU_ERROR(what, ": ", ranks, " ranks; the CUDA backend supports 1 .. ",
-                         kMaxDeviceRanks);
+GpuStatus check_merge_ranks(const char* what, int64_t ranks, int64_t capacity) {
+  if (ranks < 1 || ranks > capacity)
+    return DCP_GPU_ERROR(what, ": ", ranks, " ranks; this device supports 1 .. ", capacity);
   return {};
 }
 
-Result<ReduceSchedule> make_schedule(int64_t ranks, ReduceOrder order, uint64_t seed) {
-  DCP_GPU_TRY(check_device_ranks("reduce schedule", ranks));
-  ReduceSchedule s;
-  s.ranks = static_cast<int32_t>(ranks);
-  s.root = static_cast<int32_t>(reduce_slots(ranks, order, seed, [&](int64_t dst, int64_t src) {
-    s.dst[s.steps] = static_cast<int8_t>(dst);
-    s.src[s.steps] = static_cast<int8_t>(src);
-    ++s.steps;
-  }));
-  return s;
-}
-
-Result<body::KvWrite> kv_write_args(const KvCacheSpec& spec, DeviceCacheView cache, int64_t pos0,
+Result<body::KvWrite> kv_write_args(const KvCacheSpec& spec, const KvView& cache, int64_t pos0,
                                     int64_t len, const float* k, const float* v) {
   DCP_GPU_TRY(validate_layout(spec.layout));
   if (pos0 < 0 || len < 0)
@@ -29,7 +16,9 @@ Result<body::KvWrite> kv_write_args(const KvCacheSpec& spec, DeviceCacheView cac
   const int64_t need = spec.layout.count(spec.rank, pos0 + len);
   if (need > spec.physical_rows)
     return DCP_GPU_ERROR("kv write: rank ", spec.rank, " needs row ", need - 1, " for chunk [",
-                         pos0, ", ", pos0 + len, ") but holds ", spec.physical_rows, " rows");
+                         pos0, ", ", pos0 + len, ") but holds ", spec.physical_rows,
+                         " rows (logical capacity ",
+                         spec.layout.logical_capacity(spec.physical_rows), " tokens)");
   if (len > 0 && (k == nullptr || (!spec.shared_latent && v == nullptr)))
     return DCP_GPU_ERROR("kv write: a chunk tensor pointer is null");
   body::KvWrite a;
@@ -37,9 +26,6 @@ Result<body::KvWrite> kv_write_args(const KvCacheSpec& spec, DeviceCacheView cac
   a.rank = spec.rank;
   a.pos0 = pos0;
   a.len = len;
-  a.heads = spec.kv_heads;
-  a.dk = spec.head_dim;
-  a.dv = spec.v_dim;
   a.latent = spec.shared_latent;
   a.dtype = spec.dtype;
   a.k = k;

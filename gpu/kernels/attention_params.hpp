@@ -1,23 +1,25 @@
-// partial_attention.hpp — one rank's partial attention: all gathered query heads against the
-// tokens this rank owns, returning (O_r, LSE_r).
+// attention_params.hpp — one rank's partial attention: all gathered query heads against the
+// tokens this rank owns, returning (O_r, LSE_r). The parameters every device's attention
+// launcher takes (bodies.hpp computes it, thread by thread).
 //
-// Host backend of the kernel the CUDA backend implements; same parameters, same numerics: fp32
-// accumulation over inputs already rounded to their storage formats, online softmax over tiles
-// of `tile` keys, and an optional split of the rank's keys into `splits` contiguous pieces whose
-// partials are merged locally (split-KV). Masks are evaluated on *global* positions: a rank's
-// row r holds position layout.position(rank, r). Top-k indices are global positions selected for
-// the whole group; each rank attends to the selected positions it owns. The sink (natural-log
-// units) is added by the rank holding it only (convention.hpp). A row with nothing visible and
-// no sink returns LSE = -inf and O = 0.
+// Numerics: fp32 accumulation over inputs already rounded to their storage formats, online
+// softmax over tiles of `tile` keys, and an optional split of the rank's keys into `splits`
+// contiguous pieces whose partials are merged locally (split-KV). Masks are evaluated on
+// *global* positions: a rank's row r holds position layout.position(rank, r). Top-k indices are
+// global positions selected for the whole group; each rank attends to the selected positions it
+// owns. The sink (natural-log units) is added by the rank holding it only (convention.hpp). A row
+// with nothing visible and no sink returns LSE = -inf and O = 0.
 //
-//   PartialAttentionParams p;  p.q = q_gathered.data();  ...  p.base = LseBase::two;
-//   DCP_GPU_TRY(partial_attention(p));   // fills p.o [T, heads, Dv] and p.lse [T, heads]
+//   PartialAttentionParams p = rank_attention_params(in, cfg, geo, spec, tp_rank);
+//   p.q = q_gathered;  p.kv = view;  ...  p.o = o;  p.lse = lse;
+//   DCP_GPU_TRY(dev.partial_attention(p));   // fills p.o [T, heads, Dv] and p.lse [T, heads]
 #pragma once
 
 #include <cstdint>
 
-#include "gpu/convention.hpp"
-#include "gpu/layout.hpp"
+#include "gpu/kernels/convention.hpp"
+#include "gpu/kernels/kv_view.hpp"
+#include "gpu/kernels/layout.hpp"
 #include "gpu/status.hpp"
 
 namespace dcp::gpu {
@@ -32,14 +34,13 @@ struct PartialAttentionParams {
   const int64_t* q_pos = nullptr;  // [tokens] global positions of the queries
   int64_t seq = 0;                 // S, the global context length (positions 0 .. S-1 exist)
 
-  // This rank's cache: k [rows, kv_heads, head_dim]; v rows of v_row_stride floats, head h at
-  // offset h * v_head_stride, v_dim values (v may alias k for a shared latent).
+  // This rank's cache, read through kv (kv_view.hpp): kv.kv_heads local KV heads from global
+  // head kv_head0, v_dim values per head.
   DcpLayout layout;
   int64_t rank = 0;
-  const float* k = nullptr;
-  const float* v = nullptr;
+  KvView kv;
   int64_t rows = 0;  // rows holding positions < seq: layout.count(rank, seq)
-  int64_t kv_heads = 0, kv_head0 = 0, v_dim = 0, v_row_stride = 0, v_head_stride = 0;
+  int64_t kv_head0 = 0, v_dim = 0;
 
   // The case's variant (global positions, natural-log units).
   float scale = 0.0f;             // softmax scale
@@ -62,8 +63,5 @@ struct PartialAttentionParams {
 // Checks the parameters' shapes, heads, rows and settings (one-line errors naming the field);
 // reads no tensor, so it serves device pointers as well (the CUDA backend's launcher).
 GpuStatus validate_partial_attention(const PartialAttentionParams& p);
-
-// Checks the parameters and computes the partials.
-GpuStatus partial_attention(const PartialAttentionParams& p);
 
 }  // namespace dcp::gpu

@@ -1,23 +1,22 @@
-// mutants.hpp — the mutation catalogue: plausible DCP bugs planted in the host backend, each
-// switched on at run time, to prove that the property suite kills every one (docs/10_mutants.md,
-// `dcp-verify mutants`).
+// catalogue.hpp — the mutation catalogue: plausible DCP bugs, each with one name, planted
+// where the project can prove its checks catch them (docs/10_mutants.md):
+//   step    in the production DCP step, at the device seam (mutant_device.hpp: the host device
+//           with one kernel or its arguments changed); `dcp-verify mutants` runs the property
+//           suite against each and must kill every one;
+//   model   in the fp32 model of correct kernels (properties/fp32_model.hpp), whose outputs the
+//           oracle's bounds must reject (the tolerance and check properties).
+// Nothing under gpu/ knows this list: the production path carries no planted code in any build.
 //
-// Test builds only. With DCP_MUTANTS defined (CMake -DDCP_MUTANTS=ON, which tools/test and CI
-// set) every planted site reads the one active mutant; otherwise DCP_MUTANT(x) is the constant
-// false, so the planted code is dead and compiled out, and a normal build (the presets' default)
-// carries none of it. Device code never sees a mutant.
-//
-//   set_active_mutant(Mutant::merge_unweighted_mean);    // before a run starts its threads
-//   if (DCP_MUTANT(merge_unweighted_mean)) { ... the bug ... }
+//   std::optional<Mutant> m = parse_mutant("merge_unweighted_mean");
+//   for (const MutantInfo& x : kMutantCatalogue) if (x.where & kInStep) ...
 #pragma once
 
 #include <cstdint>
 #include <iterator>
 #include <optional>
 #include <string_view>
-#include <type_traits>
 
-namespace dcp::gpu {
+namespace dcp::mutants {
 
 enum class Mutant : uint8_t {
   none,
@@ -59,19 +58,27 @@ enum class Mutant : uint8_t {
   scale_twice,        // softmax scale applied twice
   scale_missing,      // softmax scale not applied
   a2a_lse_bf16,       // the LSE packed into the a2a buffer rounded to bf16
+  // Tokens lost or doubled (the fp32 model).
+  drop_token,       // the highest-scoring visible key of each row is skipped
+  duplicate_token,  // ... or counted twice
+  lost_token,       // the last shard loses its highest-scoring key (one rank's KV write lost)
   count,              // (the number of entries, none included)
 };
 
+// Where a mutant is planted (a mask).
+inline constexpr unsigned kInStep = 1, kInModel = 2;
+
 struct MutantInfo {
   Mutant id;
-  std::string_view name;    // as --only takes it
+  std::string_view name;    // as --only and --bug take it
   std::string_view family;  // the bug class (docs/10_mutants.md)
+  unsigned where = kInStep;
 };
 
 inline constexpr MutantInfo kMutantCatalogue[] = {
-    {Mutant::merge_unweighted_mean, "merge_unweighted_mean", "merge"},
-    {Mutant::merge_base_mismatch, "merge_base_mismatch", "merge"},
-    {Mutant::lse_out_wrong_base, "lse_out_wrong_base", "merge"},
+    {Mutant::merge_unweighted_mean, "merge_unweighted_mean", "merge", kInStep | kInModel},
+    {Mutant::merge_base_mismatch, "merge_base_mismatch", "merge", kInStep | kInModel},
+    {Mutant::lse_out_wrong_base, "lse_out_wrong_base", "merge", kInStep | kInModel},
     {Mutant::exp2_without_log2e, "exp2_without_log2e", "merge"},
     {Mutant::merge_no_max_shift, "merge_no_max_shift", "merge"},
     {Mutant::merge_shift_by_first, "merge_shift_by_first", "merge"},
@@ -88,8 +95,8 @@ inline constexpr MutantInfo kMutantCatalogue[] = {
     {Mutant::window_on_local_rows, "window_on_local_rows", "mask"},
     {Mutant::window_off_by_one, "window_off_by_one", "mask"},
     {Mutant::softcap_after_mask, "softcap_after_mask", "mask"},
-    {Mutant::sink_on_every_rank, "sink_on_every_rank", "sink/top-k"},
-    {Mutant::sink_missing, "sink_missing", "sink/top-k"},
+    {Mutant::sink_on_every_rank, "sink_on_every_rank", "sink/top-k", kInStep | kInModel},
+    {Mutant::sink_missing, "sink_missing", "sink/top-k", kInStep | kInModel},
     {Mutant::topk_as_local_rows, "topk_as_local_rows", "sink/top-k"},
     {Mutant::topk_pad_last_rank, "topk_pad_last_rank", "sink/top-k"},
     {Mutant::a2a_slices_permuted, "a2a_slices_permuted", "heads/comm"},
@@ -100,9 +107,27 @@ inline constexpr MutantInfo kMutantCatalogue[] = {
     {Mutant::scale_twice, "scale_twice", "arithmetic"},
     {Mutant::scale_missing, "scale_missing", "arithmetic"},
     {Mutant::a2a_lse_bf16, "a2a_lse_bf16", "arithmetic"},
+    {Mutant::drop_token, "drop_token", "tokens", kInModel},
+    {Mutant::duplicate_token, "duplicate_token", "tokens", kInModel},
+    {Mutant::lost_token, "lost_token", "tokens", kInModel},
 };
 static_assert(std::size(kMutantCatalogue) == static_cast<size_t>(Mutant::count) - 1,
               "every mutant has one catalogue entry");
+
+// The catalogue lists the enumerators in order, each name once (checked at compile time).
+constexpr bool catalogue_well_formed() {
+  for (size_t i = 0; i < std::size(kMutantCatalogue); ++i) {
+    if (kMutantCatalogue[i].id != static_cast<Mutant>(i + 1)) return false;
+    for (size_t j = 0; j < i; ++j)
+      if (kMutantCatalogue[j].name == kMutantCatalogue[i].name) return false;
+  }
+  return true;
+}
+static_assert(catalogue_well_formed(), "catalogue entries in enum order, names unique");
+
+constexpr const MutantInfo& mutant_info(Mutant m) {
+  return kMutantCatalogue[static_cast<size_t>(m) - 1];
+}
 
 inline std::optional<Mutant> parse_mutant(std::string_view name) {
   for (const MutantInfo& m : kMutantCatalogue)
@@ -110,25 +135,4 @@ inline std::optional<Mutant> parse_mutant(std::string_view name) {
   return std::nullopt;
 }
 
-#if defined(DCP_MUTANTS) && !defined(__CUDA_ARCH__)
-inline constexpr bool kMutantsBuilt = true;
-// The active mutant. Written only between runs, before any rank thread starts (thread creation
-// orders the write before every read).
-inline Mutant g_active_mutant = Mutant::none;
-inline void set_active_mutant(Mutant m) { g_active_mutant = m; }
-// False during constant evaluation, so the constexpr layout functions stay constexpr.
-constexpr bool mutant_active(Mutant m) {
-  if (std::is_constant_evaluated()) return false;
-  return g_active_mutant == m;
-}
-#define DCP_MUTANT(name) (::dcp::gpu::mutant_active(::dcp::gpu::Mutant::name))
-#else
-inline constexpr bool kMutantsBuilt = false;
-// Nothing is planted in this build, so there is nothing to switch (`dcp-verify mutants` refuses
-// to run before calling this).
-inline void set_active_mutant(Mutant) {}
-// The constant false; naming the enumerator keeps every site compiled and spelled right.
-#define DCP_MUTANT(name) (static_cast<void>(::dcp::gpu::Mutant::name), false)
-#endif
-
-}  // namespace dcp::gpu
+}  // namespace dcp::mutants

@@ -22,9 +22,8 @@
 #include <string_view>
 #include <vector>
 
-#include "gpu/convention.hpp"
-#include "gpu/hd.hpp"
-#include "gpu/mutants.hpp"
+#include "gpu/kernels/convention.hpp"
+#include "gpu/kernels/hd.hpp"
 
 namespace dcp::gpu {
 
@@ -41,28 +40,14 @@ struct MergeAcc {
 // (its numerator is not read, so a NaN there cannot leak).
 DCP_HD inline void merge_into(LseBase base, MergeAcc& a, float* n_a, const MergeAcc& b,
                               const float* n_b, int64_t dv) {
-  if (DCP_MUTANT(merge_shift_by_first)) {
-    const float wa = pow_base(base, a.m - a.m), wb = pow_base(base, b.m - a.m);
-    a.z = a.z * wa + b.z * wb;
-    for (int64_t i = 0; i < dv; ++i) n_a[i] = n_a[i] * wa + n_b[i] * wb;
-    return;
-  }
-  if (is_empty_lse(b.m) && !DCP_MUTANT(empty_nan_leak)) return;
+  if (is_empty_lse(b.m)) return;
   if (is_empty_lse(a.m)) {
     a = b;
     for (int64_t i = 0; i < dv; ++i) n_a[i] = n_b[i];
     return;
   }
-  if (DCP_MUTANT(merge_unweighted_mean)) {
-    a.m = a.m > b.m ? a.m : b.m;
-    a.z += b.z;
-    for (int64_t i = 0; i < dv; ++i) n_a[i] += n_b[i];
-    return;
-  }
-  const float m = DCP_MUTANT(merge_no_max_shift) ? 0.0f : a.m > b.m ? a.m : b.m;
-  const LseBase wbase =
-      DCP_MUTANT(merge_base_mismatch) ? (base == LseBase::e ? LseBase::two : LseBase::e) : base;
-  const float wa = pow_base(wbase, a.m - m), wb = pow_base(wbase, b.m - m);
+  const float m = a.m > b.m ? a.m : b.m;
+  const float wa = pow_base(base, a.m - m), wb = pow_base(base, b.m - m);
   a.z = a.z * wa + b.z * wb;
   for (int64_t i = 0; i < dv; ++i) n_a[i] = n_a[i] * wa + n_b[i] * wb;
   a.m = m;
@@ -70,10 +55,8 @@ DCP_HD inline void merge_into(LseBase base, MergeAcc& a, float* n_a, const Merge
 
 // Turns a state into its output: n <- n / z (0 when empty), returns L = m + log_base(z).
 DCP_HD inline float finish(LseBase base, const MergeAcc& a, float* n, int64_t dv) {
-  if (is_empty_lse(a.m) && !DCP_MUTANT(empty_nan_leak)) {
+  if (is_empty_lse(a.m)) {
     for (int64_t i = 0; i < dv; ++i) n[i] = 0.0f;
-    if (DCP_MUTANT(empty_lse_zero)) return 0.0f;
-    if (DCP_MUTANT(empty_lse_pos_inf)) return -kEmptyLseF;
     return kEmptyLseF;
   }
   for (int64_t i = 0; i < dv; ++i) n[i] = n[i] / a.z;

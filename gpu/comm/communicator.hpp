@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "gpu/merge.hpp"
+#include "gpu/kernels/merge.hpp"
 #include "gpu/status.hpp"
 
 namespace dcp::gpu {

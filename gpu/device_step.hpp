@@ -1,0 +1,212 @@
+// device_step.hpp — one TP rank's DCP decode step, written once for any Device: the host device
+// (gpu/host/host_device.hpp: host memory, the kernel bodies run block by block, any
+// Communicator), the CUDA device (gpu/cuda/dcp_step_cuda.cpp: device memory, the kernels of
+// kernels.cu, a device communicator) and the CPU emulation of the CUDA grids (tests/
+// cuda_emulated). So the orchestration every backend runs — buffers, the order of kernels and
+// collectives, their arguments — is one piece of code, and CI runs it.
+//
+// A Device provides, for the rank it serves:
+//   Buffer<T>                         an owned array (data(), size()) in the device's memory
+//   Schedule                          the ReduceScheduleOf<capacity> its merge kernels hold
+//   alloc<T>(n), upload(vector<T>)    Result<Buffer<T>>, zero-filled / copied from the host
+//   download(const Buffer<T>&)        Result<vector<T>>
+//   sync()                            queued work done (before a buffer it reads is freed)
+//   copy_rows(RowCopy)                floats, a strided 2-D copy
+//   kv_write(body::KvWrite), partial_attention(PartialAttentionParams),
+//   agrs_scale(body::AgRsScale<Schedule>), a2a_pack(body::A2aPack),
+//   a2a_combine(body::A2aCombine<Schedule>), round(x, n, dtype)
+//                                     the kernels (bodies.hpp), arguments already checked
+//   rank(), size(), all_gather, all_to_all, reduce_scatter_sum: the DCP group's collectives on
+//                                     the device's pointers
+//
+//   HostDevice dev(comm);
+//   Result<RankStepOutput> r = device_step(dev, inputs, cfg, tp_rank);
+#pragma once
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "gpu/dcp_step.hpp"
+#include "gpu/kernels/attention_params.hpp"
+#include "gpu/kernels/bodies.hpp"
+#include "gpu/kernels/kv_view.hpp"
+#include "gpu/kernels/launch_checks.hpp"
+
+namespace dcp::gpu {
+
+// A strided 2-D copy of floats: rows rows of width floats, row r from src + r src_pitch to
+// dst + r dst_pitch.
+struct RowCopy {
+  float* dst = nullptr;
+  int64_t dst_pitch = 0;
+  const float* src = nullptr;
+  int64_t src_pitch = 0, width = 0, rows = 0;
+};
+
+template <class Device>
+struct DeviceCache {
+  KvCacheSpec spec;
+  typename Device::template Buffer<float> k, v;  // v empty for a shared latent
+  typename Device::template Buffer<uint8_t> written;
+  KvView view() { return kv_view(spec, k.data(), v.data(), written.data()); }
+};
+
+// An empty cache of the spec on the device: nothing written.
+template <class Device>
+Result<DeviceCache<Device>> alloc_device_cache(Device& dev, const KvCacheSpec& spec) {
+  DCP_GPU_TRY(validate_cache_spec(spec));
+  const KvCacheSizes n = kv_cache_sizes(spec);
+  DCP_GPU_ASSIGN(k, dev.template alloc<float>(static_cast<size_t>(n.k)));
+  DCP_GPU_ASSIGN(v, dev.template alloc<float>(static_cast<size_t>(n.v)));
+  DCP_GPU_ASSIGN(written, dev.template alloc<uint8_t>(static_cast<size_t>(n.written)));
+  return DeviceCache<Device>{spec, std::move(k), std::move(v), std::move(written)};
+}
+
+// Stores the tokens of chunk [pos0, pos0 + len) the cache's rank owns: k [len, kv_heads, Dk],
+// v [len, kv_heads, Dv] (nullptr for a shared latent), in the device's memory.
+template <class Device>
+GpuStatus write_device_chunk(Device& dev, DeviceCache<Device>& cache, int64_t pos0, int64_t len,
+                             const float* k, const float* v) {
+  DCP_GPU_ASSIGN(a, kv_write_args(cache.spec, cache.view(), pos0, len, k, v));
+  if (a.len == 0) return {};
+  return dev.kv_write(a);
+}
+
+// The first row of [0, rows) never written, or -1 (flags: the cache's written array).
+inline int64_t first_unwritten_row(const std::vector<uint8_t>& flags, int64_t rows) {
+  for (int64_t r = 0; r < rows; ++r)
+    if (flags[static_cast<size_t>(r)] == 0) return r;
+  return -1;
+}
+
+// Replays in's KV writes into the rank's cache on the device; checks that every row the context
+// needs was written.
+template <class Device>
+Result<DeviceCache<Device>> build_device_cache(Device& dev, const DcpInputs& in,
+                                               const DcpConfig& cfg, int64_t tp_rank) {
+  DCP_GPU_ASSIGN(spec, rank_cache_spec(in, cfg, tp_rank));
+  DCP_GPU_ASSIGN(cache, alloc_device_cache(dev, spec));
+  int64_t pos0 = 0;
+  for (const int64_t len : write_chunks(in)) {
+    ChunkRows c = chunk_rows(in, spec, pos0, len);
+    DCP_GPU_ASSIGN(kc, dev.upload(std::move(c.k)));
+    DCP_GPU_ASSIGN(vc, dev.upload(std::move(c.v)));
+    DCP_GPU_TRY(write_device_chunk(dev, cache, pos0, len, kc.data(),
+                                   spec.shared_latent ? nullptr : vc.data()));
+    DCP_GPU_TRY(dev.sync());  // the chunk buffers are freed next
+    pos0 += len;
+  }
+  DCP_GPU_ASSIGN(flags, dev.download(cache.written));
+  const int64_t missing = first_unwritten_row(flags, cfg.layout.count(spec.rank, in.seq));
+  if (missing >= 0)
+    return DCP_GPU_ERROR("kv cache: rank ", spec.rank, " row ", missing, " (position ",
+                         cfg.layout.position(spec.rank, missing), ") was never written");
+  return cache;
+}
+
+// The step of dcp_step.hpp (queries, partial attention, ag_rs or a2a combine, rounding) on the
+// device. q: the rank's queries ([T, H_loc, Dk], or [T, Hg, Dk] with replicate-q) when the
+// caller computes them (the MLA slice); nullptr takes them from in.q.
+template <class Device>
+Result<RankStepOutput> device_step(Device& dev, const DcpInputs& in, const DcpConfig& cfg,
+                                   int64_t tp_rank, const std::vector<float>* q = nullptr) {
+  using Schedule = typename Device::Schedule;
+  DCP_GPU_ASSIGN(geo, DcpGeometry::create(cfg, in.dims));
+  const AttentionDims& d = in.dims;
+  const int64_t N = geo.n, T = d.tokens, Hl = geo.h_loc, Hg = geo.hg, dk = d.head_dim, dv = d.v_dim,
+                me = geo.dcp_rank(tp_rank);
+  DCP_GPU_TRY(check_group_comm(geo, tp_rank, dev.rank(), dev.size()));
+  const int64_t q_heads_in = cfg.replicate_q ? Hg : Hl;
+  if (q != nullptr && q->size() != static_cast<size_t>(T * q_heads_in * dk))
+    return DCP_GPU_ERROR("tensor 'q' on tp rank ", tp_rank, ": ", q->size(), " elements; expected ",
+                         T * q_heads_in * dk);
+  DCP_GPU_ASSIGN(cache, build_device_cache(dev, in, cfg, tp_rank));
+
+  // 1. Queries of the whole group: [T, Hg, Dk].
+  DCP_GPU_ASSIGN(qg, dev.upload(q != nullptr ? *q : rank_queries(in, cfg, geo, tp_rank)));
+  if (!cfg.replicate_q) {
+    DCP_GPU_ASSIGN(recv, dev.template alloc<float>(static_cast<size_t>(N * T * Hl * dk)));
+    DCP_GPU_ASSIGN(all, dev.template alloc<float>(static_cast<size_t>(T * Hg * dk)));
+    DCP_GPU_TRY(dev.all_gather(qg.data(), T * Hl * dk, recv.data()));
+    for (int64_t r = 0; r < N; ++r)  // recv [r, t, hl, :] -> qg [t, r Hl + hl, :]
+      DCP_GPU_TRY(dev.copy_rows(RowCopy{all.data() + r * Hl * dk, Hg * dk,
+                                        recv.data() + r * T * Hl * dk, Hl * dk, Hl * dk, T}));
+    DCP_GPU_TRY(dev.sync());  // recv is freed at the end of this scope
+    qg = std::move(all);
+  }
+
+  // 2. Partial attention over this rank's tokens.
+  DCP_GPU_ASSIGN(q_pos, dev.upload(in.q_pos));
+  const int64_t head0 = geo.group_head0(tp_rank);
+  const bool sink_here = !in.sink.empty() && me == kSinkRank;
+  DCP_GPU_ASSIGN(sink, dev.upload(sink_here ? std::vector<float>(in.sink.begin() + head0,
+                                                                 in.sink.begin() + head0 + Hg)
+                                            : std::vector<float>{}));
+  DCP_GPU_ASSIGN(topk, dev.upload(in.topk));
+  DCP_GPU_ASSIGN(po, dev.template alloc<float>(static_cast<size_t>(T * Hg * dv)));
+  DCP_GPU_ASSIGN(pl, dev.template alloc<float>(static_cast<size_t>(T * Hg)));
+  PartialAttentionParams p = rank_attention_params(in, cfg, geo, cache.spec, tp_rank);
+  p.q = qg.data();
+  p.q_pos = q_pos.data();
+  p.kv = cache.view();
+  p.sink = sink_here ? sink.data() : nullptr;
+  p.topk = in.topk.empty() ? nullptr : topk.data();
+  p.o = po.data();
+  p.lse = pl.data();
+  DCP_GPU_TRY(validate_partial_attention(p));  // the device adds its own limits
+  DCP_GPU_TRY(dev.partial_attention(p));
+
+  // 3. Combine, handing each rank back its own H_loc heads.
+  DCP_GPU_ASSIGN(sched, make_schedule<Schedule>(N, cfg.order, cfg.order_seed));
+  DCP_GPU_ASSIGN(o, dev.template alloc<float>(static_cast<size_t>(T * Hl * dv)));
+  DCP_GPU_ASSIGN(lse, dev.template alloc<float>(static_cast<size_t>(T * Hl)));
+  const body::CombineShape shape{T, Hl, dv, N};
+  if (cfg.strategy == CommStrategy::ag_rs) {
+    DCP_GPU_ASSIGN(lse_all, dev.template alloc<float>(static_cast<size_t>(N * T * Hg)));
+    DCP_GPU_ASSIGN(send, dev.template alloc<float>(static_cast<size_t>(N * T * Hl * dv)));
+    DCP_GPU_TRY(dev.all_gather(pl.data(), T * Hg, lse_all.data()));
+    body::AgRsScale<Schedule> a;
+    a.shape = shape;
+    a.me = me;
+    a.base = cfg.base;
+    a.sched = sched;
+    a.partial_o = po.data();
+    a.partial_lse = pl.data();
+    a.lse_all = lse_all.data();
+    a.send = send.data();
+    a.lse_out = lse.data();
+    DCP_GPU_TRY(dev.agrs_scale(a));
+    DCP_GPU_TRY(
+        dev.reduce_scatter_sum(send.data(), T * Hl * dv, o.data(), cfg.order, cfg.order_seed));
+  } else {
+    const size_t block = static_cast<size_t>(T * Hl * (dv + 1));
+    DCP_GPU_ASSIGN(send, dev.template alloc<float>(static_cast<size_t>(N) * block));
+    DCP_GPU_ASSIGN(recv, dev.template alloc<float>(static_cast<size_t>(N) * block));
+    DCP_GPU_TRY(dev.a2a_pack(body::A2aPack{shape, po.data(), pl.data(), send.data()}));
+    DCP_GPU_TRY(dev.all_to_all(send.data(), static_cast<int64_t>(block), recv.data()));
+    body::A2aCombine<Schedule> a;
+    a.shape = shape;
+    a.base = cfg.base;
+    a.sched = sched;
+    a.recv = recv.data();
+    a.o = o.data();
+    a.lse = lse.data();
+    DCP_GPU_TRY(dev.a2a_combine(a));
+  }
+  DCP_GPU_TRY(dev.round(o.data(), T * Hl * dv, cfg.out_dtype));
+  DCP_GPU_TRY(dev.round(lse.data(), T * Hl, cfg.out_dtype));
+
+  RankStepOutput out;
+  DCP_GPU_ASSIGN(o_h, dev.download(o));
+  DCP_GPU_ASSIGN(lse_h, dev.download(lse));
+  DCP_GPU_ASSIGN(po_h, dev.download(po));
+  DCP_GPU_ASSIGN(pl_h, dev.download(pl));
+  out.o = std::move(o_h);
+  out.lse = std::move(lse_h);
+  out.partial_o = std::move(po_h);
+  out.partial_lse = std::move(pl_h);
+  return out;
+}
+
+}  // namespace dcp::gpu

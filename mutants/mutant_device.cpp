@@ -1,0 +1,467 @@
+#include "mutants/mutant_device.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "gpu/device_step.hpp"
+#include "gpu/host/host_device.hpp"
+
+namespace dcp::mutants {
+namespace {
+
+using gpu::GpuStatus;
+using gpu::LseBase;
+using gpu::MergeAcc;
+using gpu::PartialAttentionParams;
+namespace body = gpu::body;
+
+LseBase other_base(LseBase b) { return b == LseBase::e ? LseBase::two : LseBase::e; }
+
+bool in_family(Mutant m, std::initializer_list<Mutant> family) {
+  return std::find(family.begin(), family.end(), m) != family.end();
+}
+
+// ---- a buggy merge (merge.hpp's merge_into and finish, one bug each) ---------------------------
+
+bool buggy_merges(Mutant m) {
+  return in_family(m, {Mutant::merge_unweighted_mean, Mutant::merge_base_mismatch,
+                       Mutant::merge_no_max_shift, Mutant::merge_shift_by_first,
+                       Mutant::empty_nan_leak, Mutant::empty_lse_zero, Mutant::empty_lse_pos_inf});
+}
+
+void merge_into(Mutant m, LseBase base, MergeAcc& a, float* n_a, const MergeAcc& b,
+                const float* n_b, int64_t dv) {
+  if (m == Mutant::merge_shift_by_first) {  // shifted by a's max, even when a is empty
+    const float wa = gpu::pow_base(base, a.m - a.m), wb = gpu::pow_base(base, b.m - a.m);
+    a.z = a.z * wa + b.z * wb;
+    for (int64_t i = 0; i < dv; ++i) n_a[i] = n_a[i] * wa + n_b[i] * wb;
+    return;
+  }
+  if (gpu::is_empty_lse(b.m) && m != Mutant::empty_nan_leak) return;
+  if (gpu::is_empty_lse(a.m)) {
+    a = b;
+    for (int64_t i = 0; i < dv; ++i) n_a[i] = n_b[i];
+    return;
+  }
+  if (m == Mutant::merge_unweighted_mean) {
+    a.m = std::max(a.m, b.m);
+    a.z += b.z;
+    for (int64_t i = 0; i < dv; ++i) n_a[i] += n_b[i];
+    return;
+  }
+  const float mx = m == Mutant::merge_no_max_shift ? 0.0f : std::max(a.m, b.m);
+  const LseBase wbase = m == Mutant::merge_base_mismatch ? other_base(base) : base;
+  const float wa = gpu::pow_base(wbase, a.m - mx), wb = gpu::pow_base(wbase, b.m - mx);
+  a.z = a.z * wa + b.z * wb;
+  for (int64_t i = 0; i < dv; ++i) n_a[i] = n_a[i] * wa + n_b[i] * wb;
+  a.m = mx;
+}
+
+float finish(Mutant m, LseBase base, const MergeAcc& a, float* n, int64_t dv) {
+  if (gpu::is_empty_lse(a.m) && m != Mutant::empty_nan_leak) {
+    for (int64_t i = 0; i < dv; ++i) n[i] = 0.0f;
+    if (m == Mutant::empty_lse_zero) return 0.0f;
+    if (m == Mutant::empty_lse_pos_inf) return -gpu::kEmptyLseF;
+    return gpu::kEmptyLseF;
+  }
+  for (int64_t i = 0; i < dv; ++i) n[i] = n[i] / a.z;
+  return a.m + gpu::log_base(base, a.z);
+}
+
+// A fold of n partials (acc, num [n, dv]) in the schedule's order with the buggy merge.
+template <class Sched>
+float fold(Mutant m, LseBase base, const Sched& sc, std::vector<MergeAcc>& acc,
+           std::vector<float>& num, int64_t dv, float* out) {
+  for (int32_t st = 0; st < sc.steps; ++st)
+    merge_into(m, base, acc[static_cast<size_t>(sc.dst[st])], &num[static_cast<size_t>(sc.dst[st] * dv)],
+               acc[static_cast<size_t>(sc.src[st])], &num[static_cast<size_t>(sc.src[st] * dv)], dv);
+  float* n = &num[static_cast<size_t>(sc.root * dv)];
+  const float l = finish(m, base, acc[static_cast<size_t>(sc.root)], n, dv);
+  std::copy_n(n, dv, out);
+  return l;
+}
+
+// ---- the keys a rank attends to, with a bug --------------------------------------------------
+
+bool buggy_keys(Mutant m) {
+  return in_family(m, {Mutant::causal_on_local_rows, Mutant::window_on_local_rows,
+                       Mutant::window_off_by_one, Mutant::topk_as_local_rows,
+                       Mutant::topk_pad_last_rank, Mutant::count_off_by_one,
+                       Mutant::split_boundary_duplicate});
+}
+
+// The rank-local rows query t attends to, in order, as a kernel with bug m finds them.
+std::vector<int64_t> visible_rows(Mutant m, const PartialAttentionParams& p, int64_t t) {
+  std::vector<int64_t> rows;
+  const gpu::DcpLayout& lay = p.layout;
+  const int64_t qp = p.q_pos[t];
+  const int64_t hi = p.causal ? std::min(p.seq, qp + 1) : p.seq;
+  const int64_t first = m == Mutant::window_off_by_one ? qp - p.window : qp - p.window + 1;
+  const int64_t lo = p.window > 0 ? std::max<int64_t>(0, first) : 0;
+  const int64_t shift = m == Mutant::count_off_by_one ? 1 : 0;  // count(r, x) over [0, x]
+  if (hi <= lo) return rows;
+  if (p.topk != nullptr) {
+    for (int64_t x = 0; x < p.topk_k; ++x) {
+      const int64_t pos = p.topk[t * p.topk_k + x];
+      if (pos == -1 && m == Mutant::topk_pad_last_rank) {
+        if (p.rank == lay.ranks - 1 && p.rows > 0) rows.push_back(p.rows - 1);
+        continue;
+      }
+      if (pos < lo || pos >= hi) continue;
+      if (m == Mutant::topk_as_local_rows) {
+        if (pos < p.rows) rows.push_back(pos);
+        continue;
+      }
+      if (lay.owner(pos) == p.rank) rows.push_back(lay.row(pos));
+    }
+    std::sort(rows.begin(), rows.end());
+  } else {
+    int64_t r_lo = lay.count(p.rank, lo + shift), r_hi = lay.count(p.rank, hi + shift);
+    if (m == Mutant::causal_on_local_rows && p.causal) r_hi = std::min(p.rows, qp + 1);
+    if (m == Mutant::window_on_local_rows && p.window > 0) r_lo = lo;
+    for (int64_t r = r_lo; r < r_hi; ++r) rows.push_back(r);
+  }
+  if (m == Mutant::split_boundary_duplicate) {  // each split also takes the next one's first key
+    const auto nk = static_cast<int64_t>(rows.size());
+    std::vector<int64_t> dup;
+    for (int64_t sp = 0; sp < p.splits; ++sp) {
+      const int64_t k0 = nk * sp / p.splits, k1 = nk * (sp + 1) / p.splits;
+      dup.insert(dup.end(), rows.begin() + k0, rows.begin() + k1);
+      if (sp + 1 < p.splits && k1 < nk) dup.push_back(rows[static_cast<size_t>(k1)]);
+    }
+    rows = dup;
+  }
+  return rows;
+}
+
+// ---- a buggy online softmax ------------------------------------------------------------------
+
+bool buggy_softmax(Mutant m) {
+  return in_family(m, {Mutant::zero_initial_max, Mutant::softcap_after_mask,
+                       Mutant::bf16_accumulation});
+}
+
+// The attention of every (t, h) of p in one split with bug m, online over tiles of p.tile keys.
+void buggy_attention(Mutant m, const PartialAttentionParams& p) {
+  const int64_t H = p.heads, dk = p.head_dim, dv = p.v_dim;
+  const int64_t group = p.q_heads_total / p.kv_heads_total;
+  const LseBase base = p.base;
+  std::vector<float> num(static_cast<size_t>(dv));
+  for (int64_t t = 0; t < p.tokens; ++t) {
+    std::vector<int64_t> rows = visible_rows(Mutant::none, p, t);
+    std::vector<char> masked;  // softcap_after_mask: which of the rank's rows the masks remove
+    if (m == Mutant::softcap_after_mask && p.softcap > 0.0f) {
+      masked.assign(static_cast<size_t>(p.rows), 1);
+      for (const int64_t r : rows) masked[static_cast<size_t>(r)] = 0;
+      rows.resize(static_cast<size_t>(p.rows));
+      for (int64_t r = 0; r < p.rows; ++r) rows[static_cast<size_t>(r)] = r;
+    }
+    const auto nk = static_cast<int64_t>(rows.size());
+    for (int64_t h = 0; h < H; ++h) {
+      const float* q = p.q + (t * H + h) * dk;
+      const int64_t g = (p.head0 + h) / group - p.kv_head0;
+      MergeAcc a = m == Mutant::zero_initial_max ? MergeAcc{0.0f, 0.0f} : MergeAcc{};
+      std::fill(num.begin(), num.end(), 0.0f);
+      for (int64_t t0 = 0; t0 < nk; t0 += p.tile) {
+        const int64_t t1 = std::min(nk, t0 + p.tile);
+        std::vector<float> s(static_cast<size_t>(t1 - t0));
+        float m_tile = gpu::kEmptyLseF;
+        for (int64_t x = t0; x < t1; ++x) {
+          const int64_t row = rows[static_cast<size_t>(x)];
+          const float* kr = p.kv.key(row, g);
+          float dot = 0.0f;
+          for (int64_t i = 0; i < dk; ++i) dot += q[i] * kr[i];
+          float sc = dot * p.scale;
+          if (p.softcap > 0.0f) sc = p.softcap * std::tanh(sc / p.softcap);
+          if (!masked.empty() && masked[static_cast<size_t>(row)]) sc = -p.softcap;
+          sc = gpu::to_base_units(base, sc);
+          s[static_cast<size_t>(x - t0)] = sc;
+          m_tile = std::max(m_tile, sc);
+        }
+        const float m_new = std::max(a.m, m_tile);
+        const float alpha = gpu::is_empty_lse(a.m) ? 0.0f : gpu::pow_base(base, a.m - m_new);
+        a.z *= alpha;
+        for (float& n : num) n *= alpha;
+        for (int64_t x = t0; x < t1; ++x) {
+          const float w = gpu::pow_base(base, s[static_cast<size_t>(x - t0)] - m_new);
+          a.z += w;
+          const float* vr = p.kv.value(rows[static_cast<size_t>(x)], g);
+          for (int64_t i = 0; i < dv; ++i) {
+            const float n = num[static_cast<size_t>(i)] + w * vr[i];
+            num[static_cast<size_t>(i)] = m == Mutant::bf16_accumulation ? gpu::round_bf16(n) : n;
+          }
+        }
+        a.m = m_new;
+      }
+      if (p.sink != nullptr) {
+        const float sg = gpu::to_base_units(base, p.sink[h]);
+        const float m_new = std::max(a.m, sg);
+        const float alpha = gpu::is_empty_lse(a.m) ? 0.0f : gpu::pow_base(base, a.m - m_new);
+        a.z = a.z * alpha + gpu::pow_base(base, sg - m_new);
+        for (float& n : num) n *= alpha;
+        a.m = m_new;
+      }
+      float* o = p.o + (t * H + h) * dv;
+      std::copy(num.begin(), num.end(), o);
+      p.lse[t * H + h] = gpu::finish(base, a, o, dv);
+    }
+  }
+}
+
+// ---- the host device with one bug -------------------------------------------------------------
+
+class MutantDevice : public gpu::HostDevice {
+ public:
+  MutantDevice(gpu::Communicator& comm, Mutant m, const gpu::DcpInputs& in)
+      : HostDevice(&comm), m_(m), in_(in) {}
+
+  GpuStatus kv_write(const body::KvWrite& a);
+  GpuStatus partial_attention(const PartialAttentionParams& p);
+  GpuStatus agrs_scale(const body::AgRsScale<Schedule>& a);
+  GpuStatus a2a_pack(const body::A2aPack& a);
+  GpuStatus a2a_combine(const body::A2aCombine<Schedule>& a);
+
+ private:
+  GpuStatus attention_with_args(PartialAttentionParams p);
+  GpuStatus attention_per_head(const PartialAttentionParams& p);
+  GpuStatus attention_with_keys(PartialAttentionParams p);
+  void attention_buggy_split_merge(const PartialAttentionParams& p);
+  void corrupt_empty_partials(const PartialAttentionParams& p) const;
+  Mutant m_;
+  const gpu::DcpInputs& in_;
+};
+
+// layout.hpp's share and inverse with the layout family's bugs, as a cache write uses them.
+GpuStatus MutantDevice::kv_write(const body::KvWrite& a) {
+  if (!in_family(m_, {Mutant::chunk_share_uniform, Mutant::chunk_share_no_phase,
+                      Mutant::position_no_interleave}))
+    return HostDevice::kv_write(a);
+  const gpu::DcpLayout& lay = a.layout;
+  const int64_t n = lay.ranks, first = lay.count(a.rank, a.pos0);
+  const int64_t share = m_ == Mutant::chunk_share_uniform
+                            ? a.len / n + (a.rank < a.len % n ? 1 : 0)
+                        : m_ == Mutant::chunk_share_no_phase
+                            ? lay.count(a.rank, a.len)
+                            : lay.count(a.rank, a.pos0 + a.len) - first;
+  const gpu::KvView& c = a.cache;
+  if (first + share > c.rows)
+    return DCP_GPU_ERROR("kv write: rank ", a.rank, " needs ", first + share, " rows, holds ",
+                         c.rows);
+  for (int64_t row = first; row < first + share; ++row) {
+    const int64_t pos = m_ == Mutant::position_no_interleave ? row * n + a.rank
+                                                             : lay.position(a.rank, row);
+    const int64_t i = pos - a.pos0;
+    if (i < 0 || i >= a.len)
+      return DCP_GPU_ERROR("kv write: rank ", a.rank, " row ", row, " maps to position ", pos,
+                           ", outside the chunk [", a.pos0, ", ", a.pos0 + a.len, ")");
+    for (int64_t g = 0; g < c.kv_heads; ++g) {
+      for (int64_t x = 0; x < c.head_dim; ++x)
+        c.key(row, g)[x] = gpu::round_to(a.dtype, a.k[(i * c.kv_heads + g) * c.head_dim + x]);
+      if (!a.latent)
+        for (int64_t x = 0; x < c.v_dim; ++x)
+          c.value(row, g)[x] = gpu::round_to(a.dtype, a.v[(i * c.kv_heads + g) * c.v_dim + x]);
+    }
+    c.written[row] = 1;
+  }
+  return {};
+}
+
+GpuStatus MutantDevice::partial_attention(const PartialAttentionParams& p) {
+  if (buggy_softmax(m_)) {
+    buggy_attention(m_, p);
+    return {};
+  }
+  if (buggy_keys(m_)) return attention_with_keys(p);
+  if (m_ == Mutant::gqa_head_mod || m_ == Mutant::gqa_local_ratio) return attention_per_head(p);
+  if (buggy_merges(m_)) {
+    attention_buggy_split_merge(p);
+    corrupt_empty_partials(p);
+    return {};
+  }
+  return attention_with_args(p);
+}
+
+// The production attention with the bug in its arguments (or none).
+GpuStatus MutantDevice::attention_with_args(PartialAttentionParams p) {
+  switch (m_) {
+    case Mutant::scale_missing: p.scale = 1.0f; break;
+    case Mutant::scale_twice: p.scale *= p.scale; break;
+    case Mutant::exp2_without_log2e:  // natural-unit logits taken as base-2 units
+      if (p.base == LseBase::two) {
+        p.scale /= gpu::kLog2eF;
+        p.softcap /= gpu::kLog2eF;
+      }
+      break;
+    case Mutant::sink_missing: p.sink = nullptr; break;
+    case Mutant::sink_on_every_rank:
+      if (!in_.sink.empty()) p.sink = &in_.sink[static_cast<size_t>(p.head0)];
+      break;
+    default: break;
+  }
+  return HostDevice::partial_attention(p);
+}
+
+// Each head alone through the production attention, reading the KV head the bug maps it to.
+GpuStatus MutantDevice::attention_per_head(const PartialAttentionParams& p) {
+  const int64_t T = p.tokens, H = p.heads, dk = p.head_dim, dv = p.v_dim;
+  std::vector<float> q(static_cast<size_t>(T * dk)), o(static_cast<size_t>(T * dv)),
+      lse(static_cast<size_t>(T));
+  for (int64_t h = 0; h < H; ++h) {
+    const int64_t g = m_ == Mutant::gqa_head_mod
+                          ? std::clamp<int64_t>((p.head0 + h) % p.kv_heads_total - p.kv_head0, 0,
+                                                p.kv.kv_heads - 1)
+                          : std::min<int64_t>(h / std::max<int64_t>(1, H / p.kv.kv_heads),
+                                              p.kv.kv_heads - 1);
+    for (int64_t t = 0; t < T; ++t) std::copy_n(p.q + (t * H + h) * dk, dk, &q[static_cast<size_t>(t * dk)]);
+    PartialAttentionParams ph = p;
+    ph.q = q.data();
+    ph.heads = 1;
+    ph.q_heads_total = ph.kv_heads_total = 1;  // query head head0 reads KV head head0 ...
+    ph.head0 = p.kv_head0 + g;                 // ... the local head g
+    ph.sink = p.sink != nullptr ? p.sink + h : nullptr;
+    ph.o = o.data();
+    ph.lse = lse.data();
+    DCP_GPU_TRY(HostDevice::partial_attention(ph));
+    for (int64_t t = 0; t < T; ++t) {
+      std::copy_n(&o[static_cast<size_t>(t * dv)], dv, p.o + (t * H + h) * dv);
+      p.lse[t * H + h] = lse[static_cast<size_t>(t)];
+    }
+  }
+  return {};
+}
+
+// The production attention over the keys the bug selects, handed to it as a top-k list.
+GpuStatus MutantDevice::attention_with_keys(PartialAttentionParams p) {
+  std::vector<std::vector<int64_t>> lists(static_cast<size_t>(p.tokens));
+  int64_t k = 1;
+  for (int64_t t = 0; t < p.tokens; ++t) {
+    lists[static_cast<size_t>(t)] = visible_rows(m_, p, t);
+    k = std::max<int64_t>(k, static_cast<int64_t>(lists[static_cast<size_t>(t)].size()));
+  }
+  std::vector<int64_t> topk(static_cast<size_t>(p.tokens * k), -1);
+  for (int64_t t = 0; t < p.tokens; ++t) {
+    const std::vector<int64_t>& l = lists[static_cast<size_t>(t)];
+    for (size_t x = 0; x < l.size(); ++x)
+      topk[static_cast<size_t>(t * k) + x] = p.layout.position(p.rank, l[x]);
+  }
+  p.topk = topk.data();
+  p.topk_k = k;
+  p.causal = false;  // the list already holds exactly the keys to read
+  p.window = 0;
+  return HostDevice::partial_attention(p);
+}
+
+// The production attention blocks, then the split partials merged with the buggy merge.
+void MutantDevice::attention_buggy_split_merge(const PartialAttentionParams& p) {
+  std::vector<float> split_o, split_lse;
+  attention_blocks(p, split_o, split_lse);
+  const int64_t rows = p.tokens * p.heads, dv = p.v_dim;
+  for (int64_t x = 0; x < rows; ++x) {
+    MergeAcc total = MergeAcc::from_partial(split_lse[static_cast<size_t>(x)]);
+    float* o = p.o + x * dv;
+    std::copy_n(&split_o[static_cast<size_t>(x * dv)], dv, o);
+    for (int64_t sp = 1; sp < p.splits; ++sp)
+      merge_into(m_, p.base, total, o,
+                 MergeAcc::from_partial(split_lse[static_cast<size_t>(sp * rows + x)]),
+                 &split_o[static_cast<size_t>((sp * rows + x) * dv)], dv);
+    p.lse[x] = finish(m_, p.base, total, o, dv);
+  }
+}
+
+// Empty partials as the empty-shard bugs report them.
+void MutantDevice::corrupt_empty_partials(const PartialAttentionParams& p) const {
+  const int64_t rows = p.tokens * p.heads;
+  for (int64_t x = 0; x < rows; ++x) {
+    if (!gpu::is_empty_lse(p.lse[x])) continue;
+    if (m_ == Mutant::empty_lse_zero) p.lse[x] = 0.0f;
+    if (m_ == Mutant::empty_lse_pos_inf) p.lse[x] = -gpu::kEmptyLseF;
+    if (m_ == Mutant::empty_nan_leak)  // 0 / 0
+      std::fill_n(p.o + x * p.v_dim, p.v_dim, std::numeric_limits<float>::quiet_NaN());
+  }
+}
+
+GpuStatus MutantDevice::agrs_scale(const body::AgRsScale<Schedule>& a) {
+  if (m_ == Mutant::rs_lse_wrong_slice) {  // the next rank's slice of the group LSE
+    body::AgRsScale<Schedule> b = a;
+    b.me = (a.me + 1) % a.shape.ranks;
+    return HostDevice::agrs_scale(b);
+  }
+  if (!buggy_merges(m_)) {
+    DCP_GPU_TRY(HostDevice::agrs_scale(a));
+  } else {
+    const body::CombineShape& sh = a.shape;
+    const int64_t n = sh.ranks, hg = sh.group_heads(), dv = sh.v_dim;
+    std::vector<MergeAcc> acc(static_cast<size_t>(n));
+    std::vector<float> none;
+    for (int64_t y = 0; y < sh.dest_rows(); ++y) {
+      const int64_t dst = y / (sh.tokens * sh.local_heads), t = y / sh.local_heads % sh.tokens,
+                    hl = y % sh.local_heads, x = sh.group_head_of(y);
+      for (int64_t r = 0; r < n; ++r)
+        acc[static_cast<size_t>(r)] = MergeAcc::from_partial(a.lse_all[r * sh.tokens * hg + x]);
+      std::vector<float> num(static_cast<size_t>(n), 0.0f);
+      float unused = 0.0f;
+      const float lg = fold(m_, a.base, a.sched, acc, num, 0, &unused);
+      const float lr = a.partial_lse[x];
+      const float w = gpu::is_empty_lse(lr) ? 0.0f : gpu::pow_base(a.base, lr - lg);
+      for (int64_t i = 0; i < dv; ++i) a.send[y * dv + i] = w * a.partial_o[x * dv + i];
+      if (dst == a.me) a.lse_out[t * sh.local_heads + hl] = lg;
+    }
+  }
+  if (m_ == Mutant::lse_out_wrong_base)
+    for (int64_t i = 0; i < a.shape.tokens * a.shape.local_heads; ++i)
+      a.lse_out[i] = a.base == LseBase::e ? a.lse_out[i] * gpu::kLog2eF : a.lse_out[i] / gpu::kLog2eF;
+  return {};
+}
+
+GpuStatus MutantDevice::a2a_pack(const body::A2aPack& a) {
+  DCP_GPU_TRY(HostDevice::a2a_pack(a));
+  const body::CombineShape& sh = a.shape;
+  const int64_t w = sh.v_dim + 1, block = sh.tokens * sh.local_heads * w;
+  if (m_ == Mutant::a2a_slices_permuted) {  // destination d gets the heads of d + 1
+    const std::vector<float> packed(a.send, a.send + sh.ranks * block);
+    for (int64_t d = 0; d < sh.ranks; ++d)
+      std::copy_n(&packed[static_cast<size_t>((d + 1) % sh.ranks * block)], block, a.send + d * block);
+  }
+  if (m_ == Mutant::a2a_lse_bf16)
+    for (int64_t y = 0; y < sh.dest_rows(); ++y) a.send[y * w + sh.v_dim] = gpu::round_bf16(a.send[y * w + sh.v_dim]);
+  return {};
+}
+
+GpuStatus MutantDevice::a2a_combine(const body::A2aCombine<Schedule>& a) {
+  if (!buggy_merges(m_)) {
+    DCP_GPU_TRY(HostDevice::a2a_combine(a));
+  } else {
+    const body::CombineShape& sh = a.shape;
+    const int64_t n = sh.ranks, dv = sh.v_dim, w = dv + 1, block = sh.tokens * sh.local_heads * w;
+    std::vector<MergeAcc> acc(static_cast<size_t>(n));
+    std::vector<float> num(static_cast<size_t>(n * dv));
+    for (int64_t y = 0; y < sh.tokens * sh.local_heads; ++y) {
+      for (int64_t r = 0; r < n; ++r) {
+        const float* in = a.recv + r * block + y * w;
+        acc[static_cast<size_t>(r)] = MergeAcc::from_partial(in[dv]);
+        std::copy_n(in, dv, &num[static_cast<size_t>(r * dv)]);
+      }
+      a.lse[y] = fold(m_, a.base, a.sched, acc, num, dv, a.o + y * dv);
+    }
+  }
+  if (m_ == Mutant::lse_out_wrong_base)
+    for (int64_t i = 0; i < a.shape.tokens * a.shape.local_heads; ++i)
+      a.lse[i] = a.base == LseBase::e ? a.lse[i] * gpu::kLog2eF : a.lse[i] / gpu::kLog2eF;
+  return {};
+}
+
+}  // namespace
+
+bool planted_in_step(Mutant m) { return m != Mutant::none && (mutant_info(m).where & kInStep); }
+
+gpu::RankStep mutant_step(Mutant m) {
+  return [m](gpu::Communicator& comm, const gpu::DcpInputs& in, const gpu::DcpConfig& cfg,
+             int64_t tp_rank) -> gpu::Result<gpu::RankStepOutput> {
+    MutantDevice dev(comm, m, in);
+    return gpu::device_step(dev, in, cfg, tp_rank);
+  };
+}
+
+}  // namespace dcp::mutants
