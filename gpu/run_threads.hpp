@@ -46,7 +46,7 @@ void place_rank_output(const DcpGeometry& geo, const AttentionDims& d, int64_t t
                        const RankStepOutput& r, GroupRun& run);
 
 // One TP rank's step given its DCP-group communicator: the host device's (run_tp_rank) unless a
-// caller supplies another (the mutation catalogue's planted bugs, mutants/).
+// caller supplies another (a test seam: a device with a planted bug, say).
 using RankStep = std::function<Result<RankStepOutput>(Communicator&, const DcpInputs&,
                                                       const DcpConfig&, int64_t tp_rank)>;
 

@@ -4,9 +4,9 @@
 // a one-line message and the file:line that raised it; Result<T> holds a T or a failed status.
 // Nothing in gpu/ throws for bad input or calls exit().
 //
-//   Result<RankKvCache> cache = RankKvCache::create(spec);
+//   Result<HostKvCache> cache = build_rank_cache(in, cfg, tp_rank);
 //   if (!cache) return cache.status();
-//   DCP_GPU_TRY(cache->write_chunk(...));
+//   DCP_GPU_TRY(write_device_chunk(dev, *cache, pos0, len, k, v));
 //   DCP_GPU_ASSIGN(spec, rank_cache_spec(in, cfg, tp_rank));   // spec: the value, or return
 //   return DCP_GPU_ERROR("dcp_size ", n, " must divide tp_size ", tp);
 #pragma once

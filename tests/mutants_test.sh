@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The mutation catalogue in CI: every planted bug of gpu/mutants.hpp is killed by the property
+# The mutation catalogue in CI: every bug of mutants/catalogue.hpp planted in the step is killed by the property
 # suite with a shrunk counterexample, and the correct path raises no false alarm. Also checks that
 # the runner reports a survivor (a mutant given too few cases) as a failure.
 # Usage: mutants_test.sh path/to/dcp-verify SEED CASES

@@ -1,11 +1,11 @@
 // mutants_cmd.hpp — `dcp-verify mutants`: the mutation catalogue against the property suite.
 //
 // First the unmutated path runs every property (a failure there is a false alarm); then each
-// mutant of gpu/mutants.hpp is switched on in turn and the properties run until one fails. One
+// mutant of mutants/catalogue.hpp planted in the step runs in turn (the host backend with that
+// bug at its device seam, mutants/mutant_device.hpp) and the properties run until one fails. One
 // row per mutant: killed or survived, the cases until the kill, the property that killed it, the
 // shrink steps and the shrunk counterexample's shape. The last line reads
 // "mutants: K/M killed, F false alarms"; exit 1 if a mutant survives or the unmutated path fails.
-// Only test builds carry the mutants (DCP_MUTANTS); other builds say so and exit 2.
 #pragma once
 
 #include "tools/command.hpp"

@@ -30,7 +30,7 @@ class BlockEmulator;
 
 enum class ThreadOrder { ascending, descending };
 
-// What a kernel body sees of its block (the Block of kernel_bodies.hpp).
+// What a kernel body sees of its block (the Block of gpu/kernels/bodies.hpp).
 class EmulatedThread {
  public:
   int tid() const { return tid_; }

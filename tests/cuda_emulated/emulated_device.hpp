@@ -2,7 +2,7 @@
 // memory, each launcher of kernels.hpp replaced by its grid run thread by thread (the attention
 // blocks through the block emulator), the collectives through the threads communicator.
 //
-// The kernel bodies (kernel_bodies.hpp), the launchers' checks and the step's orchestration
+// The kernel bodies (gpu/kernels/bodies.hpp), the launchers' checks and the step's orchestration
 // (device_step.hpp) are the code the GPU runs; this file only stands in for the hardware, with
 // the same grids as kernels.cu. What it cannot vouch for: device memory and copies, streams,
 // the shuffle-based block max, the single-GPU and NCCL communicators.

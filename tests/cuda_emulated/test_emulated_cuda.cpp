@@ -1,6 +1,6 @@
-// The CUDA backend's kernel bodies and step orchestration, run on the CPU (emulated_device.hpp)
-// and compared bit for bit with the host backend, and judged by the oracle through the property
-// suite. Needs no GPU: this is how CI exercises the code the GPU runs. The GPU itself (memory,
+// The CUDA backend's kernel bodies and step orchestration, run on the CPU with the CUDA grids'
+// block and thread structure (emulated_device.hpp), compared bit for bit with the host backend
+// (the same bodies, one thread per block), and judged by the oracle through the property suite. Needs no GPU: this is how CI exercises the code the GPU runs. The GPU itself (memory,
 // streams, launches, shuffles, the device communicators) is tests/gpu's.
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
@@ -119,7 +119,8 @@ TEST(BlockEmulator, TheTwoOrdersExposeARaceWithinAPhase) {
 
 // Random DCP steps (N, TP, layouts, chunked writes, every variant, dtypes, bases, combines, q
 // paths, orders, tiles, split-KV): the emulated CUDA step equals the host backend bit for bit —
-// the same fp32 operations in the same order, so any difference is an indexing or logic bug.
+// the same bodies, with 128-thread blocks and barriers against one thread per block, so any
+// difference is a bug in how a body shares work among a block's threads.
 RC_GTEST_PROP(EmulatedCudaStep, EqualsTheHostBackendBitForBit, ()) {
   DcpLimits lim;
   lim.max_dcp = 8;
