@@ -3,8 +3,9 @@
 //   BM_PartialAttention/N  one rank's partial attention over its 1/N of an MLA-latent context
 //                          (16 gathered heads, Dk 576 = 512 + 64, Dv 512, S = 8192); N = 1 is the
 //                          whole context on one rank. Counter: head_keys/s (query heads x keys).
-//   BM_Combine/N/strategy  the a2a local LSE merge or the ag_rs scaling of N partials for
-//                          T x Hq rows of Dv (the work of step 3 on one rank, without transport).
+//   BM_Combine/N/strategy  the host device's a2a combine (merge of N partials) or ag_rs scaling
+//                          (group LSE over N, scaled partial) for T x Hq rows of Dv: step 3's
+//                          kernels on one rank, without transport.
 //                          Counter: rows/s.
 //   BM_Step/N/strategy     one whole decode step of a DCP group on the threads communicator.
 // tools/bench-dcp prints each as a ratio to its N = 1 baseline.
@@ -81,42 +82,39 @@ BENCHMARK(BM_PartialAttention)->Arg(1)->Arg(2)->Arg(4)->Arg(8)->Unit(benchmark::
 void BM_Combine(benchmark::State& state) {
   const int64_t n = state.range(0);
   const bool a2a = state.range(1) == 1;
-  constexpr int64_t kRows = 64 * 128;  // T x Hq rows (a batch of 64 tokens, 128 heads)
-  constexpr int64_t kDvC = 128;
-  const std::vector<float> o = randoms(static_cast<size_t>(n * kRows * kDvC), 3);
-  const std::vector<float> l = randoms(static_cast<size_t>(n * kRows), 4);
-  std::vector<float> out(static_cast<size_t>(kRows * kDvC)), num(static_cast<size_t>(n * kDvC));
-  std::vector<MergeAcc> acc(static_cast<size_t>(n));
-  for (auto _ : state) {
-    for (int64_t r = 0; r < kRows; ++r) {
-      float* dst = &out[static_cast<size_t>(r * kDvC)];
-      if (a2a) {  // merge the N partials' states
-        for (int64_t s = 0; s < n; ++s) {
-          acc[static_cast<size_t>(s)] =
-              MergeAcc::from_partial(l[static_cast<size_t>(s * kRows + r)]);
-          std::copy_n(&o[static_cast<size_t>((s * kRows + r) * kDvC)], kDvC,
-                      &num[static_cast<size_t>(s * kDvC)]);
-        }
-        for (int64_t s = 1; s < n; ++s)
-          merge_into(LseBase::e, acc[0], num.data(), acc[static_cast<size_t>(s)],
-                     &num[static_cast<size_t>(s * kDvC)], kDvC);
-        std::copy_n(num.data(), kDvC, dst);
-        finish(LseBase::e, acc[0], dst, kDvC);
-      } else {  // global LSE, then the scaled sum a ReduceScatter would perform
-        MergeAcc g = MergeAcc::from_partial(l[static_cast<size_t>(r)]);
-        for (int64_t s = 1; s < n; ++s)
-          merge_into(LseBase::e, g, nullptr,
-                     MergeAcc::from_partial(l[static_cast<size_t>(s * kRows + r)]), nullptr, 0);
-        const float lg = finish(LseBase::e, g, nullptr, 0);
-        std::fill(dst, dst + kDvC, 0.0f);
-        for (int64_t s = 0; s < n; ++s) {
-          const float w = pow_base(LseBase::e, l[static_cast<size_t>(s * kRows + r)] - lg);
-          const float* src = &o[static_cast<size_t>((s * kRows + r) * kDvC)];
-          for (int64_t i = 0; i < kDvC; ++i) dst[i] += w * src[i];
-        }
-      }
+  constexpr int64_t kTokensC = 64, kHeadsC = 128;  // T x Hq rows: a batch of 64 tokens, 128 heads
+  constexpr int64_t kRows = kTokensC * kHeadsC, kDvC = 128;
+  HostDevice dev(nullptr);
+  const auto sched = make_schedule<HostDevice::Schedule>(n, ReduceOrder::sequential, 0);
+  if (!sched) state.SkipWithError(sched.status().message().c_str());
+  std::vector<float> o(static_cast<size_t>(kRows * kDvC)), lse(static_cast<size_t>(kRows));
+  if (a2a) {  // after the All-to-All: merge N partials of every (t, head) this rank keeps
+    const std::vector<float> recv = randoms(static_cast<size_t>(n * kRows * (kDvC + 1)), 3);
+    const body::A2aCombine<HostDevice::Schedule> c{.shape = {kTokensC, kHeadsC, kDvC, n},
+                                                   .sched = *sched,
+                                                   .recv = recv.data(),
+                                                   .o = o.data(),
+                                                   .lse = lse.data()};
+    for (auto _ : state) {
+      if (!dev.a2a_combine(c)) state.SkipWithError("a2a combine failed");
+      benchmark::DoNotOptimize(o.data());
     }
-    benchmark::DoNotOptimize(out.data());
+  } else {  // after the LSE AllGather: the group LSE and the scaled partial of every row
+    const std::vector<float> po = randoms(static_cast<size_t>(kRows * kDvC), 3);
+    const std::vector<float> pl = randoms(static_cast<size_t>(kRows), 4);
+    const std::vector<float> lse_all = randoms(static_cast<size_t>(n * kRows), 5);
+    std::vector<float> send(static_cast<size_t>(kRows * kDvC));
+    const body::AgRsScale<HostDevice::Schedule> c{.shape = {kTokensC, kHeadsC / n, kDvC, n},
+                                                  .sched = *sched,
+                                                  .partial_o = po.data(),
+                                                  .partial_lse = pl.data(),
+                                                  .lse_all = lse_all.data(),
+                                                  .send = send.data(),
+                                                  .lse_out = lse.data()};
+    for (auto _ : state) {
+      if (!dev.agrs_scale(c)) state.SkipWithError("ag_rs scale failed");
+      benchmark::DoNotOptimize(send.data());
+    }
   }
   state.counters["rows/s"] =
       benchmark::Counter(static_cast<double>(kRows), benchmark::Counter::kIsIterationInvariantRate);

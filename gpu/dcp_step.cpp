@@ -172,4 +172,3 @@ std::vector<float> rank_queries(const DcpInputs& in, const DcpConfig& cfg, const
 }
 
 }  // namespace dcp::gpu
-

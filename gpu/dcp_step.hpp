@@ -25,12 +25,12 @@
 #include <vector>
 
 #include "gpu/comm/communicator.hpp"
+#include "gpu/kernels/attention_params.hpp"
 #include "gpu/kernels/convention.hpp"
 #include "gpu/kernels/dtype.hpp"
 #include "gpu/kernels/kv_view.hpp"
 #include "gpu/kernels/layout.hpp"
 #include "gpu/kernels/merge.hpp"
-#include "gpu/kernels/attention_params.hpp"
 #include "gpu/status.hpp"
 
 namespace dcp::gpu {

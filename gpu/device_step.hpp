@@ -166,33 +166,30 @@ Result<RankStepOutput> device_step(Device& dev, const DcpInputs& in, const DcpCo
     DCP_GPU_ASSIGN(lse_all, dev.template alloc<float>(static_cast<size_t>(N * T * Hg)));
     DCP_GPU_ASSIGN(send, dev.template alloc<float>(static_cast<size_t>(N * T * Hl * dv)));
     DCP_GPU_TRY(dev.all_gather(pl.data(), T * Hg, lse_all.data()));
-    body::AgRsScale<Schedule> a;
-    a.shape = shape;
-    a.me = me;
-    a.base = cfg.base;
-    a.sched = sched;
-    a.partial_o = po.data();
-    a.partial_lse = pl.data();
-    a.lse_all = lse_all.data();
-    a.send = send.data();
-    a.lse_out = lse.data();
-    DCP_GPU_TRY(dev.agrs_scale(a));
+    DCP_GPU_TRY(dev.agrs_scale(body::AgRsScale<Schedule>{.shape = shape,
+                                                         .me = me,
+                                                         .base = cfg.base,
+                                                         .sched = sched,
+                                                         .partial_o = po.data(),
+                                                         .partial_lse = pl.data(),
+                                                         .lse_all = lse_all.data(),
+                                                         .send = send.data(),
+                                                         .lse_out = lse.data()}));
     DCP_GPU_TRY(
         dev.reduce_scatter_sum(send.data(), T * Hl * dv, o.data(), cfg.order, cfg.order_seed));
   } else {
     const size_t block = static_cast<size_t>(T * Hl * (dv + 1));
     DCP_GPU_ASSIGN(send, dev.template alloc<float>(static_cast<size_t>(N) * block));
     DCP_GPU_ASSIGN(recv, dev.template alloc<float>(static_cast<size_t>(N) * block));
-    DCP_GPU_TRY(dev.a2a_pack(body::A2aPack{shape, po.data(), pl.data(), send.data()}));
+    DCP_GPU_TRY(dev.a2a_pack(body::A2aPack{
+        .shape = shape, .partial_o = po.data(), .partial_lse = pl.data(), .send = send.data()}));
     DCP_GPU_TRY(dev.all_to_all(send.data(), static_cast<int64_t>(block), recv.data()));
-    body::A2aCombine<Schedule> a;
-    a.shape = shape;
-    a.base = cfg.base;
-    a.sched = sched;
-    a.recv = recv.data();
-    a.o = o.data();
-    a.lse = lse.data();
-    DCP_GPU_TRY(dev.a2a_combine(a));
+    DCP_GPU_TRY(dev.a2a_combine(body::A2aCombine<Schedule>{.shape = shape,
+                                                           .base = cfg.base,
+                                                           .sched = sched,
+                                                           .recv = recv.data(),
+                                                           .o = o.data(),
+                                                           .lse = lse.data()}));
   }
   DCP_GPU_TRY(dev.round(o.data(), T * Hl * dv, cfg.out_dtype));
   DCP_GPU_TRY(dev.round(lse.data(), T * Hl, cfg.out_dtype));

@@ -94,14 +94,14 @@ GroupRun empty_group_run(const DcpGeometry& geo, const AttentionDims& d) {
   return run;
 }
 
-Result<GroupRun> run_dcp_threads(const DcpInputs& in, const DcpConfig& cfg,
-                                 const RankStep& step) {
+Result<GroupRun> run_dcp_threads(const DcpInputs& in, const DcpConfig& cfg, const RankStep& step) {
   DCP_GPU_TRY(validate_inputs(in, cfg));
   const DcpGeometry geo = *DcpGeometry::create(cfg, in.dims);
   const AttentionDims& d = in.dims;
   GroupRun run = empty_group_run(geo, d);
   DCP_GPU_TRY(for_each_tp_rank_threads(geo, cfg.deadline, [&](int64_t tp_rank, Communicator& comm) {
-    Result<RankStepOutput> r = step ? step(comm, in, cfg, tp_rank) : run_tp_rank(comm, in, cfg, tp_rank);
+    Result<RankStepOutput> r =
+        step ? step(comm, in, cfg, tp_rank) : run_tp_rank(comm, in, cfg, tp_rank);
     if (!r) return r.status();
     place_rank_output(geo, d, tp_rank, *r, run);  // disjoint heads and partial slots
     return GpuStatus();

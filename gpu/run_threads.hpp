@@ -13,8 +13,8 @@
 #include <functional>
 #include <vector>
 
-#include "gpu/dcp_step.hpp"
 #include "gpu/comm/rendezvous.hpp"
+#include "gpu/dcp_step.hpp"
 
 namespace dcp::gpu {
 

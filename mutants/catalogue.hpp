@@ -62,7 +62,7 @@ enum class Mutant : uint8_t {
   drop_token,       // the highest-scoring visible key of each row is skipped
   duplicate_token,  // ... or counted twice
   lost_token,       // the last shard loses its highest-scoring key (one rank's KV write lost)
-  count,              // (the number of entries, none included)
+  count,            // (the number of entries, none included)
 };
 
 // Where a mutant is planted (a mask).

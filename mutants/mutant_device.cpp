@@ -75,8 +75,9 @@ template <class Sched>
 float fold(Mutant m, LseBase base, const Sched& sc, std::vector<MergeAcc>& acc,
            std::vector<float>& num, int64_t dv, float* out) {
   for (int32_t st = 0; st < sc.steps; ++st)
-    merge_into(m, base, acc[static_cast<size_t>(sc.dst[st])], &num[static_cast<size_t>(sc.dst[st] * dv)],
-               acc[static_cast<size_t>(sc.src[st])], &num[static_cast<size_t>(sc.src[st] * dv)], dv);
+    merge_into(m, base, acc[static_cast<size_t>(sc.dst[st])],
+               &num[static_cast<size_t>(sc.dst[st] * dv)], acc[static_cast<size_t>(sc.src[st])],
+               &num[static_cast<size_t>(sc.src[st] * dv)], dv);
   float* n = &num[static_cast<size_t>(sc.root * dv)];
   const float l = finish(m, base, acc[static_cast<size_t>(sc.root)], n, dv);
   std::copy_n(n, dv, out);
@@ -86,10 +87,10 @@ float fold(Mutant m, LseBase base, const Sched& sc, std::vector<MergeAcc>& acc,
 // ---- the keys a rank attends to, with a bug --------------------------------------------------
 
 bool buggy_keys(Mutant m) {
-  return in_family(m, {Mutant::causal_on_local_rows, Mutant::window_on_local_rows,
-                       Mutant::window_off_by_one, Mutant::topk_as_local_rows,
-                       Mutant::topk_pad_last_rank, Mutant::count_off_by_one,
-                       Mutant::split_boundary_duplicate});
+  return in_family(
+      m, {Mutant::causal_on_local_rows, Mutant::window_on_local_rows, Mutant::window_off_by_one,
+          Mutant::topk_as_local_rows, Mutant::topk_pad_last_rank, Mutant::count_off_by_one,
+          Mutant::split_boundary_duplicate});
 }
 
 // The rank-local rows query t attends to, in order, as a kernel with bug m finds them.
@@ -139,8 +140,8 @@ std::vector<int64_t> visible_rows(Mutant m, const PartialAttentionParams& p, int
 // ---- a buggy online softmax ------------------------------------------------------------------
 
 bool buggy_softmax(Mutant m) {
-  return in_family(m, {Mutant::zero_initial_max, Mutant::softcap_after_mask,
-                       Mutant::bf16_accumulation});
+  return in_family(
+      m, {Mutant::zero_initial_max, Mutant::softcap_after_mask, Mutant::bf16_accumulation});
 }
 
 // The attention of every (t, h) of p in one split with bug m, online over tiles of p.tile keys.
@@ -240,8 +241,7 @@ GpuStatus MutantDevice::kv_write(const body::KvWrite& a) {
     return HostDevice::kv_write(a);
   const gpu::DcpLayout& lay = a.layout;
   const int64_t n = lay.ranks, first = lay.count(a.rank, a.pos0);
-  const int64_t share = m_ == Mutant::chunk_share_uniform
-                            ? a.len / n + (a.rank < a.len % n ? 1 : 0)
+  const int64_t share = m_ == Mutant::chunk_share_uniform ? a.len / n + (a.rank < a.len % n ? 1 : 0)
                         : m_ == Mutant::chunk_share_no_phase
                             ? lay.count(a.rank, a.len)
                             : lay.count(a.rank, a.pos0 + a.len) - first;
@@ -250,8 +250,8 @@ GpuStatus MutantDevice::kv_write(const body::KvWrite& a) {
     return DCP_GPU_ERROR("kv write: rank ", a.rank, " needs ", first + share, " rows, holds ",
                          c.rows);
   for (int64_t row = first; row < first + share; ++row) {
-    const int64_t pos = m_ == Mutant::position_no_interleave ? row * n + a.rank
-                                                             : lay.position(a.rank, row);
+    const int64_t pos =
+        m_ == Mutant::position_no_interleave ? row * n + a.rank : lay.position(a.rank, row);
     const int64_t i = pos - a.pos0;
     if (i < 0 || i >= a.len)
       return DCP_GPU_ERROR("kv write: rank ", a.rank, " row ", row, " maps to position ", pos,
@@ -286,19 +286,26 @@ GpuStatus MutantDevice::partial_attention(const PartialAttentionParams& p) {
 // The production attention with the bug in its arguments (or none).
 GpuStatus MutantDevice::attention_with_args(PartialAttentionParams p) {
   switch (m_) {
-    case Mutant::scale_missing: p.scale = 1.0f; break;
-    case Mutant::scale_twice: p.scale *= p.scale; break;
+    case Mutant::scale_missing:
+      p.scale = 1.0f;
+      break;
+    case Mutant::scale_twice:
+      p.scale *= p.scale;
+      break;
     case Mutant::exp2_without_log2e:  // natural-unit logits taken as base-2 units
       if (p.base == LseBase::two) {
         p.scale /= gpu::kLog2eF;
         p.softcap /= gpu::kLog2eF;
       }
       break;
-    case Mutant::sink_missing: p.sink = nullptr; break;
+    case Mutant::sink_missing:
+      p.sink = nullptr;
+      break;
     case Mutant::sink_on_every_rank:
       if (!in_.sink.empty()) p.sink = &in_.sink[static_cast<size_t>(p.head0)];
       break;
-    default: break;
+    default:
+      break;
   }
   return HostDevice::partial_attention(p);
 }
@@ -309,12 +316,13 @@ GpuStatus MutantDevice::attention_per_head(const PartialAttentionParams& p) {
   std::vector<float> q(static_cast<size_t>(T * dk)), o(static_cast<size_t>(T * dv)),
       lse(static_cast<size_t>(T));
   for (int64_t h = 0; h < H; ++h) {
-    const int64_t g = m_ == Mutant::gqa_head_mod
-                          ? std::clamp<int64_t>((p.head0 + h) % p.kv_heads_total - p.kv_head0, 0,
-                                                p.kv.kv_heads - 1)
-                          : std::min<int64_t>(h / std::max<int64_t>(1, H / p.kv.kv_heads),
-                                              p.kv.kv_heads - 1);
-    for (int64_t t = 0; t < T; ++t) std::copy_n(p.q + (t * H + h) * dk, dk, &q[static_cast<size_t>(t * dk)]);
+    const int64_t g =
+        m_ == Mutant::gqa_head_mod
+            ? std::clamp<int64_t>((p.head0 + h) % p.kv_heads_total - p.kv_head0, 0,
+                                  p.kv.kv_heads - 1)
+            : std::min<int64_t>(h / std::max<int64_t>(1, H / p.kv.kv_heads), p.kv.kv_heads - 1);
+    for (int64_t t = 0; t < T; ++t)
+      std::copy_n(p.q + (t * H + h) * dk, dk, &q[static_cast<size_t>(t * dk)]);
     PartialAttentionParams ph = p;
     ph.q = q.data();
     ph.heads = 1;
@@ -394,7 +402,6 @@ GpuStatus MutantDevice::agrs_scale(const body::AgRsScale<Schedule>& a) {
     const body::CombineShape& sh = a.shape;
     const int64_t n = sh.ranks, hg = sh.group_heads(), dv = sh.v_dim;
     std::vector<MergeAcc> acc(static_cast<size_t>(n));
-    std::vector<float> none;
     for (int64_t y = 0; y < sh.dest_rows(); ++y) {
       const int64_t dst = y / (sh.tokens * sh.local_heads), t = y / sh.local_heads % sh.tokens,
                     hl = y % sh.local_heads, x = sh.group_head_of(y);
@@ -411,7 +418,8 @@ GpuStatus MutantDevice::agrs_scale(const body::AgRsScale<Schedule>& a) {
   }
   if (m_ == Mutant::lse_out_wrong_base)
     for (int64_t i = 0; i < a.shape.tokens * a.shape.local_heads; ++i)
-      a.lse_out[i] = a.base == LseBase::e ? a.lse_out[i] * gpu::kLog2eF : a.lse_out[i] / gpu::kLog2eF;
+      a.lse_out[i] =
+          a.base == LseBase::e ? a.lse_out[i] * gpu::kLog2eF : a.lse_out[i] / gpu::kLog2eF;
   return {};
 }
 
@@ -422,10 +430,12 @@ GpuStatus MutantDevice::a2a_pack(const body::A2aPack& a) {
   if (m_ == Mutant::a2a_slices_permuted) {  // destination d gets the heads of d + 1
     const std::vector<float> packed(a.send, a.send + sh.ranks * block);
     for (int64_t d = 0; d < sh.ranks; ++d)
-      std::copy_n(&packed[static_cast<size_t>((d + 1) % sh.ranks * block)], block, a.send + d * block);
+      std::copy_n(&packed[static_cast<size_t>((d + 1) % sh.ranks * block)], block,
+                  a.send + d * block);
   }
   if (m_ == Mutant::a2a_lse_bf16)
-    for (int64_t y = 0; y < sh.dest_rows(); ++y) a.send[y * w + sh.v_dim] = gpu::round_bf16(a.send[y * w + sh.v_dim]);
+    for (int64_t y = 0; y < sh.dest_rows(); ++y)
+      a.send[y * w + sh.v_dim] = gpu::round_bf16(a.send[y * w + sh.v_dim]);
   return {};
 }
 

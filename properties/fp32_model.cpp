@@ -125,8 +125,8 @@ ModelOutput run_fp32_model(const Case& c, const ModelConfig& m) {
             if (logit(mine[x]) > logit(mine[best])) best = x;
           mine.erase(mine.begin() + static_cast<std::ptrdiff_t>(best));
         }
-        const bool with_sink =
-            c.has_sink() && m.bug != Bug::sink_missing && (r == 0 || m.bug == Bug::sink_on_every_rank);
+        const bool with_sink = c.has_sink() && m.bug != Bug::sink_missing &&
+                               (r == 0 || m.bug == Bug::sink_on_every_rank);
         float mx = kNegInfF, l = 0.0f;
         std::vector<float> acc(dv, 0.0f);
         for (size_t start = 0; start < mine.size(); start += m.tile) {

@@ -179,7 +179,8 @@ void kv_write_property() {
     for (int64_t row = 0; row < rows; ++row) {
       RC_ASSERT(written(row) == (row < held));
       if (row < held)
-        RC_ASSERT(c->k[static_cast<size_t>(row)] == static_cast<float>(mine[static_cast<size_t>(row)] + 1));
+        RC_ASSERT(c->k[static_cast<size_t>(row)] ==
+                  static_cast<float>(mine[static_cast<size_t>(row)] + 1));
     }
   }
 }

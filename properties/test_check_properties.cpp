@@ -132,7 +132,9 @@ void wrong_result_fails(Bug bug) {
   }
 }
 
-RC_GTEST_PROP(CheckResult, UnweightedAverageFails, ()) { wrong_result_fails(Bug::merge_unweighted_mean); }
+RC_GTEST_PROP(CheckResult, UnweightedAverageFails, ()) {
+  wrong_result_fails(Bug::merge_unweighted_mean);
+}
 RC_GTEST_PROP(CheckResult, Base2LseMergedWithExpFails, ()) {
   wrong_result_fails(Bug::merge_base_mismatch);
 }

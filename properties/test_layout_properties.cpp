@@ -1,6 +1,6 @@
-// Properties of the token layout (gpu/kernels/layout.hpp) and of KV writes (gpu/kernels/kv_view.hpp), checked
-// against brute force: owner/row is a bijection, count is exact, chunk shares are fair, and a
-// token is stored on its owner only.
+// Properties of the token layout (gpu/kernels/layout.hpp) and of KV writes
+// (gpu/kernels/kv_view.hpp), checked against brute force: owner/row is a bijection, count is exact,
+// chunk shares are fair, and a token is stored on its owner only.
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
 #include <rapidcheck/gtest.h>

@@ -54,12 +54,12 @@ double effect_over_bound(const ModelOutput& bugged, const ModelOutput& correct,
 void check_bug_is_caught(Bug bug) {
   ModelConfig m;
   m.bug = bug;
-  const bool needs_merge =
-      bug == Bug::merge_base_mismatch || bug == Bug::merge_unweighted_mean || bug == Bug::sink_on_every_rank;
+  const bool needs_merge = bug == Bug::merge_base_mismatch || bug == Bug::merge_unweighted_mean ||
+                           bug == Bug::sink_on_every_rank;
   m.shards = needs_merge ? *rc::gen::inRange<int64_t>(2, 9) : *rc::gen::inRange<int64_t>(1, 9);
   m.interleave = *rc::gen::inRange<int64_t>(1, 5);
-  const CaseSpec s =
-      draw_bug_case(m.shards, m.interleave, bug == Bug::sink_missing || bug == Bug::sink_on_every_rank);
+  const CaseSpec s = draw_bug_case(m.shards, m.interleave,
+                                   bug == Bug::sink_missing || bug == Bug::sink_on_every_rank);
   m.base2 = *rc::gen::arbitrary<bool>();
   m.merge = *rc::gen::element(Merge::ag_rs, Merge::a2a);
   m.seed = *rc::gen::arbitrary<uint64_t>();

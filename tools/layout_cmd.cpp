@@ -115,9 +115,9 @@ int run_layout(const LayoutOptions& o, std::ostream& out) {
 
 Command add_layout_command(CLI::App& app) {
   auto o = std::make_shared<LayoutOptions>();
-  CLI::App* cmd = app.add_subcommand(
-      "layout",
-      "Print where the tokens of a chunk live across a DCP group (gpu/kernels/layout.hpp), and check it");
+  CLI::App* cmd = app.add_subcommand("layout",
+                                     "Print where the tokens of a chunk live across a DCP group "
+                                     "(gpu/kernels/layout.hpp), and check it");
   cmd->add_option("--dcp-size", o->ranks, "N, ranks in a DCP group")
       ->check(int_in(1, kMaxRanks))
       ->capture_default_str();

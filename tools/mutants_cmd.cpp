@@ -107,10 +107,12 @@ int run_mutants(const MutantsOptions& o, const Limits& lim) {
   auto planted = [deadline](mutants::Mutant m) {
     return props::DcpBackend([m, deadline](const gpu::DcpInputs& in, gpu::DcpConfig cfg) {
       cfg.deadline = deadline;
-      return gpu::run_dcp_threads(in, cfg, m == mutants::Mutant::none ? nullptr : mutants::mutant_step(m));
+      return gpu::run_dcp_threads(in, cfg,
+                                  m == mutants::Mutant::none ? nullptr : mutants::mutant_step(m));
     });
   };
-  const std::vector<props::SuiteProperty> suite = props::property_suite(planted(mutants::Mutant::none));
+  const std::vector<props::SuiteProperty> suite =
+      props::property_suite(planted(mutants::Mutant::none));
   // The clean path and every mutant run the whole suite, at most.
   props::Footprint planned = props::suite_case_footprint();
   planned.work *= static_cast<double>(o.cases) * static_cast<double>(suite.size()) *
@@ -235,7 +237,9 @@ int list_mutants() {
     char line[128];
     std::snprintf(line, sizeof line, "   %-25s %-11s %s\n", std::string(m.name).c_str(),
                   std::string(m.family).c_str(),
-                  step && model ? "step, fp32 model" : step ? "step" : "fp32 model");
+                  step && model ? "step, fp32 model"
+                  : step        ? "step"
+                                : "fp32 model");
     std::cout << line;
   }
   std::cout << "# " << std::size(mutants::kMutantCatalogue) << " mutants, " << in_step

@@ -315,9 +315,10 @@ MpiNode mpi_node() {
   auto from_env = [](std::initializer_list<const char*> names, long least) -> std::optional<long> {
     for (const char* v : names) {
       const char* text = std::getenv(v);
+      if (text == nullptr) continue;
       char* end = nullptr;
-      const long n = text ? std::strtol(text, &end, 10) : least - 1;
-      if (text && *end == '\0' && n >= least && n <= INT_MAX) return n;
+      const long n = std::strtol(text, &end, 10);
+      if (*end == '\0' && n >= least && n <= INT_MAX) return n;
     }
     return std::nullopt;
   };

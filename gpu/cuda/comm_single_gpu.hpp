@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "gpu/cuda/device_comm.hpp"
 #include "gpu/comm/rendezvous.hpp"
+#include "gpu/cuda/device_comm.hpp"
 
 namespace dcp::gpu {
 

@@ -5,8 +5,8 @@
 
 #include "gpu/cuda/cuda_status.hpp"
 #include "gpu/cuda/device_buffer.hpp"
-#include "gpu/device_step.hpp"
 #include "gpu/cuda/kernels.hpp"
+#include "gpu/device_step.hpp"
 
 namespace dcp::gpu {
 namespace {
@@ -53,9 +53,7 @@ class CudaDevice {
   }
   GpuStatus agrs_scale(const body::AgRsScale<Schedule>& a) { return launch_agrs_scale(a, s_); }
   GpuStatus a2a_pack(const body::A2aPack& a) { return launch_a2a_pack(a, s_); }
-  GpuStatus a2a_combine(const body::A2aCombine<Schedule>& a) {
-    return launch_a2a_combine(a, s_);
-  }
+  GpuStatus a2a_combine(const body::A2aCombine<Schedule>& a) { return launch_a2a_combine(a, s_); }
   GpuStatus round(float* x, int64_t n, Dtype dtype) { return launch_round(x, n, dtype, s_); }
   GpuStatus all_gather(const float* send, int64_t count, float* recv) {
     return comm_.all_gather(send, count, recv);

@@ -68,7 +68,8 @@ __global__ void split_combine_kernel(body::SplitCombine a) {
 }
 
 __global__ void agrs_scale_kernel(body::AgRsScale<ReduceSchedule> a) {
-  body::agrs_scale(a, blockIdx.x, static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x));
+  MergeAcc acc[ReduceSchedule::kCapacity];
+  body::agrs_scale(a, blockIdx.x, static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x), acc);
 }
 
 __global__ void a2a_pack_kernel(body::A2aPack a) {
@@ -76,7 +77,10 @@ __global__ void a2a_pack_kernel(body::A2aPack a) {
 }
 
 __global__ void a2a_combine_kernel(body::A2aCombine<ReduceSchedule> a) {
-  body::a2a_combine(a, blockIdx.x, static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x));
+  MergeAcc acc[ReduceSchedule::kCapacity];
+  float num[ReduceSchedule::kCapacity];
+  body::a2a_combine(a, blockIdx.x, static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x), acc,
+                    num);
 }
 
 struct BlockPointers {
@@ -85,8 +89,9 @@ struct BlockPointers {
 
 __global__ void ordered_sum_kernel(BlockPointers blocks, int64_t count, ReduceSchedule sched,
                                    float* out) {
+  float v[ReduceSchedule::kCapacity];
   body::ordered_sum(blocks.p, count, sched, out,
-                    blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x);
+                    blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x, v);
 }
 
 __global__ void round_kernel(float* x, int64_t n, Dtype dtype) {

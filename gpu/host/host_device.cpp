@@ -19,7 +19,8 @@ GpuStatus HostDevice::copy_rows(const RowCopy& c) {
 GpuStatus HostDevice::kv_write(const body::KvWrite& a) {
   // Only the threads of the rows this rank owns do anything; visit just those.
   const int64_t per_row = a.cache.kv_heads * body::kv_write_width(a);
-  const int64_t first = a.layout.count(a.rank, a.pos0), last = a.layout.count(a.rank, a.pos0 + a.len);
+  const int64_t first = a.layout.count(a.rank, a.pos0),
+                last = a.layout.count(a.rank, a.pos0 + a.len);
   for (int64_t row = first; row < last; ++row) {
     const int64_t i = a.layout.position(a.rank, row) - a.pos0;
     for (int64_t x = i * per_row; x < (i + 1) * per_row; ++x) body::kv_write(a, x);
@@ -40,8 +41,12 @@ void HostDevice::attention_blocks(const PartialAttentionParams& p, std::vector<f
       body::topk_rows(p, t, topk_rows.data(), topk_counts.data());
   }
   std::vector<float> qs(static_cast<size_t>(p.head_dim)), s(static_cast<size_t>(p.tile));
-  const body::AttentionBlock b{p.topk != nullptr ? topk_rows.data() : nullptr, topk_counts.data(),
-                               split_o.data(), split_lse.data(), qs.data(), s.data()};
+  const body::AttentionBlock b{p.topk != nullptr ? topk_rows.data() : nullptr,
+                               topk_counts.data(),
+                               split_o.data(),
+                               split_lse.data(),
+                               qs.data(),
+                               s.data()};
   HostBlock blk(p.v_dim);
   for (int64_t sp = 0; sp < p.splits; ++sp)
     for (int64_t row = 0; row < rows; ++row) body::partial_attention(blk, p, b, row, sp);
@@ -51,14 +56,15 @@ GpuStatus HostDevice::partial_attention(const PartialAttentionParams& p) {
   std::vector<float> split_o, split_lse;
   attention_blocks(p, split_o, split_lse);
   const int64_t rows = p.tokens * p.heads;
-  const body::SplitCombine c{p.splits, rows, p.v_dim, p.base, split_o.data(), split_lse.data(),
-                             p.o, p.lse};
+  const body::SplitCombine c{p.splits,         rows, p.v_dim, p.base, split_o.data(),
+                             split_lse.data(), p.o,  p.lse};
   for (int64_t x = 0; x < rows; ++x) body::split_combine(c, x, 0, 1);
   return {};
 }
 
 GpuStatus HostDevice::agrs_scale(const body::AgRsScale<Schedule>& a) {
-  for (int64_t y = 0; y < a.shape.dest_rows(); ++y) body::agrs_scale(a, y, 0, 1);
+  std::vector<MergeAcc> acc(static_cast<size_t>(a.sched.ranks));
+  for (int64_t y = 0; y < a.shape.dest_rows(); ++y) body::agrs_scale(a, y, 0, 1, acc.data());
   return {};
 }
 
@@ -68,7 +74,10 @@ GpuStatus HostDevice::a2a_pack(const body::A2aPack& a) {
 }
 
 GpuStatus HostDevice::a2a_combine(const body::A2aCombine<Schedule>& a) {
-  for (int64_t y = 0; y < a.shape.tokens * a.shape.local_heads; ++y) body::a2a_combine(a, y, 0, 1);
+  std::vector<MergeAcc> acc(static_cast<size_t>(a.sched.ranks));
+  std::vector<float> num(static_cast<size_t>(a.sched.ranks));
+  for (int64_t y = 0; y < a.shape.tokens * a.shape.local_heads; ++y)
+    body::a2a_combine(a, y, 0, 1, acc.data(), num.data());
   return {};
 }
 

@@ -12,21 +12,22 @@
 //   v_slots(dv)        how many of the Dv output components one thread accumulates
 //   accumulators(l)    where those live: l (a local float[kMaxVPerThread]) on the GPU, or the
 //                      block's own storage of v_slots(dv) floats
-// Combine bodies take a ReduceScheduleOf<Capacity>: their per-thread arrays hold Capacity ranks
-// (kMaxDeviceRanks on a GPU, more on the host).
+// Combine bodies take a ReduceScheduleOf<Capacity> and their per-thread scratch of one slot per
+// rank (acc, num, v): a local array of Capacity slots in a GPU thread, the ranks' slots on the
+// host.
 //
 //   body::partial_attention(block, AttentionBlock{p, topk_rows, ...}, row, sp);
 #pragma once
 
 #include <cstdint>
 
+#include "gpu/kernels/attention_params.hpp"
 #include "gpu/kernels/convention.hpp"
 #include "gpu/kernels/dtype.hpp"
 #include "gpu/kernels/hd.hpp"
+#include "gpu/kernels/kv_view.hpp"
 #include "gpu/kernels/layout.hpp"
 #include "gpu/kernels/merge.hpp"
-#include "gpu/kernels/attention_params.hpp"
-#include "gpu/kernels/kv_view.hpp"
 
 namespace dcp::gpu {
 
@@ -287,14 +288,14 @@ struct AgRsScale {
 // send [dst, t, hl, :] = base^(L_r - L) O_r[x] (0 for an empty partial); the rank's own slice of
 // L goes to lse_out.
 template <class Sched>
-DCP_HD void agrs_scale(const AgRsScale<Sched>& a, int64_t y, int tid, int nt) {
+DCP_HD void agrs_scale(const AgRsScale<Sched>& a, int64_t y, int tid, int nt, MergeAcc* acc) {
   const CombineShape& sh = a.shape;
   const int64_t n = a.sched.ranks, hg = sh.group_heads(), dv = sh.v_dim;
   const int64_t dst = y / (sh.tokens * sh.local_heads), t = y / sh.local_heads % sh.tokens,
                 hl = y % sh.local_heads;
   const int64_t x = sh.group_head_of(y);
-  MergeAcc acc[Sched::kCapacity];
-  for (int64_t r = 0; r < n; ++r) acc[r] = MergeAcc::from_partial(a.lse_all[r * sh.tokens * hg + x]);
+  for (int64_t r = 0; r < n; ++r)
+    acc[r] = MergeAcc::from_partial(a.lse_all[r * sh.tokens * hg + x]);
   for (int32_t st = 0; st < a.sched.steps; ++st)
     merge_into(a.base, acc[a.sched.dst[st]], nullptr, acc[a.sched.src[st]], nullptr, 0);
   const float lg = finish(a.base, acc[a.sched.root], nullptr, 0);
@@ -333,12 +334,11 @@ struct A2aCombine {
 
 // Block y = t * Hl + hl: merges the N received partials by the schedule, per component.
 template <class Sched>
-DCP_HD void a2a_combine(const A2aCombine<Sched>& a, int64_t y, int tid, int nt) {
+DCP_HD void a2a_combine(const A2aCombine<Sched>& a, int64_t y, int tid, int nt, MergeAcc* acc,
+                        float* num) {
   const int64_t dv = a.shape.v_dim, w = dv + 1, block = a.shape.tokens * a.shape.local_heads * w;
   const Sched& sc = a.sched;
   for (int64_t i = tid; i < dv; i += nt) {
-    MergeAcc acc[Sched::kCapacity];
-    float num[Sched::kCapacity];
     for (int32_t r = 0; r < sc.ranks; ++r) {
       const float* in = a.recv + r * block + y * w;
       acc[r] = MergeAcc::from_partial(in[dv]);
@@ -356,9 +356,8 @@ DCP_HD void a2a_combine(const A2aCombine<Sched>& a, int64_t y, int tid, int nt) 
 // Element i: out[i] = sum of blocks[r][i] over the schedule's ranks, in its order.
 template <class Sched>
 DCP_HD void ordered_sum(const float* const* blocks, int64_t count, const Sched& sched, float* out,
-                        int64_t i) {
+                        int64_t i, float* v) {
   if (i >= count) return;
-  float v[Sched::kCapacity];
   for (int32_t r = 0; r < sched.ranks; ++r) v[r] = blocks[r][i];
   for (int32_t st = 0; st < sched.steps; ++st) v[sched.dst[st]] += v[sched.src[st]];
   out[i] = v[sched.root];

@@ -48,22 +48,28 @@ GpuStatus EmulatedDevice::partial_attention(const PartialAttentionParams& p) {
     for (int64_t row = 0; row < rows; ++row) {
       std::fill(smem.begin(), smem.end(), kPoison);
       const body::AttentionBlock b{p.topk != nullptr ? topk_rows.data() : nullptr,
-                                   topk_counts.data(), split_o.data(), split_lse.data(),
-                                   smem.data(), smem.data() + p.head_dim};
-      DCP_GPU_TRY(blocks_.run([&](EmulatedThread& th) { body::partial_attention(th, p, b, row, sp); }));
+                                   topk_counts.data(),
+                                   split_o.data(),
+                                   split_lse.data(),
+                                   smem.data(),
+                                   smem.data() + p.head_dim};
+      DCP_GPU_TRY(
+          blocks_.run([&](EmulatedThread& th) { body::partial_attention(th, p, b, row, sp); }));
       for (size_t i = used; i < smem.size(); ++i)
         if (!std::isnan(smem[i]))
           return DCP_GPU_ERROR("emulated device: the attention block wrote shared memory past its ",
                                used, " floats");
     }
-  const body::SplitCombine c{p.splits, rows, p.v_dim, p.base, split_o.data(), split_lse.data(),
-                             p.o, p.lse};
+  const body::SplitCombine c{p.splits,         rows, p.v_dim, p.base, split_o.data(),
+                             split_lse.data(), p.o,  p.lse};
   grid(rows, [&](int64_t x, int tid, int nt) { body::split_combine(c, x, tid, nt); });
   return {};
 }
 
 GpuStatus EmulatedDevice::agrs_scale(const body::AgRsScale<Schedule>& a) {
-  grid(a.shape.dest_rows(), [&](int64_t y, int tid, int nt) { body::agrs_scale(a, y, tid, nt); });
+  std::vector<MergeAcc> acc(static_cast<size_t>(a.sched.ranks));  // one thread at a time
+  grid(a.shape.dest_rows(),
+       [&](int64_t y, int tid, int nt) { body::agrs_scale(a, y, tid, nt, acc.data()); });
   return {};
 }
 
@@ -73,8 +79,11 @@ GpuStatus EmulatedDevice::a2a_pack(const body::A2aPack& a) {
 }
 
 GpuStatus EmulatedDevice::a2a_combine(const body::A2aCombine<Schedule>& a) {
-  grid(a.shape.tokens * a.shape.local_heads,
-       [&](int64_t y, int tid, int nt) { body::a2a_combine(a, y, tid, nt); });
+  std::vector<MergeAcc> acc(static_cast<size_t>(a.sched.ranks));  // one thread at a time
+  std::vector<float> num(static_cast<size_t>(a.sched.ranks));
+  grid(a.shape.tokens * a.shape.local_heads, [&](int64_t y, int tid, int nt) {
+    body::a2a_combine(a, y, tid, nt, acc.data(), num.data());
+  });
   return {};
 }
 
@@ -86,7 +95,9 @@ GpuStatus EmulatedDevice::reduce_scatter_sum(const float* send, int64_t count, f
   DCP_GPU_TRY(all_to_all(send, count, blocks.data()));
   std::vector<const float*> ptrs(static_cast<size_t>(size()));
   for (int64_t s = 0; s < size(); ++s) ptrs[static_cast<size_t>(s)] = blocks.data() + s * count;
-  for (int64_t i = 0; i < count; ++i) body::ordered_sum(ptrs.data(), count, *sched, recv, i);
+  std::vector<float> v(static_cast<size_t>(size()));
+  for (int64_t i = 0; i < count; ++i)
+    body::ordered_sum(ptrs.data(), count, *sched, recv, i, v.data());
   return {};
 }
 

@@ -1,7 +1,8 @@
 // The CUDA backend's kernel bodies and step orchestration, run on the CPU with the CUDA grids'
 // block and thread structure (emulated_device.hpp), compared bit for bit with the host backend
-// (the same bodies, one thread per block), and judged by the oracle through the property suite. Needs no GPU: this is how CI exercises the code the GPU runs. The GPU itself (memory,
-// streams, launches, shuffles, the device communicators) is tests/gpu's.
+// (the same bodies, one thread per block), and judged by the oracle through the property suite.
+// Needs no GPU: this is how CI exercises the code the GPU runs. The GPU itself (memory, streams,
+// launches, shuffles, the device communicators) is tests/gpu's.
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
 #include <rapidcheck/gtest.h>

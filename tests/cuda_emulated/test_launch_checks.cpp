@@ -35,7 +35,8 @@ TEST(CudaSchedule, MatchesTheHostReductionTreeForEveryOrder) {
 }
 
 TEST(CudaSchedule, RefusesMoreRanksThanTheKernelsHold) {
-  const Result<ReduceSchedule> s = make_schedule<ReduceSchedule>(kMaxDeviceRanks + 1, ReduceOrder::sequential, 0);
+  const Result<ReduceSchedule> s =
+      make_schedule<ReduceSchedule>(kMaxDeviceRanks + 1, ReduceOrder::sequential, 0);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.status().message().find("supports 1 .. 64"), std::string::npos)
       << s.status().message();

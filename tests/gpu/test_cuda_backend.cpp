@@ -148,9 +148,8 @@ TEST(CudaKernels, KvWriteMatchesHostCacheBitForBit) {
       auto kc = gpu::DeviceBuffer<float>::upload(rows.k, s);
       auto vc = gpu::DeviceBuffer<float>::upload(rows.v, s);
       ASSERT_TRUE(kc.ok() && vc.ok());
-      const auto args =
-          gpu::kv_write_args(ks, gpu::kv_view(ks, k->data(), v->data(), w->data()), pos0, len,
-                             kc->data(), vc->data());
+      const auto args = gpu::kv_write_args(ks, gpu::kv_view(ks, k->data(), v->data(), w->data()),
+                                           pos0, len, kc->data(), vc->data());
       ASSERT_TRUE(args.ok() && gpu::launch_kv_write(*args, s).ok());
       ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
       pos0 += len;
