@@ -30,7 +30,7 @@ std::vector<float> randoms(size_t n, uint64_t seed) {
   std::mt19937_64 g(seed);
   std::normal_distribution<float> d(0.0f, 1.0f);
   std::vector<float> v(n);
-  for (float& x : v) x = round_to(Dtype::bf16, d(g));
+  for (float& x : v) x = round_to(StorageFormat::bf16, d(g));
   return v;
 }
 
@@ -45,7 +45,7 @@ void BM_PartialAttention(benchmark::State& state) {
                          .head_dim = kDk,
                          .v_dim = kDv,
                          .shared_latent = true,
-                         .dtype = Dtype::bf16};
+                         .dtype = StorageFormat::bf16};
   HostDevice dev(nullptr);
   HostKvCache cache = *alloc_device_cache(dev, spec);
   const std::vector<float> k = randoms(static_cast<size_t>(kSeq * kDk), 1);
@@ -130,7 +130,7 @@ void BM_Step(benchmark::State& state) {
   in.dims = {kTokens, kHeads, 1, kDk, kDv, true};
   in.q = randoms(static_cast<size_t>(kTokens * kHeads * kDk), 5);
   in.k = randoms(static_cast<size_t>(kSeq * kDk), 6);
-  in.kv_dtype = Dtype::bf16;
+  in.kv_dtype = StorageFormat::bf16;
   in.q_pos = {kSeq - 1};
   in.seq = kSeq;
   in.scale = 0.0416666679f;

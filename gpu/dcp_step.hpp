@@ -27,10 +27,10 @@
 #include "gpu/comm/communicator.hpp"
 #include "gpu/kernels/attention_params.hpp"
 #include "gpu/kernels/convention.hpp"
-#include "gpu/kernels/dtype.hpp"
 #include "gpu/kernels/kv_view.hpp"
 #include "gpu/kernels/layout.hpp"
 #include "gpu/kernels/merge.hpp"
+#include "gpu/kernels/storage_format.hpp"
 #include "gpu/status.hpp"
 
 namespace dcp::gpu {
@@ -55,7 +55,7 @@ struct DcpConfig {
   LseBase base = LseBase::e;  // the kernel's LSE base
   int64_t tile = 64;          // online-softmax tile, keys
   int64_t splits = 1;         // split-KV pieces inside a rank
-  Dtype out_dtype = Dtype::f32;
+  StorageFormat out_dtype = StorageFormat::f32;
   // How long a rank waits for its peers in a collective (communicator.hpp).
   std::chrono::milliseconds deadline = kDefaultCollectiveDeadline;
 };
@@ -90,7 +90,7 @@ struct DcpInputs {
   std::vector<float> q;  // [T, Hq, Dk]
   std::vector<float> k;  // [S, Hkv, Dk]
   std::vector<float> v;  // [S, Hkv, Dv]; empty for a shared latent
-  Dtype kv_dtype = Dtype::f32;
+  StorageFormat kv_dtype = StorageFormat::f32;
   std::vector<int64_t> q_pos;  // [T] global positions
   int64_t seq = 0;             // S
   float scale = 1.0f;

@@ -43,7 +43,7 @@ struct MlaInputs {
   std::vector<float> c_q;   // [T, Dc]
   std::vector<float> c_kv;  // [S, Dl] the latent of every context token
   std::vector<float> k_pe;  // [S, Dr] its rope part, before rotation
-  Dtype kv_dtype = Dtype::bf16;
+  StorageFormat kv_dtype = StorageFormat::bf16;
   std::vector<int64_t> q_pos;  // [T] global positions
   int64_t seq = 0;
   bool causal = true;

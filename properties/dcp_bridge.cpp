@@ -54,16 +54,16 @@ struct Judge {
 
 }  // namespace
 
-gpu::Dtype to_gpu_dtype(oracle::DType d) {
-  return d == oracle::DType::bf16  ? gpu::Dtype::bf16
-         : d == oracle::DType::f16 ? gpu::Dtype::f16
-                                   : gpu::Dtype::f32;
+gpu::StorageFormat to_storage_format(oracle::DType d) {
+  return d == oracle::DType::bf16  ? gpu::StorageFormat::bf16
+         : d == oracle::DType::f16 ? gpu::StorageFormat::f16
+                                   : gpu::StorageFormat::f32;
 }
 
-oracle::DType to_oracle_dtype(gpu::Dtype d) {
-  return d == gpu::Dtype::bf16  ? oracle::DType::bf16
-         : d == gpu::Dtype::f16 ? oracle::DType::f16
-                                : oracle::DType::f32;
+oracle::DType to_oracle_dtype(gpu::StorageFormat d) {
+  return d == gpu::StorageFormat::bf16  ? oracle::DType::bf16
+         : d == gpu::StorageFormat::f16 ? oracle::DType::f16
+                                        : oracle::DType::f32;
 }
 
 gpu::DcpInputs to_dcp_inputs(const Case& c, std::vector<int64_t> chunks) {
@@ -73,7 +73,7 @@ gpu::DcpInputs to_dcp_inputs(const Case& c, std::vector<int64_t> chunks) {
   in.q = to_float(c.q.data);
   in.k = to_float(c.k.data);
   if (!c.shared_latent()) in.v = to_float(c.v.data);
-  in.kv_dtype = to_gpu_dtype(c.kv_dtype);
+  in.kv_dtype = to_storage_format(c.kv_dtype);
   for (int64_t t = 0; t < c.tokens(); ++t) in.q_pos.push_back(c.query_pos(t));
   in.seq = c.seq();
   in.scale = static_cast<float>(c.scale ? *c.scale : 1.0 / std::sqrt(double(c.head_dim())));
@@ -172,7 +172,7 @@ std::string describe(const gpu::DcpConfig& cfg) {
      << (cfg.replicate_q ? " replicate-q" : " gather-q")
      << " order=" << gpu::reduce_order_name(cfg.order) << " order_seed=" << cfg.order_seed
      << " base=" << (cfg.base == gpu::LseBase::e ? "e" : "2") << " tile=" << cfg.tile
-     << " splits=" << cfg.splits << " out=" << gpu::dtype_name(cfg.out_dtype);
+     << " splits=" << cfg.splits << " out=" << gpu::format_name(cfg.out_dtype);
   return os.str();
 }
 

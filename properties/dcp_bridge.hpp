@@ -26,8 +26,8 @@
 namespace dcp::props {
 
 // Storage formats on the two sides (oracle::DType::f64 has no production counterpart).
-gpu::Dtype to_gpu_dtype(oracle::DType d);
-oracle::DType to_oracle_dtype(gpu::Dtype d);
+gpu::StorageFormat to_storage_format(oracle::DType d);
+oracle::DType to_oracle_dtype(gpu::StorageFormat d);
 inline gpu::LseBase to_gpu_base(oracle::LseBase b) {
   return b == oracle::LseBase::e ? gpu::LseBase::e : gpu::LseBase::two;
 }

@@ -121,7 +121,7 @@ nlohmann::json to_json(const DcpSetup& s) {
                         {"order_seed", g.order_seed},
                         {"tile", g.tile},
                         {"splits", g.splits},
-                        {"out_dtype", std::string(gpu::dtype_name(g.out_dtype))}};
+                        {"out_dtype", std::string(gpu::format_name(g.out_dtype))}};
   return {{"spec", spec}, {"config", cfg}, {"chunks", s.chunks}};
 }
 
@@ -287,7 +287,7 @@ oracle::Expected<DcpSetup> setup_from_json(const nlohmann::json& j) {
   if (!ord)
     return DCP_ERROR("config.order: got \"", oracle::printable(order),
                      "\"; expected seq, pair or rand");
-  const auto od = gpu::parse_dtype(out);
+  const auto od = gpu::parse_format(out);
   if (!od)
     return DCP_ERROR("config.out_dtype: got \"", oracle::printable(out),
                      "\"; expected f32, f16 or bf16");

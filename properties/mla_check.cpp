@@ -64,7 +64,7 @@ DcpCheck check_mla(const MlaSpec& s, const gpu::DcpConfig& cfg) {
   in.c_q = to_float(m.c_q);
   in.c_kv = to_float(m.c_kv);
   in.k_pe = to_float(m.k_pe);
-  in.kv_dtype = to_gpu_dtype(s.kv_dtype);
+  in.kv_dtype = to_storage_format(s.kv_dtype);
   in.q_pos = m.q_pos;
   in.seq = s.seq;
   in.causal = s.causal;

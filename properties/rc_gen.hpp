@@ -180,8 +180,9 @@ inline rc::Gen<DcpSetup> gen_dcp_setup(DcpLimits lim) {
     p.seed = *rc::gen::arbitrary<uint64_t>();
 
     draw_step_options(cfg, p.lse_base);
-    cfg.out_dtype = *rc::gen::weightedElement<gpu::Dtype>(
-        {{3, gpu::Dtype::f32}, {1, gpu::Dtype::bf16}, {1, gpu::Dtype::f16}});
+    cfg.out_dtype = *rc::gen::weightedElement<gpu::StorageFormat>({{3, gpu::StorageFormat::f32},
+                                                                   {1, gpu::StorageFormat::bf16},
+                                                                   {1, gpu::StorageFormat::f16}});
     s.chunks = make_chunks(p.seq, *rc::gen::arbitrary<uint64_t>());
     return s;
   });

@@ -157,7 +157,7 @@ void kv_write_property() {
   std::vector<float> k(static_cast<size_t>(seq));
   for (int64_t p = 0; p < seq; ++p) k[static_cast<size_t>(p)] = static_cast<float>(p + 1);
   for (int64_t r = 0; r < l.ranks; ++r) {
-    gpu::KvCacheSpec spec{l, r, rows, 1, 0, 1, 1, true, gpu::Dtype::f32};
+    gpu::KvCacheSpec spec{l, r, rows, 1, 0, 1, 1, true, gpu::StorageFormat::f32};
     gpu::HostDevice dev(nullptr);
     gpu::Result<gpu::HostKvCache> c = gpu::alloc_device_cache(dev, spec);
     RC_ASSERT(c.ok());

@@ -65,7 +65,8 @@ RC_GTEST_PROP(CheckResult, CorrectHostResultPasses, ()) {
   cfg.layout = {n, *rc::gen::inRange<int64_t>(1, 6)};
   draw_step_options(cfg, s.lse_base);
   cfg.replicate_q = false;  // one group: every rank already holds every head
-  cfg.out_dtype = *rc::gen::element(gpu::Dtype::f32, gpu::Dtype::bf16, gpu::Dtype::f16);
+  cfg.out_dtype =
+      *rc::gen::element(gpu::StorageFormat::f32, gpu::StorageFormat::bf16, gpu::StorageFormat::f16);
   const bool partials = *rc::gen::arbitrary<bool>();
   const oracle::Case c = make_case(s);
   auto r = host_result(c, cfg, make_chunks(s.seq, s.seed), partials);

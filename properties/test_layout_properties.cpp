@@ -25,7 +25,7 @@ TEST(Layout, WidenedCapacityIsPhysicalRowsTimesRanks) {
   const DcpLayout l{4, 2};
   EXPECT_EQ(l.logical_capacity(8), 32);
   // The last logical slot fits, the next one does not.
-  gpu::KvCacheSpec spec{l, 3, 8, 1, 0, 1, 1, true, gpu::Dtype::f32};
+  gpu::KvCacheSpec spec{l, 3, 8, 1, 0, 1, 1, true, gpu::StorageFormat::f32};
   gpu::HostDevice dev(nullptr);
   gpu::Result<gpu::HostKvCache> c = gpu::alloc_device_cache(dev, spec);
   ASSERT_TRUE(c.ok());
@@ -33,7 +33,7 @@ TEST(Layout, WidenedCapacityIsPhysicalRowsTimesRanks) {
   EXPECT_TRUE(gpu::write_device_chunk(dev, *c, 0, 32, k.data(), nullptr).ok());
   // Position 32 belongs to rank 0, so rank 3 skips it and rank 0 must refuse it.
   EXPECT_TRUE(gpu::write_device_chunk(dev, *c, 32, 1, k.data(), nullptr).ok());
-  gpu::KvCacheSpec spec0{l, 0, 8, 1, 0, 1, 1, true, gpu::Dtype::f32};
+  gpu::KvCacheSpec spec0{l, 0, 8, 1, 0, 1, 1, true, gpu::StorageFormat::f32};
   gpu::Result<gpu::HostKvCache> c0 = gpu::alloc_device_cache(dev, spec0);
   ASSERT_TRUE(c0.ok());
   const gpu::GpuStatus over0 = gpu::write_device_chunk(dev, *c0, 32, 1, k.data(), nullptr);

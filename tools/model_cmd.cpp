@@ -47,8 +47,8 @@
 #include <utility>
 
 #include "gpu/dcp_step.hpp"
-#include "gpu/kernels/dtype.hpp"
 #include "gpu/kernels/layout.hpp"
+#include "gpu/kernels/storage_format.hpp"
 #include "tools/flags.hpp"
 #include "tools/presets.hpp"
 #include "tools/session.hpp"
@@ -96,7 +96,7 @@ struct ModelOptions {
 
 double as_double(int64_t x) { return static_cast<double>(x); }
 
-double dtype_bytes(gpu::Dtype d) { return d == gpu::Dtype::f32 ? 4.0 : 2.0; }
+double dtype_bytes(gpu::StorageFormat d) { return d == gpu::StorageFormat::f32 ? 4.0 : 2.0; }
 
 // printf into a string, for the table rows.
 template <class... Args>
@@ -170,9 +170,9 @@ gpu::Result<Model> build_model(const ModelOptions& o) {
   m.batch = o.batch;
   m.tokens = o.tokens;
   // Every number was range-checked as it was parsed (flags.hpp); what is left is how they combine.
-  const auto kv = gpu::parse_dtype(o.dtype);
+  const auto kv = gpu::parse_format(o.dtype);
   if (!kv) return DCP_GPU_ERROR("--dtype: got '", o.dtype, "'; expected bf16, f16 or f32");
-  const auto part = gpu::parse_dtype(o.partial_dtype);
+  const auto part = gpu::parse_format(o.partial_dtype);
   if (!part)
     return DCP_GPU_ERROR("--partial-dtype: got '", o.partial_dtype, "'; expected f32, f16 or bf16");
   const std::string comm = o.comm_backend.value_or(preset->comm_backend);

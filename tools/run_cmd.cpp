@@ -172,7 +172,7 @@ oracle::Expected<RunCase> configured_case(const CaseOptions& o, uint64_t seed, i
   s.shared_latent = o.latent.value_or(p && p->shape.latent);
   s.seq = pick(o.seq, p ? int64_t{4096} : int64_t{1024});
   const std::string dt = pick(o.dtype, std::string("bf16"));
-  const auto d = gpu::parse_dtype(dt);
+  const auto d = gpu::parse_format(dt);
   if (!d) return DCP_ERROR("--dtype: got '", dt, "'; expected f32, f16 or bf16");
   s.q_dtype = props::to_oracle_dtype(*d);
   s.kv_dtype = s.q_dtype;
@@ -203,7 +203,7 @@ oracle::Expected<RunCase> configured_case(const CaseOptions& o, uint64_t seed, i
   cfg.splits = pick(o.splits, int64_t{1});
   cfg.tile = pick(o.tile, int64_t{64});
   const std::string od_s = pick(o.out_dtype, std::string("f32"));
-  const auto out = gpu::parse_dtype(od_s);
+  const auto out = gpu::parse_format(od_s);
   if (!out) return DCP_ERROR("--out-dtype: got '", od_s, "'; expected f32, f16 or bf16");
   cfg.out_dtype = *out;
   cfg.base = props::to_gpu_base(s.lse_base);

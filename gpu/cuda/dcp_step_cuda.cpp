@@ -54,7 +54,9 @@ class CudaDevice {
   GpuStatus agrs_scale(const body::AgRsScale<Schedule>& a) { return launch_agrs_scale(a, s_); }
   GpuStatus a2a_pack(const body::A2aPack& a) { return launch_a2a_pack(a, s_); }
   GpuStatus a2a_combine(const body::A2aCombine<Schedule>& a) { return launch_a2a_combine(a, s_); }
-  GpuStatus round(float* x, int64_t n, Dtype dtype) { return launch_round(x, n, dtype, s_); }
+  GpuStatus round(float* x, int64_t n, StorageFormat dtype) {
+    return launch_round(x, n, dtype, s_);
+  }
   GpuStatus all_gather(const float* send, int64_t count, float* recv) {
     return comm_.all_gather(send, count, recv);
   }

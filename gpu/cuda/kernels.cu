@@ -94,7 +94,7 @@ __global__ void ordered_sum_kernel(BlockPointers blocks, int64_t count, ReduceSc
                     blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x, v);
 }
 
-__global__ void round_kernel(float* x, int64_t n, Dtype dtype) {
+__global__ void round_kernel(float* x, int64_t n, StorageFormat dtype) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i < n) x[i] = round_to(dtype, x[i]);
 }
@@ -206,8 +206,8 @@ GpuStatus launch_ordered_sum(const float* const* blocks, int64_t count, const Re
   return launched("ordered sum");
 }
 
-GpuStatus launch_round(float* x, int64_t n, Dtype dtype, cudaStream_t stream) {
-  if (dtype == Dtype::f32 || n == 0) return {};
+GpuStatus launch_round(float* x, int64_t n, StorageFormat dtype, cudaStream_t stream) {
+  if (dtype == StorageFormat::f32 || n == 0) return {};
   round_kernel<<<blocks_for(n, kElementThreads), kElementThreads, 0, stream>>>(x, n, dtype);
   return launched("round");
 }

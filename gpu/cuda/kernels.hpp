@@ -19,8 +19,8 @@
 
 #include "gpu/kernels/attention_params.hpp"
 #include "gpu/kernels/bodies.hpp"
-#include "gpu/kernels/dtype.hpp"
 #include "gpu/kernels/launch_checks.hpp"
+#include "gpu/kernels/storage_format.hpp"
 #include "gpu/status.hpp"
 
 namespace dcp::gpu {
@@ -50,6 +50,6 @@ GpuStatus launch_ordered_sum(const float* const* blocks, int64_t count, const Re
                              float* out, cudaStream_t stream);
 
 // x <- round_to(dtype, x) elementwise.
-GpuStatus launch_round(float* x, int64_t n, Dtype dtype, cudaStream_t stream);
+GpuStatus launch_round(float* x, int64_t n, StorageFormat dtype, cudaStream_t stream);
 
 }  // namespace dcp::gpu

@@ -81,7 +81,7 @@ GpuStatus HostDevice::a2a_combine(const body::A2aCombine<Schedule>& a) {
   return {};
 }
 
-GpuStatus HostDevice::round(float* x, int64_t n, Dtype dtype) {
+GpuStatus HostDevice::round(float* x, int64_t n, StorageFormat dtype) {
   for (int64_t i = 0; i < n; ++i) x[i] = round_to(dtype, x[i]);
   return {};
 }

@@ -77,7 +77,7 @@ class HostDevice {
   GpuStatus agrs_scale(const body::AgRsScale<Schedule>& a);
   GpuStatus a2a_pack(const body::A2aPack& a);
   GpuStatus a2a_combine(const body::A2aCombine<Schedule>& a);
-  GpuStatus round(float* x, int64_t n, Dtype dtype);
+  GpuStatus round(float* x, int64_t n, StorageFormat dtype);
   GpuStatus all_gather(const float* send, int64_t count, float* recv);
   GpuStatus all_to_all(const float* send, int64_t count, float* recv);
   GpuStatus reduce_scatter_sum(const float* send, int64_t count, float* recv, ReduceOrder order,

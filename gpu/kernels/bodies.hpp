@@ -23,11 +23,11 @@
 
 #include "gpu/kernels/attention_params.hpp"
 #include "gpu/kernels/convention.hpp"
-#include "gpu/kernels/dtype.hpp"
 #include "gpu/kernels/hd.hpp"
 #include "gpu/kernels/kv_view.hpp"
 #include "gpu/kernels/layout.hpp"
 #include "gpu/kernels/merge.hpp"
+#include "gpu/kernels/storage_format.hpp"
 
 namespace dcp::gpu {
 
@@ -58,7 +58,7 @@ struct KvWrite {
   DcpLayout layout;
   int64_t rank = 0, pos0 = 0, len = 0;  // the chunk [pos0, pos0 + len), global positions
   bool latent = false;
-  Dtype dtype = Dtype::f32;
+  StorageFormat dtype = StorageFormat::f32;
   const float* k = nullptr;  // [len, cache.kv_heads, cache.head_dim]
   const float* v = nullptr;  // [len, cache.kv_heads, cache.v_dim]; unused for a latent
   KvView cache;

@@ -19,9 +19,9 @@
 
 #include <cstdint>
 
-#include "gpu/kernels/dtype.hpp"
 #include "gpu/kernels/hd.hpp"
 #include "gpu/kernels/layout.hpp"
+#include "gpu/kernels/storage_format.hpp"
 #include "gpu/status.hpp"
 
 namespace dcp::gpu {
@@ -35,7 +35,7 @@ struct KvCacheSpec {
   int64_t head_dim = 0;       // Dk
   int64_t v_dim = 0;          // Dv (<= Dk for a shared latent)
   bool shared_latent = false;
-  Dtype dtype = Dtype::f32;
+  StorageFormat dtype = StorageFormat::f32;
 };
 
 // Checks a spec (layout, rank, rows a multiple of I, shapes); one-line errors naming the field.

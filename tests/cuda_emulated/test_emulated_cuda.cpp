@@ -167,7 +167,7 @@ TEST(EmulatedCudaStep, RealBlockSizeOnModelShapesEqualsHost) {
   gpu::DcpConfig c1;
   c1.tp_size = 4, c1.layout = {4, 2}, c1.strategy = gpu::CommStrategy::ag_rs, c1.splits = 3;
   c1.tile = 32, c1.base = gpu::LseBase::two, c1.order = gpu::ReduceOrder::random;
-  c1.order_seed = 11, c1.out_dtype = gpu::Dtype::bf16;
+  c1.order_seed = 11, c1.out_dtype = gpu::StorageFormat::bf16;
   rows.push_back({gqa, c1});
   CaseSpec topk = gqa;
   topk.topk = 40, topk.window = 0, topk.softcap = 0.0, topk.lse_base = oracle::LseBase::e;

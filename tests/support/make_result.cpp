@@ -9,8 +9,8 @@
 #include <map>
 #include <string>
 
-#include "gpu/kernels/dtype.hpp"
 #include "gpu/kernels/merge.hpp"
+#include "gpu/kernels/storage_format.hpp"
 #include "mutants/catalogue.hpp"
 #include "oracle/case_file.hpp"
 #include "properties/dcp_bridge.hpp"
@@ -47,7 +47,7 @@ int main(int argc, char** argv) {
     std::cerr << "make_result: " << c.status().message() << "\n";
     return 2;
   }
-  const auto od = dcp::gpu::parse_dtype(out_dtype);
+  const auto od = dcp::gpu::parse_format(out_dtype);
   if (!od) {
     std::cerr << "make_result: --out-dtype " << out_dtype << "\n";
     return 2;

@@ -1,10 +1,11 @@
-// dtype.hpp — the storage formats of the production path and rounding into them.
+// storage_format.hpp — the storage formats of the production path and rounding into them
+// (oracle::DType is the oracle's own, independent list; properties/dcp_bridge.hpp maps them).
 //
 // KV caches, queries and outputs are stored in fp32, fp16 or bf16; arithmetic is fp32. The host
-// backend keeps every value as a float already rounded to its storage format (round to nearest
+// device keeps every value as a float already rounded to its storage format (round to nearest
 // even, as a GPU's conversion instructions do), so a stored bf16 value is an exact float.
 //
-//   float x = round_to(Dtype::bf16, 1.00390625f);   // 1.0f (ties to even)
+//   float x = round_to(StorageFormat::bf16, 1.00390625f);   // 1.0f (ties to even)
 #pragma once
 
 #include <cmath>
@@ -17,15 +18,15 @@
 
 namespace dcp::gpu {
 
-enum class Dtype { f32, f16, bf16 };
+enum class StorageFormat { f32, f16, bf16 };
 
-inline std::string_view dtype_name(Dtype d) {
-  return d == Dtype::f32 ? "f32" : d == Dtype::f16 ? "f16" : "bf16";
+inline std::string_view format_name(StorageFormat d) {
+  return d == StorageFormat::f32 ? "f32" : d == StorageFormat::f16 ? "f16" : "bf16";
 }
-inline std::optional<Dtype> parse_dtype(std::string_view s) {
-  if (s == "f32" || s == "fp32") return Dtype::f32;
-  if (s == "f16" || s == "fp16") return Dtype::f16;
-  if (s == "bf16") return Dtype::bf16;
+inline std::optional<StorageFormat> parse_format(std::string_view s) {
+  if (s == "f32" || s == "fp32") return StorageFormat::f32;
+  if (s == "f16" || s == "fp16") return StorageFormat::f16;
+  if (s == "bf16") return StorageFormat::bf16;
   return std::nullopt;
 }
 
@@ -58,8 +59,8 @@ DCP_HD inline float round_f16(float x) {
   return r;
 }
 
-DCP_HD inline float round_to(Dtype d, float x) {
-  return d == Dtype::f32 ? x : d == Dtype::bf16 ? round_bf16(x) : round_f16(x);
+DCP_HD inline float round_to(StorageFormat d, float x) {
+  return d == StorageFormat::f32 ? x : d == StorageFormat::bf16 ? round_bf16(x) : round_f16(x);
 }
 
 }  // namespace dcp::gpu
