@@ -1,6 +1,7 @@
 #include "tools/backends.hpp"
 
 #include <cstdlib>
+#include <utility>
 
 #ifdef DCP_HAVE_CUDA_BACKEND
 #include "gpu/cuda/cuda_status.hpp"
@@ -63,10 +64,20 @@ oracle::Expected<props::DcpBackend> open_backend(const std::string& backend,
     });
   }
 #endif
-  return props::DcpBackend([deadline](const gpu::DcpInputs& in, gpu::DcpConfig cfg) {
-    cfg.deadline = deadline;
-    return gpu::run_dcp_threads(in, cfg);
-  });
+  return host_threads_backend(deadline);
+}
+
+oracle::Expected<props::DcpBackend> open_in_process_backend(const std::string& backend,
+                                                            std::chrono::milliseconds deadline) {
+  return open_backend(backend, backend == "cuda" ? "single-gpu" : "threads", deadline);
+}
+
+props::DcpBackend host_threads_backend(std::chrono::milliseconds deadline, gpu::RankStep step) {
+  return props::DcpBackend(
+      [deadline, step = std::move(step)](const gpu::DcpInputs& in, gpu::DcpConfig cfg) {
+        cfg.deadline = deadline;
+        return gpu::run_dcp_threads(in, cfg, step);
+      });
 }
 
 bool launched_by_mpirun() {

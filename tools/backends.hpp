@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 
+#include "gpu/run_threads.hpp"
 #include "properties/dcp_bridge.hpp"
 
 namespace dcp::tools {
@@ -33,6 +34,16 @@ std::optional<std::string> no_device(const std::string& backend);
 oracle::Expected<props::DcpBackend> open_backend(const std::string& backend,
                                                  const std::string& comm,
                                                  std::chrono::milliseconds deadline);
+
+// open_backend for the communicator a backend uses inside one process: threads for the host,
+// every DCP group's ranks virtual on GPU 0 (single-gpu) for cuda. properties and sweep run it.
+oracle::Expected<props::DcpBackend> open_in_process_backend(const std::string& backend,
+                                                            std::chrono::milliseconds deadline);
+
+// The host backend on threads, each rank running `step` (nullptr: the production step; the
+// mutation catalogue passes a step with a planted bug).
+props::DcpBackend host_threads_backend(std::chrono::milliseconds deadline,
+                                       gpu::RankStep step = nullptr);
 
 // Whether this process was started by mpirun (OpenMPI, MPICH or PMIx variables are set), so
 // that --comm nccl runs one rank per process.

@@ -10,7 +10,6 @@
 #include <string>
 #include <vector>
 
-#include "gpu/run_threads.hpp"
 #include "mutants/catalogue.hpp"
 #include "mutants/mutant_device.hpp"
 #include "properties/footprint.hpp"
@@ -105,11 +104,8 @@ int run_mutants(const MutantsOptions& o, const Limits& lim) {
   const std::chrono::milliseconds deadline = std::chrono::seconds(o.timeout_s);
   // The host backend with mutant m planted at its device seam (none: the production path).
   auto planted = [deadline](mutants::Mutant m) {
-    return props::DcpBackend([m, deadline](const gpu::DcpInputs& in, gpu::DcpConfig cfg) {
-      cfg.deadline = deadline;
-      return gpu::run_dcp_threads(in, cfg,
-                                  m == mutants::Mutant::none ? nullptr : mutants::mutant_step(m));
-    });
+    return host_threads_backend(deadline,
+                                m == mutants::Mutant::none ? nullptr : mutants::mutant_step(m));
   };
   const std::vector<props::SuiteProperty> suite =
       props::property_suite(planted(mutants::Mutant::none));

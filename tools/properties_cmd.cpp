@@ -61,9 +61,7 @@ int run_properties(const PropertiesOptions& o, const Limits& lim) {
   const std::string pinned = o.pinned.value_or(installed_data_file("pinned.json"));
   if (const auto why = output_error("--json", o.json_path, {{"--pinned", pinned}}))
     return bad(*why);
-  // The CUDA backend runs here on one GPU: every DCP group's ranks virtual on device 0.
-  const std::string comm = o.backend == "cuda" ? "single-gpu" : "threads";
-  const auto opened = open_backend(o.backend, comm, std::chrono::seconds(o.timeout_s));
+  const auto opened = open_in_process_backend(o.backend, std::chrono::seconds(o.timeout_s));
   if (!opened) return bad(opened.status().message());
   const props::DcpBackend& backend = *opened;
   std::vector<props::SuiteProperty> suite = props::property_suite(backend);

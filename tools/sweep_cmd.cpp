@@ -120,8 +120,7 @@ oracle::Expected<RunCase> sized_case(CaseOptions shape, int64_t seq, const Sweep
 int run_sweep(const SweepOptions& o, const Limits& lim) {
   auto bad = [](const std::string& why) { return refuse("sweep", why, std::cerr); };
   if (const auto why = output_error("--json", o.json_path, {})) return bad(*why);
-  const std::string comm = o.backend == "cuda" ? "single-gpu" : "threads";
-  const auto backend = open_backend(o.backend, comm, std::chrono::seconds(o.timeout_s));
+  const auto backend = open_in_process_backend(o.backend, std::chrono::seconds(o.timeout_s));
   if (!backend) return bad(backend.status().message());
   if (o.seq) return bad("--seq: the sweep sets S itself; use -b/--min-seq and -e/--max-seq");
   if (o.batch)
