@@ -10,6 +10,8 @@
 #include <memory>
 #include <optional>
 #include <sstream>
+#include <string>
+#include <variant>
 #include <vector>
 
 #include "gpu/run_threads.hpp"
@@ -151,10 +153,79 @@ T pick(const std::optional<T>& x, T dflt) {
 
 }  // namespace
 
+namespace {
+
+// The case-shaping flags, once: their names, help and ranges, and the field each fills. The help
+// (add_case_flags), any() and the reproduce line (case_flags) all walk this table, in its order.
+using IntField = std::optional<int64_t> CaseOptions::*;
+using RealField = std::optional<double> CaseOptions::*;
+using TextField = std::optional<std::string> CaseOptions::*;
+using SwitchField = bool CaseOptions::*;
+using OnOffField = std::optional<bool> CaseOptions::*;  // --x, --x=false or unset
+struct CaseFlag {
+  const char* name;
+  std::string help;
+  std::variant<IntField, RealField, TextField, SwitchField, OnOffField> field;
+  double lo = 0.0, hi = 0.0;  // IntField and RealField: the accepted range
+};
+
+const std::vector<CaseFlag>& case_flag_table() {
+  constexpr double kExtent = static_cast<double>(kMaxExtent), kSeq = static_cast<double>(kMaxSeq);
+  static const std::vector<CaseFlag> table = {
+      {"--preset", std::string("Model preset: ") + kPresetNames, &CaseOptions::preset},
+      {"--dcp-size", "N, ranks in a DCP group", &CaseOptions::dcp_size, 1,
+       static_cast<double>(kMaxRanks)},
+      {"--tp-size", "Attention TP size, a multiple of N (default N; mpi: world)",
+       &CaseOptions::tp_size, 1, static_cast<double>(kMaxRanks)},
+      {"--interleave", "I, tokens per block dealt to a rank (1: round-robin)",
+       &CaseOptions::interleave, 1, static_cast<double>(kMaxInterleave)},
+      {"--seq", "S, context length (tokens)", &CaseOptions::seq, 0, kSeq},
+      {"--batch", "B, requests per step (contexts from S/2 to S)", &CaseOptions::batch, 1,
+       static_cast<double>(kMaxBatch)},
+      {"--tokens", "T, query tokens per request", &CaseOptions::tokens, 1, kExtent},
+      {"--heads", "Hq, query heads of the model", &CaseOptions::heads, 1, kExtent},
+      {"--kv-heads", "Hkv, KV heads (divides Hq)", &CaseOptions::kv_heads, 1, kExtent},
+      {"--head-dim", "Dk", &CaseOptions::head_dim, 1, kExtent},
+      {"--v-dim", "Dv", &CaseOptions::v_dim, 1, kExtent},
+      {"--window", "Sliding window W (0: none)", &CaseOptions::window, 0, kSeq},
+      {"--topk",
+       "Top-k sparse attention with K selected positions (0: dense; at most the keys a query "
+       "sees)",
+       &CaseOptions::topk, 0, kSeq},
+      {"--splits", "Split-KV pieces inside a rank (at most the keys of the busiest rank)",
+       &CaseOptions::splits, 1, kSeq},
+      {"--tile", "Online-softmax tile, keys", &CaseOptions::tile, 1, kSeq},
+      {"--softcap", "Logit softcap c (0: none)", &CaseOptions::softcap, 0.0,
+       std::numeric_limits<double>::max()},
+      {"--comm-backend", "Combine: ag_rs or a2a", &CaseOptions::comm_backend},
+      {"--lse-base", "The kernel's LSE base: e or 2", &CaseOptions::lse_base},
+      {"--dtype", "Storage of q and KV: f32, f16 or bf16 (default bf16)", &CaseOptions::dtype},
+      {"--out-dtype", "Storage of the output: f32, f16 or bf16", &CaseOptions::out_dtype},
+      {"--order", "Combine reduction order: seq, pair or rand", &CaseOptions::order},
+      {"--sink", "Per-head sink logits", &CaseOptions::sink},
+      {"--replicate-q", "Every rank projects all its group's query heads (no q gather)",
+       &CaseOptions::replicate_q},
+      {"--latent", "", &CaseOptions::latent},  // add_latent_flag owns its help
+  };
+  return table;
+}
+
+template <class... F>
+struct Overload : F... {
+  using F::operator()...;
+};
+template <class... F>
+Overload(F...) -> Overload<F...>;
+
+}  // namespace
+
 bool CaseOptions::any() const {
-  return preset || dcp_size || tp_size || interleave || seq || batch || tokens || heads ||
-         kv_heads || head_dim || v_dim || window || topk || splits || tile || softcap ||
-         comm_backend || lse_base || dtype || out_dtype || order || sink || replicate_q || latent;
+  bool set = false;
+  for (const CaseFlag& f : case_flag_table())
+    std::visit(Overload{[&](SwitchField m) { set = set || this->*m; },
+                        [&](auto m) { set = set || (this->*m).has_value(); }},
+               f.field);
+  return set;
 }
 
 oracle::Expected<RunCase> configured_case(const CaseOptions& o, uint64_t seed, int64_t world,
@@ -230,36 +301,23 @@ oracle::Expected<RunCase> configured_case(const CaseOptions& o, uint64_t seed, i
 
 std::string case_flags(const CaseOptions& o) {
   std::ostringstream os;
-  if (o.preset) os << " --preset " << *o.preset;
-  auto i = [&](const char* f, const std::optional<int64_t>& v) {
-    if (v) os << " " << f << " " << *v;
-  };
-  i("--dcp-size", o.dcp_size);
-  i("--tp-size", o.tp_size);
-  i("--interleave", o.interleave);
-  i("--seq", o.seq);
-  i("--batch", o.batch);
-  i("--tokens", o.tokens);
-  i("--heads", o.heads);
-  i("--kv-heads", o.kv_heads);
-  i("--head-dim", o.head_dim);
-  i("--v-dim", o.v_dim);
-  i("--window", o.window);
-  i("--topk", o.topk);
-  i("--splits", o.splits);
-  i("--tile", o.tile);
-  if (o.softcap) os << " --softcap " << exact_text(*o.softcap);
-  auto s = [&](const char* f, const std::optional<std::string>& v) {
-    if (v) os << " " << f << " " << *v;
-  };
-  s("--comm-backend", o.comm_backend);
-  s("--lse-base", o.lse_base);
-  s("--dtype", o.dtype);
-  s("--out-dtype", o.out_dtype);
-  s("--order", o.order);
-  if (o.sink) os << " --sink";
-  if (o.replicate_q) os << " --replicate-q";
-  if (o.latent) os << (*o.latent ? " --latent" : " --latent=false");
+  for (const CaseFlag& f : case_flag_table())
+    std::visit(Overload{[&](IntField m) {
+                          if (o.*m) os << " " << f.name << " " << *(o.*m);
+                        },
+                        [&](RealField m) {
+                          if (o.*m) os << " " << f.name << " " << exact_text(*(o.*m));
+                        },
+                        [&](TextField m) {
+                          if (o.*m) os << " " << f.name << " " << *(o.*m);
+                        },
+                        [&](SwitchField m) {
+                          if (o.*m) os << " " << f.name;
+                        },
+                        [&](OnOffField m) {
+                          if (o.*m) os << " " << f.name << (*(o.*m) ? "" : "=false");
+                        }},
+               f.field);
   return os.str();
 }
 
@@ -658,43 +716,18 @@ int run_dcp(const RunOptions& o, const Limits& lim, std::ostream& out, std::ostr
 }
 
 void add_case_flags(CLI::App* cmd, CaseOptions& o) {
-  const auto extent = int_in(1, kMaxExtent);
-  cmd->add_option("--preset", o.preset, std::string("Model preset: ") + kPresetNames);
-  cmd->add_option("--dcp-size", o.dcp_size, "N, ranks in a DCP group")->check(int_in(1, kMaxRanks));
-  cmd->add_option("--tp-size", o.tp_size,
-                  "Attention TP size, a multiple of N (default N; mpi: world)")
-      ->check(int_in(1, kMaxRanks));
-  cmd->add_option("--interleave", o.interleave,
-                  "I, tokens per block dealt to a rank (1: round-robin)")
-      ->check(int_in(1, kMaxInterleave));
-  cmd->add_option("--comm-backend", o.comm_backend, "Combine: ag_rs or a2a");
-  add_switch(cmd, "--replicate-q", o.replicate_q,
-             "Every rank projects all its group's query heads (no q gather)");
-  cmd->add_option("--seq", o.seq, "S, context length (tokens)")->check(int_in(0, kMaxSeq));
-  cmd->add_option("--batch", o.batch, "B, requests per step (contexts from S/2 to S)")
-      ->check(int_in(1, kMaxBatch));
-  cmd->add_option("--tokens", o.tokens, "T, query tokens per request")->check(extent);
-  cmd->add_option("--heads", o.heads, "Hq, query heads of the model")->check(extent);
-  cmd->add_option("--kv-heads", o.kv_heads, "Hkv, KV heads (divides Hq)")->check(extent);
-  cmd->add_option("--head-dim", o.head_dim, "Dk")->check(extent);
-  cmd->add_option("--v-dim", o.v_dim, "Dv")->check(extent);
-  add_latent_flag(cmd, o.latent);
-  cmd->add_option("--dtype", o.dtype, "Storage of q and KV: f32, f16 or bf16 (default bf16)");
-  cmd->add_option("--out-dtype", o.out_dtype, "Storage of the output: f32, f16 or bf16");
-  cmd->add_option("--window", o.window, "Sliding window W (0: none)")->check(int_in(0, kMaxSeq));
-  cmd->add_option("--softcap", o.softcap, "Logit softcap c (0: none)")
-      ->check(real_in(0.0, std::numeric_limits<double>::max()));
-  add_switch(cmd, "--sink", o.sink, "Per-head sink logits");
-  cmd->add_option("--topk", o.topk,
-                  "Top-k sparse attention with K selected positions (0: dense; at most the keys a "
-                  "query sees)")
-      ->check(int_in(0, kMaxSeq));
-  cmd->add_option("--lse-base", o.lse_base, "The kernel's LSE base: e or 2");
-  cmd->add_option("--order", o.order, "Combine reduction order: seq, pair or rand");
-  cmd->add_option("--splits", o.splits,
-                  "Split-KV pieces inside a rank (at most the keys of the busiest rank)")
-      ->check(int_in(1, kMaxSeq));
-  cmd->add_option("--tile", o.tile, "Online-softmax tile, keys")->check(int_in(1, kMaxSeq));
+  for (const CaseFlag& f : case_flag_table())
+    std::visit(
+        Overload{
+            [&](IntField m) {
+              cmd->add_option(f.name, o.*m, f.help)
+                  ->check(int_in(static_cast<int64_t>(f.lo), static_cast<int64_t>(f.hi)));
+            },
+            [&](RealField m) { cmd->add_option(f.name, o.*m, f.help)->check(real_in(f.lo, f.hi)); },
+            [&](TextField m) { cmd->add_option(f.name, o.*m, f.help); },
+            [&](SwitchField m) { add_switch(cmd, f.name, o.*m, f.help); },
+            [&](OnOffField m) { add_latent_flag(cmd, o.*m); }},
+        f.field);
 }
 
 Command add_run_command(CLI::App& app) {
