@@ -521,10 +521,49 @@ oracle::Expected<Plan> plan_rows(const RunOptions& o, int64_t world, const Limit
   return Plan{rows, count};
 }
 
-// One request of a row with every rank in this process.
-props::DcpCheck run_request_here(const DcpSetup& s, const props::DcpBackend& backend) {
-  return props::check_dcp(props::make_case(s.spec), s.cfg, s.chunks, backend);
-}
+// What one request ends with: kExitOk and its check (on the root), or the exit code the run
+// stops with and, when this process must still say why, the one line to refuse with.
+struct RequestResult {
+  int code = kExitOk;
+  props::DcpCheck chk;
+  std::optional<std::string> refusal;
+};
+
+// Where a run's requests execute: every rank in this process, or one rank per MPI process.
+class RequestRunner {
+ public:
+  virtual ~RequestRunner() = default;
+  int64_t world = 0;  // processes of the job; 0: every rank in this process
+  bool root = true;   // this process prints and reports
+  // The memory one case may take: the limit, shared by the node's processes under MPI.
+  virtual Limits share(const Limits& lim) const { return lim; }
+  // The planning's verdict, the same on every process: the line to refuse with, or nothing.
+  virtual std::optional<std::string> agree(const oracle::Expected<Plan>& planned,
+                                           std::chrono::seconds /*timeout*/,
+                                           std::ostream& /*err*/) {
+    if (planned) return std::nullopt;
+    return planned.status().message();
+  }
+  virtual RequestResult run(const DcpSetup& s, size_t row, std::ostream& err) = 0;
+};
+
+class LocalRunner final : public RequestRunner {
+ public:
+  explicit LocalRunner(const props::DcpBackend& backend) : backend_(backend) {}
+  RequestResult run(const DcpSetup& s, size_t row, std::ostream&) override {
+    RequestResult r;
+    r.chk = props::check_dcp(props::make_case(s.spec), s.cfg, s.chunks, backend_);
+    if (r.chk.oracle_error) {
+      r.code = kExitBadInput;
+      r.refusal = "row " + std::to_string(row) + ": the oracle cannot judge this case: " +
+                  r.chk.report.substr(0, r.chk.report.find('\n'));
+    }
+    return r;
+  }
+
+ private:
+  const props::DcpBackend& backend_;
+};
 
 #ifdef DCP_HAVE_MPI
 // The slowest rate at which rank 0 judges a request (multiply-adds of the footprint per second):
@@ -533,22 +572,48 @@ props::DcpCheck run_request_here(const DcpSetup& s, const props::DcpBackend& bac
 // slower or busier machine. Peers waiting for rank 0's verdict allow for that long.
 constexpr double kSlowestJudgeRate = 7e6;
 
-// One request with one rank per process: the code every rank ends the run with (0: go on),
-// the same on every rank, and on rank 0 the check of the request. Rank 0 prints the one line
-// that says why the run ends; a peer that never arrives ends the job here (kExitTimeout).
-struct MpiRequest {
-  int code = kExitOk;
-  props::DcpCheck chk;
+// One rank per process (--comm mpi, or nccl under mpirun). A request ends with the code every
+// rank ends the run with (0: go on), the same on every rank, and on rank 0 the check; rank 0
+// prints the one line that says why the run ends; a peer that never arrives ends the job here
+// (kExitTimeout).
+class MpiRunner final : public RequestRunner {
+ public:
+  explicit MpiRunner(bool nccl) : nccl_(nccl) {
+    world = gpu::mpi_world_size();
+    root = gpu::mpi_world_rank() == 0;
+  }
+  Limits share(const Limits& lim) const override {
+    Limits mine = lim;  // the processes of one node share its memory; each holds a whole case
+    mine.memory_bytes /= static_cast<double>(gpu::mpi_node().size);
+    return mine;
+  }
+  // Every rank planned alike, but each read its node's free memory at its own moment: rank 0's
+  // verdict (the first refusal of any rank) decides for all, before anything is printed.
+  std::optional<std::string> agree(const oracle::Expected<Plan>& planned,
+                                   std::chrono::seconds timeout, std::ostream& err) override {
+    const auto v = gpu::mpi_agree(planned ? kExitOk : kExitBadInput,
+                                  planned ? "" : planned.status().message(), timeout);
+    if (!v) {
+      refuse("run", "rank " + std::to_string(gpu::mpi_world_rank()) + ": " + v.status().message(),
+             err);
+      gpu::mpi_abort(kExitTimeout);
+    }
+    if (v->code != kExitOk) return v->message;
+    return std::nullopt;
+  }
+  RequestResult run(const DcpSetup& s, size_t row, std::ostream& err) override;
+
+ private:
+  bool nccl_;
 };
 
-MpiRequest run_request_mpi(const DcpSetup& s, size_t row, [[maybe_unused]] bool nccl,
-                           std::ostream& err) {
-  MpiRequest out;
+RequestResult MpiRunner::run(const DcpSetup& s, size_t row, std::ostream& err) {
+  RequestResult out;
   const oracle::Case c = props::make_case(s.spec);
   const gpu::DcpInputs in = props::to_dcp_inputs(c, s.chunks);
 #ifdef DCP_HAVE_NCCL_MPI
   gpu::Result<gpu::MpiRun> run =
-      nccl ? gpu::run_dcp_nccl_mpi(in, s.cfg) : gpu::run_dcp_mpi(in, s.cfg);
+      nccl_ ? gpu::run_dcp_nccl_mpi(in, s.cfg) : gpu::run_dcp_mpi(in, s.cfg);
 #else
   gpu::Result<gpu::MpiRun> run = gpu::run_dcp_mpi(in, s.cfg);
 #endif
@@ -584,135 +649,135 @@ MpiRequest run_request_mpi(const DcpSetup& s, size_t row, [[maybe_unused]] bool 
 }
 #endif
 
+// The runner for the options: one rank per process when the pair asks for it (and this binary
+// has MPI: open_backend refused it otherwise), else every rank here.
+std::unique_ptr<RequestRunner> make_runner(const RunOptions& o, const props::DcpBackend& backend) {
+#ifdef DCP_HAVE_MPI
+  if (one_rank_per_process(o)) return std::make_unique<MpiRunner>(o.comm == "nccl");
+#endif
+  return std::make_unique<LocalRunner>(backend);
+}
+
+// One row: every request of its batch, in order. code != kExitOk: the run stops with it.
+struct RowOutcome {
+  int code = kExitOk;
+  std::optional<std::string> refusal;
+  RowResult row;
+};
+
+RowOutcome run_row(const RunOptions& o, const RunCase& rc, size_t index, RequestRunner& runner,
+                   std::ostream& err) {
+  RowOutcome out;
+  out.row.rc = &rc;
+  for (DcpSetup s : batch_requests(rc)) {
+    s.cfg.deadline = std::chrono::seconds(o.timeout_s);
+    RequestResult r = runner.run(s, index, err);
+    if (r.code != kExitOk) return {r.code, std::move(r.refusal), {}};
+    if (!runner.root) continue;
+    const props::DcpCheck& chk = r.chk;
+    if (chk.max_ratio >= out.row.worst.max_ratio) out.row.worst = chk;
+    if (chk.full.o_elements == 0) out.row.judged = false;
+    if (!chk.pass) {
+      out.row.pass = false;
+      out.row.report += chk.report + "case: " + props::describe(s) + "\n";
+    }
+  }
+  return out;
+}
+
+// What the rows came to, for the summary and the report.
+struct RunTotals {
+  int64_t done = 0, failed = 0;
+  double worst = 0.0, seconds = 0.0;
+  nlohmann::json rows = nlohmann::json::array();
+};
+
+// The summary lines and the JSON report; the exit code.
+int finish_run(const RunOptions& o, const Plan& plan, const RunTotals& t, std::ostream& out) {
+  const bool stopped = t.done < plan.count;
+  char worst_s[32];
+  std::snprintf(worst_s, sizeof worst_s, "%.4f", t.worst);
+  out << "# rows: " << t.done << "  passed: " << t.done - t.failed << "  failed: " << t.failed
+      << "  max err/bound: " << worst_s << "  time: " << std::fixed << std::setprecision(1)
+      << t.seconds << " s";
+  if (stopped) out << "  (interrupted: " << plan.count - t.done << " rows not run)";
+  out << "\n# reproduce: " << reproduce_line(o) << "\n";
+  out << "# run: " << (stopped ? "INTERRUPTED" : t.failed == 0 ? "OK" : "FAILED") << "\n";
+  if (o.json_path) {
+    const nlohmann::json report = {{"schema", "dcp-verify/run/2"},
+                                   {"backend", o.backend},
+                                   {"comm", o.comm},
+                                   {"seed", o.seed},
+                                   {"rows", t.rows},
+                                   {"rows_planned", plan.count},
+                                   {"failed", t.failed},
+                                   {"max_ratio", json_number(t.worst)},
+                                   {"seconds", t.seconds},
+                                   {"reproduce", reproduce_line(o)},
+                                   {"interrupted", stopped},
+                                   {"pass", t.failed == 0 && !stopped}};
+    if (!write_json("run", *o.json_path, report)) return kExitBadInput;
+  }
+  if (stopped) return kExitInterrupted;
+  return t.failed == 0 ? kExitOk : kExitFail;
+}
+
 }  // namespace
 
 int run_dcp(const RunOptions& o, const Limits& lim, std::ostream& out, std::ostream& err) {
   // Everything that can be refused is refused here, before the header, the same on every rank
   // (and said by rank 0 alone).
   const auto backend = open_backend(o.backend, o.comm, std::chrono::seconds(o.timeout_s));
-  int64_t world = 0;  // 0: every rank in this process
-  bool root = true;
-#ifdef DCP_HAVE_MPI
-  if (backend && one_rank_per_process(o)) {  // a pair this binary has: MPI is running
-    world = gpu::mpi_world_size();
-    root = gpu::mpi_world_rank() == 0;
-  }
-#endif
+  if (!backend) return refuse("run", backend.status().message(), err);
+  const std::unique_ptr<RequestRunner> runner = make_runner(o, *backend);
   auto bad = [&](const std::string& why) {
-    if (root) refuse("run", why, err);
+    if (runner->root) refuse("run", why, err);
     return kExitBadInput;
   };
-  if (!backend) return bad(backend.status().message());
-  Limits mine = lim;
-#ifdef DCP_HAVE_MPI
-  // The processes of one node share its memory; each holds a whole case.
-  if (world > 0) mine.memory_bytes /= static_cast<double>(gpu::mpi_node().size);
-#endif
   const oracle::Expected<Plan> planned = [&]() -> oracle::Expected<Plan> {
     if (const auto why = output_error("--json", o.json_path, {})) return DCP_ERROR(*why);
-    return plan_rows(o, world, mine);
+    return plan_rows(o, runner->world, runner->share(lim));
   }();
-#ifdef DCP_HAVE_MPI
-  // Every rank planned alike, but each read its node's free memory at its own moment: rank 0's
-  // verdict (the first refusal of any rank) decides for all, before anything is printed.
-  if (world > 0) {
-    const auto v =
-        gpu::mpi_agree(planned ? kExitOk : kExitBadInput, planned ? "" : planned.status().message(),
-                       std::chrono::seconds(o.timeout_s));
-    if (!v) {
-      refuse("run", "rank " + std::to_string(gpu::mpi_world_rank()) + ": " + v.status().message(),
-             err);
-      gpu::mpi_abort(kExitTimeout);
-    }
-    if (v->code != kExitOk) return bad(v->message);
-  }
-#endif
-  if (!planned) return bad(planned.status().message());
+  if (const auto why = runner->agree(planned, std::chrono::seconds(o.timeout_s), err))
+    return bad(*why);
   const Plan& plan = *planned;
   const Widths widths = widths_for(plan.rows);
-  if (root) print_header(out, o, static_cast<size_t>(plan.count), widths);
+  if (runner->root) print_header(out, o, static_cast<size_t>(plan.count), widths);
 
   // Under MPI every rank must take part in every row, so Ctrl-C is left to mpirun.
+  const bool local = runner->world == 0;
   std::optional<InterruptGuard> guard;
-  if (world == 0) guard.emplace();
+  if (local) guard.emplace();
   Progress progress("run", plan.count);
-  int64_t done = 0, failed = 0;
-  double worst = 0.0;
-  nlohmann::json jrows = nlohmann::json::array();
+  RunTotals t;
   const auto t0 = std::chrono::steady_clock::now();
   for (int64_t i = 0; i < plan.count; ++i) {
-    if (world == 0 && interrupted()) break;
+    if (local && interrupted()) break;
     progress.update(i);
     const bool first = i < static_cast<int64_t>(plan.rows.size());
     const oracle::Expected<RunCase> rc =
         first ? plan.rows[static_cast<size_t>(i)]
-              : configured_case(o, o.seed + static_cast<uint64_t>(i), world);
+              : configured_case(o, o.seed + static_cast<uint64_t>(i), runner->world);
     if (!rc) return bad(rc.status().message());  // not reached: case 0 had the same shape
-    RowResult row;
-    row.rc = &*rc;
-    for (DcpSetup s : batch_requests(*rc)) {
-      s.cfg.deadline = std::chrono::seconds(o.timeout_s);
-      props::DcpCheck chk;
-      if (world == 0) {
-        chk = run_request_here(s, *backend);
-        if (chk.oracle_error) {
-          progress.clear();
-          return bad("row " + std::to_string(i) + ": the oracle cannot judge this case: " +
-                     chk.report.substr(0, chk.report.find('\n')));
-        }
-      } else {
-#ifdef DCP_HAVE_MPI
-        MpiRequest r = run_request_mpi(s, static_cast<size_t>(i), o.comm == "nccl", err);
-        if (r.code != kExitOk) return r.code;
-        if (!root) continue;
-        chk = std::move(r.chk);
-#endif
-      }
-      if (chk.max_ratio >= row.worst.max_ratio) row.worst = chk;
-      if (chk.full.o_elements == 0) row.judged = false;
-      if (!chk.pass) {
-        row.pass = false;
-        row.report += chk.report + "case: " + props::describe(s) + "\n";
-      }
+    const RowOutcome r = run_row(o, *rc, static_cast<size_t>(i), *runner, err);
+    if (r.code != kExitOk) {
+      progress.clear();
+      if (r.refusal) bad(*r.refusal);
+      return r.code;
     }
-    if (!root) continue;
-    ++done;
-    failed += row.pass ? 0 : 1;
-    worst = std::max(worst, row.worst.max_ratio);
-    if (o.json_path) jrows.push_back(row_json(static_cast<size_t>(i), row));
-    if (o.quiet && row.pass) continue;
+    if (!runner->root) continue;
+    ++t.done;
+    t.failed += r.row.pass ? 0 : 1;
+    t.worst = std::max(t.worst, r.row.worst.max_ratio);
+    if (o.json_path) t.rows.push_back(row_json(static_cast<size_t>(i), r.row));
+    if (o.quiet && r.row.pass) continue;
     progress.clear();
-    print_row(out, static_cast<size_t>(i), row, widths);
+    print_row(out, static_cast<size_t>(i), r.row, widths);
   }
   progress.clear();
-  if (!root) return kExitOk;
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const bool stopped = done < plan.count;
-  char worst_s[32];
-  std::snprintf(worst_s, sizeof worst_s, "%.4f", worst);
-  out << "# rows: " << done << "  passed: " << done - failed << "  failed: " << failed
-      << "  max err/bound: " << worst_s << "  time: " << std::fixed << std::setprecision(1) << secs
-      << " s";
-  if (stopped) out << "  (interrupted: " << plan.count - done << " rows not run)";
-  out << "\n# reproduce: " << reproduce_line(o) << "\n";
-  out << "# run: " << (stopped ? "INTERRUPTED" : failed == 0 ? "OK" : "FAILED") << "\n";
-  if (o.json_path) {
-    const nlohmann::json report = {{"schema", "dcp-verify/run/2"},
-                                   {"backend", o.backend},
-                                   {"comm", o.comm},
-                                   {"seed", o.seed},
-                                   {"rows", jrows},
-                                   {"rows_planned", plan.count},
-                                   {"failed", failed},
-                                   {"max_ratio", json_number(worst)},
-                                   {"seconds", secs},
-                                   {"reproduce", reproduce_line(o)},
-                                   {"interrupted", stopped},
-                                   {"pass", failed == 0 && !stopped}};
-    if (!write_json("run", *o.json_path, report)) return kExitBadInput;
-  }
-  if (stopped) return kExitInterrupted;
-  return failed == 0 ? kExitOk : kExitFail;
+  if (!runner->root) return kExitOk;
+  t.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return finish_run(o, plan, t, out);
 }
 
 void add_case_flags(CLI::App* cmd, CaseOptions& o) {
