@@ -117,61 +117,51 @@ oracle::Expected<RunCase> sized_case(CaseOptions shape, int64_t seq, const Sweep
   return configured_case(shape, o.seed, 0, kSweepNames);  // the backend sets the deadline
 }
 
-int run_sweep(const SweepOptions& o, const Limits& lim) {
-  auto bad = [](const std::string& why) { return refuse("sweep", why, std::cerr); };
-  if (const auto why = output_error("--json", o.json_path, {})) return bad(*why);
-  const auto backend = open_in_process_backend(o.backend, std::chrono::seconds(o.timeout_s));
-  if (!backend) return bad(backend.status().message());
-  if (o.seq) return bad("--seq: the sweep sets S itself; use -b/--min-seq and -e/--max-seq");
-  if (o.batch)
-    return bad("--batch: the sweep times one request per step; run --batch checks batches");
-  if (o.max_seq < o.min_seq)
-    return bad("-e/--max-seq: got " + std::to_string(o.max_seq) + "; expected -b .. 2^24");
-  CaseOptions shape = o;
-  if (!shape.dcp_size && !shape.preset) shape.dcp_size = 4;
-  auto first = sized_case(shape, o.min_seq, o);
-  if (!first) return bad(first.status().message());
-  // The largest size decides the memory, and every size x (warmup + iters) x (N, 1) the work.
-  auto last = sized_case(shape, o.max_seq, o);
-  if (!last) return bad(last.status().message());
-
-  // Sizes -b f^k up to -e: refused before counting them when there would be too many (an -f one
-  // ulp above 1 would take ~10^15 steps).
+// Sizes -b f^k up to -e: refused before counting them when there would be too many (an -f one
+// ulp above 1 would take ~10^15 steps).
+oracle::Expected<std::vector<int64_t>> sweep_sizes(const SweepOptions& o) {
   const double steps =
       std::floor(std::log(static_cast<double>(o.max_seq) / static_cast<double>(o.min_seq)) /
                  std::log(o.factor)) +
       1.0;
   if (!(steps <= static_cast<double>(kMaxSizes)))
-    return bad("-b " + std::to_string(o.min_seq) + " -e " + std::to_string(o.max_seq) + " -f " +
-               exact_text(o.factor) + ": about " + exact_text(steps) + " sizes; expected at most " +
-               std::to_string(kMaxSizes) + " (a larger -f)");
+    return DCP_ERROR("-b ", o.min_seq, " -e ", o.max_seq, " -f ", exact_text(o.factor), ": about ",
+                     exact_text(steps), " sizes; expected at most ", kMaxSizes, " (a larger -f)");
   std::vector<int64_t> seqs;
   for (double s = static_cast<double>(o.min_seq);
        s <= static_cast<double>(o.max_seq) * (1 + kSizeSlack); s *= o.factor) {
     const auto v = static_cast<int64_t>(s + 0.5);
     if (seqs.empty() || v != seqs.back()) seqs.push_back(v);
   }
-  {
-    props::DcpSetup big = last->setup;
-    big.chunks = {o.max_seq};  // every size writes its own chunks: budget for the largest write
-    props::Footprint f = props::dcp_check_footprint(big);
-    props::DcpSetup one = big;  // the N = 1 baseline holds the whole cache on one rank
-    one.cfg.tp_size = 1;
-    one.cfg.layout = {1, 1};
-    const props::Footprint f1 = props::dcp_check_footprint(one);
-    if (f1.bytes > f.bytes) f = f1;
-    f.work = 0;
-    const double runs = static_cast<double>(o.warmup + o.iters) + (o.check ? 1.0 : 0.0);
-    for (const int64_t seq : seqs) {
-      props::DcpSetup s = last->setup;
-      s.spec.seq = seq;
-      s.chunks = {seq};
-      f.work += 2.0 * runs * props::dcp_check_footprint(s).work;
-    }
-    if (const auto why = over_limits(f, lim))
-      return bad("-e " + std::to_string(o.max_seq) + case_flags(o) + ": " + *why);
+  return seqs;
+}
+
+// Why the sweep does not fit the limits: the largest size decides the memory (its own cache or
+// the N = 1 baseline's), and every size x (warmup + iters + check) x (N, 1) the work.
+std::optional<std::string> over_sweep_limits(const SweepOptions& o, const props::DcpSetup& last,
+                                             const std::vector<int64_t>& seqs, const Limits& lim) {
+  props::DcpSetup big = last;
+  big.chunks = {o.max_seq};  // every size writes its own chunks: budget for the largest write
+  props::Footprint f = props::dcp_check_footprint(big);
+  props::DcpSetup one = big;  // the N = 1 baseline holds the whole cache on one rank
+  one.cfg.tp_size = 1;
+  one.cfg.layout = {1, 1};
+  const props::Footprint f1 = props::dcp_check_footprint(one);
+  if (f1.bytes > f.bytes) f = f1;
+  f.work = 0;
+  const double runs = static_cast<double>(o.warmup + o.iters) + (o.check ? 1.0 : 0.0);
+  for (const int64_t seq : seqs) {
+    props::DcpSetup s = last;
+    s.spec.seq = seq;
+    s.chunks = {seq};
+    f.work += 2.0 * runs * props::dcp_check_footprint(s).work;
   }
-  const props::DcpSetup& s0 = first->setup;
+  if (const auto why = over_limits(f, lim))
+    return "-e " + std::to_string(o.max_seq) + case_flags(o) + ": " + *why;
+  return std::nullopt;
+}
+
+void print_sweep_header(const SweepOptions& o, const props::DcpSetup& s0) {
   std::cout << "# dcp-verify sweep  backend=" << o.backend << "  " << sizes_text(o) << "\n"
             << "# case: " << props::describe(s0.spec) << " | " << props::describe(s0.cfg) << "\n"
             << "#  time: median wall time of one whole DCP step (KV writes, partial attention, "
@@ -180,64 +170,67 @@ int run_sweep(const SweepOptions& o, const Limits& lim) {
                "GB/s: KV MB / time\n"
             << "#         S    time(us)     KV MB     GB/s  N=1 time(us)  speedup   err/bound  "
                "verdict\n";
+}
 
-  InterruptGuard guard;
-  Progress progress("sweep", static_cast<int64_t>(seqs.size()));
-  std::vector<Row> rows;
-  const auto t0 = std::chrono::steady_clock::now();
-  for (const int64_t seq : seqs) {
-    if (interrupted()) break;
-    progress.update(static_cast<int64_t>(rows.size()));
-    auto rc = sized_case(shape, seq, o);
-    if (!rc) return bad(rc.status().message());
-    const props::DcpSetup& s = rc->setup;
-    const oracle::Case c = props::make_case(s.spec);
-    const gpu::DcpInputs in = props::to_dcp_inputs(c, s.chunks);
-    Row row;
-    row.seq = seq;
-    const auto timed = time_step(*backend, in, s.cfg, o.iters, o.warmup);
-    if (!timed) return bad(timed.status().message());
-    gpu::DcpConfig one = s.cfg;
-    one.tp_size = 1;
-    one.layout = {1, 1};
-    const auto timed_one = time_step(*backend, in, one, o.iters, o.warmup);
-    if (!timed_one) return bad(timed_one.status().message());
-    if (!*timed || !*timed_one) break;  // Ctrl-C: this size is not reported
-    row.us = (*timed)->median_us;
-    row.us_one = (*timed_one)->median_us;
-    row.kv_bytes = kv_bytes_read(s, c);
-    row.gbps = row.kv_bytes / (row.us * kSecondsPerUs) / kBytesPerGB;
-    if (o.check) {
-      const props::DcpCheck chk = props::judge_dcp(c, s.cfg, (*timed)->last, true);
-      row.checked = true;
-      row.ratio = chk.max_ratio;
-      row.pass = chk.pass;
-      row.report = chk.report;
-    }
-    rows.push_back(row);
-    progress.clear();
-    char ratio_s[32] = "-", line[256];
-    if (row.checked) std::snprintf(ratio_s, sizeof ratio_s, "%.4f", row.ratio);
-    std::snprintf(line, sizeof line, "  %10lld  %10.1f  %8.3f  %7.2f  %12.1f  %7.2fx  %10s  %s\n",
-                  static_cast<long long>(seq), row.us, row.kv_bytes / kBytesPerMB, row.gbps,
-                  row.us_one, row.us_one / row.us, ratio_s,
-                  row.checked ? (row.pass ? "OK" : "FAILED") : "unchecked");
-    std::cout << line;
-    if (!row.pass) {
-      std::istringstream rep(row.report);
-      for (std::string l; std::getline(rep, l);) std::cout << "#    " << l << "\n";
-    }
+// One size: the step timed on N ranks and on one, and judged (-c 1); nothing when interrupted.
+oracle::Expected<std::optional<Row>> measure_size(const props::DcpBackend& backend,
+                                                  const CaseOptions& shape, int64_t seq,
+                                                  const SweepOptions& o) {
+  auto rc = sized_case(shape, seq, o);
+  if (!rc) return rc.status();
+  const props::DcpSetup& s = rc->setup;
+  const oracle::Case c = props::make_case(s.spec);
+  const gpu::DcpInputs in = props::to_dcp_inputs(c, s.chunks);
+  Row row;
+  row.seq = seq;
+  const auto timed = time_step(backend, in, s.cfg, o.iters, o.warmup);
+  if (!timed) return DCP_ERROR(timed.status().message());
+  gpu::DcpConfig one = s.cfg;
+  one.tp_size = 1;
+  one.layout = {1, 1};
+  const auto timed_one = time_step(backend, in, one, o.iters, o.warmup);
+  if (!timed_one) return DCP_ERROR(timed_one.status().message());
+  if (!*timed || !*timed_one) return std::optional<Row>();  // Ctrl-C: this size is not reported
+  row.us = (*timed)->median_us;
+  row.us_one = (*timed_one)->median_us;
+  row.kv_bytes = kv_bytes_read(s, c);
+  row.gbps = row.kv_bytes / (row.us * kSecondsPerUs) / kBytesPerGB;
+  if (o.check) {
+    const props::DcpCheck chk = props::judge_dcp(c, s.cfg, (*timed)->last, true);
+    row.checked = true;
+    row.ratio = chk.max_ratio;
+    row.pass = chk.pass;
+    row.report = chk.report;
   }
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return std::optional<Row>(row);
+}
+
+void print_size_row(const Row& row) {
+  char ratio_s[32] = "-", line[256];
+  if (row.checked) std::snprintf(ratio_s, sizeof ratio_s, "%.4f", row.ratio);
+  std::snprintf(line, sizeof line, "  %10lld  %10.1f  %8.3f  %7.2f  %12.1f  %7.2fx  %10s  %s\n",
+                static_cast<long long>(row.seq), row.us, row.kv_bytes / kBytesPerMB, row.gbps,
+                row.us_one, row.us_one / row.us, ratio_s,
+                row.checked ? (row.pass ? "OK" : "FAILED") : "unchecked");
+  std::cout << line;
+  if (!row.pass) {
+    std::istringstream rep(row.report);
+    for (std::string l; std::getline(rep, l);) std::cout << "#    " << l << "\n";
+  }
+}
+
+// The summary lines and the JSON report; the exit code.
+int finish_sweep(const SweepOptions& o, const props::DcpSetup& s0, const std::vector<Row>& rows,
+                 size_t planned, double secs) {
   int64_t failed = 0;
   for (const Row& r : rows) failed += r.pass ? 0 : 1;
-  const bool stopped = rows.size() < seqs.size();
+  const bool stopped = rows.size() < planned;
   char secs_s[32];
   std::snprintf(secs_s, sizeof secs_s, "%.1f", secs);
   std::cout << "# sizes: " << rows.size() << "  failed: " << failed << "  time: " << secs_s << " s"
-            << (stopped ? "  (interrupted: " + std::to_string(seqs.size() - rows.size()) +
-                              " sizes not run)"
-                        : "")
+            << (stopped
+                    ? "  (interrupted: " + std::to_string(planned - rows.size()) + " sizes not run)"
+                    : "")
             << "\n# reproduce: dcp-verify sweep " << sizes_text(o) << "\n"
             << "# sweep: "
             << (stopped      ? "INTERRUPTED"
@@ -276,6 +269,45 @@ int run_sweep(const SweepOptions& o, const Limits& lim) {
   }
   if (stopped) return kExitInterrupted;
   return failed == 0 ? kExitOk : kExitFail;
+}
+
+int run_sweep(const SweepOptions& o, const Limits& lim) {
+  auto bad = [](const std::string& why) { return refuse("sweep", why, std::cerr); };
+  if (const auto why = output_error("--json", o.json_path, {})) return bad(*why);
+  const auto backend = open_in_process_backend(o.backend, std::chrono::seconds(o.timeout_s));
+  if (!backend) return bad(backend.status().message());
+  if (o.seq) return bad("--seq: the sweep sets S itself; use -b/--min-seq and -e/--max-seq");
+  if (o.batch)
+    return bad("--batch: the sweep times one request per step; run --batch checks batches");
+  if (o.max_seq < o.min_seq)
+    return bad("-e/--max-seq: got " + std::to_string(o.max_seq) + "; expected -b .. 2^24");
+  CaseOptions shape = o;
+  if (!shape.dcp_size && !shape.preset) shape.dcp_size = 4;
+  auto first = sized_case(shape, o.min_seq, o);
+  if (!first) return bad(first.status().message());
+  auto last = sized_case(shape, o.max_seq, o);
+  if (!last) return bad(last.status().message());
+  const auto seqs = sweep_sizes(o);
+  if (!seqs) return bad(seqs.status().message());
+  if (const auto why = over_sweep_limits(o, last->setup, *seqs, lim)) return bad(*why);
+  print_sweep_header(o, first->setup);
+
+  InterruptGuard guard;
+  Progress progress("sweep", static_cast<int64_t>(seqs->size()));
+  std::vector<Row> rows;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (const int64_t seq : *seqs) {
+    if (interrupted()) break;
+    progress.update(static_cast<int64_t>(rows.size()));
+    const auto row = measure_size(*backend, shape, seq, o);
+    if (!row) return bad(row.status().message());
+    if (!*row) break;
+    rows.push_back(**row);
+    progress.clear();
+    print_size_row(**row);
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return finish_sweep(o, first->setup, rows, seqs->size(), secs);
 }
 
 }  // namespace
