@@ -83,9 +83,8 @@ void print_row(std::ostream& out, const Row& r) {
             r.killed ? r.kill.name : "", r.killed ? r.kill.counterexample : "-");
 }
 
-int run_mutants(const MutantsOptions& o, const Limits& lim) {
-  auto bad = [](const std::string& why) { return refuse("mutants", why, std::cerr); };
-  if (const auto why = output_error("--json", o.json_path, {})) return bad(*why);
+// The step mutants to run: every one, or those --only names (each known and planted in the step).
+oracle::Expected<std::vector<mutants::MutantInfo>> chosen_mutants(const MutantsOptions& o) {
   std::vector<mutants::MutantInfo> chosen;
   for (const mutants::MutantInfo& m : mutants::kMutantCatalogue)
     if (mutants::planted_in_step(m.id) &&
@@ -94,43 +93,20 @@ int run_mutants(const MutantsOptions& o, const Limits& lim) {
   for (const std::string& name : o.only) {
     const auto m = mutants::parse_mutant(name);
     if (!m)
-      return bad("--only: unknown mutant '" + name +
-                 "'; `dcp-verify mutants --list` prints the catalogue");
+      return DCP_ERROR("--only: unknown mutant '", name,
+                       "'; `dcp-verify mutants --list` prints the catalogue");
     if (!mutants::planted_in_step(*m))
-      return bad("--only: '" + name +
-                 "' is planted in the fp32 model only (the tolerance properties kill it), not "
-                 "in the DCP step");
+      return DCP_ERROR("--only: '", name,
+                       "' is planted in the fp32 model only (the tolerance properties kill it), "
+                       "not in the DCP step");
   }
-  const std::chrono::milliseconds deadline = std::chrono::seconds(o.timeout_s);
-  // The host backend with mutant m planted at its device seam (none: the production path).
-  auto planted = [deadline](mutants::Mutant m) {
-    return host_threads_backend(deadline,
-                                m == mutants::Mutant::none ? nullptr : mutants::mutant_step(m));
-  };
-  const std::vector<props::SuiteProperty> suite =
-      props::property_suite(planted(mutants::Mutant::none));
-  // The clean path and every mutant run the whole suite, at most.
-  props::Footprint planned = props::suite_case_footprint();
-  planned.work *= static_cast<double>(o.cases) * static_cast<double>(suite.size()) *
-                  static_cast<double>(chosen.size() + 1);
-  if (const auto why = over_limits(planned, lim))
-    return bad("--cases " + std::to_string(o.cases) + ": " + *why);
-  const uint64_t seed = o.seed ? *o.seed : std::random_device{}();
-  silence_rapidcheck_banner();
-  std::ostream& out = std::cout;
-  out << "# dcp-verify mutants  backend=host  seed=" << seed << "  cases=" << o.cases
-      << " per property  mutants=" << chosen.size() << "\n"
-      << "#  each mutant runs the properties in order (";
-  for (size_t i = 0; i < suite.size(); ++i) out << (i ? ", " : "") << suite[i].name;
-  out << ") until one fails; cases: all cases run until the kill; shrinks and counterexample: "
-         "the killing property's shrunk case\n"
-      << "#  mutant                    family      verdict       cases  killed by        "
-         "shrinks time(s)  counterexample\n";
+  return chosen;
+}
 
-  InterruptGuard guard;
-  Progress progress("mutants", static_cast<int64_t>(chosen.size()) + 1);
-  const auto t0 = std::chrono::steady_clock::now();
-  // The unmutated path: every property must pass (a failure is a false alarm).
+// The unmutated path: every property must pass (a failure is a false alarm). Its row and the
+// number of false alarms.
+std::pair<Row, int64_t> run_clean(const std::vector<props::SuiteProperty>& suite,
+                                  const MutantsOptions& o, uint64_t seed) {
   Row clean;
   clean.mutant = "(none: the correct path)";
   clean.family = "-";
@@ -151,36 +127,31 @@ int run_mutants(const MutantsOptions& o, const Limits& lim) {
     }
     clean.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - tc).count();
   }
-  progress.clear();
-  {
-    clean.kill.shrinks = -1;  // a false alarm is not a kill: no shrink count in its row
-    print_row(out, clean,
-              clean.interrupted ? "INTERRUPTED"
-              : false_alarms    ? "FALSE ALARM"
-                                : "clean",
-              false_alarms ? clean.kill.name : "",
-              false_alarms        ? clean.kill.counterexample
-              : clean.interrupted ? "interrupted"
-                                  : "every property passed");
-    if (false_alarms) {
-      std::istringstream msg(clean.kill.message);
-      for (std::string l; std::getline(msg, l);)
-        if (!l.empty()) out << "#    " << l << "\n";
-    }
-  }
+  clean.kill.shrinks = -1;  // a false alarm is not a kill: no shrink count in its row
+  return {clean, false_alarms};
+}
 
-  std::vector<Row> rows;
-  for (const mutants::MutantInfo& m : chosen) {
-    if (interrupted()) break;
-    progress.update(static_cast<int64_t>(rows.size()) + 1);
-    Row r = run_suite(props::property_suite(planted(m.id)), o.cases, seed);
-    r.mutant = std::string(m.name);
-    r.family = std::string(m.family);
-    rows.push_back(r);
-    progress.clear();
-    if (!(o.quiet && r.killed)) print_row(out, r);
+// The unmutated path's row, and the failing property's message after a false alarm.
+void print_clean_row(std::ostream& out, const Row& clean, int64_t false_alarms) {
+  print_row(out, clean,
+            clean.interrupted ? "INTERRUPTED"
+            : false_alarms    ? "FALSE ALARM"
+                              : "clean",
+            false_alarms ? clean.kill.name : "",
+            false_alarms        ? clean.kill.counterexample
+            : clean.interrupted ? "interrupted"
+                                : "every property passed");
+  if (false_alarms) {
+    std::istringstream msg(clean.kill.message);
+    for (std::string l; std::getline(msg, l);)
+      if (!l.empty()) out << "#    " << l << "\n";
   }
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// The summary lines and the JSON report; the exit code.
+int finish_mutants(const MutantsOptions& o, uint64_t seed, const Row& clean, int64_t false_alarms,
+                   const std::vector<mutants::MutantInfo>& chosen, const std::vector<Row>& rows,
+                   double secs, std::ostream& out) {
   int64_t killed = 0;
   for (const Row& r : rows) killed += r.killed ? 1 : 0;
   const bool stopped = clean.interrupted || rows.size() < chosen.size() ||
@@ -222,6 +193,59 @@ int run_mutants(const MutantsOptions& o, const Limits& lim) {
   }
   if (stopped) return kExitInterrupted;
   return false_alarms == 0 && killed == static_cast<int64_t>(chosen.size()) ? kExitOk : kExitFail;
+}
+
+int run_mutants(const MutantsOptions& o, const Limits& lim) {
+  auto bad = [](const std::string& why) { return refuse("mutants", why, std::cerr); };
+  if (const auto why = output_error("--json", o.json_path, {})) return bad(*why);
+  const auto picked = chosen_mutants(o);
+  if (!picked) return bad(picked.status().message());
+  const std::vector<mutants::MutantInfo>& chosen = *picked;
+  const std::chrono::milliseconds deadline = std::chrono::seconds(o.timeout_s);
+  // The host backend with mutant m planted at its device seam (none: the production path).
+  auto planted = [deadline](mutants::Mutant m) {
+    return host_threads_backend(deadline,
+                                m == mutants::Mutant::none ? nullptr : mutants::mutant_step(m));
+  };
+  const std::vector<props::SuiteProperty> suite =
+      props::property_suite(planted(mutants::Mutant::none));
+  // The clean path and every mutant run the whole suite, at most.
+  props::Footprint planned = props::suite_case_footprint();
+  planned.work *= static_cast<double>(o.cases) * static_cast<double>(suite.size()) *
+                  static_cast<double>(chosen.size() + 1);
+  if (const auto why = over_limits(planned, lim))
+    return bad("--cases " + std::to_string(o.cases) + ": " + *why);
+  const uint64_t seed = o.seed ? *o.seed : std::random_device{}();
+  silence_rapidcheck_banner();
+  std::ostream& out = std::cout;
+  out << "# dcp-verify mutants  backend=host  seed=" << seed << "  cases=" << o.cases
+      << " per property  mutants=" << chosen.size() << "\n"
+      << "#  each mutant runs the properties in order (";
+  for (size_t i = 0; i < suite.size(); ++i) out << (i ? ", " : "") << suite[i].name;
+  out << ") until one fails; cases: all cases run until the kill; shrinks and counterexample: "
+         "the killing property's shrunk case\n"
+      << "#  mutant                    family      verdict       cases  killed by        "
+         "shrinks time(s)  counterexample\n";
+
+  InterruptGuard guard;
+  Progress progress("mutants", static_cast<int64_t>(chosen.size()) + 1);
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto [clean, false_alarms] = run_clean(suite, o, seed);
+  progress.clear();
+  print_clean_row(out, clean, false_alarms);
+  std::vector<Row> rows;
+  for (const mutants::MutantInfo& m : chosen) {
+    if (interrupted()) break;
+    progress.update(static_cast<int64_t>(rows.size()) + 1);
+    Row r = run_suite(props::property_suite(planted(m.id)), o.cases, seed);
+    r.mutant = std::string(m.name);
+    r.family = std::string(m.family);
+    rows.push_back(r);
+    progress.clear();
+    if (!(o.quiet && r.killed)) print_row(out, r);
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return finish_mutants(o, seed, clean, false_alarms, chosen, rows, secs, out);
 }
 
 int list_mutants() {
