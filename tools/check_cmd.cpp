@@ -87,6 +87,105 @@ void print_row(std::ostream& out, const std::string& part, const char* tensor, c
   out << line;
 }
 
+// The header and one row per part and tensor (all of them, or the failing ones with --quiet).
+void print_check_table(const CheckOptions& o, const oracle::Case& c, const oracle::DcpResult& r,
+                       const oracle::ResultCheck& rc) {
+  std::ostream& out = std::cout;
+  out << "# dcp-verify check  case=" << o.case_path << "  result=" << o.result_path
+      << "  tier=" << o.tier << "\n"
+      << "# case: T=" << c.tokens() << " Hq=" << c.q_heads() << " Hkv=" << c.kv_heads()
+      << " Dk=" << c.head_dim() << " Dv=" << c.v_dim << " S=" << c.seq()
+      << (c.shared_latent() ? " (shared latent)" : "") << "  q "
+      << lower(oracle::dtype_name(c.q_dtype)) << ", kv " << lower(oracle::dtype_name(c.kv_dtype))
+      << "  lse base " << oracle::lse_base_name(c.lse_base) << "\n"
+      << "# claim: " << claim_text(r) << "\n"
+      << "#  worst (t, h, d): the element with the largest error/bound; rank rows: that rank's "
+         "partial vs the oracle on its shard\n"
+      << "#  part     tens   elements violations     max_err       bound  err/bound  worst (t, h, "
+         "d)  verdict\n";
+  for (const oracle::PartCheck& p : rc.parts) {
+    const bool fine = p.cmp.pass();
+    if (o.quiet && fine) continue;
+    const std::string name = part_name(p.rank);
+    print_row(out, name, "o", p.cmp.o_worst, p.cmp.o_elements, p.cmp.o_violations);
+    print_row(out, name, "lse", p.cmp.lse_worst, p.cmp.lse_elements, p.cmp.lse_violations);
+  }
+}
+
+// The worst element's line, and the verdict: OK, or what failed (the merged output, the ranks
+// with a wrong partial), or how far an interrupted check got.
+std::string check_verdict(const oracle::ResultCheck& rc, int64_t planned, std::ostream& out) {
+  const bool stopped = static_cast<int64_t>(rc.parts.size()) < planned;
+  const oracle::PartCheck& worst = rc.parts[rc.worst_part()];
+  const bool o_worse = worst.cmp.o_worst.ratio >= worst.cmp.lse_worst.ratio;
+  const Worst& w = o_worse ? worst.cmp.o_worst : worst.cmp.lse_worst;
+  out << "# worst: " << part_name(worst.rank) << " " << (o_worse ? "o" : "lse") << " at (t, h"
+      << (o_worse ? ", d" : "") << ") = " << index_text(w) << ": got " << fmt("%.9g", w.got)
+      << ", expected " << fmt("%.9g", w.expected) << ", error " << fmt("%.3e", w.error)
+      << ", bound " << fmt("%.3e", w.bound) << ", err/bound " << fmt("%.4f", w.ratio) << "\n";
+  const std::vector<int64_t> bad_ranks = rc.failing_ranks();
+  const bool output_ok = rc.parts.front().cmp.pass();
+  std::string verdict = rc.pass() ? "OK" : "FAILED";
+  if (!rc.pass()) {
+    verdict += " (";
+    if (!output_ok) verdict += "the merged output violates its bound";
+    if (!bad_ranks.empty()) {
+      verdict += output_ok ? "" : "; ";
+      verdict += "wrong partial on rank";
+      verdict += bad_ranks.size() > 1 ? "s" : "";
+      for (size_t i = 0; i < bad_ranks.size(); ++i)
+        verdict += (i ? ", " : " ") + std::to_string(bad_ranks[i]);
+    }
+    verdict += ")";
+  }
+  if (stopped)
+    verdict = "INTERRUPTED (" + std::to_string(planned - static_cast<int64_t>(rc.parts.size())) +
+              " parts not judged; so far: " + verdict + ")";
+  return verdict;
+}
+
+// The JSON report (docs/cli.md); false when it could not be written.
+bool write_check_json(const CheckOptions& o, const oracle::DcpResult& r,
+                      const oracle::ResultCheck& rc, bool stopped, double secs) {
+  const std::vector<int64_t> bad_ranks = rc.failing_ranks();
+  const Arithmetic& a = r.output_claim;
+  json parts = json::array();
+  for (const oracle::PartCheck& p : rc.parts) {
+    parts.push_back(
+        {{"part", part_name(p.rank)},
+         {"rank", p.rank ? json(*p.rank) : json(nullptr)},
+         {"pass", p.cmp.pass()},
+         {"max_ratio", json_number(p.cmp.max_ratio())},
+         {"kappa", p.kappa},
+         {"o", worst_json(p.cmp.o_worst, p.cmp.o_elements, p.cmp.o_violations)},
+         {"lse", worst_json(p.cmp.lse_worst, p.cmp.lse_elements, p.cmp.lse_violations)}});
+  }
+  const json report = {
+      {"schema", "dcp-verify/check/2"},
+      {"case", o.case_path},
+      {"result", o.result_path},
+      {"tier", o.tier},
+      {"claim",
+       {{"accum", lower(oracle::dtype_name(a.accum))},
+        {"p_cast", a.p_cast ? json(lower(oracle::dtype_name(*a.p_cast))) : json(nullptr)},
+        {"o", lower(oracle::dtype_name(a.out))},
+        {"lse", lower(oracle::dtype_name(a.lse_out))},
+        {"partial_o", lower(oracle::dtype_name(a.partial_o))},
+        {"partial_lse", lower(oracle::dtype_name(a.partial_lse))},
+        {"merge_accum", lower(oracle::dtype_name(a.merge_accum))},
+        {"dcp_size", r.dcp_size},
+        {"interleave", r.interleave},
+        {"splits", r.splits},
+        {"sink_rank", r.sink_rank ? json(*r.sink_rank) : json("merge")}}},
+      {"parts", parts},
+      {"failing_ranks", bad_ranks},
+      {"max_ratio", json_number(rc.max_ratio())},
+      {"interrupted", stopped},
+      {"pass", rc.pass() && !stopped},
+      {"seconds", secs}};
+  return write_json("check", *o.json_path, report);
+}
+
 int run_check(const CheckOptions& o, const Limits& lim) {
   auto bad = [](const std::string& why) { return refuse("check", why, std::cerr); };
   if (const auto why = output_error("--json", o.json_path,
@@ -136,93 +235,12 @@ int run_check(const CheckOptions& o, const Limits& lim) {
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
-  std::ostream& out = std::cout;
-  out << "# dcp-verify check  case=" << o.case_path << "  result=" << o.result_path
-      << "  tier=" << o.tier << "\n"
-      << "# case: T=" << c->tokens() << " Hq=" << c->q_heads() << " Hkv=" << c->kv_heads()
-      << " Dk=" << c->head_dim() << " Dv=" << c->v_dim << " S=" << c->seq()
-      << (c->shared_latent() ? " (shared latent)" : "") << "  q "
-      << lower(oracle::dtype_name(c->q_dtype)) << ", kv " << lower(oracle::dtype_name(c->kv_dtype))
-      << "  lse base " << oracle::lse_base_name(c->lse_base) << "\n"
-      << "# claim: " << claim_text(*r) << "\n"
-      << "#  worst (t, h, d): the element with the largest error/bound; rank rows: that rank's "
-         "partial vs the oracle on its shard\n"
-      << "#  part     tens   elements violations     max_err       bound  err/bound  worst (t, h, "
-         "d)  verdict\n";
-  for (const oracle::PartCheck& p : rc.parts) {
-    const bool fine = p.cmp.pass();
-    if (o.quiet && fine) continue;
-    const std::string name = part_name(p.rank);
-    print_row(out, name, "o", p.cmp.o_worst, p.cmp.o_elements, p.cmp.o_violations);
-    print_row(out, name, "lse", p.cmp.lse_worst, p.cmp.lse_elements, p.cmp.lse_violations);
-  }
-  const oracle::PartCheck& worst = rc.parts[rc.worst_part()];
-  const bool o_worse = worst.cmp.o_worst.ratio >= worst.cmp.lse_worst.ratio;
-  const Worst& w = o_worse ? worst.cmp.o_worst : worst.cmp.lse_worst;
-  out << "# worst: " << part_name(worst.rank) << " " << (o_worse ? "o" : "lse") << " at (t, h"
-      << (o_worse ? ", d" : "") << ") = " << index_text(w) << ": got " << fmt("%.9g", w.got)
-      << ", expected " << fmt("%.9g", w.expected) << ", error " << fmt("%.3e", w.error)
-      << ", bound " << fmt("%.3e", w.bound) << ", err/bound " << fmt("%.4f", w.ratio) << "\n";
-  const std::vector<int64_t> bad_ranks = rc.failing_ranks();
-  const bool output_ok = rc.parts.front().cmp.pass();
-  std::string verdict = rc.pass() ? "OK" : "FAILED";
-  if (!rc.pass()) {
-    verdict += " (";
-    if (!output_ok) verdict += "the merged output violates its bound";
-    if (!bad_ranks.empty()) {
-      verdict += output_ok ? "" : "; ";
-      verdict += "wrong partial on rank";
-      verdict += bad_ranks.size() > 1 ? "s" : "";
-      for (size_t i = 0; i < bad_ranks.size(); ++i)
-        verdict += (i ? ", " : " ") + std::to_string(bad_ranks[i]);
-    }
-    verdict += ")";
-  }
-  if (stopped)
-    verdict = "INTERRUPTED (" + std::to_string(planned - static_cast<int64_t>(rc.parts.size())) +
-              " parts not judged; so far: " + verdict + ")";
-  out << "# parts: " << rc.parts.size() << "  max err/bound: " << fmt("%.4f", rc.max_ratio())
-      << "  time: " << fmt("%.1f", secs) << " s\n"
-      << "# check: " << verdict << "\n";
-
-  if (o.json_path) {
-    const Arithmetic& a = r->output_claim;
-    json parts = json::array();
-    for (const oracle::PartCheck& p : rc.parts) {
-      parts.push_back(
-          {{"part", part_name(p.rank)},
-           {"rank", p.rank ? json(*p.rank) : json(nullptr)},
-           {"pass", p.cmp.pass()},
-           {"max_ratio", json_number(p.cmp.max_ratio())},
-           {"kappa", p.kappa},
-           {"o", worst_json(p.cmp.o_worst, p.cmp.o_elements, p.cmp.o_violations)},
-           {"lse", worst_json(p.cmp.lse_worst, p.cmp.lse_elements, p.cmp.lse_violations)}});
-    }
-    const json report = {
-        {"schema", "dcp-verify/check/2"},
-        {"case", o.case_path},
-        {"result", o.result_path},
-        {"tier", o.tier},
-        {"claim",
-         {{"accum", lower(oracle::dtype_name(a.accum))},
-          {"p_cast", a.p_cast ? json(lower(oracle::dtype_name(*a.p_cast))) : json(nullptr)},
-          {"o", lower(oracle::dtype_name(a.out))},
-          {"lse", lower(oracle::dtype_name(a.lse_out))},
-          {"partial_o", lower(oracle::dtype_name(a.partial_o))},
-          {"partial_lse", lower(oracle::dtype_name(a.partial_lse))},
-          {"merge_accum", lower(oracle::dtype_name(a.merge_accum))},
-          {"dcp_size", r->dcp_size},
-          {"interleave", r->interleave},
-          {"splits", r->splits},
-          {"sink_rank", r->sink_rank ? json(*r->sink_rank) : json("merge")}}},
-        {"parts", parts},
-        {"failing_ranks", bad_ranks},
-        {"max_ratio", json_number(rc.max_ratio())},
-        {"interrupted", stopped},
-        {"pass", rc.pass() && !stopped},
-        {"seconds", secs}};
-    if (!write_json("check", *o.json_path, report)) return kExitBadInput;
-  }
+  print_check_table(o, *c, *r, rc);
+  const std::string verdict = check_verdict(rc, planned, std::cout);
+  std::cout << "# parts: " << rc.parts.size() << "  max err/bound: " << fmt("%.4f", rc.max_ratio())
+            << "  time: " << fmt("%.1f", secs) << " s\n"
+            << "# check: " << verdict << "\n";
+  if (o.json_path && !write_check_json(o, *r, rc, stopped, secs)) return kExitBadInput;
   if (stopped) return kExitInterrupted;
   return rc.pass() ? kExitOk : kExitFail;
 }
