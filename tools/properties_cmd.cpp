@@ -56,6 +56,81 @@ void print_row(std::ostream& out, const Row& r) {
   out << line;
 }
 
+// The pinned counterexamples replayed on the backend: one row.
+Row replay_row(const std::vector<props::PinnedEntry>& pins, const std::string& pinned,
+               const props::DcpBackend& backend) {
+  const auto t = std::chrono::steady_clock::now();
+  const props::PinnedReplay replay = props::replay_pinned(pins, backend);
+  Row r;
+  r.name = "pinned";
+  r.what = "pinned counterexamples (" + pinned + ")";
+  r.cases = replay.count;
+  r.seconds = since(t);
+  r.result = replay.failures.empty() ? "OK" : "FAILED";
+  for (const std::string& f : replay.failures) r.message += f;
+  return r;
+}
+
+// The rows (all, or the failing ones with --quiet), the summary and the JSON report; the exit
+// code.
+int finish_properties(const PropertiesOptions& o, uint64_t seed, const std::vector<Row>& rows,
+                      double secs, std::ostream& out) {
+  int64_t failed = 0, passed = 0;
+  for (const Row& r : rows) {
+    const bool ok = r.result == "OK";
+    passed += ok ? 1 : 0;
+    failed += ok || r.result == "INTERRUPTED" ? 0 : 1;
+    if (o.quiet && ok) continue;
+    print_row(out, r);
+    if (!ok) {
+      std::istringstream msg(r.message);
+      for (std::string line; std::getline(msg, line);)
+        if (!line.empty()) out << "#    " << line << "\n";
+      if (r.name != "pinned") out << "#    reproduce: " << reproduce_line(o, seed, r.name) << "\n";
+    }
+  }
+  const bool stopped = interrupted();
+  char time_s[32];
+  std::snprintf(time_s, sizeof time_s, "%.1f", secs);
+  std::string only_all;
+  for (const std::string& name : o.only) only_all += (only_all.empty() ? "" : ",") + name;
+  out << "# properties: " << rows.size() << "  passed: " << passed << "  failed: " << failed
+      << "  time: " << time_s << " s" << (stopped ? "  (interrupted: the rest did not run)" : "")
+      << "\n"
+      << "# reproduce: " << reproduce_line(o, seed, only_all) << "\n"
+      << "# properties: "
+      << (stopped       ? "INTERRUPTED"
+          : failed == 0 ? "OK"
+                        : "FAILED")
+      << "\n";
+
+  if (o.json_path) {
+    json props = json::array();
+    for (const Row& r : rows) {
+      props.push_back({{"name", r.name},
+                       {"what", r.what},
+                       {"result", r.result},
+                       {"cases", r.cases},
+                       {"shrinks", r.shrinks >= 0 ? json(r.shrinks) : json(nullptr)},
+                       {"seconds", r.seconds},
+                       {"message", r.message},
+                       {"reproduce", r.name == "pinned" ? json(nullptr)
+                                                        : json(reproduce_line(o, seed, r.name))}});
+    }
+    const json report = {{"schema", "dcp-verify/properties/1"},
+                         {"backend", o.backend},
+                         {"seed", seed},
+                         {"cases", o.cases},
+                         {"properties", props},
+                         {"interrupted", stopped},
+                         {"pass", failed == 0 && !stopped},
+                         {"seconds", secs}};
+    if (!write_json("properties", *o.json_path, report)) return kExitBadInput;
+  }
+  if (stopped) return kExitInterrupted;
+  return failed == 0 ? kExitOk : kExitFail;
+}
+
 int run_properties(const PropertiesOptions& o, const Limits& lim) {
   auto bad = [](const std::string& why) { return refuse("properties", why, std::cerr); };
   const std::string pinned = o.pinned.value_or(installed_data_file("pinned.json"));
@@ -106,18 +181,7 @@ int run_properties(const PropertiesOptions& o, const Limits& lim) {
   std::vector<Row> rows;
   const auto t0 = std::chrono::steady_clock::now();
   Progress progress("properties", static_cast<int64_t>(suite.size()) + 1);
-  if (wanted("pinned")) {
-    const auto t = std::chrono::steady_clock::now();
-    const props::PinnedReplay replay = props::replay_pinned(pins, backend);
-    Row r;
-    r.name = "pinned";
-    r.what = "pinned counterexamples (" + pinned + ")";
-    r.cases = replay.count;
-    r.seconds = since(t);
-    r.result = replay.failures.empty() ? "OK" : "FAILED";
-    for (const std::string& f : replay.failures) r.message += f;
-    rows.push_back(r);
-  }
+  if (wanted("pinned")) rows.push_back(replay_row(pins, pinned, backend));
   for (const props::SuiteProperty& p : suite) {
     if (!wanted(p.name)) continue;
     if (interrupted()) break;
@@ -126,61 +190,7 @@ int run_properties(const PropertiesOptions& o, const Limits& lim) {
   }
   progress.clear();
 
-  int64_t failed = 0, passed = 0;
-  for (const Row& r : rows) {
-    const bool ok = r.result == "OK";
-    passed += ok ? 1 : 0;
-    failed += ok || r.result == "INTERRUPTED" ? 0 : 1;
-    if (o.quiet && ok) continue;
-    print_row(out, r);
-    if (!ok) {
-      std::istringstream msg(r.message);
-      for (std::string line; std::getline(msg, line);)
-        if (!line.empty()) out << "#    " << line << "\n";
-      if (r.name != "pinned") out << "#    reproduce: " << reproduce_line(o, seed, r.name) << "\n";
-    }
-  }
-  const double secs = since(t0);
-  const bool stopped = interrupted();
-  char time_s[32];
-  std::snprintf(time_s, sizeof time_s, "%.1f", secs);
-  std::string only_all;
-  for (const std::string& name : o.only) only_all += (only_all.empty() ? "" : ",") + name;
-  out << "# properties: " << rows.size() << "  passed: " << passed << "  failed: " << failed
-      << "  time: " << time_s << " s" << (stopped ? "  (interrupted: the rest did not run)" : "")
-      << "\n"
-      << "# reproduce: " << reproduce_line(o, seed, only_all) << "\n"
-      << "# properties: "
-      << (stopped       ? "INTERRUPTED"
-          : failed == 0 ? "OK"
-                        : "FAILED")
-      << "\n";
-
-  if (o.json_path) {
-    json props = json::array();
-    for (const Row& r : rows) {
-      props.push_back({{"name", r.name},
-                       {"what", r.what},
-                       {"result", r.result},
-                       {"cases", r.cases},
-                       {"shrinks", r.shrinks >= 0 ? json(r.shrinks) : json(nullptr)},
-                       {"seconds", r.seconds},
-                       {"message", r.message},
-                       {"reproduce", r.name == "pinned" ? json(nullptr)
-                                                        : json(reproduce_line(o, seed, r.name))}});
-    }
-    const json report = {{"schema", "dcp-verify/properties/1"},
-                         {"backend", o.backend},
-                         {"seed", seed},
-                         {"cases", o.cases},
-                         {"properties", props},
-                         {"interrupted", stopped},
-                         {"pass", failed == 0 && !stopped},
-                         {"seconds", secs}};
-    if (!write_json("properties", *o.json_path, report)) return kExitBadInput;
-  }
-  if (stopped) return kExitInterrupted;
-  return failed == 0 ? kExitOk : kExitFail;
+  return finish_properties(o, seed, rows, since(t0), out);
 }
 
 }  // namespace
