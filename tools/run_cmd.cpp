@@ -651,7 +651,8 @@ RequestResult MpiRunner::run(const DcpSetup& s, size_t row, std::ostream& err) {
 
 // The runner for the options: one rank per process when the pair asks for it (and this binary
 // has MPI: open_backend refused it otherwise), else every rank here.
-std::unique_ptr<RequestRunner> make_runner(const RunOptions& o, const props::DcpBackend& backend) {
+std::unique_ptr<RequestRunner> make_runner([[maybe_unused]] const RunOptions& o,
+                                           const props::DcpBackend& backend) {
 #ifdef DCP_HAVE_MPI
   if (one_rank_per_process(o)) return std::make_unique<MpiRunner>(o.comm == "nccl");
 #endif
