@@ -8,20 +8,25 @@ namespace dcp::gpu {
 Result<DcpGeometry> DcpGeometry::create(const DcpConfig& cfg, const AttentionDims& d) {
   DCP_GPU_TRY(validate_layout(cfg.layout));
   const int64_t n = cfg.layout.ranks;
-  if (cfg.tp_size < 1) return DCP_GPU_ERROR("--tp-size: got ", cfg.tp_size, "; expected >= 1");
+  if (cfg.tp_size < 1)
+    return DCP_GPU_ERROR("DcpConfig.tp_size: got ", cfg.tp_size, "; expected >= 1");
   if (cfg.tp_size % n != 0)
-    return DCP_GPU_ERROR("--tp-size ", cfg.tp_size, " is not a multiple of --dcp-size ", n);
+    return DCP_GPU_ERROR("DcpConfig.tp_size ", cfg.tp_size,
+                         " is not a multiple of DcpLayout.ranks ", n);
   if (d.tokens < 1 || d.q_heads < 1 || d.kv_heads < 1 || d.head_dim < 1 || d.v_dim < 1)
-    return DCP_GPU_ERROR("shape: tokens, heads, kv-heads, head-dim, v-dim must be >= 1");
+    return DCP_GPU_ERROR(
+        "AttentionDims: tokens, q_heads, kv_heads, head_dim and v_dim must be >= 1");
   if (d.q_heads % d.kv_heads != 0)
-    return DCP_GPU_ERROR("--heads ", d.q_heads, " is not a multiple of --kv-heads ", d.kv_heads);
+    return DCP_GPU_ERROR("AttentionDims.q_heads ", d.q_heads,
+                         " is not a multiple of AttentionDims.kv_heads ", d.kv_heads);
   if (d.q_heads % cfg.tp_size != 0)
-    return DCP_GPU_ERROR("--heads ", d.q_heads, " is not a multiple of --tp-size ", cfg.tp_size);
+    return DCP_GPU_ERROR("AttentionDims.q_heads ", d.q_heads,
+                         " is not a multiple of DcpConfig.tp_size ", cfg.tp_size);
   if (d.shared_latent && d.v_dim > d.head_dim)
-    return DCP_GPU_ERROR("--v-dim ", d.v_dim, " exceeds --head-dim ", d.head_dim,
-                         " for a shared latent");
-  if (cfg.tile < 1) return DCP_GPU_ERROR("--tile: got ", cfg.tile, "; expected >= 1");
-  if (cfg.splits < 1) return DCP_GPU_ERROR("--splits: got ", cfg.splits, "; expected >= 1");
+    return DCP_GPU_ERROR("AttentionDims.v_dim ", d.v_dim, " exceeds AttentionDims.head_dim ",
+                         d.head_dim, " for a shared latent");
+  if (cfg.tile < 1) return DCP_GPU_ERROR("DcpConfig.tile: got ", cfg.tile, "; expected >= 1");
+  if (cfg.splits < 1) return DCP_GPU_ERROR("DcpConfig.splits: got ", cfg.splits, "; expected >= 1");
   DcpGeometry g;
   g.n = n;
   g.tp = cfg.tp_size;
@@ -39,7 +44,7 @@ GpuStatus validate_inputs(const DcpInputs& in, const DcpConfig& cfg) {
   auto size_err = [](const char* name, size_t got, int64_t want) {
     return DCP_GPU_ERROR("tensor '", name, "': ", got, " elements; expected ", want);
   };
-  if (S < 0) return DCP_GPU_ERROR("--seq: got ", S, "; expected >= 0");
+  if (S < 0) return DCP_GPU_ERROR("DcpInputs.seq: got ", S, "; expected >= 0");
   if (in.q.size() != static_cast<size_t>(T * d.q_heads * d.head_dim))
     return size_err("q", in.q.size(), T * d.q_heads * d.head_dim);
   if (in.k.size() != static_cast<size_t>(S * d.kv_heads * d.head_dim))
@@ -56,7 +61,7 @@ GpuStatus validate_inputs(const DcpInputs& in, const DcpConfig& cfg) {
   }
   if (!in.sink.empty() && in.sink.size() != static_cast<size_t>(d.q_heads))
     return size_err("sink", in.sink.size(), d.q_heads);
-  if (in.topk_k < 0) return DCP_GPU_ERROR("--topk: got ", in.topk_k, "; expected >= 0");
+  if (in.topk_k < 0) return DCP_GPU_ERROR("DcpInputs.topk_k: got ", in.topk_k, "; expected >= 0");
   if (!in.topk.empty()) {
     if (in.topk.size() != static_cast<size_t>(T * in.topk_k))
       return size_err("topk", in.topk.size(), T * in.topk_k);
@@ -68,8 +73,9 @@ GpuStatus validate_inputs(const DcpInputs& in, const DcpConfig& cfg) {
                              "; expected -1 or a position in [0, ", S, ")");
     }
   }
-  if (in.window < 0) return DCP_GPU_ERROR("--window: got ", in.window, "; expected >= 0");
-  if (!(in.softcap >= 0.0f)) return DCP_GPU_ERROR("--softcap: got ", in.softcap, "; expected >= 0");
+  if (in.window < 0) return DCP_GPU_ERROR("DcpInputs.window: got ", in.window, "; expected >= 0");
+  if (!(in.softcap >= 0.0f))
+    return DCP_GPU_ERROR("DcpInputs.softcap: got ", in.softcap, "; expected >= 0");
   int64_t sum = 0;
   for (size_t i = 0; i < in.chunks.size(); ++i) {
     if (in.chunks[i] < 0)

@@ -113,7 +113,8 @@ struct RankStepOutput {
 };
 
 // Checks the inputs against the configuration: tp % N, heads divisibility, tensor sizes,
-// positions, top-k indices, chunk lengths. One-line errors naming the flag or tensor.
+// positions, top-k indices, chunk lengths. One-line errors naming the field ("DcpConfig.tp_size")
+// or tensor.
 GpuStatus validate_inputs(const DcpInputs& in, const DcpConfig& cfg);
 
 // The pieces device_step.hpp builds a rank's step from, on every device:

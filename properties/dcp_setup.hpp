@@ -32,16 +32,12 @@ inline constexpr int64_t kMaxInterleave = 1 << 20;    // I (I N <= 2^30)
 inline constexpr int64_t kMaxSeq = int64_t{1} << 40;  // S and W: positions below 2^41
 inline constexpr int64_t kMaxExtent = 1 << 20;        // T, Hq, Hkv, Dk, Dv
 
-// How a setup's fields are named to the user, for messages: the command-line flags that set
-// them, or the fields of a pinned-counterexample entry.
+// How a setup's fields are named to the user, for messages: the fields of a pinned-counterexample
+// entry (kJsonNames), or the command-line flags that set them (tools/flags.hpp, kFlagNames).
 struct SetupNames {
   const char *tokens, *q_heads, *kv_heads, *head_dim, *v_dim, *seq, *window, *softcap, *topk,
       *tp_size, *dcp_size, *interleave, *tile, *splits, *chunks;
 };
-inline constexpr SetupNames kFlagNames{"--tokens", "--heads",   "--kv-heads",      "--head-dim",
-                                       "--v-dim",  "--seq",     "--window",        "--softcap",
-                                       "--topk",   "--tp-size", "--dcp-size",      "--interleave",
-                                       "--tile",   "--splits",  "the chunk writes"};
 inline constexpr SetupNames kJsonNames{
     "spec.tokens",     "spec.q_heads",      "spec.kv_heads", "spec.head_dim", "spec.v_dim",
     "spec.seq",        "spec.window",       "spec.softcap",  "spec.topk",     "config.tp_size",

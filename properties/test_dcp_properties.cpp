@@ -121,14 +121,14 @@ TEST(DcpHostPath, BadConfigurationsAreOneLineErrors) {
   gpu::DcpConfig b;
   b.tp_size = 6;
   b.layout = {4, 1};
-  bad.push_back({b, "not a multiple of --dcp-size"});
+  bad.push_back({b, "not a multiple of DcpLayout.ranks"});
   b.layout = {0, 1};
-  bad.push_back({b, "--dcp-size"});
+  bad.push_back({b, "DcpLayout.ranks: got 0"});
   b.layout = {2, 0};
-  bad.push_back({b, "--interleave"});
+  bad.push_back({b, "DcpLayout.interleave: got 0"});
   b.layout = {2, 1};
   b.tp_size = 4;
-  bad.push_back({b, "--heads 6 is not a multiple of --tp-size 4"});
+  bad.push_back({b, "AttentionDims.q_heads 6 is not a multiple of DcpConfig.tp_size 4"});
   for (const Bad& x : bad) {
     gpu::Result<gpu::GroupRun> run = gpu::run_dcp_threads(to_dcp_inputs(c, {}), x.cfg);
     ASSERT_FALSE(run.ok());

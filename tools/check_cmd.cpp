@@ -12,6 +12,7 @@
 #include "properties/footprint.hpp"
 #include "tools/flags.hpp"
 #include "tools/session.hpp"
+#include "tools/table.hpp"
 
 namespace dcp::tools {
 namespace {
@@ -25,12 +26,6 @@ struct CheckOptions {
   std::optional<std::string> json_path;
   bool quiet = false;
 };
-
-std::string fmt(const char* f, double x) {
-  char buf[48];
-  std::snprintf(buf, sizeof buf, f, x);
-  return buf;
-}
 
 std::string lower(std::string_view s) {
   std::string out(s);
@@ -77,14 +72,24 @@ json worst_json(const Worst& w, int64_t elements, int64_t violations) {
           {"ratio", json_number(w.ratio)}};
 }
 
-void print_row(std::ostream& out, const std::string& part, const char* tensor, const Worst& w,
-               int64_t elements, int64_t violations) {
-  char line[256];
-  std::snprintf(line, sizeof line, "   %-8s %-4s %10lld %10lld %11.3e %11.3e %10.4f  %-15s %s\n",
-                part.c_str(), tensor, static_cast<long long>(elements),
-                static_cast<long long>(violations), w.error, w.bound, w.ratio,
-                index_text(w).c_str(), violations == 0 ? "OK" : "FAILED");
-  out << line;
+// The check table's columns.
+Table check_table() {
+  return Table(3, {{"part", 8, Align::left, 0},
+                   {"tens", 4, Align::left},
+                   {"elements", 10},
+                   {"violations", 10},
+                   {"max_err", 11},
+                   {"bound", 11},
+                   {"err/bound", 10},
+                   {"worst (t, h, d)", 15, Align::left, 2},
+                   {"verdict", 0, Align::left, 2}});
+}
+
+void print_row(std::ostream& out, const Table& t, const std::string& part, const char* tensor,
+               const Worst& w, int64_t elements, int64_t violations) {
+  t.print_row(out, {part, tensor, std::to_string(elements), std::to_string(violations),
+                    cell("%.3e", w.error), cell("%.3e", w.bound), cell("%.4f", w.ratio),
+                    index_text(w), violations == 0 ? "OK" : "FAILED"});
 }
 
 // The header and one row per part and tensor (all of them, or the failing ones with --quiet).
@@ -100,15 +105,15 @@ void print_check_table(const CheckOptions& o, const oracle::Case& c, const oracl
       << "  lse base " << oracle::lse_base_name(c.lse_base) << "\n"
       << "# claim: " << claim_text(r) << "\n"
       << "#  worst (t, h, d): the element with the largest error/bound; rank rows: that rank's "
-         "partial vs the oracle on its shard\n"
-      << "#  part     tens   elements violations     max_err       bound  err/bound  worst (t, h, "
-         "d)  verdict\n";
+         "partial vs the oracle on its shard\n";
+  const Table t = check_table();
+  t.print_header(out);
   for (const oracle::PartCheck& p : rc.parts) {
     const bool fine = p.cmp.pass();
     if (o.quiet && fine) continue;
     const std::string name = part_name(p.rank);
-    print_row(out, name, "o", p.cmp.o_worst, p.cmp.o_elements, p.cmp.o_violations);
-    print_row(out, name, "lse", p.cmp.lse_worst, p.cmp.lse_elements, p.cmp.lse_violations);
+    print_row(out, t, name, "o", p.cmp.o_worst, p.cmp.o_elements, p.cmp.o_violations);
+    print_row(out, t, name, "lse", p.cmp.lse_worst, p.cmp.lse_elements, p.cmp.lse_violations);
   }
 }
 
@@ -120,9 +125,9 @@ std::string check_verdict(const oracle::ResultCheck& rc, int64_t planned, std::o
   const bool o_worse = worst.cmp.o_worst.ratio >= worst.cmp.lse_worst.ratio;
   const Worst& w = o_worse ? worst.cmp.o_worst : worst.cmp.lse_worst;
   out << "# worst: " << part_name(worst.rank) << " " << (o_worse ? "o" : "lse") << " at (t, h"
-      << (o_worse ? ", d" : "") << ") = " << index_text(w) << ": got " << fmt("%.9g", w.got)
-      << ", expected " << fmt("%.9g", w.expected) << ", error " << fmt("%.3e", w.error)
-      << ", bound " << fmt("%.3e", w.bound) << ", err/bound " << fmt("%.4f", w.ratio) << "\n";
+      << (o_worse ? ", d" : "") << ") = " << index_text(w) << ": got " << cell("%.9g", w.got)
+      << ", expected " << cell("%.9g", w.expected) << ", error " << cell("%.3e", w.error)
+      << ", bound " << cell("%.3e", w.bound) << ", err/bound " << cell("%.4f", w.ratio) << "\n";
   const std::vector<int64_t> bad_ranks = rc.failing_ranks();
   const bool output_ok = rc.parts.front().cmp.pass();
   std::string verdict = rc.pass() ? "OK" : "FAILED";
@@ -237,8 +242,8 @@ int run_check(const CheckOptions& o, const Limits& lim) {
 
   print_check_table(o, *c, *r, rc);
   const std::string verdict = check_verdict(rc, planned, std::cout);
-  std::cout << "# parts: " << rc.parts.size() << "  max err/bound: " << fmt("%.4f", rc.max_ratio())
-            << "  time: " << fmt("%.1f", secs) << " s\n"
+  std::cout << "# parts: " << rc.parts.size() << "  max err/bound: " << cell("%.4f", rc.max_ratio())
+            << "  time: " << cell("%.1f", secs) << " s\n"
             << "# check: " << verdict << "\n";
   if (o.json_path && !write_check_json(o, *r, rc, stopped, secs)) return kExitBadInput;
   if (stopped) return kExitInterrupted;

@@ -108,4 +108,39 @@ void add_timeout_flag(CLI::App* cmd, int64_t& seconds) {
       ->capture_default_str();
 }
 
+namespace {
+struct FieldFlag {
+  std::string_view field, flag;
+};
+// gpu/dcp_step.cpp, gpu/kernels/layout.hpp, gpu/comm and gpu/cuda name these fields; longer
+// names first where one is a prefix of another.
+constexpr FieldFlag kFieldFlags[] = {
+    {"DcpConfig.tp_size", "--tp-size"},
+    {"DcpConfig.tile", "--tile"},
+    {"DcpConfig.splits", "--splits"},
+    {"DcpConfig.deadline", "--timeout"},
+    {"DcpLayout.ranks", "--dcp-size"},
+    {"DcpLayout.interleave", "--interleave"},
+    {"AttentionDims.q_heads", "--heads"},
+    {"AttentionDims.kv_heads", "--kv-heads"},
+    {"AttentionDims.head_dim", "--head-dim"},
+    {"AttentionDims.v_dim", "--v-dim"},
+    {"DcpInputs.seq", "--seq"},
+    {"DcpInputs.topk_k", "--topk"},
+    {"DcpInputs.window", "--window"},
+    {"DcpInputs.softcap", "--softcap"},
+    {"DeviceTransport::single_gpu", "--comm single-gpu"},
+    {"DeviceTransport::nccl", "--comm nccl"},
+};
+}  // namespace
+
+std::string in_flag_terms(std::string message) {
+  for (const FieldFlag& f : kFieldFlags) {
+    for (size_t at = message.find(f.field); at != std::string::npos;
+         at = message.find(f.field, at + f.flag.size()))
+      message.replace(at, f.field.size(), f.flag);
+  }
+  return message;
+}
+
 }  // namespace dcp::tools

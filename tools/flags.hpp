@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdint>
 #include <optional>
+#include <string>
 
 #include "gpu/comm/communicator.hpp"
 #include "properties/dcp_setup.hpp"
@@ -64,5 +65,15 @@ void add_timeout_flag(CLI::App* cmd, int64_t& seconds);
 // Registers --latent / --latent=false / --no-latent, set only when given (the preset decides
 // otherwise): the same flag in run, sweep and model.
 void add_latent_flag(CLI::App* cmd, std::optional<bool>& latent);
+
+// The libraries name what they refuse by field ("DcpConfig.tp_size 6 is not a multiple of
+// DcpLayout.ranks 4"); the command line speaks of the flags that set those fields. These are
+// the pairs, in one place: props::validate_setup is handed kFlagNames, and in_flag_terms
+// rewrites every library message before a command prints it (refuse, a row's report).
+inline constexpr props::SetupNames kFlagNames{
+    "--tokens",   "--heads",      "--kv-heads", "--head-dim", "--v-dim",
+    "--seq",      "--window",     "--softcap",  "--topk",     "--tp-size",
+    "--dcp-size", "--interleave", "--tile",     "--splits",   "the chunk writes"};
+std::string in_flag_terms(std::string message);
 
 }  // namespace dcp::tools

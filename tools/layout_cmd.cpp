@@ -10,6 +10,7 @@
 
 #include "gpu/kernels/layout.hpp"
 #include "tools/flags.hpp"
+#include "tools/table.hpp"
 
 namespace dcp::tools {
 namespace {
@@ -33,80 +34,113 @@ int64_t chunk_len(const LayoutOptions& o) {
   return std::min(two_cycles, kMaxTableLen);
 }
 
-// Every flag is range-checked as it is parsed (flags.hpp), so the layout is valid here.
-int run_layout(const LayoutOptions& o, std::ostream& out) {
-  const gpu::DcpLayout lay{o.ranks, o.interleave};
-  const int64_t a = o.offset, len = chunk_len(o), end = a + len;
-  // Columns wide enough for the largest position and row.
-  const int digits = static_cast<int>(std::to_string(std::max(end, o.seq.value_or(0))).size());
-  const int pos_w = std::max(9, digits + 1), num_w = std::max(13, digits + 2);
-  const int rows_w = std::max(18, 2 * digits + 6);  // "[a, b)"
+// Column widths wide enough for the largest position and row.
+struct LayoutWidths {
+  size_t pos, num, rows;
+  explicit LayoutWidths(int64_t largest) {
+    const size_t digits = std::to_string(largest).size();
+    pos = std::max<size_t>(9, digits + 1);
+    num = std::max<size_t>(13, digits + 2);
+    rows = std::max<size_t>(18, 2 * digits + 6);  // "[a, b)"
+  }
+};
 
-  out << "# dcp-verify layout  N=" << lay.ranks << "  I=" << lay.interleave << "  chunk [" << a
-      << ", " << end << ")  L=" << len << (o.seq ? "  S=" + std::to_string(*o.seq) : "") << "\n"
-      << "#  owner(p) = floor(p / I) mod N;  row(p) = floor(p / (I N)) I + p mod I;  "
-         "position(owner, row) must give p back (gpu/kernels/layout.hpp)\n"
-      << "# " << std::setw(pos_w) << "pos" << std::setw(7) << "owner" << std::setw(pos_w) << "row"
-      << std::setw(std::max(21, pos_w + 1)) << "position(owner,row)"
-      << "  verdict\n";
-  int64_t inverse_wrong = 0;
+// One line a position of [a, end): its owner and row, and whether position(owner, row) gives it
+// back. Returns how many did not.
+int64_t print_positions(const gpu::DcpLayout& lay, int64_t a, int64_t end, const LayoutWidths& w,
+                        std::ostream& out) {
+  const Table t(2, {{"pos", w.pos, Align::right, 0},
+                    {"owner", 7, Align::right, 0},
+                    {"row", w.pos, Align::right, 0},
+                    {"position(owner,row)", std::max<size_t>(21, w.pos + 1), Align::right, 0},
+                    {"verdict", 0, Align::left, 2}});
+  t.print_header(out);
+  int64_t wrong = 0;
   for (int64_t pos = a; pos < end; ++pos) {
     const int64_t owner = lay.owner(pos), row = lay.row(pos), back = lay.position(owner, row);
     const bool right = back == pos;
-    if (!right) ++inverse_wrong;
-    out << "  " << std::setw(pos_w) << pos << std::setw(7) << owner << std::setw(pos_w) << row
-        << std::setw(std::max(21, pos_w + 1)) << back << "  " << (right ? "OK" : "WRONG") << "\n";
+    if (!right) ++wrong;
+    t.print_row(out, {std::to_string(pos), std::to_string(owner), std::to_string(row),
+                      std::to_string(back), right ? "OK" : "WRONG"});
   }
+  return wrong;
+}
 
-  // A contiguous chunk fills consecutive rows on each rank: [count(r, a), count(r, a + L)).
+struct ShareCheck {
+  int64_t sum = 0, wrong = 0;
+};
+
+// A contiguous chunk fills consecutive rows on each rank: [count(r, a), count(r, a + L)). One line
+// a rank: the share three ways (chunk_share, the closed form, brute force) and the rows.
+ShareCheck print_shares(const gpu::DcpLayout& lay, int64_t a, int64_t len, const LayoutWidths& w,
+                        std::ostream& out) {
+  const int64_t end = a + len;
   out << "# chunk shares of [" << a << ", " << end
       << "): chunk_share(r, a, L); closed form count(r, a+L) - count(r, a); brute force "
-         "#{p in chunk : owner(p) = r}; rows the chunk fills on r\n"
-      << "# " << std::setw(5) << "rank" << std::setw(num_w) << "chunk_share" << std::setw(num_w)
-      << "closed_form" << std::setw(num_w) << "brute_force"
-      << "  " << std::left << std::setw(rows_w) << "rows" << std::right << "verdict\n";
-  int64_t share_sum = 0, shares_wrong = 0;
+         "#{p in chunk : owner(p) = r}; rows the chunk fills on r\n";
+  const Table t(2, {{"rank", 5, Align::right, 0},
+                    {"chunk_share", w.num, Align::right, 0},
+                    {"closed_form", w.num, Align::right, 0},
+                    {"brute_force", w.num, Align::right, 0},
+                    {"rows", w.rows, Align::left, 2},
+                    {"verdict", 0, Align::left, 0}});
+  t.print_header(out);
+  ShareCheck c;
   for (int64_t r = 0; r < lay.ranks; ++r) {
     const int64_t share = lay.chunk_share(r, a, len);
     const int64_t closed = lay.count(r, end) - lay.count(r, a);
     int64_t brute = 0;
     for (int64_t pos = a; pos < end; ++pos) brute += lay.owner(pos) == r ? 1 : 0;
     const bool right = share == closed && share == brute;
-    if (!right) ++shares_wrong;
-    share_sum += share;
+    if (!right) ++c.wrong;
+    c.sum += share;
     const std::string rows =
         "[" + std::to_string(lay.count(r, a)) + ", " + std::to_string(lay.count(r, end)) + ")";
-    out << "  " << std::setw(5) << r << std::setw(num_w) << share << std::setw(num_w) << closed
-        << std::setw(num_w) << brute << "  " << std::left << std::setw(rows_w) << rows << std::right
-        << (right ? "OK" : "WRONG") << "\n";
+    t.print_row(out, {std::to_string(r), std::to_string(share), std::to_string(closed),
+                      std::to_string(brute), rows, right ? "OK" : "WRONG"});
   }
+  return c;
+}
 
-  bool seq_ok = true;
-  if (o.seq) {
-    const int64_t seq = *o.seq;
-    out << "# context of S=" << seq << " tokens: rows_for(r, S), the rows rank r needs\n"
-        << "# " << std::setw(5) << "rank" << std::setw(num_w) << "rows_for"
-        << "\n";
-    int64_t rows_max = 0, rows_sum = 0;
-    for (int64_t r = 0; r < lay.ranks; ++r) {
-      const int64_t rows = lay.rows_for(r, seq);
-      rows_max = std::max(rows_max, rows);
-      rows_sum += rows;
-      out << "  " << std::setw(5) << r << std::setw(num_w) << rows << "\n";
-    }
-    // The KV cache allocates the same number of rows on every rank, a multiple of I.
-    const int64_t physical = (rows_max + lay.interleave - 1) / lay.interleave * lay.interleave;
-    out << "# physical rows per rank: " << physical
-        << " (the largest rows_for, rounded up to a multiple of I); logical (widened) capacity: "
-        << lay.logical_capacity(physical) << " = " << physical << " x N\n"
-        << "# rows_for sums to " << rows_sum << " over the ranks (expected S = " << seq << ")\n";
-    seq_ok = rows_sum == seq;
+// The rows each rank needs for a context of S tokens and the cache they come to. Returns whether
+// they sum to S.
+bool print_context(const gpu::DcpLayout& lay, int64_t seq, const LayoutWidths& w,
+                   std::ostream& out) {
+  out << "# context of S=" << seq << " tokens: rows_for(r, S), the rows rank r needs\n";
+  const Table t(2, {{"rank", 5, Align::right, 0}, {"rows_for", w.num, Align::right, 0}});
+  t.print_header(out);
+  int64_t rows_max = 0, rows_sum = 0;
+  for (int64_t r = 0; r < lay.ranks; ++r) {
+    const int64_t rows = lay.rows_for(r, seq);
+    rows_max = std::max(rows_max, rows);
+    rows_sum += rows;
+    t.print_row(out, {std::to_string(r), std::to_string(rows)});
   }
+  // The KV cache allocates the same number of rows on every rank, a multiple of I.
+  const int64_t physical = (rows_max + lay.interleave - 1) / lay.interleave * lay.interleave;
+  out << "# physical rows per rank: " << physical
+      << " (the largest rows_for, rounded up to a multiple of I); logical (widened) capacity: "
+      << lay.logical_capacity(physical) << " = " << physical << " x N\n"
+      << "# rows_for sums to " << rows_sum << " over the ranks (expected S = " << seq << ")\n";
+  return rows_sum == seq;
+}
 
-  const bool ok = inverse_wrong == 0 && shares_wrong == 0 && share_sum == len && seq_ok;
+// Every flag is range-checked as it is parsed (flags.hpp), so the layout is valid here.
+int run_layout(const LayoutOptions& o, std::ostream& out) {
+  const gpu::DcpLayout lay{o.ranks, o.interleave};
+  const int64_t a = o.offset, len = chunk_len(o), end = a + len;
+  const LayoutWidths w(std::max(end, o.seq.value_or(0)));
+  out << "# dcp-verify layout  N=" << lay.ranks << "  I=" << lay.interleave << "  chunk [" << a
+      << ", " << end << ")  L=" << len << (o.seq ? "  S=" + std::to_string(*o.seq) : "") << "\n"
+      << "#  owner(p) = floor(p / I) mod N;  row(p) = floor(p / (I N)) I + p mod I;  "
+         "position(owner, row) must give p back (gpu/kernels/layout.hpp)\n";
+  const int64_t inverse_wrong = print_positions(lay, a, end, w, out);
+  const ShareCheck shares = print_shares(lay, a, len, w, out);
+  const bool seq_ok = !o.seq || print_context(lay, *o.seq, w, out);
+  const bool ok = inverse_wrong == 0 && shares.wrong == 0 && shares.sum == len && seq_ok;
   out << "# checks: position(owner(p), row(p)) == p wrong for " << inverse_wrong << " of " << len
-      << " positions; shares wrong for " << shares_wrong << " of " << lay.ranks
-      << " ranks; shares sum to " << share_sum << " (expected L = " << len << ")\n"
+      << " positions; shares wrong for " << shares.wrong << " of " << lay.ranks
+      << " ranks; shares sum to " << shares.sum << " (expected L = " << len << ")\n"
       << "# layout: " << (ok ? "OK" : "FAILED") << "\n";
   return ok ? kExitOk : kExitFail;
 }

@@ -18,6 +18,7 @@
 #include "tools/flags.hpp"
 #include "tools/property_runner.hpp"
 #include "tools/session.hpp"
+#include "tools/table.hpp"
 
 namespace dcp::tools {
 namespace {
@@ -62,17 +63,27 @@ Row run_suite(const std::vector<props::SuiteProperty>& suite, int64_t cases, uin
   return row;
 }
 
+// The mutants table's columns.
+const Table& mutants_table() {
+  static const Table t(3, {{"mutant", 25, Align::left, 0},
+                           {"family", 11, Align::left},
+                           {"verdict", 11, Align::left},
+                           {"cases", 7},
+                           {"killed by", 16, Align::left, 2},
+                           {"shrinks", 7},
+                           {"time(s)", 7},
+                           {"counterexample", 0, Align::left, 2}});
+  return t;
+}
+
 // One table row; `killed_by` empty prints "-" for it and the shrinks.
 void print_row(std::ostream& out, const Row& r, const std::string& verdict,
                const std::string& killed_by, const std::string& last_column) {
   const std::string shrinks =
       !killed_by.empty() && r.kill.shrinks >= 0 ? std::to_string(r.kill.shrinks) : "-";
-  char line[512];
-  std::snprintf(line, sizeof line, "   %-25s %-11s %-11s %7lld  %-16s %7s %7.2f  %s\n",
-                r.mutant.c_str(), r.family.c_str(), verdict.c_str(),
-                static_cast<long long>(r.cases), killed_by.empty() ? "-" : killed_by.c_str(),
-                shrinks.c_str(), r.seconds, last_column.c_str());
-  out << line;
+  mutants_table().print_row(
+      out, {r.mutant, r.family, verdict, std::to_string(r.cases),
+            killed_by.empty() ? "-" : killed_by, shrinks, cell("%.2f", r.seconds), last_column});
 }
 
 void print_row(std::ostream& out, const Row& r) {
@@ -223,9 +234,8 @@ int run_mutants(const MutantsOptions& o, const Limits& lim) {
       << "#  each mutant runs the properties in order (";
   for (size_t i = 0; i < suite.size(); ++i) out << (i ? ", " : "") << suite[i].name;
   out << ") until one fails; cases: all cases run until the kill; shrinks and counterexample: "
-         "the killing property's shrunk case\n"
-      << "#  mutant                    family      verdict       cases  killed by        "
-         "shrinks time(s)  counterexample\n";
+         "the killing property's shrunk case\n";
+  mutants_table().print_header(out);
 
   InterruptGuard guard;
   Progress progress("mutants", static_cast<int64_t>(chosen.size()) + 1);
@@ -249,18 +259,18 @@ int run_mutants(const MutantsOptions& o, const Limits& lim) {
 }
 
 int list_mutants() {
-  std::cout << "#  mutant                    family      planted in\n";
+  const Table t(3, {{"mutant", 25, Align::left, 0},
+                    {"family", 11, Align::left},
+                    {"planted in", 0, Align::left}});
+  t.print_header(std::cout);
   int64_t in_step = 0;
   for (const mutants::MutantInfo& m : mutants::kMutantCatalogue) {
     const bool step = m.where & mutants::kInStep, model = m.where & mutants::kInModel;
     in_step += step ? 1 : 0;
-    char line[128];
-    std::snprintf(line, sizeof line, "   %-25s %-11s %s\n", std::string(m.name).c_str(),
-                  std::string(m.family).c_str(),
-                  step && model ? "step, fp32 model"
-                  : step        ? "step"
-                                : "fp32 model");
-    std::cout << line;
+    t.print_row(std::cout, {std::string(m.name), std::string(m.family),
+                            step && model ? "step, fp32 model"
+                            : step        ? "step"
+                                          : "fp32 model"});
   }
   std::cout << "# " << std::size(mutants::kMutantCatalogue) << " mutants, " << in_step
             << " planted in the DCP step (the kill table runs those)\n";

@@ -16,6 +16,7 @@
 #include "tools/flags.hpp"
 #include "tools/property_runner.hpp"
 #include "tools/session.hpp"
+#include "tools/table.hpp"
 
 namespace dcp::tools {
 namespace {
@@ -47,13 +48,21 @@ std::string reproduce_line(const PropertiesOptions& o, uint64_t seed, const std:
   return os.str();
 }
 
+// The properties table's columns.
+const Table& properties_table() {
+  static const Table t(3, {{"property", 17, Align::left, 0},
+                           {"cases", 7},
+                           {"result", 11, Align::left, 2},
+                           {"shrinks", 7},
+                           {"time(s)", 8},
+                           {"what", 0, Align::left, 2}});
+  return t;
+}
+
 void print_row(std::ostream& out, const Row& r) {
-  char line[256];
-  std::snprintf(line, sizeof line, "   %-17s %7lld  %-11s %7s %8.2f  %s\n", r.name.c_str(),
-                static_cast<long long>(r.cases), r.result.c_str(),
-                r.shrinks >= 0 ? std::to_string(r.shrinks).c_str() : "-", r.seconds,
-                r.what.c_str());
-  out << line;
+  properties_table().print_row(
+      out, {r.name, std::to_string(r.cases), r.result,
+            r.shrinks >= 0 ? std::to_string(r.shrinks) : "-", cell("%.2f", r.seconds), r.what});
 }
 
 // The pinned counterexamples replayed on the backend: one row.
@@ -174,8 +183,8 @@ int run_properties(const PropertiesOptions& o, const Limits& lim) {
   std::ostream& out = std::cout;
   out << "# dcp-verify properties  backend=" << o.backend << "  seed=" << seed
       << "  cases=" << o.cases << "\n"
-      << "#  shrinks: steps RapidCheck took to shrink a failure to the counterexample shown\n"
-      << "#  property            cases  result      shrinks  time(s)  what\n";
+      << "#  shrinks: steps RapidCheck took to shrink a failure to the counterexample shown\n";
+  properties_table().print_header(out);
 
   InterruptGuard guard;
   std::vector<Row> rows;

@@ -17,6 +17,35 @@ class QuietListener : public rc::detail::TestListener {
   void onTestFinished(const rc::detail::TestMetadata&, const rc::detail::TestResult&) override {}
 };
 
+// What RapidCheck's result says, in the row: its verdict, the cases that ran and why it ended.
+// ran: the cases this run entered (an interrupted one included).
+void record_outcome(const rc::detail::TestResult& result, int64_t ran, PropertyRun& row) {
+  rc::detail::SuccessResult ok;
+  rc::detail::FailureResult fail;
+  rc::detail::GaveUpResult gave_up;
+  rc::detail::Error error;
+  if (result.match(ok)) {
+    row.result = "OK";
+    row.cases = ok.numSuccess;
+  } else if (result.match(fail) && interrupted()) {
+    row.result = "INTERRUPTED";
+    row.cases = ran - 1;
+    row.message = "interrupted after " + std::to_string(ran - 1) + " cases";
+  } else if (result.match(fail)) {
+    row.result = "FAILED";
+    row.cases = fail.numSuccess + 1;
+    row.shrinks = static_cast<int64_t>(fail.reproduce.shrinkPath.size());
+    row.message = fail.description;
+  } else if (result.match(gave_up)) {
+    row.result = "GAVE UP";
+    row.cases = gave_up.numSuccess;
+    row.message = gave_up.description;
+  } else if (result.match(error)) {
+    row.result = "ERROR";
+    row.message = error.description;
+  }
+}
+
 }  // namespace
 
 void silence_rapidcheck_banner() {
@@ -64,31 +93,8 @@ PropertyRun run_property(const props::SuiteProperty& p, int64_t cases, uint64_t 
   const rc::detail::TestResult result =
       rc::detail::checkProperty(rc::detail::toProperty(guarded), meta, params, listener);
   row.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  rc::detail::SuccessResult ok;
-  rc::detail::FailureResult fail;
-  rc::detail::GaveUpResult gave_up;
-  rc::detail::Error error;
-  if (result.match(ok)) {
-    row.result = "OK";
-    row.cases = ok.numSuccess;
-  } else if (result.match(fail) && interrupted()) {
-    row.result = "INTERRUPTED";
-    row.cases = ran - 1;
-    row.message = "interrupted after " + std::to_string(ran - 1) + " cases";
-  } else if (result.match(fail)) {
-    row.result = "FAILED";
-    row.cases = fail.numSuccess + 1;
-    row.shrinks = static_cast<int64_t>(fail.reproduce.shrinkPath.size());
-    row.message = fail.description;
-    row.counterexample = counterexample;
-  } else if (result.match(gave_up)) {
-    row.result = "GAVE UP";
-    row.cases = gave_up.numSuccess;
-    row.message = gave_up.description;
-  } else if (result.match(error)) {
-    row.result = "ERROR";
-    row.message = error.description;
-  }
+  record_outcome(result, ran, row);
+  if (row.result == "FAILED") row.counterexample = counterexample;
   return row;
 }
 

@@ -23,6 +23,7 @@
 #include "tools/flags.hpp"
 #include "tools/presets.hpp"
 #include "tools/session.hpp"
+#include "tools/table.hpp"
 #ifdef DCP_HAVE_MPI
 #include "gpu/comm/comm_mpi.hpp"
 #endif
@@ -228,13 +229,12 @@ bool CaseOptions::any() const {
   return set;
 }
 
-oracle::Expected<RunCase> configured_case(const CaseOptions& o, uint64_t seed, int64_t world,
-                                          const props::SetupNames& names) {
+namespace {
+
+// The case of the flags (the preset's shapes where a flag is absent), before the layout.
+oracle::Expected<CaseSpec> configured_spec(const CaseOptions& o, const ModelPreset* p,
+                                           uint64_t seed) {
   CaseSpec s;
-  gpu::DcpConfig cfg;
-  const ModelPreset* p = o.preset ? find_preset(*o.preset) : nullptr;
-  if (o.preset && !p)
-    return DCP_ERROR("--preset: unknown '", *o.preset, "'; expected ", kPresetNames);
   s.tokens = pick(o.tokens, int64_t{1});
   s.q_heads = pick(o.heads, p ? p->shape.heads : int64_t{8});
   s.kv_heads = pick(o.kv_heads, p ? p->shape.kv_heads : int64_t{2});
@@ -256,8 +256,13 @@ oracle::Expected<RunCase> configured_case(const CaseOptions& o, uint64_t seed, i
   if (!b) return DCP_ERROR("--lse-base: got '", base, "'; expected e or 2");
   s.lse_base = *b;
   s.seed = seed;
-  const int64_t batch = pick(o.batch, int64_t{1});
+  return s;
+}
 
+// The production path's configuration of the flags: layout, TP size, combine and kernel knobs.
+oracle::Expected<gpu::DcpConfig> configured_path(const CaseOptions& o, const ModelPreset* p,
+                                                 uint64_t seed, int64_t world) {
+  gpu::DcpConfig cfg;
   const int64_t n = pick(o.dcp_size, p ? p->shape.dcp : (world > 0 ? world : int64_t{2}));
   cfg.layout = {n, pick(o.interleave, int64_t{1})};
   cfg.tp_size = pick(o.tp_size, world > 0 ? world : (p ? p->shape.tp : n));
@@ -277,13 +282,13 @@ oracle::Expected<RunCase> configured_case(const CaseOptions& o, uint64_t seed, i
   const auto out = gpu::parse_format(od_s);
   if (!out) return DCP_ERROR("--out-dtype: got '", od_s, "'; expected f32, f16 or bf16");
   cfg.out_dtype = *out;
-  cfg.base = props::to_gpu_base(s.lse_base);
-  DcpSetup setup;
-  setup.spec = s;
-  setup.cfg = cfg;
-  setup.chunks = props::make_chunks(s.seq, seed);
-  // Every range and combination, named by its flag, before anything runs.
-  DCP_TRY(props::validate_setup(setup, names));
+  return cfg;
+}
+
+// What a valid setup may still ask that makes no sense from the command line: more top-k
+// positions or splits than there are keys.
+oracle::Status check_requests(const DcpSetup& setup, const props::SetupNames& names) {
+  const CaseSpec& s = setup.spec;
   // A query sees at most S keys, and at most W of them under a window.
   const int64_t visible = s.window > 0 ? std::min(s.seq, s.window) : s.seq;
   if (s.topk > visible)
@@ -291,12 +296,33 @@ oracle::Expected<RunCase> configured_case(const CaseOptions& o, uint64_t seed, i
                      names.seq, " ", s.seq,
                      s.window > 0 ? " with --window " + std::to_string(s.window) : "", ")");
   // The busiest rank holds rows_for(0, S) keys (layout.hpp); each split needs at least one.
+  const gpu::DcpConfig& cfg = setup.cfg;
   const int64_t most = std::max<int64_t>(1, cfg.layout.rows_for(0, s.seq));
   if (cfg.splits > most)
     return DCP_ERROR("--splits ", cfg.splits, ": more than the ", most,
                      " keys the busiest rank holds (", names.seq, " ", s.seq, " over --dcp-size ",
-                     n, ")");
-  return RunCase{setup, (p ? std::string(p->name) + " " : "") + variant_of(s), batch};
+                     cfg.layout.ranks, ")");
+  return {};
+}
+
+}  // namespace
+
+oracle::Expected<RunCase> configured_case(const CaseOptions& o, uint64_t seed, int64_t world,
+                                          const props::SetupNames& names) {
+  const ModelPreset* p = o.preset ? find_preset(*o.preset) : nullptr;
+  if (o.preset && !p)
+    return DCP_ERROR("--preset: unknown '", *o.preset, "'; expected ", kPresetNames);
+  oracle::Expected<CaseSpec> spec = configured_spec(o, p, seed);
+  if (!spec) return spec.status();
+  oracle::Expected<gpu::DcpConfig> cfg = configured_path(o, p, seed, world);
+  if (!cfg) return cfg.status();
+  DcpSetup setup{.spec = *spec, .cfg = *cfg, .chunks = props::make_chunks(spec->seq, seed)};
+  setup.cfg.base = props::to_gpu_base(spec->lse_base);
+  // Every range and combination, named by its flag, before anything runs.
+  DCP_TRY(props::validate_setup(setup, names));
+  DCP_TRY(check_requests(setup, names));
+  return RunCase{setup, (p ? std::string(p->name) + " " : "") + variant_of(*spec),
+                 pick(o.batch, int64_t{1})};
 }
 
 std::string case_flags(const CaseOptions& o) {
@@ -419,62 +445,60 @@ nlohmann::json row_json(size_t index, const RowResult& r) {
 
 // Column widths wide enough for every row's values (and at least the header's). Configured
 // cases differ only in their seeds, so the first stands for all.
-struct Widths {
-  size_t shape = 18, seq = 6, tp = 4, n = 4, il = 4, variant = 27;
-};
-
-Widths widths_for(const std::vector<RunCase>& rows) {
-  Widths w;
-  auto fit = [](size_t& width, const std::string& text) {
-    width = std::max(width, text.size() + 1);
-  };
+// The run table's columns, each wide enough for every row's cell.
+Table run_table(const std::vector<RunCase>& rows) {
+  enum : size_t { kShape = 1, kSeq, kTp, kN, kI, kVariant = 8 };
+  Table t(3, {{"row", 3, Align::left, 0},
+              {"shape", 18, Align::left},
+              {"S", 5},
+              {"tp", 3},
+              {"N", 3},
+              {"I", 3},
+              {"comm", 5, Align::left, 2},
+              {"q", 6, Align::left},
+              {"variant", 27, Align::left},
+              {"max_err", 10},
+              {"bound", 10},
+              {"err/bound", 10},
+              {"verdict", 0, Align::left, 2}});
   for (const RunCase& r : rows) {
     const DcpSetup& s = r.setup;
-    fit(w.shape, shape_of(s.spec, r.batch));
-    fit(w.seq, std::to_string(s.spec.seq));
-    fit(w.tp, std::to_string(s.cfg.tp_size));
-    fit(w.n, std::to_string(s.cfg.layout.ranks));
-    fit(w.il, std::to_string(s.cfg.layout.interleave));
-    fit(w.variant, r.variant);
+    t.fit(kShape, shape_of(s.spec, r.batch));
+    t.fit(kSeq, std::to_string(s.spec.seq));
+    t.fit(kTp, std::to_string(s.cfg.tp_size));
+    t.fit(kN, std::to_string(s.cfg.layout.ranks));
+    t.fit(kI, std::to_string(s.cfg.layout.interleave));
+    t.fit(kVariant, r.variant);
   }
-  return w;
+  return t;
 }
 
-void print_header(std::ostream& out, const RunOptions& o, size_t rows, const Widths& w) {
-  auto col = [](size_t width) { return std::setw(static_cast<int>(width)); };
+void print_header(std::ostream& out, const RunOptions& o, size_t rows, const Table& t) {
   out << "# dcp-verify run  backend=" << o.backend << "  comm=" << o.comm << "  seed=" << o.seed
       << "  rows=" << rows << "\n"
       << "#  shape: [B x] T x Hq/Hkv x Dk/Dv (L: shared latent); err, bound: the worst element "
-         "of the output (O or LSE); err/bound: worst over output and every rank's partial\n"
-      << "#  " << std::left << std::setw(4) << "row" << col(w.shape) << "shape" << std::right
-      << col(w.seq) << "S" << col(w.tp) << "tp" << col(w.n) << "N" << col(w.il) << "I"
-      << "  " << std::left << std::setw(6) << "comm" << std::setw(7) << "q" << col(w.variant)
-      << "variant" << std::right << std::setw(11) << "max_err" << std::setw(11) << "bound"
-      << std::setw(11) << "err/bound"
-      << "  verdict\n";
+         "of the output (O or LSE); err/bound: worst over output and every rank's partial\n";
+  t.print_header(out);
 }
 
-void print_row(std::ostream& out, size_t i, const RowResult& row, const Widths& w) {
-  auto col = [](size_t width) { return std::setw(static_cast<int>(width)); };
+void print_row(std::ostream& out, size_t i, const RowResult& row, const Table& t) {
   const DcpSetup& s = row.rc->setup;
   const props::DcpCheck& chk = row.worst;
   const oracle::Worst& worst =
       chk.full.o_worst.ratio >= chk.full.lse_worst.ratio ? chk.full.o_worst : chk.full.lse_worst;
-  char err_s[32] = "-", bound_s[32] = "-", ratio_s[32] = "-";
-  if (row.judged) {  // a request the backend failed has no comparison to show
-    std::snprintf(err_s, sizeof err_s, "%.3e", worst.error);
-    std::snprintf(bound_s, sizeof bound_s, "%.3e", worst.bound);
-    std::snprintf(ratio_s, sizeof ratio_s, "%.4f", chk.max_ratio);
-  }
-  out << "   " << std::left << std::setw(4) << i << col(w.shape) << shape_of(s.spec, row.rc->batch)
-      << std::right << col(w.seq) << s.spec.seq << col(w.tp) << s.cfg.tp_size << col(w.n)
-      << s.cfg.layout.ranks << col(w.il) << s.cfg.layout.interleave << "  " << std::left
-      << std::setw(6) << gpu::strategy_name(s.cfg.strategy) << std::setw(7)
-      << (s.cfg.replicate_q ? "repl" : "gather") << col(w.variant) << row.rc->variant << std::right
-      << std::setw(11) << err_s << std::setw(11) << bound_s << std::setw(11) << ratio_s << "  "
-      << (row.pass ? "OK" : "FAILED") << "\n";
+  // A request the backend failed has no comparison to show.
+  const auto shown = [&](const char* format, double x) {
+    return row.judged ? cell(format, x) : std::string("-");
+  };
+  t.print_row(
+      out,
+      {std::to_string(i), shape_of(s.spec, row.rc->batch), std::to_string(s.spec.seq),
+       std::to_string(s.cfg.tp_size), std::to_string(s.cfg.layout.ranks),
+       std::to_string(s.cfg.layout.interleave), std::string(gpu::strategy_name(s.cfg.strategy)),
+       s.cfg.replicate_q ? "repl" : "gather", row.rc->variant, shown("%.3e", worst.error),
+       shown("%.3e", worst.bound), shown("%.4f", chk.max_ratio), row.pass ? "OK" : "FAILED"});
   if (!row.pass) {
-    std::istringstream rep(row.report);
+    std::istringstream rep(in_flag_terms(row.report));
     for (std::string line; std::getline(rep, line);) out << "#    " << line << "\n";
   }
 }
@@ -742,8 +766,8 @@ int run_dcp(const RunOptions& o, const Limits& lim, std::ostream& out, std::ostr
   if (const auto why = runner->agree(planned, std::chrono::seconds(o.timeout_s), err))
     return bad(*why);
   const Plan& plan = *planned;
-  const Widths widths = widths_for(plan.rows);
-  if (runner->root) print_header(out, o, static_cast<size_t>(plan.count), widths);
+  const Table table = run_table(plan.rows);
+  if (runner->root) print_header(out, o, static_cast<size_t>(plan.count), table);
 
   // Under MPI every rank must take part in every row, so Ctrl-C is left to mpirun.
   const bool local = runner->world == 0;
@@ -773,7 +797,7 @@ int run_dcp(const RunOptions& o, const Limits& lim, std::ostream& out, std::ostr
     if (o.json_path) t.rows.push_back(row_json(static_cast<size_t>(i), r.row));
     if (o.quiet && r.row.pass) continue;
     progress.clear();
-    print_row(out, static_cast<size_t>(i), r.row, widths);
+    print_row(out, static_cast<size_t>(i), r.row, table);
   }
   progress.clear();
   if (!runner->root) return kExitOk;

@@ -65,7 +65,7 @@ void add_case_flags(CLI::App* cmd, CaseOptions& o);
 // one-line error naming the flags.
 // `names` says how the fields were given (the sweep sets S with -b and -e, not --seq).
 oracle::Expected<RunCase> configured_case(const CaseOptions& o, uint64_t seed, int64_t world,
-                                          const props::SetupNames& names = props::kFlagNames);
+                                          const props::SetupNames& names = kFlagNames);
 
 // Why the batch's requests (run one after another) do not fit the limits, naming the flags, or
 // nothing when they fit. `flags` is how the case was given (case_flags), for the message.

@@ -12,7 +12,9 @@
 #include "oracle/compare.hpp"
 #include "properties/case_gen.hpp"
 #include "properties/fp32_model.hpp"
+#include "tools/command.hpp"
 #include "tools/flags.hpp"
+#include "tools/table.hpp"
 
 namespace dcp::tools {
 namespace {
@@ -87,6 +89,56 @@ std::vector<Row> cases(uint64_t seed) {
   return rows;
 }
 
+// What one case came to: the agreement of the tiers and of the shard merge, in bits, and the fp32
+// model's err/bound (inf where no bound or comparison could be made).
+struct RowVerdict {
+  double tier_bits = 0.0, merge_bits = 0.0, ratio = INFINITY;
+  bool ok = false;
+};
+
+// The three checks of one case, drawing its shard owners, merge seeds and model from rng.
+RowVerdict check_row(const oracle::Case& c, std::mt19937_64& rng) {
+  RowVerdict v;
+  const auto fast = oracle::attend_rows<dd>(c, nullptr, true);
+  const auto cert = oracle::attend_rows<oracle::certify_real>(c, nullptr, true);
+  v.tier_bits = oracle::agreement_bits(c, fast, cert);
+
+  // Shards: a random owner per position; the sink goes to shard 0 only.
+  std::vector<int64_t> owner(c.seq());
+  for (auto& o : owner) o = static_cast<int64_t>(rng() % kShards);
+  std::vector<oracle::MergeState<dd>> merged(fast.size());
+  std::vector<std::vector<oracle::MergeState<dd>>> shard_rows;
+  for (int64_t r = 0; r < kShards; ++r) {
+    shard_rows.push_back(oracle::attend_rows<dd>(
+        c, [&](int64_t p) { return owner[p] == r; }, r == 0));
+  }
+  for (size_t x = 0; x < fast.size(); ++x) {
+    std::vector<oracle::MergeState<dd>> parts;
+    for (auto& sr : shard_rows) parts.push_back(sr[x]);
+    merged[x] = oracle::reduce(parts, oracle::ReductionTree::random, rng(), c.v_dim);
+  }
+  v.merge_bits = oracle::agreement_bits(c, merged, fast);
+
+  props::ModelConfig m;
+  m.shards = kShards;
+  m.interleave = 1 + static_cast<int64_t>(rng() % 3);
+  m.merge = rng() % 2 ? props::Merge::a2a : props::Merge::ag_rs;
+  m.seed = rng();
+  const auto model = props::run_fp32_model(c, m);
+  const auto ref = oracle::to_attention(c, fast);
+  const auto bound = oracle::derive_bound(c, ref, props::claim_of(m));
+  bool model_ok = false;
+  if (bound) {
+    const auto cmp = oracle::compare(model.o, model.lse, ref, *bound);
+    if (cmp) {
+      v.ratio = cmp->max_ratio();
+      model_ok = cmp->pass();
+    }
+  }
+  v.ok = v.tier_bits >= kTierBits && v.merge_bits >= kMergeBits && model_ok;
+  return v;
+}
+
 }  // namespace
 
 int run_selfcheck(const SelfcheckOptions& opt, std::ostream& out) {
@@ -96,61 +148,29 @@ int run_selfcheck(const SelfcheckOptions& opt, std::ostream& out) {
                 "bounds  (seed %llu)\n",
                 static_cast<unsigned long long>(opt.seed));
   out << line;
-  std::snprintf(line, sizeof line, "# %-13s %4s %4s %4s %4s %4s  %9s %9s %9s  %s\n", "case", "T",
-                "Hq", "Hkv", "Dk", "S", "tier-bits", "merge-bits", "fp32 e/b", "verdict");
-  out << line;
+  const Table t(2, {{"case", 13, Align::left, 0},
+                    {"T", 4},
+                    {"Hq", 4},
+                    {"Hkv", 4},
+                    {"Dk", 4},
+                    {"S", 4},
+                    {"tier-bits", 9, Align::right, 2},
+                    {"merge-bits", 10},
+                    {"fp32 e/b", 9},
+                    {"verdict", 0, Align::left, 2}});
+  t.print_header(out);
   int failures = 0;
   std::mt19937_64 rng(opt.seed);
   for (const Row& row : cases(opt.seed)) {
     const oracle::Case c = props::make_case(row.spec);
-    const auto fast = oracle::attend_rows<dd>(c, nullptr, true);
-    const auto cert = oracle::attend_rows<oracle::certify_real>(c, nullptr, true);
-    const double tier_bits = oracle::agreement_bits(c, fast, cert);
-
-    // Shards: a random owner per position; the sink goes to shard 0 only.
-    std::vector<int64_t> owner(c.seq());
-    for (auto& o : owner) o = static_cast<int64_t>(rng() % kShards);
-    std::vector<oracle::MergeState<dd>> merged(fast.size());
-    std::vector<std::vector<oracle::MergeState<dd>>> shard_rows;
-    for (int64_t r = 0; r < kShards; ++r) {
-      shard_rows.push_back(oracle::attend_rows<dd>(
-          c, [&](int64_t p) { return owner[p] == r; }, r == 0));
-    }
-    for (size_t x = 0; x < fast.size(); ++x) {
-      std::vector<oracle::MergeState<dd>> parts;
-      for (auto& sr : shard_rows) parts.push_back(sr[x]);
-      merged[x] = oracle::reduce(parts, oracle::ReductionTree::random, rng(), c.v_dim);
-    }
-    const double merge_bits = oracle::agreement_bits(c, merged, fast);
-
-    props::ModelConfig m;
-    m.shards = kShards;
-    m.interleave = 1 + static_cast<int64_t>(rng() % 3);
-    m.merge = rng() % 2 ? props::Merge::a2a : props::Merge::ag_rs;
-    m.seed = rng();
-    const auto model = props::run_fp32_model(c, m);
-    const auto ref = oracle::to_attention(c, fast);
-    const auto bound = oracle::derive_bound(c, ref, props::claim_of(m));
-    double ratio = INFINITY;
-    bool model_ok = false;
-    if (bound) {
-      const auto cmp = oracle::compare(model.o, model.lse, ref, *bound);
-      if (cmp) {
-        ratio = cmp->max_ratio();
-        model_ok = cmp->pass();
-      }
-    }
-    const bool ok = tier_bits >= kTierBits && merge_bits >= kMergeBits && model_ok;
-    failures += ok ? 0 : 1;
-    if (!opt.quiet || !ok) {
-      std::snprintf(
-          line, sizeof line, "  %-13s %4lld %4lld %4lld %4lld %4lld  %9.1f %10.1f %9.2e  %s\n",
-          row.name.c_str(), static_cast<long long>(c.tokens()), static_cast<long long>(c.q_heads()),
-          static_cast<long long>(c.kv_heads()), static_cast<long long>(c.head_dim()),
-          static_cast<long long>(c.seq()), tier_bits, merge_bits, ratio, ok ? "OK" : "FAILED");
-      out << line;
-      if (!ok) out << "    reproduce: " << props::describe(row.spec) << "\n";
-    }
+    const RowVerdict v = check_row(c, rng);
+    failures += v.ok ? 0 : 1;
+    if (opt.quiet && v.ok) continue;
+    t.print_row(out, {row.name, std::to_string(c.tokens()), std::to_string(c.q_heads()),
+                      std::to_string(c.kv_heads()), std::to_string(c.head_dim()),
+                      std::to_string(c.seq()), cell("%.1f", v.tier_bits),
+                      cell("%.1f", v.merge_bits), cell("%.2e", v.ratio), v.ok ? "OK" : "FAILED"});
+    if (!v.ok) out << "    reproduce: " << props::describe(row.spec) << "\n";
   }
   std::snprintf(line, sizeof line,
                 "# required: tier-bits >= %.0f, merge-bits >= %.0f, fp32 err/bound <= 1\n",
@@ -158,7 +178,7 @@ int run_selfcheck(const SelfcheckOptions& opt, std::ostream& out) {
   out << line;
   out << "# selfcheck: " << (failures ? "FAILED" : "OK") << " (" << failures << " of "
       << cases(opt.seed).size() << " cases failed; reproduce with --seed " << opt.seed << ")\n";
-  return failures ? 1 : 0;
+  return failures ? kExitFail : kExitOk;
 }
 
 Command add_selfcheck_command(CLI::App& app) {

@@ -16,6 +16,7 @@
 #include "oracle/file_write.hpp"
 #include "oracle/text.hpp"
 #include "tools/command.hpp"
+#include "tools/flags.hpp"
 
 namespace dcp::tools {
 namespace {
@@ -119,7 +120,7 @@ bool write_json(std::string_view command, const std::string& path, const nlohman
 }
 
 int refuse(std::string_view command, const std::string& why, std::ostream& err) {
-  err << "dcp-verify " << command << ": " << oracle::one_line(why) << "\n";
+  err << "dcp-verify " << command << ": " << oracle::one_line(in_flag_terms(why)) << "\n";
   return kExitBadInput;
 }
 

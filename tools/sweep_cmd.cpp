@@ -16,6 +16,7 @@
 #include "tools/flags.hpp"
 #include "tools/run_cmd.hpp"
 #include "tools/session.hpp"
+#include "tools/table.hpp"
 
 namespace dcp::tools {
 namespace {
@@ -106,7 +107,7 @@ std::string sizes_text(const SweepOptions& o) {
 
 // The setup's fields as the sweep's flags name them: S is set by -b and -e.
 constexpr props::SetupNames kSweepNames = [] {
-  props::SetupNames n = props::kFlagNames;
+  props::SetupNames n = kFlagNames;
   n.seq = "S (-b/-e)";
   return n;
 }();
@@ -161,15 +162,27 @@ std::optional<std::string> over_sweep_limits(const SweepOptions& o, const props:
   return std::nullopt;
 }
 
+// The sweep table's columns.
+const Table& sweep_table() {
+  static const Table t(1, {{"S", 10, Align::right, 0},
+                           {"time(us)", 10, Align::right, 2},
+                           {"KV MB", 8, Align::right, 2},
+                           {"GB/s", 7, Align::right, 2},
+                           {"N=1 time(us)", 12, Align::right, 2},
+                           {"speedup", 7, Align::right, 2},
+                           {"err/bound", 10, Align::right, 2},
+                           {"verdict", 0, Align::left, 2}});
+  return t;
+}
+
 void print_sweep_header(const SweepOptions& o, const props::DcpSetup& s0) {
   std::cout << "# dcp-verify sweep  backend=" << o.backend << "  " << sizes_text(o) << "\n"
             << "# case: " << props::describe(s0.spec) << " | " << props::describe(s0.cfg) << "\n"
             << "#  time: median wall time of one whole DCP step (KV writes, partial attention, "
                "combine) over -n runs; N=1: the same step on one rank\n"
             << "#  KV MB: bytes all ranks read (host backend: fp32 values, 4 B per element); "
-               "GB/s: KV MB / time\n"
-            << "#         S    time(us)     KV MB     GB/s  N=1 time(us)  speedup   err/bound  "
-               "verdict\n";
+               "GB/s: KV MB / time\n";
+  sweep_table().print_header(std::cout);
 }
 
 // One size: the step timed on N ranks and on one, and judged (-c 1); nothing when interrupted.
@@ -206,13 +219,12 @@ oracle::Expected<std::optional<Row>> measure_size(const props::DcpBackend& backe
 }
 
 void print_size_row(const Row& row) {
-  char ratio_s[32] = "-", line[256];
-  if (row.checked) std::snprintf(ratio_s, sizeof ratio_s, "%.4f", row.ratio);
-  std::snprintf(line, sizeof line, "  %10lld  %10.1f  %8.3f  %7.2f  %12.1f  %7.2fx  %10s  %s\n",
-                static_cast<long long>(row.seq), row.us, row.kv_bytes / kBytesPerMB, row.gbps,
-                row.us_one, row.us_one / row.us, ratio_s,
-                row.checked ? (row.pass ? "OK" : "FAILED") : "unchecked");
-  std::cout << line;
+  sweep_table().print_row(
+      std::cout,
+      {std::to_string(row.seq), cell("%.1f", row.us), cell("%.3f", row.kv_bytes / kBytesPerMB),
+       cell("%.2f", row.gbps), cell("%.1f", row.us_one), cell("%.2fx", row.us_one / row.us),
+       row.checked ? cell("%.4f", row.ratio) : "-",
+       row.checked ? (row.pass ? "OK" : "FAILED") : "unchecked"});
   if (!row.pass) {
     std::istringstream rep(row.report);
     for (std::string l; std::getline(rep, l);) std::cout << "#    " << l << "\n";

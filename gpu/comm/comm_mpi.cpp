@@ -125,7 +125,7 @@ GpuStatus wait_flight(std::unique_ptr<Flight>& f, const char* what,
       abandon(std::move(f));
       return DCP_GPU_ERROR(what, ": ", rank_list(missing), " did not arrive within ",
                            std::chrono::duration<double>(deadline).count(),
-                           " s (stopped, hung or dead; --timeout sets the wait)");
+                           " s (stopped, hung or dead; DcpConfig.deadline sets the wait)");
     }
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, kLongestPause);
@@ -433,8 +433,8 @@ Result<MpiRun> run_dcp_mpi(const DcpInputs& in, const DcpConfig& cfg) {
   const int64_t world = mpi_world_size(), me = mpi_world_rank();
   // Every process checks the same inputs and configuration: these fail everywhere alike.
   if (world != cfg.tp_size)
-    return DCP_GPU_ERROR("--comm mpi: ", world, " processes but --tp-size is ", cfg.tp_size,
-                         " (run with mpirun -np ", cfg.tp_size, ")");
+    return DCP_GPU_ERROR("run_dcp_mpi: ", world, " processes but DcpConfig.tp_size is ",
+                         cfg.tp_size, " (run with mpirun -np ", cfg.tp_size, ")");
   DCP_GPU_TRY(validate_inputs(in, cfg));
   const DcpGeometry geo = *DcpGeometry::create(cfg, in.dims);
   const std::unique_ptr<Communicator> comm = mpi_group(geo.group(me) * geo.n, geo.n, cfg.deadline);

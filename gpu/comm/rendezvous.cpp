@@ -53,7 +53,7 @@ GpuStatus Rendezvous::barrier(int64_t rank) {
     if (!here_[static_cast<size_t>(r)]) missing.push_back(r);
   const std::string why = gpu_message(rank_list(missing), " did not arrive within ",
                                       std::chrono::duration<double>(deadline_).count(),
-                                      " s (stopped or hung; --timeout sets the wait)");
+                                      " s (stopped or hung; DcpConfig.deadline sets the wait)");
   aborted_ = true;  // every other waiter is released with the same reason
   abort_reason_ = why;
   cv_.notify_all();

@@ -45,7 +45,7 @@ Result<ncclUniqueId> shared_unique_id(int64_t first, int64_t n, int64_t dcp_rank
 Result<MpiRun> run_dcp_nccl_mpi(const DcpInputs& in, const DcpConfig& cfg) {
   const int64_t world = mpi_world_size(), me = mpi_world_rank();
   if (world != cfg.tp_size)
-    return DCP_GPU_ERROR("--comm nccl under mpirun: ", world, " processes but --tp-size is ",
+    return DCP_GPU_ERROR("run_dcp_nccl_mpi: ", world, " processes but DcpConfig.tp_size is ",
                          cfg.tp_size, " (run with mpirun -np ", cfg.tp_size, ")");
   DCP_GPU_TRY(validate_inputs(in, cfg));
   const DcpGeometry geo = *DcpGeometry::create(cfg, in.dims);
@@ -56,7 +56,7 @@ Result<MpiRun> run_dcp_nccl_mpi(const DcpInputs& in, const DcpConfig& cfg) {
   // The process's GPU: its rank among the processes of its node.
   const auto local = static_cast<int>(mpi_node().rank);
   if (const auto why = no_device_reason(local + 1))
-    return fail(DCP_GPU_ERROR("--comm nccl: process ", me, " (node-local rank ", local,
+    return fail(DCP_GPU_ERROR("run_dcp_nccl_mpi: process ", me, " (node-local rank ", local,
                               ") has no GPU of its own: ", *why));
   Result<ncclUniqueId> id =
       shared_unique_id(geo.group(me) * geo.n, geo.n, geo.dcp_rank(me), cfg.deadline);

@@ -38,7 +38,7 @@ Result<GroupRun> run_dcp_cuda(const DcpInputs& in, const DcpConfig& cfg, DeviceT
   const int64_t groups_n = geo.tp / geo.n;
   if (transport == DeviceTransport::single_gpu) {
     if (const auto why = no_device_reason(device + 1))
-      return DCP_GPU_ERROR("--comm single-gpu: ", *why);
+      return DCP_GPU_ERROR("DeviceTransport::single_gpu: ", *why);
     std::vector<std::unique_ptr<SingleGpuGroup>> groups;
     for (int64_t g = 0; g < groups_n; ++g) {
       Result<std::unique_ptr<SingleGpuGroup>> grp =
@@ -49,8 +49,8 @@ Result<GroupRun> run_dcp_cuda(const DcpInputs& in, const DcpConfig& cfg, DeviceT
     return run_groups(in, cfg, geo, groups);
   }
   if (const auto why = no_device_reason(geo.tp))
-    return DCP_GPU_ERROR("--comm nccl: one GPU per TP rank in one process: ", *why,
-                         " (--comm single-gpu runs N virtual ranks on one GPU)");
+    return DCP_GPU_ERROR("DeviceTransport::nccl: one GPU per TP rank in one process: ", *why,
+                         " (DeviceTransport::single_gpu runs N virtual ranks on one GPU)");
   std::vector<std::unique_ptr<NcclGroup>> groups;
   for (int64_t g = 0; g < groups_n; ++g) {
     std::vector<int> devices;

@@ -56,8 +56,9 @@ struct DcpLayout {
 
 // N >= 1 and I >= 1, named by their flags.
 inline GpuStatus validate_layout(const DcpLayout& l) {
-  if (l.ranks < 1) return DCP_GPU_ERROR("--dcp-size: got ", l.ranks, "; expected >= 1");
-  if (l.interleave < 1) return DCP_GPU_ERROR("--interleave: got ", l.interleave, "; expected >= 1");
+  if (l.ranks < 1) return DCP_GPU_ERROR("DcpLayout.ranks: got ", l.ranks, "; expected >= 1");
+  if (l.interleave < 1)
+    return DCP_GPU_ERROR("DcpLayout.interleave: got ", l.interleave, "; expected >= 1");
   return {};
 }
 

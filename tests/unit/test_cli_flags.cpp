@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "gpu/dcp_step.hpp"
 #include "tools/cli.hpp"
 #include "tools/flags.hpp"
 
@@ -73,6 +74,30 @@ TEST(CliFlags, RealsMustBeFiniteAndInRange) {
   EXPECT_EQ(check(v, "1024"), "");
   for (const char* bad : {"1", "0.5", "1025", "1e999", "inf", "nan", "2x", ""})
     EXPECT_NE(check(v, bad), "") << "'" << bad << "' was accepted";
+}
+
+// The libraries name fields; a command prints them as the flags that set them.
+TEST(CliFlags, LibraryErrorsAreSaidInFlags) {
+  auto said = [](const gpu::DcpConfig& cfg, const gpu::AttentionDims& d) {
+    const gpu::Result<gpu::DcpGeometry> g = gpu::DcpGeometry::create(cfg, d);
+    return g ? std::string("accepted") : in_flag_terms(g.status().message());
+  };
+  gpu::DcpConfig cfg;
+  gpu::AttentionDims d;
+  cfg.tp_size = 6;
+  cfg.layout = {4, 1};
+  EXPECT_NE(said(cfg, d).find("--tp-size 6 is not a multiple of --dcp-size 4"), std::string::npos)
+      << said(cfg, d);
+  cfg.layout = {2, 0};
+  EXPECT_NE(said(cfg, d).find("--interleave: got 0; expected >= 1"), std::string::npos)
+      << said(cfg, d);
+  cfg.layout = {2, 1};
+  cfg.tp_size = 4;
+  d.q_heads = 6;
+  d.kv_heads = 2;
+  EXPECT_NE(said(cfg, d).find("--heads 6 is not a multiple of --tp-size 4"), std::string::npos)
+      << said(cfg, d);
+  EXPECT_EQ(said(cfg, d).find("DcpConfig"), std::string::npos) << said(cfg, d);
 }
 
 }  // namespace

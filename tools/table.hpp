@@ -1,0 +1,51 @@
+// table.hpp — the tables the commands print. One list of columns owns every title, width and
+// alignment, so a header and its rows cannot drift apart.
+//
+//   Table t(3, {{"row", 3, Align::left, 0}, {"S", 5}, {"verdict", 0, Align::left, 2}});
+//   t.fit(1, "1048576");                  // widen a column to hold a cell
+//   t.print_header(out);                  // "#  row     S  verdict"
+//   t.print_row(out, {"0", "1024", "OK"}); // "   0    1024  OK"
+#pragma once
+
+#include <cstdio>
+#include <iosfwd>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace dcp::tools {
+
+enum class Align { left, right };
+
+struct Column {
+  std::string title;
+  size_t width = 0;  // a cell is padded to it; a longer cell pushes the next column right
+  Align align = Align::right;
+  size_t gap = 1;  // spaces before the column
+};
+
+class Table {
+ public:
+  // lead: the characters before the first column; the header's first of them is '#'.
+  Table(size_t lead, std::vector<Column> columns);
+  void fit(size_t column, std::string_view cell);
+  void print_header(std::ostream& out) const;
+  // One cell per column, in order.
+  void print_row(std::ostream& out, const std::vector<std::string>& cells) const;
+
+ private:
+  void print_line(std::ostream& out, std::string_view lead,
+                  const std::vector<std::string>& cells) const;
+  size_t lead_;
+  std::vector<Column> columns_;
+};
+
+// A number as printf would write it, for a cell ("%.3e").
+template <class T>
+std::string cell(const char* format, T x) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, x);
+  return buf;
+}
+
+}  // namespace dcp::tools
