@@ -3,7 +3,7 @@
 // Every (token t, query head h) row is computed as a MergeState over its visible keys (and the
 // sink), in the fast tier (double-double) or the certify tier (MPFR, 266 bits). Restricting the
 // keys to a shard gives that shard's exact partial; merging shards' states reproduces the full
-// row (tests/test_oracle_merge_properties.cpp).
+// row (properties/test_merge_properties.cpp).
 //
 //   Expected<Attention> ref = reference(c);            // o [T, Hq, Dv], lse [T, Hq] (c.lse_base)
 //   auto shard0 = attend_rows<dd>(c, [](int64_t pos) { return pos % 2 == 0; },

@@ -5,7 +5,7 @@
 //   certify tier: certify_real  (MPFR through Boost.Multiprecision, 266 bits = 80 decimal digits)
 //
 //   certify_real x = exp(certify_real(1) / 3);   double d = to_double(x);
-// The certify tier cross-checks the fast tier on small cases (tests/test_oracle_tiers.cpp).
+// The certify tier cross-checks the fast tier on small cases (properties/test_tier_properties.cpp).
 #pragma once
 
 #include <boost/multiprecision/mpfr.hpp>

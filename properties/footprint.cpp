@@ -18,7 +18,7 @@ constexpr double kCertifyReal = 128.0;
 constexpr double kGrowth = 2.0;
 // What the process holds before any case exists (code, libraries, thread stacks touched) and a
 // margin for the allocator's own fragmentation across threads: both measured on this project's
-// runs (tests/unit/test_footprint.cpp), rounded up.
+// runs (tests/footprint/test_footprint.cpp), rounded up.
 constexpr double kBaseBytes = 64.0 * (1 << 20);
 constexpr double kAllocatorSlack = 1.25;
 // Per oracle row (t, h): a merge state of Dv double-doubles plus its max and sum, and the vector's

@@ -5,7 +5,7 @@
 // machine (tools/budget.hpp). Each figure is an upper bound of what the code allocates, term by
 // term (the terms are listed in footprint.cpp with the allocation each stands for), computed in
 // doubles so that no product of flags can wrap: an absurd configuration gives a huge or infinite
-// figure, never a small one. tests/unit/test_footprint.cpp measures peak RSS against the bound.
+// figure, never a small one. tests/footprint/test_footprint.cpp measures peak RSS against the bound.
 // Work is counted in multiply-adds of the attention passes (q.k and p v, one per element) plus
 // one per position step of the mask and layout loops.
 //
