@@ -24,6 +24,12 @@ Expected<double> parse_real(std::string_view source, const std::string& key,
   return x;
 }
 
+std::string number_text(double x) {
+  char buf[64];
+  const auto r = std::to_chars(buf, buf + sizeof buf, x);  // shortest round-trip form
+  return std::string(buf, r.ptr);
+}
+
 Expected<int64_t> parse_int(std::string_view source, const std::string& key,
                             const std::string& text) {
   int64_t x = 0;
@@ -177,8 +183,27 @@ namespace {
 
 const std::set<std::string> kResultTensors = {"o", "lse", "o_partial", "lse_partial"};
 const std::set<std::string> kResultMetadata = {
-    "accum",      "p_cast", "merge_accum", "partial_dtype", "dcp_size",
-    "interleave", "splits", "sink_rank",   "lse_base",      "format"};
+    "accum",  "p_cast",    "merge_accum", "partial_dtype", "dcp_size",    "interleave",
+    "splits", "sink_rank", "lse_base",    "exp_rel_err",   "log_rel_err", "tile",
+    "format"};
+
+// The largest claimed relative error of an exp or log: beyond it a "function" is no longer one,
+// and the first-order bound refuses long before (kappa > 0.1).
+constexpr double kMaxIntrinsicRelErr = 0.5;
+
+// exp_rel_err / log_rel_err: a decimal in [0, kMaxIntrinsicRelErr]; nullopt when absent.
+Expected<std::optional<double>> intrinsic_error(std::string_view source, const StFile& f,
+                                                const std::string& key) {
+  if (!f.metadata.count(key)) return std::optional<double>();
+  const std::string& text = f.metadata.at(key);
+  auto x = parse_real(source, key, text);
+  if (!x) return x.status();
+  if (!(*x >= 0.0 && *x <= kMaxIntrinsicRelErr)) {
+    return DCP_ERROR(source, ": metadata '", key, "' = \"", text,
+                     "\"; expected a relative error in [0, ", kMaxIntrinsicRelErr, "]");
+  }
+  return std::optional<double>(*x);
+}
 
 // The arithmetic formats a result's metadata may name ("f64" only for accum).
 Expected<DType> parse_format(std::string_view source, const std::string& key,
@@ -251,7 +276,8 @@ Expected<DcpResult> result_from_file(const StFile& f, const Case& c, std::string
     if (!kResultMetadata.count(key) && key.rfind("x_", 0) != 0) {
       return DCP_ERROR(source, ": unknown metadata '", key,
                        "'; expected accum, p_cast, merge_accum, partial_dtype, dcp_size, "
-                       "interleave, splits, sink_rank, lse_base, format or x_*");
+                       "interleave, splits, sink_rank, lse_base, exp_rel_err, log_rel_err, tile, "
+                       "format or x_*");
     }
   }
   for (const char* required : {"o", "lse"}) {
@@ -290,6 +316,8 @@ Expected<DcpResult> result_from_file(const StFile& f, const Case& c, std::string
   auto sp = positive_int(source, f, "splits", 1);
   if (!sp) return sp.status();
   r.splits = *sp;
+  auto tile = positive_int(source, f, "tile", 1);
+  if (!tile) return tile.status();
   if (md.count("sink_rank")) {
     const std::string& s = md.at("sink_rank");
     if (s == "merge") {
@@ -305,6 +333,7 @@ Expected<DcpResult> result_from_file(const StFile& f, const Case& c, std::string
   }
 
   Arithmetic a;
+  a.tile = *tile;
   DType o_dtype, lse_dtype;
   auto o = result_tensor(source, f, "o", {T, Hq, dv}, "[T, Hq, Dv]", &o_dtype);
   if (!o) return o.status();
@@ -334,10 +363,24 @@ Expected<DcpResult> result_from_file(const StFile& f, const Case& c, std::string
     if (!d) return d.status();
     a.merge_accum = *d;
   }
+  for (const auto& [key, field] : {std::pair{"exp_rel_err", &Arithmetic::exp_rel_err},
+                                   std::pair{"log_rel_err", &Arithmetic::log_rel_err}}) {
+    auto x = intrinsic_error(source, f, key);
+    if (!x) return x.status();
+    a.*field = *x;
+  }
+  // The partials' format: o_partial's dtype, the metadata, or o's 16-bit format (an engine
+  // exchanges partials in its output dtype), else f32.
   if (md.count("partial_dtype")) {
     auto d = parse_format(source, "partial_dtype", md.at("partial_dtype"), false);
     if (!d) return d.status();
     a.partial_o = *d;
+    r.partial_format_from = "metadata partial_dtype";
+  } else if (!has_op) {
+    const bool half = o_dtype == DType::bf16 || o_dtype == DType::f16;
+    a.partial_o = half ? o_dtype : DType::f32;
+    r.partial_format_from =
+        half ? "o's dtype: no o_partial, no partial_dtype" : "f32: no o_partial, no partial_dtype";
   }
   if (has_op) {
     DType po, pl;
@@ -351,6 +394,7 @@ Expected<DcpResult> result_from_file(const StFile& f, const Case& c, std::string
     }
     a.partial_o = po;
     a.partial_lse = pl;
+    r.partial_format_from = "o_partial's dtype";
     r.o_partial = std::move(*op);
     r.lse_partial = std::move(*lp);
   }
@@ -392,16 +436,11 @@ StFile result_to_file(const DcpResult& r, const Case& c) {
   f.metadata["splits"] = std::to_string(r.splits);
   f.metadata["sink_rank"] = r.sink_rank ? std::to_string(*r.sink_rank) : "merge";
   f.metadata["lse_base"] = std::string(lse_base_name(c.lse_base));
+  f.metadata["tile"] = std::to_string(a.tile);
+  if (a.exp_rel_err) f.metadata["exp_rel_err"] = number_text(*a.exp_rel_err);
+  if (a.log_rel_err) f.metadata["log_rel_err"] = number_text(*a.log_rel_err);
   return f;
 }
-
-namespace {
-std::string number_text(double x) {
-  char buf[64];
-  const auto r = std::to_chars(buf, buf + sizeof buf, x);  // shortest round-trip form
-  return std::string(buf, r.ptr);
-}
-}  // namespace
 
 StFile case_to_file(const Case& c) {
   StFile f;

@@ -45,11 +45,16 @@ struct DcpResult {
   std::optional<int64_t> sink_rank = 0;  // the rank whose partial holds the sink; nullopt: merge
   Arithmetic output_claim;               // what the output was computed with (shards = N splits)
   Arithmetic partial_claim;              // what each partial was computed with (shards = splits)
+  // Where the partials' format came from (o_partial's dtype, the metadata or the default rule),
+  // for the claim line.
+  std::string partial_format_from = "o_partial's dtype";
 };
 
 // Reads a result for case c: shapes must match the case, dtypes F64/F32/F16/BF16, metadata
 // accum, p_cast, merge_accum, partial_dtype, dcp_size, interleave, splits, sink_rank, lse_base
-// (must equal the case's), format and x_*; anything else is an error naming the key.
+// (must equal the case's), exp_rel_err, log_rel_err, tile, format and x_*; anything else is an error
+// naming the key. Without partials, their format is partial_dtype, else o's dtype when that is
+// bf16 or f16, else f32 (partial_format_from says which).
 Expected<DcpResult> result_from_file(const StFile& file, const Case& c, std::string_view source);
 Expected<DcpResult> load_result(const std::string& path, const Case& c);
 

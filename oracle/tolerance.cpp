@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "oracle/parallel.hpp"
@@ -32,6 +34,9 @@ constexpr double kSinkExpArgRoundings = 4.0;
 constexpr double kUnderflowArg = -86.0;
 // §3: e_j = 1 for a weight that may be lost entirely.
 constexpr double kLostWeight = 1.0;
+// §3: the rescales' exponent arguments m_old - m_new, each rounded (3u, as a key's): they sum to
+// the rise of the running max, at most 2M, so together they cost 3u 2M.
+constexpr double kRescaleArgRange = 2.0;
 // §4: each of the n_eff terms is one add plus up to one online-softmax rescale: gamma_{2n_eff}(u).
 constexpr double kAccumRoundingsPerTerm = 2.0;
 // §4 floors: accumulator underflow, counted as n_eff + 2 flushes of at most tiny each.
@@ -80,8 +85,13 @@ struct Units {
   int64_t shards;    // N >= 1
   double u_m;        // the cross-rank sum
 
-  // Error of ln(x) given ln x: absolute on [0.5, 2], ulps elsewhere.
-  double eps_log(double ln_x) const { return a.log_abs + a.log_ulps * ulp * std::fabs(ln_x); }
+  // Error of ln(x) given ln x: absolute on [0.5, 2], ulps elsewhere; with a claimed log_rel_err
+  // r, r max(1, |ln x|) (a log2 result's error r max(1, |log2 x|) is at most that once
+  // converted to natural units).
+  double eps_log(double ln_x) const {
+    if (a.log_rel_err) return *a.log_rel_err * std::max(1.0, std::fabs(ln_x));
+    return a.log_abs + a.log_ulps * ulp * std::fabs(ln_x);
+  }
 };
 
 // u 2^emin: the absolute error of a store into the subnormal range of t.
@@ -95,7 +105,7 @@ Units units_of(const Arithmetic& a) {
                u_s,
                u_s * (a.truncating_mma ? kTruncatingMmaFactor : 1.0),
                ulp,
-               a.exp_ulps * ulp,
+               a.exp_rel_err.value_or(a.exp_ulps * ulp),
                a.div_ulps * ulp,
                min_normal(a.accum),
                a.p_cast ? unit_roundoff(*a.p_cast) : 0.0,
@@ -166,6 +176,15 @@ struct KeyErrors {
   double e_max = 0.0;     // largest e_j (and e_sigma) of the weights that cannot underflow
 };
 
+// §3, the rescales: the relative error a key's weight picks up from the online softmax's
+// rescale factors after it, rho = (1 + eps_exp)^R exp(3u 2M) - 1 with R = ceil(S / tile) rescales
+// of a context of S keys (one more for a sink).
+double rescale_error(const Units& un, int64_t seq, bool sink, double M) {
+  const int64_t tile = std::max<int64_t>(1, un.a.tile);
+  const double R = static_cast<double>((seq + tile - 1) / tile + (sink ? 1 : 0));
+  return std::expm1(R * std::log1p(un.eps_exp) + kExpArgRoundings * un.u * kRescaleArgRange * M);
+}
+
 // §3, the logit: Delta_j, from the dot product, the scale and the softcap.
 double logit_error(const Units& un, double softcap, double g_dot, int64_t dk, const RowLogits& in,
                    int64_t x) {
@@ -178,10 +197,13 @@ double logit_error(const Units& un, double softcap, double g_dot, int64_t dk, co
 }
 
 // docs/tolerances.md §3, key-level errors: the weight of each key.
-KeyErrors key_errors(const Units& un, double softcap, int64_t dk, const RowLogits& in,
+KeyErrors key_errors(const Units& un, double softcap, int64_t dk, int64_t seq, const RowLogits& in,
                      double L_ref) {
   const int64_t n = static_cast<int64_t>(in.s.size());
   const double g_dot = gamma_n(static_cast<double>(dk + kScaleRoundings), un.u);
+  const double rho = rescale_error(un, seq, in.sink, in.M);
+  // A weight with relative error e, then rescaled: (1 + e)(1 + rho) - 1.
+  const auto rescaled = [rho](double e) { return e + rho * (1.0 + e); };
   KeyErrors k;
   k.p.resize(n);
   k.e.resize(n);
@@ -192,17 +214,17 @@ KeyErrors key_errors(const Units& un, double softcap, int64_t dk, const RowLogit
     if (in.s[x] - in.smax < kUnderflowArg) {
       k.e[x] = kLostWeight;
     } else {
-      k.e[x] = exp_error(delta + arg, un.eps_exp);
+      k.e[x] = rescaled(exp_error(delta + arg, un.eps_exp));
       k.e_max = std::max(k.e_max, k.e[x]);
     }
     k.e_bar += k.p[x] * k.e[x];
   }
   if (in.sink) {
     k.p_sink = std::exp(in.sigma - L_ref);
-    k.e_sink =
-        in.sigma - in.smax < kUnderflowArg
-            ? kLostWeight
-            : exp_error(kSinkExpArgRoundings * un.u * (std::fabs(in.sigma) + in.M), un.eps_exp);
+    k.e_sink = in.sigma - in.smax < kUnderflowArg
+                   ? kLostWeight
+                   : rescaled(exp_error(kSinkExpArgRoundings * un.u * (std::fabs(in.sigma) + in.M),
+                                        un.eps_exp));
     if (k.e_sink < kLostWeight) k.e_max = std::max(k.e_max, k.e_sink);
     k.e_bar += k.p_sink * k.e_sink;
   }
@@ -346,7 +368,7 @@ RowBound bound_row(const Case& c, const Attention& ref, const Units& un,
     return RowBound{0.0, 0.0};
   }
   const RowLogits in = row_logits(c, t, h, keys, tau);
-  const KeyErrors k = key_errors(un, c.softcap, c.head_dim(), in, L_ref);
+  const KeyErrors k = key_errors(un, c.softcap, c.head_dim(), c.seq(), in, L_ref);
   Coefficients co = accumulation(un, in.n_eff);
   const double L_abs = lse_abs_bound(in.M, in.n_eff);
   const std::optional<Merge> m = merge_terms(un, in.n_eff, L_abs);
@@ -365,6 +387,42 @@ RowBound bound_row(const Case& c, const Attention& ref, const Units& un,
   o_bounds(c, keys, g, &ref.o.data[r * dv], k, co, abs_terms, second, ob);
   return RowBound{kappa, lse_bound(un, c.lse_base, L_ref, in, k.e_bar, co.g, L_abs,
                                    m ? m->lse : 0.0, abs_terms.weight, second)};
+}
+
+// §6: what kappa is made of, by the claim term responsible, for a refusal's message: kappa =
+// e_max + e_bar + 3g + u_p + eps_div + u_out, and with N > 1 partials also u_part + 2 eps_div +
+// 2 gamma_N(u_m) + 2u_m + zeta (first_order_kappa adds the same terms).
+std::string kappa_culprit(const Case& c, const Units& un, std::span<const int64_t> keys, int64_t t,
+                          int64_t h, double tau, double L_ref) {
+  const RowLogits in = row_logits(c, t, h, keys, tau);
+  const KeyErrors k = key_errors(un, c.softcap, c.head_dim(), c.seq(), in, L_ref);
+  const Coefficients co = accumulation(un, in.n_eff);
+  const std::optional<Merge> m = merge_terms(un, in.n_eff, lse_abs_bound(in.M, in.n_eff));
+  const double u_part = m ? unit_roundoff(un.a.partial_o) : 0.0;
+  struct Term {
+    std::string what;
+    double value;
+  };
+  const std::vector<Term> terms = {
+      {"the key weights (exp_rel_err, tile " + std::to_string(un.a.tile) + ", the logits in accum " + std::string(dtype_name(un.a.accum)) +
+           ")",
+       k.e_max + k.e_bar},
+      {"the accumulation of " + std::to_string(static_cast<int64_t>(in.n_eff)) +
+           " terms in accum " + std::string(dtype_name(un.a.accum)),
+       3.0 * co.g},
+      {"p_cast", un.u_p},
+      {"the divisions (div_ulps)", un.eps_div * (m ? 3.0 : 1.0)},
+      {"the output's format", un.u_out},
+      {"the partials' format (partial_dtype)", u_part},
+      {"the merge of " + std::to_string(un.shards) + " partials in merge_accum " +
+           std::string(dtype_name(un.a.merge_accum)),
+       m ? m->c_S - u_part - un.eps_div + m->c_O - un.eps_div + m->zeta : 0.0},
+  };
+  const Term& worst = *std::max_element(
+      terms.begin(), terms.end(), [](const Term& x, const Term& y) { return x.value < y.value; });
+  char share[32];
+  std::snprintf(share, sizeof share, "%.3g", worst.value);
+  return "mostly " + worst.what + ": " + share;
 }
 
 }  // namespace
@@ -389,9 +447,14 @@ Expected<Bound> derive_bound(const Case& c, const Attention& ref, const Arithmet
   for (int64_t r = 0; r < T * Hq; ++r) {
     b.kappa = std::max(b.kappa, kappa_row[r]);
     if (kappa_row[r] > kMaxKappa) {
-      return DCP_ERROR("tolerance: row (t=", r / Hq, ", h=", r % Hq,
-                       ") has first-order relative error coefficient ", kappa_row[r], " > ",
-                       kMaxKappa, "; the claimed arithmetic is too coarse for this case");
+      const int64_t t = r / Hq, h = r % Hq;
+      const std::string culprit =
+          kappa_culprit(c, un, keys[t], t, h, tau, lse_to_natural(ref.base, ref.lse.data[r]));
+      char kappa[64];
+      std::snprintf(kappa, sizeof kappa, "%.4g > %g", kappa_row[r], kMaxKappa);
+      return DCP_ERROR("tolerance: row (t=", t, ", h=", h,
+                       "): first-order relative error kappa = ", kappa, " (", culprit,
+                       "); the claimed arithmetic is too coarse for a first-order bound here");
     }
   }
   return b;

@@ -35,6 +35,10 @@ struct Arithmetic {
   DType out = DType::f32;          // format the final O is stored in
   DType lse_out = DType::f32;      // format the final LSE is stored in
   int64_t shards = 1;              // N partials merged over any tree (1: no merge)
+  // Keys per online-softmax tile, at least (1: any tiling). Each tile rescales the running sums
+  // by exp(m_old - m_new), whose error the keys before it carry: a context of S keys sees at most
+  // ceil(S / tile) rescales, plus one for a sink.
+  int64_t tile = 1;
   // Intrinsic budgets (PTX ISA: ex2.approx.f32 2 ulp; lg2.approx.f32 2^-22 absolute on
   // (0.5, 2) and 2^-22 relative elsewhere; __logf 2^-21.41 absolute on [0.5, 2], 3 ulp elsewhere;
   // tanh.approx.f32 2^-11 relative; div.approx/div.full.f32 2 ulp).
@@ -43,6 +47,11 @@ struct Arithmetic {
   double log_ulps = 3.0;                  // elsewhere
   double tanh_rel = std::ldexp(1.0, -11);
   double div_ulps = 2.0;
+  // A kernel's own exp and log, where they are less accurate than the budgets above (a
+  // vectorized polynomial, a table): the largest relative error of its exp/exp2 result, and the
+  // largest error of its log/log2 result relative to max(1, |result|). nullopt: the budgets.
+  std::optional<double> exp_rel_err;
+  std::optional<double> log_rel_err;
 };
 
 struct Bound {
@@ -53,8 +62,9 @@ struct Bound {
   double kappa = 0.0;
 };
 
-// Requires a valid case and its reference. Fails (naming the row) when the claimed arithmetic is
-// too coarse for a first-order bound to be meaningful (kappa > 0.1).
+// Requires a valid case and its reference. Fails when the claimed arithmetic is too coarse for a
+// first-order bound to be meaningful (kappa > 0.1): the message names the row, kappa and the
+// claim term that contributes most to it.
 Expected<Bound> derive_bound(const Case& c, const Attention& ref, const Arithmetic& a);
 
 // gamma_n(u) = n u / (1 - n u) (Higham, Accuracy and Stability, 2nd ed., Lemma 3.1); inf when

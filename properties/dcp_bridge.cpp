@@ -93,6 +93,7 @@ oracle::Arithmetic host_claim(const gpu::DcpConfig& cfg, bool partial) {
   oracle::Arithmetic a;
   a.truncating_mma = false;  // host fp32 adds round to nearest
   a.shards = partial ? cfg.splits : cfg.layout.ranks * cfg.splits;
+  a.tile = cfg.tile;
   a.out = partial ? oracle::DType::f32 : to_oracle_dtype(cfg.out_dtype);
   a.lse_out = a.out;
   return a;

@@ -18,6 +18,8 @@ using dcp::oracle::LseBase;
 constexpr float kNegInfF = -std::numeric_limits<float>::infinity();
 constexpr float kLog2eF = 1.44269504f;
 constexpr float kLn2F = 0.693147181f;
+// 2 ulp of an fp32 result, relative: the library's rounding and the perturbation's ulp.
+constexpr double kModelIntrinsicRel = 0x1p-22;
 
 struct Perturber {
   std::mt19937_64 g;
@@ -25,8 +27,26 @@ struct Perturber {
   // x * (1 + r 2^-23), r in [-1, 1]: at most one more ulp on top of the library's own rounding.
   float operator()(float x) {
     if (!on) return x;
-    const double r = std::uniform_real_distribution<double>(-1.0, 1.0)(g);
-    return static_cast<float>(static_cast<double>(x) * (1.0 + r * std::ldexp(1.0, -23)));
+    return static_cast<float>(static_cast<double>(x) * (1.0 + draw() * std::ldexp(1.0, -23)));
+  }
+  double draw() { return std::uniform_real_distribution<double>(-1.0, 1.0)(g); }
+};
+
+// The kernel's own exp and log (ModelConfig::exp_rel_err, log_rel_err): each result off by up to
+// the stated error, drawn at random, or every one low by all of it (systematic).
+struct ApproximateIntrinsics {
+  const ModelConfig& m;
+  Perturber& draws;
+  float exp(float y) {
+    if (m.exp_rel_err <= 0.0) return y;
+    const double d = m.approx_systematic ? -1.0 : draws.draw();
+    return static_cast<float>(static_cast<double>(y) * (1.0 + d * m.exp_rel_err));
+  }
+  float log(float y) {
+    if (m.log_rel_err <= 0.0) return y;
+    const double d = m.approx_systematic ? -1.0 : draws.draw();
+    const double y_d = static_cast<double>(y);
+    return static_cast<float>(y_d + d * m.log_rel_err * std::max(1.0, std::fabs(y_d)));
   }
 };
 
@@ -75,12 +95,13 @@ ModelOutput run_fp32_model(const Case& c, const ModelConfig& m) {
   const float tau = static_cast<float>(tau_d);
   const float tau_log2e = static_cast<float>(tau_d * 1.4426950408889634);
   const float cap = static_cast<float>(c.softcap);
-  auto ex = [&](float x) { return perturb(m.base2 ? std::exp2(x) : std::exp(x)); };
-  auto lg = [&](float x) { return perturb(m.base2 ? std::log2(x) : std::log(x)); };
+  ApproximateIntrinsics approx{m, perturb};
+  auto ex = [&](float x) { return approx.exp(perturb(m.base2 ? std::exp2(x) : std::exp(x))); };
+  auto lg = [&](float x) { return approx.log(perturb(m.base2 ? std::log2(x) : std::log(x))); };
   // The merge's own exp/log pair; the merge_wrong_base bug uses the other base's.
   const bool merge_base2 = m.bug == Bug::merge_base_mismatch ? !m.base2 : m.base2;
-  auto mex = [&](float x) { return perturb(merge_base2 ? std::exp2(x) : std::exp(x)); };
-  auto mlg = [&](float x) { return perturb(merge_base2 ? std::log2(x) : std::log(x)); };
+  auto mex = [&](float x) { return approx.exp(perturb(merge_base2 ? std::exp2(x) : std::exp(x))); };
+  auto mlg = [&](float x) { return approx.log(perturb(merge_base2 ? std::log2(x) : std::log(x))); };
 
   for (int64_t t = 0; t < T; ++t) {
     const std::vector<int64_t> keys = oracle::visible_keys(c, t);
@@ -242,6 +263,11 @@ oracle::Arithmetic claim_of(const ModelConfig& m) {
   a.p_cast = m.p_cast;
   a.out = m.out;
   a.shards = m.shards;
+  a.tile = m.tile;
+  // The library's exp and log round to within 1 ulp and the perturbation adds at most one more
+  // (the default budget of 2 ulp); a claimed error covers the approximation on top of them.
+  if (m.exp_rel_err > 0.0) a.exp_rel_err = (1.0 + m.exp_rel_err) * (1.0 + kModelIntrinsicRel) - 1.0;
+  if (m.log_rel_err > 0.0) a.log_rel_err = m.log_rel_err + kModelIntrinsicRel;
   return a;
 }
 
@@ -249,7 +275,8 @@ std::string describe(const ModelConfig& m) {
   std::ostringstream os;
   os << "shards=" << m.shards << " interleave=" << m.interleave << " tile=" << m.tile
      << " base2=" << m.base2 << " fma=" << m.fma << " pairwise=" << m.pairwise_dot
-     << " perturb=" << m.perturb
+     << " perturb=" << m.perturb << " exp_rel_err=" << m.exp_rel_err
+     << " log_rel_err=" << m.log_rel_err << " systematic=" << m.approx_systematic
      << " p_cast=" << (m.p_cast ? dcp::oracle::dtype_name(*m.p_cast) : "none")
      << " out=" << dcp::oracle::dtype_name(m.out)
      << " merge=" << (m.merge == Merge::ag_rs ? "ag_rs" : "a2a") << " reverse=" << m.reverse_merge

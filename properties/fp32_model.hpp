@@ -39,6 +39,13 @@ struct ModelConfig {
   bool fma = false;           // dot products and exponent arguments with fused multiply-add
   bool pairwise_dot = false;  // dot products summed pairwise instead of left to right
   bool perturb = true;        // perturb exp/log results by up to 1 ulp (approximate intrinsics)
+  // The kernel's own exp and log, less accurate than the intrinsics (a vectorized polynomial):
+  // every exp result off by up to exp_rel_err relative, every log result by up to
+  // log_rel_err max(1, |result|); at random, or all low by the whole error (systematic, as a
+  // biased approximation is). claim_of claims them as exp_rel_err and log_rel_err. 0: exact.
+  double exp_rel_err = 0.0;
+  double log_rel_err = 0.0;
+  bool approx_systematic = false;
   std::optional<oracle::DType> p_cast;  // P rounded to this format before P.V
   oracle::DType out = oracle::DType::f32;
   Merge merge = Merge::ag_rs;

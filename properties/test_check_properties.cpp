@@ -218,6 +218,49 @@ TEST_F(CheckResultFile, MalformedFilesAreRefusedByName) {
   EXPECT_NE(error_of(f).find("tensor 'o': dtype I64"), std::string::npos) << error_of(f);
 }
 
+TEST_F(CheckResultFile, ApproximateIntrinsicsAreReadAndRangeChecked) {
+  StFile f = good;
+  f.metadata["exp_rel_err"] = "1e-4";
+  f.metadata["log_rel_err"] = "0";
+  auto r = oracle::result_from_file(f, c, "r.safetensors");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->output_claim.exp_rel_err, 1e-4);
+  EXPECT_EQ(r->partial_claim.log_rel_err, 0.0);
+  // Written back, read back alike.
+  auto again = oracle::result_from_file(oracle::result_to_file(*r, c), c, "again");
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_EQ(again->output_claim.exp_rel_err, 1e-4);
+  for (const char* bad : {"-1e-3", "0.6", "nan", "1e-3x"}) {
+    f.metadata["exp_rel_err"] = bad;
+    EXPECT_NE(error_of(f).find("metadata 'exp_rel_err' = \"" + std::string(bad) + "\""),
+              std::string::npos)
+        << error_of(f);
+  }
+}
+
+// Without partials, the partials' format is partial_dtype, else o's format when it is 16-bit,
+// else f32, and the result says which rule gave it.
+TEST_F(CheckResultFile, ThePartialFormatIsNeverSilent) {
+  StFile f = good;
+  f.tensors.erase("o_partial");
+  f.tensors.erase("lse_partial");
+  f.metadata.erase("partial_dtype");
+  auto r = oracle::result_from_file(f, c, "r.safetensors");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->output_claim.partial_o, oracle::DType::f32);
+  EXPECT_NE(r->partial_format_from.find("f32: no o_partial, no partial_dtype"), std::string::npos);
+  f.tensors["o"].dtype = oracle::DType::bf16;
+  r = oracle::result_from_file(f, c, "r.safetensors");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->output_claim.partial_o, oracle::DType::bf16);
+  EXPECT_NE(r->partial_format_from.find("o's dtype"), std::string::npos);
+  f.metadata["partial_dtype"] = "f16";
+  r = oracle::result_from_file(f, c, "r.safetensors");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->output_claim.partial_o, oracle::DType::f16);
+  EXPECT_EQ(r->partial_format_from, "metadata partial_dtype");
+}
+
 // The reference itself, as an F64 result, passes with its (tiny) f64 bound.
 TEST_F(CheckResultFile, ReferenceAsResultPasses) {
   auto ref = oracle::reference(c);

@@ -22,11 +22,13 @@ RC_GTEST_PROP(ToleranceSoundness, EveryCorrectFp32VariantIsWithinTheBound, ()) {
   auto ref = oracle::reference(c);
   RC_ASSERT(ref.ok());
   auto bound = oracle::derive_bound(c, *ref, claim_of(m));
+  RC_LOG() << describe(spec) << "\n" << describe(m) << "\n";
+  if (!bound.ok()) RC_LOG() << bound.status().message() << "\n";
   RC_ASSERT(bound.ok());
   const ModelOutput out = run_fp32_model(c, m);
   auto cmp = oracle::compare(out.o, out.lse, *ref, *bound);
   RC_ASSERT(cmp.ok());
-  RC_LOG() << describe(spec) << "\n" << describe(m) << "\n" << cmp->summary() << "\n";
+  RC_LOG() << cmp->summary() << "\n";
   RC_ASSERT(cmp->pass());
 }
 
@@ -102,6 +104,71 @@ RC_GTEST_PROP(ToleranceSensitivity, SinkOnEveryShardFails, ()) {
 }
 RC_GTEST_PROP(ToleranceSensitivity, UnweightedMeanFails, ()) {
   check_bug_is_caught(Bug::merge_unweighted_mean);
+}
+
+// A kernel whose exp (or log) is coarser than the intrinsics, judged with a claim that leaves the
+// approximation out, fails: the exp_rel_err and log_rel_err terms cannot be dropped. The
+// approximation is systematic (every result low by all of it), as a biased polynomial is, and
+// large enough (10^-3) to move the LSE past a bound of ordinary fp32 rounding.
+void check_unclaimed_approximation_is_caught(bool exp) {
+  constexpr double kApprox = 1e-3;
+  ModelConfig m;
+  m.shards = *rc::gen::inRange<int64_t>(1, 9);
+  m.interleave = *rc::gen::inRange<int64_t>(1, 5);
+  m.base2 = *rc::gen::arbitrary<bool>();
+  m.merge = *rc::gen::element(Merge::ag_rs, Merge::a2a);
+  m.seed = *rc::gen::arbitrary<uint64_t>();
+  (exp ? m.exp_rel_err : m.log_rel_err) = kApprox;
+  m.approx_systematic = true;
+  const CaseSpec spec = draw_bug_case(m.shards, m.interleave, false);
+  const oracle::Case c = make_case(spec);
+  auto ref = oracle::reference(c);
+  RC_ASSERT(ref.ok());
+  oracle::Arithmetic unclaimed = claim_of(m);
+  (exp ? unclaimed.exp_rel_err : unclaimed.log_rel_err).reset();
+  auto bound = oracle::derive_bound(c, *ref, unclaimed);
+  RC_ASSERT(bound.ok());
+  const ModelOutput out = run_fp32_model(c, m);
+  ModelConfig exact = m;
+  exact.exp_rel_err = exact.log_rel_err = 0.0;
+  RC_PRE(effect_over_bound(out, run_fp32_model(c, exact), *bound) > 2.0);
+  auto cmp = oracle::compare(out.o, out.lse, *ref, *bound);
+  RC_ASSERT(cmp.ok());
+  RC_LOG() << describe(spec) << "\n" << describe(m) << "\n" << cmp->summary() << "\n";
+  RC_ASSERT(!cmp->pass());
+}
+
+RC_GTEST_PROP(ToleranceSensitivity, UnclaimedApproximateExpFails, ()) {
+  check_unclaimed_approximation_is_caught(true);
+}
+RC_GTEST_PROP(ToleranceSensitivity, UnclaimedApproximateLogFails, ()) {
+  check_unclaimed_approximation_is_caught(false);
+}
+
+// A claim too coarse for the first-order bound is refused with kappa and the term responsible.
+TEST(ToleranceRefusal, NamesKappaAndTheClaimTermResponsible) {
+  CaseSpec spec;
+  spec.seq = 64;
+  const oracle::Case c = make_case(spec);
+  auto ref = oracle::reference(c);
+  ASSERT_TRUE(ref.ok());
+  oracle::Arithmetic a;
+  a.shards = 64;
+  a.merge_accum = oracle::DType::bf16;
+  auto b = oracle::derive_bound(c, *ref, a);
+  ASSERT_FALSE(b.ok());
+  const std::string why = b.status().message();
+  EXPECT_NE(why.find("kappa = "), std::string::npos) << why;
+  EXPECT_NE(why.find("> 0.1 (mostly the merge of 64 partials in merge_accum BF16: "),
+            std::string::npos)
+      << why;
+  a.merge_accum = oracle::DType::f32;
+  a.shards = 1;
+  a.exp_rel_err = 0.2;
+  b = oracle::derive_bound(c, *ref, a);
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.status().message().find("mostly the key weights (exp_rel_err"), std::string::npos)
+      << b.status().message();
 }
 
 }  // namespace

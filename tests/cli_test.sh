@@ -198,6 +198,15 @@ contains "$tmp/out" "# check: FAILED" "wrong base verdict"
 "$make_result" --case "$case_gqa" --out "$tmp/bad.safetensors" --impl model --dcp-size 4 --interleave 2 --bug lost_token --partials
 expect 1 "check, a token lost on rank 3" -- "$bin" check --case "$case_gqa" --result "$tmp/bad.safetensors" --quiet
 contains "$tmp/out" "wrong partial on rank 3)" "lost token: the rank is named"
+# A kernel whose own exp (or log) is coarser than the intrinsics passes when its claim says so
+# (exp_rel_err, log_rel_err) and fails when the claim leaves it out.
+for fn in exp log; do
+  "$make_result" --case "$case_gqa" --out "$tmp/approx.safetensors" --impl model --dcp-size 4 --"$fn"-rel-err 1e-3 --partials
+  expect 0 "check, $fn 1e-3 off, claimed" -- "$bin" check --case "$case_gqa" --result "$tmp/approx.safetensors"
+  contains "$tmp/out" "$fn rel err 0.001000" "claim line names the $fn error"
+  "$make_result" --case "$case_gqa" --out "$tmp/approx.safetensors" --impl model --dcp-size 4 --"$fn"-rel-err 1e-3 --partials --unclaimed
+  expect 1 "check, $fn 1e-3 off, unclaimed" -- "$bin" check --case "$case_gqa" --result "$tmp/approx.safetensors"
+done
 # The JSON report of the failing check follows its schema (docs/cli.md).
 if python3 - "$tmp/bad.json" <<'PY'
 import json, sys

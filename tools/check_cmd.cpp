@@ -53,9 +53,12 @@ std::string claim_text(const oracle::DcpResult& r) {
      << lower(oracle::dtype_name(a.out)) << ", lse " << lower(oracle::dtype_name(a.lse_out))
      << ", dcp_size " << r.dcp_size << ", interleave " << r.interleave << ", splits " << r.splits
      << ", partials " << lower(oracle::dtype_name(a.partial_o)) << "/"
-     << lower(oracle::dtype_name(a.partial_lse)) << ", merge "
+     << lower(oracle::dtype_name(a.partial_lse)) << " (" << r.partial_format_from << "), merge "
      << lower(oracle::dtype_name(a.merge_accum)) << ", sink "
-     << (r.sink_rank ? "on rank " + std::to_string(*r.sink_rank) : std::string("at the merge"));
+     << (r.sink_rank ? "on rank " + std::to_string(*r.sink_rank) : std::string("at the merge"))
+     << ", tile " << a.tile << (a.tile == 1 ? " (any)" : "")
+     << ", exp " << (a.exp_rel_err ? "rel err " + exact_text(*a.exp_rel_err) : "2 ulp") << ", log "
+     << (a.log_rel_err ? "rel err " + exact_text(*a.log_rel_err) : "2^-21 / 3 ulp");
   return os.str();
 }
 
@@ -177,6 +180,10 @@ bool write_check_json(const CheckOptions& o, const oracle::DcpResult& r,
         {"lse", lower(oracle::dtype_name(a.lse_out))},
         {"partial_o", lower(oracle::dtype_name(a.partial_o))},
         {"partial_lse", lower(oracle::dtype_name(a.partial_lse))},
+        {"partial_format_from", r.partial_format_from},
+        {"tile", a.tile},
+        {"exp_rel_err", a.exp_rel_err ? json_number(*a.exp_rel_err) : json(nullptr)},
+        {"log_rel_err", a.log_rel_err ? json_number(*a.log_rel_err) : json(nullptr)},
         {"merge_accum", lower(oracle::dtype_name(a.merge_accum))},
         {"dcp_size", r.dcp_size},
         {"interleave", r.interleave},

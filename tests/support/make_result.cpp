@@ -40,6 +40,13 @@ int main(int argc, char** argv) {
                  "model only: none, unweighted_mean, merge_wrong_base, drop_token, lse_wrong_base, "
                  "sink_per_shard, lost_token");
   app.add_flag("--partials", partials, "Write o_partial and lse_partial too");
+  double exp_rel_err = 0.0, log_rel_err = 0.0;
+  bool unclaimed = false;
+  app.add_option("--exp-rel-err", exp_rel_err,
+                 "model only: every exp low by this relative error, claimed as exp_rel_err");
+  app.add_option("--log-rel-err", log_rel_err,
+                 "model only: every log low by this error, claimed as log_rel_err");
+  app.add_flag("--unclaimed", unclaimed, "Leave exp_rel_err and log_rel_err out of the metadata");
   CLI11_PARSE(app, argc, argv);
 
   auto c = dcp::oracle::load_case(case_path);
@@ -69,7 +76,14 @@ int main(int argc, char** argv) {
     m.out = p::to_oracle_dtype(*od);
     m.bug = bug == "none" ? p::Bug::none : *planted;
     m.seed = seed;
+    m.exp_rel_err = exp_rel_err;
+    m.log_rel_err = log_rel_err;
+    m.approx_systematic = true;
     r = p::model_result(*c, m, partials);
+    if (unclaimed) {
+      r.output_claim.exp_rel_err.reset();
+      r.output_claim.log_rel_err.reset();
+    }
   } else {
     dcp::gpu::DcpConfig cfg;
     cfg.tp_size = n;
