@@ -181,11 +181,10 @@ Expected<Case> load_case(const std::string& path) {
 
 namespace {
 
-const std::set<std::string> kResultTensors = {"o", "lse", "o_partial", "lse_partial"};
+const std::set<std::string> kResultTensors = {"o", "lse", "o_partial", "lse_partial", "owner"};
 const std::set<std::string> kResultMetadata = {
-    "accum",  "p_cast",    "merge_accum", "partial_dtype", "dcp_size",    "interleave",
-    "splits", "sink_rank", "lse_base",    "exp_rel_err",   "log_rel_err", "tile",
-    "format"};
+    "accum",     "p_cast",   "merge_accum", "partial_dtype", "dcp_size", "interleave", "splits",
+    "sink_rank", "lse_base", "exp_rel_err", "log_rel_err",   "tile",     "lse_layout", "format"};
 
 // The largest claimed relative error of an exp or log: beyond it a "function" is no longer one,
 // and the first-order bound refuses long before (kappa > 0.1).
@@ -263,13 +262,55 @@ Expected<Tensor<double>> result_tensor(std::string_view source, const StFile& f,
   return out;
 }
 
+// The owner map: I64 [S], every entry a rank in [0, N).
+Expected<std::vector<int64_t>> owner_tensor(std::string_view source, const StTensor& t, int64_t S,
+                                            int64_t ranks) {
+  if (t.dtype != DType::i64)
+    return DCP_ERROR(source, ": tensor 'owner': dtype ", dtype_name(t.dtype), "; expected I64");
+  if (t.shape != Shape{S}) {
+    return DCP_ERROR(source, ": tensor 'owner': shape ", shape_string(t.shape), "; expected [", S,
+                     "] (one rank per key position)");
+  }
+  for (size_t p = 0; p < t.ints.size(); ++p) {
+    if (t.ints[p] < 0 || t.ints[p] >= ranks) {
+      return DCP_ERROR(source, ": tensor 'owner': element [", p, "] = ", t.ints[p],
+                       "; expected a rank in [0, ", ranks, ") (metadata dcp_size)");
+    }
+  }
+  return t.ints;
+}
+
+// lse_layout: "t_h" (lse [T, Hq], the default) or "h_t" (lse [Hq, T], lse_partial [N, Hq, T]).
+// Whether the heads come first.
+Expected<bool> lse_layout(std::string_view source, const StFile& f) {
+  if (!f.metadata.count("lse_layout")) return false;
+  const std::string& v = f.metadata.at("lse_layout");
+  if (v == "t_h") return false;
+  if (v == "h_t") return true;
+  return DCP_ERROR(source, ": metadata 'lse_layout' = \"", v, "\"; expected t_h or h_t");
+}
+
+// [B, Hq, T] -> [B, T, Hq] (B = 1 drops to [T, Hq]).
+Tensor<double> heads_first_to_tokens_first(const Tensor<double>& x, int64_t blocks) {
+  const int64_t Hq = x.shape[x.shape.size() - 2], T = x.shape.back();
+  Tensor<double> out;
+  out.shape = x.shape.size() == 2 ? Shape{T, Hq} : Shape{blocks, T, Hq};
+  out.data.resize(x.data.size());
+  for (int64_t b = 0; b < blocks; ++b)
+    for (int64_t h = 0; h < Hq; ++h)
+      for (int64_t t = 0; t < T; ++t)
+        out.data[static_cast<size_t>((b * T + t) * Hq + h)] =
+            x.data[static_cast<size_t>((b * Hq + h) * T + t)];
+  return out;
+}
+
 }  // namespace
 
 Expected<DcpResult> result_from_file(const StFile& f, const Case& c, std::string_view source) {
   for (const auto& [name, t] : f.tensors) {
     if (!kResultTensors.count(name)) {
       return DCP_ERROR(source, ": unknown tensor '", name,
-                       "'; a result holds o, lse, o_partial, lse_partial");
+                       "'; a result holds o, lse, o_partial, lse_partial, owner");
     }
   }
   for (const auto& [key, value] : f.metadata) {
@@ -277,7 +318,7 @@ Expected<DcpResult> result_from_file(const StFile& f, const Case& c, std::string
       return DCP_ERROR(source, ": unknown metadata '", key,
                        "'; expected accum, p_cast, merge_accum, partial_dtype, dcp_size, "
                        "interleave, splits, sink_rank, lse_base, exp_rel_err, log_rel_err, tile, "
-                       "format or x_*");
+                       "lse_layout, format or x_*");
     }
   }
   for (const char* required : {"o", "lse"}) {
@@ -289,11 +330,17 @@ Expected<DcpResult> result_from_file(const StFile& f, const Case& c, std::string
                      has_op ? "lse_partial" : "o_partial", "'; partials come as a pair");
   }
   const auto& md = f.metadata;
+  const bool has_owner = f.tensors.count("owner") > 0;
+  if (has_owner && md.count("interleave")) {
+    return DCP_ERROR(source,
+                     ": tensor 'owner' and metadata 'interleave' both given; the owner "
+                     "map replaces the layout, so give one of them");
+  }
   if (has_op) {
     for (const char* key : {"dcp_size", "interleave"}) {
-      if (!md.count(key)) {
+      if (!md.count(key) && !(has_owner && std::string_view(key) == "interleave")) {
         return DCP_ERROR(source, ": partials given without metadata '", key,
-                         "'; the oracle needs it to know each rank's keys");
+                         "'; the oracle needs it (or tensor 'owner') to know each rank's keys");
       }
     }
   }
@@ -332,15 +379,25 @@ Expected<DcpResult> result_from_file(const StFile& f, const Case& c, std::string
     }
   }
 
+  if (has_owner) {
+    auto own = owner_tensor(source, f.tensors.at("owner"), c.seq(), r.dcp_size);
+    if (!own) return own.status();
+    r.owner = std::move(*own);
+  }
+  auto lse_t_last = lse_layout(source, f);  // true: [Hq, T]
+  if (!lse_t_last) return lse_t_last.status();
+
   Arithmetic a;
   a.tile = *tile;
   DType o_dtype, lse_dtype;
   auto o = result_tensor(source, f, "o", {T, Hq, dv}, "[T, Hq, Dv]", &o_dtype);
   if (!o) return o.status();
   r.o = std::move(*o);
-  auto lse = result_tensor(source, f, "lse", {T, Hq}, "[T, Hq]", &lse_dtype);
+  auto lse = *lse_t_last
+                 ? result_tensor(source, f, "lse", {Hq, T}, "[Hq, T] (lse_layout h_t)", &lse_dtype)
+                 : result_tensor(source, f, "lse", {T, Hq}, "[T, Hq]", &lse_dtype);
   if (!lse) return lse.status();
-  r.lse = std::move(*lse);
+  r.lse = *lse_t_last ? heads_first_to_tokens_first(*lse, 1) : std::move(*lse);
   if (md.count("accum")) {
     auto d = parse_format(source, "accum", md.at("accum"), true);
     if (!d) return d.status();
@@ -386,8 +443,12 @@ Expected<DcpResult> result_from_file(const StFile& f, const Case& c, std::string
     DType po, pl;
     auto op = result_tensor(source, f, "o_partial", {r.dcp_size, T, Hq, dv}, "[N, T, Hq, Dv]", &po);
     if (!op) return op.status();
-    auto lp = result_tensor(source, f, "lse_partial", {r.dcp_size, T, Hq}, "[N, T, Hq]", &pl);
+    auto lp = *lse_t_last
+                  ? result_tensor(source, f, "lse_partial", {r.dcp_size, Hq, T},
+                                  "[N, Hq, T] (lse_layout h_t)", &pl)
+                  : result_tensor(source, f, "lse_partial", {r.dcp_size, T, Hq}, "[N, T, Hq]", &pl);
     if (!lp) return lp.status();
+    if (*lse_t_last) *lp = heads_first_to_tokens_first(*lp, r.dcp_size);
     if (md.count("partial_dtype") && po != a.partial_o) {
       return DCP_ERROR(source, ": metadata 'partial_dtype' = \"", md.at("partial_dtype"),
                        "\" but tensor 'o_partial' is ", dtype_name(po));
@@ -432,7 +493,11 @@ StFile result_to_file(const DcpResult& r, const Case& c) {
   f.metadata["p_cast"] = a.p_cast ? format_text(*a.p_cast) : "none";
   f.metadata["merge_accum"] = format_text(a.merge_accum);
   f.metadata["dcp_size"] = std::to_string(r.dcp_size);
-  f.metadata["interleave"] = std::to_string(r.interleave);
+  if (r.owner.empty()) {
+    f.metadata["interleave"] = std::to_string(r.interleave);
+  } else {
+    f.tensors["owner"] = StTensor{DType::i64, {static_cast<int64_t>(r.owner.size())}, {}, r.owner};
+  }
   f.metadata["splits"] = std::to_string(r.splits);
   f.metadata["sink_rank"] = r.sink_rank ? std::to_string(*r.sink_rank) : "merge";
   f.metadata["lse_base"] = std::string(lse_base_name(c.lse_base));

@@ -41,6 +41,7 @@ struct DcpResult {
   std::optional<Tensor<double>> lse_partial;  // [N, T, Hq] each rank's L_r, the case's base
   int64_t dcp_size = 1;                       // N; partials of N ranks (x splits) were merged
   int64_t interleave = 1;                     // I; key p lives on rank floor(p / I) mod N
+  std::vector<int64_t> owner;                 // [S] the rank of each key; empty: N and I decide
   int64_t splits = 1;                         // split-KV pieces merged inside each rank
   std::optional<int64_t> sink_rank = 0;  // the rank whose partial holds the sink; nullopt: merge
   Arithmetic output_claim;               // what the output was computed with (shards = N splits)
@@ -52,7 +53,9 @@ struct DcpResult {
 
 // Reads a result for case c: shapes must match the case, dtypes F64/F32/F16/BF16, metadata
 // accum, p_cast, merge_accum, partial_dtype, dcp_size, interleave, splits, sink_rank, lse_base
-// (must equal the case's), exp_rel_err, log_rel_err, tile, format and x_*; anything else is an error
+// (must equal the case's), exp_rel_err, log_rel_err, tile, lse_layout (t_h or h_t: lse [Hq, T],
+// lse_partial [N, Hq, T]), format and x_*, and the tensor owner (I64 [S], each key's rank, in
+// place of interleave); anything else is an error
 // naming the key. Without partials, their format is partial_dtype, else o's dtype when that is
 // bf16 or f16, else f32 (partial_format_from says which).
 Expected<DcpResult> result_from_file(const StFile& file, const Case& c, std::string_view source);

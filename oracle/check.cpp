@@ -67,7 +67,7 @@ Expected<PartCheck> check_part(const Case& c, const DcpResult& r, std::optional<
   if (r.lse_partial->shape != Shape{r.dcp_size, T, Hq})
     return DCP_ERROR("tensor 'lse_partial': shape ", shape_string(r.lse_partial->shape),
                      "; expected [N, T, Hq] = ", shape_string({r.dcp_size, T, Hq}));
-  const Case shard = shard_case(c, r.dcp_size, r.interleave, rank, r.sink_rank);
+  const Case shard = shard_case(c, Ownership{r.dcp_size, r.interleave, r.owner}, rank, r.sink_rank);
   auto part = judge(shard, rank_slice(*r.o_partial, rank), rank_slice(*r.lse_partial, rank),
                     r.partial_claim, tier, rank);
   if (!part) return DCP_ERROR("rank ", rank, ": ", part.status().message());

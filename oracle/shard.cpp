@@ -5,7 +5,7 @@
 
 namespace dcp::oracle {
 
-Case shard_case(const Case& c, int64_t ranks, int64_t interleave, int64_t rank,
+Case shard_case(const Case& c, const Ownership& own, int64_t rank,
                 std::optional<int64_t> sink_rank) {
   Case s = c;
   const int64_t T = c.tokens();
@@ -14,7 +14,7 @@ Case shard_case(const Case& c, int64_t ranks, int64_t interleave, int64_t rank,
   for (int64_t t = 0; t < T; ++t) {
     auto& mine = owned[static_cast<size_t>(t)];
     for (const int64_t p : visible_keys(c, t))
-      if (dcp_owner(p, ranks, interleave) == rank) mine.push_back(p);
+      if (own.of(p) == rank) mine.push_back(p);
     kmax = std::max<int64_t>(kmax, static_cast<int64_t>(mine.size()));
   }
   s.topk = Tensor<int64_t>({T, kmax}, -1);

@@ -11,6 +11,7 @@
 
 #include "oracle/check.hpp"
 #include "oracle/safetensors.hpp"
+#include "oracle/shard.hpp"
 #include "properties/dcp_setup.hpp"
 #include "properties/rc_gen.hpp"
 #include "properties/result_gen.hpp"
@@ -259,6 +260,73 @@ TEST_F(CheckResultFile, ThePartialFormatIsNeverSilent) {
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(r->output_claim.partial_o, oracle::DType::f16);
   EXPECT_EQ(r->partial_format_from, "metadata partial_dtype");
+}
+
+// An explicit owner map stands in for the layout: the model's own map passes, a map that swaps
+// two keys between the ranks fails on exactly those ranks.
+TEST_F(CheckResultFile, AnOwnerMapJudgesEachRankOnItsOwnKeys) {
+  StFile f = good;
+  f.metadata.erase("interleave");
+  std::vector<int64_t> owner(static_cast<size_t>(c.seq()));
+  for (int64_t p = 0; p < c.seq(); ++p) owner[static_cast<size_t>(p)] = oracle::dcp_owner(p, 2, 1);
+  f.tensors["owner"] = oracle::StTensor{oracle::DType::i64, {c.seq()}, {}, owner};
+  auto r = oracle::result_from_file(f, c, "r.safetensors");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  auto chk = oracle::check_result(c, *r);
+  ASSERT_TRUE(chk.ok()) << chk.status().message();
+  EXPECT_TRUE(chk->pass());
+  std::swap(f.tensors["owner"].ints[0], f.tensors["owner"].ints[1]);  // keys 0 and 1 trade ranks
+  r = oracle::result_from_file(f, c, "r.safetensors");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  chk = oracle::check_result(c, *r);
+  ASSERT_TRUE(chk.ok()) << chk.status().message();
+  EXPECT_TRUE(chk->parts[0].cmp.pass()) << "the merged output does not depend on the map";
+  EXPECT_FALSE(chk->parts[1].cmp.pass());
+  EXPECT_FALSE(chk->parts[2].cmp.pass());
+  // Bad maps are refused by name.
+  f.tensors["owner"].ints[3] = 2;
+  EXPECT_NE(error_of(f).find("tensor 'owner': element [3] = 2; expected a rank in [0, 2)"),
+            std::string::npos)
+      << error_of(f);
+  f.tensors["owner"].shape = {c.seq() - 1};
+  f.tensors["owner"].ints.pop_back();
+  EXPECT_NE(error_of(f).find("tensor 'owner': shape [29]; expected [30]"), std::string::npos)
+      << error_of(f);
+  f = good;
+  f.tensors["owner"] = oracle::StTensor{oracle::DType::i64, {c.seq()}, {}, owner};
+  EXPECT_NE(error_of(f).find("'owner' and metadata 'interleave' both given"), std::string::npos)
+      << error_of(f);
+}
+
+// lse_layout h_t: the LSEs as [Hq, T] and [N, Hq, T], read back to the same judgement.
+TEST_F(CheckResultFile, HeadsFirstLseLayoutIsRead) {
+  StFile f = good;
+  auto transpose = [](oracle::StTensor& t, int64_t blocks, int64_t T, int64_t Hq) {
+    std::vector<double> out(t.values.size());
+    for (int64_t b = 0; b < blocks; ++b)
+      for (int64_t x = 0; x < T; ++x)
+        for (int64_t h = 0; h < Hq; ++h)
+          out[static_cast<size_t>((b * Hq + h) * T + x)] =
+              t.values[static_cast<size_t>((b * T + x) * Hq + h)];
+    t.values = out;
+    t.shape =
+        blocks == 1 && t.shape.size() == 2 ? oracle::Shape{Hq, T} : oracle::Shape{blocks, Hq, T};
+  };
+  transpose(f.tensors["lse"], 1, c.tokens(), c.q_heads());
+  transpose(f.tensors["lse_partial"], 2, c.tokens(), c.q_heads());
+  EXPECT_NE(error_of(f).find("tensor 'lse': shape [4, 2]; expected [2, 4]"), std::string::npos)
+      << error_of(f);
+  f.metadata["lse_layout"] = "h_t";
+  auto heads_first = oracle::result_from_file(f, c, "r.safetensors");
+  auto tokens_first = oracle::result_from_file(good, c, "r.safetensors");
+  ASSERT_TRUE(heads_first.ok()) << heads_first.status().message();
+  ASSERT_TRUE(tokens_first.ok());
+  EXPECT_EQ(heads_first->lse.data, tokens_first->lse.data);
+  EXPECT_EQ(heads_first->lse_partial->data, tokens_first->lse_partial->data);
+  f.metadata["lse_layout"] = "th";
+  EXPECT_NE(error_of(f).find("metadata 'lse_layout' = \"th\"; expected t_h or h_t"),
+            std::string::npos)
+      << error_of(f);
 }
 
 // The reference itself, as an F64 result, passes with its (tiny) f64 bound.

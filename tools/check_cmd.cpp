@@ -51,13 +51,14 @@ std::string claim_text(const oracle::DcpResult& r) {
   os << "accum " << lower(oracle::dtype_name(a.accum)) << ", P cast "
      << (a.p_cast ? lower(oracle::dtype_name(*a.p_cast)) : "none") << ", o "
      << lower(oracle::dtype_name(a.out)) << ", lse " << lower(oracle::dtype_name(a.lse_out))
-     << ", dcp_size " << r.dcp_size << ", interleave " << r.interleave << ", splits " << r.splits
-     << ", partials " << lower(oracle::dtype_name(a.partial_o)) << "/"
+     << ", dcp_size " << r.dcp_size
+     << (r.owner.empty() ? ", interleave " + std::to_string(r.interleave) : ", owner map")
+     << ", splits " << r.splits << ", partials " << lower(oracle::dtype_name(a.partial_o)) << "/"
      << lower(oracle::dtype_name(a.partial_lse)) << " (" << r.partial_format_from << "), merge "
      << lower(oracle::dtype_name(a.merge_accum)) << ", sink "
      << (r.sink_rank ? "on rank " + std::to_string(*r.sink_rank) : std::string("at the merge"))
-     << ", tile " << a.tile << (a.tile == 1 ? " (any)" : "")
-     << ", exp " << (a.exp_rel_err ? "rel err " + exact_text(*a.exp_rel_err) : "2 ulp") << ", log "
+     << ", tile " << a.tile << (a.tile == 1 ? " (any)" : "") << ", exp "
+     << (a.exp_rel_err ? "rel err " + exact_text(*a.exp_rel_err) : "2 ulp") << ", log "
      << (a.log_rel_err ? "rel err " + exact_text(*a.log_rel_err) : "2^-21 / 3 ulp");
   return os.str();
 }
@@ -186,7 +187,8 @@ bool write_check_json(const CheckOptions& o, const oracle::DcpResult& r,
         {"log_rel_err", a.log_rel_err ? json_number(*a.log_rel_err) : json(nullptr)},
         {"merge_accum", lower(oracle::dtype_name(a.merge_accum))},
         {"dcp_size", r.dcp_size},
-        {"interleave", r.interleave},
+        {"interleave", r.owner.empty() ? json(r.interleave) : json(nullptr)},
+        {"owner_map", !r.owner.empty()},
         {"splits", r.splits},
         {"sink_rank", r.sink_rank ? json(*r.sink_rank) : json("merge")}}},
       {"parts", parts},
