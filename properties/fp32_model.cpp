@@ -186,7 +186,8 @@ ModelOutput run_fp32_model(const Case& c, const ModelConfig& m) {
         if (mx == kNegInfF) {
           part.lse = kNegInfF;
         } else {
-          for (int64_t i = 0; i < dv; ++i) part.o[i] = acc[i] / l;
+          for (int64_t i = 0; i < dv; ++i)
+            part.o[i] = static_cast<float>(oracle::round_to(m.partial, acc[i] / l));
           part.lse = mx + lg(l);
         }
       }
@@ -229,6 +230,9 @@ ModelOutput run_fp32_model(const Case& c, const ModelConfig& m) {
           for (int64_t r = 0; r < m.shards; ++r) order[r] = m.reverse_merge ? m.shards - 1 - r : r;
           float sum = 0.0f;
           std::vector<float> w(m.shards, 0.0f);
+          const auto merge_round = [&](float x) {
+            return static_cast<float>(oracle::round_to(m.merge_accum, x));
+          };
           for (int64_t r : order) {
             w[r] = parts[r].lse == kNegInfF ? 0.0f : mex(parts[r].lse - mx);
             sum += w[r];
@@ -238,7 +242,10 @@ ModelOutput run_fp32_model(const Case& c, const ModelConfig& m) {
             if (w[r] == 0.0f) continue;  // an empty shard never contributes, not even NaN
             // ag_rs scales each partial by exp(L_r - L) and sums; a2a weights and normalizes.
             const float wr = m.merge == Merge::ag_rs ? mex(parts[r].lse - lse) : w[r];
-            for (int64_t i = 0; i < dv; ++i) o[i] += wr * parts[r].o[i];
+            for (int64_t i = 0; i < dv; ++i) {
+              const float term = merge_round(wr * parts[r].o[i]);
+              o[i] = merge_round(o[i] + term);
+            }
           }
           if (m.merge == Merge::a2a) {
             for (float& x : o) x /= sum;
@@ -264,6 +271,8 @@ oracle::Arithmetic claim_of(const ModelConfig& m) {
   a.out = m.out;
   a.shards = m.shards;
   a.tile = m.tile;
+  a.partial_o = m.partial;
+  a.merge_accum = m.merge_accum;
   // The library's exp and log round to within 1 ulp and the perturbation adds at most one more
   // (the default budget of 2 ulp); a claimed error covers the approximation on top of them.
   if (m.exp_rel_err > 0.0) a.exp_rel_err = (1.0 + m.exp_rel_err) * (1.0 + kModelIntrinsicRel) - 1.0;
@@ -279,6 +288,8 @@ std::string describe(const ModelConfig& m) {
      << " log_rel_err=" << m.log_rel_err << " systematic=" << m.approx_systematic
      << " p_cast=" << (m.p_cast ? dcp::oracle::dtype_name(*m.p_cast) : "none")
      << " out=" << dcp::oracle::dtype_name(m.out)
+     << " partial=" << dcp::oracle::dtype_name(m.partial)
+     << " merge_accum=" << dcp::oracle::dtype_name(m.merge_accum)
      << " merge=" << (m.merge == Merge::ag_rs ? "ag_rs" : "a2a") << " reverse=" << m.reverse_merge
      << " bug=" << (m.bug == Bug::none ? "none" : mutants::mutant_info(m.bug).name)
      << " seed=" << m.seed;

@@ -48,6 +48,11 @@ struct ModelConfig {
   bool approx_systematic = false;
   std::optional<oracle::DType> p_cast;  // P rounded to this format before P.V
   oracle::DType out = oracle::DType::f32;
+  // The partials' O as exchanged (rounded to this format before the merge, and as reported in
+  // o_partial), and the format of the cross-rank products and running sum (bf16 for a bf16
+  // reduce-scatter: every product and every partial sum rounded to it).
+  oracle::DType partial = oracle::DType::f32;
+  oracle::DType merge_accum = oracle::DType::f32;
   Merge merge = Merge::ag_rs;
   bool reverse_merge = false;  // sum partials from the last rank down
   Bug bug = Bug::none;

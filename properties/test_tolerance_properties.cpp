@@ -106,31 +106,29 @@ RC_GTEST_PROP(ToleranceSensitivity, UnweightedMeanFails, ()) {
   check_bug_is_caught(Bug::merge_unweighted_mean);
 }
 
-// A kernel whose exp (or log) is coarser than the intrinsics, judged with a claim that leaves the
-// approximation out, fails: the exp_rel_err and log_rel_err terms cannot be dropped. The
-// approximation is systematic (every result low by all of it), as a biased polynomial is, and
-// large enough (10^-3) to move the LSE past a bound of ordinary fp32 rounding.
-void check_unclaimed_approximation_is_caught(bool exp) {
-  constexpr double kApprox = 1e-3;
+// An arithmetic the claim leaves out is caught: `plant` gives the model a coarser arithmetic,
+// `unclaim` takes its term out of the claim, and wherever that moves the output by more than twice
+// the bound the check must fail. So none of these terms can be dropped.
+template <class Plant, class Unclaim>
+void check_unclaimed_is_caught(int64_t min_shards, int64_t max_shards, Plant plant,
+                               Unclaim unclaim) {
   ModelConfig m;
-  m.shards = *rc::gen::inRange<int64_t>(1, 9);
+  m.shards = *rc::gen::inRange<int64_t>(min_shards, max_shards + 1);
   m.interleave = *rc::gen::inRange<int64_t>(1, 5);
   m.base2 = *rc::gen::arbitrary<bool>();
   m.merge = *rc::gen::element(Merge::ag_rs, Merge::a2a);
   m.seed = *rc::gen::arbitrary<uint64_t>();
-  (exp ? m.exp_rel_err : m.log_rel_err) = kApprox;
-  m.approx_systematic = true;
+  const ModelConfig exact = m;
+  plant(m);
   const CaseSpec spec = draw_bug_case(m.shards, m.interleave, false);
   const oracle::Case c = make_case(spec);
   auto ref = oracle::reference(c);
   RC_ASSERT(ref.ok());
   oracle::Arithmetic unclaimed = claim_of(m);
-  (exp ? unclaimed.exp_rel_err : unclaimed.log_rel_err).reset();
+  unclaim(unclaimed);
   auto bound = oracle::derive_bound(c, *ref, unclaimed);
   RC_ASSERT(bound.ok());
   const ModelOutput out = run_fp32_model(c, m);
-  ModelConfig exact = m;
-  exact.exp_rel_err = exact.log_rel_err = 0.0;
   RC_PRE(effect_over_bound(out, run_fp32_model(c, exact), *bound) > 2.0);
   auto cmp = oracle::compare(out.o, out.lse, *ref, *bound);
   RC_ASSERT(cmp.ok());
@@ -138,11 +136,39 @@ void check_unclaimed_approximation_is_caught(bool exp) {
   RC_ASSERT(!cmp->pass());
 }
 
+// A kernel whose own exp (or log) is 10^-3 off, every result low by all of it as a biased
+// polynomial is: enough to move the LSE past a bound of ordinary fp32 rounding.
+constexpr double kApprox = 1e-3;
+
 RC_GTEST_PROP(ToleranceSensitivity, UnclaimedApproximateExpFails, ()) {
-  check_unclaimed_approximation_is_caught(true);
+  check_unclaimed_is_caught(
+      1, 8,
+      [](ModelConfig& m) {
+        m.exp_rel_err = kApprox;
+        m.approx_systematic = true;
+      },
+      [](oracle::Arithmetic& a) { a.exp_rel_err.reset(); });
 }
 RC_GTEST_PROP(ToleranceSensitivity, UnclaimedApproximateLogFails, ()) {
-  check_unclaimed_approximation_is_caught(false);
+  check_unclaimed_is_caught(
+      1, 8,
+      [](ModelConfig& m) {
+        m.log_rel_err = kApprox;
+        m.approx_systematic = true;
+      },
+      [](oracle::Arithmetic& a) { a.log_rel_err.reset(); });
+}
+// A bf16 reduce-scatter (products and partial sums rounded to bf16) claimed as an fp32 one.
+RC_GTEST_PROP(ToleranceSensitivity, UnclaimedBf16MergeFails, ()) {
+  check_unclaimed_is_caught(
+      2, 4, [](ModelConfig& m) { m.merge_accum = oracle::DType::bf16; },
+      [](oracle::Arithmetic& a) { a.merge_accum = oracle::DType::f32; });
+}
+// Partials exchanged in bf16, claimed as fp32 ones.
+RC_GTEST_PROP(ToleranceSensitivity, UnclaimedBf16PartialsFail, ()) {
+  check_unclaimed_is_caught(
+      2, 8, [](ModelConfig& m) { m.partial = oracle::DType::bf16; },
+      [](oracle::Arithmetic& a) { a.partial_o = oracle::DType::f32; });
 }
 
 // A claim too coarse for the first-order bound is refused with kappa and the term responsible.
