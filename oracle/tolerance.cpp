@@ -233,18 +233,19 @@ KeyErrors key_errors(const Units& un, double softcap, int64_t dk, int64_t seq, c
 
 // The relative coefficients of first_i (§6).
 struct Coefficients {
-  double g;     // gamma_{2n_eff}(u)
-  double c_S;   // coefficient of S_i
-  double c_O;   // coefficient of |O_i|
-  double zeta;  // relative error of a partial's merge weight (§5; 0 when N = 1)
+  double g;    // gamma_{2n_eff}(u)
+  double c_S;  // coefficient of S_i
+  double c_O;  // coefficient of |O_i|
 };
 
 // docs/tolerances.md §4, accumulation and storage: the P.V sums and the softmax denominator, with
 // up to one rescale per key (online softmax with any tile size), in any order, then the P cast,
 // the final division and the store.
+// With N > 1 partials the division and the store are the partials' and the merge's (§5).
 Coefficients accumulation(const Units& un, double n_eff) {
   const double g = gamma_n(kAccumRoundingsPerTerm * n_eff, un.u);
-  return Coefficients{g, g + un.u_p, g + un.eps_div + un.u_out, 0.0};
+  const double c_O = un.shards > 1 ? g : g + un.eps_div + un.u_out;
+  return Coefficients{g, g + un.u_p, c_O};
 }
 
 // §4, the absolute floors: accumulator underflow (the denominator's 1 and the numerator's
@@ -254,12 +255,16 @@ double absolute_floor(const Units& un, double n_eff, double max_abs_v) {
          n_eff * un.p_tiny * max_abs_v + subnormal_floor(un.a.out);
 }
 
-// What the merge of N > 1 partials adds to the bounds.
+// docs/tolerances.md §5, the merge of N > 1 partials, bounded without a first-order
+// approximation: each a relative error that enters the merged output as a factor (1 + x), |x| <=
+// the value, for ag_rs and a2a alike (the larger of the two where they differ).
 struct Merge {
-  double zeta;        // relative error of every partial's weight
-  double c_S;         // added to c_S: partial store and division, the sum, its rounding
-  double c_O;         // added to c_O: a2a's final division
-  double lse;         // delta: the error of the merged LSE, natural units
+  double value;       // B_v: a partial's value, its division and its store
+  double weight;      // C: a partial's weight, common to the numerator and the denominator
+  double num;         // N_b: the numerator's own: products, their sum (and ag_rs's own exp)
+  double den;         // D_b: the denominator's own: its sum (and the exponentials it sums)
+  double whole;       // F: the whole output: a2a's final division, ag_rs's merged-LSE log
+  double lse;         // the merged LSE's error beyond the single device's, natural units
   double abs_weight;  // N e^-86: partials whose weight underflows, times (max|v| + |O_i|)
   double abs_floor;   // partial stores and the merge sum in their subnormal ranges
 };
@@ -273,26 +278,37 @@ double lse_abs_bound(double M, double n_eff) {
 std::optional<Merge> merge_terms(const Units& un, double n_eff, double L_abs) {
   if (un.shards <= 1) return std::nullopt;
   const double N = static_cast<double>(un.shards);
-  const double lam_shard = un.eps_log(std::log(std::max(1.0, n_eff))) +
-                           kPartialLseRoundings * un.u_s * L_abs +
-                           unit_roundoff(un.a.partial_lse) * L_abs;
+  // lambda: a partial LSE's own error (its log, the add m + ln l and a base conversion, its
+  // store); its keys' errors cancel in the merge, as on one device.
+  const double lam = un.eps_log(std::log(std::max(1.0, n_eff))) +
+                     kPartialLseRoundings * un.u_s * L_abs +
+                     unit_roundoff(un.a.partial_lse) * L_abs;
   const double g_N = gamma_n(N, un.u_m);
-  const double merge_arg = kMergeArgRoundings * un.u_s * L_abs;
-  const double eps_w = exp_error(merge_arg, un.eps_exp);
-  const double delta =
-      lam_shard - ln_one_minus(eps_w) + g_N + un.eps_log(std::log(N)) + un.u_s * L_abs;
-  return Merge{exp_error(lam_shard + delta + merge_arg, un.eps_exp),
-               unit_roundoff(un.a.partial_o) + un.eps_div + g_N + kMergeProductRoundings * un.u_m,
-               g_N + un.eps_div,
-               delta,
+  // One merge exponential: exp(L_r - M) (a2a, both sums) or exp(L_r - L) (ag_rs, the numerator),
+  // with its argument's rounding.
+  const double eps_w = exp_error(kMergeArgRoundings * un.u_s * L_abs, un.eps_exp);
+  const double log_N = un.eps_log(std::log(N)) + un.u_s * L_abs;  // the merged LSE's log and add
+  const double den = (1.0 + eps_w) * (1.0 + g_N) - 1.0;
+  return Merge{(1.0 + un.eps_div) * (1.0 + unit_roundoff(un.a.partial_o)) - 1.0,
+               exp_error(lam, eps_w),  // a2a: lambda and the shared exponential
+               (1.0 + eps_w) * (1.0 + un.u_m) * (1.0 + g_N) - 1.0,
+               den,
+               std::max(un.eps_div, std::expm1(log_N)),
+               lam - std::log1p(-std::min(den, kMaxLogArg)) + log_N,
                N * std::exp(kUnderflowArg),
                subnormal_floor(un.a.partial_o) + N * un.u_m * min_normal(un.a.merge_accum)};
 }
 
-// docs/tolerances.md §6, the bound on O, second order: kappa = max_j e_j + c_S + c_O + zeta +
-// sum_j P_j e_j + g.
+// §5: whether the merge's factors are small enough to bound (each below 1/2).
+bool merge_boundable(const Merge& m) {
+  return m.value < kMaxLogArg && m.weight < kMaxLogArg && m.num < kMaxLogArg &&
+         m.den < kMaxLogArg && m.whole < kMaxLogArg;
+}
+
+// docs/tolerances.md §6, the bound on O, second order: kappa = max_j e_j + c_S + c_O +
+// sum_j P_j e_j + g, of the single device (the merge is bounded exactly, §5).
 double first_order_kappa(const KeyErrors& k, const Coefficients& co) {
-  return k.e_max + co.c_S + co.c_O + co.zeta + k.e_bar + co.g;
+  return k.e_max + co.c_S + co.c_O + k.e_bar + co.g;
 }
 
 // §6: the second-order factor exp(8 kappa), with slack for evaluating the bound in double.
@@ -310,43 +326,70 @@ double max_abs_value(const Case& c, std::span<const int64_t> keys, int64_t g) {
   return max_abs_v;
 }
 
-// §6: the absolute terms of first_i: the floors (§4, plus §5's when N > 1) and the partials
-// whose weight underflows (§5: N e^-86 (max|v| + |O_i|); 0 when N = 1).
-struct AbsoluteTerms {
-  double floor;      // added to every first_i
-  double weight;     // coefficient of (max|v| + |O_i|)
-  double max_abs_v;  // max |v| over the row's visible keys
+// One element's sums over the row's keys (§2, §3): T_key,i, S_i and S'_i = sum_j P_j (1 + e_j)
+// |v_ji| (how large the computed summands may be).
+struct ElementSums {
+  double t_key = 0.0, s = 0.0, s_weighted = 0.0;
 };
 
-// docs/tolerances.md §6, the bound on O: bound_i = first_i exp(8 kappa) + 2^-52 (|O_i| + S_i) for
-// each i of the row (ob [Dv]).
+ElementSums element_sums(const Case& c, std::span<const int64_t> keys, int64_t g, int64_t i,
+                         double o, const KeyErrors& k) {
+  ElementSums e;
+  e.t_key = k.p_sink * k.e_sink * std::fabs(o);
+  for (size_t x = 0; x < keys.size(); ++x) {
+    const double vi = c.v_at(keys[x], g, i);
+    e.t_key += k.p[x] * k.e[x] * std::fabs(vi - o);
+    e.s += k.p[x] * std::fabs(vi);
+    e.s_weighted += k.p[x] * (1.0 + k.e[x]) * std::fabs(vi);
+  }
+  return e;
+}
+
+// docs/tolerances.md §5, the merged output: the single device's error B1 (its first-order bound
+// with its own second-order factor), then the merge, exactly: with Q = F1 S'_i bounding
+// sum_r w_r |O_r,i| of the computed partials and R = (1 + C)/(1 - C),
+//   E_X   = B_v R Q + C/(1 - C) (Q + |O_i| + B1)      (partial values, the weights' common error)
+//   E_div = (N_b + D_b)/(1 - D_b) (1 + B_v) R Q       (the numerator's and denominator's own)
+//   |O^ - O| <= (1 + F)(B1 + E_X + E_div) + F |O_i| + the merge's absolute terms.
+double merged_o_bound(double b1, double o, double q, const Merge& m, double max_abs_v) {
+  const double R = (1.0 + m.weight) / (1.0 - m.weight);
+  const double e_x = m.value * R * q + m.weight / (1.0 - m.weight) * (q + std::fabs(o) + b1);
+  const double e_div = (m.num + m.den) / (1.0 - m.den) * (1.0 + m.value) * R * q;
+  return (1.0 + m.whole) * (b1 + e_x + e_div) + m.whole * std::fabs(o) + m.abs_floor +
+         m.abs_weight * (max_abs_v + std::fabs(o));
+}
+
+// docs/tolerances.md §6, the bound on O for each i of the row (ob [Dv]): N = 1,
+// bound_i = first_i exp(8 kappa) + 2^-52 (|O_i| + S_i); N > 1, the merge of §5 around the single
+// device's first-order bound, then the store of the output.
 void o_bounds(const Case& c, std::span<const int64_t> keys, int64_t g, const double* o_ref,
-              const KeyErrors& k, const Coefficients& co, const AbsoluteTerms& abs_terms,
-              double second, double* ob) {
+              const KeyErrors& k, const Coefficients& co, const std::optional<Merge>& m,
+              const Units& un, double floor, double max_abs_v, double second, double* ob) {
+  // F1: the computed partials' sums against the exact ones (§5): accumulation, P cast, and the
+  // denominator's own key errors.
+  const double f1 = (1.0 + co.g) * (1.0 + un.u_p) / ((1.0 - co.g) * (1.0 - k.e_bar));
   for (int64_t i = 0; i < c.v_dim; ++i) {
     const double o = o_ref[i];
-    double t_key = k.p_sink * k.e_sink * std::fabs(o), s_i = 0.0;  // T_key,i (§3) and S_i (§2)
-    for (size_t x = 0; x < keys.size(); ++x) {
-      const double vi = c.v_at(keys[x], g, i);
-      t_key += k.p[x] * k.e[x] * std::fabs(vi - o);
-      s_i += k.p[x] * std::fabs(vi);
+    const ElementSums e = element_sums(c, keys, g, i, o, k);
+    const double first = e.t_key + co.c_S * e.s + co.c_O * std::fabs(o) + floor;
+    double bound = first * second;
+    if (m) {
+      bound = merged_o_bound(bound, o, f1 * e.s_weighted, *m, max_abs_v);
+      bound = (1.0 + un.u_out) * bound + un.u_out * std::fabs(o);
     }
-    const double first = t_key + co.c_S * s_i + co.zeta * (s_i + std::fabs(o)) +
-                         co.c_O * std::fabs(o) + abs_terms.floor +
-                         abs_terms.weight * (abs_terms.max_abs_v + std::fabs(o));
-    ob[i] = first * second + kOracleRel * (std::fabs(o) + s_i);
+    ob[i] = bound + kOracleRel * (std::fabs(o) + e.s);
   }
 }
 
 // docs/tolerances.md §7, the bound on the LSE (in the case's base). Key-level weight errors and
 // the accumulation of the denominator enter as ln(1 + x) with |x| <= e_bar + g; then the log,
-// the final add, the merge (lse_merge, abs_weight: 0 when N = 1), floors and storage.
+// the final add, floors, the merge (§5, with N > 1) and storage.
 double lse_bound(const Units& un, LseBase base, double L, const RowLogits& in, double e_bar,
-                 double g, double L_abs, double lse_merge, double abs_weight, double second) {
+                 double g, double L_abs, const std::optional<Merge>& m, double second) {
   const double lam = -ln_one_minus(e_bar + g) + un.eps_log(L - in.smax) +
-                     kLseAddRoundings * un.u_s * L_abs + lse_merge + in.n_eff * un.tiny +
-                     abs_weight;
-  double bound = lam * second;
+                     kLseAddRoundings * un.u_s * L_abs + in.n_eff * un.tiny;
+  // The merge's part (§5) is bounded exactly, not to first order: no second-order factor.
+  double bound = lam * second + (m ? m->lse + m->abs_weight : 0.0);
   if (base == LseBase::two) bound *= kLog2e;
   const double L_out = lse_from_natural(base, L);
   bound += (un.u_lse_out + kLseStoreRoundings * un.u_s) * std::fabs(L_out) * second;
@@ -354,8 +397,9 @@ double lse_bound(const Units& un, LseBase base, double L, const RowLogits& in, d
 }
 
 struct RowBound {
-  double kappa;  // first-order relative coefficient (§6)
-  double lse;    // bound on the row's LSE
+  double kappa;          // first-order relative coefficient of the single device (§6)
+  double lse;            // bound on the row's LSE
+  bool merge_ok = true;  // the merge's factors are below 1/2 (§5)
 };
 
 // One row (t, h): §2 to §7 in order; writes the row's O bounds to ob [Dv].
@@ -365,58 +409,46 @@ RowBound bound_row(const Case& c, const Attention& ref, const Units& un,
   const double L_ref = lse_to_natural(ref.base, ref.lse.data[r]);
   if (L_ref == kNegInf) {  // nothing visible, no sink: O must be exactly 0, LSE exactly -inf
     std::fill(ob, ob + dv, 0.0);
-    return RowBound{0.0, 0.0};
+    return RowBound{0.0, 0.0, true};
   }
   const RowLogits in = row_logits(c, t, h, keys, tau);
   const KeyErrors k = key_errors(un, c.softcap, c.head_dim(), c.seq(), in, L_ref);
-  Coefficients co = accumulation(un, in.n_eff);
+  const Coefficients co = accumulation(un, in.n_eff);
   const double L_abs = lse_abs_bound(in.M, in.n_eff);
   const std::optional<Merge> m = merge_terms(un, in.n_eff, L_abs);
-  if (m) {
-    co.c_S += m->c_S;
-    co.c_O += m->c_O;
-    co.zeta = m->zeta;
-  }
   const double kappa = first_order_kappa(k, co);
   const double second = second_order_factor(kappa);
 
   const double max_abs_v = max_abs_value(c, keys, g);
-  AbsoluteTerms abs_terms{absolute_floor(un, in.n_eff, max_abs_v), m ? m->abs_weight : 0.0,
-                          max_abs_v};
-  if (m) abs_terms.floor += m->abs_floor;
-  o_bounds(c, keys, g, &ref.o.data[r * dv], k, co, abs_terms, second, ob);
-  return RowBound{kappa, lse_bound(un, c.lse_base, L_ref, in, k.e_bar, co.g, L_abs,
-                                   m ? m->lse : 0.0, abs_terms.weight, second)};
+  o_bounds(c, keys, g, &ref.o.data[r * dv], k, co, m, un, absolute_floor(un, in.n_eff, max_abs_v),
+           max_abs_v, second, ob);
+  return RowBound{kappa, lse_bound(un, c.lse_base, L_ref, in, k.e_bar, co.g, L_abs, m, second),
+                  !m || merge_boundable(*m)};
 }
 
 // §6: what kappa is made of, by the claim term responsible, for a refusal's message: kappa =
-// e_max + e_bar + 3g + u_p + eps_div + u_out, and with N > 1 partials also u_part + 2 eps_div +
-// 2 gamma_N(u_m) + 2u_m + zeta (first_order_kappa adds the same terms).
+// e_max + e_bar + 3g + u_p, and with one device also eps_div + u_out (first_order_kappa adds the
+// same terms; with N > 1 the divisions and stores are the merge's, bounded exactly).
 std::string kappa_culprit(const Case& c, const Units& un, std::span<const int64_t> keys, int64_t t,
                           int64_t h, double tau, double L_ref) {
   const RowLogits in = row_logits(c, t, h, keys, tau);
   const KeyErrors k = key_errors(un, c.softcap, c.head_dim(), c.seq(), in, L_ref);
   const Coefficients co = accumulation(un, in.n_eff);
-  const std::optional<Merge> m = merge_terms(un, in.n_eff, lse_abs_bound(in.M, in.n_eff));
-  const double u_part = m ? unit_roundoff(un.a.partial_o) : 0.0;
+  const bool one = un.shards <= 1;
   struct Term {
     std::string what;
     double value;
   };
   const std::vector<Term> terms = {
-      {"the key weights (exp_rel_err, tile " + std::to_string(un.a.tile) + ", the logits in accum " + std::string(dtype_name(un.a.accum)) +
-           ")",
+      {"the key weights (exp_rel_err, tile " + std::to_string(un.a.tile) +
+           ", the logits in accum " + std::string(dtype_name(un.a.accum)) + ")",
        k.e_max + k.e_bar},
       {"the accumulation of " + std::to_string(static_cast<int64_t>(in.n_eff)) +
            " terms in accum " + std::string(dtype_name(un.a.accum)),
        3.0 * co.g},
       {"p_cast", un.u_p},
-      {"the divisions (div_ulps)", un.eps_div * (m ? 3.0 : 1.0)},
-      {"the output's format", un.u_out},
-      {"the partials' format (partial_dtype)", u_part},
-      {"the merge of " + std::to_string(un.shards) + " partials in merge_accum " +
-           std::string(dtype_name(un.a.merge_accum)),
-       m ? m->c_S - u_part - un.eps_div + m->c_O - un.eps_div + m->zeta : 0.0},
+      {"the division (div_ulps)", one ? un.eps_div : 0.0},
+      {"the output's format", one ? un.u_out : 0.0},
   };
   const Term& worst = *std::max_element(
       terms.begin(), terms.end(), [](const Term& x, const Term& y) { return x.value < y.value; });
@@ -434,6 +466,7 @@ Expected<Bound> derive_bound(const Case& c, const Attention& ref, const Arithmet
   const double tau = c.scale ? *c.scale : 1.0 / std::sqrt(static_cast<double>(dk));
 
   std::vector<double> kappa_row(T * Hq, 0.0);
+  std::vector<char> merge_ok(T * Hq, 1);
   std::vector<std::vector<int64_t>> keys(T);
   for (int64_t t = 0; t < T; ++t) keys[t] = visible_keys(c, t);
 
@@ -441,11 +474,18 @@ Expected<Bound> derive_bound(const Case& c, const Attention& ref, const Arithmet
     const int64_t t = r / Hq;
     const RowBound rb = bound_row(c, ref, un, keys[t], t, r % Hq, tau, &b.o.data[r * dv]);
     kappa_row[r] = rb.kappa;
+    merge_ok[r] = rb.merge_ok ? 1 : 0;
     b.lse.data[r] = rb.lse;
   });
 
   for (int64_t r = 0; r < T * Hq; ++r) {
     b.kappa = std::max(b.kappa, kappa_row[r]);
+    if (!merge_ok[r]) {
+      return DCP_ERROR("tolerance: row (t=", r / Hq, ", h=", r % Hq, "): the merge of ", a.shards,
+                       " partials in merge_accum ", dtype_name(a.merge_accum),
+                       " has a relative error of 1/2 or more (gamma_N(u_m) = ",
+                       gamma_n(static_cast<double>(a.shards), un.u_m), "); no bound holds there");
+    }
     if (kappa_row[r] > kMaxKappa) {
       const int64_t t = r / Hq, h = r % Hq;
       const std::string culprit =

@@ -207,6 +207,13 @@ for fn in exp log; do
   "$make_result" --case "$case_gqa" --out "$tmp/approx.safetensors" --impl model --dcp-size 4 --"$fn"-rel-err 1e-3 --partials --unclaimed
   expect 1 "check, $fn 1e-3 off, unclaimed" -- "$bin" check --case "$case_gqa" --result "$tmp/approx.safetensors"
 done
+# The configuration engines ship, DCP = 8 with bf16 partials summed by a bf16 reduce-scatter,
+# gets a verdict (the merge is bounded exactly, docs/tolerances.md section 5): OK when correct,
+# FAILED for an unweighted average of the partials.
+"$make_result" --case "$case_gqa" --out "$tmp/rs8.safetensors" --impl model --dcp-size 8 --out-dtype bf16 --partial-dtype bf16 --merge-accum bf16 --partials
+expect 0 "check, bf16 DCP=8 reduce-scatter" -- "$bin" check --case "$case_gqa" --result "$tmp/rs8.safetensors"
+"$make_result" --case "$case_gqa" --out "$tmp/rs8.safetensors" --impl model --dcp-size 8 --out-dtype bf16 --partial-dtype bf16 --merge-accum bf16 --partials --bug merge_unweighted_mean
+expect 1 "check, bf16 DCP=8 reduce-scatter, unweighted mean" -- "$bin" check --case "$case_gqa" --result "$tmp/rs8.safetensors"
 # The JSON report of the failing check follows its schema (docs/cli.md).
 if python3 - "$tmp/bad.json" <<'PY'
 import json, sys

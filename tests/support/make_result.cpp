@@ -47,6 +47,10 @@ int main(int argc, char** argv) {
   app.add_option("--log-rel-err", log_rel_err,
                  "model only: every log low by this error, claimed as log_rel_err");
   app.add_flag("--unclaimed", unclaimed, "Leave exp_rel_err and log_rel_err out of the metadata");
+  std::string partial_dtype = "f32", merge_accum = "f32";
+  app.add_option("--partial-dtype", partial_dtype, "model only: the partials' format (f32, bf16, f16)");
+  app.add_option("--merge-accum", merge_accum,
+                 "model only: the cross-rank products and sums rounded to this format");
   CLI11_PARSE(app, argc, argv);
 
   auto c = dcp::oracle::load_case(case_path);
@@ -79,6 +83,14 @@ int main(int argc, char** argv) {
     m.exp_rel_err = exp_rel_err;
     m.log_rel_err = log_rel_err;
     m.approx_systematic = true;
+    const auto part = dcp::gpu::parse_format(partial_dtype);
+    const auto sum = dcp::gpu::parse_format(merge_accum);
+    if (!part || !sum) {
+      std::cerr << "make_result: --partial-dtype/--merge-accum: expected f32, f16 or bf16\n";
+      return 2;
+    }
+    m.partial = p::to_oracle_dtype(*part);
+    m.merge_accum = p::to_oracle_dtype(*sum);
     r = p::model_result(*c, m, partials);
     if (unclaimed) {
       r.output_claim.exp_rel_err.reset();
