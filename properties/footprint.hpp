@@ -5,9 +5,9 @@
 // machine (tools/budget.hpp). Each figure is an upper bound of what the code allocates, term by
 // term (the terms are listed in footprint.cpp with the allocation each stands for), computed in
 // doubles so that no product of flags can wrap: an absurd configuration gives a huge or infinite
-// figure, never a small one. tests/footprint/test_footprint.cpp measures peak RSS against the bound.
-// Work is counted in multiply-adds of the attention passes (q.k and p v, one per element) plus
-// one per position step of the mask and layout loops.
+// figure, never a small one. tests/footprint/test_footprint.cpp measures peak RSS against the
+// bound. Work is counted in multiply-adds of the attention passes (q.k and p v, one per element)
+// plus one per position step of the mask and layout loops.
 //
 //   Footprint f = dcp_check_footprint(setup);   // the case, every rank's step, the judgement
 //   if (f.bytes > available) refuse(f.largest);  // "the oracle's copy of K and V", ...

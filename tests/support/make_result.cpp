@@ -48,7 +48,8 @@ int main(int argc, char** argv) {
                  "model only: every log low by this error, claimed as log_rel_err");
   app.add_flag("--unclaimed", unclaimed, "Leave exp_rel_err and log_rel_err out of the metadata");
   std::string partial_dtype = "f32", merge_accum = "f32";
-  app.add_option("--partial-dtype", partial_dtype, "model only: the partials' format (f32, bf16, f16)");
+  app.add_option("--partial-dtype", partial_dtype,
+                 "model only: the partials' format (f32, bf16, f16)");
   app.add_option("--merge-accum", merge_accum,
                  "model only: the cross-rank products and sums rounded to this format");
   CLI11_PARSE(app, argc, argv);
