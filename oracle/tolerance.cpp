@@ -47,8 +47,6 @@ constexpr double kLseAbsMargin = 1.0;
 constexpr double kPartialLseRoundings = 3.0;
 // §5: the merge's exponent argument L_r - M: 6u_s L_abs.
 constexpr double kMergeArgRoundings = 6.0;
-// §5: the products w_r O_r and their rounding to the merge format: 2u_m on the S_i coefficient.
-constexpr double kMergeProductRoundings = 2.0;
 // §5, §7: -ln(1 - x) is taken with x clamped to 1/2 to stay finite; x <= kappa, so the clamp only
 // acts on rows refused for kappa > kMaxKappa.
 constexpr double kMaxLogArg = 0.5;
@@ -287,8 +285,10 @@ std::optional<Merge> merge_terms(const Units& un, double n_eff, double L_abs) {
   // One merge exponential: exp(L_r - M) (a2a, both sums) or exp(L_r - L) (ag_rs, the numerator),
   // with its argument's rounding.
   const double eps_w = exp_error(kMergeArgRoundings * un.u_s * L_abs, un.eps_exp);
-  const double log_N = un.eps_log(std::log(N)) + un.u_s * L_abs;  // the merged LSE's log and add
   const double den = (1.0 + eps_w) * (1.0 + g_N) - 1.0;
+  // The merged LSE's log (of a sum up to N (1 + D_b)) and its add.
+  const double log_N =
+      un.eps_log(std::log(N) - std::log1p(-std::min(den, kMaxLogArg))) + un.u_s * L_abs;
   return Merge{(1.0 + un.eps_div) * (1.0 + unit_roundoff(un.a.partial_o)) - 1.0,
                exp_error(lam, eps_w),  // a2a: lambda and the shared exponential
                (1.0 + eps_w) * (1.0 + un.u_m) * (1.0 + g_N) - 1.0,
@@ -350,13 +350,16 @@ ElementSums element_sums(const Case& c, std::span<const int64_t> keys, int64_t g
 // sum_r w_r |O_r,i| of the computed partials and R = (1 + C)/(1 - C),
 //   E_X   = B_v R Q + C/(1 - C) (Q + |O_i| + B1)      (partial values, the weights' common error)
 //   E_div = (N_b + D_b)/(1 - D_b) (1 + B_v) R Q       (the numerator's and denominator's own)
-//   |O^ - O| <= (1 + F)(B1 + E_X + E_div) + F |O_i| + the merge's absolute terms.
+//   |O^ - O| <= (1 + F)(B1 + E_X + E_div + A) + F |O_i|,
+// A the merge's absolute terms times (1 + N_b) R / (1 - D_b), the sums they pass through.
 double merged_o_bound(double b1, double o, double q, const Merge& m, double max_abs_v) {
   const double R = (1.0 + m.weight) / (1.0 - m.weight);
   const double e_x = m.value * R * q + m.weight / (1.0 - m.weight) * (q + std::fabs(o) + b1);
   const double e_div = (m.num + m.den) / (1.0 - m.den) * (1.0 + m.value) * R * q;
-  return (1.0 + m.whole) * (b1 + e_x + e_div) + m.whole * std::fabs(o) + m.abs_floor +
-         m.abs_weight * (max_abs_v + std::fabs(o));
+  // The absolute terms pass through the same sums: (1 + N_b) R / (1 - D_b).
+  const double through = (1.0 + m.num) * R / (1.0 - m.den);
+  const double absolute = through * (m.abs_floor + m.abs_weight * (max_abs_v + std::fabs(o)));
+  return (1.0 + m.whole) * (b1 + e_x + e_div + absolute) + m.whole * std::fabs(o);
 }
 
 // docs/tolerances.md §6, the bound on O for each i of the row (ob [Dv]): N = 1,
@@ -374,8 +377,10 @@ void o_bounds(const Case& c, std::span<const int64_t> keys, int64_t g, const dou
     const double first = e.t_key + co.c_S * e.s + co.c_O * std::fabs(o) + floor;
     double bound = first * second;
     if (m) {
-      bound = merged_o_bound(bound, o, f1 * e.s_weighted, *m, max_abs_v);
-      bound = (1.0 + un.u_out) * bound + un.u_out * std::fabs(o);
+      // Q: the computed partials' sums, their absolute floors included.
+      const double q = f1 * e.s_weighted + floor / ((1.0 - co.g) * (1.0 - k.e_bar));
+      bound = merged_o_bound(bound, o, q, *m, max_abs_v);
+      bound = ((1.0 + un.u_out) * bound + un.u_out * std::fabs(o)) * kEvalSlack;
     }
     ob[i] = bound + kOracleRel * (std::fabs(o) + e.s);
   }
@@ -392,7 +397,9 @@ double lse_bound(const Units& un, LseBase base, double L, const RowLogits& in, d
   double bound = lam * second + (m ? m->lse + m->abs_weight : 0.0);
   if (base == LseBase::two) bound *= kLog2e;
   const double L_out = lse_from_natural(base, L);
-  bound += (un.u_lse_out + kLseStoreRoundings * un.u_s) * std::fabs(L_out) * second;
+  // The store rounds the computed LSE, |L| plus its error.
+  bound = (1.0 + un.u_lse_out) * bound +
+          (un.u_lse_out + kLseStoreRoundings * un.u_s) * std::fabs(L_out) * second;
   return bound + kOracleRel * (std::fabs(L_out) + kOracleLseFloor);
 }
 
