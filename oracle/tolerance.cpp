@@ -285,17 +285,22 @@ std::optional<Merge> merge_terms(const Units& un, double n_eff, double L_abs) {
   // One merge exponential: exp(L_r - M) (a2a, both sums) or exp(L_r - L) (ag_rs, the numerator),
   // with its argument's rounding.
   const double eps_w = exp_error(kMergeArgRoundings * un.u_s * L_abs, un.eps_exp);
-  const double den = (1.0 + eps_w) * (1.0 + g_N) - 1.0;
+  // A merge may also run as a tree of unnormalized states (a2a's combine): each level rescales a
+  // state by an exponential of the change of its max and adds, so a partial passes up to N - 1
+  // rescales (their arguments telescope, as in §3) and 2N roundings in the accumulation format.
+  const double chain = std::expm1(static_cast<double>(un.shards - 1) * std::log1p(un.eps_exp) +
+                                  kExpArgRoundings * un.u_s * kRescaleArgRange * L_abs);
+  const double g_tree = gamma_n(kAccumRoundingsPerTerm * N, un.u_s);
+  const double den = (1.0 + eps_w) * (1.0 + g_N) * (1.0 + g_tree) - 1.0;
   // The merged LSE's log (of a sum up to N (1 + D_b)) and its add.
   const double log_N =
       un.eps_log(std::log(N) - std::log1p(-std::min(den, kMaxLogArg))) + un.u_s * L_abs;
   return Merge{(1.0 + un.eps_div) * (1.0 + unit_roundoff(un.a.partial_o)) - 1.0,
-               exp_error(lam, eps_w),  // a2a: lambda and the shared exponential
-               (1.0 + eps_w) * (1.0 + un.u_m) * (1.0 + g_N) - 1.0,
-               den,
+               // a2a: lambda, the shared exponential and a tree's rescales
+               (1.0 + exp_error(lam, eps_w)) * (1.0 + chain) - 1.0,
+               (1.0 + eps_w) * (1.0 + un.u_m) * (1.0 + g_N) * (1.0 + g_tree) - 1.0, den,
                std::max(un.eps_div, std::expm1(log_N)),
-               lam - std::log1p(-std::min(den, kMaxLogArg)) + log_N,
-               N * std::exp(kUnderflowArg),
+               lam - std::log1p(-std::min(den, kMaxLogArg)) + log_N, N * std::exp(kUnderflowArg),
                subnormal_floor(un.a.partial_o) + N * un.u_m * min_normal(un.a.merge_accum)};
 }
 
