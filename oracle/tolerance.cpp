@@ -174,13 +174,20 @@ struct KeyErrors {
   double e_max = 0.0;     // largest e_j (and e_sigma) of the weights that cannot underflow
 };
 
-// §3, the rescales: the relative error a key's weight picks up from the online softmax's
-// rescale factors after it, rho = (1 + eps_exp)^R exp(3u 2M) - 1 with R = ceil(S / tile) rescales
-// of a context of S keys (one more for a sink).
+// §3, §5: R rescales by exponentials of the change of a running max within [-M, M], each with
+// the exponential's error and an argument rounded to u (the arguments telescope to at most 2M):
+// (1 + eps_exp)^R exp(3u 2M) - 1.
+double rescale_chain(double R, double eps_exp, double u, double M) {
+  return std::expm1(R * std::log1p(eps_exp) + kExpArgRoundings * u * kRescaleArgRange * M);
+}
+
+// §3, the rescales: the relative error rho a key's weight picks up from the online softmax's
+// rescale factors after it, R = ceil(S / tile) rescales of a context of S keys (one more for a
+// sink).
 double rescale_error(const Units& un, int64_t seq, bool sink, double M) {
   const int64_t tile = std::max<int64_t>(1, un.a.tile);
   const double R = static_cast<double>((seq + tile - 1) / tile + (sink ? 1 : 0));
-  return std::expm1(R * std::log1p(un.eps_exp) + kExpArgRoundings * un.u * kRescaleArgRange * M);
+  return rescale_chain(R, un.eps_exp, un.u, M);
 }
 
 // §3, the logit: Delta_j, from the dot product, the scale and the softcap.
@@ -288,8 +295,7 @@ std::optional<Merge> merge_terms(const Units& un, double n_eff, double L_abs) {
   // A merge may also run as a tree of unnormalized states (a2a's combine): each level rescales a
   // state by an exponential of the change of its max and adds, so a partial passes up to N - 1
   // rescales (their arguments telescope, as in §3) and 2N roundings in the accumulation format.
-  const double chain = std::expm1(static_cast<double>(un.shards - 1) * std::log1p(un.eps_exp) +
-                                  kExpArgRoundings * un.u_s * kRescaleArgRange * L_abs);
+  const double chain = rescale_chain(static_cast<double>(un.shards - 1), un.eps_exp, un.u_s, L_abs);
   const double g_tree = gamma_n(kAccumRoundingsPerTerm * N, un.u_s);
   const double den = (1.0 + eps_w) * (1.0 + g_N) * (1.0 + g_tree) - 1.0;
   // The merged LSE's log (of a sum up to N (1 + D_b)) and its add.
