@@ -463,7 +463,10 @@ Expected<DcpResult> result_from_file(const StFile& f, const Case& c, std::string
   a.lse_out = lse_dtype;
   // N ranks of `splits` pieces each; a sink added at the merge is one more term of its sum.
   a.shards = r.dcp_size * r.splits + (!r.sink_rank && c.has_sink() ? 1 : 0);
+  // Each rank's keys are one partial unless split-KV splits them further.
+  if (r.splits == 1 && a.shards > 1) a.layout = Ownership{r.dcp_size, r.interleave, r.owner};
   r.output_claim = a;
+  a.layout.reset();
   a.shards = r.splits;
   a.out = a.partial_o;
   a.lse_out = a.partial_lse;

@@ -59,7 +59,8 @@ constexpr double kMaxKappa = 0.1;
 constexpr double kOracleRel = 0x1p-52;
 // §6: bound quantities are evaluated in double from double scores; their relative error is
 // < 2^-40 for the shapes the suite handles, covered by inflating with this factor.
-constexpr double kEvalSlack = 1.0 + 0x1p-30;
+constexpr double kEvalRel = 0x1p-30;
+constexpr double kEvalSlack = 1.0 + kEvalRel;
 // §7: the final add m + ln l: 2u_s L_abs.
 constexpr double kLseAddRoundings = 2.0;
 // §7: the stored LSE: (u_lse + 2u_s) |L|.
@@ -337,6 +338,23 @@ double max_abs_value(const Case& c, std::span<const int64_t> keys, int64_t g) {
   return max_abs_v;
 }
 
+// §5, the exact partials: A_i = sum_r |sum_{j in r} P_j v_ji| = sum_r w_r |O_r,i| for the
+// layout's partition of the row's keys, each i of [Dv] (the sink adds no value). Evaluated in
+// double: each signed sum is off by at most kEvalRel S_i, which the caller adds.
+std::vector<double> exact_partials(const Case& c, std::span<const int64_t> keys, int64_t g,
+                                   const KeyErrors& k, const Ownership& layout) {
+  const int64_t dv = c.v_dim;
+  std::vector<double> num(static_cast<size_t>(layout.ranks * dv), 0.0);
+  for (size_t x = 0; x < keys.size(); ++x) {
+    double* row = &num[static_cast<size_t>(layout.of(keys[x]) * dv)];
+    for (int64_t i = 0; i < dv; ++i) row[i] += k.p[x] * c.v_at(keys[x], g, i);
+  }
+  std::vector<double> a(static_cast<size_t>(dv), 0.0);
+  for (int64_t r = 0; r < layout.ranks; ++r)
+    for (int64_t i = 0; i < dv; ++i) a[i] += std::fabs(num[r * dv + i]);
+  return a;
+}
+
 // One element's sums over the row's keys (§2, §3): T_key,i, S_i and S'_i = sum_j P_j (1 + e_j)
 // |v_ji| (how large the computed summands may be).
 struct ElementSums {
@@ -379,17 +397,24 @@ double merged_o_bound(double b1, double o, double q, const Merge& m, double max_
 void o_bounds(const Case& c, std::span<const int64_t> keys, int64_t g, const double* o_ref,
               const KeyErrors& k, const Coefficients& co, const std::optional<Merge>& m,
               const Units& un, double floor, double max_abs_v, double second, double* ob) {
-  // F1: the computed partials' sums against the exact ones (§5): accumulation, P cast, and the
-  // denominator's own key errors.
-  const double f1 = (1.0 + co.g) * (1.0 + un.u_p) / ((1.0 - co.g) * (1.0 - k.e_bar));
+  // The partials' sums against the exact ones (§5): accumulation, P cast (1 + g)(1 + u_p) on the
+  // numerators, the denominator's own key errors and accumulation (1 - g)(1 - e_bar).
+  const double num_factor = (1.0 + co.g) * (1.0 + un.u_p);
+  const double den_factor = (1.0 - co.g) * (1.0 - k.e_bar);
+  const std::vector<double> exact =
+      m && un.a.layout ? exact_partials(c, keys, g, k, *un.a.layout) : std::vector<double>();
   for (int64_t i = 0; i < c.v_dim; ++i) {
     const double o = o_ref[i];
     const ElementSums e = element_sums(c, keys, g, i, o, k);
     const double first = e.t_key + co.c_S * e.s + co.c_O * std::fabs(o) + floor;
     double bound = first * second;
     if (m) {
-      // Q: the computed partials' sums, their absolute floors included.
-      const double q = f1 * e.s_weighted + floor / ((1.0 - co.g) * (1.0 - k.e_bar));
+      // Q >= sum_r w*_r |O^v_r,i|, the computed partials' sums, their absolute floors included:
+      // each computed numerator is within sum_j P_j |v_ji| ((1 + e_j) num_factor - 1) of the
+      // exact one, so Q = (A + num_factor S' - S) / den_factor with A = sum_r |sum_{j in r} P_j
+      // v_ji| the exact partials' where the layout is known, else A = S (any partition).
+      const double a = exact.empty() ? e.s : exact[i] + kEvalRel * e.s;
+      const double q = (std::min(a, e.s) + num_factor * e.s_weighted - e.s + floor) / den_factor;
       bound = merged_o_bound(bound, o, q, *m, max_abs_v);
       bound = ((1.0 + un.u_out) * bound + un.u_out * std::fabs(o)) * kEvalSlack;
     }
@@ -475,11 +500,35 @@ std::string kappa_culprit(const Case& c, const Units& un, std::span<const int64_
   return "mostly " + worst.what + ": " + share;
 }
 
+// A claimed layout fits the case: one rank per key position, each in [0, ranks), and no more
+// ranks than partials merged.
+Status check_layout(const Case& c, const Arithmetic& a) {
+  const Ownership& own = *a.layout;
+  if (own.ranks < 1 || own.ranks > std::max<int64_t>(1, a.shards))
+    return DCP_ERROR("tolerance: layout of ", own.ranks,
+                     " ranks; expected 1 to shards = ", a.shards);
+  if (own.owner.empty()) {
+    if (own.interleave < 1)
+      return DCP_ERROR("tolerance: layout interleave ", own.interleave, "; expected >= 1");
+    return Status();
+  }
+  if (static_cast<int64_t>(own.owner.size()) != c.seq())
+    return DCP_ERROR("tensor 'owner': ", own.owner.size(),
+                     " entries; expected one per key, S = ", c.seq());
+  for (size_t p = 0; p < own.owner.size(); ++p) {
+    if (own.owner[p] < 0 || own.owner[p] >= own.ranks)
+      return DCP_ERROR("tensor 'owner': entry ", p, " is ", own.owner[p],
+                       "; expected a rank in [0, ", own.ranks, ")");
+  }
+  return Status();
+}
+
 }  // namespace
 
 Expected<Bound> derive_bound(const Case& c, const Attention& ref, const Arithmetic& a) {
   const int64_t T = c.tokens(), Hq = c.q_heads(), dk = c.head_dim(), dv = c.v_dim;
   Bound b{Tensor<double>({T, Hq, dv}), Tensor<double>({T, Hq}), 0.0};
+  if (a.layout) DCP_TRY(check_layout(c, a));
   const Units un = units_of(a);
   const double tau = c.scale ? *c.scale : 1.0 / std::sqrt(static_cast<double>(dk));
 

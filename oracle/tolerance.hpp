@@ -19,6 +19,7 @@
 #include "oracle/attention.hpp"
 #include "oracle/case.hpp"
 #include "oracle/dtype.hpp"
+#include "oracle/shard.hpp"
 #include "oracle/status.hpp"
 
 namespace dcp::oracle {
@@ -35,6 +36,12 @@ struct Arithmetic {
   DType out = DType::f32;          // format the final O is stored in
   DType lse_out = DType::f32;      // format the final LSE is stored in
   int64_t shards = 1;              // N partials merged over any tree (1: no merge)
+  // Which partial each key is in, where the caller knows it: key p in partial layout->of(p), one
+  // partial per rank (a sink added at the merge may be one more, without values). With it the
+  // merge's terms scale with the exact partials' sum_r w_r |O_r| (docs/tolerances.md §5) instead
+  // of sum_j P_j |v_j|; nullopt: any partition into `shards` parts (split-KV pieces within a
+  // rank, a partition the caller does not know).
+  std::optional<Ownership> layout;
   // Keys per online-softmax tile, at least (1: any tiling). Each tile rescales the running sums
   // by exp(m_old - m_new), whose error the keys before it carry: a context of S keys sees at most
   // ceil(S / tile) rescales, plus one for a sink.
@@ -62,9 +69,10 @@ struct Bound {
   double kappa = 0.0;
 };
 
-// Requires a valid case and its reference. Fails when the claimed arithmetic is too coarse for a
-// first-order bound to be meaningful (kappa > 0.1): the message names the row, kappa and the
-// claim term that contributes most to it.
+// Requires a valid case and its reference. Fails on a layout that does not fit the case (an owner
+// map of the wrong length, a rank outside [0, ranks), more ranks than shards), and when the
+// claimed arithmetic is too coarse for a first-order bound to be meaningful (kappa > 0.1): the
+// message names the row, kappa and the claim term that contributes most to it.
 Expected<Bound> derive_bound(const Case& c, const Attention& ref, const Arithmetic& a);
 
 // gamma_n(u) = n u / (1 - n u) (Higham, Accuracy and Stability, 2nd ed., Lemma 3.1); inf when

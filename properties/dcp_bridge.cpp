@@ -93,6 +93,9 @@ oracle::Arithmetic host_claim(const gpu::DcpConfig& cfg, bool partial) {
   oracle::Arithmetic a;
   a.truncating_mma = false;  // host fp32 adds round to nearest
   a.shards = partial ? cfg.splits : cfg.layout.ranks * cfg.splits;
+  // Each rank's keys are one partial unless split-KV splits them further.
+  if (!partial && cfg.splits == 1 && a.shards > 1)
+    a.layout = oracle::Ownership{cfg.layout.ranks, cfg.layout.interleave, {}};
   a.tile = cfg.tile;
   a.out = partial ? oracle::DType::f32 : to_oracle_dtype(cfg.out_dtype);
   a.lse_out = a.out;

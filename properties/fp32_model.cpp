@@ -270,6 +270,7 @@ oracle::Arithmetic claim_of(const ModelConfig& m) {
   a.p_cast = m.p_cast;
   a.out = m.out;
   a.shards = m.shards;
+  if (m.shards > 1) a.layout = oracle::Ownership{m.shards, m.interleave, {}};
   a.tile = m.tile;
   a.partial_o = m.partial;
   a.merge_accum = m.merge_accum;

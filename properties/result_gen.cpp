@@ -19,6 +19,7 @@ DcpResult model_result(const Case& c, const ModelConfig& m, bool partials) {
   r.output_claim = claim_of(m);
   r.partial_claim = r.output_claim;
   r.partial_claim.shards = 1;
+  r.partial_claim.layout.reset();
   r.partial_claim.out = r.output_claim.partial_o;
   r.partial_claim.lse_out = r.output_claim.partial_lse;
   if (partials) {

@@ -189,6 +189,72 @@ RC_GTEST_PROP(ToleranceSoundness, Bf16MergesOfUpTo64RanksAreJudged, ()) {
   check_within_bound(spec, m);
 }
 
+// The merge's terms scale with the exact partials of the layout (docs/tolerances.md §5): sound for
+// the kernel's own layout, and not a quantity that can be shrunk. Judged as if all keys were one
+// partial (A = |sum_j P_j v_j|), correct bf16 merges of 8 ranks leave the bound on some cases.
+TEST(ToleranceSensitivity, ExactPartialsOfTheLayoutCannotBeShrunk) {
+  int violated = 0;
+  for (uint64_t seed = 1; seed <= 40; ++seed) {
+    CaseSpec spec;
+    spec.q_heads = 4;
+    spec.head_dim = 32;
+    spec.v_dim = 32;
+    spec.seq = 512;
+    spec.seed = seed;
+    const oracle::Case c = make_case(spec);
+    auto ref = oracle::reference(c);
+    ASSERT_TRUE(ref.ok());
+    ModelConfig m;
+    m.shards = 8;
+    m.interleave = 1 + static_cast<int64_t>(seed % 4);
+    m.tile = 128;
+    m.partial = oracle::DType::bf16;
+    m.merge_accum = oracle::DType::bf16;
+    m.seed = seed;
+    const ModelOutput out = run_fp32_model(c, m);
+    oracle::Arithmetic a = claim_of(m);
+    auto own = oracle::derive_bound(c, *ref, a);
+    ASSERT_TRUE(own.ok()) << own.status().message();
+    auto cmp = oracle::compare(out.o, out.lse, *ref, *own);
+    ASSERT_TRUE(cmp.ok());
+    EXPECT_TRUE(cmp->pass()) << "seed " << seed << ": " << cmp->summary();
+    a.layout = oracle::Ownership{1, 1, {}};
+    auto one = oracle::derive_bound(c, *ref, a);
+    ASSERT_TRUE(one.ok()) << one.status().message();
+    cmp = oracle::compare(out.o, out.lse, *ref, *one);
+    ASSERT_TRUE(cmp.ok());
+    violated += cmp->pass() ? 0 : 1;
+  }
+  RecordProperty("cases_violated_of_40", violated);
+  EXPECT_GT(violated, 0) << "a bound from one partial's |O| would hold on every case: the exact "
+                            "partials' term would not be needed";
+}
+
+// A layout that does not fit the case is refused by name.
+TEST(ToleranceRefusal, NamesALayoutThatDoesNotFit) {
+  CaseSpec spec;
+  spec.seq = 16;
+  const oracle::Case c = make_case(spec);
+  auto ref = oracle::reference(c);
+  ASSERT_TRUE(ref.ok());
+  oracle::Arithmetic a;
+  a.shards = 4;
+  auto refused = [&](const oracle::Ownership& own, const std::string& what) {
+    a.layout = own;
+    auto b = oracle::derive_bound(c, *ref, a);
+    ASSERT_FALSE(b.ok());
+    EXPECT_NE(b.status().message().find(what), std::string::npos) << b.status().message();
+  };
+  refused({8, 1, {}}, "layout of 8 ranks; expected 1 to shards = 4");
+  refused({4, 1, std::vector<int64_t>(15, 0)}, "tensor 'owner': 15 entries; expected one per key");
+  std::vector<int64_t> owner(16, 1);
+  owner[3] = 4;
+  refused({4, 1, owner}, "tensor 'owner': entry 3 is 4; expected a rank in [0, 4)");
+  owner[3] = 2;
+  a.layout = oracle::Ownership{4, 1, owner};
+  EXPECT_TRUE(oracle::derive_bound(c, *ref, a).ok());
+}
+
 // A claim too coarse for the first-order bound is refused with kappa and the term responsible; a
 // merge whose sum alone may be off by half is refused by name.
 TEST(ToleranceRefusal, NamesKappaAndTheClaimTermResponsible) {

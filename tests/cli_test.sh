@@ -214,6 +214,16 @@ done
 expect 0 "check, bf16 DCP=8 reduce-scatter" -- "$bin" check --case "$case_gqa" --result "$tmp/rs8.safetensors"
 "$make_result" --case "$case_gqa" --out "$tmp/rs8.safetensors" --impl model --dcp-size 8 --out-dtype bf16 --partial-dtype bf16 --merge-accum bf16 --partials --bug merge_unweighted_mean
 expect 1 "check, bf16 DCP=8 reduce-scatter, unweighted mean" -- "$bin" check --case "$case_gqa" --result "$tmp/rs8.safetensors"
+# The same at decode scale, from the output alone: one token of 2,500, 8 heads of dim 128, P cast to
+# bf16 before P.V, interleave 16. The merge's terms scale with the exact partials of the layout
+# (sum_r w_r |O_r|, section 5), so the one missing key (about 4x the bound here) is FAILED.
+long="$tmp/decode2500.safetensors"
+rs8_long=(--impl model --dcp-size 8 --interleave 16 --out-dtype bf16 --partial-dtype bf16 --merge-accum bf16 --p-cast bf16)
+"$make_result" --decode-case 2500 --case "$long" --out "$tmp/rs8.safetensors" "${rs8_long[@]}"
+expect 0 "check, decode-scale bf16 DCP=8 reduce-scatter" -- "$bin" check --case "$long" --result "$tmp/rs8.safetensors"
+"$make_result" --case "$long" --out "$tmp/rs8.safetensors" "${rs8_long[@]}" --bug drop_token
+expect 1 "check, decode-scale bf16 DCP=8, one token dropped" -- "$bin" check --case "$long" --result "$tmp/rs8.safetensors"
+contains "$tmp/out" "# check: FAILED (the merged output violates its bound)" "one token dropped: FAILED from the output"
 # The JSON report of the failing check follows its schema (docs/cli.md).
 if python3 - "$tmp/bad.json" <<'PY'
 import json, sys

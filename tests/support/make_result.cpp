@@ -13,6 +13,7 @@
 #include "gpu/kernels/storage_format.hpp"
 #include "mutants/catalogue.hpp"
 #include "oracle/case_file.hpp"
+#include "properties/case_gen.hpp"
 #include "properties/dcp_bridge.hpp"
 #include "properties/dcp_setup.hpp"
 #include "properties/result_gen.hpp"
@@ -52,8 +53,29 @@ int main(int argc, char** argv) {
                  "model only: the partials' format (f32, bf16, f16)");
   app.add_option("--merge-accum", merge_accum,
                  "model only: the cross-rank products and sums rounded to this format");
+  std::string p_cast = "none";
+  app.add_option("--p-cast", p_cast, "model only: P rounded to this format before P.V")
+      ->check(CLI::IsMember({"none", "bf16", "f16"}));
+  int64_t decode_seq = 0;
+  app.add_option("--decode-case", decode_seq,
+                 "First write a decode case of this many keys to --case: T 1, Hq 8, Hkv 1, D 128, "
+                 "N(0, 1) inputs in bf16")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   CLI11_PARSE(app, argc, argv);
 
+  if (decode_seq > 0) {
+    p::CaseSpec spec;
+    spec.q_heads = 8;
+    spec.head_dim = 128;
+    spec.v_dim = 128;
+    spec.seq = decode_seq;
+    spec.q_dtype = spec.kv_dtype = dcp::oracle::DType::bf16;
+    spec.seed = seed;
+    if (const auto st = dcp::oracle::save_case(case_path, p::make_case(spec)); !st) {
+      std::cerr << "make_result: " << st.message() << "\n";
+      return 2;
+    }
+  }
   auto c = dcp::oracle::load_case(case_path);
   if (!c) {
     std::cerr << "make_result: " << c.status().message() << "\n";
@@ -92,6 +114,8 @@ int main(int argc, char** argv) {
     }
     m.partial = p::to_oracle_dtype(*part);
     m.merge_accum = p::to_oracle_dtype(*sum);
+    if (p_cast != "none")
+      m.p_cast = p_cast == "bf16" ? dcp::oracle::DType::bf16 : dcp::oracle::DType::f16;
     r = p::model_result(*c, m, partials);
     if (unclaimed) {
       r.output_claim.exp_rel_err.reset();
