@@ -183,8 +183,9 @@ namespace {
 
 const std::set<std::string> kResultTensors = {"o", "lse", "o_partial", "lse_partial", "owner"};
 const std::set<std::string> kResultMetadata = {
-    "accum",     "p_cast",   "merge_accum", "partial_dtype", "dcp_size", "interleave", "splits",
-    "sink_rank", "lse_base", "exp_rel_err", "log_rel_err",   "tile",     "lse_layout", "format"};
+    "accum",       "p_cast", "merge_accum", "partial_dtype", "dcp_size",
+    "interleave",  "splits", "sink_rank",   "lse_base",      "exp_rel_err",
+    "log_rel_err", "tile",   "lse_layout",  "format",        "accum_rounding"};
 
 // The largest claimed relative error of an exp or log: beyond it a "function" is no longer one,
 // and the first-order bound refuses long before (kappa > 0.1).
@@ -420,6 +421,16 @@ Expected<DcpResult> result_from_file(const StFile& f, const Case& c, std::string
     if (!d) return d.status();
     a.merge_accum = *d;
   }
+  // "nearest": every add of the accumulation rounds to nearest (CPU and CUDA-core kernels); "any"
+  // (the default) admits tensor cores that truncate. Only nearest roundings are the statistical
+  // tier's random ones (docs/tolerances.md section 10).
+  if (md.count("accum_rounding")) {
+    const std::string& v = md.at("accum_rounding");
+    if (v != "nearest" && v != "any")
+      return DCP_ERROR(source, ": metadata 'accum_rounding' = \"", v,
+                       "\"; expected \"nearest\" or \"any\"");
+    a.truncating_mma = v == "any";
+  }
   for (const auto& [key, field] : {std::pair{"exp_rel_err", &Arithmetic::exp_rel_err},
                                    std::pair{"log_rel_err", &Arithmetic::log_rel_err}}) {
     auto x = intrinsic_error(source, f, key);
@@ -505,6 +516,7 @@ StFile result_to_file(const DcpResult& r, const Case& c) {
   f.metadata["sink_rank"] = r.sink_rank ? std::to_string(*r.sink_rank) : "merge";
   f.metadata["lse_base"] = std::string(lse_base_name(c.lse_base));
   f.metadata["tile"] = std::to_string(a.tile);
+  f.metadata["accum_rounding"] = a.truncating_mma ? "any" : "nearest";
   if (a.exp_rel_err) f.metadata["exp_rel_err"] = number_text(*a.exp_rel_err);
   if (a.log_rel_err) f.metadata["log_rel_err"] = number_text(*a.log_rel_err);
   return f;

@@ -34,9 +34,20 @@ bool ResultCheck::pass() const {
   return std::all_of(parts.begin(), parts.end(), [](const PartCheck& p) { return p.cmp.pass(); });
 }
 
+bool ResultCheck::pass_statistical() const {
+  return std::all_of(parts.begin(), parts.end(),
+                     [](const PartCheck& p) { return p.cmp.pass_statistical(); });
+}
+
 double ResultCheck::max_ratio() const {
   double m = 0.0;
   for (const PartCheck& p : parts) m = std::max(m, p.cmp.max_ratio());
+  return m;
+}
+
+double ResultCheck::max_stat_ratio() const {
+  double m = 0.0;
+  for (const PartCheck& p : parts) m = std::max(m, p.cmp.max_stat_ratio());
   return m;
 }
 

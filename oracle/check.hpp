@@ -29,9 +29,11 @@ struct PartCheck {
 };
 
 struct ResultCheck {
-  std::vector<PartCheck> parts;  // the output first, then ranks 0 .. N-1 when partials were given
-  bool pass() const;
+  std::vector<PartCheck> parts;   // the output first, then ranks 0 .. N-1 when partials were given
+  bool pass() const;              // no part over its sound bound
+  bool pass_statistical() const;  // no part over its statistical bound (else SUSPECT or FAILED)
   double max_ratio() const;
+  double max_stat_ratio() const;
   size_t worst_part() const;  // index of the part with the largest error / bound
   std::vector<int64_t> failing_ranks() const;
 };

@@ -48,6 +48,11 @@ std::string Comparison::summary() const {
          describe("LSE", lse_worst, lse_violations, lse_elements);
 }
 
+std::string Comparison::statistical_summary() const {
+  return describe("O (statistical)", o_worst_stat, o_suspects, o_elements) + "\n" +
+         describe("LSE (statistical)", lse_worst_stat, lse_suspects, lse_elements);
+}
+
 Expected<Comparison> compare(const Tensor<double>& o_got, const Tensor<double>& lse_got,
                              const Attention& ref, const Bound& bound) {
   if (o_got.shape != ref.o.shape) {
@@ -58,6 +63,9 @@ Expected<Comparison> compare(const Tensor<double>& o_got, const Tensor<double>& 
     return DCP_ERROR("tensor 'lse': shape ", shape_string(lse_got.shape), "; expected ",
                      shape_string(ref.lse.shape));
   }
+  const bool tiered = !bound.o_stat.data.empty();
+  const Tensor<double>& o_stat = tiered ? bound.o_stat : bound.o;
+  const Tensor<double>& lse_stat = tiered ? bound.lse_stat : bound.lse;
   Comparison c;
   const int64_t rows = ref.lse.numel();
   const int64_t dv = rows ? ref.o.numel() / rows : 0;
@@ -72,11 +80,18 @@ Expected<Comparison> compare(const Tensor<double>& o_got, const Tensor<double>& 
       const double ratio = judge(o_got.data[x], ref.o.data[x], bound.o.data[x], &err);
       if (!(ratio <= 1.0)) ++c.o_violations;
       update(c.o_worst, ratio, o_got.data[x], ref.o.data[x], err, bound.o.data[x], {t, h, i});
+      const double stat = judge(o_got.data[x], ref.o.data[x], o_stat.data[x], &err);
+      if (!(stat <= 1.0)) ++c.o_suspects;
+      update(c.o_worst_stat, stat, o_got.data[x], ref.o.data[x], err, o_stat.data[x], {t, h, i});
     }
     double err;
     const double ratio = judge(lse_got.data[r], ref.lse.data[r], bound.lse.data[r], &err);
     if (!(ratio <= 1.0)) ++c.lse_violations;
     update(c.lse_worst, ratio, lse_got.data[r], ref.lse.data[r], err, bound.lse.data[r],
+           {t, h, -1});
+    const double stat = judge(lse_got.data[r], ref.lse.data[r], lse_stat.data[r], &err);
+    if (!(stat <= 1.0)) ++c.lse_suspects;
+    update(c.lse_worst_stat, stat, lse_got.data[r], ref.lse.data[r], err, lse_stat.data[r],
            {t, h, -1});
   }
   return c;

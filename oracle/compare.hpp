@@ -26,16 +26,24 @@ struct Worst {
   double ratio = 0.0;  // error / bound; inf when bound is 0 and error is not, or non-finite
 };
 
+// Each element is judged at both tiers (docs/tolerances.md §10): against the sound bound
+// (violations: FAILED) and against the statistical one (suspects, a superset of the violations).
 struct Comparison {
   int64_t o_elements = 0, o_violations = 0;
   int64_t lse_elements = 0, lse_violations = 0;
   Worst o_worst, lse_worst;
+  int64_t o_suspects = 0, lse_suspects = 0;  // elements over the statistical bound
+  Worst o_worst_stat, lse_worst_stat;        // largest error / statistical bound
   bool pass() const { return o_violations == 0 && lse_violations == 0; }
+  bool pass_statistical() const { return o_suspects == 0 && lse_suspects == 0; }
   double max_ratio() const { return std::max(o_worst.ratio, lse_worst.ratio); }
-  std::string summary() const;
+  double max_stat_ratio() const { return std::max(o_worst_stat.ratio, lse_worst_stat.ratio); }
+  std::string summary() const;              // the sound tier
+  std::string statistical_summary() const;  // the statistical tier
 };
 
-// o_got [T, Hq, Dv], lse_got [T, Hq] in ref.base. Fails only on mismatched shapes.
+// o_got [T, Hq, Dv], lse_got [T, Hq] in ref.base. Fails only on mismatched shapes. A bound
+// without a statistical tier (o_stat empty) is its own.
 Expected<Comparison> compare(const Tensor<double>& o_got, const Tensor<double>& lse_got,
                              const Attention& ref, const Bound& bound);
 

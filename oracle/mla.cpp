@@ -204,7 +204,11 @@ Expected<Bound> derive_mla_bound(const MlaCase& m, const Tensor<double>& q_att,
   exact.k.data = kh.data;
   Expected<Attention> r_exact = reference(exact);
   if (!r_exact) return r_exact.status();
-  Bound out{Tensor<double>({T, H, Dv}), Tensor<double>({T, H}), b_att->kappa};
+  // The latent bound has no statistical tier (§10): o_stat and lse_stat stay empty, the sound one.
+  Bound out;
+  out.o = Tensor<double>({T, H, Dv});
+  out.lse = Tensor<double>({T, H});
+  out.kappa = b_att->kappa;
   const double lse_unit = m.lse_base == LseBase::two ? kLog2e : 1.0;
   for (int64_t t = 0; t < T; ++t) {
     const std::vector<int64_t> keys = visible_keys(exact, t);

@@ -83,6 +83,10 @@ struct Units {
   double u_lse_out;  // the final LSE store
   int64_t shards;    // N >= 1
   double u_m;        // the cross-rank sum
+  // §10: accumulations round to nearest (not truncating MMA), so their roundings are the
+  // statistical tier's random ones; lambda, the tail factor of its concentration bounds.
+  bool nearest = false;
+  double lambda = 0.0;
 
   // Error of ln(x) given ln x: absolute on [0.5, 2], ulps elsewhere; with a claimed log_rel_err
   // r, r max(1, |ln x|) (a log2 result's error r max(1, |log2 x|) is at most that once
@@ -112,7 +116,9 @@ Units units_of(const Arithmetic& a) {
                unit_roundoff(a.out),
                unit_roundoff(a.lse_out),
                std::max<int64_t>(1, a.shards),
-               unit_roundoff(a.merge_accum)};
+               unit_roundoff(a.merge_accum),
+               !a.truncating_mma,
+               0.0};
 }
 
 // §3: an exponential with argument error arg_err: (1 + eps_exp) expm1(arg_err) + eps_exp.
@@ -173,6 +179,12 @@ struct KeyErrors {
   double e_sink = 0.0;    // e_sigma
   double e_bar = 0.0;     // sum_j P_j e_j + P_sigma e_sigma
   double e_max = 0.0;     // largest e_j (and e_sigma) of the weights that cannot underflow
+  // §10, the statistical tier: e_j split into a systematic part m_j and a random one of mean
+  // zero, at most b_j, from the rounded dot product of a round-to-nearest kernel (b_j = 0
+  // otherwise). Keys of equal logits share their roundings: group[x] numbers the key's logit.
+  std::vector<double> m, b;
+  std::vector<int64_t> group;
+  int64_t groups = 0;
 };
 
 // §3, §5: R rescales by exponentials of the change of a running max within [-M, M], each with
@@ -213,17 +225,36 @@ KeyErrors key_errors(const Units& un, double softcap, int64_t dk, int64_t seq, c
   KeyErrors k;
   k.p.resize(n);
   k.e.resize(n);
+  k.m.resize(n);
+  k.b.assign(n, 0.0);
   for (int64_t x = 0; x < n; ++x) {
     k.p[x] = std::exp(in.s[x] - L_ref);
     const double delta = logit_error(un, softcap, g_dot, dk, in, x);
     const double arg = kExpArgRoundings * un.u * (std::fabs(in.s[x]) + in.M);
     if (in.s[x] - in.smax < kUnderflowArg) {
       k.e[x] = kLostWeight;
+      k.m[x] = kLostWeight;
     } else {
       k.e[x] = rescaled(exp_error(delta + arg, un.eps_exp));
       k.e_max = std::max(k.e_max, k.e[x]);
+      // §10: the weight's error is (1 + rho)(1 + eps)e^(d_s) e^(d) - 1 with d the dot product's
+      // rounding (mean zero, |d| <= d_r): e^d - 1 is its mean, at most e^(d_r) - 1 - d_r, plus a
+      // mean-zero part of at most 2(e^(d_r) - 1) - d_r.
+      const double d_r = un.nearest ? g_dot * in.a[x] : 0.0;
+      const double mean = std::expm1(d_r) - d_r;
+      k.b[x] = 2.0 * std::expm1(d_r) - d_r;
+      k.m[x] = mean + rescaled(exp_error(delta - d_r + arg, un.eps_exp)) * std::exp(d_r);
     }
     k.e_bar += k.p[x] * k.e[x];
+  }
+  // Equal logits, equal roundings: one group per distinct logit.
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  for (int64_t x = 0; x < n; ++x) order[x] = x;
+  std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return in.s[a] < in.s[b]; });
+  k.group.resize(n);
+  for (int64_t y = 0; y < n; ++y) {
+    if (y == 0 || in.s[order[y]] != in.s[order[y - 1]]) ++k.groups;
+    k.group[order[y]] = k.groups - 1;
   }
   if (in.sink) {
     k.p_sink = std::exp(in.sigma - L_ref);
@@ -239,10 +270,23 @@ KeyErrors key_errors(const Units& un, double softcap, int64_t dk, int64_t seq, c
 
 // The relative coefficients of first_i (§6).
 struct Coefficients {
-  double g;    // gamma_{2n_eff}(u)
-  double c_S;  // coefficient of S_i
-  double c_O;  // coefficient of |O_i|
+  double g;       // gamma_{2n_eff}(u)
+  double c_S;     // coefficient of S_i
+  double c_O;     // coefficient of |O_i|
+  double g_stat;  // §10: the statistical tier's g, lambda u sqrt(2 n_eff) + (2 n_eff u)^2 / (1 - 2
+                  // n_eff u)
 };
+
+// §10: a sum's roundings when they are independent and of mean zero: of the first-order part
+// sum_k delta_k c_k (K = 2 n_eff roundings, |c_k| <= the sum of the magnitudes) at most
+// lambda u sqrt(K) times that sum but for a tail of 2 exp(-lambda^2 / 2); the rest of
+// gamma_K(u), (K u)^2 / (1 - K u), is kept whole. The worst case g where truncating.
+double statistical_gamma(const Units& un, double terms, double g) {
+  if (!un.nearest) return g;
+  const double ku = terms * un.u;
+  if (ku >= 1.0) return g;
+  return std::min(g, un.lambda * un.u * std::sqrt(terms) + ku * ku / (1.0 - ku));
+}
 
 // docs/tolerances.md §4, accumulation and storage: the P.V sums and the softmax denominator, with
 // up to one rescale per key (online softmax with any tile size), in any order, then the P cast,
@@ -251,7 +295,7 @@ struct Coefficients {
 Coefficients accumulation(const Units& un, double n_eff) {
   const double g = gamma_n(kAccumRoundingsPerTerm * n_eff, un.u);
   const double c_O = un.shards > 1 ? g : g + un.eps_div + un.u_out;
-  return Coefficients{g, g + un.u_p, c_O};
+  return Coefficients{g, g + un.u_p, c_O, statistical_gamma(un, kAccumRoundingsPerTerm * n_eff, g)};
 }
 
 // §4, the absolute floors: accumulator underflow (the denominator's 1 and the numerator's
@@ -357,20 +401,38 @@ std::vector<double> exact_partials(const Case& c, std::span<const int64_t> keys,
 
 // One element's sums over the row's keys (§2, §3): T_key,i, S_i and S'_i = sum_j P_j (1 + e_j)
 // |v_ji| (how large the computed summands may be).
+// §10 adds the statistical tier's: the systematic part of T_key, and the root sums of squares,
+// over groups of equal logits, of the random parts of T_key and of the P cast's roundings.
 struct ElementSums {
   double t_key = 0.0, s = 0.0, s_weighted = 0.0;
+  double t_sys = 0.0, t_rand = 0.0, p_cast_rms = 0.0;
 };
 
+// scratch: 2 k.groups doubles.
 ElementSums element_sums(const Case& c, std::span<const int64_t> keys, int64_t g, int64_t i,
-                         double o, const KeyErrors& k) {
+                         double o, const KeyErrors& k, std::vector<double>& scratch) {
   ElementSums e;
   e.t_key = k.p_sink * k.e_sink * std::fabs(o);
+  e.t_sys = e.t_key;
+  const auto G = static_cast<size_t>(k.groups);
+  std::fill(scratch.begin(), scratch.begin() + static_cast<std::ptrdiff_t>(2 * G), 0.0);
   for (size_t x = 0; x < keys.size(); ++x) {
     const double vi = c.v_at(keys[x], g, i);
-    e.t_key += k.p[x] * k.e[x] * std::fabs(vi - o);
+    const double pv = k.p[x] * std::fabs(vi - o);
+    e.t_key += pv * k.e[x];
+    e.t_sys += pv * k.m[x];
     e.s += k.p[x] * std::fabs(vi);
     e.s_weighted += k.p[x] * (1.0 + k.e[x]) * std::fabs(vi);
+    const auto grp = static_cast<size_t>(k.group[x]);
+    scratch[grp] += pv * k.b[x];
+    scratch[G + grp] += k.p[x] * std::fabs(vi);
   }
+  for (size_t x = 0; x < G; ++x) {
+    e.t_rand += scratch[x] * scratch[x];
+    e.p_cast_rms += scratch[G + x] * scratch[G + x];
+  }
+  e.t_rand = std::sqrt(e.t_rand);
+  e.p_cast_rms = std::sqrt(e.p_cast_rms);
   return e;
 }
 
@@ -394,20 +456,33 @@ double merged_o_bound(double b1, double o, double q, const Merge& m, double max_
 // docs/tolerances.md §6, the bound on O for each i of the row (ob [Dv]): N = 1,
 // bound_i = first_i exp(8 kappa) + 2^-52 (|O_i| + S_i); N > 1, the merge of §5 around the single
 // device's first-order bound, then the store of the output.
+// The statistical tier (§10) writes os [Dv]: the same with T_key, the accumulation and the P
+// cast taken by concentration bounds, never above the sound bound.
 void o_bounds(const Case& c, std::span<const int64_t> keys, int64_t g, const double* o_ref,
               const KeyErrors& k, const Coefficients& co, const std::optional<Merge>& m,
-              const Units& un, double floor, double max_abs_v, double second, double* ob) {
+              const Units& un, double floor, double max_abs_v, double second, double* ob,
+              double* os) {
   // The partials' sums against the exact ones (§5): accumulation, P cast (1 + g)(1 + u_p) on the
   // numerators, the denominator's own key errors and accumulation (1 - g)(1 - e_bar).
   const double num_factor = (1.0 + co.g) * (1.0 + un.u_p);
   const double den_factor = (1.0 - co.g) * (1.0 - k.e_bar);
   const std::vector<double> exact =
       m && un.a.layout ? exact_partials(c, keys, g, k, *un.a.layout) : std::vector<double>();
+  std::vector<double> scratch(static_cast<size_t>(2 * k.groups));
+  // A merged output's bound: the merge around the single device's, then the store.
+  auto merged = [&](double b1, double o, double q) {
+    const double bound = merged_o_bound(b1, o, q, *m, max_abs_v);
+    return ((1.0 + un.u_out) * bound + un.u_out * std::fabs(o)) * kEvalSlack;
+  };
   for (int64_t i = 0; i < c.v_dim; ++i) {
     const double o = o_ref[i];
-    const ElementSums e = element_sums(c, keys, g, i, o, k);
+    const ElementSums e = element_sums(c, keys, g, i, o, k, scratch);
     const double first = e.t_key + co.c_S * e.s + co.c_O * std::fabs(o) + floor;
+    const double first_stat = std::min(e.t_key, e.t_sys + un.lambda * e.t_rand) + co.g_stat * e.s +
+                              std::min(un.u_p * e.s, un.lambda * un.u_p * e.p_cast_rms) +
+                              (co.c_O - co.g + co.g_stat) * std::fabs(o) + floor;
     double bound = first * second;
+    double stat = std::min(first, first_stat) * second;
     if (m) {
       // Q >= sum_r w*_r |O^v_r,i|, the computed partials' sums, their absolute floors included:
       // each computed numerator is within sum_j P_j |v_ji| ((1 + e_j) num_factor - 1) of the
@@ -415,19 +490,21 @@ void o_bounds(const Case& c, std::span<const int64_t> keys, int64_t g, const dou
       // v_ji| the exact partials' where the layout is known, else A = S (any partition).
       const double a = exact.empty() ? e.s : exact[i] + kEvalRel * e.s;
       const double q = (std::min(a, e.s) + num_factor * e.s_weighted - e.s + floor) / den_factor;
-      bound = merged_o_bound(bound, o, q, *m, max_abs_v);
-      bound = ((1.0 + un.u_out) * bound + un.u_out * std::fabs(o)) * kEvalSlack;
+      bound = merged(bound, o, q);
+      stat = merged(stat, o, q);
     }
     ob[i] = bound + kOracleRel * (std::fabs(o) + e.s);
+    os[i] = std::min(ob[i], stat + kOracleRel * (std::fabs(o) + e.s));
   }
 }
 
 // docs/tolerances.md §7, the bound on the LSE (in the case's base). Key-level weight errors and
-// the accumulation of the denominator enter as ln(1 + x) with |x| <= e_bar + g; then the log,
-// the final add, floors, the merge (§5, with N > 1) and storage.
-double lse_bound(const Units& un, LseBase base, double L, const RowLogits& in, double e_bar,
-                 double g, double L_abs, const std::optional<Merge>& m, double second) {
-  const double lam = -ln_one_minus(e_bar + g) + un.eps_log(L - in.smax) +
+// the accumulation of the denominator enter as ln(1 + x) with |x| <= x_keys (e_bar + g, or the
+// statistical tier's, §10); then the log, the final add, floors, the merge (§5, with N > 1) and
+// storage.
+double lse_bound(const Units& un, LseBase base, double L, const RowLogits& in, double x_keys,
+                 double L_abs, const std::optional<Merge>& m, double second) {
+  const double lam = -ln_one_minus(x_keys) + un.eps_log(L - in.smax) +
                      kLseAddRoundings * un.u_s * L_abs + in.n_eff * un.tiny;
   // The merge's part (§5) is bounded exactly, not to first order: no second-order factor.
   double bound = lam * second + (m ? m->lse + m->abs_weight : 0.0);
@@ -442,17 +519,35 @@ double lse_bound(const Units& un, LseBase base, double L, const RowLogits& in, d
 struct RowBound {
   double kappa;          // first-order relative coefficient of the single device (§6)
   double lse;            // bound on the row's LSE
+  double lse_stat;       // its statistical tier (§10)
   bool merge_ok = true;  // the merge's factors are below 1/2 (§5)
 };
 
+// §10: the statistical tier's x_keys of the LSE: sum_j P_j m_j (and the sink's) plus lambda times
+// the root sum of squares, over groups of equal logits, of the random parts P_j b_j, then the
+// denominator's sum; never above the sound e_bar + g.
+double statistical_lse_keys(const Units& un, const KeyErrors& k, const Coefficients& co) {
+  std::vector<double> grp(static_cast<size_t>(k.groups), 0.0);
+  double sys = k.p_sink * k.e_sink;
+  for (size_t x = 0; x < k.p.size(); ++x) {
+    sys += k.p[x] * k.m[x];
+    grp[static_cast<size_t>(k.group[x])] += k.p[x] * k.b[x];
+  }
+  double rand2 = 0.0;
+  for (double v : grp) rand2 += v * v;
+  return std::min(k.e_bar, sys + un.lambda * std::sqrt(rand2)) + co.g_stat;
+}
+
 // One row (t, h): §2 to §7 in order; writes the row's O bounds to ob [Dv].
 RowBound bound_row(const Case& c, const Attention& ref, const Units& un,
-                   std::span<const int64_t> keys, int64_t t, int64_t h, double tau, double* ob) {
+                   std::span<const int64_t> keys, int64_t t, int64_t h, double tau, double* ob,
+                   double* os) {
   const int64_t r = t * c.q_heads() + h, dv = c.v_dim, g = c.kv_head_of(h);
   const double L_ref = lse_to_natural(ref.base, ref.lse.data[r]);
   if (L_ref == kNegInf) {  // nothing visible, no sink: O must be exactly 0, LSE exactly -inf
     std::fill(ob, ob + dv, 0.0);
-    return RowBound{0.0, 0.0, true};
+    std::fill(os, os + dv, 0.0);
+    return RowBound{0.0, 0.0, 0.0, true};
   }
   const RowLogits in = row_logits(c, t, h, keys, tau);
   const KeyErrors k = key_errors(un, c.softcap, c.head_dim(), c.seq(), in, L_ref);
@@ -464,9 +559,11 @@ RowBound bound_row(const Case& c, const Attention& ref, const Units& un,
 
   const double max_abs_v = max_abs_value(c, keys, g);
   o_bounds(c, keys, g, &ref.o.data[r * dv], k, co, m, un, absolute_floor(un, in.n_eff, max_abs_v),
-           max_abs_v, second, ob);
-  return RowBound{kappa, lse_bound(un, c.lse_base, L_ref, in, k.e_bar, co.g, L_abs, m, second),
-                  !m || merge_boundable(*m)};
+           max_abs_v, second, ob, os);
+  const double lse = lse_bound(un, c.lse_base, L_ref, in, k.e_bar + co.g, L_abs, m, second);
+  const double lse_stat =
+      lse_bound(un, c.lse_base, L_ref, in, statistical_lse_keys(un, k, co), L_abs, m, second);
+  return RowBound{kappa, lse, std::min(lse, lse_stat), !m || merge_boundable(*m)};
 }
 
 // §6: what kappa is made of, by the claim term responsible, for a refusal's message: kappa =
@@ -527,10 +624,21 @@ Status check_layout(const Case& c, const Arithmetic& a) {
 
 Expected<Bound> derive_bound(const Case& c, const Attention& ref, const Arithmetic& a) {
   const int64_t T = c.tokens(), Hq = c.q_heads(), dk = c.head_dim(), dv = c.v_dim;
-  Bound b{Tensor<double>({T, Hq, dv}), Tensor<double>({T, Hq}), 0.0};
+  Bound b;
+  b.o = Tensor<double>({T, Hq, dv});
+  b.lse = Tensor<double>({T, Hq});
   if (a.layout) DCP_TRY(check_layout(c, a));
-  const Units un = units_of(a);
+  Units un = units_of(a);
   const double tau = c.scale ? *c.scale : 1.0 / std::sqrt(static_cast<double>(dk));
+  // §10: the events the statistical tier counts, three per O element (the key weights, the
+  // accumulation, the P cast) and two per row (the LSE's key weights and its sum), each with a
+  // tail of 2 exp(-lambda^2 / 2): lambda makes their union kStatFalseAlarm.
+  const double events = static_cast<double>(T * Hq) * (3.0 * static_cast<double>(dv) + 2.0);
+  un.lambda = std::sqrt(2.0 * std::log(2.0 * std::max(1.0, events) / kStatFalseAlarm));
+  b.lambda = un.lambda;
+  b.false_alarm = kStatFalseAlarm;
+  b.o_stat = Tensor<double>({T, Hq, dv});
+  b.lse_stat = Tensor<double>({T, Hq});
 
   std::vector<double> kappa_row(T * Hq, 0.0);
   std::vector<char> merge_ok(T * Hq, 1);
@@ -539,10 +647,12 @@ Expected<Bound> derive_bound(const Case& c, const Attention& ref, const Arithmet
 
   parallel_for(T * Hq, [&](int64_t r) {
     const int64_t t = r / Hq;
-    const RowBound rb = bound_row(c, ref, un, keys[t], t, r % Hq, tau, &b.o.data[r * dv]);
+    const RowBound rb =
+        bound_row(c, ref, un, keys[t], t, r % Hq, tau, &b.o.data[r * dv], &b.o_stat.data[r * dv]);
     kappa_row[r] = rb.kappa;
     merge_ok[r] = rb.merge_ok ? 1 : 0;
     b.lse.data[r] = rb.lse;
+    b.lse_stat.data[r] = rb.lse_stat;
   });
 
   for (int64_t r = 0; r < T * Hq; ++r) {

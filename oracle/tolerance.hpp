@@ -67,7 +67,18 @@ struct Bound {
   // Largest first-order relative coefficient of the case (kappa in docs/tolerances.md); bounds
   // are inflated by exp(8 kappa) for second-order terms and are not derived when kappa > 0.1.
   double kappa = 0.0;
+  // The statistical tier (docs/tolerances.md §10): bounds, <= o and lse, that hold with
+  // probability at least 1 - false_alarm when the roundings of round-to-nearest operations are
+  // independent and mean zero; empty: the same as o and lse. lambda is the tail factor of each
+  // concentration bound, from the number of events the derivation counts.
+  Tensor<double> o_stat, lse_stat;
+  double lambda = 0.0;
+  double false_alarm = 0.0;
 };
+
+// The false-alarm probability one derivation allows its statistical bounds (§10): a check of up
+// to 100 parts (the output and N <= 99 partials) stays within 1e-6.
+inline constexpr double kStatFalseAlarm = 1e-8;
 
 // Requires a valid case and its reference. Fails on a layout that does not fit the case (an owner
 // map of the wrong length, a rank outside [0, ranks), more ranks than shards), and when the

@@ -47,7 +47,13 @@ struct Judge {
                                                int64_t h0, int64_t nh) const {
     if (!bound) return bound.status();
     Attention rs{slice_heads(ref->o, h0, nh), slice_heads(ref->lse, h0, nh), ref->base};
-    Bound bs{slice_heads(bound->o, h0, nh), slice_heads(bound->lse, h0, nh), bound->kappa};
+    Bound bs = *bound;
+    bs.o = slice_heads(bound->o, h0, nh);
+    bs.lse = slice_heads(bound->lse, h0, nh);
+    if (!bound->o_stat.data.empty()) {
+      bs.o_stat = slice_heads(bound->o_stat, h0, nh);
+      bs.lse_stat = slice_heads(bound->lse_stat, h0, nh);
+    }
     return oracle::compare(o, lse, rs, bs);
   }
 };
@@ -107,17 +113,22 @@ DcpCheck judge_dcp(const Case& c, const gpu::DcpConfig& cfg, const gpu::GroupRun
   DcpCheck out;
   const int64_t T = c.tokens(), Hq = c.q_heads(), dv = c.v_dim;
   std::ostringstream rep;
-  bool ok = true;
+  bool ok = true, ok_stat = true;
   auto note = [&](const std::string& what, const oracle::Expected<oracle::Comparison>& cmp) {
     if (!cmp) {
-      ok = false;
+      ok = ok_stat = false;
       rep << what << ": " << cmp.status().message() << "\n";
       return;
     }
     out.max_ratio = std::max(out.max_ratio, cmp->max_ratio());
+    out.max_stat_ratio = std::max(out.max_stat_ratio, cmp->max_stat_ratio());
     if (!cmp->pass()) {
       ok = false;
       rep << what << ": " << cmp->summary() << "\n";
+    }
+    if (!cmp->pass_statistical()) {
+      ok_stat = false;
+      if (cmp->pass()) rep << what << ": SUSPECT: " << cmp->statistical_summary() << "\n";
     }
   };
   const Judge full(c, host_claim(cfg, false));
@@ -152,6 +163,7 @@ DcpCheck judge_dcp(const Case& c, const gpu::DcpConfig& cfg, const gpu::GroupRun
     }
   }
   out.pass = ok;
+  out.pass_statistical = ok_stat;
   out.report = rep.str();
   return out;
 }

@@ -41,8 +41,12 @@ oracle::Arithmetic host_claim(const gpu::DcpConfig& cfg, bool partial);
 
 struct DcpCheck {
   bool pass = false;
-  double max_ratio = 0.0;   // worst error / bound over the output and every partial
-  std::string report;       // one line per failing comparison (empty when all pass)
+  double max_ratio = 0.0;  // worst error / bound over the output and every partial
+  // The statistical tier (docs/tolerances.md §10): no comparison over its statistical bound, and
+  // the worst error / statistical bound. pass && !pass_statistical is SUSPECT.
+  bool pass_statistical = false;
+  double max_stat_ratio = 0.0;
+  std::string report;       // one line per failing or suspect comparison (empty when all pass)
   oracle::Comparison full;  // the assembled output against the full oracle
   // Why a failure is not a bound violation: the backend returned an error (the implementation
   // refused or failed), or the oracle could not judge (no bound is derivable for this case).

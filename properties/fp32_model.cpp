@@ -267,6 +267,7 @@ ModelOutput run_fp32_model(const Case& c, const ModelConfig& m) {
 
 oracle::Arithmetic claim_of(const ModelConfig& m) {
   oracle::Arithmetic a;
+  a.truncating_mma = false;  // the model's fp32 adds round to nearest
   a.p_cast = m.p_cast;
   a.out = m.out;
   a.shards = m.shards;

@@ -100,7 +100,9 @@ DcpCheck check_mla(const MlaSpec& s, const gpu::DcpConfig& cfg) {
   }
   out.full = *cmp;
   out.max_ratio = cmp->max_ratio();
+  out.max_stat_ratio = cmp->max_stat_ratio();
   out.pass = cmp->pass();
+  out.pass_statistical = cmp->pass_statistical();
   if (!out.pass) out.report = "mla output: " + cmp->summary() + "\n";
   return out;
 }

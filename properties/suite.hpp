@@ -42,6 +42,13 @@ Footprint suite_case_footprint();
 // one kept is the shrunk counterexample's.
 const std::string& current_case();
 
+// Which tier of the derived bound the DCP-path and MLA bodies assert (docs/tolerances.md §10):
+// sound, or statistical, which fails a SUSPECT comparison too. The command line's default is
+// sound; the GoogleTest wrappers assert statistical, so a correct backend is inside both.
+enum class BoundTier { sound, statistical };
+void set_property_bound(BoundTier tier);
+BoundTier property_bound();
+
 // The bodies, one by one (the GoogleTest wrappers call these).
 void dcp_path_property(const DcpBackend& backend);
 void mla_slice_property();

@@ -27,8 +27,9 @@ void check_within_bound(const CaseSpec& spec, const ModelConfig& m) {
   const ModelOutput out = run_fp32_model(c, m);
   auto cmp = oracle::compare(out.o, out.lse, *ref, *bound);
   RC_ASSERT(cmp.ok());
-  RC_LOG() << cmp->summary() << "\n";
+  RC_LOG() << cmp->summary() << "\n" << cmp->statistical_summary() << "\n";
   RC_ASSERT(cmp->pass());
+  RC_ASSERT(cmp->pass_statistical());
 }
 
 RC_GTEST_PROP(ToleranceSoundness, EveryCorrectFp32VariantIsWithinTheBound, ()) {

@@ -79,6 +79,8 @@ bad "check --json is the case" -- "$bin" check --case "$case" --result "$result"
 bad "check --json is a hard link to the result" -- "$bin" check --case "$case" --result "$result" --json "$tmp/hardlink-to-result.safetensors"
 bad "properties --json is the pinned file" -- "$bin" properties --pinned "$tmp/pinned.json" --json "$tmp/pinned.json" --cases 1
 bad "run --json is a folder" -- "$bin" run --json "$tmp"
+bad "run --bound names no tier" -- "$bin" run --bound loose
+bad "check --bound names no tier" -- "$bin" check --case "$case" --result "$result" --bound 0.5
 mkdir -p "$tmp/locked" && echo '{}' >"$tmp/locked/r.json" && chmod 555 "$tmp/locked"
 if [ "$(id -u)" -ne 0 ]; then  # root may write anywhere
   bad "check --json in a read-only folder" -- "$bin" check --case "$case" --result "$result" --json "$tmp/locked/r.json"
@@ -225,7 +227,7 @@ grep -q "shared latent" "$tmp/out" && { echo "FAIL: model --latent=false"; failu
 # Every column of a run row stays apart, whatever the values: as many fields as the header names.
 timeout "$limit" "$bin" run --interleave 50000 --dcp-size 100 --tp-size 100 --heads 100 \
   --kv-heads 1 --seq 10 --window 1099511627776 >"$tmp/out" 2>&1
-if ! awk '/^   0 /{ if (NF != 13) bad = 1; seen = 1 } END { exit !(seen && !bad) }' "$tmp/out"; then
+if ! awk '/^   0 /{ if (NF != 14) bad = 1; seen = 1 } END { exit !(seen && !bad) }' "$tmp/out"; then
   echo "FAIL: run table columns run together for large values"
   grep "^   0 " "$tmp/out"
   failures=$((failures + 1))

@@ -50,7 +50,7 @@ one_line_stderr() {
 
 expect 0 "default job: the run sweep" -- "$bin"
 contains "$tmp/out" "# run: OK" "default job verdict"
-contains "$tmp/out" "err/bound  verdict" "run table header"
+contains "$tmp/out" "err/bound  err/stat  verdict" "run table header"
 contains "$tmp/out" "# reproduce: dcp-verify run --seed 1" "run reproduce line"
 
 expect 0 "selfcheck" -- "$bin" selfcheck
@@ -58,7 +58,7 @@ contains "$tmp/out" "# selfcheck: OK" "selfcheck summary"
 contains "$tmp/out" "tier-bits" "selfcheck table header"
 
 expect 0 "run, configured case" -- "$bin" run --dcp-size 4 --tp-size 8 --heads 16 --kv-heads 4 --interleave 3 --comm-backend a2a --replicate-q --seq 300 --tokens 2 --window 50 --softcap 20 --sink --topk 40 --lse-base 2 --order rand --splits 2 --cases 3 --seed 9
-contains "$tmp/out" "rows: 3  passed: 3  failed: 0" "configured rows pass"
+contains "$tmp/out" "rows: 3  passed: 3  suspect: 0  failed: 0" "configured rows pass"
 contains "$tmp/out" "--seed 9" "configured seed echoed"
 expect 0 "run, k3-mla preset" -- "$bin" run --preset k3-mla --seq 256 --quiet
 contains "$tmp/out" "# run: OK" "k3 preset verdict"
@@ -183,7 +183,7 @@ for impl in "--impl model --dcp-size 4 --interleave 2" \
   done
 done
 contains "$tmp/out" "   rank 7   lse" "check table has a row per rank"
-contains "$tmp/out" "err/bound  worst (t, h, d)  verdict" "check table header"
+contains "$tmp/out" "err/bound  err/stat  worst (t, h, d)  verdict" "check table header"
 # The oracle's own reference, as an F64 result with F64 accumulation, passes.
 "$bin" reference --case "$case_gqa" --out "$tmp/ref.safetensors" >/dev/null
 expect 0 "check, the reference as a result" -- "$bin" check --case "$case_gqa" --result "$tmp/ref.safetensors"
@@ -224,6 +224,23 @@ expect 0 "check, decode-scale bf16 DCP=8 reduce-scatter" -- "$bin" check --case 
 "$make_result" --case "$long" --out "$tmp/rs8.safetensors" "${rs8_long[@]}" --bug drop_token
 expect 1 "check, decode-scale bf16 DCP=8, one token dropped" -- "$bin" check --case "$long" --result "$tmp/rs8.safetensors"
 contains "$tmp/out" "# check: FAILED (the merged output violates its bound)" "one token dropped: FAILED from the output"
+# An unweighted mean of the partials moves this output by 0.84 of the sound bound and 1.08 of the
+# statistical one (docs/tolerances.md section 10): SUSPECT, which fails only with --bound statistical.
+"$make_result" --case "$long" --out "$tmp/rs8.safetensors" "${rs8_long[@]}" --bug merge_unweighted_mean
+expect 0 "check, decode-scale bf16 DCP=8, unweighted mean, sound bound" -- "$bin" check --case "$long" --result "$tmp/rs8.safetensors" --json "$tmp/suspect.json"
+contains "$tmp/out" "# check: SUSPECT (over the statistical bound, inside the sound one: output)" "unweighted mean: SUSPECT"
+contains "$tmp/out" "# bound: sound gates the exit; statistical tier's false-alarm probability <= 1.0e-08" "check states the false-alarm probability"
+expect 1 "check, decode-scale bf16 DCP=8, unweighted mean, statistical bound" -- "$bin" check --case "$long" --result "$tmp/rs8.safetensors" --bound statistical
+if python3 - "$tmp/suspect.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["verdict"] == "SUSPECT" and d["pass"] is True and d["bound"] == "sound", d
+out = d["parts"][0]
+assert out["pass"] is True and out["pass_statistical"] is False
+assert out["max_stat_ratio"] > 1.0 > out["max_ratio"] and out["o_stat"]["violations"] > 0
+assert d["false_alarm"] == 1e-8
+PY
+then passes=$((passes + 1)); else echo "FAIL: suspect JSON"; failures=$((failures + 1)); fi
 # The JSON report of the failing check follows its schema (docs/cli.md).
 if python3 - "$tmp/bad.json" <<'PY'
 import json, sys

@@ -23,6 +23,7 @@ using oracle::Worst;
 
 struct CheckOptions {
   std::string case_path, result_path, tier = "fast";
+  std::string bound = "sound";  // the tier that gates the exit code: sound or statistical
   std::optional<std::string> json_path;
   bool quiet = false;
 };
@@ -48,7 +49,8 @@ std::string index_text(const Worst& w) {
 std::string claim_text(const oracle::DcpResult& r) {
   const Arithmetic& a = r.output_claim;
   std::ostringstream os;
-  os << "accum " << lower(oracle::dtype_name(a.accum)) << ", P cast "
+  os << "accum " << lower(oracle::dtype_name(a.accum))
+     << (a.truncating_mma ? "" : " (round to nearest)") << ", P cast "
      << (a.p_cast ? lower(oracle::dtype_name(*a.p_cast)) : "none") << ", o "
      << lower(oracle::dtype_name(a.out)) << ", lse " << lower(oracle::dtype_name(a.lse_out))
      << ", dcp_size " << r.dcp_size
@@ -76,6 +78,17 @@ json worst_json(const Worst& w, int64_t elements, int64_t violations) {
           {"ratio", json_number(w.ratio)}};
 }
 
+// Whether the result passes the tier that gates the exit code.
+bool gate(const CheckOptions& o, const oracle::ResultCheck& rc) {
+  return o.bound == "statistical" ? rc.pass_statistical() : rc.pass();
+}
+
+// docs/tolerances.md §10: each part's derivation allows kStatFalseAlarm, so a correct result is
+// SUSPECT with probability at most that times the parts judged.
+double statistical_false_alarm(const oracle::ResultCheck& rc) {
+  return static_cast<double>(rc.parts.size()) * oracle::kStatFalseAlarm;
+}
+
 // The check table's columns.
 Table check_table() {
   return Table(3, {{"part", 8, Align::left, 0},
@@ -85,15 +98,23 @@ Table check_table() {
                    {"max_err", 11},
                    {"bound", 11},
                    {"err/bound", 10},
+                   {"err/stat", 9},
                    {"worst (t, h, d)", 15, Align::left, 2},
                    {"verdict", 0, Align::left, 2}});
 }
 
+// One tensor's verdict: FAILED over the sound bound, SUSPECT over the statistical one only.
+const char* tensor_verdict(int64_t violations, int64_t suspects) {
+  return violations > 0 ? "FAILED" : suspects > 0 ? "SUSPECT" : "OK";
+}
+
 void print_row(std::ostream& out, const Table& t, const std::string& part, const char* tensor,
-               const Worst& w, int64_t elements, int64_t violations) {
-  t.print_row(out, {part, tensor, std::to_string(elements), std::to_string(violations),
-                    cell("%.3e", w.error), cell("%.3e", w.bound), cell("%.4f", w.ratio),
-                    index_text(w), violations == 0 ? "OK" : "FAILED"});
+               const Worst& w, const Worst& w_stat, int64_t elements, int64_t violations,
+               int64_t suspects) {
+  t.print_row(out,
+              {part, tensor, std::to_string(elements), std::to_string(violations),
+               cell("%.3e", w.error), cell("%.3e", w.bound), cell("%.4f", w.ratio),
+               cell("%.4f", w_stat.ratio), index_text(w), tensor_verdict(violations, suspects)});
 }
 
 // The header and one row per part and tensor (all of them, or the failing ones with --quiet).
@@ -108,16 +129,19 @@ void print_check_table(const CheckOptions& o, const oracle::Case& c, const oracl
       << lower(oracle::dtype_name(c.q_dtype)) << ", kv " << lower(oracle::dtype_name(c.kv_dtype))
       << "  lse base " << oracle::lse_base_name(c.lse_base) << "\n"
       << "# claim: " << claim_text(r) << "\n"
-      << "#  worst (t, h, d): the element with the largest error/bound; rank rows: that rank's "
-         "partial vs the oracle on its shard\n";
+      << "#  worst (t, h, d): the element with the largest error/bound; err/stat: the largest "
+         "error over the statistical bound (SUSPECT above 1); rank rows: that rank's partial vs "
+         "the oracle on its shard\n";
   const Table t = check_table();
   t.print_header(out);
   for (const oracle::PartCheck& p : rc.parts) {
-    const bool fine = p.cmp.pass();
+    const bool fine = p.cmp.pass_statistical();
     if (o.quiet && fine) continue;
     const std::string name = part_name(p.rank);
-    print_row(out, t, name, "o", p.cmp.o_worst, p.cmp.o_elements, p.cmp.o_violations);
-    print_row(out, t, name, "lse", p.cmp.lse_worst, p.cmp.lse_elements, p.cmp.lse_violations);
+    print_row(out, t, name, "o", p.cmp.o_worst, p.cmp.o_worst_stat, p.cmp.o_elements,
+              p.cmp.o_violations, p.cmp.o_suspects);
+    print_row(out, t, name, "lse", p.cmp.lse_worst, p.cmp.lse_worst_stat, p.cmp.lse_elements,
+              p.cmp.lse_violations, p.cmp.lse_suspects);
   }
 }
 
@@ -135,6 +159,13 @@ std::string check_verdict(const oracle::ResultCheck& rc, int64_t planned, std::o
   const std::vector<int64_t> bad_ranks = rc.failing_ranks();
   const bool output_ok = rc.parts.front().cmp.pass();
   std::string verdict = rc.pass() ? "OK" : "FAILED";
+  if (rc.pass() && !rc.pass_statistical()) {
+    // Inside every sound bound, outside a statistical one: name the parts.
+    verdict = "SUSPECT (over the statistical bound, inside the sound one:";
+    for (const oracle::PartCheck& p : rc.parts)
+      if (!p.cmp.pass_statistical()) verdict += " " + part_name(p.rank) + ",";
+    verdict.back() = ')';
+  }
   if (!rc.pass()) {
     verdict += " (";
     if (!output_ok) verdict += "the merged output violates its bound";
@@ -164,10 +195,14 @@ bool write_check_json(const CheckOptions& o, const oracle::DcpResult& r,
         {{"part", part_name(p.rank)},
          {"rank", p.rank ? json(*p.rank) : json(nullptr)},
          {"pass", p.cmp.pass()},
+         {"pass_statistical", p.cmp.pass_statistical()},
          {"max_ratio", json_number(p.cmp.max_ratio())},
+         {"max_stat_ratio", json_number(p.cmp.max_stat_ratio())},
          {"kappa", p.kappa},
          {"o", worst_json(p.cmp.o_worst, p.cmp.o_elements, p.cmp.o_violations)},
-         {"lse", worst_json(p.cmp.lse_worst, p.cmp.lse_elements, p.cmp.lse_violations)}});
+         {"lse", worst_json(p.cmp.lse_worst, p.cmp.lse_elements, p.cmp.lse_violations)},
+         {"o_stat", worst_json(p.cmp.o_worst_stat, p.cmp.o_elements, p.cmp.o_suspects)},
+         {"lse_stat", worst_json(p.cmp.lse_worst_stat, p.cmp.lse_elements, p.cmp.lse_suspects)}});
   }
   const json report = {
       {"schema", "dcp-verify/check/2"},
@@ -183,6 +218,7 @@ bool write_check_json(const CheckOptions& o, const oracle::DcpResult& r,
         {"partial_lse", lower(oracle::dtype_name(a.partial_lse))},
         {"partial_format_from", r.partial_format_from},
         {"tile", a.tile},
+        {"accum_rounding", a.truncating_mma ? "any" : "nearest"},
         {"exp_rel_err", a.exp_rel_err ? json_number(*a.exp_rel_err) : json(nullptr)},
         {"log_rel_err", a.log_rel_err ? json_number(*a.log_rel_err) : json(nullptr)},
         {"merge_accum", lower(oracle::dtype_name(a.merge_accum))},
@@ -194,8 +230,14 @@ bool write_check_json(const CheckOptions& o, const oracle::DcpResult& r,
       {"parts", parts},
       {"failing_ranks", bad_ranks},
       {"max_ratio", json_number(rc.max_ratio())},
+      {"max_stat_ratio", json_number(rc.max_stat_ratio())},
+      {"bound", o.bound},
+      {"verdict", !rc.pass()               ? "FAILED"
+                  : !rc.pass_statistical() ? "SUSPECT"
+                                           : "OK"},
+      {"false_alarm", json_number(statistical_false_alarm(rc))},
       {"interrupted", stopped},
-      {"pass", rc.pass() && !stopped},
+      {"pass", gate(o, rc) && !stopped},
       {"seconds", secs}};
   return write_json("check", *o.json_path, report);
 }
@@ -252,11 +294,14 @@ int run_check(const CheckOptions& o, const Limits& lim) {
   print_check_table(o, *c, *r, rc);
   const std::string verdict = check_verdict(rc, planned, std::cout);
   std::cout << "# parts: " << rc.parts.size() << "  max err/bound: " << cell("%.4f", rc.max_ratio())
+            << "  max err/stat: " << cell("%.4f", rc.max_stat_ratio())
             << "  time: " << cell("%.1f", secs) << " s\n"
+            << "# bound: " << o.bound << " gates the exit; statistical tier's false-alarm "
+            << "probability <= " << cell("%.1e", statistical_false_alarm(rc)) << "\n"
             << "# check: " << verdict << "\n";
   if (o.json_path && !write_check_json(o, *r, rc, stopped, secs)) return kExitBadInput;
   if (stopped) return kExitInterrupted;
-  return rc.pass() ? kExitOk : kExitFail;
+  return gate(o, rc) ? kExitOk : kExitFail;
 }
 
 }  // namespace
@@ -275,6 +320,7 @@ Command add_check_command(CLI::App& app) {
   cmd->add_option("--tier", o->tier, "Oracle tier: fast (double-double) or certify (MPFR)")
       ->check(CLI::IsMember({"fast", "certify"}))
       ->capture_default_str();
+  add_bound_flag(cmd, o->bound);
   cmd->add_option("--json", o->json_path, "Also write the report as JSON (docs/cli.md)");
   add_switch(cmd, "--quiet", o->quiet, "Print failing rows and the summary only");
   return {cmd, [o](const Limits& lim) { return run_check(*o, lim); }};

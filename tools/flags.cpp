@@ -108,6 +108,14 @@ void add_timeout_flag(CLI::App* cmd, int64_t& seconds) {
       ->capture_default_str();
 }
 
+void add_bound_flag(CLI::App* cmd, std::string& bound) {
+  cmd->add_option("--bound", bound,
+                  "The tier of the derived bound that gates the exit code: sound (worst case) or "
+                  "statistical (a SUSPECT result fails too); reports show both")
+      ->check(CLI::IsMember({"sound", "statistical"}))
+      ->capture_default_str();
+}
+
 namespace {
 struct FieldFlag {
   std::string_view field, flag;

@@ -61,6 +61,9 @@ inline constexpr int64_t kDefaultTimeoutSeconds =
 // Registers --timeout SECONDS: the longest a rank waits for its peers in a collective (run,
 // sweep, properties, mutants).
 void add_timeout_flag(CLI::App* cmd, int64_t& seconds);
+// --bound sound|statistical: the tier of the derived bound that gates the exit code (reports show
+// both; docs/tolerances.md section 10).
+void add_bound_flag(CLI::App* cmd, std::string& bound);
 
 // Registers --latent / --latent=false / --no-latent, set only when given (the preset decides
 // otherwise): the same flag in run, sweep and model.

@@ -32,6 +32,7 @@ struct MutantsOptions {
   int64_t timeout_s = kDefaultTimeoutSeconds;
   std::optional<std::string> json_path;
   bool quiet = false;
+  std::string bound = "sound";  // the tier the properties assert: a SUSPECT kills with statistical
 };
 
 struct Row {
@@ -173,7 +174,8 @@ int finish_mutants(const MutantsOptions& o, uint64_t seed, const Row& clean, int
   for (const std::string& n : o.only) only_all += (only_all.empty() ? "" : ",") + n;
   out << "# time: " << secs_s << " s" << (stopped ? "  (interrupted: the rest did not run)" : "")
       << "\n# reproduce: dcp-verify mutants --seed " << seed << " --cases " << o.cases
-      << (only_all.empty() ? "" : " --only " + only_all) << "\n"
+      << (only_all.empty() ? "" : " --only " + only_all)
+      << (o.bound == "sound" ? "" : " --bound " + o.bound) << "\n"
       << "mutants: " << killed << "/" << chosen.size() << " killed, " << false_alarms
       << " false alarms\n";
   if (o.json_path) {
@@ -191,6 +193,7 @@ int finish_mutants(const MutantsOptions& o, uint64_t seed, const Row& clean, int
                        {"seconds", r.seconds}});
     const json report = {
         {"schema", "dcp-verify/mutants/1"},
+        {"bound", o.bound},
         {"seed", seed},
         {"cases", o.cases},
         {"false_alarms", false_alarms},
@@ -228,9 +231,11 @@ int run_mutants(const MutantsOptions& o, const Limits& lim) {
     return bad("--cases " + std::to_string(o.cases) + ": " + *why);
   const uint64_t seed = o.seed ? *o.seed : std::random_device{}();
   silence_rapidcheck_banner();
+  props::set_property_bound(o.bound == "statistical" ? props::BoundTier::statistical
+                                                     : props::BoundTier::sound);
   std::ostream& out = std::cout;
   out << "# dcp-verify mutants  backend=host  seed=" << seed << "  cases=" << o.cases
-      << " per property  mutants=" << chosen.size() << "\n"
+      << " per property  mutants=" << chosen.size() << "  bound=" << o.bound << "\n"
       << "#  each mutant runs the properties in order (";
   for (size_t i = 0; i < suite.size(); ++i) out << (i ? ", " : "") << suite[i].name;
   out << ") until one fails; cases: all cases run until the kill; shrinks and counterexample: "
@@ -294,6 +299,7 @@ Command add_mutants_command(CLI::App& app) {
   add_timeout_flag(cmd, o->timeout_s);
   cmd->add_option("--json", o->json_path, "Also write the report as JSON (docs/cli.md)");
   add_switch(cmd, "--quiet", o->quiet, "Print survivors, false alarms and the summary only");
+  add_bound_flag(cmd, o->bound);
   return {cmd,
           [o, list](const Limits& lim) { return *list ? list_mutants() : run_mutants(*o, lim); }};
 }

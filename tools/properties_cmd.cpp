@@ -32,6 +32,7 @@ struct PropertiesOptions {
   int64_t timeout_s = kDefaultTimeoutSeconds;
   std::optional<std::string> json_path;
   bool quiet = false;
+  std::string bound = "sound";  // the tier the properties assert: statistical fails a SUSPECT
 };
 
 using Row = PropertyRun;
@@ -45,6 +46,7 @@ std::string reproduce_line(const PropertiesOptions& o, uint64_t seed, const std:
   os << "dcp-verify properties --backend " << o.backend << " --seed " << seed << " --cases "
      << o.cases;
   if (!only.empty()) os << " --only " << only;
+  if (o.bound != "sound") os << " --bound " << o.bound;
   return os.str();
 }
 
@@ -128,6 +130,7 @@ int finish_properties(const PropertiesOptions& o, uint64_t seed, const std::vect
     }
     const json report = {{"schema", "dcp-verify/properties/1"},
                          {"backend", o.backend},
+                         {"bound", o.bound},
                          {"seed", seed},
                          {"cases", o.cases},
                          {"properties", props},
@@ -148,6 +151,8 @@ int run_properties(const PropertiesOptions& o, const Limits& lim) {
   const auto opened = open_in_process_backend(o.backend, std::chrono::seconds(o.timeout_s));
   if (!opened) return bad(opened.status().message());
   const props::DcpBackend& backend = *opened;
+  props::set_property_bound(o.bound == "statistical" ? props::BoundTier::statistical
+                                                     : props::BoundTier::sound);
   std::vector<props::SuiteProperty> suite = props::property_suite(backend);
   for (const std::string& name : o.only) {
     bool known = false;
@@ -182,7 +187,7 @@ int run_properties(const PropertiesOptions& o, const Limits& lim) {
   silence_rapidcheck_banner();
   std::ostream& out = std::cout;
   out << "# dcp-verify properties  backend=" << o.backend << "  seed=" << seed
-      << "  cases=" << o.cases << "\n"
+      << "  cases=" << o.cases << "  bound=" << o.bound << "\n"
       << "#  shrinks: steps RapidCheck took to shrink a failure to the counterexample shown\n";
   properties_table().print_header(out);
 
@@ -224,6 +229,7 @@ Command add_properties_command(CLI::App& app) {
   add_timeout_flag(cmd, o->timeout_s);
   cmd->add_option("--json", o->json_path, "Also write the report as JSON (docs/cli.md)");
   add_switch(cmd, "--quiet", o->quiet, "Print failing rows and the summary only");
+  add_bound_flag(cmd, o->bound);
   return {cmd, [o](const Limits& lim) { return run_properties(*o, lim); }};
 }
 

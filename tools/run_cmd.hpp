@@ -44,6 +44,7 @@ struct RunOptions : CaseOptions {
   uint64_t seed = 1;
   int64_t timeout_s = kDefaultTimeoutSeconds;
   bool quiet = false;
+  std::string bound = "sound";  // the tier that gates the exit code: sound or statistical
   std::optional<std::string> json_path;
   // True when the case was configured by flags (otherwise: the default sweep).
   bool configured() const { return any() || cases != 1; }

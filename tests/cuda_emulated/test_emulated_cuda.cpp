@@ -147,6 +147,7 @@ TEST(EmulatedCudaStep, DcpPathPropertyWithinDerivedBound) {
   const DcpBackend emulated = [](const gpu::DcpInputs& in, const gpu::DcpConfig& cfg) {
     return gpu::emu::run_dcp_emulated(in, cfg, kFastBlockThreads, ThreadOrder::ascending);
   };
+  set_property_bound(BoundTier::statistical);
   EXPECT_TRUE(
       rc::check("dcp-path on the emulated CUDA step", [&] { dcp_path_property(emulated); }));
 }
