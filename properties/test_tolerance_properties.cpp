@@ -11,6 +11,7 @@
 
 #include "oracle/compare.hpp"
 #include "properties/rc_gen.hpp"
+#include "properties/suite.hpp"
 
 namespace dcp::props {
 namespace {
@@ -36,9 +37,10 @@ RC_GTEST_PROP(ToleranceSoundness, EveryCorrectFp32VariantIsWithinTheBound, ()) {
   check_within_bound(*gen_case_spec(SpecLimits{}), *gen_model_config());
 }
 
-// The largest |bugged - correct| / bound over the output's elements (O and LSE).
+// The largest |bugged - correct| / bound over the output's elements (O and LSE), against the
+// sound bound or the statistical one.
 double effect_over_bound(const ModelOutput& bugged, const ModelOutput& correct,
-                         const oracle::Bound& bound) {
+                         const oracle::Bound& bound, BoundTier tier = BoundTier::sound) {
   double worst = 0.0;
   auto scan = [&](const oracle::Tensor<double>& a, const oracle::Tensor<double>& b,
                   const oracle::Tensor<double>& bnd) {
@@ -50,8 +52,9 @@ double effect_over_bound(const ModelOutput& bugged, const ModelOutput& correct,
       worst = std::max(worst, std::isfinite(d) ? d / bnd.data[k] : INFINITY);
     }
   };
-  scan(bugged.o, correct.o, bound.o);
-  scan(bugged.lse, correct.lse, bound.lse);
+  const bool stat = tier == BoundTier::statistical;
+  scan(bugged.o, correct.o, stat ? bound.o_stat : bound.o);
+  scan(bugged.lse, correct.lse, stat ? bound.lse_stat : bound.lse);
   return worst;
 }
 
@@ -112,10 +115,10 @@ RC_GTEST_PROP(ToleranceSensitivity, UnweightedMeanFails, ()) {
 
 // An arithmetic the claim leaves out is caught: `plant` gives the model a coarser arithmetic,
 // `unclaim` takes its term out of the claim, and wherever that moves the output by more than twice
-// the bound the check must fail. So none of these terms can be dropped.
+// the bound (of `tier`) the check must fail at that tier. So none of these terms can be dropped.
 template <class Plant, class Unclaim>
 void check_unclaimed_is_caught(int64_t min_shards, int64_t max_shards, Plant plant,
-                               Unclaim unclaim) {
+                               Unclaim unclaim, BoundTier tier = BoundTier::sound) {
   ModelConfig m;
   m.shards = *rc::gen::inRange<int64_t>(min_shards, max_shards + 1);
   m.interleave = *rc::gen::inRange<int64_t>(1, 5);
@@ -133,11 +136,15 @@ void check_unclaimed_is_caught(int64_t min_shards, int64_t max_shards, Plant pla
   auto bound = oracle::derive_bound(c, *ref, unclaimed);
   RC_ASSERT(bound.ok());
   const ModelOutput out = run_fp32_model(c, m);
-  RC_PRE(effect_over_bound(out, run_fp32_model(c, exact), *bound) > 2.0);
+  RC_PRE(effect_over_bound(out, run_fp32_model(c, exact), *bound, tier) > 2.0);
   auto cmp = oracle::compare(out.o, out.lse, *ref, *bound);
   RC_ASSERT(cmp.ok());
-  RC_LOG() << describe(spec) << "\n" << describe(m) << "\n" << cmp->summary() << "\n";
-  RC_ASSERT(!cmp->pass());
+  RC_LOG() << describe(spec) << "\n"
+           << describe(m) << "\n"
+           << cmp->summary() << "\n"
+           << cmp->statistical_summary() << "\n";
+  const bool caught = tier == BoundTier::sound ? !cmp->pass() : !cmp->pass_statistical();
+  RC_ASSERT(caught);
 }
 
 // A kernel whose own exp (or log) is 10^-3 off, every result low by all of it as a biased
@@ -173,6 +180,24 @@ RC_GTEST_PROP(ToleranceSensitivity, UnclaimedBf16PartialsFail, ()) {
   check_unclaimed_is_caught(
       2, 8, [](ModelConfig& m) { m.partial = oracle::DType::bf16; },
       [](oracle::Arithmetic& a) { a.partial_o = oracle::DType::f32; });
+}
+
+// The statistical tier's own terms (docs/tolerances.md §10) cannot be dropped either: a P cast
+// to bf16, and an exp 10^-3 low on every result, left out of the claim, are SUSPECT (or FAILED)
+// wherever they move the output by more than twice the statistical bound.
+RC_GTEST_PROP(ToleranceSensitivity, UnclaimedPCastIsSuspect, ()) {
+  check_unclaimed_is_caught(
+      1, 8, [](ModelConfig& m) { m.p_cast = oracle::DType::bf16; },
+      [](oracle::Arithmetic& a) { a.p_cast.reset(); }, BoundTier::statistical);
+}
+RC_GTEST_PROP(ToleranceSensitivity, UnclaimedApproximateExpIsSuspect, ()) {
+  check_unclaimed_is_caught(
+      1, 8,
+      [](ModelConfig& m) {
+        m.exp_rel_err = kApprox;
+        m.approx_systematic = true;
+      },
+      [](oracle::Arithmetic& a) { a.exp_rel_err.reset(); }, BoundTier::statistical);
 }
 
 // The merge is bounded exactly (docs/tolerances.md §5): bf16 partials summed in bf16 over up to
