@@ -183,9 +183,10 @@ namespace {
 
 const std::set<std::string> kResultTensors = {"o", "lse", "o_partial", "lse_partial", "owner"};
 const std::set<std::string> kResultMetadata = {
-    "accum",       "p_cast", "merge_accum", "partial_dtype", "dcp_size",
-    "interleave",  "splits", "sink_rank",   "lse_base",      "exp_rel_err",
-    "log_rel_err", "tile",   "lse_layout",  "format",        "accum_rounding"};
+    "accum",      "p_cast",      "merge_accum",    "partial_dtype",
+    "dcp_size",   "interleave",  "splits",         "sink_rank",
+    "lse_base",   "exp_rel_err", "log_rel_err",    "tile",
+    "lse_layout", "format",      "accum_rounding", "ftz"};
 
 // The largest claimed relative error of an exp or log: beyond it a "function" is no longer one,
 // and the first-order bound refuses long before (kappa > 0.1).
@@ -399,10 +400,20 @@ Expected<DcpResult> result_from_file(const StFile& f, const Case& c, std::string
                  : result_tensor(source, f, "lse", {T, Hq}, "[T, Hq]", &lse_dtype);
   if (!lse) return lse.status();
   r.lse = *lse_t_last ? heads_first_to_tokens_first(*lse, 1) : std::move(*lse);
-  if (md.count("accum")) {
+  // "tf32": TF32 tensor cores, both operands of every product rounded to tf32, sums in f32.
+  if (md.count("accum") && md.at("accum") == "tf32") {
+    a.tf32 = true;
+  } else if (md.count("accum")) {
     auto d = parse_format(source, "accum", md.at("accum"), true);
     if (!d) return d.status();
     a.accum = *d;
+  }
+  // "1": results in a subnormal range may be flushed to zero (ftz); "0", the default: not.
+  if (md.count("ftz")) {
+    const std::string& v = md.at("ftz");
+    if (v != "0" && v != "1")
+      return DCP_ERROR(source, ": metadata 'ftz' = \"", v, "\"; expected \"0\" or \"1\"");
+    a.ftz = v == "1";
   }
   // Tensor-core kernels feed P to the P.V product in V's format: a 16-bit KV cache implies P
   // rounded to it unless the metadata says otherwise ("none": P kept in the accumulator).
@@ -503,7 +514,8 @@ StFile result_to_file(const DcpResult& r, const Case& c) {
   } else {
     f.metadata["partial_dtype"] = format_text(a.partial_o);
   }
-  f.metadata["accum"] = format_text(a.accum);
+  f.metadata["accum"] = a.tf32 ? "tf32" : format_text(a.accum);
+  f.metadata["ftz"] = a.ftz ? "1" : "0";
   f.metadata["p_cast"] = a.p_cast ? format_text(*a.p_cast) : "none";
   f.metadata["merge_accum"] = format_text(a.merge_accum);
   f.metadata["dcp_size"] = std::to_string(r.dcp_size);

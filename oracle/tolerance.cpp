@@ -22,6 +22,10 @@ constexpr double kUnitRoundoffsPerUlp = 2.0;
 constexpr double kTruncatingMmaFactor = 2.0;
 // §3: the scale, on q, on the score or folded with log2 e: up to 3 roundings past the Dk-term dot.
 constexpr int64_t kScaleRoundings = 3;
+// §1: tf32 keeps 10 of fp32's 23 stored significand bits: u = 2^-11, paid by both operands of a
+// product.
+constexpr int kTf32SignificandBits = 11;
+constexpr double kTf32Operands = 2.0;
 // §3: softcap divides by c and multiplies back: 2u |s_pre|.
 constexpr double kSoftcapRoundings = 2.0;
 // §3: the exponent argument (s - m) log2 e, rounded log2 e, |m| <= M: 3u (|s_j| + M).
@@ -77,8 +81,9 @@ struct Units {
   double eps_exp;    // the exponential
   double eps_div;    // the division
   double tiny;       // absolute: a flush to zero in the accumulation format
-  double u_p;        // P cast before P.V; 0 when not cast
+  double u_p;        // P cast before P.V and tf32 operands of P.V: (1 + u_cast)(1 + u_tf32)^2 - 1
   double p_tiny;     // absolute: P cast into the subnormal range; 0 when not cast
+  double g_tf32;     // tf32 operands of each q.k product: gamma_2(2^-11); 0 without tf32
   double u_out;      // the final O store
   double u_lse_out;  // the final LSE store
   int64_t shards;    // N >= 1
@@ -100,6 +105,16 @@ struct Units {
 // u 2^emin: the absolute error of a store into the subnormal range of t.
 double subnormal_floor(DType t) { return unit_roundoff(t) * min_normal(t); }
 
+// §1: the same with flush to zero, which may lose a whole subnormal: 2^emin.
+double store_floor(const Arithmetic& a, DType t) {
+  return a.ftz ? min_normal(t) : subnormal_floor(t);
+}
+
+// §1: tf32's unit roundoff, 0 without tf32.
+double tf32_roundoff(const Arithmetic& a) {
+  return a.tf32 ? std::ldexp(1.0, -kTf32SignificandBits) : 0.0;
+}
+
 // docs/tolerances.md §1, the claim (`Arithmetic`).
 Units units_of(const Arithmetic& a) {
   const double u_s = unit_roundoff(a.accum);
@@ -111,8 +126,11 @@ Units units_of(const Arithmetic& a) {
                a.exp_rel_err.value_or(a.exp_ulps * ulp),
                a.div_ulps * ulp,
                min_normal(a.accum),
-               a.p_cast ? unit_roundoff(*a.p_cast) : 0.0,
-               a.p_cast ? subnormal_floor(*a.p_cast) : 0.0,
+               (1.0 + (a.p_cast ? unit_roundoff(*a.p_cast) : 0.0)) *
+                       std::pow(1.0 + tf32_roundoff(a), kTf32Operands) -
+                   1.0,
+               a.p_cast ? store_floor(a, *a.p_cast) : 0.0,
+               gamma_n(kTf32Operands, tf32_roundoff(a)),
                unit_roundoff(a.out),
                unit_roundoff(a.lse_out),
                std::max<int64_t>(1, a.shards),
@@ -206,7 +224,8 @@ double rescale_error(const Units& un, int64_t seq, bool sink, double M) {
 // §3, the logit: Delta_j, from the dot product, the scale and the softcap.
 double logit_error(const Units& un, double softcap, double g_dot, int64_t dk, const RowLogits& in,
                    int64_t x) {
-  double delta = g_dot * in.a[x] + static_cast<double>(dk + kScaleRoundings) * un.tiny;
+  double delta =
+      (g_dot + un.g_tf32) * in.a[x] + static_cast<double>(dk + kScaleRoundings) * un.tiny;
   if (softcap > 0.0) {
     delta += kSoftcapRoundings * un.u * std::fabs(in.s_pre[x]) +
              (un.a.tanh_rel + un.u) * std::fabs(in.s[x]);
@@ -300,9 +319,11 @@ Coefficients accumulation(const Units& un, double n_eff) {
 
 // §4, the absolute floors: accumulator underflow (the denominator's 1 and the numerator's
 // max|v|), P cast into subnormals, and the final store into the subnormal range of `out`.
+// With flush to zero each P.V operand may also lose a subnormal of accum: n_eff tiny max|v| more.
 double absolute_floor(const Units& un, double n_eff, double max_abs_v) {
   return (n_eff + kAccumExtraFlushes) * un.tiny * (1.0 + max_abs_v) +
-         n_eff * un.p_tiny * max_abs_v + subnormal_floor(un.a.out);
+         n_eff * un.p_tiny * max_abs_v + (un.a.ftz ? n_eff * un.tiny * max_abs_v : 0.0) +
+         store_floor(un.a, un.a.out);
 }
 
 // docs/tolerances.md §5, the merge of N > 1 partials, bounded without a first-order
@@ -352,7 +373,8 @@ std::optional<Merge> merge_terms(const Units& un, double n_eff, double L_abs) {
                (1.0 + eps_w) * (1.0 + un.u_m) * (1.0 + g_N) * (1.0 + g_tree) - 1.0, den,
                std::max(un.eps_div, std::expm1(log_N)),
                lam - std::log1p(-std::min(den, kMaxLogArg)) + log_N, N * std::exp(kUnderflowArg),
-               subnormal_floor(un.a.partial_o) + N * un.u_m * min_normal(un.a.merge_accum)};
+               store_floor(un.a, un.a.partial_o) +
+                   N * (un.a.ftz ? 1.0 : un.u_m) * min_normal(un.a.merge_accum)};
 }
 
 // §5: whether the merge's factors are small enough to bound (each below 1/2).
@@ -581,12 +603,13 @@ std::string kappa_culprit(const Case& c, const Units& un, std::span<const int64_
   };
   const std::vector<Term> terms = {
       {"the key weights (exp_rel_err, tile " + std::to_string(un.a.tile) +
-           ", the logits in accum " + std::string(dtype_name(un.a.accum)) + ")",
+           ", the logits in accum " + std::string(un.a.tf32 ? "TF32" : dtype_name(un.a.accum)) +
+           ")",
        k.e_max + k.e_bar},
       {"the accumulation of " + std::to_string(static_cast<int64_t>(in.n_eff)) +
            " terms in accum " + std::string(dtype_name(un.a.accum)),
        3.0 * co.g},
-      {"p_cast", un.u_p},
+      {"p_cast and tf32", un.u_p},
       {"the division (div_ulps)", one ? un.eps_div : 0.0},
       {"the output's format", one ? un.u_out : 0.0},
   };

@@ -27,8 +27,14 @@ namespace dcp::oracle {
 // The arithmetic an implementation claims. Defaults admit every correct fp32 kernel built from
 // CUDA's fast intrinsics (ex2.approx, lg2.approx, tanh.approx, div.approx) on tensor cores.
 struct Arithmetic {
-  DType accum = DType::f32;        // dot products, softmax sums, P.V accumulation
-  bool truncating_mma = true;      // tensor-core adds may truncate: use 2u for accum
+  DType accum = DType::f32;    // dot products, softmax sums, P.V accumulation
+  bool truncating_mma = true;  // tensor-core adds may truncate: use 2u for accum
+  // TF32 tensor cores: both operands of every product (q.k and P.V) rounded to tf32 (10 stored
+  // significand bits, u = 2^-11) before an fp32 multiply-add.
+  bool tf32 = false;
+  // Flush to zero: a result in the subnormal range of its format (a store, the P cast, an
+  // operand) may become 0, so each such rounding costs up to that format's smallest normal.
+  bool ftz = false;
   std::optional<DType> p_cast;     // P rounded to this format before P.V; nullopt: not cast
   DType partial_o = DType::f32;    // format of partial outputs O_r as exchanged (shards > 1)
   DType partial_lse = DType::f32;  // format of partial LSEs L_r as exchanged (shards > 1)

@@ -1,6 +1,7 @@
 #include "properties/fp32_model.hpp"
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -50,10 +51,23 @@ struct ApproximateIntrinsics {
   }
 };
 
+// An operand of a TF32 tensor-core product: rounded to 10 stored significand bits.
+float tf32_operand(float x, const ModelConfig& m) {
+  return m.tf32 ? static_cast<float>(oracle::round_to_format(x, 11, -126, FLT_MAX)) : x;
+}
+
+// A store to t, flushed to zero in t's subnormal range with ftz.
+double store(oracle::DType t, double x, const ModelConfig& m) {
+  const double y = oracle::round_to(t, x);
+  return m.ftz && std::fabs(y) < oracle::min_normal(t) ? 0.0 : y;
+}
+
 float dot(const double* q, const double* k, int64_t n, const ModelConfig& m) {
   if (m.pairwise_dot) {
     std::vector<float> terms(n);
-    for (int64_t i = 0; i < n; ++i) terms[i] = static_cast<float>(q[i]) * static_cast<float>(k[i]);
+    for (int64_t i = 0; i < n; ++i)
+      terms[i] =
+          tf32_operand(static_cast<float>(q[i]), m) * tf32_operand(static_cast<float>(k[i]), m);
     while (terms.size() > 1) {
       std::vector<float> next;
       for (size_t i = 0; i + 1 < terms.size(); i += 2) next.push_back(terms[i] + terms[i + 1]);
@@ -64,14 +78,15 @@ float dot(const double* q, const double* k, int64_t n, const ModelConfig& m) {
   }
   float acc = 0.0f;
   for (int64_t i = 0; i < n; ++i) {
-    const float a = static_cast<float>(q[i]), b = static_cast<float>(k[i]);
+    const float a = tf32_operand(static_cast<float>(q[i]), m);
+    const float b = tf32_operand(static_cast<float>(k[i]), m);
     acc = m.fma ? std::fma(a, b, acc) : acc + a * b;
   }
   return acc;
 }
 
 float round_p(float p, const ModelConfig& m) {
-  return m.p_cast ? static_cast<float>(dcp::oracle::round_to(*m.p_cast, p)) : p;
+  return tf32_operand(m.p_cast ? static_cast<float>(store(*m.p_cast, p, m)) : p, m);
 }
 
 struct Partial {
@@ -168,7 +183,7 @@ ModelOutput run_fp32_model(const Case& c, const ModelConfig& m) {
             const float pc = round_p(p, m);
             const int64_t j = mine[x];
             for (int64_t i = 0; i < dv; ++i) {
-              const float v = static_cast<float>(c.v_at(j, g, i));
+              const float v = tf32_operand(static_cast<float>(c.v_at(j, g, i)), m);
               acc[i] = m.fma ? std::fma(pc, v, acc[i]) : acc[i] + pc * v;
             }
           }
@@ -187,7 +202,7 @@ ModelOutput run_fp32_model(const Case& c, const ModelConfig& m) {
           part.lse = kNegInfF;
         } else {
           for (int64_t i = 0; i < dv; ++i)
-            part.o[i] = static_cast<float>(oracle::round_to(m.partial, acc[i] / l));
+            part.o[i] = static_cast<float>(store(m.partial, acc[i] / l, m));
           part.lse = mx + lg(l);
         }
       }
@@ -257,7 +272,7 @@ ModelOutput run_fp32_model(const Case& c, const ModelConfig& m) {
       if (lse != kNegInfF && report_base2 != m.base2) lse = m.base2 ? lse * kLn2F : lse * kLog2eF;
       const int64_t row_id = t * Hq + h;
       for (int64_t i = 0; i < dv; ++i) {
-        out.o.data[row_id * dv + i] = dcp::oracle::round_to(m.out, o[i]);
+        out.o.data[row_id * dv + i] = store(m.out, o[i], m);
       }
       out.lse.data[row_id] = lse;
     }
@@ -269,6 +284,8 @@ oracle::Arithmetic claim_of(const ModelConfig& m) {
   oracle::Arithmetic a;
   a.truncating_mma = false;  // the model's fp32 adds round to nearest
   a.p_cast = m.p_cast;
+  a.tf32 = m.tf32;
+  a.ftz = m.ftz;
   a.out = m.out;
   a.shards = m.shards;
   if (m.shards > 1) a.layout = oracle::Ownership{m.shards, m.interleave, {}};
@@ -288,8 +305,8 @@ std::string describe(const ModelConfig& m) {
      << " base2=" << m.base2 << " fma=" << m.fma << " pairwise=" << m.pairwise_dot
      << " perturb=" << m.perturb << " exp_rel_err=" << m.exp_rel_err
      << " log_rel_err=" << m.log_rel_err << " systematic=" << m.approx_systematic
-     << " p_cast=" << (m.p_cast ? dcp::oracle::dtype_name(*m.p_cast) : "none")
-     << " out=" << dcp::oracle::dtype_name(m.out)
+     << " p_cast=" << (m.p_cast ? dcp::oracle::dtype_name(*m.p_cast) : "none") << " tf32=" << m.tf32
+     << " ftz=" << m.ftz << " out=" << dcp::oracle::dtype_name(m.out)
      << " partial=" << dcp::oracle::dtype_name(m.partial)
      << " merge_accum=" << dcp::oracle::dtype_name(m.merge_accum)
      << " merge=" << (m.merge == Merge::ag_rs ? "ag_rs" : "a2a") << " reverse=" << m.reverse_merge

@@ -47,6 +47,11 @@ struct ModelConfig {
   double log_rel_err = 0.0;
   bool approx_systematic = false;
   std::optional<oracle::DType> p_cast;  // P rounded to this format before P.V
+  // TF32 tensor cores: both operands of every q.k and P.V product rounded to tf32 first.
+  bool tf32 = false;
+  // Flush to zero: the P cast, the partials' and the output's stores give 0 for a result in
+  // their subnormal range.
+  bool ftz = false;
   oracle::DType out = oracle::DType::f32;
   // The partials' O as exchanged (rounded to this format before the merge, and as reported in
   // o_partial), and the format of the cross-rank products and running sum (bf16 for a bf16

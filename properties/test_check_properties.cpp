@@ -46,7 +46,7 @@ std::string worst_text(const oracle::ResultCheck& chk) {
 
 RC_GTEST_PROP(CheckResult, CorrectModelResultPasses, ()) {
   const CaseSpec s = *gen_case_spec(SpecLimits{});
-  const ModelConfig m = *gen_model_config();
+  const ModelConfig m = *gen_model_config_for(s);
   const bool partials = *rc::gen::arbitrary<bool>();
   const oracle::Case c = make_case(s);
   const oracle::ResultCheck chk = check_via_file(model_result(c, m, partials), c);
@@ -217,6 +217,37 @@ TEST_F(CheckResultFile, MalformedFilesAreRefusedByName) {
   f.tensors["o"].ints.assign(f.tensors["o"].values.size(), 0);
   f.tensors["o"].values.clear();
   EXPECT_NE(error_of(f).find("tensor 'o': dtype I64"), std::string::npos) << error_of(f);
+}
+
+// accum tf32, ftz and accum_rounding are read into the claim, written back alike, and refused by
+// name when they say something else.
+TEST_F(CheckResultFile, Tf32FlushToZeroAndRoundingAreReadAndChecked) {
+  StFile f = good;
+  f.metadata["accum"] = "tf32";
+  f.metadata["ftz"] = "1";
+  f.metadata["accum_rounding"] = "nearest";
+  auto r = oracle::result_from_file(f, c, "r.safetensors");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  for (const oracle::Arithmetic* a : {&r->output_claim, &r->partial_claim}) {
+    EXPECT_TRUE(a->tf32);
+    EXPECT_EQ(a->accum, oracle::DType::f32);
+    EXPECT_TRUE(a->ftz);
+    EXPECT_FALSE(a->truncating_mma);
+  }
+  auto again = oracle::result_from_file(oracle::result_to_file(*r, c), c, "again");
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_TRUE(again->output_claim.tf32 && again->output_claim.ftz);
+  EXPECT_FALSE(again->output_claim.truncating_mma);
+  f.metadata["ftz"] = "yes";
+  EXPECT_NE(error_of(f).find("metadata 'ftz' = \"yes\"; expected \"0\" or \"1\""),
+            std::string::npos)
+      << error_of(f);
+  f.metadata["ftz"] = "0";
+  f.metadata["accum_rounding"] = "down";
+  EXPECT_NE(error_of(f).find("metadata 'accum_rounding' = \"down\"; expected \"nearest\" or "
+                             "\"any\""),
+            std::string::npos)
+      << error_of(f);
 }
 
 TEST_F(CheckResultFile, ApproximateIntrinsicsAreReadAndRangeChecked) {

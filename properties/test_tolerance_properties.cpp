@@ -34,7 +34,8 @@ void check_within_bound(const CaseSpec& spec, const ModelConfig& m) {
 }
 
 RC_GTEST_PROP(ToleranceSoundness, EveryCorrectFp32VariantIsWithinTheBound, ()) {
-  check_within_bound(*gen_case_spec(SpecLimits{}), *gen_model_config());
+  const CaseSpec spec = *gen_case_spec(SpecLimits{});
+  check_within_bound(spec, *gen_model_config_for(spec));
 }
 
 // The largest |bugged - correct| / bound over the output's elements (O and LSE), against the
@@ -117,8 +118,8 @@ RC_GTEST_PROP(ToleranceSensitivity, UnweightedMeanFails, ()) {
 // `unclaim` takes its term out of the claim, and wherever that moves the output by more than twice
 // the bound (of `tier`) the check must fail at that tier. So none of these terms can be dropped.
 template <class Plant, class Unclaim>
-void check_unclaimed_is_caught(int64_t min_shards, int64_t max_shards, Plant plant,
-                               Unclaim unclaim, BoundTier tier = BoundTier::sound) {
+void check_unclaimed_is_caught(int64_t min_shards, int64_t max_shards, Plant plant, Unclaim unclaim,
+                               BoundTier tier = BoundTier::sound) {
   ModelConfig m;
   m.shards = *rc::gen::inRange<int64_t>(min_shards, max_shards + 1);
   m.interleave = *rc::gen::inRange<int64_t>(1, 5);
@@ -182,6 +183,48 @@ RC_GTEST_PROP(ToleranceSensitivity, UnclaimedBf16PartialsFail, ()) {
       [](oracle::Arithmetic& a) { a.partial_o = oracle::DType::f32; });
 }
 
+// TF32 products (both operands rounded to 10 stored bits) claimed as fp32 ones.
+RC_GTEST_PROP(ToleranceSensitivity, UnclaimedTf32Fails, ()) {
+  check_unclaimed_is_caught(
+      1, 8, [](ModelConfig& m) { m.tf32 = true; }, [](oracle::Arithmetic& a) { a.tf32 = false; });
+}
+
+// Flush to zero: an f16 output in f16's subnormal range (below 2^-14) may become 0, which only
+// the ftz claim admits. Values of about 10^-5 put O there; the kernel that flushes passes with
+// the claim and fails without it.
+TEST(ToleranceSensitivity, UnclaimedFlushToZeroFails) {
+  int violated = 0;
+  for (uint64_t seed = 1; seed <= 10; ++seed) {
+    CaseSpec spec;
+    spec.q_heads = 2;
+    spec.seq = 64;
+    spec.seed = seed;
+    oracle::Case c = make_case(spec);
+    for (double& v : c.v.data) v = static_cast<double>(static_cast<float>(v * 1e-5));
+    auto ref = oracle::reference(c);
+    ASSERT_TRUE(ref.ok());
+    ModelConfig m;
+    m.out = oracle::DType::f16;
+    m.ftz = true;
+    m.seed = seed;
+    const ModelOutput out = run_fp32_model(c, m);
+    oracle::Arithmetic a = claim_of(m);
+    auto with = oracle::derive_bound(c, *ref, a);
+    ASSERT_TRUE(with.ok());
+    auto cmp = oracle::compare(out.o, out.lse, *ref, *with);
+    ASSERT_TRUE(cmp.ok());
+    EXPECT_TRUE(cmp->pass()) << "seed " << seed << ": " << cmp->summary();
+    a.ftz = false;
+    auto without = oracle::derive_bound(c, *ref, a);
+    ASSERT_TRUE(without.ok());
+    cmp = oracle::compare(out.o, out.lse, *ref, *without);
+    ASSERT_TRUE(cmp.ok());
+    violated += cmp->pass() ? 0 : 1;
+  }
+  RecordProperty("cases_violated_of_10", violated);
+  EXPECT_GT(violated, 0) << "an unclaimed flush to zero was never caught";
+}
+
 // The statistical tier's own terms (docs/tolerances.md §10) cannot be dropped either: a P cast
 // to bf16, and an exp 10^-3 low on every result, left out of the claim, are SUSPECT (or FAILED)
 // wherever they move the output by more than twice the statistical bound.
@@ -208,7 +251,7 @@ RC_GTEST_PROP(ToleranceSoundness, Bf16MergesOfUpTo64RanksAreJudged, ()) {
   lim.max_seq = 120;
   lim.max_tokens = 2;
   const CaseSpec spec = *gen_case_spec(lim);
-  ModelConfig m = *gen_model_config();
+  ModelConfig m = *gen_model_config_for(spec);
   m.shards = *rc::gen::inRange<int64_t>(2, 65);
   m.partial = *rc::gen::element(oracle::DType::bf16, oracle::DType::f16, oracle::DType::f32);
   m.merge_accum = oracle::DType::bf16;

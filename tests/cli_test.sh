@@ -207,6 +207,12 @@ for fn in exp log; do
   "$make_result" --case "$case_gqa" --out "$tmp/approx.safetensors" --impl model --dcp-size 4 --"$fn"-rel-err 1e-3 --partials --unclaimed
   expect 1 "check, $fn 1e-3 off, unclaimed" -- "$bin" check --case "$case_gqa" --result "$tmp/approx.safetensors"
 done
+# TF32 tensor cores: claimed as accum tf32, OK; claimed as fp32, FAILED.
+"$make_result" --case "$case_gqa" --out "$tmp/tf32.safetensors" --impl model --dcp-size 4 --tf32 --partials
+expect 0 "check, tf32 products claimed" -- "$bin" check --case "$case_gqa" --result "$tmp/tf32.safetensors"
+contains "$tmp/out" "# claim: accum tf32 (round to nearest)" "claim line names tf32"
+"$make_result" --case "$case_gqa" --out "$tmp/tf32.safetensors" --impl model --dcp-size 4 --tf32 --partials --unclaimed
+expect 1 "check, tf32 products unclaimed" -- "$bin" check --case "$case_gqa" --result "$tmp/tf32.safetensors"
 # The configuration engines ship, DCP = 8 with bf16 partials summed by a bf16 reduce-scatter,
 # gets a verdict (the merge is bounded exactly, docs/tolerances.md section 5): OK when correct,
 # FAILED for an unweighted average of the partials.

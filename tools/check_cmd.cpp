@@ -49,8 +49,8 @@ std::string index_text(const Worst& w) {
 std::string claim_text(const oracle::DcpResult& r) {
   const Arithmetic& a = r.output_claim;
   std::ostringstream os;
-  os << "accum " << lower(oracle::dtype_name(a.accum))
-     << (a.truncating_mma ? "" : " (round to nearest)") << ", P cast "
+  os << "accum " << (a.tf32 ? "tf32" : lower(oracle::dtype_name(a.accum)))
+     << (a.truncating_mma ? "" : " (round to nearest)") << (a.ftz ? ", ftz" : "") << ", P cast "
      << (a.p_cast ? lower(oracle::dtype_name(*a.p_cast)) : "none") << ", o "
      << lower(oracle::dtype_name(a.out)) << ", lse " << lower(oracle::dtype_name(a.lse_out))
      << ", dcp_size " << r.dcp_size
@@ -210,7 +210,8 @@ bool write_check_json(const CheckOptions& o, const oracle::DcpResult& r,
       {"result", o.result_path},
       {"tier", o.tier},
       {"claim",
-       {{"accum", lower(oracle::dtype_name(a.accum))},
+       {{"accum", a.tf32 ? "tf32" : lower(oracle::dtype_name(a.accum))},
+        {"ftz", a.ftz},
         {"p_cast", a.p_cast ? json(lower(oracle::dtype_name(*a.p_cast))) : json(nullptr)},
         {"o", lower(oracle::dtype_name(a.out))},
         {"lse", lower(oracle::dtype_name(a.lse_out))},

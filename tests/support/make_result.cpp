@@ -47,7 +47,11 @@ int main(int argc, char** argv) {
                  "model only: every exp low by this relative error, claimed as exp_rel_err");
   app.add_option("--log-rel-err", log_rel_err,
                  "model only: every log low by this error, claimed as log_rel_err");
-  app.add_flag("--unclaimed", unclaimed, "Leave exp_rel_err and log_rel_err out of the metadata");
+  app.add_flag("--unclaimed", unclaimed,
+               "Leave exp_rel_err, log_rel_err, tf32 and ftz out of the metadata");
+  bool tf32 = false, ftz = false;
+  app.add_flag("--tf32", tf32, "model only: products' operands rounded to tf32 (accum tf32)");
+  app.add_flag("--ftz", ftz, "model only: stores and the P cast flush subnormals to zero");
   std::string partial_dtype = "f32", merge_accum = "f32";
   app.add_option("--partial-dtype", partial_dtype,
                  "model only: the partials' format (f32, bf16, f16)");
@@ -106,6 +110,8 @@ int main(int argc, char** argv) {
     m.exp_rel_err = exp_rel_err;
     m.log_rel_err = log_rel_err;
     m.approx_systematic = true;
+    m.tf32 = tf32;
+    m.ftz = ftz;
     const auto part = dcp::gpu::parse_format(partial_dtype);
     const auto sum = dcp::gpu::parse_format(merge_accum);
     if (!part || !sum) {
@@ -118,8 +124,12 @@ int main(int argc, char** argv) {
       m.p_cast = p_cast == "bf16" ? dcp::oracle::DType::bf16 : dcp::oracle::DType::f16;
     r = p::model_result(*c, m, partials);
     if (unclaimed) {
-      r.output_claim.exp_rel_err.reset();
-      r.output_claim.log_rel_err.reset();
+      for (dcp::oracle::Arithmetic* a : {&r.output_claim, &r.partial_claim}) {
+        a->exp_rel_err.reset();
+        a->log_rel_err.reset();
+        a->tf32 = false;
+        a->ftz = false;
+      }
     }
   } else {
     dcp::gpu::DcpConfig cfg;
