@@ -317,7 +317,9 @@ SmallCase small_case(int64_t seq) {
 }
 
 TEST(ToleranceRefusal, NamesALayoutThatDoesNotFit) {
-  const auto [c, ref] = small_case(16);
+  const SmallCase small = small_case(16);
+  const oracle::Case& c = small.c;
+  const oracle::Expected<oracle::Attention>& ref = small.ref;
   ASSERT_TRUE(ref.ok());
   oracle::Arithmetic a;
   a.shards = 4;
@@ -340,7 +342,9 @@ TEST(ToleranceRefusal, NamesALayoutThatDoesNotFit) {
 // A claim too coarse for the first-order bound is refused with kappa and the term responsible; a
 // merge whose sum alone may be off by half is refused by name.
 TEST(ToleranceRefusal, NamesKappaAndTheClaimTermResponsible) {
-  const auto [c, ref] = small_case(64);
+  const SmallCase small = small_case(64);
+  const oracle::Case& c = small.c;
+  const oracle::Expected<oracle::Attention>& ref = small.ref;
   ASSERT_TRUE(ref.ok());
   oracle::Arithmetic a;
   a.exp_rel_err = 0.2;
