@@ -8,6 +8,7 @@
 // FAILED, and SUSPECT.
 //
 //   build/bin/bound_tightness --cases 60 --seed 1
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -165,31 +166,19 @@ void kill_table(int cases, int seed) {
   }
 }
 
-int parse_int(const char* flag, const char* text) {
-  char* end = nullptr;
-  const long v = std::strtol(text, &end, 10);
-  if (*text == '\0' || *end != '\0' || v < 1 || v > 100000) {
-    std::fprintf(stderr, "bound_tightness: %s %s; expected an integer in [1, 100000]\n", flag,
-                 text);
-    std::exit(2);
-  }
-  return static_cast<int>(v);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
+  CLI::App app{"bound_tightness: the derived bounds' tightness and what they catch"};
   int cases = 60, seed = 1;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if ((a == "--cases" || a == "--seed") && i + 1 < argc) {
-      (a == "--cases" ? cases : seed) = parse_int(argv[i], argv[i + 1]);
-      ++i;
-    } else {
-      std::fprintf(stderr, "bound_tightness: unknown argument '%s'; expected --cases N, --seed N\n",
-                   argv[i]);
-      return 2;
-    }
+  app.add_option("--cases", cases, "Cases per pipeline")->check(CLI::Range(1, 100000));
+  app.add_option("--seed", seed, "Seed of the cases")->check(CLI::Range(1, 100000));
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    std::fprintf(stderr, "bound_tightness: %s\n", e.what());
+    return 2;
   }
   std::printf("# bound_tightness: %d cases (T 1, Hq 8, Hkv 1, D 128, S 1K-4K, N(0,1)), seed %d\n",
               cases, seed);

@@ -658,8 +658,6 @@ Expected<Bound> derive_bound(const Case& c, const Attention& ref, const Arithmet
   // tail of 2 exp(-lambda^2 / 2): lambda makes their union kStatFalseAlarm.
   const double events = static_cast<double>(T * Hq) * (3.0 * static_cast<double>(dv) + 2.0);
   un.lambda = std::sqrt(2.0 * std::log(2.0 * std::max(1.0, events) / kStatFalseAlarm));
-  b.lambda = un.lambda;
-  b.false_alarm = kStatFalseAlarm;
   b.o_stat = Tensor<double>({T, Hq, dv});
   b.lse_stat = Tensor<double>({T, Hq});
 

@@ -74,12 +74,9 @@ struct Bound {
   // are inflated by exp(8 kappa) for second-order terms and are not derived when kappa > 0.1.
   double kappa = 0.0;
   // The statistical tier (docs/tolerances.md §10): bounds, <= o and lse, that hold with
-  // probability at least 1 - false_alarm when the roundings of round-to-nearest operations are
-  // independent and mean zero; empty: the same as o and lse. lambda is the tail factor of each
-  // concentration bound, from the number of events the derivation counts.
+  // probability at least 1 - kStatFalseAlarm when the roundings of round-to-nearest operations
+  // are independent and mean zero; empty: the same as o and lse.
   Tensor<double> o_stat, lse_stat;
-  double lambda = 0.0;
-  double false_alarm = 0.0;
 };
 
 // The false-alarm probability one derivation allows its statistical bounds (§10): a check of up
