@@ -29,10 +29,13 @@ using dcp::props::ModelConfig;
 struct Pipeline {
   const char* name;
   ModelConfig m;
+  DType kv = DType::f32;  // the cache: f32 values, or fp8 with per-head scales
 };
 
 // A decode kernel tiles 128 keys; the 16-bit pipeline is FlashAttention-style (P cast to bf16)
-// with bf16 partials merged by a bf16 reduce-scatter and a bf16 output.
+// with bf16 partials merged by a bf16 reduce-scatter and a bf16 output. The fp8 pipelines read an
+// E4M3 cache with per-head scales, dequantized for a bf16 MMA (P cast to bf16) or multiplied in
+// fp8 (P cast to E4M3), with the same bf16 merge.
 std::vector<Pipeline> pipelines() {
   ModelConfig f32;
   f32.tile = 128;
@@ -43,12 +46,18 @@ std::vector<Pipeline> pipelines() {
   bf16.out = DType::bf16;
   bf16.partial = DType::bf16;
   bf16.merge_accum = DType::bf16;
-  return {{"fp32 N=1", f32}, {"fp32 N=8", f32_dcp}, {"bf16 N=8 rs", bf16}};
+  ModelConfig fp8_mma = bf16;
+  fp8_mma.p_cast = DType::f8e4m3;
+  return {{"fp32 N=1", f32, DType::f32},
+          {"fp32 N=8", f32_dcp, DType::f32},
+          {"bf16 N=8 rs", bf16, DType::f32},
+          {"e4m3 kv, P bf16", bf16, DType::f8e4m3},
+          {"e4m3 kv, P e4m3", fp8_mma, DType::f8e4m3}};
 }
 
 // Case k: one decode token, 8 query heads on one KV head of dim 128, N(0, 1) inputs, 1K-4K keys,
-// a sink on every other case.
-dcp::oracle::Case decode_case(uint64_t seed, int k) {
+// a sink on every other case; the cache in `kv` (fp8 with per-head scales).
+dcp::oracle::Case decode_case(uint64_t seed, int k, DType kv) {
   dcp::props::CaseSpec s;
   s.tokens = 1;
   s.q_heads = 8;
@@ -58,6 +67,8 @@ dcp::oracle::Case decode_case(uint64_t seed, int k) {
   s.seq = int64_t{1024} << (k % 3);
   s.sink = k % 2 == 1;
   s.seed = seed * 100000 + static_cast<uint64_t>(k);
+  s.kv_dtype = kv;
+  if (dcp::oracle::is_fp8(kv)) s.kv_scale = dcp::props::KvScale::per_head;
   return dcp::props::make_case(s);
 }
 
@@ -112,7 +123,7 @@ std::string cell(const std::vector<double>& x) {
 // The correct pipelines' err/bound at both tiers, the merge bounded for any partition and from
 // the exact partials.
 void tightness_table(int cases, int seed) {
-  const char* row = "%-12s %-6s %-22s %-22s %-22s %-22s %s\n";
+  const char* row = "%-16s %-6s %-22s %-22s %-22s %-22s %s\n";
   std::printf(row, "pipeline", "merge", "O err/bound", "O err/stat", "LSE err/bound",
               "LSE err/stat", "partial O err/bound");
   for (const Pipeline& p : pipelines()) {
@@ -120,7 +131,7 @@ void tightness_table(int cases, int seed) {
       if (exact && p.m.shards == 1) continue;
       Tally t;
       for (int k = 0; k < cases; ++k) {
-        const dcp::oracle::Case c = decode_case(static_cast<uint64_t>(seed), k);
+        const dcp::oracle::Case c = decode_case(static_cast<uint64_t>(seed), k, p.kv);
         ModelConfig m = p.m;
         m.seed = static_cast<uint64_t>(k);
         judge(c, dcp::props::model_result(c, m, true), exact, t);
@@ -149,7 +160,7 @@ void kill_table(int cases, int seed) {
       if (p.m.shards == 1) continue;
       int failed = 0, flagged = 0;
       for (int k = 0; k < cases; ++k) {
-        const dcp::oracle::Case c = decode_case(static_cast<uint64_t>(seed), k);
+        const dcp::oracle::Case c = decode_case(static_cast<uint64_t>(seed), k, p.kv);
         ModelConfig m = p.m;
         m.seed = static_cast<uint64_t>(k);
         m.bug = info.id;

@@ -6,15 +6,37 @@
 namespace dcp::oracle {
 namespace {
 
-Status check_values(const Tensor<double>& t, const char* name, DType dtype) {
+// Every element finite and, divided by its KV head's scale (scale_of(g) for element i of head
+// i / per_head % heads), a value of dtype.
+template <class ScaleOf>
+Status check_values(const Tensor<double>& t, const char* name, DType dtype, ScaleOf scale_of) {
+  const int64_t per_head = t.rank() == 3 ? t.dim(2) : 1, heads = t.rank() == 3 ? t.dim(1) : 1;
   for (int64_t i = 0; i < t.numel(); ++i) {
     const double x = t.data[i];
     if (!std::isfinite(x)) {
       return DCP_ERROR("tensor '", name, "': element ", i, " is ", x, "; inputs must be finite");
     }
-    if (!representable(dtype, x)) {
+    const double scale = scale_of(i / per_head % heads);
+    // x / scale is exact when x is a stored value times the scale; the product checks it is.
+    if (!representable(dtype, x / scale) || (x / scale) * scale != x) {
       return DCP_ERROR("tensor '", name, "': element ", i, " = ", x, " is not a ",
-                       dtype_name(dtype), " value");
+                       dtype_name(dtype), " value", scale == 1.0 ? "" : " times its scale");
+    }
+  }
+  return {};
+}
+
+// A dequantization scale: [1] or [Hkv], finite fp32 values > 0.
+Status check_scale(const std::vector<double>& s, const char* name, int64_t Hkv) {
+  if (s.empty()) return {};
+  if (s.size() != 1 && static_cast<int64_t>(s.size()) != Hkv) {
+    return DCP_ERROR("tensor '", name, "': ", s.size(),
+                     " values; expected 1 (per tensor) or Hkv = ", Hkv, " (per KV head)");
+  }
+  for (size_t g = 0; g < s.size(); ++g) {
+    if (!(std::isfinite(s[g]) && s[g] > 0.0) || !representable(DType::f32, s[g])) {
+      return DCP_ERROR("tensor '", name, "': element ", g, " = ", s[g],
+                       "; expected a finite F32 value > 0");
     }
   }
   return {};
@@ -22,9 +44,7 @@ Status check_values(const Tensor<double>& t, const char* name, DType dtype) {
 
 // F64 inputs are for cases the oracle derives itself (the decompressed MLA slice); case files
 // still take F32, F16 or BF16 only (case_file.cpp).
-bool is_input_float(DType t) {
-  return t == DType::f64 || t == DType::f32 || t == DType::f16 || t == DType::bf16;
-}
+bool is_input_float(DType t) { return t != DType::i64; }
 
 }  // namespace
 
@@ -51,11 +71,18 @@ Status validate(const Case& c) {
   }
   if (!is_input_float(c.q_dtype)) {
     return DCP_ERROR("tensor 'q': dtype ", dtype_name(c.q_dtype),
-                     "; expected F64, F32, F16 or BF16");
+                     "; expected F64, F32, F16, BF16, F8_E4M3 or F8_E5M2");
   }
   if (!is_input_float(c.kv_dtype)) {
     return DCP_ERROR("tensor 'k': dtype ", dtype_name(c.kv_dtype),
-                     "; expected F64, F32, F16 or BF16");
+                     "; expected F64, F32, F16, BF16, F8_E4M3 or F8_E5M2");
+  }
+  DCP_TRY(check_scale(c.k_scale, "k_scale", Hkv));
+  DCP_TRY(check_scale(c.v_scale, "v_scale", Hkv));
+  if (c.shared_latent() && !c.v_scale.empty()) {
+    return DCP_ERROR(
+        "tensor 'v_scale': given for a shared latent, whose V is K (k_scale scales "
+        "both)");
   }
   if (c.shared_latent()) {
     if (c.v_dim < 1 || c.v_dim > Dk) {
@@ -72,9 +99,10 @@ Status validate(const Case& c) {
       return DCP_ERROR("metadata 'v_dim': ", c.v_dim, " != v's last dimension ", c.v.dim(2));
     }
   }
-  DCP_TRY(check_values(c.q, "q", c.q_dtype));
-  DCP_TRY(check_values(c.k, "k", c.kv_dtype));
-  if (!c.shared_latent()) DCP_TRY(check_values(c.v, "v", c.kv_dtype));
+  DCP_TRY(check_values(c.q, "q", c.q_dtype, [](int64_t) { return 1.0; }));
+  DCP_TRY(check_values(c.k, "k", c.kv_dtype, [&](int64_t g) { return c.k_scale_of(g); }));
+  if (!c.shared_latent())
+    DCP_TRY(check_values(c.v, "v", c.kv_dtype, [&](int64_t g) { return c.v_scale_of(g); }));
 
   if (!c.q_pos.empty()) {
     if (static_cast<int64_t>(c.q_pos.size()) != T) {

@@ -7,6 +7,8 @@
 //   key j visible to query t iff 0 <= j < S, causal => j <= q_pos[t], window W > 0 =>
 //   j > q_pos[t] - W, top-k given => j in topk[t];  sink sigma_h adds exp(sigma_h) to Z only.
 //   Z = sum_visible exp(s) + exp(sigma_h);  O = sum_visible exp(s) v_j / Z;  LSE = ln Z or log2 Z
+//   fp8 caches: k holds the dequantized keys k8 * k_scale (per tensor or per KV head), exactly
+//   (4 significand bits times 24 fit a double), and likewise v; the oracle takes them as exact.
 //
 //   Case c = ...;  DCP_TRY(validate(c));   // names the tensor and index of any violation
 #pragma once
@@ -25,10 +27,13 @@ namespace dcp::oracle {
 
 struct Case {
   Tensor<double> q;  // [T, Hq, Dk], values exactly representable in q_dtype
-  Tensor<double> k;  // [S, Hkv, Dk], values exactly representable in kv_dtype
-  Tensor<double> v;  // [S, Hkv, Dv]; empty (rank 0) for a shared latent
+  Tensor<double> k;  // [S, Hkv, Dk], k_scale_of(g) times values representable in kv_dtype
+  Tensor<double> v;  // [S, Hkv, Dv], likewise with v_scale; empty (rank 0) for a shared latent
   DType q_dtype = DType::f32;
   DType kv_dtype = DType::f32;
+  // The dequantization scales of K and V as stored (fp8 caches): [1] per tensor or [Hkv] per KV
+  // head, finite fp32 values > 0; empty: none (1). A shared latent has no v_scale: its V is K.
+  std::vector<double> k_scale, v_scale;
   int64_t v_dim = 0;  // Dv; for a shared latent V is k[..., :v_dim]; else must equal v's last dim
 
   std::vector<int64_t> q_pos;   // [T] global query positions; empty means S-T .. S-1
@@ -53,9 +58,19 @@ struct Case {
   int64_t query_pos(int64_t t) const { return q_pos.empty() ? seq() - tokens() + t : q_pos[t]; }
   // The KV head query head h reads: h / (Hq / Hkv), on global head indices.
   int64_t kv_head_of(int64_t h) const { return h / (q_heads() / kv_heads()); }
+  // The scale of KV head g's stored keys and values (1 without one).
+  double k_scale_of(int64_t g) const { return scale_at(k_scale, g); }
+  double v_scale_of(int64_t g) const {
+    return shared_latent() ? k_scale_of(g) : scale_at(v_scale, g);
+  }
   // V value of key j, KV head g, component i (from k for a shared latent).
   double v_at(int64_t j, int64_t g, int64_t i) const {
     return shared_latent() ? k.at({j, g, i}) : v.at({j, g, i});
+  }
+
+ private:
+  static double scale_at(const std::vector<double>& s, int64_t g) {
+    return s.empty() ? 1.0 : s[s.size() == 1 ? 0 : static_cast<size_t>(g)];
   }
 };
 

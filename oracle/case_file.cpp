@@ -8,7 +8,8 @@
 namespace dcp::oracle {
 namespace {
 
-const std::set<std::string> kTensors = {"q", "k", "v", "q_pos", "sink", "topk"};
+const std::set<std::string> kTensors = {"q",    "k",    "v",       "q_pos",
+                                        "sink", "topk", "k_scale", "v_scale"};
 // "format" is written by the safetensors Python package ("pt", "np"); it carries no meaning here.
 const std::set<std::string> kMetadata = {"scale",    "causal", "window", "softcap",
                                          "lse_base", "v_dim",  "format"};
@@ -44,12 +45,13 @@ Expected<Tensor<double>> float_tensor(std::string_view source, const StFile& f,
                                       const std::string& name, DType* dtype) {
   const StTensor& t = f.tensors.at(name);
   if (t.dtype == DType::i64) {
-    return DCP_ERROR(source, ": tensor '", name, "': dtype I64; expected F32, F16 or BF16");
+    return DCP_ERROR(source, ": tensor '", name,
+                     "': dtype I64; expected F32, F16, BF16, F8_E4M3 or F8_E5M2");
   }
   if (t.dtype == DType::f64) {
     return DCP_ERROR(source, ": tensor '", name,
-                     "': dtype F64; inputs are F32, F16 or BF16 (the oracle takes their values "
-                     "as exact)");
+                     "': dtype F64; inputs are F32, F16, BF16, F8_E4M3 or F8_E5M2 (the oracle "
+                     "takes their values as exact)");
   }
   *dtype = t.dtype;
   Tensor<double> out;
@@ -58,13 +60,37 @@ Expected<Tensor<double>> float_tensor(std::string_view source, const StFile& f,
   return out;
 }
 
+// Stored keys and values times their KV head's scale: the case's dequantized, exact values (an
+// fp8 or bf16 value times an fp32 scale fits a double). The scales' shapes are checked first.
+Status dequantize(std::string_view source, Case& c) {
+  if (c.k.rank() != 3) return {};  // validate names the shape
+  const int64_t Hkv = c.k.dim(1);
+  for (const auto& [name, scale] :
+       {std::pair{"k_scale", &c.k_scale}, std::pair{"v_scale", &c.v_scale}}) {
+    if (!scale->empty() && scale->size() != 1 && static_cast<int64_t>(scale->size()) != Hkv) {
+      return DCP_ERROR(source, ": tensor '", name, "': ", scale->size(),
+                       " values; expected 1 (per tensor) or Hkv = ", Hkv, " (per KV head)");
+    }
+  }
+  auto scale = [](Tensor<double>& t, auto scale_of) {
+    if (t.rank() != 3) return;
+    const int64_t per_head = t.dim(2), heads = t.dim(1);
+    for (int64_t i = 0; i < t.numel(); ++i) t.data[i] *= scale_of(i / per_head % heads);
+  };
+  if (!c.k_scale.empty()) scale(c.k, [&](int64_t g) { return c.k_scale_of(g); });
+  if (!c.v_scale.empty() && !c.shared_latent()) {
+    scale(c.v, [&](int64_t g) { return c.v_scale_of(g); });
+  }
+  return {};
+}
+
 }  // namespace
 
 Expected<Case> case_from_file(const StFile& f, std::string_view source) {
   for (const auto& [name, t] : f.tensors) {
     if (!kTensors.count(name)) {
       return DCP_ERROR(source, ": unknown tensor '", name,
-                       "'; a case holds q, k, v, q_pos, sink, topk");
+                       "'; a case holds q, k, v, q_pos, sink, topk, k_scale, v_scale");
     }
   }
   for (const auto& [key, value] : f.metadata) {
@@ -128,6 +154,16 @@ Expected<Case> case_from_file(const StFile& f, std::string_view source) {
     }
     c.sink = t.values;
   }
+  for (const auto& [name, scale] :
+       {std::pair{"k_scale", &c.k_scale}, std::pair{"v_scale", &c.v_scale}}) {
+    if (!f.tensors.count(name)) continue;
+    const StTensor& t = f.tensors.at(name);
+    if (t.dtype != DType::f32 || t.shape.size() > 1) {
+      return DCP_ERROR(source, ": tensor '", name, "': ", dtype_name(t.dtype), " ",
+                       shape_string(t.shape), "; expected F32 [] or [1] (per tensor) or [Hkv]");
+    }
+    *scale = t.values;
+  }
   if (f.tensors.count("topk")) {
     const StTensor& t = f.tensors.at("topk");
     if (t.dtype != DType::i64 || t.shape.size() != 2) {
@@ -168,6 +204,7 @@ Expected<Case> case_from_file(const StFile& f, std::string_view source) {
     }
     c.lse_base = *b;
   }
+  DCP_TRY(dequantize(source, c));
   const Status st = validate(c);
   if (!st) return Status::error(std::string(source) + ": " + st.message(), __FILE__, __LINE__);
   return c;
@@ -206,15 +243,21 @@ Expected<std::optional<double>> intrinsic_error(std::string_view source, const S
   return std::optional<double>(*x);
 }
 
-// The arithmetic formats a result's metadata may name ("f64" only for accum).
+// Which formats a metadata key may name besides f32, bf16 and f16: f64 (accum), fp8 (p_cast).
+enum class Formats { half, with_f64, with_fp8 };
+
+// The arithmetic formats a result's metadata may name.
 Expected<DType> parse_format(std::string_view source, const std::string& key,
-                             const std::string& text, bool allow_f64) {
+                             const std::string& text, Formats extra) {
   if (text == "f32") return DType::f32;
   if (text == "bf16") return DType::bf16;
   if (text == "f16") return DType::f16;
-  if (text == "f64" && allow_f64) return DType::f64;
+  if (text == "f64" && extra == Formats::with_f64) return DType::f64;
+  if (text == "f8_e4m3" && extra == Formats::with_fp8) return DType::f8e4m3;
+  if (text == "f8_e5m2" && extra == Formats::with_fp8) return DType::f8e5m2;
   return DCP_ERROR(source, ": metadata '", key, "' = \"", text, "\"; expected ",
-                   allow_f64 ? "f64, " : "", "f32, bf16 or f16");
+                   extra == Formats::with_f64 ? "f64, " : "", "f32, bf16",
+                   extra == Formats::with_fp8 ? ", f16, f8_e4m3 or f8_e5m2" : " or f16");
 }
 
 std::string format_text(DType d) {
@@ -227,6 +270,10 @@ std::string format_text(DType d) {
       return "bf16";
     case DType::f32:
       return "f32";
+    case DType::f8e4m3:
+      return "f8_e4m3";
+    case DType::f8e5m2:
+      return "f8_e5m2";
     case DType::i64:  // never a claimed format: result_from_file refuses I64 tensors
       return "i64";
   }
@@ -251,7 +298,8 @@ Expected<Tensor<double>> result_tensor(std::string_view source, const StFile& f,
                                        DType* dtype) {
   const StTensor& t = f.tensors.at(name);
   if (t.dtype == DType::i64) {
-    return DCP_ERROR(source, ": tensor '", name, "': dtype I64; expected F64, F32, F16 or BF16");
+    return DCP_ERROR(source, ": tensor '", name,
+                     "': dtype I64; expected F64, F32, F16, BF16, F8_E4M3 or F8_E5M2");
   }
   if (t.shape != want) {
     return DCP_ERROR(source, ": tensor '", name, "': shape ", shape_string(t.shape), "; expected ",
@@ -404,7 +452,7 @@ Expected<DcpResult> result_from_file(const StFile& f, const Case& c, std::string
   if (md.count("accum") && md.at("accum") == "tf32") {
     a.tf32 = true;
   } else if (md.count("accum")) {
-    auto d = parse_format(source, "accum", md.at("accum"), true);
+    auto d = parse_format(source, "accum", md.at("accum"), Formats::with_f64);
     if (!d) return d.status();
     a.accum = *d;
   }
@@ -416,19 +464,23 @@ Expected<DcpResult> result_from_file(const StFile& f, const Case& c, std::string
     a.ftz = v == "1";
   }
   // Tensor-core kernels feed P to the P.V product in V's format: a 16-bit KV cache implies P
-  // rounded to it unless the metadata says otherwise ("none": P kept in the accumulator).
-  if (c.kv_dtype == DType::bf16 || c.kv_dtype == DType::f16) a.p_cast = c.kv_dtype;
+  // rounded to it unless the metadata says otherwise ("none": P kept in the accumulator). An fp8
+  // cache is read into q's format when q is 16-bit (V dequantized for a bf16 or f16 MMA), else
+  // multiplied in fp8, P cast to V's fp8 format.
+  const auto half = [](DType t) { return t == DType::bf16 || t == DType::f16; };
+  if (half(c.kv_dtype)) a.p_cast = c.kv_dtype;
+  if (is_fp8(c.kv_dtype)) a.p_cast = half(c.q_dtype) ? c.q_dtype : c.kv_dtype;
   if (md.count("p_cast")) {
     if (md.at("p_cast") == "none") {
       a.p_cast.reset();
     } else {
-      auto d = parse_format(source, "p_cast", md.at("p_cast"), false);
+      auto d = parse_format(source, "p_cast", md.at("p_cast"), Formats::with_fp8);
       if (!d) return d.status();
       a.p_cast = *d;
     }
   }
   if (md.count("merge_accum")) {
-    auto d = parse_format(source, "merge_accum", md.at("merge_accum"), false);
+    auto d = parse_format(source, "merge_accum", md.at("merge_accum"), Formats::half);
     if (!d) return d.status();
     a.merge_accum = *d;
   }
@@ -451,15 +503,15 @@ Expected<DcpResult> result_from_file(const StFile& f, const Case& c, std::string
   // The partials' format: o_partial's dtype, the metadata, or o's 16-bit format (an engine
   // exchanges partials in its output dtype), else f32.
   if (md.count("partial_dtype")) {
-    auto d = parse_format(source, "partial_dtype", md.at("partial_dtype"), false);
+    auto d = parse_format(source, "partial_dtype", md.at("partial_dtype"), Formats::with_fp8);
     if (!d) return d.status();
     a.partial_o = *d;
     r.partial_format_from = "metadata partial_dtype";
   } else if (!has_op) {
-    const bool half = o_dtype == DType::bf16 || o_dtype == DType::f16;
-    a.partial_o = half ? o_dtype : DType::f32;
-    r.partial_format_from =
-        half ? "o's dtype: no o_partial, no partial_dtype" : "f32: no o_partial, no partial_dtype";
+    const bool o_half = half(o_dtype);
+    a.partial_o = o_half ? o_dtype : DType::f32;
+    r.partial_format_from = o_half ? "o's dtype: no o_partial, no partial_dtype"
+                                   : "f32: no o_partial, no partial_dtype";
   }
   if (has_op) {
     DType po, pl;
@@ -537,8 +589,27 @@ StFile result_to_file(const DcpResult& r, const Case& c) {
 StFile case_to_file(const Case& c) {
   StFile f;
   f.tensors["q"] = StTensor{c.q_dtype, c.q.shape, c.q.data, {}};
-  f.tensors["k"] = StTensor{c.kv_dtype, c.k.shape, c.k.data, {}};
-  if (!c.shared_latent()) f.tensors["v"] = StTensor{c.kv_dtype, c.v.shape, c.v.data, {}};
+  // Keys and values as stored: divided by their scale (exact, case.hpp).
+  auto stored = [](const Tensor<double>& t, auto scale_of) {
+    std::vector<double> out = t.data;
+    const int64_t per_head = t.dim(2), heads = t.dim(1);
+    for (int64_t i = 0; i < t.numel(); ++i) out[i] /= scale_of(i / per_head % heads);
+    return out;
+  };
+  f.tensors["k"] =
+      StTensor{c.kv_dtype, c.k.shape, stored(c.k, [&](int64_t g) { return c.k_scale_of(g); }), {}};
+  if (!c.shared_latent()) {
+    f.tensors["v"] = StTensor{
+        c.kv_dtype, c.v.shape, stored(c.v, [&](int64_t g) { return c.v_scale_of(g); }), {}};
+  }
+  if (!c.k_scale.empty()) {
+    f.tensors["k_scale"] =
+        StTensor{DType::f32, {static_cast<int64_t>(c.k_scale.size())}, c.k_scale, {}};
+  }
+  if (!c.v_scale.empty()) {
+    f.tensors["v_scale"] =
+        StTensor{DType::f32, {static_cast<int64_t>(c.v_scale.size())}, c.v_scale, {}};
+  }
   if (!c.q_pos.empty()) {
     f.tensors["q_pos"] = StTensor{DType::i64, {static_cast<int64_t>(c.q_pos.size())}, {}, c.q_pos};
   }

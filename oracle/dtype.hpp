@@ -2,11 +2,14 @@
 // conversions between them and double.
 //
 //   DType::bf16: 8 significand bits, fp32's exponent range; DType::f16: 11 bits, max 65504.
+//   DType::f8e4m3: 4 bits, max 448, no infinities (OCP E4M3, PyTorch's float8_e4m3fn);
+//   DType::f8e5m2: 3 bits, max 57344, IEEE-style infinities (OCP E5M2, float8_e5m2).
 //   round_to(DType::bf16, x)   rounds a double to the nearest bf16 value (ties to even)
 //   representable(DType::f16, x)  is true when x is exactly an fp16 value
 #pragma once
 
 #include <bit>
+#include <cfloat>
 #include <cmath>
 #include <cstdint>
 #include <optional>
@@ -15,7 +18,7 @@
 
 namespace dcp::oracle {
 
-enum class DType { f64, f32, f16, bf16, i64 };
+enum class DType { f64, f32, f16, bf16, f8e4m3, f8e5m2, i64 };
 
 inline std::string_view dtype_name(DType t) {
   switch (t) {
@@ -27,6 +30,10 @@ inline std::string_view dtype_name(DType t) {
       return "F16";
     case DType::bf16:
       return "BF16";
+    case DType::f8e4m3:
+      return "F8_E4M3";
+    case DType::f8e5m2:
+      return "F8_E5M2";
     case DType::i64:
       return "I64";
   }
@@ -39,6 +46,8 @@ inline std::optional<DType> parse_dtype(std::string_view s) {
   if (s == "F32") return DType::f32;
   if (s == "F16") return DType::f16;
   if (s == "BF16") return DType::bf16;
+  if (s == "F8_E4M3") return DType::f8e4m3;
+  if (s == "F8_E5M2") return DType::f8e5m2;
   if (s == "I64") return DType::i64;
   return std::nullopt;
 }
@@ -53,6 +62,9 @@ inline int dtype_bytes(DType t) {
       return 2;
     case DType::bf16:
       return 2;
+    case DType::f8e4m3:
+    case DType::f8e5m2:
+      return 1;
     case DType::i64:
       return 8;
   }
@@ -70,6 +82,10 @@ inline double unit_roundoff(DType t) {
       return std::ldexp(1.0, -11);
     case DType::bf16:
       return std::ldexp(1.0, -8);
+    case DType::f8e4m3:
+      return std::ldexp(1.0, -4);
+    case DType::f8e5m2:
+      return std::ldexp(1.0, -3);
     case DType::i64:
       return 0.0;
   }
@@ -88,6 +104,40 @@ inline double min_normal(DType t) {
       return std::ldexp(1.0, -14);
     case DType::bf16:
       return std::ldexp(1.0, -126);
+    case DType::f8e4m3:
+      return std::ldexp(1.0, -6);
+    case DType::f8e5m2:
+      return std::ldexp(1.0, -14);
+    case DType::i64:
+      return 0.0;
+  }
+  return 0.0;
+}
+
+// The fp8 formats' parameters: significand bits (implicit bit included), the exponent of the
+// smallest normal, the exponent bias and the largest finite value.
+inline constexpr int kE4m3Bits = 4, kE4m3Emin = -6, kE4m3Bias = 7;
+inline constexpr double kE4m3Max = 448.0;
+inline constexpr int kE5m2Bits = 3, kE5m2Emin = -14, kE5m2Bias = 15;
+inline constexpr double kE5m2Max = 57344.0;
+
+inline bool is_fp8(DType t) { return t == DType::f8e4m3 || t == DType::f8e5m2; }
+
+// The largest finite value of a floating dtype.
+inline double max_finite(DType t) {
+  switch (t) {
+    case DType::f64:
+      return DBL_MAX;
+    case DType::f32:
+      return FLT_MAX;
+    case DType::bf16:
+      return 3.3895313892515355e38;  // (2 - 2^-7) 2^127
+    case DType::f16:
+      return 65504.0;
+    case DType::f8e4m3:
+      return kE4m3Max;
+    case DType::f8e5m2:
+      return kE5m2Max;
     case DType::i64:
       return 0.0;
   }
@@ -115,9 +165,30 @@ inline double f16_bits_to_double(uint16_t h) {
   return sign ? -v : v;
 }
 
+// An fp8 byte: sign, 4 or 5 exponent bits, 3 or 2 mantissa bits. E4M3 has no infinities and one
+// NaN per sign (S.1111.111); E5M2's all-ones exponent is inf or NaN, as in IEEE formats.
+inline double fp8_bits_to_double(DType t, uint8_t b) {
+  const bool e4m3 = t == DType::f8e4m3;
+  const int man_bits = e4m3 ? kE4m3Bits - 1 : kE5m2Bits - 1;
+  const int bias = e4m3 ? kE4m3Bias : kE5m2Bias;
+  const int exp_all = e4m3 ? 0xf : 0x1f;
+  const int sign = (b >> 7) & 1;
+  const int exp = (b >> man_bits) & exp_all;
+  const int man = b & ((1 << man_bits) - 1);
+  double v;
+  if (exp == exp_all && (!e4m3 || man == (1 << man_bits) - 1)) {
+    v = (!e4m3 && man == 0) ? INFINITY : std::nan("");
+  } else if (exp == 0) {
+    v = std::ldexp(static_cast<double>(man), 1 - bias - man_bits);  // subnormal
+  } else {
+    v = std::ldexp(static_cast<double>(man + (1 << man_bits)), exp - bias - man_bits);
+  }
+  return sign ? -v : v;
+}
+
 // Round to nearest, ties to even, to a format with `bits` significand bits, minimum normal
-// exponent `emin` (value 2^emin) and largest finite value `max_finite`; overflow gives inf.
-inline double round_to_format(double x, int bits, int emin, double max_finite) {
+// exponent `emin` (value 2^emin) and largest finite value `largest`; overflow gives inf.
+inline double round_to_format(double x, int bits, int emin, double largest) {
   if (!std::isfinite(x) || x == 0.0) return x;
   int e;
   std::frexp(x, &e);  // x = f * 2^e, 0.5 <= |f| < 1
@@ -125,7 +196,7 @@ inline double round_to_format(double x, int bits, int emin, double max_finite) {
   const double scaled = std::ldexp(x, -exp_of_lsb);
   const double r = std::nearbyint(scaled);  // default rounding mode: ties to even
   const double y = std::ldexp(r, exp_of_lsb);
-  if (std::fabs(y) > max_finite) return std::copysign(INFINITY, x);
+  if (std::fabs(y) > largest) return std::copysign(INFINITY, x);
   return y;
 }
 
@@ -136,9 +207,13 @@ inline double round_to(DType t, double x) {
     case DType::f32:
       return static_cast<double>(static_cast<float>(x));
     case DType::f16:
-      return round_to_format(x, 11, -14, 65504.0);
+      return round_to_format(x, 11, -14, max_finite(DType::f16));
     case DType::bf16:
-      return round_to_format(x, 8, -126, 3.3895313892515355e38);
+      return round_to_format(x, 8, -126, max_finite(DType::bf16));
+    case DType::f8e4m3:
+      return round_to_format(x, kE4m3Bits, kE4m3Emin, kE4m3Max);
+    case DType::f8e5m2:
+      return round_to_format(x, kE5m2Bits, kE5m2Emin, kE5m2Max);
     case DType::i64:
       return std::nearbyint(x);
   }
@@ -166,6 +241,28 @@ inline uint16_t double_to_f16_bits(double x) {
   }
   const int man = static_cast<int>(std::ldexp(a, 11 - e)) - 1024;
   return sign | static_cast<uint16_t>(((e - 1 + 15) << 10) | man);
+}
+
+// The fp8 byte of round_to(t, x): a value past the largest finite one is E5M2's inf, or E4M3's
+// NaN (it has no inf); NaN is the all-ones pattern of the sign.
+inline uint8_t double_to_fp8_bits(DType t, double x) {
+  const bool e4m3 = t == DType::f8e4m3;
+  const int man_bits = e4m3 ? kE4m3Bits - 1 : kE5m2Bits - 1;
+  const int bias = e4m3 ? kE4m3Bias : kE5m2Bias;
+  const uint8_t sign = std::signbit(x) ? 0x80 : 0;
+  const double r = round_to(t, x);
+  const double a = std::fabs(r);
+  if (std::isnan(r) || (e4m3 && std::isinf(a))) return sign | 0x7f;
+  if (std::isinf(a)) return sign | 0x7c;
+  if (a == 0.0) return sign;
+  int e;
+  std::frexp(a, &e);  // a = f * 2^e
+  const int emin = 1 - bias;
+  if (e - 1 < emin) {  // subnormal: a = man * 2^(emin - man_bits)
+    return sign | static_cast<uint8_t>(std::ldexp(a, man_bits - emin));
+  }
+  const int man = static_cast<int>(std::ldexp(a, man_bits + 1 - e)) - (1 << man_bits);
+  return sign | static_cast<uint8_t>(((e - 1 + bias) << man_bits) | man);
 }
 
 }  // namespace dcp::oracle

@@ -28,7 +28,7 @@ namespace {
 using json = nlohmann::json;
 
 constexpr std::string_view kMetadataKey = "__metadata__";
-constexpr std::string_view kAcceptedDtypes = "F64, F32, F16, BF16, I64";
+constexpr std::string_view kAcceptedDtypes = "F64, F32, F16, BF16, F8_E4M3, F8_E5M2, I64";
 // A valid header nests 3 deep (object, tensor entry, shape); deeper input is rejected early so
 // a hostile header cannot make the parser build an arbitrarily deep tree.
 constexpr int kMaxHeaderDepth = 16;
@@ -381,6 +381,10 @@ void decode(const Entry& e, const uint8_t* data, StTensor* t) {
       case DType::bf16:
         v = bf16_bits_to_double(static_cast<uint16_t>(bits));
         break;
+      case DType::f8e4m3:
+      case DType::f8e5m2:
+        v = fp8_bits_to_double(e.dtype, static_cast<uint8_t>(bits));
+        break;
       case DType::i64:
         break;
     }
@@ -413,6 +417,10 @@ void encode(const StTensor& t, std::vector<uint8_t>& out) {
         store_le(out, std::isnan(x) ? (sign | 0x7fc0) : double_to_bf16_bits(x), 2);
       }
       break;
+    case DType::f8e4m3:
+    case DType::f8e5m2:
+      for (double x : t.values) store_le(out, double_to_fp8_bits(t.dtype, x), 1);
+      break;
   }
 }
 
@@ -422,6 +430,8 @@ bool known_dtype(DType t) {
     case DType::f32:
     case DType::f16:
     case DType::bf16:
+    case DType::f8e4m3:
+    case DType::f8e5m2:
     case DType::i64:
       return true;
   }

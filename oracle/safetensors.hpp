@@ -9,7 +9,8 @@
 //   const StTensor& k = f->tensors.at("k");   // k.dtype == DType::f32, k.values.size() == 6
 //   DCP_TRY(write_safetensors("out.safetensors", *f));
 //
-// Accepted dtypes: F64, F32, F16, BF16 (into values, exactly) and I64 (into ints), little-endian.
+// Accepted dtypes: F64, F32, F16, BF16, F8_E4M3, F8_E5M2 (into values, exactly) and I64 (into
+// ints), little-endian.
 #pragma once
 
 #include <cstddef>
@@ -31,7 +32,7 @@ inline constexpr uint64_t kMaxSafetensorsHeaderBytes = uint64_t{100} << 20;
 struct StTensor {
   DType dtype = DType::f32;
   Shape shape;                 // row-major; [] is a scalar (one element)
-  std::vector<double> values;  // F64/F32/F16/BF16 elements, converted exactly to double
+  std::vector<double> values;  // floating elements (F64 to F8), converted exactly to double
   std::vector<int64_t> ints;   // I64 elements
 };
 
@@ -49,10 +50,11 @@ Expected<StFile> read_safetensors(const std::string& path);
 // exactly numel elements in values (ints empty), I64 exactly numel in ints (values empty).
 Status check_st_file(const StFile& file, std::string_view source);
 
-// The file's bytes. Each tensor is stored in its own dtype (F32/F16/BF16 rounded to nearest
-// even, NaN kept as a quiet NaN of the same sign); the header is padded with spaces to a
-// multiple of 8 bytes and tensors are laid out widest dtype first, then by name, so every
-// tensor is aligned to its element size. Returns an empty vector when check_st_file fails.
+// The file's bytes. Each tensor is stored in its own dtype (F32 to F8 rounded to nearest even,
+// NaN kept as a NaN of the same sign; past E4M3's largest finite value, which has no inf, NaN); the
+// header is padded with spaces to a multiple of 8 bytes and tensors are laid out widest dtype
+// first, then by name, so every tensor is aligned to its element size. Returns an empty vector when
+// check_st_file fails.
 std::vector<uint8_t> serialize_safetensors(const StFile& file);
 // Writes the file whole or not at all (file_write.hpp).
 Status write_safetensors(const std::string& path, const StFile& file);

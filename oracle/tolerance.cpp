@@ -22,6 +22,9 @@ constexpr double kUnitRoundoffsPerUlp = 2.0;
 constexpr double kTruncatingMmaFactor = 2.0;
 // §3: the scale, on q, on the score or folded with log2 e: up to 3 roundings past the Dk-term dot.
 constexpr int64_t kScaleRoundings = 3;
+// §3: a K scale (fp8 caches' k_scale) folded into the softmax scale, or multiplied into each
+// dequantized key: one rounding more.
+constexpr int64_t kKScaleRoundings = 1;
 // §1: tf32 keeps 10 of fp32's 23 stored significand bits: u = 2^-11, paid by both operands of a
 // product.
 constexpr int kTf32SignificandBits = 11;
@@ -82,6 +85,7 @@ struct Units {
   double eps_div;    // the division
   double tiny;       // absolute: a flush to zero in the accumulation format
   double u_p;        // P cast before P.V and tf32 operands of P.V: (1 + u_cast)(1 + u_tf32)^2 - 1
+  double u_v;        // a V scale applied to the output or to each dequantized value: u_s; else 0
   double p_tiny;     // absolute: P cast into the subnormal range; 0 when not cast
   double g_tf32;     // tf32 operands of each q.k product: gamma_2(2^-11); 0 without tf32
   double u_out;      // the final O store
@@ -115,7 +119,7 @@ double tf32_roundoff(const Arithmetic& a) {
   return a.tf32 ? std::ldexp(1.0, -kTf32SignificandBits) : 0.0;
 }
 
-// docs/tolerances.md §1, the claim (`Arithmetic`).
+// docs/tolerances.md §1, the claim (`Arithmetic`); u_v, from the case, is set by derive_bound.
 Units units_of(const Arithmetic& a) {
   const double u_s = unit_roundoff(a.accum);
   const double ulp = kUnitRoundoffsPerUlp * u_s;
@@ -129,6 +133,7 @@ Units units_of(const Arithmetic& a) {
                (1.0 + (a.p_cast ? unit_roundoff(*a.p_cast) : 0.0)) *
                        std::pow(1.0 + tf32_roundoff(a), kTf32Operands) -
                    1.0,
+               0.0,
                a.p_cast ? store_floor(a, *a.p_cast) : 0.0,
                gamma_n(kTf32Operands, tf32_roundoff(a)),
                unit_roundoff(a.out),
@@ -153,10 +158,11 @@ struct RowLogits {
   std::vector<double> s_pre;  // scale * q.k before softcap
   std::vector<double> a;      // scale * sum |q_k k_k|
   bool sink = false;
-  double sigma = 0.0;  // the sink logit (0 without a sink)
-  double M = 0.0;      // largest |logit|, sink included
-  double smax = 0.0;   // largest logit, sink included
-  double n_eff = 0.0;  // keys plus the sink
+  double sigma = 0.0;          // the sink logit (0 without a sink)
+  double M = 0.0;              // largest |logit|, sink included
+  double smax = 0.0;           // largest logit, sink included
+  double n_eff = 0.0;          // keys plus the sink
+  double dot_roundings = 0.0;  // Dk + kScaleRoundings, + kKScaleRoundings with a K scale (§3)
 };
 
 // docs/tolerances.md §2, notation for one row (token t, head h).
@@ -186,6 +192,8 @@ RowLogits row_logits(const Case& c, int64_t t, int64_t h, std::span<const int64_
     in.smax = std::max(in.smax, in.s[x]);
   }
   in.n_eff = static_cast<double>(n + (in.sink ? 1 : 0));
+  in.dot_roundings =
+      static_cast<double>(dk + kScaleRoundings + (c.k_scale.empty() ? 0 : kKScaleRoundings));
   return in;
 }
 
@@ -197,6 +205,9 @@ struct KeyErrors {
   double e_sink = 0.0;    // e_sigma
   double e_bar = 0.0;     // sum_j P_j e_j + P_sigma e_sigma
   double e_max = 0.0;     // largest e_j (and e_sigma) of the weights that cannot underflow
+  // exp(L - smax) >= 1: the exact denominator in units of the largest logit's term (§4, the P
+  // cast's floor).
+  double l_ratio = 1.0;
   // §10, the statistical tier: e_j split into a systematic part m_j and a random one of mean
   // zero, at most b_j, from the rounded dot product of a round-to-nearest kernel (b_j = 0
   // otherwise). Keys of equal logits share their roundings: group[x] numbers the key's logit.
@@ -221,11 +232,9 @@ double rescale_error(const Units& un, int64_t seq, bool sink, double M) {
   return rescale_chain(R, un.eps_exp, un.u, M);
 }
 
-// §3, the logit: Delta_j, from the dot product, the scale and the softcap.
-double logit_error(const Units& un, double softcap, double g_dot, int64_t dk, const RowLogits& in,
-                   int64_t x) {
-  double delta =
-      (g_dot + un.g_tf32) * in.a[x] + static_cast<double>(dk + kScaleRoundings) * un.tiny;
+// §3, the logit: Delta_j, from the dot product, the scales and the softcap.
+double logit_error(const Units& un, double softcap, double g_dot, const RowLogits& in, int64_t x) {
+  double delta = (g_dot + un.g_tf32) * in.a[x] + in.dot_roundings * un.tiny;
   if (softcap > 0.0) {
     delta += kSoftcapRoundings * un.u * std::fabs(in.s_pre[x]) +
              (un.a.tanh_rel + un.u) * std::fabs(in.s[x]);
@@ -234,10 +243,10 @@ double logit_error(const Units& un, double softcap, double g_dot, int64_t dk, co
 }
 
 // docs/tolerances.md §3, key-level errors: the weight of each key.
-KeyErrors key_errors(const Units& un, double softcap, int64_t dk, int64_t seq, const RowLogits& in,
+KeyErrors key_errors(const Units& un, double softcap, int64_t seq, const RowLogits& in,
                      double L_ref) {
   const int64_t n = static_cast<int64_t>(in.s.size());
-  const double g_dot = gamma_n(static_cast<double>(dk + kScaleRoundings), un.u);
+  const double g_dot = gamma_n(in.dot_roundings, un.u);
   const double rho = rescale_error(un, seq, in.sink, in.M);
   // A weight with relative error e, then rescaled: (1 + e)(1 + rho) - 1.
   const auto rescaled = [rho](double e) { return e + rho * (1.0 + e); };
@@ -246,9 +255,10 @@ KeyErrors key_errors(const Units& un, double softcap, int64_t dk, int64_t seq, c
   k.e.resize(n);
   k.m.resize(n);
   k.b.assign(n, 0.0);
+  k.l_ratio = std::max(1.0, std::exp(L_ref - in.smax));
   for (int64_t x = 0; x < n; ++x) {
     k.p[x] = std::exp(in.s[x] - L_ref);
-    const double delta = logit_error(un, softcap, g_dot, dk, in, x);
+    const double delta = logit_error(un, softcap, g_dot, in, x);
     const double arg = kExpArgRoundings * un.u * (std::fabs(in.s[x]) + in.M);
     if (in.s[x] - in.smax < kUnderflowArg) {
       k.e[x] = kLostWeight;
@@ -307,23 +317,23 @@ double statistical_gamma(const Units& un, double terms, double g) {
   return std::min(g, un.lambda * un.u * std::sqrt(terms) + ku * ku / (1.0 - ku));
 }
 
-// docs/tolerances.md §4, accumulation and storage: the P.V sums and the softmax denominator, with
-// up to one rescale per key (online softmax with any tile size), in any order, then the P cast,
-// the final division and the store.
-// With N > 1 partials the division and the store are the partials' and the merge's (§5).
+// docs/tolerances.md §4, accumulation: the P.V sums and the softmax denominator, with up to one
+// rescale per key (online softmax with any tile size), in any order, a V scale, and the final
+// division. With N > 1 partials the division is the partials' (§5). The P cast and the store
+// are bounded apart, exactly (§4, §6).
 Coefficients accumulation(const Units& un, double n_eff) {
   const double g = gamma_n(kAccumRoundingsPerTerm * n_eff, un.u);
-  const double c_O = un.shards > 1 ? g : g + un.eps_div + un.u_out;
-  return Coefficients{g, g + un.u_p, c_O, statistical_gamma(un, kAccumRoundingsPerTerm * n_eff, g)};
+  const double c_O = un.shards > 1 ? g : g + un.eps_div + un.u_v;
+  return Coefficients{g, g + un.u_v, c_O, statistical_gamma(un, kAccumRoundingsPerTerm * n_eff, g)};
 }
 
 // §4, the absolute floors: accumulator underflow (the denominator's 1 and the numerator's
-// max|v|), P cast into subnormals, and the final store into the subnormal range of `out`.
-// With flush to zero each P.V operand may also lose a subnormal of accum: n_eff tiny max|v| more.
+// max|v|) and the final store into the subnormal range of `out` (the P cast's floor is the cast
+// term's, per key). With flush to zero each P.V operand may also lose a subnormal of accum:
+// n_eff tiny max|v| more.
 double absolute_floor(const Units& un, double n_eff, double max_abs_v) {
   return (n_eff + kAccumExtraFlushes) * un.tiny * (1.0 + max_abs_v) +
-         n_eff * un.p_tiny * max_abs_v + (un.a.ftz ? n_eff * un.tiny * max_abs_v : 0.0) +
-         store_floor(un.a, un.a.out);
+         (un.a.ftz ? n_eff * un.tiny * max_abs_v : 0.0) + store_floor(un.a, un.a.out);
 }
 
 // docs/tolerances.md §5, the merge of N > 1 partials, bounded without a first-order
@@ -367,7 +377,7 @@ std::optional<Merge> merge_terms(const Units& un, double n_eff, double L_abs) {
   // The merged LSE's log (of a sum up to N (1 + D_b)) and its add.
   const double log_N =
       un.eps_log(std::log(N) - std::log1p(-std::min(den, kMaxLogArg))) + un.u_s * L_abs;
-  return Merge{(1.0 + un.eps_div) * (1.0 + unit_roundoff(un.a.partial_o)) - 1.0,
+  return Merge{(1.0 + un.eps_div) * (1.0 + un.u_v) * (1.0 + unit_roundoff(un.a.partial_o)) - 1.0,
                // a2a: lambda, the shared exponential and a tree's rescales
                (1.0 + exp_error(lam, eps_w)) * (1.0 + chain) - 1.0,
                (1.0 + eps_w) * (1.0 + un.u_m) * (1.0 + g_N) * (1.0 + g_tree) - 1.0, den,
@@ -424,15 +434,31 @@ std::vector<double> exact_partials(const Case& c, std::span<const int64_t> keys,
 // One element's sums over the row's keys (§2, §3): T_key,i, S_i and S'_i = sum_j P_j (1 + e_j)
 // |v_ji| (how large the computed summands may be).
 // §10 adds the statistical tier's: the systematic part of T_key, and the root sums of squares,
-// over groups of equal logits, of the random parts of T_key and of the P cast's roundings.
+// over groups of equal logits, of the random parts of T_key and of the P cast's roundings (whose
+// summands are at most P_j (1 + e_j) |v_ji|).
+// The P cast's (§4): C_i = sum_j (u_p P^_j + min(P^_j, p_floor)) |v_ji|, P^_j = P_j (1 + e_j) /
+// den the computed normalized weights, and its root sum of squares over groups.
 struct ElementSums {
   double t_key = 0.0, s = 0.0, s_weighted = 0.0;
-  double t_sys = 0.0, t_rand = 0.0, p_cast_rms = 0.0;
+  double t_sys = 0.0, t_rand = 0.0;
+  double cast = 0.0, cast_rms = 0.0;
+};
+
+// The P cast's per-key error (§4), in units of the normalized weights: relative u_p, and the
+// subnormal floor p_floor (never more than the weight itself); den: the computed denominator's
+// least share of the exact one.
+struct CastError {
+  double u_p, p_floor, den;
+  double of(double p_weighted) const {
+    const double p_hat = p_weighted / den;
+    return u_p * p_hat + std::min(p_hat, p_floor);
+  }
 };
 
 // scratch: 2 k.groups doubles.
 ElementSums element_sums(const Case& c, std::span<const int64_t> keys, int64_t g, int64_t i,
-                         double o, const KeyErrors& k, std::vector<double>& scratch) {
+                         double o, const KeyErrors& k, const CastError& cast,
+                         std::vector<double>& scratch) {
   ElementSums e;
   e.t_key = k.p_sink * k.e_sink * std::fabs(o);
   e.t_sys = e.t_key;
@@ -445,16 +471,18 @@ ElementSums element_sums(const Case& c, std::span<const int64_t> keys, int64_t g
     e.t_sys += pv * k.m[x];
     e.s += k.p[x] * std::fabs(vi);
     e.s_weighted += k.p[x] * (1.0 + k.e[x]) * std::fabs(vi);
+    const double cx = cast.of(k.p[x] * (1.0 + k.e[x])) * std::fabs(vi);
+    e.cast += cx;
     const auto grp = static_cast<size_t>(k.group[x]);
     scratch[grp] += pv * k.b[x];
-    scratch[G + grp] += k.p[x] * std::fabs(vi);
+    scratch[G + grp] += cx;
   }
   for (size_t x = 0; x < G; ++x) {
     e.t_rand += scratch[x] * scratch[x];
-    e.p_cast_rms += scratch[G + x] * scratch[G + x];
+    e.cast_rms += scratch[G + x] * scratch[G + x];
   }
   e.t_rand = std::sqrt(e.t_rand);
-  e.p_cast_rms = std::sqrt(e.p_cast_rms);
+  e.cast_rms = std::sqrt(e.cast_rms);
   return e;
 }
 
@@ -475,9 +503,10 @@ double merged_o_bound(double b1, double o, double q, const Merge& m, double max_
   return (1.0 + m.whole) * (b1 + e_x + e_div + absolute) + m.whole * std::fabs(o);
 }
 
-// docs/tolerances.md §6, the bound on O for each i of the row (ob [Dv]): N = 1,
-// bound_i = first_i exp(8 kappa) + 2^-52 (|O_i| + S_i); N > 1, the merge of §5 around the single
-// device's first-order bound, then the store of the output.
+// docs/tolerances.md §6, the bound on O for each i of the row (ob [Dv]): the single device's
+// first-order bound first_i exp(8 kappa), the P cast's (§4, exact), then with N > 1 the merge of
+// §5 around them, then the output's store, exact: (1 + u_out) B + u_out |O_i|; and the oracle's
+// 2^-52 (|O_i| + S_i).
 // The statistical tier (§10) writes os [Dv]: the same with T_key, the accumulation and the P
 // cast taken by concentration bounds, never above the sound bound.
 void o_bounds(const Case& c, std::span<const int64_t> keys, int64_t g, const double* o_ref,
@@ -488,35 +517,45 @@ void o_bounds(const Case& c, std::span<const int64_t> keys, int64_t g, const dou
   // numerators, the denominator's own key errors and accumulation (1 - g)(1 - e_bar).
   const double num_factor = (1.0 + co.g) * (1.0 + un.u_p);
   const double den_factor = (1.0 - co.g) * (1.0 - k.e_bar);
+  // §4: the P cast's part of the output, C_i through the accumulation and the division. A weight
+  // cast into the subnormal range loses up to p_tiny in units of the largest logit's term, at
+  // least l_ratio den / (1 + e_max) of the computed denominator (the computed max logit is at
+  // most ln(1 + e_max) above the exact one).
+  const CastError cast_error{un.u_p, un.p_tiny * (1.0 + k.e_max) / (k.l_ratio * den_factor),
+                             den_factor};
+  const double cast_factor = (1.0 + co.g) * (1.0 + un.eps_div);
   const std::vector<double> exact =
       m && un.a.layout ? exact_partials(c, keys, g, k, *un.a.layout) : std::vector<double>();
   std::vector<double> scratch(static_cast<size_t>(2 * k.groups));
-  // A merged output's bound: the merge around the single device's, then the store.
-  auto merged = [&](double b1, double o, double q) {
-    const double bound = merged_o_bound(b1, o, q, *m, max_abs_v);
-    return ((1.0 + un.u_out) * bound + un.u_out * std::fabs(o)) * kEvalSlack;
+  // The output's store, of the computed value within `b` of O_i.
+  auto stored = [&](double b, double o) {
+    return ((1.0 + un.u_out) * b + un.u_out * std::fabs(o)) * kEvalSlack;
   };
   for (int64_t i = 0; i < c.v_dim; ++i) {
     const double o = o_ref[i];
-    const ElementSums e = element_sums(c, keys, g, i, o, k, scratch);
+    const ElementSums e = element_sums(c, keys, g, i, o, k, cast_error, scratch);
     const double first = e.t_key + co.c_S * e.s + co.c_O * std::fabs(o) + floor;
-    const double first_stat = std::min(e.t_key, e.t_sys + un.lambda * e.t_rand) + co.g_stat * e.s +
-                              std::min(un.u_p * e.s, un.lambda * un.u_p * e.p_cast_rms) +
+    const double first_stat = std::min(e.t_key, e.t_sys + un.lambda * e.t_rand) +
+                              (co.c_S - co.g + co.g_stat) * e.s +
                               (co.c_O - co.g + co.g_stat) * std::fabs(o) + floor;
-    double bound = first * second;
-    double stat = std::min(first, first_stat) * second;
+    const double cast = cast_factor * e.cast;
+    const double cast_stat = cast_factor * std::min(e.cast, un.lambda * e.cast_rms);
+    double bound = first * second + cast;
+    double stat = std::min(first, first_stat) * second + cast_stat;
     if (m) {
       // Q >= sum_r w*_r |O^v_r,i|, the computed partials' sums, their absolute floors included:
       // each computed numerator is within sum_j P_j |v_ji| ((1 + e_j) num_factor - 1) of the
       // exact one, so Q = (A + num_factor S' - S) / den_factor with A = sum_r |sum_{j in r} P_j
       // v_ji| the exact partials' where the layout is known, else A = S (any partition).
       const double a = exact.empty() ? e.s : exact[i] + kEvalRel * e.s;
-      const double q = (std::min(a, e.s) + num_factor * e.s_weighted - e.s + floor) / den_factor;
-      bound = merged(bound, o, q);
-      stat = merged(stat, o, q);
+      // The P cast's subnormal floor is in C_i (with its relative part, counted twice).
+      const double q =
+          (std::min(a, e.s) + num_factor * e.s_weighted - e.s + floor) / den_factor + e.cast;
+      bound = merged_o_bound(bound, o, q, *m, max_abs_v);
+      stat = merged_o_bound(stat, o, q, *m, max_abs_v);
     }
-    ob[i] = bound + kOracleRel * (std::fabs(o) + e.s);
-    os[i] = std::min(ob[i], stat + kOracleRel * (std::fabs(o) + e.s));
+    ob[i] = stored(bound, o) + kOracleRel * (std::fabs(o) + e.s);
+    os[i] = std::min(ob[i], stored(stat, o) + kOracleRel * (std::fabs(o) + e.s));
   }
 }
 
@@ -572,7 +611,7 @@ RowBound bound_row(const Case& c, const Attention& ref, const Units& un,
     return RowBound{0.0, 0.0, 0.0, true};
   }
   const RowLogits in = row_logits(c, t, h, keys, tau);
-  const KeyErrors k = key_errors(un, c.softcap, c.head_dim(), c.seq(), in, L_ref);
+  const KeyErrors k = key_errors(un, c.softcap, c.seq(), in, L_ref);
   const Coefficients co = accumulation(un, in.n_eff);
   const double L_abs = lse_abs_bound(in.M, in.n_eff);
   const std::optional<Merge> m = merge_terms(un, in.n_eff, L_abs);
@@ -589,12 +628,13 @@ RowBound bound_row(const Case& c, const Attention& ref, const Units& un,
 }
 
 // §6: what kappa is made of, by the claim term responsible, for a refusal's message: kappa =
-// e_max + e_bar + 3g + u_p, and with one device also eps_div + u_out (first_order_kappa adds the
-// same terms; with N > 1 the divisions and stores are the merge's, bounded exactly).
+// e_max + e_bar + 3g + u_v, and with one device also eps_div + u_v (first_order_kappa adds the
+// same terms; the P cast and the stores are bounded exactly, and with N > 1 the divisions are the
+// merge's).
 std::string kappa_culprit(const Case& c, const Units& un, std::span<const int64_t> keys, int64_t t,
                           int64_t h, double tau, double L_ref) {
   const RowLogits in = row_logits(c, t, h, keys, tau);
-  const KeyErrors k = key_errors(un, c.softcap, c.head_dim(), c.seq(), in, L_ref);
+  const KeyErrors k = key_errors(un, c.softcap, c.seq(), in, L_ref);
   const Coefficients co = accumulation(un, in.n_eff);
   const bool one = un.shards <= 1;
   struct Term {
@@ -609,9 +649,8 @@ std::string kappa_culprit(const Case& c, const Units& un, std::span<const int64_
       {"the accumulation of " + std::to_string(static_cast<int64_t>(in.n_eff)) +
            " terms in accum " + std::string(dtype_name(un.a.accum)),
        3.0 * co.g},
-      {"p_cast and tf32", un.u_p},
+      {"the V scale", (one ? 2.0 : 1.0) * un.u_v},
       {"the division (div_ulps)", one ? un.eps_div : 0.0},
-      {"the output's format", one ? un.u_out : 0.0},
   };
   const Term& worst = *std::max_element(
       terms.begin(), terms.end(), [](const Term& x, const Term& y) { return x.value < y.value; });
@@ -652,6 +691,8 @@ Expected<Bound> derive_bound(const Case& c, const Attention& ref, const Arithmet
   b.lse = Tensor<double>({T, Hq});
   if (a.layout) DCP_TRY(check_layout(c, a));
   Units un = units_of(a);
+  // §4: a V scale (a shared latent's V is scaled by K's) costs one rounding of the accumulation.
+  if (!c.v_scale.empty() || (c.shared_latent() && !c.k_scale.empty())) un.u_v = un.u_s;
   const double tau = c.scale ? *c.scale : 1.0 / std::sqrt(static_cast<double>(dk));
   // §10: the events the statistical tier counts, three per O element (the key weights, the
   // accumulation, the P cast) and two per row (the LSE's key weights and its sum), each with a

@@ -31,6 +31,10 @@ struct Rng {
   bool coin(double p) { return std::bernoulli_distribution(p)(g); }
 };
 
+// An fp8 cache's scales: amax / (the format's largest value) for N(0, 1) data taken to reach
+// |x| = 4, times a random factor in [1, 2), rounded to fp32 (so seldom a power of two).
+constexpr double kDrawnAmax = 4.0;
+
 void fill(dcp::oracle::Tensor<double>& t, DType dtype, ValueStyle style, Rng& rng) {
   for (double& x : t.data) {
     double v = rng.normal();
@@ -90,13 +94,17 @@ dcp::oracle::Case make_case(const CaseSpec& s) {
   }
   if (s.explicit_scale) c.scale = round_to(DType::f32, 0.5 / std::sqrt(double(Dk)) + 0.01);
   if (s.values == ValueStyle::extreme) {
-    // Component 0 of every key is 1 and of every query B / scale: all logits move by about B.
+    // Component 0 of every key is k0 and of every query B / (scale k0): all logits move by about
+    // B. k0 is 1, or the power of two that keeps q's component within half its format's range
+    // (fp8 E4M3 ends at 448).
     const double tau = c.scale ? *c.scale : 1.0 / std::sqrt(double(Dk));
     const double b = rng.coin(0.5) ? kExtremeLogit : -kExtremeLogit;
+    double k0 = 1.0;
+    while (std::fabs(b / (tau * k0)) > dcp::oracle::max_finite(s.q_dtype) / 2) k0 *= 2.0;
     for (int64_t j = 0; j < S; ++j)
-      for (int64_t g = 0; g < Hkv; ++g) c.k.at({j, g, 0}) = 1.0;
+      for (int64_t g = 0; g < Hkv; ++g) c.k.at({j, g, 0}) = k0;
     for (int64_t t = 0; t < T; ++t)
-      for (int64_t h = 0; h < Hq; ++h) c.q.at({t, h, 0}) = round_to(s.q_dtype, b / tau);
+      for (int64_t h = 0; h < Hq; ++h) c.q.at({t, h, 0}) = round_to(s.q_dtype, b / (tau * k0));
   }
   if (s.explicit_pos) {
     c.q_pos.resize(T);
@@ -126,6 +134,32 @@ dcp::oracle::Case make_case(const CaseSpec& s) {
     }
   }
   c.lse_base = s.lse_base;
+  if (s.kv_scale != KvScale::none) {
+    // Quantize last, so every value style's keys are the stored values times their scale.
+    const double fmt_max = dcp::oracle::max_finite(s.kv_dtype);
+    const size_t n = s.kv_scale == KvScale::per_tensor ? 1 : static_cast<size_t>(Hkv);
+    auto draw_scales = [&] {
+      std::vector<double> sc(n);
+      for (double& x : sc)
+        x = round_to(DType::f32,
+                     kDrawnAmax / fmt_max * (1.0 + std::ldexp(rng.below(1 << 20), -20)));
+      return sc;
+    };
+    auto quantize = [&](dcp::oracle::Tensor<double>& t, const std::vector<double>& sc) {
+      const int64_t per_head = t.dim(2);
+      for (int64_t i = 0; i < t.numel(); ++i) {
+        const double scale = sc[sc.size() == 1 ? 0 : static_cast<size_t>(i / per_head % Hkv)];
+        // Saturated to the format's range, as engines quantize.
+        t.data[i] = round_to(s.kv_dtype, std::clamp(t.data[i] / scale, -fmt_max, fmt_max)) * scale;
+      }
+    };
+    c.k_scale = draw_scales();
+    quantize(c.k, c.k_scale);
+    if (!s.shared_latent) {
+      c.v_scale = draw_scales();
+      quantize(c.v, c.v_scale);
+    }
+  }
   return c;
 }
 
@@ -135,6 +169,9 @@ std::string describe(const CaseSpec& s) {
   os << "T=" << s.tokens << " Hq=" << s.q_heads << " Hkv=" << s.kv_heads << " Dk=" << s.head_dim
      << " Dv=" << s.v_dim << " S=" << s.seq << (s.shared_latent ? " latent" : "")
      << " q=" << dcp::oracle::dtype_name(s.q_dtype) << " kv=" << dcp::oracle::dtype_name(s.kv_dtype)
+     << (s.kv_scale == KvScale::per_tensor ? " kv_scale=tensor"
+         : s.kv_scale == KvScale::per_head ? " kv_scale=head"
+                                           : "")
      << " causal=" << s.causal << (s.explicit_pos ? " q_pos=random" : "") << " window=" << s.window
      << " softcap=" << s.softcap << " sink=" << s.sink << " topk=" << s.topk
      << " base=" << dcp::oracle::lse_base_name(s.lse_base)

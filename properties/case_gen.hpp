@@ -24,6 +24,11 @@ namespace dcp::props {
 // key component, so exponentials overflow (or underflow) in fp32 unless the max is subtracted.
 enum class ValueStyle { normal, peaked, wide, ties, tiny, extreme };
 
+// An fp8 cache's dequantization scales (as engines keep k_scale / v_scale): none, one per tensor,
+// or one per KV head. Keys and values are drawn, then stored as round(x / scale) in kv_dtype, so
+// the case's values are the stored ones times the scale.
+enum class KvScale { none, per_tensor, per_head };
+
 struct CaseSpec {
   int64_t tokens = 1;    // T
   int64_t q_heads = 1;   // Hq
@@ -34,6 +39,7 @@ struct CaseSpec {
   bool shared_latent = false;
   dcp::oracle::DType q_dtype = dcp::oracle::DType::f32;
   dcp::oracle::DType kv_dtype = dcp::oracle::DType::f32;
+  KvScale kv_scale = KvScale::none;
   bool causal = true;
   bool explicit_pos = false;  // random q_pos in [0, S + 2) instead of S-T .. S-1
   int64_t window = 0;

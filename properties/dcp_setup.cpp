@@ -236,11 +236,15 @@ oracle::Expected<DcpSetup> setup_from_json(const nlohmann::json& j) {
   std::string qd, kd, base, style;
   DCP_TRY(c.get("q_dtype", qd));
   DCP_TRY(c.get("kv_dtype", kd));
+  // The production path keeps K/V in F32, F16 or BF16 (gpu/kernels/storage_format.hpp).
+  const auto production = [](std::optional<oracle::DType> t) {
+    return t && (*t == oracle::DType::f32 || *t == oracle::DType::f16 || *t == oracle::DType::bf16);
+  };
   const auto q_dtype = oracle::parse_dtype(qd), kv_dtype = oracle::parse_dtype(kd);
-  if (!q_dtype || *q_dtype == oracle::DType::f64)
+  if (!production(q_dtype))
     return DCP_ERROR("spec.q_dtype: got \"", oracle::printable(qd),
                      "\"; expected F32, F16 or BF16");
-  if (!kv_dtype || *kv_dtype == oracle::DType::f64)
+  if (!production(kv_dtype))
     return DCP_ERROR("spec.kv_dtype: got \"", oracle::printable(kd),
                      "\"; expected F32, F16 or BF16");
   p.q_dtype = *q_dtype;

@@ -123,14 +123,29 @@ ModelOutput run_fp32_model(const Case& c, const ModelConfig& m) {
     for (int64_t h = 0; h < Hq; ++h) {
       const int64_t g = c.kv_head_of(h);
       const double* q = &c.q.data[c.q.offset({t, h, 0})];
+      // An fp8 cache's scales, as kernels apply them: the dot product over the stored keys, the
+      // K scale folded into the softmax scale, the V scale applied to the output (1: none).
+      const float k_scale = static_cast<float>(c.k_scale_of(g));
+      const float v_scale = static_cast<float>(c.v_scale_of(g));
+      const float v_fold = m.dequantize_to ? 1.0f : v_scale;
+      // With dequantize_to the keys are dequantized (rounded) first and the scale is tau alone.
+      const float k_fold = m.dequantize_to ? 1.0f : k_scale;
+      const float tau_k = tau * k_fold, tau_log2e_k = tau_log2e * k_fold;
+      std::vector<double> stored_k(static_cast<size_t>(dk));
       // Logits in the model's units (log2 units when base2).
       auto logit = [&](int64_t j) {
-        const float d = dot(q, &c.k.data[c.k.offset({j, g, 0})], dk, m);
+        const double* kr = &c.k.data[c.k.offset({j, g, 0})];
+        for (int64_t i = 0; i < dk; ++i) {
+          // kr[i] / k_scale is exact (case.hpp).
+          stored_k[i] =
+              m.dequantize_to ? oracle::round_to(*m.dequantize_to, kr[i]) : kr[i] / k_scale;
+        }
+        const float d = dot(q, stored_k.data(), dk, m);
         if (cap > 0.0f) {
-          const float s = cap * std::tanh(d * tau / cap);
+          const float s = cap * std::tanh(d * tau_k / cap);
           return m.base2 ? s * kLog2eF : s;
         }
-        return m.base2 ? d * tau_log2e : d * tau;
+        return m.base2 ? d * tau_log2e_k : d * tau_k;
       };
       std::vector<int64_t> row = keys;
       if (m.bug == Bug::drop_token || m.bug == Bug::duplicate_token) {
@@ -183,7 +198,10 @@ ModelOutput run_fp32_model(const Case& c, const ModelConfig& m) {
             const float pc = round_p(p, m);
             const int64_t j = mine[x];
             for (int64_t i = 0; i < dv; ++i) {
-              const float v = tf32_operand(static_cast<float>(c.v_at(j, g, i)), m);
+              const double v_j = m.dequantize_to
+                                     ? oracle::round_to(*m.dequantize_to, c.v_at(j, g, i))
+                                     : c.v_at(j, g, i) / v_scale;
+              const float v = tf32_operand(static_cast<float>(v_j), m);
               acc[i] = m.fma ? std::fma(pc, v, acc[i]) : acc[i] + pc * v;
             }
           }
@@ -202,7 +220,7 @@ ModelOutput run_fp32_model(const Case& c, const ModelConfig& m) {
           part.lse = kNegInfF;
         } else {
           for (int64_t i = 0; i < dv; ++i)
-            part.o[i] = static_cast<float>(store(m.partial, acc[i] / l, m));
+            part.o[i] = static_cast<float>(store(m.partial, acc[i] / l * v_fold, m));
           part.lse = mx + lg(l);
         }
       }
@@ -306,7 +324,9 @@ std::string describe(const ModelConfig& m) {
      << " perturb=" << m.perturb << " exp_rel_err=" << m.exp_rel_err
      << " log_rel_err=" << m.log_rel_err << " systematic=" << m.approx_systematic
      << " p_cast=" << (m.p_cast ? dcp::oracle::dtype_name(*m.p_cast) : "none") << " tf32=" << m.tf32
-     << " ftz=" << m.ftz << " out=" << dcp::oracle::dtype_name(m.out)
+     << " ftz=" << m.ftz
+     << " dequantize_to=" << (m.dequantize_to ? dcp::oracle::dtype_name(*m.dequantize_to) : "exact")
+     << " out=" << dcp::oracle::dtype_name(m.out)
      << " partial=" << dcp::oracle::dtype_name(m.partial)
      << " merge_accum=" << dcp::oracle::dtype_name(m.merge_accum)
      << " merge=" << (m.merge == Merge::ag_rs ? "ag_rs" : "a2a") << " reverse=" << m.reverse_merge

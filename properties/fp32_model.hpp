@@ -5,8 +5,8 @@
 // This is not the production path (gpu/ is); it is a compact model of the ways correct kernels
 // differ: summation order, FMA or not, online-softmax tile size, exp vs exp2 with the scale
 // folded into log2(e), approximate intrinsics (results perturbed inside their ulp budget),
-// P cast to bf16/fp16 before P.V, sharding by owner(p) = floor(p / I) mod N, and the ag_rs or
-// a2a combine over any order.
+// P cast to bf16/fp16/fp8 before P.V, fp8 caches' scales folded into the softmax scale and the
+// output, sharding by owner(p) = floor(p / I) mod N, and the ag_rs or a2a combine over any order.
 //
 //   ModelConfig m;  m.shards = 4;  m.tile = 32;  m.base2 = true;  m.merge = Merge::a2a;
 //   ModelOutput out = run_fp32_model(c, m);        // out.o [T, Hq, Dv], out.lse [T, Hq]
@@ -52,6 +52,10 @@ struct ModelConfig {
   // Flush to zero: the P cast, the partials' and the output's stores give 0 for a result in
   // their subnormal range.
   bool ftz = false;
+  // A kernel that rounds an fp8 cache's dequantized keys and values (stored value times scale) to
+  // this format before its products. No claim admits it (the oracle takes the dequantized values
+  // as exact): a planted arithmetic for the sensitivity properties. nullopt: exact dequantization.
+  std::optional<oracle::DType> dequantize_to;
   oracle::DType out = oracle::DType::f32;
   // The partials' O as exchanged (rounded to this format before the merge, and as reported in
   // o_partial), and the format of the cross-rank products and running sum (bf16 for a bf16

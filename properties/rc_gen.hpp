@@ -28,6 +28,9 @@ struct SpecLimits {
   int64_t max_v_dim = 24;
   int64_t max_seq = 200;
   bool mixed_dtypes = true;  // draw fp16/bf16 inputs too
+  // With mixed_dtypes, fp8 inputs too (K/V with scales or without); the production path keeps
+  // K/V in F32, F16 or BF16 only.
+  bool fp8 = true;
 };
 
 inline rc::Gen<CaseSpec> gen_case_spec(SpecLimits lim) {
@@ -44,8 +47,16 @@ inline rc::Gen<CaseSpec> gen_case_spec(SpecLimits lim) {
     s.v_dim = *rc::gen::inRange<int64_t>(1, vmax + 1);
     s.seq = *rc::gen::inRange<int64_t>(0, lim.max_seq + 1);
     if (lim.mixed_dtypes) {
-      s.q_dtype = *rc::gen::element(DType::f32, DType::bf16, DType::f16);
-      s.kv_dtype = *rc::gen::element(DType::f32, DType::bf16, DType::f16);
+      const int fp8 = lim.fp8 ? 1 : 0;
+      s.q_dtype = *rc::gen::weightedElement<DType>(
+          {{2, DType::f32}, {2, DType::bf16}, {2, DType::f16}, {fp8, DType::f8e4m3}});
+      s.kv_dtype = *rc::gen::weightedElement<DType>({{2, DType::f32},
+                                                     {2, DType::bf16},
+                                                     {2, DType::f16},
+                                                     {fp8, DType::f8e4m3},
+                                                     {fp8, DType::f8e5m2}});
+      if (dcp::oracle::is_fp8(s.kv_dtype))
+        s.kv_scale = *rc::gen::element(KvScale::none, KvScale::per_tensor, KvScale::per_head);
     }
     s.causal = *rc::gen::weightedElement<bool>({{1, false}, {3, true}});
     s.explicit_pos = *rc::gen::weightedElement<bool>({{2, false}, {1, true}});
@@ -102,19 +113,24 @@ inline rc::Gen<ModelConfig> gen_model_config() {
         *rc::gen::weightedElement<double>({{6, 0.0}, {1, 1e-6}, {1, 1e-5}, {1, 1e-4}, {1, 1e-3}});
     m.approx_systematic = *rc::gen::arbitrary<bool>();
     m.p_cast = *rc::gen::weightedOneOf<std::optional<DType>>(
-        {{2, rc::gen::just(std::optional<DType>())},
-         {1,
-          rc::gen::element(std::optional<DType>(DType::bf16), std::optional<DType>(DType::f16))}});
+        {{4, rc::gen::just(std::optional<DType>())},
+         {2, rc::gen::element(std::optional<DType>(DType::bf16), std::optional<DType>(DType::f16))},
+         {1, rc::gen::element(std::optional<DType>(DType::f8e4m3),
+                              std::optional<DType>(DType::f8e5m2))}});
     m.tf32 = *rc::gen::weightedElement<bool>({{3, false}, {1, true}});
     m.ftz = *rc::gen::weightedElement<bool>({{3, false}, {1, true}});
-    m.out = *rc::gen::element(DType::f32, DType::bf16, DType::f16);
+    m.out = *rc::gen::weightedElement<DType>({{2, DType::f32},
+                                              {2, DType::bf16},
+                                              {2, DType::f16},
+                                              {1, DType::f8e4m3},
+                                              {1, DType::f8e5m2}});
     m.merge = *rc::gen::element(Merge::ag_rs, Merge::a2a);
     m.reverse_merge = *rc::gen::arbitrary<bool>();
     // 16-bit partials and cross-rank sums (a bf16 reduce-scatter). One shard is not merged: its
     // partial is the output.
     if (m.shards > 1) {
-      m.partial =
-          *rc::gen::weightedElement<DType>({{2, DType::f32}, {1, DType::bf16}, {1, DType::f16}});
+      m.partial = *rc::gen::weightedElement<DType>(
+          {{4, DType::f32}, {2, DType::bf16}, {2, DType::f16}, {1, DType::f8e4m3}});
       m.merge_accum =
           *rc::gen::weightedElement<DType>({{2, DType::f32}, {1, DType::bf16}, {1, DType::f16}});
     }

@@ -35,6 +35,13 @@ oracle::Expected<DcpResult> host_result(const Case& c, const gpu::DcpConfig& cfg
     return DCP_ERROR("host_result: tp_size ", cfg.tp_size, " != dcp size ", cfg.layout.ranks,
                      "; one DCP group holds every head");
   }
+  for (const auto& [name, t] : {std::pair{"q", c.q_dtype}, std::pair{"k", c.kv_dtype}}) {
+    if (t != oracle::DType::f32 && t != oracle::DType::f16 && t != oracle::DType::bf16)
+      return DCP_ERROR("host_result: tensor '", name, "' is ", oracle::dtype_name(t),
+                       "; the production path stores F32, F16 or BF16");
+  }
+  if (!c.k_scale.empty() || !c.v_scale.empty())
+    return DCP_ERROR("host_result: the case has K/V scales; the production path has none");
   gpu::Result<gpu::GroupRun> run = gpu::run_dcp_threads(to_dcp_inputs(c, chunks), cfg);
   if (!run) return DCP_ERROR("host path: ", run.status().message());
   const int64_t T = c.tokens(), Hq = c.q_heads(), dv = c.v_dim, n = cfg.layout.ranks;

@@ -243,6 +243,75 @@ TEST(ToleranceSensitivity, UnclaimedFlushToZeroFails) {
   EXPECT_GT(violated, 0) << "an unclaimed flush to zero was never caught";
 }
 
+// An fp8 cache (docs/tolerances.md §3, §4): the oracle takes stored value times scale as exact, and
+// the kernel's folded scales cost one rounding each. Every correct variant on fp8 K/V with per-
+// tensor or per-head scales, fp8 P casts and fp8 outputs among them, gets a bound and is inside
+// it (the general soundness property draws these too, more rarely).
+RC_GTEST_PROP(ToleranceSoundness, Fp8CachesWithScalesAreWithinTheBound, ()) {
+  SpecLimits lim;
+  lim.max_seq = 120;
+  CaseSpec spec = *gen_case_spec(lim);
+  spec.kv_dtype = *rc::gen::element(oracle::DType::f8e4m3, oracle::DType::f8e5m2);
+  spec.kv_scale = *rc::gen::element(KvScale::none, KvScale::per_tensor, KvScale::per_head);
+  ModelConfig m = *gen_model_config_for(spec);
+  m.p_cast = *rc::gen::element(std::optional<oracle::DType>(), std::optional(oracle::DType::bf16),
+                               std::optional(oracle::DType::f8e4m3));
+  check_within_bound(spec, m);
+}
+
+// An fp8 P cast on rows whose logits spread over tens of units (the `wide` style): many weights
+// fall below E4M3's smallest normal 2^-6 (E5M2's 2^-14), where a cast loses up to half a
+// subnormal step, not a relative u_p. This is the property that fails when the cast's subnormal
+// floor (docs/tolerances.md §4) is left out of the bound.
+RC_GTEST_PROP(ToleranceSoundness, Fp8PCastOfWideRowsIsWithinTheBound, ()) {
+  SpecLimits lim;
+  lim.max_seq = 64;
+  CaseSpec spec = *gen_case_spec(lim);
+  spec.values = ValueStyle::wide;
+  // Many rows of several keys each: each row gives the floor a chance to be needed.
+  spec.tokens = 3;
+  spec.q_heads = 4 * spec.kv_heads;
+  spec.seq = std::max<int64_t>(spec.seq, 8);
+  ModelConfig m = *gen_model_config_for(spec);
+  m.p_cast = *rc::gen::element(oracle::DType::f8e4m3, oracle::DType::f8e5m2);
+  check_within_bound(spec, m);
+}
+
+// A kernel that rounds the dequantized keys and values to bf16 before its products (instead of
+// folding the scales into the softmax scale and the output) has an error no claim states, and
+// is caught on an ordinary fp8 case.
+TEST(ToleranceSensitivity, UnclaimedRoundingOfDequantizedFp8Fails) {
+  int violated = 0;
+  for (uint64_t seed = 1; seed <= 10; ++seed) {
+    CaseSpec spec;
+    spec.q_heads = 2;
+    spec.head_dim = 32;
+    spec.v_dim = 16;
+    spec.seq = 64;
+    spec.kv_dtype = oracle::DType::f8e4m3;
+    spec.kv_scale = KvScale::per_head;
+    spec.seed = seed;
+    const oracle::Case c = make_case(spec);
+    ModelConfig m;
+    m.seed = seed;
+    auto ref = oracle::reference(c);
+    ASSERT_TRUE(ref.ok());
+    auto bound = oracle::derive_bound(c, *ref, claim_of(m));
+    ASSERT_TRUE(bound.ok()) << bound.status().message();
+    auto judged = [&](const ModelConfig& variant) {
+      const ModelOutput out = run_fp32_model(c, variant);
+      auto cmp = oracle::compare(out.o, out.lse, *ref, *bound);
+      EXPECT_TRUE(cmp.ok());
+      return cmp.ok() && cmp->pass();
+    };
+    EXPECT_TRUE(judged(m)) << describe(spec);
+    m.dequantize_to = oracle::DType::bf16;
+    violated += judged(m) ? 0 : 1;
+  }
+  RecordProperty("cases_violated_of_10", violated);
+  EXPECT_GT(violated, 0) << "a bf16 rounding of the dequantized cache was never caught";
+}
+
 // The statistical tier's own terms (docs/tolerances.md §10) cannot be dropped either: a P cast
 // to bf16, and an exp 10^-3 low on every result, left out of the claim, are SUSPECT (or FAILED)
 // wherever they move the output by more than twice the statistical bound.

@@ -230,7 +230,20 @@ expect 0 "check, decode-scale bf16 DCP=8 reduce-scatter" -- "$bin" check --case 
 "$make_result" --case "$long" --out "$tmp/rs8.safetensors" "${rs8_long[@]}" --bug drop_token
 expect 1 "check, decode-scale bf16 DCP=8, one token dropped" -- "$bin" check --case "$long" --result "$tmp/rs8.safetensors"
 contains "$tmp/out" "# check: FAILED (the merged output violates its bound)" "one token dropped: FAILED from the output"
-# An unweighted mean of the partials moves this output by 0.84 of the sound bound and 1.08 of the
+# An fp8 KV cache (E4M3 with per-head scales, as engines keep k_scale / v_scale), dequantized for a
+# bf16 MMA (P cast to bf16): the oracle takes stored value times scale as exact. Correct is OK, the
+# dropped token FAILED; with P cast to E4M3 and an E4M3 output, still a verdict (OK).
+fp8="$tmp/decode2500_fp8.safetensors"
+fp8_rs8=(--impl model --dcp-size 8 --interleave 16 --partial-dtype bf16 --merge-accum bf16)
+"$make_result" --decode-case 2500 --decode-kv f8_e4m3 --case "$fp8" --out "$tmp/fp8.safetensors" "${fp8_rs8[@]}" --p-cast bf16 --out-dtype bf16
+expect 0 "check, fp8 cache with scales" -- "$bin" check --case "$fp8" --result "$tmp/fp8.safetensors"
+contains "$tmp/out" "kv f8_e4m3 (k_scale per tensor, v_scale per tensor)" "check names the fp8 cache and its scales"
+"$make_result" --case "$fp8" --out "$tmp/fp8.safetensors" "${fp8_rs8[@]}" --p-cast bf16 --out-dtype bf16 --bug drop_token
+expect 1 "check, fp8 cache, one token dropped" -- "$bin" check --case "$fp8" --result "$tmp/fp8.safetensors"
+"$make_result" --case "$fp8" --out "$tmp/fp8.safetensors" "${fp8_rs8[@]}" --p-cast f8_e4m3 --out-dtype f8_e4m3
+expect 0 "check, fp8 cache, P and output in E4M3" -- "$bin" check --case "$fp8" --result "$tmp/fp8.safetensors"
+contains "$tmp/out" "P cast f8_e4m3, o f8_e4m3" "claim line names the fp8 formats"
+# An unweighted mean of the partials moves this output by 0.86 of the sound bound and 1.14 of the
 # statistical one (docs/tolerances.md section 10): SUSPECT, which fails only with --bound statistical.
 "$make_result" --case "$long" --out "$tmp/rs8.safetensors" "${rs8_long[@]}" --bug merge_unweighted_mean
 expect 0 "check, decode-scale bf16 DCP=8, unweighted mean, sound bound" -- "$bin" check --case "$long" --result "$tmp/rs8.safetensors" --json "$tmp/suspect.json"

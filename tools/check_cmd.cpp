@@ -117,6 +117,18 @@ void print_row(std::ostream& out, const Table& t, const std::string& part, const
                cell("%.4f", w_stat.ratio), index_text(w), tensor_verdict(violations, suspects)});
 }
 
+// " (k_scale per head, v_scale per tensor)" for an fp8 cache's scales; empty without them.
+std::string scales_text(const oracle::Case& c) {
+  std::string text;
+  for (const auto& [name, s] :
+       {std::pair{"k_scale", &c.k_scale}, std::pair{"v_scale", &c.v_scale}}) {
+    if (s->empty()) continue;
+    text += std::string(text.empty() ? " (" : ", ") + name +
+            (s->size() == 1 ? " per tensor" : " per head");
+  }
+  return text.empty() ? text : text + ")";
+}
+
 // The header and one row per part and tensor (all of them, or the failing ones with --quiet).
 void print_check_table(const CheckOptions& o, const oracle::Case& c, const oracle::DcpResult& r,
                        const oracle::ResultCheck& rc) {
@@ -127,7 +139,7 @@ void print_check_table(const CheckOptions& o, const oracle::Case& c, const oracl
       << " Dk=" << c.head_dim() << " Dv=" << c.v_dim << " S=" << c.seq()
       << (c.shared_latent() ? " (shared latent)" : "") << "  q "
       << lower(oracle::dtype_name(c.q_dtype)) << ", kv " << lower(oracle::dtype_name(c.kv_dtype))
-      << "  lse base " << oracle::lse_base_name(c.lse_base) << "\n"
+      << scales_text(c) << "  lse base " << oracle::lse_base_name(c.lse_base) << "\n"
       << "# claim: " << claim_text(r) << "\n"
       << "#  worst (t, h, d): the element with the largest error/bound; err/stat: the largest "
          "error over the statistical bound (SUSPECT above 1); rank rows: that rank's partial vs "

@@ -35,7 +35,7 @@ int main(int argc, char** argv) {
   app.add_option("--splits", splits, "host: split-KV pieces per rank");
   app.add_option("--order", order, "host: seq, pair or rand; model: seq or rev");
   app.add_option("--merge", merge, "ag_rs or a2a");
-  app.add_option("--out-dtype", out_dtype, "f32, f16 or bf16");
+  app.add_option("--out-dtype", out_dtype, "f32, f16 or bf16 (model: also f8_e4m3, f8_e5m2)");
   app.add_option("--seed", seed, "Seed of the model's perturbations, the order and the chunks");
   app.add_option("--bug", bug,
                  "model only: none, unweighted_mean, merge_wrong_base, drop_token, lse_wrong_base, "
@@ -59,7 +59,11 @@ int main(int argc, char** argv) {
                  "model only: the cross-rank products and sums rounded to this format");
   std::string p_cast = "none";
   app.add_option("--p-cast", p_cast, "model only: P rounded to this format before P.V")
-      ->check(CLI::IsMember({"none", "bf16", "f16"}));
+      ->check(CLI::IsMember({"none", "bf16", "f16", "f8_e4m3", "f8_e5m2"}));
+  std::string decode_kv = "bf16";
+  app.add_option("--decode-kv", decode_kv,
+                 "The decode case's K/V: bf16, or f8_e4m3 / f8_e5m2 with per-head scales")
+      ->check(CLI::IsMember({"bf16", "f8_e4m3", "f8_e5m2"}));
   int64_t decode_seq = 0;
   app.add_option("--decode-case", decode_seq,
                  "First write a decode case of this many keys to --case: T 1, Hq 8, Hkv 1, D 128, "
@@ -74,6 +78,11 @@ int main(int argc, char** argv) {
     spec.v_dim = 128;
     spec.seq = decode_seq;
     spec.q_dtype = spec.kv_dtype = dcp::oracle::DType::bf16;
+    if (decode_kv != "bf16") {
+      spec.kv_dtype =
+          decode_kv == "f8_e4m3" ? dcp::oracle::DType::f8e4m3 : dcp::oracle::DType::f8e5m2;
+      spec.kv_scale = p::KvScale::per_head;
+    }
     spec.seed = seed;
     if (const auto st = dcp::oracle::save_case(case_path, p::make_case(spec)); !st) {
       std::cerr << "make_result: " << st.message() << "\n";
@@ -85,8 +94,15 @@ int main(int argc, char** argv) {
     std::cerr << "make_result: " << c.status().message() << "\n";
     return 2;
   }
-  const auto od = dcp::gpu::parse_format(out_dtype);
-  if (!od) {
+  // The formats by their metadata names (docs/format.md).
+  const std::map<std::string, dcp::oracle::DType> formats = {
+      {"f32", dcp::oracle::DType::f32},
+      {"f16", dcp::oracle::DType::f16},
+      {"bf16", dcp::oracle::DType::bf16},
+      {"f8_e4m3", dcp::oracle::DType::f8e4m3},
+      {"f8_e5m2", dcp::oracle::DType::f8e5m2}};
+  const auto od = dcp::gpu::parse_format(out_dtype);  // the host path's: f32, f16, bf16
+  if (!formats.count(out_dtype) || (impl == "host" && !od)) {
     std::cerr << "make_result: --out-dtype " << out_dtype << "\n";
     return 2;
   }
@@ -104,7 +120,7 @@ int main(int argc, char** argv) {
     m.merge = merge == "a2a" ? p::Merge::a2a : p::Merge::ag_rs;
     m.reverse_merge = order == "rev";
     m.base2 = c->lse_base == dcp::oracle::LseBase::two;
-    m.out = p::to_oracle_dtype(*od);
+    m.out = formats.at(out_dtype);
     m.bug = bug == "none" ? p::Bug::none : *planted;
     m.seed = seed;
     m.exp_rel_err = exp_rel_err;
@@ -120,8 +136,7 @@ int main(int argc, char** argv) {
     }
     m.partial = p::to_oracle_dtype(*part);
     m.merge_accum = p::to_oracle_dtype(*sum);
-    if (p_cast != "none")
-      m.p_cast = p_cast == "bf16" ? dcp::oracle::DType::bf16 : dcp::oracle::DType::f16;
+    if (p_cast != "none") m.p_cast = formats.at(p_cast);
     r = p::model_result(*c, m, partials);
     if (unclaimed) {
       for (dcp::oracle::Arithmetic* a : {&r.output_claim, &r.partial_claim}) {

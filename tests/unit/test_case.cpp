@@ -198,6 +198,75 @@ TEST(CaseFile, RoundTripsEveryField) {
   std::filesystem::remove(path);
 }
 
+// An fp8 cache with per-head scales: the file holds the stored bytes and the scales, the case
+// the dequantized values (stored times scale, exactly), and a save writes the same bytes back.
+TEST(CaseFile, Fp8KeysAndValuesWithScalesAreDequantizedExactly) {
+  for (const props::KvScale per : {props::KvScale::per_tensor, props::KvScale::per_head}) {
+    for (const DType fp8 : {DType::f8e4m3, DType::f8e5m2}) {
+      props::CaseSpec s;
+      s.q_heads = 4;
+      s.kv_heads = 2;
+      s.seq = 24;
+      s.kv_dtype = fp8;
+      s.kv_scale = per;
+      s.seed = 5;
+      const Case c = props::make_case(s);
+      ASSERT_TRUE(validate(c).ok()) << validate(c).message();
+      ASSERT_EQ(c.k_scale.size(), per == props::KvScale::per_tensor ? 1u : 2u);
+      const StFile f = case_to_file(c);
+      const StTensor& k8 = f.tensors.at("k");
+      EXPECT_EQ(k8.dtype, fp8);
+      for (int64_t i = 0; i < c.k.numel(); ++i) {
+        const double scale = c.k_scale_of(i / c.k.dim(2) % 2);
+        EXPECT_TRUE(representable(fp8, k8.values[i])) << i;
+        EXPECT_EQ(k8.values[i] * scale, c.k.data[i]) << i;
+      }
+      const std::vector<uint8_t> bytes = serialize_safetensors(f);
+      auto parsed = parse_safetensors(bytes.data(), bytes.size(), "c.st");
+      ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+      auto back = case_from_file(*parsed, "c.st");
+      ASSERT_TRUE(back.ok()) << back.status().message();
+      EXPECT_EQ(back->k.data, c.k.data);
+      EXPECT_EQ(back->v.data, c.v.data);
+      EXPECT_EQ(back->k_scale, c.k_scale);
+      EXPECT_EQ(back->v_scale, c.v_scale);
+      EXPECT_EQ(serialize_safetensors(case_to_file(*back)), bytes);
+    }
+  }
+}
+
+TEST(CaseFile, RejectsBadScales) {
+  props::CaseSpec s;
+  s.kv_heads = 2;
+  s.q_heads = 2;
+  s.kv_dtype = DType::f8e4m3;
+  s.kv_scale = props::KvScale::per_head;
+  const StFile f = case_to_file(props::make_case(s));
+  auto error = [](const StFile& x) { return case_from_file(x, "c.st").status().message(); };
+  StFile bad = f;
+  bad.tensors["k_scale"].values = {0.5, 0.25, 0.125};
+  bad.tensors["k_scale"].shape = {3};
+  EXPECT_THAT(error(bad), HasSubstr("tensor 'k_scale': 3 values; expected 1 (per tensor) or "
+                                    "Hkv = 2 (per KV head)"));
+  bad = f;
+  bad.tensors["v_scale"].values = {0.5, -1.0};
+  EXPECT_THAT(error(bad), HasSubstr("tensor 'v_scale': element 1 = -1; expected a finite F32 "
+                                    "value > 0"));
+  bad = f;
+  bad.tensors["k_scale"].dtype = DType::bf16;
+  EXPECT_THAT(error(bad), HasSubstr("tensor 'k_scale': BF16 [2]; expected F32"));
+  // A value that is no stored E4M3 value times its scale (the scale is not what the file says).
+  Case c = props::make_case(s);
+  c.k.data[0] += 0.01 * c.k_scale_of(0);
+  EXPECT_THAT(validate(c).message(), HasSubstr("tensor 'k': element 0 = "));
+  EXPECT_THAT(validate(c).message(), HasSubstr("is not a F8_E4M3 value times its scale"));
+  props::CaseSpec latent = s;
+  latent.shared_latent = true;
+  bad = case_to_file(props::make_case(latent));
+  bad.tensors["v_scale"] = bad.tensors["k_scale"];
+  EXPECT_THAT(error(bad), HasSubstr("tensor 'v_scale': given for a shared latent"));
+}
+
 TEST(CaseFile, RejectsUnknownNamesAndBadMetadata) {
   props::CaseSpec s;
   StFile f = case_to_file(props::make_case(s));
@@ -224,7 +293,7 @@ TEST(CaseFile, RejectsUnknownNamesAndBadMetadata) {
   bad = f;
   bad.tensors["q"].dtype = DType::f64;
   EXPECT_THAT(case_from_file(bad, "c.st").status().message(),
-              HasSubstr("tensor 'q': dtype F64; inputs are F32, F16 or BF16"));
+              HasSubstr("tensor 'q': dtype F64; inputs are F32, F16, BF16, F8_E4M3 or F8_E5M2"));
   bad = f;
   bad.tensors.erase("k");
   EXPECT_THAT(case_from_file(bad, "c.st").status().message(), HasSubstr("missing tensor 'k'"));

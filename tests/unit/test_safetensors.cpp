@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -149,8 +150,60 @@ TEST(SafetensorsRoundTrip, Bf16SubnormalsInfAndTiesToEven) {
                      {1.0, 1.0 + std::ldexp(1.0, -6), kInf, 0.0});
 }
 
+TEST(SafetensorsRoundTrip, F8E4M3SubnormalsSaturationAndTiesToEven) {
+  // 448 is the largest value; 2^-9 the smallest subnormal, 2^-6 the smallest normal.
+  const std::vector<double> exact = {
+      1.0, -2.0, 448.0, std::ldexp(1.0, -9), std::ldexp(1.0, -6), 7 * std::ldexp(1.0, -9), -0.0};
+  const StFile in = one_tensor(DType::f8e4m3, {7}, exact);
+  expect_same_values(round_trip(in).tensors.at("t").values, exact);
+  EXPECT_EQ(stored_bits(in, 1), (std::vector<uint64_t>{0x38, 0xc0, 0x7e, 0x01, 0x08, 0x07, 0x80}));
+  // Ties go to even; 470 rounds past 448 (464 would tie to it) and E4M3 has no inf: NaN; half the
+  // smallest subnormal
+  // subnormal ties to 0.
+  const std::vector<double> inexact = {1.0 + std::ldexp(1.0, -4), 1.0 + 3 * std::ldexp(1.0, -4),
+                                       470.0, std::ldexp(1.0, -10)};
+  const StFile out = round_trip(one_tensor(DType::f8e4m3, {4}, inexact));
+  expect_same_values(out.tensors.at("t").values, {1.0, 1.25, std::nan(""), 0.0});
+}
+
+TEST(SafetensorsRoundTrip, F8E5M2SubnormalsInfAndTiesToEven) {
+  const std::vector<double> exact = {
+      1.0, -2.0, 57344.0, std::ldexp(1.0, -16), std::ldexp(1.0, -14), kInf, -0.0};
+  const StFile in = one_tensor(DType::f8e5m2, {7}, exact);
+  expect_same_values(round_trip(in).tensors.at("t").values, exact);
+  EXPECT_EQ(stored_bits(in, 1), (std::vector<uint64_t>{0x3c, 0xc0, 0x7b, 0x01, 0x04, 0x7c, 0x80}));
+  const std::vector<double> inexact = {1.0 + std::ldexp(1.0, -3), 1.0 + 3 * std::ldexp(1.0, -3),
+                                       61440.0, std::ldexp(1.0, -17)};
+  expect_same_values(round_trip(one_tensor(DType::f8e5m2, {4}, inexact)).tensors.at("t").values,
+                     {1.0, 1.5, kInf, 0.0});
+}
+
+// Every fp8 byte decodes to a value the format represents, which encodes back to the same byte
+// (NaNs to the all-ones NaN of their sign), and no two bytes but +0 and -0 share a value.
+TEST(SafetensorsRoundTrip, EveryFp8ByteRoundTrips) {
+  for (DType t : {DType::f8e4m3, DType::f8e5m2}) {
+    std::vector<double> finite;
+    for (int b = 0; b < 256; ++b) {
+      const double v = fp8_bits_to_double(t, static_cast<uint8_t>(b));
+      const uint8_t back = double_to_fp8_bits(t, v);
+      if (std::isnan(v)) {
+        EXPECT_EQ(back, (b & 0x80) | 0x7f) << dtype_name(t) << " byte " << b;
+        continue;
+      }
+      EXPECT_EQ(back, b) << dtype_name(t) << " byte " << b << " = " << v;
+      EXPECT_TRUE(representable(t, v)) << dtype_name(t) << " byte " << b;
+      if (std::isfinite(v) && v != 0.0) finite.push_back(v);
+    }
+    std::sort(finite.begin(), finite.end());
+    EXPECT_EQ(std::adjacent_find(finite.begin(), finite.end()), finite.end()) << dtype_name(t);
+    // E4M3: 2 x 126 nonzero finite values (the NaN takes one code per sign); E5M2: 2 x 123.
+    EXPECT_EQ(finite.size(), t == DType::f8e4m3 ? 252u : 246u) << dtype_name(t);
+    EXPECT_EQ(finite.back(), max_finite(t)) << dtype_name(t);
+  }
+}
+
 TEST(SafetensorsRoundTrip, NanStaysNanInEveryFloatingDtype) {
-  for (DType t : {DType::f64, DType::f32, DType::f16, DType::bf16}) {
+  for (DType t : {DType::f64, DType::f32, DType::f16, DType::bf16, DType::f8e4m3, DType::f8e5m2}) {
     const StFile out = round_trip(one_tensor(t, {2}, {std::nan(""), -std::nan("")}));
     const std::vector<double>& v = out.tensors.at("t").values;
     ASSERT_EQ(v.size(), 2u) << dtype_name(t);
@@ -408,9 +461,9 @@ TEST(SafetensorsMalformed, MistypedFields) {
 
 TEST(SafetensorsMalformed, UnknownDtype) {
   const std::string msg =
-      error_of(raw(one("{\"dtype\": \"F8_E4M3\", \"shape\": [1], \"data_offsets\": [0, 1]}"), {0}));
-  EXPECT_THAT(msg, HasSubstr("tensor 'k': unknown dtype 'F8_E4M3'"));
-  EXPECT_THAT(msg, HasSubstr("(accepted: F64, F32, F16, BF16, I64)"));
+      error_of(raw(one("{\"dtype\": \"F8_E3M4\", \"shape\": [1], \"data_offsets\": [0, 1]}"), {0}));
+  EXPECT_THAT(msg, HasSubstr("tensor 'k': unknown dtype 'F8_E3M4'"));
+  EXPECT_THAT(msg, HasSubstr("(accepted: F64, F32, F16, BF16, F8_E4M3, F8_E5M2, I64)"));
   EXPECT_THAT(error_of(raw(one("{\"dtype\": \"f32\", \"shape\": [0], \"data_offsets\": [0, 0]}"))),
               HasSubstr("unknown dtype 'f32'"));  // names are case-sensitive
 }
