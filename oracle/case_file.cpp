@@ -89,6 +89,11 @@ Status dequantize(std::string_view source, Case& c) {
 Expected<Case> case_from_file(const StFile& f, std::string_view source) {
   for (const auto& [name, t] : f.tensors) {
     if (!kTensors.count(name)) {
+      if (name == "cu_seqlens_q" || name == "cu_seqlens_k") {
+        return DCP_ERROR(source, ": tensor '", name,
+                         "': a batch of requests (docs/format.md, \"Batches\"); `dcp-verify "
+                         "check` reads batches, this command one request");
+      }
       return DCP_ERROR(source, ": unknown tensor '", name,
                        "'; a case holds q, k, v, q_pos, sink, topk, k_scale, v_scale");
     }

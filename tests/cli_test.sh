@@ -230,6 +230,31 @@ expect 0 "check, decode-scale bf16 DCP=8 reduce-scatter" -- "$bin" check --case 
 "$make_result" --case "$long" --out "$tmp/rs8.safetensors" "${rs8_long[@]}" --bug drop_token
 expect 1 "check, decode-scale bf16 DCP=8, one token dropped" -- "$bin" check --case "$long" --result "$tmp/rs8.safetensors"
 contains "$tmp/out" "# check: FAILED (the merged output violates its bound)" "one token dropped: FAILED from the output"
+# A varlen batch (cu_seqlens_q / cu_seqlens_k, docs/format.md "Batches"): three requests of 300,
+# 1000 and 40 keys, judged request by request; a token dropped in request 1 only is named there.
+"$make_result" --batch 300,1000,40 --case "$tmp/batch.safetensors" --out "$tmp/batch_res.safetensors" --impl model --dcp-size 4 --interleave 2 --partials
+expect 0 "check, a batch of 3 requests" -- "$bin" check --case "$tmp/batch.safetensors" --result "$tmp/batch_res.safetensors" --json "$tmp/batch.json"
+contains "$tmp/out" "# case: batch of 3 requests, T_total=4 S_total=1340" "batch: the case line counts the requests"
+contains "$tmp/out" "# request 1: T=2 S=1000: OK" "batch: a verdict per request"
+"$make_result" --batch 300,1000,40 --bug-request 1 --bug drop_token --case "$tmp/batch.safetensors" --out "$tmp/batch_res.safetensors" --impl model --dcp-size 4 --interleave 2
+expect 1 "check, a batch with a dropped token in request 1" -- "$bin" check --case "$tmp/batch.safetensors" --result "$tmp/batch_res.safetensors" --quiet
+contains "$tmp/out" "# check: FAILED (request 1)" "batch: the failing request is named"
+contains "$tmp/out" "# request 0: T=1 S=300: OK" "batch: the other requests pass"
+if python3 - "$tmp/batch.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["verdict"] == "OK" and r["pass"] is True, r["verdict"]
+assert [q["request"] for q in r["requests"]] == [0, 1, 2]
+assert all(len(q["parts"]) == 5 for q in r["requests"])
+PY
+then :; else echo "FAIL: batch JSON"; failures=$((failures + 1)); fi
+# A result whose o has one row too few for the batch, and a batch command that reads one request.
+"$make_result" --batch 300,1000,40 --case "$tmp/batch.safetensors" --out "$tmp/batch_res.safetensors" --impl model
+"$make_result" --batch 300,1000 --case "$tmp/batch2.safetensors" --out "$tmp/batch_short.safetensors" --impl model
+expect 2 "check, a result of another batch" -- "$bin" check --case "$tmp/batch.safetensors" --result "$tmp/batch_short.safetensors"
+one_line_stderr "check, a result of another batch"
+expect 2 "reference of a batch" -- "$bin" reference --case "$tmp/batch.safetensors" --out "$tmp/batch_ref.safetensors"
+contains "$tmp/err" "a batch of requests" "reference names the batch"
 # An fp8 KV cache (E4M3 with per-head scales, as engines keep k_scale / v_scale), dequantized for a
 # bf16 MMA (P cast to bf16): the oracle takes stored value times scale as exact. Correct is OK, the
 # dropped token FAILED; with P cast to E4M3 and an E4M3 output, still a verdict (OK).

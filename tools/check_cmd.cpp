@@ -7,6 +7,7 @@
 #include <sstream>
 #include <string>
 
+#include "oracle/batch.hpp"
 #include "oracle/case_file.hpp"
 #include "oracle/check.hpp"
 #include "properties/footprint.hpp"
@@ -129,30 +130,60 @@ std::string scales_text(const oracle::Case& c) {
   return text.empty() ? text : text + ")";
 }
 
-// The header and one row per part and tensor (all of them, or the failing ones with --quiet).
-void print_check_table(const CheckOptions& o, const oracle::Case& c, const oracle::DcpResult& r,
-                       const oracle::ResultCheck& rc) {
+// One request of the file (all of it when the case is not a batch) and its judgement.
+struct Request {
+  oracle::Case c;
+  oracle::DcpResult r;
+  oracle::ResultCheck rc;
+  int64_t planned = 0;  // parts to judge: the output and every rank's partial
+};
+
+// "request 3: " before a batch's part names; empty for one request.
+std::string request_prefix(size_t requests, size_t b) {
+  return requests > 1 ? "request " + std::to_string(b) + ": " : "";
+}
+
+// The header: the command, the case (its first request's shapes and, for a batch, the totals),
+// the claim (the same for every request: the metadata is the batch's) and the table's header.
+void print_check_header(const CheckOptions& o, const std::vector<Request>& reqs, const Table& t) {
+  const oracle::Case& c = reqs.front().c;
   std::ostream& out = std::cout;
   out << "# dcp-verify check  case=" << o.case_path << "  result=" << o.result_path
-      << "  tier=" << o.tier << "\n"
-      << "# case: T=" << c.tokens() << " Hq=" << c.q_heads() << " Hkv=" << c.kv_heads()
-      << " Dk=" << c.head_dim() << " Dv=" << c.v_dim << " S=" << c.seq()
-      << (c.shared_latent() ? " (shared latent)" : "") << "  q "
+      << "  tier=" << o.tier << "\n";
+  if (reqs.size() > 1) {
+    int64_t tokens = 0, keys = 0;
+    for (const Request& q : reqs) {
+      tokens += q.c.tokens();
+      keys += q.c.seq();
+    }
+    out << "# case: batch of " << reqs.size() << " requests, T_total=" << tokens
+        << " S_total=" << keys << " Hq=" << c.q_heads() << " Hkv=" << c.kv_heads()
+        << " Dk=" << c.head_dim() << " Dv=" << c.v_dim;
+  } else {
+    out << "# case: T=" << c.tokens() << " Hq=" << c.q_heads() << " Hkv=" << c.kv_heads()
+        << " Dk=" << c.head_dim() << " Dv=" << c.v_dim << " S=" << c.seq();
+  }
+  out << (c.shared_latent() ? " (shared latent)" : "") << "  q "
       << lower(oracle::dtype_name(c.q_dtype)) << ", kv " << lower(oracle::dtype_name(c.kv_dtype))
       << scales_text(c) << "  lse base " << oracle::lse_base_name(c.lse_base) << "\n"
-      << "# claim: " << claim_text(r) << "\n"
+      << "# claim: " << claim_text(reqs.front().r) << "\n"
       << "#  worst (t, h, d): the element with the largest error/bound; err/stat: the largest "
          "error over the statistical bound (SUSPECT above 1); rank rows: that rank's partial vs "
          "the oracle on its shard\n";
-  const Table t = check_table();
   t.print_header(out);
+}
+
+// One row per part and tensor (all of them, or the failing ones with --quiet); in a batch the
+// part names the request and t its token within the request.
+void print_check_rows(const CheckOptions& o, const Table& t, const std::string& prefix,
+                      const oracle::ResultCheck& rc) {
   for (const oracle::PartCheck& p : rc.parts) {
     const bool fine = p.cmp.pass_statistical();
     if (o.quiet && fine) continue;
-    const std::string name = part_name(p.rank);
-    print_row(out, t, name, "o", p.cmp.o_worst, p.cmp.o_worst_stat, p.cmp.o_elements,
+    const std::string name = prefix + part_name(p.rank);
+    print_row(std::cout, t, name, "o", p.cmp.o_worst, p.cmp.o_worst_stat, p.cmp.o_elements,
               p.cmp.o_violations, p.cmp.o_suspects);
-    print_row(out, t, name, "lse", p.cmp.lse_worst, p.cmp.lse_worst_stat, p.cmp.lse_elements,
+    print_row(std::cout, t, name, "lse", p.cmp.lse_worst, p.cmp.lse_worst_stat, p.cmp.lse_elements,
               p.cmp.lse_violations, p.cmp.lse_suspects);
   }
 }
@@ -196,9 +227,9 @@ std::string check_verdict(const oracle::ResultCheck& rc, int64_t planned, std::o
   return verdict;
 }
 
-// The JSON report (docs/cli.md); false when it could not be written.
-bool write_check_json(const CheckOptions& o, const oracle::DcpResult& r,
-                      const oracle::ResultCheck& rc, bool stopped, double secs) {
+// One request's part of the JSON report (docs/cli.md): the claim, every part, the verdict.
+json request_report(const CheckOptions& o, const oracle::DcpResult& r,
+                    const oracle::ResultCheck& rc, bool stopped) {
   const std::vector<int64_t> bad_ranks = rc.failing_ranks();
   const Arithmetic& a = r.output_claim;
   json parts = json::array();
@@ -216,42 +247,70 @@ bool write_check_json(const CheckOptions& o, const oracle::DcpResult& r,
          {"o_stat", worst_json(p.cmp.o_worst_stat, p.cmp.o_elements, p.cmp.o_suspects)},
          {"lse_stat", worst_json(p.cmp.lse_worst_stat, p.cmp.lse_elements, p.cmp.lse_suspects)}});
   }
-  const json report = {
-      {"schema", "dcp-verify/check/2"},
-      {"case", o.case_path},
-      {"result", o.result_path},
-      {"tier", o.tier},
-      {"claim",
-       {{"accum", a.tf32 ? "tf32" : lower(oracle::dtype_name(a.accum))},
-        {"ftz", a.ftz},
-        {"p_cast", a.p_cast ? json(lower(oracle::dtype_name(*a.p_cast))) : json(nullptr)},
-        {"o", lower(oracle::dtype_name(a.out))},
-        {"lse", lower(oracle::dtype_name(a.lse_out))},
-        {"partial_o", lower(oracle::dtype_name(a.partial_o))},
-        {"partial_lse", lower(oracle::dtype_name(a.partial_lse))},
-        {"partial_format_from", r.partial_format_from},
-        {"tile", a.tile},
-        {"accum_rounding", a.truncating_mma ? "any" : "nearest"},
-        {"exp_rel_err", a.exp_rel_err ? json_number(*a.exp_rel_err) : json(nullptr)},
-        {"log_rel_err", a.log_rel_err ? json_number(*a.log_rel_err) : json(nullptr)},
-        {"merge_accum", lower(oracle::dtype_name(a.merge_accum))},
-        {"dcp_size", r.dcp_size},
-        {"interleave", r.owner.empty() ? json(r.interleave) : json(nullptr)},
-        {"owner_map", !r.owner.empty()},
-        {"splits", r.splits},
-        {"sink_rank", r.sink_rank ? json(*r.sink_rank) : json("merge")}}},
-      {"parts", parts},
-      {"failing_ranks", bad_ranks},
-      {"max_ratio", json_number(rc.max_ratio())},
-      {"max_stat_ratio", json_number(rc.max_stat_ratio())},
-      {"bound", o.bound},
-      {"verdict", !rc.pass()               ? "FAILED"
-                  : !rc.pass_statistical() ? "SUSPECT"
-                                           : "OK"},
-      {"false_alarm", json_number(statistical_false_alarm(rc))},
-      {"interrupted", stopped},
-      {"pass", gate(o, rc) && !stopped},
-      {"seconds", secs}};
+  return {{"claim",
+           {{"accum", a.tf32 ? "tf32" : lower(oracle::dtype_name(a.accum))},
+            {"ftz", a.ftz},
+            {"p_cast", a.p_cast ? json(lower(oracle::dtype_name(*a.p_cast))) : json(nullptr)},
+            {"o", lower(oracle::dtype_name(a.out))},
+            {"lse", lower(oracle::dtype_name(a.lse_out))},
+            {"partial_o", lower(oracle::dtype_name(a.partial_o))},
+            {"partial_lse", lower(oracle::dtype_name(a.partial_lse))},
+            {"partial_format_from", r.partial_format_from},
+            {"tile", a.tile},
+            {"accum_rounding", a.truncating_mma ? "any" : "nearest"},
+            {"exp_rel_err", a.exp_rel_err ? json_number(*a.exp_rel_err) : json(nullptr)},
+            {"log_rel_err", a.log_rel_err ? json_number(*a.log_rel_err) : json(nullptr)},
+            {"merge_accum", lower(oracle::dtype_name(a.merge_accum))},
+            {"dcp_size", r.dcp_size},
+            {"interleave", r.owner.empty() ? json(r.interleave) : json(nullptr)},
+            {"owner_map", !r.owner.empty()},
+            {"splits", r.splits},
+            {"sink_rank", r.sink_rank ? json(*r.sink_rank) : json("merge")}}},
+          {"parts", parts},
+          {"failing_ranks", bad_ranks},
+          {"max_ratio", json_number(rc.max_ratio())},
+          {"max_stat_ratio", json_number(rc.max_stat_ratio())},
+          {"bound", o.bound},
+          {"verdict", !rc.pass()               ? "FAILED"
+                      : !rc.pass_statistical() ? "SUSPECT"
+                                               : "OK"},
+          {"false_alarm", json_number(statistical_false_alarm(rc))},
+          {"interrupted", stopped},
+          {"pass", gate(o, rc) && !stopped}};
+}
+
+// The JSON report (docs/cli.md): one request's fields at the top level, or for a batch the
+// whole batch's verdict there and each request's report in "requests"; false when it could not
+// be written.
+bool write_check_json(const CheckOptions& o, const std::vector<Request>& reqs,
+                      const oracle::ResultCheck& all, bool stopped, double secs) {
+  json report = {{"schema", "dcp-verify/check/2"},
+                 {"case", o.case_path},
+                 {"result", o.result_path},
+                 {"tier", o.tier}};
+  if (reqs.size() == 1) {
+    report.update(request_report(o, reqs.front().r, reqs.front().rc, stopped));
+  } else {
+    json requests = json::array();
+    for (size_t b = 0; b < reqs.size(); ++b) {
+      if (reqs[b].rc.parts.empty()) break;  // not reached before an interrupt
+      json one = request_report(o, reqs[b].r, reqs[b].rc,
+                                static_cast<int64_t>(reqs[b].rc.parts.size()) < reqs[b].planned);
+      one["request"] = b;
+      requests.push_back(std::move(one));
+    }
+    report.update({{"requests", requests},
+                   {"max_ratio", json_number(all.max_ratio())},
+                   {"max_stat_ratio", json_number(all.max_stat_ratio())},
+                   {"bound", o.bound},
+                   {"verdict", !all.pass()               ? "FAILED"
+                               : !all.pass_statistical() ? "SUSPECT"
+                                                         : "OK"},
+                   {"false_alarm", json_number(statistical_false_alarm(all))},
+                   {"interrupted", stopped},
+                   {"pass", gate(o, all) && !stopped}});
+  }
+  report["seconds"] = secs;
   return write_json("check", *o.json_path, report);
 }
 
@@ -265,32 +324,57 @@ int run_check(const CheckOptions& o, const Limits& lim) {
   props::Footprint files = props::file_footprint(file_bytes(o.case_path));
   files.bytes += props::file_footprint(file_bytes(o.result_path)).bytes;
   if (const auto why = over_limits(files, lim)) return bad("--case and --result: " + *why);
-  auto c = oracle::load_case(o.case_path);
-  if (!c) return bad(c.status().message());
-  auto r = oracle::load_result(o.result_path, *c);
-  if (!r) return bad(r.status().message());
-  const int64_t planned = oracle::part_count(*r);
+  auto case_file = oracle::read_safetensors(o.case_path);
+  if (!case_file) return bad(case_file.status().message());
+  auto result_file = oracle::read_safetensors(o.result_path);
+  if (!result_file) return bad(result_file.status().message());
+  // A batch is judged request by request (docs/format.md, "Batches").
+  auto case_files = oracle::split_case_file(*case_file, o.case_path);
+  if (!case_files) return bad(case_files.status().message());
+  auto result_files = oracle::split_result_file(*result_file, *case_file, o.result_path);
+  if (!result_files) return bad(result_files.status().message());
+  const size_t B = case_files->size();
   const oracle::Tier tier = o.tier == "certify" ? oracle::Tier::certify : oracle::Tier::fast;
-  props::Footprint judge = props::judge_footprint(*c, planned, tier);
+  std::vector<Request> reqs(B);
+  int64_t planned = 0;
+  props::Footprint judge;
+  for (size_t b = 0; b < B; ++b) {
+    const std::string in = B > 1 ? " (request " + std::to_string(b) + ")" : "";
+    auto c = oracle::case_from_file((*case_files)[b], o.case_path + in);
+    if (!c) return bad(c.status().message());
+    auto r = oracle::result_from_file((*result_files)[b], *c, o.result_path + in);
+    if (!r) return bad(r.status().message());
+    reqs[b].planned = oracle::part_count(*r);
+    planned += reqs[b].planned;
+    // Requests are judged one after the other: the largest one's footprint is the peak.
+    const props::Footprint one = props::judge_footprint(*c, reqs[b].planned, tier);
+    if (one.bytes > judge.bytes) judge = one;
+    reqs[b].c = std::move(*c);
+    reqs[b].r = std::move(*r);
+  }
   judge.bytes += files.bytes;
   if (const auto why = over_limits(judge, lim)) return bad("--case " + o.case_path + ": " + *why);
   InterruptGuard guard;
   Progress progress("check", planned);
-  oracle::ResultCheck rc;
-  for (int64_t part = 0; part < planned && !interrupted(); ++part) {
-    progress.update(part);
-    // Part 0 is the merged output, part k >= 1 the partial of rank k - 1.
-    auto p = oracle::check_part(*c, *r, part == 0 ? std::nullopt : std::optional<int64_t>(part - 1),
-                                tier);
-    if (!p) {
-      progress.clear();
-      return bad(p.status().message());
+  oracle::ResultCheck all;  // every request's parts, for the batch's verdict
+  for (size_t b = 0; b < B && !interrupted(); ++b) {
+    Request& q = reqs[b];
+    for (int64_t part = 0; part < q.planned && !interrupted(); ++part) {
+      progress.update(static_cast<int64_t>(all.parts.size()));
+      // Part 0 is the merged output, part k >= 1 the partial of rank k - 1.
+      auto p = oracle::check_part(
+          q.c, q.r, part == 0 ? std::nullopt : std::optional<int64_t>(part - 1), tier);
+      if (!p) {
+        progress.clear();
+        return bad(request_prefix(B, b) + p.status().message());
+      }
+      q.rc.parts.push_back(*p);
+      all.parts.push_back(*p);
     }
-    rc.parts.push_back(*p);
   }
   progress.clear();
-  const bool stopped = static_cast<int64_t>(rc.parts.size()) < planned;
-  if (rc.parts.empty()) {
+  const bool stopped = static_cast<int64_t>(all.parts.size()) < planned;
+  if (all.parts.empty()) {
     std::cout << "# check: INTERRUPTED (no part was judged)\n";
     const json report = {{"schema", "dcp-verify/check/2"},
                          {"case", o.case_path},
@@ -304,17 +388,64 @@ int run_check(const CheckOptions& o, const Limits& lim) {
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
-  print_check_table(o, *c, *r, rc);
-  const std::string verdict = check_verdict(rc, planned, std::cout);
-  std::cout << "# parts: " << rc.parts.size() << "  max err/bound: " << cell("%.4f", rc.max_ratio())
-            << "  max err/stat: " << cell("%.4f", rc.max_stat_ratio())
+  Table t = check_table();
+  for (size_t b = 0; b < B; ++b) {
+    for (const oracle::PartCheck& p : reqs[b].rc.parts)
+      t.fit(0, request_prefix(B, b) + part_name(p.rank));
+  }
+  print_check_header(o, reqs, t);
+  std::string verdict;
+  if (B == 1) {
+    print_check_rows(o, t, "", all);
+    verdict = check_verdict(all, planned, std::cout);
+  } else {
+    // Each request's rows and verdict; the batch's worst element is the worst request's.
+    std::string worst_line;
+    double worst_ratio = -1.0;
+    std::vector<std::string> failed, suspect;
+    for (size_t b = 0; b < B && !reqs[b].rc.parts.empty(); ++b) {
+      const Request& q = reqs[b];
+      print_check_rows(o, t, request_prefix(B, b), q.rc);
+      std::ostringstream line;
+      const std::string v = check_verdict(q.rc, q.planned, line);
+      std::cout << "# request " << b << ": T=" << q.c.tokens() << " S=" << q.c.seq() << ": " << v
+                << "\n";
+      if (q.rc.max_ratio() > worst_ratio) {
+        worst_ratio = q.rc.max_ratio();
+        worst_line = "# worst: request " + std::to_string(b) + ", " + line.str().substr(9);
+        worst_line = worst_line.substr(0, worst_line.find('\n') + 1);
+      }
+      if (!q.rc.pass())
+        failed.push_back(std::to_string(b));
+      else if (!q.rc.pass_statistical())
+        suspect.push_back(std::to_string(b));
+    }
+    std::cout << worst_line;
+    auto list = [](const std::vector<std::string>& v) {
+      std::string text;
+      for (size_t i = 0; i < v.size(); ++i) text += (i ? ", " : "") + v[i];
+      return text;
+    };
+    verdict =
+        !failed.empty()
+            ? "FAILED (request" + std::string(failed.size() > 1 ? "s " : " ") + list(failed) + ")"
+        : !suspect.empty() ? "SUSPECT (request" + std::string(suspect.size() > 1 ? "s " : " ") +
+                                 list(suspect) + ", over the statistical bound only)"
+                           : "OK";
+    if (stopped)
+      verdict = "INTERRUPTED (" + std::to_string(planned - static_cast<int64_t>(all.parts.size())) +
+                " parts not judged; so far: " + verdict + ")";
+  }
+  std::cout << "# parts: " << all.parts.size()
+            << "  max err/bound: " << cell("%.4f", all.max_ratio())
+            << "  max err/stat: " << cell("%.4f", all.max_stat_ratio())
             << "  time: " << cell("%.1f", secs) << " s\n"
             << "# bound: " << o.bound << " gates the exit; statistical tier's false-alarm "
-            << "probability <= " << cell("%.1e", statistical_false_alarm(rc)) << "\n"
+            << "probability <= " << cell("%.1e", statistical_false_alarm(all)) << "\n"
             << "# check: " << verdict << "\n";
-  if (o.json_path && !write_check_json(o, *r, rc, stopped, secs)) return kExitBadInput;
+  if (o.json_path && !write_check_json(o, reqs, all, stopped, secs)) return kExitBadInput;
   if (stopped) return kExitInterrupted;
-  return gate(o, rc) ? kExitOk : kExitFail;
+  return gate(o, all) ? kExitOk : kExitFail;
 }
 
 }  // namespace

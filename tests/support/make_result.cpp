@@ -4,6 +4,7 @@
 //
 //   make_result --case C --out R --impl model --dcp-size 4 --interleave 2 --bug unweighted_mean
 //   make_result --case C --out R --impl host --dcp-size 4 --order rand --out-dtype bf16 --partials
+//   make_result --batch 300,1000,40 --bug-request 1 --case C --out R --impl model --dcp-size 4 ...
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <map>
@@ -17,6 +18,50 @@
 #include "properties/dcp_bridge.hpp"
 #include "properties/dcp_setup.hpp"
 #include "properties/result_gen.hpp"
+
+namespace {
+
+// Tensors of the same name concatenated along dimension `axis` (one file per request, in order).
+dcp::oracle::StTensor concat(const std::vector<const dcp::oracle::StTensor*>& parts, size_t axis) {
+  dcp::oracle::StTensor out = *parts.front();
+  out.values.clear();
+  out.ints.clear();
+  out.shape[axis] = 0;
+  int64_t outer = 1, inner = 1;
+  for (size_t d = 0; d < axis; ++d) outer *= out.shape[d];
+  for (size_t d = axis + 1; d < out.shape.size(); ++d) inner *= out.shape[d];
+  for (const auto* p : parts) out.shape[axis] += p->shape[axis];
+  for (int64_t o = 0; o < outer; ++o) {
+    for (const auto* p : parts) {
+      const int64_t n = p->shape[axis] * inner;
+      auto take = [&](const auto& from, auto& to) {
+        to.insert(to.end(), from.begin() + o * n, from.begin() + (o + 1) * n);
+      };
+      if (p->dtype == dcp::oracle::DType::i64) {
+        take(p->ints, out.ints);
+      } else {
+        take(p->values, out.values);
+      }
+    }
+  }
+  return out;
+}
+
+// One batch file from per-request files (docs/format.md, "Batches"): every tensor of `by_rows`
+// concatenated along its axis, the rest (and the metadata) taken from the first request.
+dcp::oracle::StFile batch_of(const std::vector<dcp::oracle::StFile>& files,
+                             const std::map<std::string, size_t>& by_rows) {
+  dcp::oracle::StFile out = files.front();
+  for (const auto& [name, axis] : by_rows) {
+    if (!out.tensors.count(name)) continue;
+    std::vector<const dcp::oracle::StTensor*> parts;
+    for (const auto& f : files) parts.push_back(&f.tensors.at(name));
+    out.tensors[name] = concat(parts, axis);
+  }
+  return out;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   namespace p = dcp::props;
@@ -64,6 +109,14 @@ int main(int argc, char** argv) {
   app.add_option("--decode-kv", decode_kv,
                  "The decode case's K/V: bf16, or f8_e4m3 / f8_e5m2 with per-head scales")
       ->check(CLI::IsMember({"bf16", "f8_e4m3", "f8_e5m2"}));
+  std::vector<int64_t> batch;
+  int64_t bug_request = 0;
+  app.add_option("--batch", batch,
+                 "model only: write a batch of decode cases of these key counts to --case (T 1 "
+                 "and 2 in turn, otherwise as --decode-case) and the batch's result to --out")
+      ->delimiter(',')
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  app.add_option("--bug-request", bug_request, "With --batch: the request --bug is planted in");
   int64_t decode_seq = 0;
   app.add_option("--decode-case", decode_seq,
                  "First write a decode case of this many keys to --case: T 1, Hq 8, Hkv 1, D 128, "
@@ -71,25 +124,41 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   CLI11_PARSE(app, argc, argv);
 
-  if (decode_seq > 0) {
+  // A decode case of `seq` keys and `tokens` query tokens: 8 query heads on one KV head of dim 128.
+  auto decode_spec = [&](int64_t seq, int64_t tokens, uint64_t case_seed) {
     p::CaseSpec spec;
+    spec.tokens = tokens;
     spec.q_heads = 8;
     spec.head_dim = 128;
     spec.v_dim = 128;
-    spec.seq = decode_seq;
+    spec.seq = seq;
     spec.q_dtype = spec.kv_dtype = dcp::oracle::DType::bf16;
     if (decode_kv != "bf16") {
       spec.kv_dtype =
           decode_kv == "f8_e4m3" ? dcp::oracle::DType::f8e4m3 : dcp::oracle::DType::f8e5m2;
       spec.kv_scale = p::KvScale::per_head;
     }
-    spec.seed = seed;
-    if (const auto st = dcp::oracle::save_case(case_path, p::make_case(spec)); !st) {
+    spec.seed = case_seed;
+    return spec;
+  };
+  if (decode_seq > 0) {
+    if (const auto st =
+            dcp::oracle::save_case(case_path, p::make_case(decode_spec(decode_seq, 1, seed)));
+        !st) {
       std::cerr << "make_result: " << st.message() << "\n";
       return 2;
     }
   }
-  auto c = dcp::oracle::load_case(case_path);
+  if (!batch.empty() && impl != "model") {
+    std::cerr << "make_result: --batch needs --impl model\n";
+    return 2;
+  }
+  std::vector<dcp::oracle::Case> requests;
+  for (size_t b = 0; b < batch.size(); ++b)
+    requests.push_back(
+        p::make_case(decode_spec(batch[b], 1 + static_cast<int64_t>(b % 2), seed + b)));
+  auto c = batch.empty() ? dcp::oracle::load_case(case_path)
+                         : dcp::oracle::Expected<dcp::oracle::Case>(requests.front());
   if (!c) {
     std::cerr << "make_result: " << c.status().message() << "\n";
     return 2;
@@ -137,15 +206,53 @@ int main(int argc, char** argv) {
     m.partial = p::to_oracle_dtype(*part);
     m.merge_accum = p::to_oracle_dtype(*sum);
     if (p_cast != "none") m.p_cast = formats.at(p_cast);
-    r = p::model_result(*c, m, partials);
-    if (unclaimed) {
-      for (dcp::oracle::Arithmetic* a : {&r.output_claim, &r.partial_claim}) {
-        a->exp_rel_err.reset();
-        a->log_rel_err.reset();
-        a->tf32 = false;
-        a->ftz = false;
+    auto result_of = [&](const dcp::oracle::Case& one, const p::ModelConfig& config) {
+      dcp::oracle::DcpResult out = p::model_result(one, config, partials);
+      if (unclaimed) {
+        for (dcp::oracle::Arithmetic* a : {&out.output_claim, &out.partial_claim}) {
+          a->exp_rel_err.reset();
+          a->log_rel_err.reset();
+          a->tf32 = false;
+          a->ftz = false;
+        }
       }
+      return out;
+    };
+    if (!batch.empty()) {
+      // Every request judged by the same claim; the bug only in request --bug-request.
+      std::vector<dcp::oracle::StFile> cases, results;
+      for (size_t b = 0; b < requests.size(); ++b) {
+        p::ModelConfig mb = m;
+        if (static_cast<int64_t>(b) != bug_request) mb.bug = p::Bug::none;
+        mb.seed = seed + b;
+        cases.push_back(dcp::oracle::case_to_file(requests[b]));
+        results.push_back(dcp::oracle::result_to_file(result_of(requests[b], mb), requests[b]));
+      }
+      dcp::oracle::StFile case_file = batch_of(cases, {{"q", 0}, {"k", 0}, {"v", 0}, {"q_pos", 0}});
+      const dcp::oracle::StFile* case_out = &case_file;
+      std::vector<int64_t> cu_q{0}, cu_k{0};
+      for (const auto& one : requests) {
+        cu_q.push_back(cu_q.back() + one.tokens());
+        cu_k.push_back(cu_k.back() + one.seq());
+      }
+      const auto rows = [](const std::vector<int64_t>& cu) {
+        return dcp::oracle::StTensor{
+            dcp::oracle::DType::i64, {static_cast<int64_t>(cu.size())}, {}, cu};
+      };
+      case_file.tensors["cu_seqlens_q"] = rows(cu_q);
+      case_file.tensors["cu_seqlens_k"] = rows(cu_k);
+      const dcp::oracle::StFile result_file = batch_of(
+          results, {{"o", 0}, {"lse", 0}, {"o_partial", 1}, {"lse_partial", 1}, {"owner", 0}});
+      for (const auto& [path, file] :
+           {std::pair{case_path, case_out}, std::pair{out_path, &result_file}}) {
+        if (const auto st = dcp::oracle::write_safetensors(path, *file); !st) {
+          std::cerr << "make_result: " << st.message() << "\n";
+          return 2;
+        }
+      }
+      return 0;
     }
+    r = result_of(*c, m);
   } else {
     dcp::gpu::DcpConfig cfg;
     cfg.tp_size = n;

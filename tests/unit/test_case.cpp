@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "oracle/attention.hpp"
+#include "oracle/batch.hpp"
 #include "oracle/case_file.hpp"
 #include "properties/case_gen.hpp"
 
@@ -265,6 +266,86 @@ TEST(CaseFile, RejectsBadScales) {
   bad = case_to_file(props::make_case(latent));
   bad.tensors["v_scale"] = bad.tensors["k_scale"];
   EXPECT_THAT(error(bad), HasSubstr("tensor 'v_scale': given for a shared latent"));
+}
+
+// A batch file splits into its requests: rows of q, q_pos by cu_seqlens_q, of k, v by
+// cu_seqlens_k; a result's o, lse (either layout) and partials by the query rows.
+TEST(Batch, SplitsCaseAndResultByTheOffsets) {
+  props::CaseSpec s;
+  s.tokens = 3;
+  s.seq = 10;
+  s.explicit_pos = true;
+  StFile f = case_to_file(props::make_case(s));
+  f.tensors["cu_seqlens_q"] = StTensor{DType::i64, {3}, {}, {0, 1, 3}};
+  f.tensors["cu_seqlens_k"] = StTensor{DType::i64, {3}, {}, {0, 4, 10}};
+  auto parts = split_case_file(f, "b.st");
+  ASSERT_TRUE(parts.ok()) << parts.status().message();
+  ASSERT_EQ(parts->size(), 2u);
+  const StTensor& q1 = parts->at(1).tensors.at("q");
+  EXPECT_EQ(q1.shape, (Shape{2, s.q_heads, s.head_dim}));
+  const std::vector<double>& q = f.tensors.at("q").values;
+  EXPECT_EQ(q1.values, std::vector<double>(q.begin() + s.q_heads * s.head_dim, q.end()));
+  EXPECT_EQ(parts->at(0).tensors.at("k").shape[0], 4);
+  EXPECT_EQ(parts->at(1).tensors.at("v").shape[0], 6);
+  EXPECT_EQ(parts->at(1).tensors.count("cu_seqlens_q"), 0u);
+  EXPECT_EQ(parts->at(1).tensors.at("q_pos").ints,
+            std::vector<int64_t>(f.tensors.at("q_pos").ints.begin() + 1,
+                                 f.tensors.at("q_pos").ints.end()));
+
+  // lse [Hq, T_total] in the h_t layout, sliced along T; lse_partial [N, Hq, T_total] likewise.
+  StFile r;
+  r.metadata["lse_layout"] = "h_t";
+  r.tensors["lse"] = StTensor{DType::f32, {2, 3}, {0, 1, 2, 10, 11, 12}, {}};
+  r.tensors["lse_partial"] = StTensor{DType::f32, {1, 2, 3}, {0, 1, 2, 10, 11, 12}, {}};
+  auto results = split_result_file(r, f, "r.st");
+  ASSERT_TRUE(results.ok()) << results.status().message();
+  EXPECT_EQ(results->at(1).tensors.at("lse").values, (std::vector<double>{1, 2, 11, 12}));
+  EXPECT_EQ(results->at(1).tensors.at("lse_partial").shape, (Shape{1, 2, 2}));
+  EXPECT_EQ(results->at(0).tensors.at("lse").values, (std::vector<double>{0, 10}));
+  r.tensors["lse"].shape = {3, 2};  // t_h rows where h_t was declared: the wrong extent
+  EXPECT_THAT(split_result_file(r, f, "r.st").status().message(),
+              HasSubstr("r.st: tensor 'lse': shape [3, 2]; expected dimension 1 to hold the "
+                        "batch's 3 rows"));
+
+  // One request: the file as it is.
+  StFile one = f;
+  one.tensors.erase("cu_seqlens_q");
+  one.tensors.erase("cu_seqlens_k");
+  auto whole = split_case_file(one, "c.st");
+  ASSERT_TRUE(whole.ok());
+  EXPECT_EQ(whole->size(), 1u);
+}
+
+TEST(Batch, RejectsBadOffsetsByName) {
+  props::CaseSpec s;
+  s.tokens = 2;
+  s.seq = 8;
+  const StFile good = case_to_file(props::make_case(s));
+  auto error = [&](std::vector<int64_t> cu_q, std::vector<int64_t> cu_k) {
+    StFile f = good;
+    if (!cu_q.empty())
+      f.tensors["cu_seqlens_q"] =
+          StTensor{DType::i64, {static_cast<int64_t>(cu_q.size())}, {}, cu_q};
+    if (!cu_k.empty())
+      f.tensors["cu_seqlens_k"] =
+          StTensor{DType::i64, {static_cast<int64_t>(cu_k.size())}, {}, cu_k};
+    return split_case_file(f, "b.st").status().message();
+  };
+  EXPECT_THAT(error({0, 2}, {}), HasSubstr("b.st: tensor 'cu_seqlens_q' without 'cu_seqlens_k'"));
+  EXPECT_THAT(error({1, 2}, {0, 8}), HasSubstr("tensor 'cu_seqlens_q': element 0 = 1; expected 0"));
+  EXPECT_THAT(error({0, 2}, {0, 5, 3, 8}),
+              HasSubstr("tensor 'cu_seqlens_k': element 2 = 3 < element 1 = 5"));
+  EXPECT_THAT(error({0, 2}, {0, 7}),
+              HasSubstr("tensor 'cu_seqlens_k': last element 7 != k's S_total = 8"));
+  EXPECT_THAT(error({0, 2, 2}, {0, 4, 8}),
+              HasSubstr("tensor 'cu_seqlens_q': request 1 has no query token"));
+  EXPECT_THAT(error({0, 1, 2}, {0, 8}), HasSubstr("both are [B+1]"));
+  EXPECT_THAT(error({0}, {0}), HasSubstr("expected I64 [B+1] with B >= 1 requests"));
+  EXPECT_TRUE(case_from_file(split_case_file(good, "c.st")->front(), "c.st").ok());
+  StFile batch = good;
+  batch.tensors["cu_seqlens_q"] = StTensor{DType::i64, {2}, {}, {0, 2}};
+  EXPECT_THAT(case_from_file(batch, "c.st").status().message(),
+              HasSubstr("tensor 'cu_seqlens_q': a batch of requests"));
 }
 
 TEST(CaseFile, RejectsUnknownNamesAndBadMetadata) {
