@@ -227,6 +227,19 @@ std::string check_verdict(const oracle::ResultCheck& rc, int64_t planned, std::o
   return verdict;
 }
 
+// The verdict's keys of a JSON report, for the parts of rc (one request's, or a whole batch's).
+json verdict_fields(const CheckOptions& o, const oracle::ResultCheck& rc, bool stopped) {
+  return {{"max_ratio", json_number(rc.max_ratio())},
+          {"max_stat_ratio", json_number(rc.max_stat_ratio())},
+          {"bound", o.bound},
+          {"verdict", !rc.pass()               ? "FAILED"
+                      : !rc.pass_statistical() ? "SUSPECT"
+                                               : "OK"},
+          {"false_alarm", json_number(statistical_false_alarm(rc))},
+          {"interrupted", stopped},
+          {"pass", gate(o, rc) && !stopped}};
+}
+
 // One request's part of the JSON report (docs/cli.md): the claim, every part, the verdict.
 json request_report(const CheckOptions& o, const oracle::DcpResult& r,
                     const oracle::ResultCheck& rc, bool stopped) {
@@ -247,36 +260,30 @@ json request_report(const CheckOptions& o, const oracle::DcpResult& r,
          {"o_stat", worst_json(p.cmp.o_worst_stat, p.cmp.o_elements, p.cmp.o_suspects)},
          {"lse_stat", worst_json(p.cmp.lse_worst_stat, p.cmp.lse_elements, p.cmp.lse_suspects)}});
   }
-  return {{"claim",
-           {{"accum", a.tf32 ? "tf32" : lower(oracle::dtype_name(a.accum))},
-            {"ftz", a.ftz},
-            {"p_cast", a.p_cast ? json(lower(oracle::dtype_name(*a.p_cast))) : json(nullptr)},
-            {"o", lower(oracle::dtype_name(a.out))},
-            {"lse", lower(oracle::dtype_name(a.lse_out))},
-            {"partial_o", lower(oracle::dtype_name(a.partial_o))},
-            {"partial_lse", lower(oracle::dtype_name(a.partial_lse))},
-            {"partial_format_from", r.partial_format_from},
-            {"tile", a.tile},
-            {"accum_rounding", a.truncating_mma ? "any" : "nearest"},
-            {"exp_rel_err", a.exp_rel_err ? json_number(*a.exp_rel_err) : json(nullptr)},
-            {"log_rel_err", a.log_rel_err ? json_number(*a.log_rel_err) : json(nullptr)},
-            {"merge_accum", lower(oracle::dtype_name(a.merge_accum))},
-            {"dcp_size", r.dcp_size},
-            {"interleave", r.owner.empty() ? json(r.interleave) : json(nullptr)},
-            {"owner_map", !r.owner.empty()},
-            {"splits", r.splits},
-            {"sink_rank", r.sink_rank ? json(*r.sink_rank) : json("merge")}}},
-          {"parts", parts},
-          {"failing_ranks", bad_ranks},
-          {"max_ratio", json_number(rc.max_ratio())},
-          {"max_stat_ratio", json_number(rc.max_stat_ratio())},
-          {"bound", o.bound},
-          {"verdict", !rc.pass()               ? "FAILED"
-                      : !rc.pass_statistical() ? "SUSPECT"
-                                               : "OK"},
-          {"false_alarm", json_number(statistical_false_alarm(rc))},
-          {"interrupted", stopped},
-          {"pass", gate(o, rc) && !stopped}};
+  json report = {
+      {"claim",
+       {{"accum", a.tf32 ? "tf32" : lower(oracle::dtype_name(a.accum))},
+        {"ftz", a.ftz},
+        {"p_cast", a.p_cast ? json(lower(oracle::dtype_name(*a.p_cast))) : json(nullptr)},
+        {"o", lower(oracle::dtype_name(a.out))},
+        {"lse", lower(oracle::dtype_name(a.lse_out))},
+        {"partial_o", lower(oracle::dtype_name(a.partial_o))},
+        {"partial_lse", lower(oracle::dtype_name(a.partial_lse))},
+        {"partial_format_from", r.partial_format_from},
+        {"tile", a.tile},
+        {"accum_rounding", a.truncating_mma ? "any" : "nearest"},
+        {"exp_rel_err", a.exp_rel_err ? json_number(*a.exp_rel_err) : json(nullptr)},
+        {"log_rel_err", a.log_rel_err ? json_number(*a.log_rel_err) : json(nullptr)},
+        {"merge_accum", lower(oracle::dtype_name(a.merge_accum))},
+        {"dcp_size", r.dcp_size},
+        {"interleave", r.owner.empty() ? json(r.interleave) : json(nullptr)},
+        {"owner_map", !r.owner.empty()},
+        {"splits", r.splits},
+        {"sink_rank", r.sink_rank ? json(*r.sink_rank) : json("merge")}}},
+      {"parts", parts},
+      {"failing_ranks", bad_ranks}};
+  report.update(verdict_fields(o, rc, stopped));
+  return report;
 }
 
 // The JSON report (docs/cli.md): one request's fields at the top level, or for a batch the
@@ -299,16 +306,8 @@ bool write_check_json(const CheckOptions& o, const std::vector<Request>& reqs,
       one["request"] = b;
       requests.push_back(std::move(one));
     }
-    report.update({{"requests", requests},
-                   {"max_ratio", json_number(all.max_ratio())},
-                   {"max_stat_ratio", json_number(all.max_stat_ratio())},
-                   {"bound", o.bound},
-                   {"verdict", !all.pass()               ? "FAILED"
-                               : !all.pass_statistical() ? "SUSPECT"
-                                                         : "OK"},
-                   {"false_alarm", json_number(statistical_false_alarm(all))},
-                   {"interrupted", stopped},
-                   {"pass", gate(o, all) && !stopped}});
+    report["requests"] = requests;
+    report.update(verdict_fields(o, all, stopped));
   }
   report["seconds"] = secs;
   return write_json("check", *o.json_path, report);
