@@ -434,10 +434,9 @@ std::vector<double> exact_partials(const Case& c, std::span<const int64_t> keys,
 // One element's sums over the row's keys (§2, §3): T_key,i, S_i and S'_i = sum_j P_j (1 + e_j)
 // |v_ji| (how large the computed summands may be).
 // §10 adds the statistical tier's: the systematic part of T_key, and the root sums of squares,
-// over groups of equal logits, of the random parts of T_key and of the P cast's roundings (whose
-// summands are at most P_j (1 + e_j) |v_ji|).
+// over groups of equal logits, of the random parts of T_key and of the P cast's roundings.
 // The P cast's (§4): C_i = sum_j (u_p P^_j + min(P^_j, p_floor)) |v_ji|, P^_j = P_j (1 + e_j) /
-// den the computed normalized weights, and its root sum of squares over groups.
+// den bounding the computed normalized weights, and its root sum of squares over groups.
 struct ElementSums {
   double t_key = 0.0, s = 0.0, s_weighted = 0.0;
   double t_sys = 0.0, t_rand = 0.0;
