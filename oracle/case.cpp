@@ -6,17 +6,15 @@
 namespace dcp::oracle {
 namespace {
 
-// Every element finite and, divided by its KV head's scale (scale_of(g) for element i of head
-// i / per_head % heads), a value of dtype.
-template <class ScaleOf>
-Status check_values(const Tensor<double>& t, const char* name, DType dtype, ScaleOf scale_of) {
-  const int64_t per_head = t.rank() == 3 ? t.dim(2) : 1, heads = t.rank() == 3 ? t.dim(1) : 1;
+// Every element finite and, divided by its scale (scale_at(i) for element i), a value of dtype.
+template <class ScaleAt>
+Status check_values(const Tensor<double>& t, const char* name, DType dtype, ScaleAt scale_at) {
   for (int64_t i = 0; i < t.numel(); ++i) {
     const double x = t.data[i];
     if (!std::isfinite(x)) {
       return DCP_ERROR("tensor '", name, "': element ", i, " is ", x, "; inputs must be finite");
     }
-    const double scale = scale_of(i / per_head % heads);
+    const double scale = scale_at(i);
     // x / scale is exact when x is a stored value times the scale; the product checks it is.
     if (!representable(dtype, x / scale) || (x / scale) * scale != x) {
       return DCP_ERROR("tensor '", name, "': element ", i, " = ", x, " is not a ",
@@ -100,9 +98,9 @@ Status validate(const Case& c) {
     }
   }
   DCP_TRY(check_values(c.q, "q", c.q_dtype, [](int64_t) { return 1.0; }));
-  DCP_TRY(check_values(c.k, "k", c.kv_dtype, [&](int64_t g) { return c.k_scale_of(g); }));
+  DCP_TRY(check_values(c.k, "k", c.kv_dtype, [&](int64_t i) { return c.k_scale_at(i); }));
   if (!c.shared_latent())
-    DCP_TRY(check_values(c.v, "v", c.kv_dtype, [&](int64_t g) { return c.v_scale_of(g); }));
+    DCP_TRY(check_values(c.v, "v", c.kv_dtype, [&](int64_t i) { return c.v_scale_at(i); }));
 
   if (!c.q_pos.empty()) {
     if (static_cast<int64_t>(c.q_pos.size()) != T) {

@@ -63,6 +63,9 @@ struct Case {
   double v_scale_of(int64_t g) const {
     return shared_latent() ? k_scale_of(g) : scale_at(v_scale, g);
   }
+  // The scale of element i of k, or of v ([S, Hkv, D] row-major): its KV head's.
+  double k_scale_at(int64_t i) const { return k_scale_of(i / k.dim(2) % k.dim(1)); }
+  double v_scale_at(int64_t i) const { return v_scale_of(i / v.dim(2) % v.dim(1)); }
   // V value of key j, KV head g, component i (from k for a shared latent).
   double v_at(int64_t j, int64_t g, int64_t i) const {
     return shared_latent() ? k.at({j, g, i}) : v.at({j, g, i});

@@ -61,27 +61,18 @@ Expected<Tensor<double>> float_tensor(std::string_view source, const StFile& f,
 }
 
 // Stored keys and values times their KV head's scale: the case's dequantized, exact values (an
-// fp8 or bf16 value times an fp32 scale fits a double). The scales' shapes are checked first.
-Status dequantize(std::string_view source, Case& c) {
-  if (c.k.rank() != 3) return {};  // validate names the shape
-  const int64_t Hkv = c.k.dim(1);
-  for (const auto& [name, scale] :
-       {std::pair{"k_scale", &c.k_scale}, std::pair{"v_scale", &c.v_scale}}) {
-    if (!scale->empty() && scale->size() != 1 && static_cast<int64_t>(scale->size()) != Hkv) {
-      return DCP_ERROR(source, ": tensor '", name, "': ", scale->size(),
-                       " values; expected 1 (per tensor) or Hkv = ", Hkv, " (per KV head)");
-    }
-  }
-  auto scale = [](Tensor<double>& t, auto scale_of) {
-    if (t.rank() != 3) return;
-    const int64_t per_head = t.dim(2), heads = t.dim(1);
-    for (int64_t i = 0; i < t.numel(); ++i) t.data[i] *= scale_of(i / per_head % heads);
+// fp8 or bf16 value times an fp32 scale fits a double). Shapes that do not fit are left as they
+// are, for validate to name.
+void dequantize(Case& c) {
+  const auto fits = [](const Tensor<double>& t, const std::vector<double>& s) {
+    return t.rank() == 3 && (s.size() == 1 || static_cast<int64_t>(s.size()) == t.dim(1));
   };
-  if (!c.k_scale.empty()) scale(c.k, [&](int64_t g) { return c.k_scale_of(g); });
-  if (!c.v_scale.empty() && !c.shared_latent()) {
-    scale(c.v, [&](int64_t g) { return c.v_scale_of(g); });
+  if (fits(c.k, c.k_scale)) {
+    for (int64_t i = 0; i < c.k.numel(); ++i) c.k.data[i] *= c.k_scale_at(i);
   }
-  return {};
+  if (!c.shared_latent() && fits(c.v, c.v_scale)) {
+    for (int64_t i = 0; i < c.v.numel(); ++i) c.v.data[i] *= c.v_scale_at(i);
+  }
 }
 
 }  // namespace
@@ -209,7 +200,7 @@ Expected<Case> case_from_file(const StFile& f, std::string_view source) {
     }
     c.lse_base = *b;
   }
-  DCP_TRY(dequantize(source, c));
+  dequantize(c);
   const Status st = validate(c);
   if (!st) return Status::error(std::string(source) + ": " + st.message(), __FILE__, __LINE__);
   return c;
@@ -595,17 +586,16 @@ StFile case_to_file(const Case& c) {
   StFile f;
   f.tensors["q"] = StTensor{c.q_dtype, c.q.shape, c.q.data, {}};
   // Keys and values as stored: divided by their scale (exact, case.hpp).
-  auto stored = [](const Tensor<double>& t, auto scale_of) {
+  auto stored = [](const Tensor<double>& t, auto scale_at) {
     std::vector<double> out = t.data;
-    const int64_t per_head = t.dim(2), heads = t.dim(1);
-    for (int64_t i = 0; i < t.numel(); ++i) out[i] /= scale_of(i / per_head % heads);
+    for (int64_t i = 0; i < t.numel(); ++i) out[i] /= scale_at(i);
     return out;
   };
   f.tensors["k"] =
-      StTensor{c.kv_dtype, c.k.shape, stored(c.k, [&](int64_t g) { return c.k_scale_of(g); }), {}};
+      StTensor{c.kv_dtype, c.k.shape, stored(c.k, [&](int64_t i) { return c.k_scale_at(i); }), {}};
   if (!c.shared_latent()) {
     f.tensors["v"] = StTensor{
-        c.kv_dtype, c.v.shape, stored(c.v, [&](int64_t g) { return c.v_scale_of(g); }), {}};
+        c.kv_dtype, c.v.shape, stored(c.v, [&](int64_t i) { return c.v_scale_at(i); }), {}};
   }
   if (!c.k_scale.empty()) {
     f.tensors["k_scale"] =

@@ -145,19 +145,16 @@ dcp::oracle::Case make_case(const CaseSpec& s) {
                      kDrawnAmax / fmt_max * (1.0 + std::ldexp(rng.below(1 << 20), -20)));
       return sc;
     };
-    auto quantize = [&](dcp::oracle::Tensor<double>& t, const std::vector<double>& sc) {
-      const int64_t per_head = t.dim(2);
-      for (int64_t i = 0; i < t.numel(); ++i) {
-        const double scale = sc[sc.size() == 1 ? 0 : static_cast<size_t>(i / per_head % Hkv)];
-        // Saturated to the format's range, as engines quantize.
-        t.data[i] = round_to(s.kv_dtype, std::clamp(t.data[i] / scale, -fmt_max, fmt_max)) * scale;
-      }
+    // Saturated to the format's range, as engines quantize.
+    auto quantize = [&](double x, double scale) {
+      return round_to(s.kv_dtype, std::clamp(x / scale, -fmt_max, fmt_max)) * scale;
     };
     c.k_scale = draw_scales();
-    quantize(c.k, c.k_scale);
+    for (int64_t i = 0; i < c.k.numel(); ++i) c.k.data[i] = quantize(c.k.data[i], c.k_scale_at(i));
     if (!s.shared_latent) {
       c.v_scale = draw_scales();
-      quantize(c.v, c.v_scale);
+      for (int64_t i = 0; i < c.v.numel(); ++i)
+        c.v.data[i] = quantize(c.v.data[i], c.v_scale_at(i));
     }
   }
   return c;
