@@ -27,6 +27,10 @@ Result<DcpGeometry> DcpGeometry::create(const DcpConfig& cfg, const AttentionDim
                          d.head_dim, " for a shared latent");
   if (cfg.tile < 1) return DCP_GPU_ERROR("DcpConfig.tile: got ", cfg.tile, "; expected >= 1");
   if (cfg.splits < 1) return DCP_GPU_ERROR("DcpConfig.splits: got ", cfg.splits, "; expected >= 1");
+  if (cfg.strategy == CommStrategy::a2a && cfg.math.merge != StorageFormat::f32)
+    return DCP_GPU_ERROR("DcpConfig.math.merge: got ", format_name(cfg.math.merge),
+                         "; a2a merges in fp32 on the receiving rank (a 16-bit sum is ag_rs's "
+                         "reduce-scatter)");
   DcpGeometry g;
   g.n = n;
   g.tp = cfg.tp_size;
@@ -162,6 +166,9 @@ PartialAttentionParams rank_attention_params(const DcpInputs& in, const DcpConfi
   p.base = cfg.base;
   p.tile = cfg.tile;
   p.splits = cfg.splits;
+  p.exp = cfg.math.exp;
+  p.p_cast = cfg.math.p_cast;
+  p.tf32 = cfg.math.tf32;
   return p;
 }
 

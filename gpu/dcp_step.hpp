@@ -7,9 +7,12 @@
 //   1. queries   gather: AllGather of q [T, H_loc, Dk] in the group -> [T, Hg, Dk]
 //                replicate-q: the rank already holds q [T, Hg, Dk]; no communication
 //   2. attention partial_attention over the rank's tokens -> O_r [T, Hg, Dv], L_r [T, Hg]
-//   3. combine   ag_rs: AllGather L_r; scale O_r by base^(L_r - L); ReduceScatter by head
+//                O_r stored in math.partial (the LSE in fp32)
+//   3. combine   ag_rs: AllGather L_r; scale O_r by base^(L_r - L); ReduceScatter by head,
+//                       summed in math.merge
 //                a2a:   pack (O_r, L_r) by destination head slice; All-to-All; local merge
 //   -> O [T, H_loc, Dv] and LSE [T, H_loc] for the rank's own heads, rounded to out_dtype.
+// The kernels' arithmetic (exponential, P cast, tf32 operands) is math's (kernel_math.hpp).
 // GQA: query head h reads KV head h / (Hq / Hkv) on *global* head indices on every rank.
 //
 // The step itself is device_step.hpp's, for every device.
@@ -27,6 +30,7 @@
 #include "gpu/comm/communicator.hpp"
 #include "gpu/kernels/attention_params.hpp"
 #include "gpu/kernels/convention.hpp"
+#include "gpu/kernels/kernel_math.hpp"
 #include "gpu/kernels/kv_view.hpp"
 #include "gpu/kernels/layout.hpp"
 #include "gpu/kernels/merge.hpp"
@@ -56,6 +60,7 @@ struct DcpConfig {
   int64_t tile = 64;          // online-softmax tile, keys
   int64_t splits = 1;         // split-KV pieces inside a rank
   StorageFormat out_dtype = StorageFormat::f32;
+  KernelMath math;  // exponential, P cast, tf32, partial and reduce-scatter formats
   // How long a rank waits for its peers in a collective (communicator.hpp).
   std::chrono::milliseconds deadline = kDefaultCollectiveDeadline;
 };

@@ -156,6 +156,7 @@ Result<RankStepOutput> device_step(Device& dev, const DcpInputs& in, const DcpCo
   p.lse = pl.data();
   DCP_GPU_TRY(validate_partial_attention(p));  // the device adds its own limits
   DCP_GPU_TRY(dev.partial_attention(p));
+  DCP_GPU_TRY(dev.round(po.data(), T * Hg * dv, cfg.math.partial));  // the partial as stored
 
   // 3. Combine, handing each rank back its own H_loc heads.
   DCP_GPU_ASSIGN(sched, make_schedule<Schedule>(N, cfg.order, cfg.order_seed));
@@ -169,14 +170,16 @@ Result<RankStepOutput> device_step(Device& dev, const DcpInputs& in, const DcpCo
     DCP_GPU_TRY(dev.agrs_scale(body::AgRsScale<Schedule>{.shape = shape,
                                                          .me = me,
                                                          .base = cfg.base,
+                                                         .exp = cfg.math.exp,
+                                                         .merge = cfg.math.merge,
                                                          .sched = sched,
                                                          .partial_o = po.data(),
                                                          .partial_lse = pl.data(),
                                                          .lse_all = lse_all.data(),
                                                          .send = send.data(),
                                                          .lse_out = lse.data()}));
-    DCP_GPU_TRY(
-        dev.reduce_scatter_sum(send.data(), T * Hl * dv, o.data(), cfg.order, cfg.order_seed));
+    DCP_GPU_TRY(dev.reduce_scatter_sum(send.data(), T * Hl * dv, o.data(),
+                                       SumSpec{cfg.order, cfg.order_seed, cfg.math.merge}));
   } else {
     const size_t block = static_cast<size_t>(T * Hl * (dv + 1));
     DCP_GPU_ASSIGN(send, dev.template alloc<float>(static_cast<size_t>(N) * block));
@@ -186,6 +189,7 @@ Result<RankStepOutput> device_step(Device& dev, const DcpInputs& in, const DcpCo
     DCP_GPU_TRY(dev.all_to_all(send.data(), static_cast<int64_t>(block), recv.data()));
     DCP_GPU_TRY(dev.a2a_combine(body::A2aCombine<Schedule>{.shape = shape,
                                                            .base = cfg.base,
+                                                           .exp = cfg.math.exp,
                                                            .sched = sched,
                                                            .recv = recv.data(),
                                                            .o = o.data(),

@@ -350,6 +350,11 @@ struct Merge {
   double abs_floor;   // partial stores and the merge sum in their subnormal ranges
 };
 
+// §5: the terms of the cross-rank sum in merge_accum.
+int64_t merge_sum_terms(const Arithmetic& a) {
+  return a.merge_terms > 0 ? std::min(a.merge_terms, a.shards) : a.shards;
+}
+
 // §5: L_abs = M + ln n_eff + 1, a bound on |L_r| and |L|.
 double lse_abs_bound(double M, double n_eff) {
   return M + std::log(std::max(1.0, n_eff)) + kLseAbsMargin;
@@ -359,12 +364,14 @@ double lse_abs_bound(double M, double n_eff) {
 std::optional<Merge> merge_terms(const Units& un, double n_eff, double L_abs) {
   if (un.shards <= 1) return std::nullopt;
   const double N = static_cast<double>(un.shards);
+  // The terms of the merge_accum sum: N, or fewer where pieces merge in fp32 first.
+  const double N_m = static_cast<double>(merge_sum_terms(un.a));
   // lambda: a partial LSE's own error (its log, the add m + ln l and a base conversion, its
   // store); its keys' errors cancel in the merge, as on one device.
   const double lam = un.eps_log(std::log(std::max(1.0, n_eff))) +
                      kPartialLseRoundings * un.u_s * L_abs +
                      unit_roundoff(un.a.partial_lse) * L_abs;
-  const double g_N = gamma_n(N, un.u_m);
+  const double g_N = gamma_n(N_m, un.u_m);
   // One merge exponential: exp(L_r - M) (a2a, both sums) or exp(L_r - L) (ag_rs, the numerator),
   // with its argument's rounding.
   const double eps_w = exp_error(kMergeArgRoundings * un.u_s * L_abs, un.eps_exp);
@@ -373,7 +380,11 @@ std::optional<Merge> merge_terms(const Units& un, double n_eff, double L_abs) {
   // rescales (their arguments telescope, as in §3) and 2N roundings in the accumulation format.
   const double chain = rescale_chain(static_cast<double>(un.shards - 1), un.eps_exp, un.u_s, L_abs);
   const double g_tree = gamma_n(kAccumRoundingsPerTerm * N, un.u_s);
-  const double den = (1.0 + eps_w) * (1.0 + g_N) * (1.0 + g_tree) - 1.0;
+  // ag_rs computes its merged LSE over such a tree too, and there the rescales reach the
+  // denominator alone (the numerator's weights exp(L_r - L) are fresh exponentials): D_b carries
+  // them as well as C (properties/test_dcp_properties.cpp found the gap with the poly3
+  // exponential, whose 2^0 is not 1).
+  const double den = (1.0 + eps_w) * (1.0 + chain) * (1.0 + g_N) * (1.0 + g_tree) - 1.0;
   // The merged LSE's log (of a sum up to N (1 + D_b)) and its add.
   const double log_N =
       un.eps_log(std::log(N) - std::log1p(-std::min(den, kMaxLogArg))) + un.u_s * L_abs;
@@ -384,7 +395,7 @@ std::optional<Merge> merge_terms(const Units& un, double n_eff, double L_abs) {
                std::max(un.eps_div, std::expm1(log_N)),
                lam - std::log1p(-std::min(den, kMaxLogArg)) + log_N, N * std::exp(kUnderflowArg),
                store_floor(un.a, un.a.partial_o) +
-                   N * (un.a.ftz ? 1.0 : un.u_m) * min_normal(un.a.merge_accum)};
+                   N_m * (un.a.ftz ? 1.0 : un.u_m) * min_normal(un.a.merge_accum)};
 }
 
 // §5: whether the merge's factors are small enough to bound (each below 1/2).
@@ -719,10 +730,11 @@ Expected<Bound> derive_bound(const Case& c, const Attention& ref, const Arithmet
   for (int64_t r = 0; r < T * Hq; ++r) {
     b.kappa = std::max(b.kappa, kappa_row[r]);
     if (!merge_ok[r]) {
-      return DCP_ERROR("tolerance: row (t=", r / Hq, ", h=", r % Hq, "): the merge of ", a.shards,
+      const int64_t terms = merge_sum_terms(a);
+      return DCP_ERROR("tolerance: row (t=", r / Hq, ", h=", r % Hq, "): the merge of ", terms,
                        " partials in merge_accum ", dtype_name(a.merge_accum),
                        " has a relative error of 1/2 or more (gamma_N(u_m) = ",
-                       gamma_n(static_cast<double>(a.shards), un.u_m), "); no bound holds there");
+                       gamma_n(static_cast<double>(terms), un.u_m), "); no bound holds there");
     }
     if (kappa_row[r] > kMaxKappa) {
       const int64_t t = r / Hq, h = r % Hq;

@@ -42,6 +42,9 @@ struct Arithmetic {
   DType out = DType::f32;          // format the final O is stored in
   DType lse_out = DType::f32;      // format the final LSE is stored in
   int64_t shards = 1;              // N partials merged over any tree (1: no merge)
+  // Terms of the cross-rank sum in merge_accum, where fewer than `shards` (0: shards): split-KV
+  // pieces merged in fp32 inside each rank before a reduce-scatter of N rank terms.
+  int64_t merge_terms = 0;
   // Which partial each key is in, where the caller knows it: key p in partial layout->of(p), one
   // partial per rank (a sink added at the merge may be one more, without values). With it the
   // merge's terms scale with the exact partials' sum_r w_r |O_r| (docs/tolerances.md §5) instead

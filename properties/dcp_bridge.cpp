@@ -96,6 +96,7 @@ gpu::DcpInputs to_dcp_inputs(const Case& c, std::vector<int64_t> chunks) {
 }
 
 oracle::Arithmetic host_claim(const gpu::DcpConfig& cfg, bool partial) {
+  const gpu::KernelMath& m = cfg.math;
   oracle::Arithmetic a;
   a.truncating_mma = false;  // host fp32 adds round to nearest
   a.shards = partial ? cfg.splits : cfg.layout.ranks * cfg.splits;
@@ -103,8 +104,27 @@ oracle::Arithmetic host_claim(const gpu::DcpConfig& cfg, bool partial) {
   if (!partial && cfg.splits == 1 && a.shards > 1)
     a.layout = oracle::Ownership{cfg.layout.ranks, cfg.layout.interleave, {}};
   a.tile = cfg.tile;
-  a.out = partial ? oracle::DType::f32 : to_oracle_dtype(cfg.out_dtype);
-  a.lse_out = a.out;
+  a.tf32 = m.tf32;
+  if (m.p_cast != gpu::StorageFormat::f32) a.p_cast = to_oracle_dtype(m.p_cast);
+  if (m.exp == gpu::ExpImpl::poly3) a.exp_rel_err = gpu::kExp2Poly3RelErr;
+  if (partial) {
+    // A rank's partial as its attention kernel stores it: O in math.partial, the LSE in fp32
+    // (split-KV pieces merge in fp32 before that store).
+    a.out = to_oracle_dtype(m.partial);
+  } else {
+    // The step combines even a single partial. That is exact in the default arithmetic (weight
+    // exp(0) = 1, ln 1 = 0, fp32 values stored in fp32), but not with a 16-bit partial store or
+    // sum or the poly3 exponential (its 2^0 is 1 - 7e-5): then the claim counts the merge, as one
+    // of two parts, the other empty.
+    const bool exact_single = m.exp == gpu::ExpImpl::libm && m.partial == gpu::StorageFormat::f32 &&
+                              m.merge == gpu::StorageFormat::f32;
+    if (a.shards == 1 && !exact_single) a.shards = 2;
+    a.partial_o = to_oracle_dtype(m.partial);
+    a.merge_accum = to_oracle_dtype(m.merge);
+    a.merge_terms = cfg.layout.ranks;  // split-KV pieces merge in fp32 within their rank
+    a.out = to_oracle_dtype(cfg.out_dtype);
+    a.lse_out = a.out;
+  }
   return a;
 }
 
@@ -189,7 +209,20 @@ std::string describe(const gpu::DcpConfig& cfg) {
      << " order=" << gpu::reduce_order_name(cfg.order) << " order_seed=" << cfg.order_seed
      << " base=" << (cfg.base == gpu::LseBase::e ? "e" : "2") << " tile=" << cfg.tile
      << " splits=" << cfg.splits << " out=" << gpu::format_name(cfg.out_dtype);
+  const std::string math = describe(cfg.math);
+  if (!math.empty()) os << " " << math;
   return os.str();
+}
+
+std::string describe(const gpu::KernelMath& m) {
+  std::ostringstream os;
+  if (m.exp != gpu::ExpImpl::libm) os << " exp=" << gpu::exp_impl_name(m.exp);
+  if (m.p_cast != gpu::StorageFormat::f32) os << " p_cast=" << gpu::format_name(m.p_cast);
+  if (m.tf32) os << " tf32";
+  if (m.partial != gpu::StorageFormat::f32) os << " partial=" << gpu::format_name(m.partial);
+  if (m.merge != gpu::StorageFormat::f32) os << " merge=" << gpu::format_name(m.merge);
+  const std::string s = os.str();
+  return s.empty() ? s : s.substr(1);
 }
 
 }  // namespace dcp::props

@@ -35,8 +35,9 @@ inline gpu::LseBase to_gpu_base(oracle::LseBase b) {
 // The production path's inputs for a case (values are exact in fp32). chunks: KV write lengths.
 gpu::DcpInputs to_dcp_inputs(const oracle::Case& c, std::vector<int64_t> chunks);
 
-// The arithmetic the host backend claims for the final output (N * splits partials merged) or
-// for one rank's partial (splits partials merged locally).
+// The arithmetic the production path claims (its kernels' KernelMath, formats and tiling) for the
+// final output (N * splits partials merged) or for one rank's partial (splits partials merged
+// locally, stored in math.partial).
 oracle::Arithmetic host_claim(const gpu::DcpConfig& cfg, bool partial);
 
 struct DcpCheck {
@@ -68,5 +69,8 @@ DcpCheck judge_dcp(const oracle::Case& c, const gpu::DcpConfig& cfg, const gpu::
                    bool check_partials);
 
 std::string describe(const gpu::DcpConfig& cfg);
+// The kernel arithmetic that differs from the defaults ("exp=poly3 p_cast=bf16 tf32"); empty
+// for the defaults.
+std::string describe(const gpu::KernelMath& m);
 
 }  // namespace dcp::props

@@ -121,7 +121,13 @@ nlohmann::json to_json(const DcpSetup& s) {
                         {"order_seed", g.order_seed},
                         {"tile", g.tile},
                         {"splits", g.splits},
-                        {"out_dtype", std::string(gpu::format_name(g.out_dtype))}};
+                        {"out_dtype", std::string(gpu::format_name(g.out_dtype))},
+                        {"math",
+                         {{"exp", std::string(gpu::exp_impl_name(g.math.exp))},
+                          {"p_cast", std::string(gpu::format_name(g.math.p_cast))},
+                          {"tf32", g.math.tf32},
+                          {"partial", std::string(gpu::format_name(g.math.partial))},
+                          {"merge", std::string(gpu::format_name(g.math.merge))}}}};
   return {{"spec", spec}, {"config", cfg}, {"chunks", s.chunks}};
 }
 
@@ -189,6 +195,7 @@ class FieldReader {
     return {};
   }
   FieldReader child(const char* key) const { return {j_.at(key), name(key)}; }
+  bool has(const char* key) const { return j_.contains(key); }
   oracle::Status present(const char* key) const {
     if (!j_.contains(key)) return DCP_ERROR(name(key), ": missing");
     return {};
@@ -211,6 +218,38 @@ class FieldReader {
   const json& j_;
   std::string path_;
 };
+
+// A storage format field of config.math ("config.math.p_cast").
+oracle::Status get_format(const FieldReader& m, const char* key, gpu::StorageFormat& out) {
+  std::string s;
+  DCP_TRY(m.get(key, s));
+  const auto f = gpu::parse_format(s);
+  if (!f)
+    return DCP_ERROR("config.math.", key, ": got \"", oracle::printable(s),
+                     "\"; expected f32, f16 or bf16");
+  out = *f;
+  return {};
+}
+
+// config.math, the kernels' arithmetic; absent in entries pinned before it existed (then the
+// defaults).
+oracle::Status get_math(const FieldReader& config, gpu::KernelMath& m) {
+  if (!config.has("math")) return {};
+  const FieldReader r = config.child("math");
+  DCP_TRY(r.object());
+  DCP_TRY(r.only({"exp", "p_cast", "tf32", "partial", "merge"}));
+  std::string exp;
+  DCP_TRY(r.get("exp", exp));
+  const auto e = gpu::parse_exp_impl(exp);
+  if (!e)
+    return DCP_ERROR("config.math.exp: got \"", oracle::printable(exp),
+                     "\"; expected libm or poly3");
+  m.exp = *e;
+  DCP_TRY(get_format(r, "p_cast", m.p_cast));
+  DCP_TRY(r.get("tf32", m.tf32));
+  DCP_TRY(get_format(r, "partial", m.partial));
+  return get_format(r, "merge", m.merge);
+}
 
 }  // namespace
 
@@ -274,7 +313,7 @@ oracle::Expected<DcpSetup> setup_from_json(const nlohmann::json& j) {
   const FieldReader g = top.child("config");
   DCP_TRY(g.object());
   DCP_TRY(g.only({"tp_size", "dcp_size", "interleave", "comm", "replicate_q", "order", "order_seed",
-                  "tile", "splits", "out_dtype"}));
+                  "tile", "splits", "out_dtype", "math"}));
   gpu::DcpConfig& q = s.cfg;
   DCP_TRY(g.get("tp_size", q.tp_size));
   DCP_TRY(g.get("dcp_size", q.layout.ranks));
@@ -302,6 +341,7 @@ oracle::Expected<DcpSetup> setup_from_json(const nlohmann::json& j) {
   DCP_TRY(g.get("order_seed", q.order_seed));
   DCP_TRY(g.get("tile", q.tile));
   DCP_TRY(g.get("splits", q.splits));
+  DCP_TRY(get_math(g, q.math));
   q.base = to_gpu_base(p.lse_base);
   DCP_TRY(top.get("chunks", s.chunks));
   DCP_TRY(validate_setup(s, kJsonNames));

@@ -7,6 +7,7 @@
 #include <rapidcheck/gtest.h>
 
 #include <chrono>
+#include <iostream>
 #include <thread>
 #include <vector>
 
@@ -131,6 +132,10 @@ TEST(DcpHostPath, BadConfigurationsAreOneLineErrors) {
   b.layout = {2, 1};
   b.tp_size = 4;
   bad.push_back({b, "AttentionDims.q_heads 6 is not a multiple of DcpConfig.tp_size 4"});
+  b.tp_size = 2;
+  b.strategy = gpu::CommStrategy::a2a;
+  b.math.merge = gpu::StorageFormat::bf16;
+  bad.push_back({b, "DcpConfig.math.merge: got bf16; a2a merges in fp32"});
   for (const Bad& x : bad) {
     gpu::Result<gpu::GroupRun> run = gpu::run_dcp_threads(to_dcp_inputs(c, {}), x.cfg);
     ASSERT_FALSE(run.ok());
@@ -153,6 +158,49 @@ TEST(DcpHostPath, BadConfigurationsAreOneLineErrors) {
   EXPECT_NE(run.status().message().find("tensor 'k'"), std::string::npos);
 }
 
+// Every term of the kernels' arithmetic is stated: the path run with one KernelMath choice and
+// judged with a claim that leaves it out (the default in its place) is FAILED or SUSPECT on
+// decode-sized fp32 cases, while the claim that states it passes them all. (That each term's
+// bound is sound is OutputAndEveryPartialWithinDerivedBound's.)
+TEST(DcpHostPath, EveryKernelMathChoiceMustBeClaimed) {
+  using gpu::StorageFormat;
+  struct Choice {
+    const char* name;
+    gpu::KernelMath math;
+    gpu::CommStrategy strategy;
+  };
+  const std::vector<Choice> choices = {
+      {"exp poly3", {.exp = gpu::ExpImpl::poly3}, gpu::CommStrategy::a2a},
+      {"P cast bf16", {.p_cast = StorageFormat::bf16}, gpu::CommStrategy::a2a},
+      {"tf32", {.tf32 = true}, gpu::CommStrategy::a2a},
+      {"partials bf16", {.partial = StorageFormat::bf16}, gpu::CommStrategy::a2a},
+      {"reduce-scatter bf16", {.merge = StorageFormat::bf16}, gpu::CommStrategy::ag_rs}};
+  constexpr int kCases = 3;
+  for (const Choice& ch : choices) {
+    int caught = 0;
+    for (int i = 0; i < kCases; ++i) {
+      CaseSpec spec;
+      spec.tokens = 1, spec.q_heads = 8, spec.kv_heads = 2, spec.head_dim = 64, spec.v_dim = 64;
+      spec.seq = 2000, spec.seed = static_cast<uint64_t>(100 + i);
+      const oracle::Case c = make_case(spec);  // fp32 inputs, N(0, 1) values
+      gpu::DcpConfig cfg;
+      cfg.tp_size = 8, cfg.layout = {8, 1}, cfg.strategy = ch.strategy, cfg.math = ch.math;
+      const gpu::Result<gpu::GroupRun> run =
+          gpu::run_dcp_threads(to_dcp_inputs(c, make_chunks(spec.seq, spec.seed)), cfg);
+      ASSERT_TRUE(run.ok()) << run.status().message();
+      const DcpCheck claimed = judge_dcp(c, cfg, *run, true);
+      EXPECT_TRUE(claimed.pass && claimed.pass_statistical) << ch.name << "\n" << claimed.report;
+      gpu::DcpConfig unclaimed = cfg;
+      unclaimed.math = {};
+      const DcpCheck dropped = judge_dcp(c, unclaimed, *run, true);
+      caught += dropped.pass_statistical ? 0 : 1;
+    }
+    EXPECT_GT(caught, 0) << ch.name << ": never caught when the claim leaves it out";
+    std::cout << "[ caught   ] " << ch.name << " unclaimed: " << caught << " of " << kCases
+              << " cases FAILED or SUSPECT\n";
+  }
+}
+
 TEST(ThreadsCommunicator, CollectivesMoveBlocksByRankAndSumInEveryOrder) {
   constexpr int64_t kN = test_support::kCollectiveRanks, kCount = test_support::kCollectiveCount;
   for (const auto order :
@@ -171,7 +219,7 @@ TEST(ThreadsCommunicator, CollectivesMoveBlocksByRankAndSumInEveryOrder) {
         const std::vector<float> send = test_support::send_input(r);
         st[r] = c.all_gather(test_support::gather_input(r), out.gathered);
         if (st[r]) st[r] = c.all_to_all(send, out.a2a);
-        if (st[r]) st[r] = c.reduce_scatter_sum(send, out.rs, order, 7);
+        if (st[r]) st[r] = c.reduce_scatter_sum(send, out.rs, {order, 7});
       });
     }
     for (auto& t : th) t.join();

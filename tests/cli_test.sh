@@ -62,10 +62,25 @@ contains "$tmp/out" "rows: 3  passed: 3  suspect: 0  failed: 0" "configured rows
 contains "$tmp/out" "--seed 9" "configured seed echoed"
 expect 0 "run, k3-mla preset" -- "$bin" run --preset k3-mla --seq 256 --quiet
 contains "$tmp/out" "# run: OK" "k3 preset verdict"
+# The kernels' arithmetic as engines ship it, each choice stated in the claim the run is judged
+# by: a bf16 DCP=8 reduce-scatter pipeline, and tf32 products over a2a.
+expect 0 "run, bf16 pipeline" -- "$bin" run --dcp-size 8 --heads 16 --kv-heads 4 --head-dim 128 --v-dim 128 --seq 2048 --exp poly3 --p-cast bf16 --partial-dtype bf16 --merge-dtype bf16 --out-dtype bf16 --json "$tmp/math.json"
+contains "$tmp/out" "causal+exp3+Pbf16+Orbf16+rsbf16" "run, bf16 pipeline: variant names the arithmetic"
+contains "$tmp/out" "# run: OK" "run, bf16 pipeline verdict"
+if /usr/bin/python3 - "$tmp/math.json" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))["rows"][0]["math"]
+assert m == {"exp": "poly3", "p_cast": "bf16", "tf32": False, "partial_dtype": "bf16",
+             "merge_dtype": "bf16", "out_dtype": "bf16"}, m
+PY
+then passes=$((passes + 1)); else echo "FAIL: run --json math"; failures=$((failures + 1)); fi
+expect 0 "run, tf32 over a2a" -- "$bin" run --dcp-size 4 --comm-backend a2a --tf32 --p-cast f16 --partial-dtype f16 --sink --quiet
+contains "$tmp/out" "# run: OK" "run, tf32 verdict"
 
 for bad in "--dcp-size 0" "--dcp-size 4 --tp-size 6" "--interleave 0" "--heads 6 --kv-heads 4" \
            "--heads 6 --dcp-size 4" "--comm nccl" "--backend cuda" "--comm-backend ring" \
-           "--lse-base 10" "--dtype f8" "--preset llama" "--seq -1" "--cases 0"; do
+           "--lse-base 10" "--dtype f8" "--preset llama" "--seq -1" "--cases 0" "--exp fast" \
+           "--p-cast f32" "--partial-dtype fp8" "--merge-dtype bf16 --comm-backend a2a"; do
   # shellcheck disable=SC2086
   expect 2 "run $bad" -- "$bin" run $bad
   one_line_stderr "run $bad"

@@ -52,6 +52,19 @@ std::string variant_of(const CaseSpec& s) {
   return v;
 }
 
+// The kernels' arithmetic where it is not the default, in the variant column's style:
+// +exp3 (poly3 exponential), +P<fmt> (P cast), +tf32, +Or<fmt> (partials stored), +rs<fmt>
+// (the reduce-scatter's sums).
+std::string math_tag(const gpu::KernelMath& m) {
+  std::string v;
+  if (m.exp == gpu::ExpImpl::poly3) v += "+exp3";
+  if (m.p_cast != gpu::StorageFormat::f32) v += "+P" + std::string(gpu::format_name(m.p_cast));
+  if (m.tf32) v += "+tf32";
+  if (m.partial != gpu::StorageFormat::f32) v += "+Or" + std::string(gpu::format_name(m.partial));
+  if (m.merge != gpu::StorageFormat::f32) v += "+rs" + std::string(gpu::format_name(m.merge));
+  return v;
+}
+
 CaseSpec gqa_shape(uint64_t seed) {
   CaseSpec s;
   s.tokens = 2;
@@ -96,12 +109,15 @@ std::vector<RunCase> default_rows(uint64_t seed) {
   const auto ag = CommStrategy::ag_rs, a2a = CommStrategy::a2a;
   std::vector<RunCase> rows;
   auto add = [&](CaseSpec s, int64_t tp, int64_t n, int64_t il, CommStrategy st, bool repl,
-                 gpu::ReduceOrder order = gpu::ReduceOrder::sequential, int64_t splits = 1) {
+                 gpu::ReduceOrder order = gpu::ReduceOrder::sequential, int64_t splits = 1,
+                 gpu::KernelMath math = {}, gpu::StorageFormat out = gpu::StorageFormat::f32) {
     DcpSetup r = make_row(s, tp, n, il, st, repl);
     r.cfg.order = order;
     r.cfg.order_seed = seed;
     r.cfg.splits = splits;
-    rows.push_back({r, variant_of(s), 1});
+    r.cfg.math = math;
+    r.cfg.out_dtype = out;
+    rows.push_back({r, variant_of(s) + math_tag(math), 1});
   };
   CaseSpec s = gqa_shape(seed);
   add(s, 1, 1, 1, ag, false);  // one rank: the baseline
@@ -129,6 +145,18 @@ std::vector<RunCase> default_rows(uint64_t seed) {
   s = gqa_shape(seed + 6);
   s.seq = 3;  // shorter than N: ranks with nothing to attend to
   add(s, 8, 8, 1, a2a, false);
+  // A bf16 pipeline as engines ship it at DCP 8: a cheap exponential, P in bf16 for the MMA,
+  // bf16 partials and a bf16 reduce-scatter into a bf16 output; then tf32 products with fp16
+  // partials over a2a.
+  const auto bf16 = gpu::StorageFormat::bf16, f16 = gpu::StorageFormat::f16;
+  s = gqa_shape(seed + 11);
+  s.seq = 2500;
+  add(s, 8, 8, 1, ag, false, gpu::ReduceOrder::sequential, 1,
+      {.exp = gpu::ExpImpl::poly3, .p_cast = bf16, .partial = bf16, .merge = bf16}, bf16);
+  s = gqa_shape(seed + 12);
+  s.sink = true;
+  add(s, 4, 4, 2, a2a, false, gpu::ReduceOrder::pairwise, 1,
+      {.p_cast = f16, .tf32 = true, .partial = f16}, f16);
   s = mla_shape(seed + 7);
   add(s, 1, 1, 1, a2a, false);
   add(s, 4, 4, 1, a2a, true);
@@ -203,6 +231,18 @@ const std::vector<CaseFlag>& case_flag_table() {
       {"--dtype", "Storage of q and KV: f32, f16 or bf16 (default bf16)", &CaseOptions::dtype},
       {"--out-dtype", "Storage of the output: f32, f16 or bf16", &CaseOptions::out_dtype},
       {"--order", "Combine reduction order: seq, pair or rand", &CaseOptions::order},
+      {"--exp",
+       "The kernels' exponential: libm, or poly3 (a cubic, relative error 7.6e-5, claimed as "
+       "exp_rel_err)",
+       &CaseOptions::exp},
+      {"--p-cast", "P rounded before P.V (numerator only): none, bf16 or f16",
+       &CaseOptions::p_cast},
+      {"--tf32", "Operands of every q.k and P.V product rounded to tf32", &CaseOptions::tf32},
+      {"--partial-dtype", "Storage of each rank's partial output O_r: f32, bf16 or f16",
+       &CaseOptions::partial_dtype},
+      {"--merge-dtype",
+       "ag_rs: the reduce-scatter's format, its inputs and every partial sum: f32, bf16 or f16",
+       &CaseOptions::merge_dtype},
       {"--sink", "Per-head sink logits", &CaseOptions::sink},
       {"--replicate-q", "Every rank projects all its group's query heads (no q gather)",
        &CaseOptions::replicate_q},
@@ -259,6 +299,41 @@ oracle::Expected<CaseSpec> configured_spec(const CaseOptions& o, const ModelPres
   return s;
 }
 
+// A storage-format flag: f32, f16 or bf16 (none: f32, where the flag allows it).
+oracle::Status format_flag(const char* flag, const std::optional<std::string>& given,
+                           bool none_allowed, gpu::StorageFormat& out) {
+  if (!given) return {};
+  if (none_allowed && *given == "none") {
+    out = gpu::StorageFormat::f32;
+    return {};
+  }
+  const auto f = none_allowed && *given == "f32" ? std::nullopt : gpu::parse_format(*given);
+  if (!f)
+    return DCP_ERROR(flag, ": got '", *given, "'; expected ",
+                     none_allowed ? "none, bf16 or f16" : "f32, f16 or bf16");
+  out = *f;
+  return {};
+}
+
+// The kernels' arithmetic of the flags (--exp, --p-cast, --tf32, --partial-dtype, --merge-dtype).
+oracle::Status configured_math(const CaseOptions& o, gpu::DcpConfig& cfg) {
+  gpu::KernelMath& m = cfg.math;
+  if (o.exp) {
+    const auto e = gpu::parse_exp_impl(*o.exp);
+    if (!e) return DCP_ERROR("--exp: got '", *o.exp, "'; expected libm or poly3");
+    m.exp = *e;
+  }
+  DCP_TRY(format_flag("--p-cast", o.p_cast, true, m.p_cast));
+  m.tf32 = o.tf32;
+  DCP_TRY(format_flag("--partial-dtype", o.partial_dtype, false, m.partial));
+  DCP_TRY(format_flag("--merge-dtype", o.merge_dtype, false, m.merge));
+  if (m.merge != gpu::StorageFormat::f32 && cfg.strategy != gpu::CommStrategy::ag_rs)
+    return DCP_ERROR("--merge-dtype ", *o.merge_dtype,
+                     ": only ag_rs sums partials in a collective (a2a merges in fp32); pass "
+                     "--comm-backend ag_rs");
+  return {};
+}
+
 // The production path's configuration of the flags: layout, TP size, combine and kernel knobs.
 oracle::Expected<gpu::DcpConfig> configured_path(const CaseOptions& o, const ModelPreset* p,
                                                  uint64_t seed, int64_t world) {
@@ -282,6 +357,7 @@ oracle::Expected<gpu::DcpConfig> configured_path(const CaseOptions& o, const Mod
   const auto out = gpu::parse_format(od_s);
   if (!out) return DCP_ERROR("--out-dtype: got '", od_s, "'; expected f32, f16 or bf16");
   cfg.out_dtype = *out;
+  DCP_TRY(configured_math(o, cfg));
   return cfg;
 }
 
@@ -321,7 +397,8 @@ oracle::Expected<RunCase> configured_case(const CaseOptions& o, uint64_t seed, i
   // Every range and combination, named by its flag, before anything runs.
   DCP_TRY(props::validate_setup(setup, names));
   DCP_TRY(check_requests(setup, names));
-  return RunCase{setup, (p ? std::string(p->name) + " " : "") + variant_of(*spec),
+  return RunCase{setup,
+                 (p ? std::string(p->name) + " " : "") + variant_of(*spec) + math_tag(cfg->math),
                  pick(o.batch, int64_t{1})};
 }
 
@@ -439,6 +516,15 @@ nlohmann::json row_json(size_t index, const RowResult& r) {
           {"comm_backend", gpu::strategy_name(s.cfg.strategy)},
           {"q", s.cfg.replicate_q ? "replicate" : "gather"},
           {"variant", r.rc->variant},
+          {"math",
+           {{"exp", gpu::exp_impl_name(s.cfg.math.exp)},
+            {"p_cast", s.cfg.math.p_cast == gpu::StorageFormat::f32
+                           ? std::string_view("none")
+                           : gpu::format_name(s.cfg.math.p_cast)},
+            {"tf32", s.cfg.math.tf32},
+            {"partial_dtype", gpu::format_name(s.cfg.math.partial)},
+            {"merge_dtype", gpu::format_name(s.cfg.math.merge)},
+            {"out_dtype", gpu::format_name(s.cfg.out_dtype)}}},
           {"max_err", judged(w.error)},
           {"bound", judged(w.bound)},
           {"ratio", judged(r.worst.max_ratio)},

@@ -31,7 +31,9 @@ struct CaseOptions {
       head_dim, v_dim, window, topk, splits, tile;
   std::optional<double> softcap;
   std::optional<std::string> comm_backend, lse_base, dtype, out_dtype, order;
-  bool sink = false, replicate_q = false;
+  // The kernels' arithmetic (gpu/kernels/kernel_math.hpp).
+  std::optional<std::string> exp, p_cast, partial_dtype, merge_dtype;
+  bool sink = false, replicate_q = false, tf32 = false;
   std::optional<bool> latent;  // --latent / --latent=false; unset: the preset's (or false)
   // True when any of these flags was given.
   bool any() const;

@@ -212,13 +212,13 @@ class MpiGroup final : public Communicator {
     return deliver("all_to_all", out, count, recv);
   }
   GpuStatus reduce_scatter_sum(std::span<const float> send, std::span<float> recv,
-                               ReduceOrder order, uint64_t seed) override {
+                               const SumSpec& how) override {
     DCP_GPU_TRY(check_collective("reduce_scatter", size_, send.size(), recv.size(), size_, 1));
     std::vector<float> blocks(send.size());
     DCP_GPU_TRY(all_to_all(send, blocks));
     std::vector<const float*> ptrs(static_cast<size_t>(size_));
     for (int64_t s = 0; s < size_; ++s) ptrs[static_cast<size_t>(s)] = &blocks[s * recv.size()];
-    sum_blocks_ordered(ptrs, static_cast<int64_t>(recv.size()), order, seed, recv);
+    sum_blocks_ordered(ptrs, static_cast<int64_t>(recv.size()), how, recv);
     return {};
   }
 

@@ -31,14 +31,14 @@ class ThreadGroup::RankComm final : public Communicator {
   }
 
   GpuStatus reduce_scatter_sum(std::span<const float> send, std::span<float> recv,
-                               ReduceOrder order, uint64_t seed) override {
+                               const SumSpec& how) override {
     const int64_t n = size();
     DCP_GPU_TRY(check_collective("reduce_scatter", n, send.size(), recv.size(), n, 1));
     DCP_GPU_TRY(rv_->publish(rank_, send.data(), send.size()));
     const size_t count = recv.size();
     std::vector<const float*> blocks(static_cast<size_t>(n));
     for (int64_t s = 0; s < n; ++s) blocks[static_cast<size_t>(s)] = peer(s) + rank_ * count;
-    sum_blocks_ordered(blocks, static_cast<int64_t>(count), order, seed, recv);
+    sum_blocks_ordered(blocks, static_cast<int64_t>(count), how, recv);
     return rv_->barrier(rank_);
   }
 

@@ -4,15 +4,15 @@
 
 namespace dcp::gpu {
 
-void sum_blocks_ordered(std::span<const float* const> blocks, int64_t count, ReduceOrder order,
-                        uint64_t seed, std::span<float> out) {
+void sum_blocks_ordered(std::span<const float* const> blocks, int64_t count, const SumSpec& how,
+                        std::span<float> out) {
   const int64_t n = static_cast<int64_t>(blocks.size());
   std::vector<std::vector<float>> work(blocks.size());
   for (int64_t s = 0; s < n; ++s) work[static_cast<size_t>(s)].assign(blocks[s], blocks[s] + count);
-  const int64_t root = reduce_slots(n, order, seed, [&](int64_t dst, int64_t src) {
+  const int64_t root = reduce_slots(n, how.order, how.seed, [&](int64_t dst, int64_t src) {
     auto& d = work[static_cast<size_t>(dst)];
     const auto& s = work[static_cast<size_t>(src)];
-    for (int64_t i = 0; i < count; ++i) d[static_cast<size_t>(i)] += s[static_cast<size_t>(i)];
+    for (size_t i = 0; i < static_cast<size_t>(count); ++i) d[i] = round_to(how.accum, d[i] + s[i]);
   });
   if (n == 0) return;
   const auto& r = work[static_cast<size_t>(root)];

@@ -5,7 +5,8 @@
 //   all_to_all          send [N, count]         -> recv [N, count]   (block d goes to rank d;
 //                                                                     block s came from rank s)
 //   reduce_scatter_sum  send [N, count]         -> recv [count] = sum over ranks s of block
-//                                                  `rank` of s's send, summed in `order`
+//                                                  `rank` of s's send, summed as SumSpec says
+//                                                  (merge.hpp: order, partial sums' format)
 // Every rank must call the same collectives with the same counts. A collective that cannot
 // complete (a peer failed, a deadline passed) returns an error instead of hanging.
 //
@@ -40,14 +41,14 @@ class Communicator {
   virtual GpuStatus all_gather(std::span<const float> send, std::span<float> recv) = 0;
   virtual GpuStatus all_to_all(std::span<const float> send, std::span<float> recv) = 0;
   virtual GpuStatus reduce_scatter_sum(std::span<const float> send, std::span<float> recv,
-                                       ReduceOrder order, uint64_t seed) = 0;
+                                       const SumSpec& how) = 0;
 };
 
 // Sums N blocks of `count` floats (blocks[s] points at rank s's contribution) into out [count],
-// combining whole blocks in the given order. Shared by the communicators so every transport
-// reduces in the same order.
-void sum_blocks_ordered(std::span<const float* const> blocks, int64_t count, ReduceOrder order,
-                        uint64_t seed, std::span<float> out);
+// combining whole blocks in the given order, each partial sum rounded to how.accum. Shared by the
+// communicators so every transport reduces in the same order and format.
+void sum_blocks_ordered(std::span<const float* const> blocks, int64_t count, const SumSpec& how,
+                        std::span<float> out);
 
 // "rank 3" or "ranks 1, 3": the ranks a collective waited for in vain, for its error.
 std::string rank_list(const std::vector<int64_t>& ranks);

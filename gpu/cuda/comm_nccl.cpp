@@ -44,10 +44,10 @@ class NcclGroup::RankComm final : public DeviceCommunicator {
     return wait("all_to_all");
   }
 
-  GpuStatus reduce_scatter_sum(const float* send, int64_t count, float* recv, ReduceOrder order,
-                               uint64_t seed) override {
+  GpuStatus reduce_scatter_sum(const float* send, int64_t count, float* recv,
+                               const SumSpec& how) override {
     DCP_GPU_TRY(usable());
-    Result<ReduceSchedule> sched = make_schedule<ReduceSchedule>(size(), order, seed);
+    Result<ReduceSchedule> sched = make_schedule<ReduceSchedule>(size(), how.order, how.seed);
     if (!sched) return sched.status();
     // The received blocks land in plain cudaMalloc memory, which NCCL's same-process peer path
     // can reach (stream-ordered pool memory is not peer-accessible unless granted); it grows to
@@ -61,7 +61,7 @@ class NcclGroup::RankComm final : public DeviceCommunicator {
     DCP_GPU_TRY(enqueue_all_to_all(send, count, blocks_.data()));
     std::vector<const float*> ptrs(static_cast<size_t>(size()));
     for (int64_t s = 0; s < size(); ++s) ptrs[static_cast<size_t>(s)] = blocks_.data() + s * count;
-    DCP_GPU_TRY(launch_ordered_sum(ptrs.data(), count, *sched, recv, stream_));
+    DCP_GPU_TRY(launch_ordered_sum(ptrs.data(), count, *sched, how.accum, recv, stream_));
     return wait("reduce_scatter");
   }
 

@@ -32,15 +32,15 @@ class SingleGpuGroup::RankComm final : public DeviceCommunicator {
     return finish("all_to_all", st);
   }
 
-  GpuStatus reduce_scatter_sum(const float* send, int64_t count, float* recv, ReduceOrder order,
-                               uint64_t seed) override {
-    Result<ReduceSchedule> sched = make_schedule<ReduceSchedule>(size(), order, seed);
+  GpuStatus reduce_scatter_sum(const float* send, int64_t count, float* recv,
+                               const SumSpec& how) override {
+    Result<ReduceSchedule> sched = make_schedule<ReduceSchedule>(size(), how.order, how.seed);
     if (!sched) return fail(sched.status());
     DCP_GPU_TRY(publish(send, size() * count));
     std::vector<const float*> blocks(static_cast<size_t>(size()));
     for (int64_t s = 0; s < size(); ++s) blocks[static_cast<size_t>(s)] = peer(s) + rank_ * count;
     return finish("reduce_scatter",
-                  launch_ordered_sum(blocks.data(), count, *sched, recv, stream_));
+                  launch_ordered_sum(blocks.data(), count, *sched, how.accum, recv, stream_));
   }
 
  private:

@@ -63,9 +63,8 @@ class CudaDevice {
   GpuStatus all_to_all(const float* send, int64_t count, float* recv) {
     return comm_.all_to_all(send, count, recv);
   }
-  GpuStatus reduce_scatter_sum(const float* send, int64_t count, float* recv, ReduceOrder order,
-                               uint64_t seed) {
-    return comm_.reduce_scatter_sum(send, count, recv, order, seed);
+  GpuStatus reduce_scatter_sum(const float* send, int64_t count, float* recv, const SumSpec& how) {
+    return comm_.reduce_scatter_sum(send, count, recv, how);
   }
 
  private:

@@ -5,7 +5,7 @@
 // block and buffers are device pointers laid out by rank, as in communicator.hpp:
 //   all_gather          send [count]     -> recv [N, count]
 //   all_to_all          send [N, count]  -> recv [N, count]   (block d to rank d)
-//   reduce_scatter_sum  send [N, count]  -> recv [count], summed over ranks in `order`
+//   reduce_scatter_sum  send [N, count]  -> recv [count], summed over ranks as SumSpec says
 // A collective returns once recv holds its result (so the caller may read or free buffers), or
 // with an error when a peer failed or the deadline passed; it never hangs.
 //
@@ -35,7 +35,7 @@ class DeviceCommunicator {
   virtual GpuStatus all_gather(const float* send, int64_t count, float* recv) = 0;
   virtual GpuStatus all_to_all(const float* send, int64_t count, float* recv) = 0;
   virtual GpuStatus reduce_scatter_sum(const float* send, int64_t count, float* recv,
-                                       ReduceOrder order, uint64_t seed) = 0;
+                                       const SumSpec& how) = 0;
 };
 
 }  // namespace dcp::gpu

@@ -88,9 +88,9 @@ struct BlockPointers {
 };
 
 __global__ void ordered_sum_kernel(BlockPointers blocks, int64_t count, ReduceSchedule sched,
-                                   float* out) {
+                                   StorageFormat accum, float* out) {
   float v[ReduceSchedule::kCapacity];
-  body::ordered_sum(blocks.p, count, sched, out,
+  body::ordered_sum(blocks.p, count, sched, accum, out,
                     blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x, v);
 }
 
@@ -171,6 +171,7 @@ GpuStatus launch_partial_attention(const PartialAttentionParams& p, cudaStream_t
   c.rows = rows;
   c.v_dim = p.v_dim;
   c.base = p.base;
+  c.exp = p.exp;
   c.split_o = split_o;
   c.split_lse = split_lse;
   c.o = p.o;
@@ -197,12 +198,12 @@ GpuStatus launch_a2a_combine(const body::A2aCombine<ReduceSchedule>& a, cudaStre
 }
 
 GpuStatus launch_ordered_sum(const float* const* blocks, int64_t count, const ReduceSchedule& sched,
-                             float* out, cudaStream_t stream) {
+                             StorageFormat accum, float* out, cudaStream_t stream) {
   if (count == 0) return {};
   BlockPointers b{};
   std::copy(blocks, blocks + sched.ranks, b.p);
   ordered_sum_kernel<<<blocks_for(count, kElementThreads), kElementThreads, 0, stream>>>(
-      b, count, sched, out);
+      b, count, sched, accum, out);
   return launched("ordered sum");
 }
 

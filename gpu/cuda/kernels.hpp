@@ -47,7 +47,7 @@ GpuStatus launch_a2a_combine(const body::A2aCombine<ReduceSchedule>& a, cudaStre
 // out [count] = sum over the schedule's ranks s of blocks[s][0 .. count) in its order; blocks
 // is a host array of sched.ranks device pointers.
 GpuStatus launch_ordered_sum(const float* const* blocks, int64_t count, const ReduceSchedule& sched,
-                             float* out, cudaStream_t stream);
+                             StorageFormat accum, float* out, cudaStream_t stream);
 
 // x <- round_to(dtype, x) elementwise.
 GpuStatus launch_round(float* x, int64_t n, StorageFormat dtype, cudaStream_t stream);

@@ -56,8 +56,15 @@ GpuStatus HostDevice::partial_attention(const PartialAttentionParams& p) {
   std::vector<float> split_o, split_lse;
   attention_blocks(p, split_o, split_lse);
   const int64_t rows = p.tokens * p.heads;
-  const body::SplitCombine c{p.splits,         rows, p.v_dim, p.base, split_o.data(),
-                             split_lse.data(), p.o,  p.lse};
+  const body::SplitCombine c{.splits = p.splits,
+                             .rows = rows,
+                             .v_dim = p.v_dim,
+                             .base = p.base,
+                             .exp = p.exp,
+                             .split_o = split_o.data(),
+                             .split_lse = split_lse.data(),
+                             .o = p.o,
+                             .lse = p.lse};
   for (int64_t x = 0; x < rows; ++x) body::split_combine(c, x, 0, 1);
   return {};
 }
@@ -99,10 +106,10 @@ GpuStatus HostDevice::all_to_all(const float* send, int64_t count, float* recv) 
 }
 
 GpuStatus HostDevice::reduce_scatter_sum(const float* send, int64_t count, float* recv,
-                                         ReduceOrder order, uint64_t seed) {
+                                         const SumSpec& how) {
   DCP_GPU_ASSIGN(c, comm("reduce_scatter_sum"));
   return c->reduce_scatter_sum(std::span<const float>(send, static_cast<size_t>(size() * count)),
-                               std::span<float>(recv, static_cast<size_t>(count)), order, seed);
+                               std::span<float>(recv, static_cast<size_t>(count)), how);
 }
 
 Result<HostKvCache> build_rank_cache(const DcpInputs& in, const DcpConfig& cfg, int64_t tp_rank) {

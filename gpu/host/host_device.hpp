@@ -80,8 +80,7 @@ class HostDevice {
   GpuStatus round(float* x, int64_t n, StorageFormat dtype);
   GpuStatus all_gather(const float* send, int64_t count, float* recv);
   GpuStatus all_to_all(const float* send, int64_t count, float* recv);
-  GpuStatus reduce_scatter_sum(const float* send, int64_t count, float* recv, ReduceOrder order,
-                               uint64_t seed);
+  GpuStatus reduce_scatter_sum(const float* send, int64_t count, float* recv, const SumSpec& how);
 
  private:
   Result<Communicator*> comm(const char* what);

@@ -2,13 +2,14 @@
 // tokens this rank owns, returning (O_r, LSE_r). The parameters every device's attention
 // launcher takes (bodies.hpp computes it, thread by thread).
 //
-// Numerics: fp32 accumulation over inputs already rounded to their storage formats, online
-// softmax over tiles of `tile` keys, and an optional split of the rank's keys into `splits`
-// contiguous pieces whose partials are merged locally (split-KV). Masks are evaluated on
-// *global* positions: a rank's row r holds position layout.position(rank, r). Top-k indices are
-// global positions selected for the whole group; each rank attends to the selected positions it
-// owns. The sink (natural-log units) is added by the rank holding it only (convention.hpp). A row
-// with nothing visible and no sink returns LSE = -inf and O = 0.
+// Numerics: fp32 accumulation over inputs already rounded to their storage formats (with the
+// exponential, P cast and tf32 operands of kernel_math.hpp), online softmax over tiles of `tile`
+// keys, and an optional split of the rank's keys into `splits` contiguous pieces whose partials
+// are merged locally (split-KV). Masks are evaluated on *global* positions: a rank's row r holds
+// position layout.position(rank, r). Top-k indices are global positions selected for the whole
+// group; each rank attends to the selected positions it owns. The sink (natural-log units) is
+// added by the rank holding it only (convention.hpp). A row with nothing visible and no sink
+// returns LSE = -inf and O = 0.
 //
 //   PartialAttentionParams p = rank_attention_params(in, cfg, geo, spec, tp_rank);
 //   p.q = q_gathered;  p.kv = view;  ...  p.o = o;  p.lse = lse;
@@ -18,8 +19,10 @@
 #include <cstdint>
 
 #include "gpu/kernels/convention.hpp"
+#include "gpu/kernels/kernel_math.hpp"
 #include "gpu/kernels/kv_view.hpp"
 #include "gpu/kernels/layout.hpp"
+#include "gpu/kernels/storage_format.hpp"
 #include "gpu/status.hpp"
 
 namespace dcp::gpu {
@@ -55,6 +58,11 @@ struct PartialAttentionParams {
   LseBase base = LseBase::e;
   int64_t tile = 64;   // keys per online-softmax tile
   int64_t splits = 1;  // split-KV pieces of the rank's keys, merged locally
+  // Kernel arithmetic (kernel_math.hpp): the exponential, P's rounding before P.V (f32: none)
+  // and tf32 product operands.
+  ExpImpl exp = ExpImpl::libm;
+  StorageFormat p_cast = StorageFormat::f32;
+  bool tf32 = false;
 
   float* o = nullptr;    // [tokens, heads, v_dim] partial outputs
   float* lse = nullptr;  // [tokens, heads] partial LSEs, base `base`

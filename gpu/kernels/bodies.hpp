@@ -146,10 +146,11 @@ DCP_HD void partial_attention(Block& blk, const PartialAttentionParams& p, const
   const int64_t t = row_block / p.heads, h = row_block % p.heads;
   const int64_t dk = p.head_dim, dv = p.v_dim;
   const int tid = blk.tid(), nt = blk.size();
-  const LseBase base = p.base;
+  const Exponential base{p.base, p.exp};
   float* const qs = b.qs;
   float* const s = b.s;
-  for (int64_t i = tid; i < dk; i += nt) qs[i] = p.q[(t * p.heads + h) * dk + i];
+  for (int64_t i = tid; i < dk; i += nt)
+    qs[i] = product_operand(p.tf32, p.q[(t * p.heads + h) * dk + i]);
 
   // The rank's visible keys: a row range, or the token's sorted top-k rows.
   int64_t nk = 0, r_lo = 0;
@@ -181,10 +182,10 @@ DCP_HD void partial_attention(Block& blk, const PartialAttentionParams& p, const
       const int64_t row = list != nullptr ? list[x] : r_lo + x;
       const float* kr = p.kv.key(row, g);
       float dot = 0.0f;
-      for (int64_t i = 0; i < dk; ++i) dot += qs[i] * kr[i];
+      for (int64_t i = 0; i < dk; ++i) dot += qs[i] * product_operand(p.tf32, kr[i]);
       float sc = dot * p.scale;
       if (p.softcap > 0.0f) sc = p.softcap * tanhf(sc / p.softcap);
-      sc = to_base_units(base, sc);
+      sc = to_base_units(p.base, sc);
       s[x - t0] = sc;
       m_loc = fmaxf(m_loc, sc);
     }
@@ -199,9 +200,10 @@ DCP_HD void partial_attention(Block& blk, const PartialAttentionParams& p, const
       const int64_t i = tid + j * nt;
       if (i >= dv) break;
       float n = num[j] * alpha;
-      for (int64_t x = t0; x < t1; ++x) {
+      for (int64_t x = t0; x < t1; ++x) {  // P rounded for the P.V product only
         const int64_t row = list != nullptr ? list[x] : r_lo + x;
-        n += s[x - t0] * p.kv.value(row, g)[i];
+        n += product_operand(p.tf32, round_to(p.p_cast, s[x - t0])) *
+             product_operand(p.tf32, p.kv.value(row, g)[i]);
       }
       num[j] = n;
     }
@@ -209,7 +211,7 @@ DCP_HD void partial_attention(Block& blk, const PartialAttentionParams& p, const
     blk.sync();  // s is rewritten by the next tile
   }
   if (p.sink != nullptr && sp == 0) {  // the sink joins split 0's denominator only
-    const float sg = to_base_units(base, p.sink[h]);
+    const float sg = to_base_units(p.base, p.sink[h]);
     const float m_new = fmaxf(a.m, sg);
     const float alpha = is_empty_lse(a.m) ? 0.0f : pow_base(base, a.m - m_new);
     a.z = a.z * alpha + pow_base(base, sg - m_new);
@@ -232,6 +234,7 @@ DCP_HD void partial_attention(Block& blk, const PartialAttentionParams& p, const
 struct SplitCombine {
   int64_t splits = 1, rows = 0, v_dim = 1;
   LseBase base = LseBase::e;
+  ExpImpl exp = ExpImpl::libm;
   const float* split_o = nullptr;
   const float* split_lse = nullptr;
   float* o = nullptr;
@@ -245,9 +248,9 @@ DCP_HD inline void split_combine(const SplitCombine& a, int64_t x, int tid, int 
     MergeAcc total = MergeAcc::from_partial(a.split_lse[x]);
     float n = a.split_o[x * dv + i];
     for (int64_t sp = 1; sp < a.splits; ++sp)
-      merge_into(a.base, total, &n, MergeAcc::from_partial(a.split_lse[sp * a.rows + x]),
+      merge_into({a.base, a.exp}, total, &n, MergeAcc::from_partial(a.split_lse[sp * a.rows + x]),
                  &a.split_o[(sp * a.rows + x) * dv + i], 1);
-    const float l = finish(a.base, total, &n, 1);
+    const float l = finish({a.base, a.exp}, total, &n, 1);
     a.o[x * dv + i] = n;
     if (i == 0) a.lse[x] = l;
   }
@@ -276,6 +279,8 @@ struct AgRsScale {
   CombineShape shape;
   int64_t me = 0;  // this rank's dcp rank
   LseBase base = LseBase::e;
+  ExpImpl exp = ExpImpl::libm;
+  StorageFormat merge = StorageFormat::f32;  // the reduce-scatter's format: send is rounded to it
   Sched sched;
   const float* partial_o = nullptr;
   const float* partial_lse = nullptr;
@@ -285,8 +290,8 @@ struct AgRsScale {
 };
 
 // Block y = (dst, t, hl), thread tid of nt: the group LSE of head x by the schedule, and
-// send [dst, t, hl, :] = base^(L_r - L) O_r[x] (0 for an empty partial); the rank's own slice of
-// L goes to lse_out.
+// send [dst, t, hl, :] = base^(L_r - L) O_r[x] (0 for an empty partial) in the merge format; the
+// rank's own slice of L goes to lse_out.
 template <class Sched>
 DCP_HD void agrs_scale(const AgRsScale<Sched>& a, int64_t y, int tid, int nt, MergeAcc* acc) {
   const CombineShape& sh = a.shape;
@@ -296,12 +301,14 @@ DCP_HD void agrs_scale(const AgRsScale<Sched>& a, int64_t y, int tid, int nt, Me
   const int64_t x = sh.group_head_of(y);
   for (int64_t r = 0; r < n; ++r)
     acc[r] = MergeAcc::from_partial(a.lse_all[r * sh.tokens * hg + x]);
+  const Exponential base{a.base, a.exp};
   for (int32_t st = 0; st < a.sched.steps; ++st)
-    merge_into(a.base, acc[a.sched.dst[st]], nullptr, acc[a.sched.src[st]], nullptr, 0);
-  const float lg = finish(a.base, acc[a.sched.root], nullptr, 0);
+    merge_into(base, acc[a.sched.dst[st]], nullptr, acc[a.sched.src[st]], nullptr, 0);
+  const float lg = finish(base, acc[a.sched.root], nullptr, 0);
   const float lr = a.partial_lse[x];
-  const float w = is_empty_lse(lr) ? 0.0f : pow_base(a.base, lr - lg);
-  for (int64_t i = tid; i < dv; i += nt) a.send[y * dv + i] = w * a.partial_o[x * dv + i];
+  const float w = is_empty_lse(lr) ? 0.0f : pow_base(base, lr - lg);
+  for (int64_t i = tid; i < dv; i += nt)
+    a.send[y * dv + i] = round_to(a.merge, w * a.partial_o[x * dv + i]);
   if (dst == a.me && tid == 0) a.lse_out[t * sh.local_heads + hl] = lg;
 }
 
@@ -326,6 +333,7 @@ template <class Sched>
 struct A2aCombine {
   CombineShape shape;
   LseBase base = LseBase::e;
+  ExpImpl exp = ExpImpl::libm;
   Sched sched;
   const float* recv = nullptr;
   float* o = nullptr;
@@ -344,22 +352,25 @@ DCP_HD void a2a_combine(const A2aCombine<Sched>& a, int64_t y, int tid, int nt, 
       acc[r] = MergeAcc::from_partial(in[dv]);
       num[r] = in[i];
     }
+    const Exponential base{a.base, a.exp};
     for (int32_t st = 0; st < sc.steps; ++st)
-      merge_into(a.base, acc[sc.dst[st]], &num[sc.dst[st]], acc[sc.src[st]], &num[sc.src[st]], 1);
+      merge_into(base, acc[sc.dst[st]], &num[sc.dst[st]], acc[sc.src[st]], &num[sc.src[st]], 1);
     float out = num[sc.root];
-    const float l = finish(a.base, acc[sc.root], &out, 1);
+    const float l = finish(base, acc[sc.root], &out, 1);
     a.o[y * dv + i] = out;
     if (i == 0) a.lse[y] = l;
   }
 }
 
-// Element i: out[i] = sum of blocks[r][i] over the schedule's ranks, in its order.
+// Element i: out[i] = sum of blocks[r][i] over the schedule's ranks, in its order, every partial
+// sum rounded to `accum` (f32: fp32 adds; bf16: a bf16 reduce-scatter's).
 template <class Sched>
-DCP_HD void ordered_sum(const float* const* blocks, int64_t count, const Sched& sched, float* out,
-                        int64_t i, float* v) {
+DCP_HD void ordered_sum(const float* const* blocks, int64_t count, const Sched& sched,
+                        StorageFormat accum, float* out, int64_t i, float* v) {
   if (i >= count) return;
   for (int32_t r = 0; r < sched.ranks; ++r) v[r] = blocks[r][i];
-  for (int32_t st = 0; st < sched.steps; ++st) v[sched.dst[st]] += v[sched.src[st]];
+  for (int32_t st = 0; st < sched.steps; ++st)
+    v[sched.dst[st]] = round_to(accum, v[sched.dst[st]] + v[sched.src[st]]);
   out[i] = v[sched.root];
 }
 

@@ -5,7 +5,9 @@
 //
 // 1. LSE base. A partial or final LSE is ln Z (LseBase::e) or log2 Z (LseBase::two), fixed by the
 //    kernel. Merging uses the matching pair: exp/log for base e, exp2/log2 for base 2
-//    (pow_base/log_base below). A base-2 kernel folds log2(e) into the softmax scale.
+//    (pow_base/log_base below). A base-2 kernel folds log2(e) into the softmax scale. The
+//    exponential itself is the math library's or exp2_poly3 (kernel_math.hpp, ExpImpl); a
+//    base-e poly3 exponential is 2^(x log2 e), the product rounded once.
 // 2. Empty shard. A rank (or split) with no visible key and no sink returns LSE = -inf and O = 0.
 //    -inf is the merge's identity: its weight is exactly 0 and nothing may turn it into NaN.
 // 3. Sink. The per-head sink logit sigma_h (natural-log units) adds exp(sigma_h) to Z exactly
@@ -19,6 +21,7 @@
 #include <limits>
 
 #include "gpu/kernels/hd.hpp"
+#include "gpu/kernels/kernel_math.hpp"
 
 namespace dcp::gpu {
 
@@ -33,8 +36,19 @@ inline constexpr int64_t kSinkRank = 0;
 
 DCP_HD inline bool is_empty_lse(float l) { return l == kEmptyLseF; }
 
+// A kernel's exponential: its LSE base and how it computes base^x. Converts from a bare base (the
+// math library's exponential), so merges written for a base take either.
+struct Exponential {
+  LseBase base = LseBase::e;
+  ExpImpl impl = ExpImpl::libm;
+  DCP_HD constexpr Exponential(LseBase b, ExpImpl i = ExpImpl::libm) : base(b), impl(i) {}
+};
+
 // base^x and log_base(x), the exp/log pair matching an LSE's base.
-DCP_HD inline float pow_base(LseBase b, float x) { return b == LseBase::e ? expf(x) : exp2f(x); }
+DCP_HD inline float pow_base(Exponential e, float x) {
+  if (e.impl == ExpImpl::poly3) return exp2_poly3(e.base == LseBase::e ? x * kLog2eF : x);
+  return e.base == LseBase::e ? expf(x) : exp2f(x);
+}
 DCP_HD inline float log_base(LseBase b, float x) { return b == LseBase::e ? logf(x) : log2f(x); }
 // Natural-log units to the base's units (the sink and softcap are defined in natural units).
 DCP_HD inline float to_base_units(LseBase b, float x_e) {

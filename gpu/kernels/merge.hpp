@@ -12,7 +12,8 @@
 // the fp32 results differ only by rounding.
 //
 //   MergeAcc acc = MergeAcc::from_partial(l_r);                 // per partial
-//   merge_into(base, acc_a, n_a, acc_b, n_b, dv);               // a <- a (+) b
+//   merge_into(base, acc_a, n_a, acc_b, n_b, dv);               // a <- a (+) b (base: an
+//                                                               // LseBase or an Exponential)
 //   float l = finish(base, acc, n, dv);                         // n <- O, returns L
 #pragma once
 
@@ -24,6 +25,7 @@
 
 #include "gpu/kernels/convention.hpp"
 #include "gpu/kernels/hd.hpp"
+#include "gpu/kernels/storage_format.hpp"
 
 namespace dcp::gpu {
 
@@ -38,7 +40,7 @@ struct MergeAcc {
 
 // a (+)= b. n_a, n_b: the states' numerators [dv]. A side that is empty contributes weight 0
 // (its numerator is not read, so a NaN there cannot leak).
-DCP_HD inline void merge_into(LseBase base, MergeAcc& a, float* n_a, const MergeAcc& b,
+DCP_HD inline void merge_into(Exponential base, MergeAcc& a, float* n_a, const MergeAcc& b,
                               const float* n_b, int64_t dv) {
   if (is_empty_lse(b.m)) return;
   if (is_empty_lse(a.m)) {
@@ -54,13 +56,13 @@ DCP_HD inline void merge_into(LseBase base, MergeAcc& a, float* n_a, const Merge
 }
 
 // Turns a state into its output: n <- n / z (0 when empty), returns L = m + log_base(z).
-DCP_HD inline float finish(LseBase base, const MergeAcc& a, float* n, int64_t dv) {
+DCP_HD inline float finish(Exponential base, const MergeAcc& a, float* n, int64_t dv) {
   if (is_empty_lse(a.m)) {
     for (int64_t i = 0; i < dv; ++i) n[i] = 0.0f;
     return kEmptyLseF;
   }
   for (int64_t i = 0; i < dv; ++i) n[i] = n[i] / a.z;
-  return a.m + log_base(base, a.z);
+  return a.m + log_base(base.base, a.z);
 }
 
 enum class ReduceOrder { sequential, pairwise, random };
@@ -74,6 +76,14 @@ inline std::optional<ReduceOrder> parse_reduce_order(std::string_view s) {
   if (s == "rand" || s == "random") return ReduceOrder::random;
   return std::nullopt;
 }
+
+// How a reduce-scatter sums the N blocks it receives: the tree of its adds (reduce_slots) and the
+// format every partial sum is rounded to (f32: fp32 adds; bf16: a bf16 reduce-scatter's).
+struct SumSpec {
+  ReduceOrder order = ReduceOrder::sequential;
+  uint64_t seed = 0;  // the random order's
+  StorageFormat accum = StorageFormat::f32;
+};
 
 // Calls step(dst, src) — "fold slot src into slot dst" — n - 1 times so that n slots end up in
 // one, following the order; returns the slot holding the result (0 when n <= 1).

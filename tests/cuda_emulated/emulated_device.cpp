@@ -60,8 +60,15 @@ GpuStatus EmulatedDevice::partial_attention(const PartialAttentionParams& p) {
           return DCP_GPU_ERROR("emulated device: the attention block wrote shared memory past its ",
                                used, " floats");
     }
-  const body::SplitCombine c{p.splits,         rows, p.v_dim, p.base, split_o.data(),
-                             split_lse.data(), p.o,  p.lse};
+  const body::SplitCombine c{.splits = p.splits,
+                             .rows = rows,
+                             .v_dim = p.v_dim,
+                             .base = p.base,
+                             .exp = p.exp,
+                             .split_o = split_o.data(),
+                             .split_lse = split_lse.data(),
+                             .o = p.o,
+                             .lse = p.lse};
   grid(rows, [&](int64_t x, int tid, int nt) { body::split_combine(c, x, tid, nt); });
   return {};
 }
@@ -88,8 +95,8 @@ GpuStatus EmulatedDevice::a2a_combine(const body::A2aCombine<Schedule>& a) {
 }
 
 GpuStatus EmulatedDevice::reduce_scatter_sum(const float* send, int64_t count, float* recv,
-                                             ReduceOrder order, uint64_t seed) {
-  const Result<ReduceSchedule> sched = make_schedule<ReduceSchedule>(size(), order, seed);
+                                             const SumSpec& how) {
+  const Result<ReduceSchedule> sched = make_schedule<ReduceSchedule>(size(), how.order, how.seed);
   if (!sched) return sched.status();
   std::vector<float> blocks(static_cast<size_t>(size() * count));
   DCP_GPU_TRY(all_to_all(send, count, blocks.data()));
@@ -97,7 +104,7 @@ GpuStatus EmulatedDevice::reduce_scatter_sum(const float* send, int64_t count, f
   for (int64_t s = 0; s < size(); ++s) ptrs[static_cast<size_t>(s)] = blocks.data() + s * count;
   std::vector<float> v(static_cast<size_t>(size()));
   for (int64_t i = 0; i < count; ++i)
-    body::ordered_sum(ptrs.data(), count, *sched, recv, i, v.data());
+    body::ordered_sum(ptrs.data(), count, *sched, how.accum, recv, i, v.data());
   return {};
 }
 

@@ -37,8 +37,7 @@ class EmulatedDevice : public HostDevice {
   GpuStatus a2a_pack(const body::A2aPack& a);
   GpuStatus a2a_combine(const body::A2aCombine<Schedule>& a);
   // As the NCCL communicator does it: All-to-All, then the ordered-sum kernel's body.
-  GpuStatus reduce_scatter_sum(const float* send, int64_t count, float* recv, ReduceOrder order,
-                               uint64_t seed);
+  GpuStatus reduce_scatter_sum(const float* send, int64_t count, float* recv, const SumSpec& how);
 
  private:
   // A grid of `blocks` blocks whose threads never meet at a barrier, run thread by thread.

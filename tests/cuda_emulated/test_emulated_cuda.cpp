@@ -154,7 +154,8 @@ TEST(EmulatedCudaStep, DcpPathPropertyWithinDerivedBound) {
 
 // With the GPU's block size, on shapes of real models: GQA with every variant, the MLA latent
 // (Dv 512: 4 of each thread's 8 components), and Dv 1024 (the kernel's limit: all 8); each in
-// both thread orders.
+// both thread orders. The GQA rows run a bf16 pipeline (poly3 exponential, P, partials and the
+// reduce-scatter in bf16), the MLA row tf32 products with P in fp16.
 TEST(EmulatedCudaStep, RealBlockSizeOnModelShapesEqualsHost) {
   struct Row {
     CaseSpec spec;
@@ -169,11 +170,16 @@ TEST(EmulatedCudaStep, RealBlockSizeOnModelShapesEqualsHost) {
   c1.tp_size = 4, c1.layout = {4, 2}, c1.strategy = gpu::CommStrategy::ag_rs, c1.splits = 3;
   c1.tile = 32, c1.base = gpu::LseBase::two, c1.order = gpu::ReduceOrder::random;
   c1.order_seed = 11, c1.out_dtype = gpu::StorageFormat::bf16;
+  c1.math = {.exp = gpu::ExpImpl::poly3,
+             .p_cast = gpu::StorageFormat::bf16,
+             .partial = gpu::StorageFormat::bf16,
+             .merge = gpu::StorageFormat::bf16};
   rows.push_back({gqa, c1});
   CaseSpec topk = gqa;
   topk.topk = 40, topk.window = 0, topk.softcap = 0.0, topk.lse_base = oracle::LseBase::e;
   gpu::DcpConfig c2 = c1;
   c2.strategy = gpu::CommStrategy::a2a, c2.replicate_q = true, c2.base = gpu::LseBase::e;
+  c2.math.merge = gpu::StorageFormat::f32;  // a2a merges in fp32
   rows.push_back({topk, c2});
   CaseSpec mla;
   mla.tokens = 1, mla.q_heads = 16, mla.kv_heads = 1, mla.head_dim = 576, mla.v_dim = 512;
@@ -182,6 +188,7 @@ TEST(EmulatedCudaStep, RealBlockSizeOnModelShapesEqualsHost) {
   gpu::DcpConfig c3;
   c3.tp_size = 8, c3.layout = {8, 1}, c3.strategy = gpu::CommStrategy::a2a, c3.replicate_q = true;
   c3.base = gpu::LseBase::two, c3.tile = 64, c3.splits = 2;
+  c3.math = {.p_cast = gpu::StorageFormat::f16, .tf32 = true};
   rows.push_back({mla, c3});
   CaseSpec wide;
   wide.tokens = 1, wide.q_heads = 4, wide.kv_heads = 1, wide.head_dim = 64;

@@ -72,7 +72,7 @@ TEST(CudaSingleGpu, CollectivesMoveBlocksByRankAndSumInEveryOrder) {
           if (!m || !sd || !g || !a || !o) return DCP_GPU_ERROR("device allocation failed");
           DCP_GPU_TRY(c.all_gather(m->data(), kCount, g->data()));
           DCP_GPU_TRY(c.all_to_all(sd->data(), kCount, a->data()));
-          DCP_GPU_TRY(c.reduce_scatter_sum(sd->data(), kCount, o->data(), order, 7));
+          DCP_GPU_TRY(c.reduce_scatter_sum(sd->data(), kCount, o->data(), {order, 7}));
           test_support::CollectiveResults& out = got[static_cast<size_t>(r)];
           out.gathered.resize(kN * kCount);
           out.a2a.resize(kN * kCount);
