@@ -121,13 +121,15 @@ nlohmann::json to_json(const DcpSetup& s) {
                         {"order_seed", g.order_seed},
                         {"tile", g.tile},
                         {"splits", g.splits},
-                        {"out_dtype", std::string(gpu::format_name(g.out_dtype))},
-                        {"math",
-                         {{"exp", std::string(gpu::exp_impl_name(g.math.exp))},
-                          {"p_cast", std::string(gpu::format_name(g.math.p_cast))},
-                          {"tf32", g.math.tf32},
-                          {"partial", std::string(gpu::format_name(g.math.partial))},
-                          {"merge", std::string(gpu::format_name(g.math.merge))}}}};
+                        {"out_dtype", std::string(gpu::format_name(g.out_dtype))}};
+  // The kernels' arithmetic where it is not the default (entries read without it get the
+  // defaults, so a pin stays the same JSON as before the field existed).
+  if (!describe(g.math).empty())
+    cfg["math"] = {{"exp", std::string(gpu::exp_impl_name(g.math.exp))},
+                   {"p_cast", std::string(gpu::format_name(g.math.p_cast))},
+                   {"tf32", g.math.tf32},
+                   {"partial", std::string(gpu::format_name(g.math.partial))},
+                   {"merge", std::string(gpu::format_name(g.math.merge))}};
   return {{"spec", spec}, {"config", cfg}, {"chunks", s.chunks}};
 }
 

@@ -56,6 +56,8 @@ std::vector<int64_t> make_chunks(int64_t seq, uint64_t seed);
 
 std::string describe(const DcpSetup& s);
 
+// The setup as JSON: spec, config (with config.math, the kernels' arithmetic, only where it is not
+// the default) and chunks.
 nlohmann::json to_json(const DcpSetup& s);
 // Reads to_json's form back. The first field missing, mistyped or unknown, or a value
 // validate_setup refuses, is an error naming the field ("config.dcp_size: got 0; ...").
