@@ -204,10 +204,15 @@ Expected<Bound> derive_mla_bound(const MlaCase& m, const Tensor<double>& q_att,
   exact.k.data = kh.data;
   Expected<Attention> r_exact = reference(exact);
   if (!r_exact) return r_exact.status();
-  // The latent bound has no statistical tier (§10): o_stat and lse_stat stay empty, the sound one.
+  // The statistical tier (§10): stage 1's statistical bound in place of its sound one. Stages 2
+  // and 3 are a priori worst cases, so the sum holds with stage 1's probability.
+  const Tensor<double>& att_o_stat = b_att->o_stat.data.empty() ? b_att->o : b_att->o_stat;
+  const Tensor<double>& att_lse_stat = b_att->lse_stat.data.empty() ? b_att->lse : b_att->lse_stat;
   Bound out;
   out.o = Tensor<double>({T, H, Dv});
   out.lse = Tensor<double>({T, H});
+  out.o_stat = Tensor<double>({T, H, Dv});
+  out.lse_stat = Tensor<double>({T, H});
   out.kappa = b_att->kappa;
   const double lse_unit = m.lse_base == LseBase::two ? kLog2e : 1.0;
   for (int64_t t = 0; t < T; ++t) {
@@ -232,33 +237,38 @@ Expected<Bound> derive_mla_bound(const MlaCase& m, const Tensor<double>& q_att,
         p[x] = L == kNegInf ? 0.0 : std::exp(s - L);
       }
       const double grow = std::expm1(2.0 * delta);
-      // O_lat bound per latent component, then through the fp32 V absorb.
-      std::vector<double> e_lat(Dl);
+      // O_lat bound per latent component (each tier's stage 1), then through the fp32 V absorb.
+      std::vector<double> e_lat(Dl), e_lat_stat(Dl);
       for (int64_t l = 0; l < Dl; ++l) {
         const double o = r_exact->o.at({t, h, l});
         double spread = 0.0;
         for (size_t x = 0; x < keys.size(); ++x)
           spread += p[x] * std::fabs(kh.at({keys[x], l}) - o);
         e_lat[l] = b_att->o.at({t, h, l}) + grow * spread;
+        e_lat_stat[l] = att_o_stat.at({t, h, l}) + grow * spread;
       }
-      for (int64_t e = 0; e < Dv; ++e) {
+      // Stage 3 for output component e from the O_lat bounds `el`.
+      const auto absorbed = [&](int64_t e, const std::vector<double>& el) {
         double prop = 0.0, mag = 0.0, exact_out = 0.0;
         for (size_t x = 0; x < keys.size(); ++x) mag += p[x] * cv_abs.at({keys[x], h, e});
         for (int64_t l = 0; l < Dl; ++l) {
           const double w = std::fabs(m.w_vc.at({h, l, e}));
           const double o = std::fabs(r_exact->o.at({t, h, l}));
-          prop += w * e_lat[l];
-          mag += w * (o + e_lat[l]);
+          prop += w * el[l];
+          mag += w * (o + el[l]);
           exact_out += w * o;
         }
-        out.o.at({t, h, e}) = prop + gamma_n(double(Dl), u) * mag +
-                              unit_roundoff(a.out) * (exact_out + prop) + kDoubleRel * mag +
-                              unit_roundoff(a.out) * min_normal(a.out);
+        return prop + gamma_n(double(Dl), u) * mag + unit_roundoff(a.out) * (exact_out + prop) +
+               kDoubleRel * mag + unit_roundoff(a.out) * min_normal(a.out);
+      };
+      for (int64_t e = 0; e < Dv; ++e) {
+        out.o.at({t, h, e}) = absorbed(e, e_lat);
+        out.o_stat.at({t, h, e}) = absorbed(e, e_lat_stat);
       }
       const double lse_exact = std::fabs(r_exact->lse.at({t, h}));
-      out.lse.at({t, h}) =
-          L == kNegInf ? 0.0
-                       : b_att->lse.at({t, h}) + delta * lse_unit + kDoubleRel * (lse_exact + 1.0);
+      const double lse_rest = delta * lse_unit + kDoubleRel * (lse_exact + 1.0);
+      out.lse.at({t, h}) = L == kNegInf ? 0.0 : b_att->lse.at({t, h}) + lse_rest;
+      out.lse_stat.at({t, h}) = L == kNegInf ? 0.0 : att_lse_stat.at({t, h}) + lse_rest;
     }
   }
   return out;

@@ -44,8 +44,8 @@ GpuStatus launch_a2a_pack(const body::A2aPack& a, cudaStream_t stream);
 // a2a after the All-to-All (body::a2a_combine).
 GpuStatus launch_a2a_combine(const body::A2aCombine<ReduceSchedule>& a, cudaStream_t stream);
 
-// out [count] = sum over the schedule's ranks s of blocks[s][0 .. count) in its order; blocks
-// is a host array of sched.ranks device pointers.
+// out [count] = sum over the schedule's ranks s of blocks[s][0 .. count) in its order, each
+// partial sum rounded to accum; blocks is a host array of sched.ranks device pointers.
 GpuStatus launch_ordered_sum(const float* const* blocks, int64_t count, const ReduceSchedule& sched,
                              StorageFormat accum, float* out, cudaStream_t stream);
 
