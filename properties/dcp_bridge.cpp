@@ -129,7 +129,10 @@ oracle::Arithmetic host_claim(const gpu::DcpConfig& cfg, bool partial) {
 }
 
 DcpCheck judge_dcp(const Case& c, const gpu::DcpConfig& cfg, const gpu::GroupRun& run,
-                   bool check_partials) {
+                   bool check_partials, const ClaimFn& claim) {
+  const auto claim_for = [&](bool partial) {
+    return claim ? claim(cfg, partial) : host_claim(cfg, partial);
+  };
   DcpCheck out;
   const int64_t T = c.tokens(), Hq = c.q_heads(), dv = c.v_dim;
   std::ostringstream rep;
@@ -151,7 +154,7 @@ DcpCheck judge_dcp(const Case& c, const gpu::DcpConfig& cfg, const gpu::GroupRun
       if (cmp->pass()) rep << what << ": SUSPECT: " << cmp->statistical_summary() << "\n";
     }
   };
-  const Judge full(c, host_claim(cfg, false));
+  const Judge full(c, claim_for(false));
   if (!full.bound) out.oracle_error = true;
   oracle::Expected<oracle::Comparison> fc =
       full.compare(from_float(run.o, {T, Hq, dv}), from_float(run.lse, {T, Hq}), 0, Hq);
@@ -169,7 +172,7 @@ DcpCheck judge_dcp(const Case& c, const gpu::DcpConfig& cfg, const gpu::GroupRun
       for (int64_t r = 0; r < geo->n; ++r) {
         const Judge shard(
             oracle::shard_case(c, cfg.layout.ranks, cfg.layout.interleave, r, gpu::kSinkRank),
-            host_claim(cfg, true));
+            claim_for(true));
         if (!shard.bound) out.oracle_error = true;
         for (int64_t tp_rank = r; tp_rank < geo->tp; tp_rank += geo->n) {
           const auto& po = run.partial_o[static_cast<size_t>(tp_rank)];
@@ -198,7 +201,7 @@ DcpCheck check_dcp(const Case& c, const gpu::DcpConfig& cfg, const std::vector<i
     out.report = "backend: " + run.status().message() + " (" + run.status().where() + ")\n";
     return out;
   }
-  return judge_dcp(c, cfg, *run, check_partials);
+  return judge_dcp(c, cfg, *run, check_partials, backend.claim);
 }
 
 std::string describe(const gpu::DcpConfig& cfg) {

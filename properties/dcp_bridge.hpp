@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "gpu/dcp_step.hpp"
@@ -54,9 +55,36 @@ struct DcpCheck {
   bool backend_error = false, oracle_error = false;
 };
 
-// A backend runs the whole TP group on the inputs (run_dcp_threads by default).
-using DcpBackend =
-    std::function<gpu::Result<gpu::GroupRun>(const gpu::DcpInputs&, const gpu::DcpConfig&)>;
+// The arithmetic a backend claims for a configuration: for the final output, or for one rank's
+// partial (partial = true).
+using ClaimFn = std::function<oracle::Arithmetic(const gpu::DcpConfig&, bool partial)>;
+
+// A backend runs the whole TP group on the inputs (run_dcp_threads by default) and states the
+// arithmetic it is judged by (host_claim by default: the production path's own). Any callable
+// taking (inputs, configuration) converts to one with the production path's claim.
+struct DcpBackend {
+  using Run =
+      std::function<gpu::Result<gpu::GroupRun>(const gpu::DcpInputs&, const gpu::DcpConfig&)>;
+  Run run;
+  ClaimFn claim;
+
+  DcpBackend() = default;
+  DcpBackend(std::nullptr_t) {}  // NOLINT: the production path, as for std::function
+  template <class F, class = std::enable_if_t<
+                         std::is_invocable_r_v<gpu::Result<gpu::GroupRun>, F&,
+                                               const gpu::DcpInputs&, const gpu::DcpConfig&>>>
+  DcpBackend(F f) : run(std::move(f)) {}  // NOLINT: implicit, as std::function's
+  DcpBackend(Run r, ClaimFn c) : run(std::move(r)), claim(std::move(c)) {}
+
+  explicit operator bool() const { return static_cast<bool>(run); }
+  gpu::Result<gpu::GroupRun> operator()(const gpu::DcpInputs& in,
+                                        const gpu::DcpConfig& cfg) const {
+    return run(in, cfg);
+  }
+  oracle::Arithmetic claim_for(const gpu::DcpConfig& cfg, bool partial) const {
+    return claim ? claim(cfg, partial) : host_claim(cfg, partial);
+  }
+};
 
 // Runs the backend and compares output and partials with the oracle. A backend error or an
 // oracle error is a failure with its message in the report.
@@ -64,9 +92,10 @@ DcpCheck check_dcp(const oracle::Case& c, const gpu::DcpConfig& cfg,
                    const std::vector<int64_t>& chunks, const DcpBackend& backend = nullptr,
                    bool check_partials = true);
 
-// Judges a finished run (for backends run elsewhere, such as MPI ranks gathered on one process).
+// Judges a finished run (for backends run elsewhere, such as MPI ranks gathered on one process)
+// within the bounds of `claim` (nullptr: host_claim).
 DcpCheck judge_dcp(const oracle::Case& c, const gpu::DcpConfig& cfg, const gpu::GroupRun& run,
-                   bool check_partials);
+                   bool check_partials, const ClaimFn& claim = nullptr);
 
 std::string describe(const gpu::DcpConfig& cfg);
 // The kernel arithmetic that differs from the defaults ("exp=poly3 p_cast=bf16 tf32"); empty

@@ -3,6 +3,8 @@
 #include <cstdlib>
 #include <utility>
 
+#include "plugin/plugin.hpp"
+
 #ifdef DCP_HAVE_CUDA_BACKEND
 #include "gpu/cuda/cuda_status.hpp"
 #include "gpu/cuda/run_cuda.hpp"
@@ -70,6 +72,21 @@ oracle::Expected<props::DcpBackend> open_backend(const std::string& backend,
 oracle::Expected<props::DcpBackend> open_in_process_backend(const std::string& backend,
                                                             std::chrono::milliseconds deadline) {
   return open_backend(backend, backend == "cuda" ? "single-gpu" : "threads", deadline);
+}
+
+oracle::Expected<props::DcpBackend> open_impl_backend(const std::string& path,
+                                                      const std::string& backend,
+                                                      const std::string& comm,
+                                                      std::chrono::milliseconds deadline,
+                                                      std::string& label) {
+  if (backend != "host" || comm != "threads")
+    return DCP_ERROR("--impl: a plug-in runs on --backend host --comm threads (its levels on the "
+                     "host device's threads); got --backend ",
+                     backend, " --comm ", comm);
+  oracle::Expected<plugin::Plugin> p = plugin::load_plugin(path);
+  if (!p) return p.status();
+  label = std::string(p->impl->name) + " (" + path + ", " + p->levels() + ")";
+  return plugin::plugin_backend(*p, deadline);
 }
 
 props::DcpBackend host_threads_backend(std::chrono::milliseconds deadline, gpu::RankStep step) {

@@ -49,6 +49,15 @@ props::DcpBackend host_threads_backend(std::chrono::milliseconds deadline,
 // that --comm nccl runs one rank per process.
 bool launched_by_mpirun();
 
+// The backend of --impl FILE: the C plug-in (include/dcp_verify/impl.h) loaded and its levels run
+// on the host device's threads, judged by its claim (plugin/plugin.hpp); the only pair it runs
+// with is host + threads. `label` receives "NAME (FILE, LEVELS)" for the report's header.
+oracle::Expected<props::DcpBackend> open_impl_backend(const std::string& path,
+                                                      const std::string& backend,
+                                                      const std::string& comm,
+                                                      std::chrono::milliseconds deadline,
+                                                      std::string& label);
+
 // What this binary can run, for help texts: "host (cuda: not built)" or "host or cuda".
 std::string backends_help();
 

@@ -33,7 +33,12 @@ struct PropertiesOptions {
   std::optional<std::string> json_path;
   bool quiet = false;
   std::string bound = "sound";  // the tier the properties assert: statistical fails a SUSPECT
+  std::optional<std::string> impl;  // a C plug-in whose levels run instead (plugin/plugin.hpp)
 };
+
+// The properties that drive a plug-in: the DCP path's (the others exercise this project's own
+// MLA slice, layout and KV writes, which a plug-in does not replace).
+constexpr const char* kImplProperty = "dcp-path";
 
 using Row = PropertyRun;
 
@@ -47,6 +52,7 @@ std::string reproduce_line(const PropertiesOptions& o, uint64_t seed, const std:
      << o.cases;
   if (!only.empty()) os << " --only " << only;
   if (o.bound != "sound") os << " --bound " << o.bound;
+  if (o.impl) os << " --impl " << *o.impl;
   return os.str();
 }
 
@@ -148,12 +154,18 @@ int run_properties(const PropertiesOptions& o, const Limits& lim) {
   const std::string pinned = o.pinned.value_or(installed_data_file("pinned.json"));
   if (const auto why = output_error("--json", o.json_path, {{"--pinned", pinned}}))
     return bad(*why);
-  const auto opened = open_in_process_backend(o.backend, std::chrono::seconds(o.timeout_s));
+  std::string impl_label;
+  const auto opened =
+      o.impl ? open_impl_backend(*o.impl, o.backend, "threads", std::chrono::seconds(o.timeout_s),
+                                 impl_label)
+             : open_in_process_backend(o.backend, std::chrono::seconds(o.timeout_s));
   if (!opened) return bad(opened.status().message());
   const props::DcpBackend& backend = *opened;
   props::set_property_bound(o.bound == "statistical" ? props::BoundTier::statistical
                                                      : props::BoundTier::sound);
   std::vector<props::SuiteProperty> suite = props::property_suite(backend);
+  if (o.impl)
+    std::erase_if(suite, [](const props::SuiteProperty& p) { return p.name != kImplProperty; });
   for (const std::string& name : o.only) {
     bool known = false;
     for (const auto& p : suite) known = known || p.name == name || name == "pinned";
@@ -187,7 +199,8 @@ int run_properties(const PropertiesOptions& o, const Limits& lim) {
   silence_rapidcheck_banner();
   std::ostream& out = std::cout;
   out << "# dcp-verify properties  backend=" << o.backend << "  seed=" << seed
-      << "  cases=" << o.cases << "  bound=" << o.bound << "\n"
+      << "  cases=" << o.cases << "  bound=" << o.bound
+      << (impl_label.empty() ? "" : "  impl=" + impl_label) << "\n"
       << "#  shrinks: steps RapidCheck took to shrink a failure to the counterexample shown\n";
   properties_table().print_header(out);
 
@@ -230,6 +243,9 @@ Command add_properties_command(CLI::App& app) {
   cmd->add_option("--json", o->json_path, "Also write the report as JSON (docs/cli.md)");
   add_switch(cmd, "--quiet", o->quiet, "Print failing rows and the summary only");
   add_bound_flag(cmd, o->bound);
+  cmd->add_option("--impl", o->impl,
+                  "A DCP implementation to drive instead: a C plug-in (include/dcp_verify/impl.h); "
+                  "runs the pinned and dcp-path properties");
   return {cmd, [o](const Limits& lim) { return run_properties(*o, lim); }};
 }
 

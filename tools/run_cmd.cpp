@@ -478,6 +478,7 @@ std::string reproduce_line(const RunOptions& o) {
   os << case_flags(o);
   if (o.cases != 1) os << " --cases " << o.cases;
   if (o.bound != "sound") os << " --bound " << o.bound;
+  if (o.impl) os << " --impl " << *o.impl;
   return os.str();
 }
 
@@ -566,9 +567,10 @@ Table run_table(const std::vector<RunCase>& rows) {
   return t;
 }
 
-void print_header(std::ostream& out, const RunOptions& o, size_t rows, const Table& t) {
+void print_header(std::ostream& out, const RunOptions& o, size_t rows, const Table& t,
+                  const std::string& impl) {
   out << "# dcp-verify run  backend=" << o.backend << "  comm=" << o.comm << "  seed=" << o.seed
-      << "  rows=" << rows << "\n"
+      << "  rows=" << rows << (impl.empty() ? "" : "  impl=" + impl) << "\n"
       << "#  shape: [B x] T x Hq/Hkv x Dk/Dv (L: shared latent); err, bound: the worst element "
          "of the output (O or LSE); err/bound: worst over output and every rank's partial; "
          "err/stat: "
@@ -620,8 +622,13 @@ oracle::Expected<Plan> plan_rows(const RunOptions& o, int64_t world, const Limit
     if (!r) return r.status();
     rows.push_back(*r);
   } else {
-    for (const RunCase& r : default_rows(o.seed))
+    for (RunCase r : default_rows(o.seed)) {
+      if (o.impl) {  // the plug-in's arithmetic is its claim's: the rows keep their variants only
+        r.setup.cfg.math = {};
+        r.variant = variant_of(r.setup.spec);
+      }
       if (world == 0 || r.setup.cfg.tp_size == world) rows.push_back(r);
+    }
     if (rows.empty())
       return DCP_ERROR("--comm ", o.comm, ": the default sweep has no rows for ", world,
                        " processes (it has rows for 1, 2, 4 and 8); pass --dcp-size and --tp-size");
@@ -861,8 +868,17 @@ int finish_run(const RunOptions& o, const Plan& plan, const RunTotals& t, std::o
 int run_dcp(const RunOptions& o, const Limits& lim, std::ostream& out, std::ostream& err) {
   // Everything that can be refused is refused here, before the header, the same on every rank
   // (and said by rank 0 alone).
-  const auto backend = open_backend(o.backend, o.comm, std::chrono::seconds(o.timeout_s));
+  std::string impl_label;
+  const auto backend =
+      o.impl ? open_impl_backend(*o.impl, o.backend, o.comm, std::chrono::seconds(o.timeout_s),
+                                 impl_label)
+             : open_backend(o.backend, o.comm, std::chrono::seconds(o.timeout_s));
   if (!backend) return refuse("run", backend.status().message(), err);
+  if (o.impl && o.math_given())
+    return refuse("run",
+                  "--impl: the plug-in states its own arithmetic (its claim); --exp, --p-cast, "
+                  "--tf32, --partial-dtype and --merge-dtype set the production path's",
+                  err);
   const std::unique_ptr<RequestRunner> runner = make_runner(o, *backend);
   auto bad = [&](const std::string& why) {
     if (runner->root) refuse("run", why, err);
@@ -876,7 +892,7 @@ int run_dcp(const RunOptions& o, const Limits& lim, std::ostream& out, std::ostr
     return bad(*why);
   const Plan& plan = *planned;
   const Table table = run_table(plan.rows);
-  if (runner->root) print_header(out, o, static_cast<size_t>(plan.count), table);
+  if (runner->root) print_header(out, o, static_cast<size_t>(plan.count), table, impl_label);
 
   // Under MPI every rank must take part in every row, so Ctrl-C is left to mpirun.
   const bool local = runner->world == 0;
@@ -953,10 +969,13 @@ Command add_run_command(CLI::App& app) {
   run->add_option("--json", o->json_path, "Also write the report as JSON (docs/cli.md)");
   add_switch(run, "--quiet", o->quiet, "Print failing and suspect rows and the summary only");
   add_bound_flag(run, o->bound);
+  run->add_option("--impl", o->impl,
+                  "A DCP implementation to judge instead: a C plug-in (include/dcp_verify/impl.h) "
+                  "whose levels replace the production path's");
   return {run, [o, comm](const Limits& lim) {
             if (comm->count() == 0) o->comm = o->backend == "cuda" ? "single-gpu" : "threads";
             // A pair this binary cannot run is refused before MPI starts (run_dcp checks again).
-            if (!one_rank_per_process(*o) || unavailable(o->backend, o->comm))
+            if (o->impl || !one_rank_per_process(*o) || unavailable(o->backend, o->comm))
               return run_dcp(*o, lim, std::cout, std::cerr);
 #ifdef DCP_HAVE_MPI
             if (const auto st = gpu::mpi_init(nullptr, nullptr); !st) {

@@ -37,6 +37,8 @@ struct CaseOptions {
   std::optional<bool> latent;  // --latent / --latent=false; unset: the preset's (or false)
   // True when any of these flags was given.
   bool any() const;
+  // True when a flag of the kernels' arithmetic was given.
+  bool math_given() const { return exp || p_cast || partial_dtype || merge_dtype || tf32; }
 };
 
 struct RunOptions : CaseOptions {
@@ -48,6 +50,7 @@ struct RunOptions : CaseOptions {
   bool quiet = false;
   std::string bound = "sound";  // the tier that gates the exit code: sound or statistical
   std::optional<std::string> json_path;
+  std::optional<std::string> impl;  // a C plug-in whose levels run instead (plugin/plugin.hpp)
   // True when the case was configured by flags (otherwise: the default sweep).
   bool configured() const { return any() || cases != 1; }
 };

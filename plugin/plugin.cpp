@@ -1,0 +1,304 @@
+#include "plugin/plugin.hpp"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "gpu/host/host_device.hpp"
+#include "gpu/run_threads.hpp"
+
+namespace dcp::plugin {
+namespace {
+
+// Room for a plug-in's one-line reason.
+constexpr size_t kErrBytes = 512;
+
+// A plug-in format as the oracle names it; nullopt for one a claim may not use there.
+std::optional<oracle::DType> claim_format(dcpv_dtype d) {
+  switch (d) {
+    case DCPV_F32:
+      return oracle::DType::f32;
+    case DCPV_BF16:
+      return oracle::DType::bf16;
+    case DCPV_F16:
+      return oracle::DType::f16;
+    default:
+      return std::nullopt;
+  }
+}
+
+dcpv_dtype plugin_dtype(gpu::StorageFormat f) {
+  return f == gpu::StorageFormat::bf16 ? DCPV_BF16 : f == gpu::StorageFormat::f16 ? DCPV_F16
+                                                                                    : DCPV_F32;
+}
+
+// The IEEE binary16 bits of x, which is exactly representable (an f16 cache value).
+uint16_t f16_bits(float x) {
+  uint32_t b;
+  std::memcpy(&b, &x, sizeof b);
+  const uint16_t sign = static_cast<uint16_t>((b >> 16) & 0x8000u);
+  const float ax = std::fabs(x);
+  if (ax == 0.0f) return sign;
+  if (std::isinf(ax)) return static_cast<uint16_t>(sign | 0x7c00u);
+  if (std::isnan(ax)) return static_cast<uint16_t>(sign | 0x7e00u);
+  int e;
+  const float f = std::frexp(ax, &e);  // ax = f 2^e, f in [0.5, 1)
+  if (e - 1 < -14)                     // subnormal: a multiple of 2^-24
+    return static_cast<uint16_t>(sign | static_cast<uint16_t>(std::ldexp(ax, 24)));
+  const auto frac = static_cast<uint32_t>(std::ldexp(f, 11)) & 0x3ffu;  // 10 stored bits
+  return static_cast<uint16_t>(sign | static_cast<uint32_t>(e - 1 + 15) << 10 | frac);
+}
+
+uint16_t bf16_bits(float x) {
+  uint32_t b;
+  std::memcpy(&b, &x, sizeof b);
+  return static_cast<uint16_t>(b >> 16);
+}
+
+dcpv_tensor view(const void* data, dcpv_dtype dtype, std::initializer_list<int64_t> shape,
+                 std::initializer_list<int64_t> strides) {
+  dcpv_tensor t{};
+  t.data = const_cast<void*>(data);  // read-only for the plug-in, as impl.h says
+  t.dtype = dtype;
+  t.ndim = static_cast<int32_t>(shape.size());
+  std::copy(shape.begin(), shape.end(), t.shape);
+  std::copy(strides.begin(), strides.end(), t.strides);
+  return t;
+}
+
+// A contiguous view of x with the given shape.
+template <class T>
+dcpv_tensor dense(const T* data, dcpv_dtype dtype, std::initializer_list<int64_t> shape) {
+  std::vector<int64_t> st(shape.size(), 1);
+  const std::vector<int64_t> sh(shape);
+  for (size_t i = sh.size(); i-- > 1;) st[i - 1] = st[i] * sh[i];
+  dcpv_tensor t = view(data, dtype, shape, {});
+  std::copy(st.begin(), st.end(), t.strides);
+  return t;
+}
+
+// A rank's cached rows [rows, heads, width] (row stride `pitch` floats, head stride `head`) in
+// the storage format: 16-bit formats as their bits.
+struct Rows {
+  std::vector<uint16_t> bits;
+  dcpv_tensor t{};
+};
+Rows rows_in(gpu::StorageFormat f, const float* base, int64_t rows, int64_t heads, int64_t width,
+             int64_t head_stride) {
+  Rows r;
+  if (f == gpu::StorageFormat::f32) {
+    r.t = view(base, DCPV_F32, {rows, heads, width}, {heads * head_stride, head_stride, 1});
+    return r;
+  }
+  r.bits.resize(static_cast<size_t>(rows * heads * width));
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t c = 0; c < width; ++c) {
+        const float x = base[(i * heads + h) * head_stride + c];
+        r.bits[static_cast<size_t>((i * heads + h) * width + c)] =
+            f == gpu::StorageFormat::bf16 ? bf16_bits(x) : f16_bits(x);
+      }
+  r.t = dense(r.bits.data(), plugin_dtype(f), {rows, heads, width});
+  return r;
+}
+
+// The host device with the plug-in's levels in place of the production kernels.
+class PluginDevice : public gpu::HostDevice {
+ public:
+  PluginDevice(gpu::Communicator& comm, const Plugin& p, const gpu::DcpInputs& in)
+      : HostDevice(&comm), p_(p), in_(in) {}
+
+  gpu::GpuStatus partial_attention(const gpu::PartialAttentionParams& p) {
+    if (!p_.has_partial()) return HostDevice::partial_attention(p);
+    const int64_t T = p.tokens, H = p.heads, dk = p.head_dim, dv = p.v_dim, n = p.rows;
+    const bool latent = p.kv.v == p.kv.k;
+    std::vector<int64_t> k_pos(static_cast<size_t>(n));
+    for (int64_t r = 0; r < n; ++r) k_pos[static_cast<size_t>(r)] = p.layout.position(p.rank, r);
+    const Rows k = rows_in(in_.kv_dtype, p.kv.k, n, p.kv.kv_heads, dk, p.kv.head_dim);
+    const Rows v = latent ? Rows{}
+                          : rows_in(in_.kv_dtype, p.kv.v, n, p.kv.kv_heads, dv,
+                                    p.kv.v_head_stride);
+    dcpv_partial_args a{};
+    a.rank = p.rank;
+    a.ranks = p.layout.ranks;
+    a.tokens = T;
+    a.heads = H;
+    a.head_dim = dk;
+    a.v_dim = dv;
+    a.head0 = p.head0;
+    a.q_heads_total = p.q_heads_total;
+    a.kv_heads_total = p.kv_heads_total;
+    a.kv_head0 = p.kv_head0;
+    a.kv_heads = p.kv.kv_heads;
+    a.keys = n;
+    a.shared_latent = latent ? 1 : 0;
+    a.lse_base = p.base == gpu::LseBase::e ? 0 : 1;
+    a.causal = p.causal ? 1 : 0;
+    a.window = p.window;
+    a.scale = p.scale;
+    a.softcap = p.softcap;
+    a.q = dense(p.q, DCPV_F32, {T, H, dk});
+    a.q_pos = dense(p.q_pos, DCPV_I64, {T});
+    a.k = k.t;
+    a.v = latent ? dcpv_tensor{} : v.t;
+    if (latent) a.v.dtype = a.k.dtype;
+    a.k_pos = dense(k_pos.data(), DCPV_I64, {n});
+    a.sink = p.sink != nullptr ? dense(p.sink, DCPV_F32, {H}) : dcpv_tensor{};
+    a.topk = p.topk != nullptr ? dense(p.topk, DCPV_I64, {T, p.topk_k}) : dcpv_tensor{};
+    a.o = dense(p.o, DCPV_F32, {T, H, dv});
+    a.lse = dense(p.lse, DCPV_F32, {T, H});
+    char err[kErrBytes] = {};
+    if (p_.impl->partial(p_.impl->self, &a, err, sizeof err) != 0)
+      return DCP_GPU_ERROR("implementation '", p_.impl->name, "' (", p_.path,
+                           "): level partial on dcp rank ", p.rank, " failed: ", err);
+    return {};
+  }
+
+  gpu::GpuStatus a2a_combine(const gpu::body::A2aCombine<Schedule>& c) {
+    if (!p_.has_combine()) return HostDevice::a2a_combine(c);
+    const int64_t N = c.shape.ranks, T = c.shape.tokens, H = c.shape.local_heads,
+                  dv = c.shape.v_dim, w = dv + 1;
+    dcpv_combine_args a{};
+    a.ranks = N;
+    a.tokens = T;
+    a.heads = H;
+    a.v_dim = dv;
+    a.lse_base = c.base == gpu::LseBase::e ? 0 : 1;
+    // recv [N, T, H, Dv + 1]: each partial's O and then its LSE.
+    a.o_partial = view(c.recv, DCPV_F32, {N, T, H, dv}, {T * H * w, H * w, w, 1});
+    a.lse_partial = view(c.recv + dv, DCPV_F32, {N, T, H}, {T * H * w, H * w, w});
+    a.o = dense(c.o, DCPV_F32, {T, H, dv});
+    a.lse = dense(c.lse, DCPV_F32, {T, H});
+    char err[kErrBytes] = {};
+    if (p_.impl->combine(p_.impl->self, &a, err, sizeof err) != 0)
+      return DCP_GPU_ERROR("implementation '", p_.impl->name, "' (", p_.path,
+                           "): level combine on dcp rank ", rank(), " failed: ", err);
+    return {};
+  }
+
+ private:
+  const Plugin& p_;
+  const gpu::DcpInputs& in_;
+};
+
+// A claim field outside its range, named as impl.h names it.
+oracle::Status check_claim(const std::string& path, const dcpv_claim& c) {
+  const auto bad = [&](const char* field, const std::string& expected) {
+    return DCP_ERROR("--impl ", path, ": claim.", field, " ", expected);
+  };
+  const auto flag = [](int32_t x) { return x == 0 || x == 1; };
+  if (!flag(c.accum_rounding_nearest)) return bad("accum_rounding_nearest", "must be 0 or 1");
+  if (!flag(c.tf32)) return bad("tf32", "must be 0 or 1");
+  if (!flag(c.ftz)) return bad("ftz", "must be 0 or 1");
+  for (const auto& [name, x] : {std::pair{"exp_rel_err", c.exp_rel_err},
+                                std::pair{"log_rel_err", c.log_rel_err}})
+    if (!(x >= 0.0 && x < 0.5)) return bad(name, "must be in [0, 0.5) (0: the default budget)");
+  if (!claim_format(c.p_cast)) return bad("p_cast", "must be DCPV_F32, DCPV_BF16 or DCPV_F16");
+  if (!claim_format(c.partial_o)) return bad("partial_o", "must be DCPV_F32, DCPV_BF16 or DCPV_F16");
+  if (!claim_format(c.combine_accum))
+    return bad("combine_accum", "must be DCPV_F32, DCPV_BF16 or DCPV_F16");
+  if (c.tile < 1) return bad("tile", "must be >= 1 (1: any tiling)");
+  if (c.splits < 1) return bad("splits", "must be >= 1 (1: no split-KV)");
+  return {};
+}
+
+}  // namespace
+
+std::string Plugin::levels() const {
+  if (has_partial() && has_combine()) return "partial+combine";
+  return has_partial() ? "partial" : "combine";
+}
+
+oracle::Expected<Plugin> load_plugin(const std::string& path) {
+  // A bare file name would make dlopen search the library path; a plug-in is named by its path.
+  const std::string where = path.find('/') == std::string::npos ? "./" + path : path;
+  void* h = dlopen(where.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (h == nullptr) return DCP_ERROR("--impl ", path, ": cannot load: ", dlerror());
+  Plugin p;
+  p.path = path;
+  p.handle = std::shared_ptr<void>(h, [](void* x) { dlclose(x); });
+  using GetImpl = const dcpv_impl* (*)();
+  const auto get = reinterpret_cast<GetImpl>(dlsym(h, "dcpv_get_impl"));
+  if (get == nullptr)
+    return DCP_ERROR("--impl ", path,
+                     ": exports no dcpv_get_impl (include/dcp_verify/impl.h; declare it "
+                     "extern \"C\" in C++)");
+  p.impl = get();
+  if (p.impl == nullptr) return DCP_ERROR("--impl ", path, ": dcpv_get_impl returned NULL");
+  if (p.impl->abi_version != DCPV_ABI_VERSION)
+    return DCP_ERROR("--impl ", path, ": ABI version ", p.impl->abi_version,
+                     "; this dcp-verify speaks version ", DCPV_ABI_VERSION);
+  if (p.impl->name == nullptr || p.impl->name[0] == '\0')
+    return DCP_ERROR("--impl ", path, ": the implementation has no name");
+  if (!p.has_partial() && !p.has_combine())
+    return DCP_ERROR("--impl ", path, ": '", p.impl->name,
+                     "' provides no level (partial and combine are both NULL)");
+  DCP_TRY(check_claim(path, p.impl->claim));
+  return p;
+}
+
+gpu::DcpConfig plugin_config(const Plugin& p, gpu::DcpConfig cfg) {
+  cfg.math = {};
+  if (p.has_partial()) cfg.splits = 1;  // the plug-in's own split-KV is its claim's
+  return cfg;
+}
+
+oracle::Arithmetic plugin_claim(const Plugin& p, const gpu::DcpConfig& cfg, bool partial) {
+  const gpu::DcpConfig run = plugin_config(p, cfg);
+  oracle::Arithmetic a = props::host_claim(run, partial);
+  const dcpv_claim& c = p.impl->claim;
+  // An error budget of the plug-in's, where it is coarser than the production path's.
+  const auto coarser = [](std::optional<double> ours, double theirs) -> std::optional<double> {
+    if (theirs <= 0.0) return ours;
+    return std::max(ours.value_or(0.0), theirs);
+  };
+  const bool combines = p.has_combine() && run.strategy == gpu::CommStrategy::a2a;
+  const bool mine = partial ? p.has_partial() : (p.has_partial() || combines);
+  if (!mine) return a;
+  a.truncating_mma = a.truncating_mma || c.accum_rounding_nearest == 0;
+  a.ftz = a.ftz || c.ftz != 0;
+  a.exp_rel_err = coarser(a.exp_rel_err, c.exp_rel_err);
+  a.log_rel_err = coarser(a.log_rel_err, c.log_rel_err);
+  if (p.has_partial()) {
+    a.tf32 = c.tf32 != 0;
+    a.p_cast = c.p_cast == DCPV_F32 ? std::nullopt : claim_format(c.p_cast);
+    a.tile = c.tile;
+    const int64_t n = run.layout.ranks;
+    if (partial) {
+      a.shards = c.splits;
+      a.out = *claim_format(c.partial_o);
+    } else {
+      a.shards = n * c.splits;
+      a.merge_terms = n;
+      a.partial_o = *claim_format(c.partial_o);
+      if (c.splits > 1) a.layout.reset();  // a rank's keys are split further
+    }
+  }
+  if (!partial && combines) a.merge_accum = *claim_format(c.combine_accum);
+  if (!partial && a.shards == 1 &&
+      (c.partial_o != DCPV_F32 || c.combine_accum != DCPV_F32 || c.exp_rel_err > 0.0))
+    a.shards = 2;  // a combine of one partial is not exact then (dcp_bridge.cpp, host_claim)
+  return a;
+}
+
+props::DcpBackend plugin_backend(const Plugin& p, std::chrono::milliseconds deadline) {
+  auto run = [p, deadline](const gpu::DcpInputs& in, const gpu::DcpConfig& given) {
+    gpu::DcpConfig cfg = plugin_config(p, given);
+    cfg.deadline = deadline;
+    const gpu::RankStep step = [&p](gpu::Communicator& comm, const gpu::DcpInputs& inputs,
+                                    const gpu::DcpConfig& c, int64_t tp_rank) {
+      PluginDevice dev(comm, p, inputs);
+      return gpu::device_step(dev, inputs, c, tp_rank);
+    };
+    return gpu::run_dcp_threads(in, cfg, step);
+  };
+  auto claim = [p](const gpu::DcpConfig& cfg, bool partial) { return plugin_claim(p, cfg, partial); };
+  return props::DcpBackend(std::move(run), std::move(claim));
+}
+
+}  // namespace dcp::plugin

@@ -1,0 +1,55 @@
+// plugin.hpp — a DCP implementation of another team, loaded from a C plug-in
+// (include/dcp_verify/impl.h), run as a backend of the property suite and judged by its claim.
+//
+// The plug-in's levels replace the production path's at the device seam: a host device whose
+// partial attention and a2a combine call the plug-in (partial: every rank's all-heads attention
+// over the rank's own tokens; combine: the merge of a rank's N received partials, on a2a steps),
+// inside the production step (gpu/device_step.hpp) unchanged around them. What the plug-in does not provide
+// the production path does, in its default arithmetic. The claim the step is judged by is the
+// plug-in's for its levels and the production path's for the rest.
+//
+//   oracle::Expected<Plugin> p = load_plugin("./libmine.so");
+//   props::DcpBackend b = plugin_backend(*p, deadline);
+//   props::DcpCheck chk = props::check_dcp(c, cfg, chunks, b);   // names the level and the rank
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "dcp_verify/impl.h"
+#include "oracle/status.hpp"
+#include "properties/dcp_bridge.hpp"
+
+namespace dcp::plugin {
+
+struct Plugin {
+  std::string path;
+  std::shared_ptr<void> handle;  // the dlopen handle, closed with the last copy
+  const dcpv_impl* impl = nullptr;
+  bool has_partial() const { return impl->partial != nullptr; }
+  bool has_combine() const { return impl->combine != nullptr; }
+  // "partial", "combine" or "partial+combine".
+  std::string levels() const;
+};
+
+// Opens the shared library and checks what it exports: dcpv_get_impl, the ABI version, at least
+// one level, and a claim whose fields are in range. One-line errors naming the path and what was
+// expected.
+oracle::Expected<Plugin> load_plugin(const std::string& path);
+
+// The configuration the plug-in's step runs under: the production path's kernels in their default
+// arithmetic (the plug-in states its own) and no split-KV of theirs where the plug-in's partial
+// runs. The plug-in's combine runs where the step merges a rank's N partials in one place, after
+// a2a's All-to-All; ag_rs has no such place (its sum is the reduce-scatter's), so there the
+// production combine runs.
+gpu::DcpConfig plugin_config(const Plugin& p, gpu::DcpConfig cfg);
+
+// What the step claims: the plug-in's claim for its levels, the production path's for the rest.
+oracle::Arithmetic plugin_claim(const Plugin& p, const gpu::DcpConfig& cfg, bool partial);
+
+// The whole TP group on threads, each rank's device calling the plug-in, collectives waiting at
+// most `deadline`; judged by plugin_claim.
+props::DcpBackend plugin_backend(const Plugin& p, std::chrono::milliseconds deadline);
+
+}  // namespace dcp::plugin

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# The C plug-in ABI (include/dcp_verify/impl.h) end to end: the example plug-in passes the property
+# suite and the run sweep within the bound of its claim, its copy with a planted bug (a strict
+# causal mask) is caught with a shrunk case and a reproduce line that replays it, and plug-ins
+# that cannot be driven are refused in one line naming --impl.
+# Usage: plugin_test.sh path/to/dcp-verify path/to/libdcpv_example.so path/to/libdcpv_example_bug.so
+set -u
+bin=$1
+good=$2
+buggy=$3
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+passes=0
+failures=0
+
+# expect CODE WHAT -- COMMAND...: the command exits CODE; its stdout is kept in $tmp/out.
+expect() {
+  local code=$1 what=$2
+  shift 3
+  "$@" >"$tmp/out" 2>"$tmp/err"
+  local rc=$?
+  if [ "$rc" -eq "$code" ]; then
+    passes=$((passes + 1))
+  else
+    echo "FAIL: $what: exit $rc, expected $code"
+    head -20 "$tmp/out" "$tmp/err"
+    failures=$((failures + 1))
+  fi
+}
+contains() {
+  if grep -qF -- "$2" "$1"; then passes=$((passes + 1)); else
+    echo "FAIL: $3: '$2' not in $1"
+    failures=$((failures + 1))
+  fi
+}
+
+expect 0 "example plug-in, properties" -- "$bin" properties --impl "$good" --cases 300 --seed 1
+contains "$tmp/out" "impl=example (" "properties header names the plug-in"
+contains "$tmp/out" "partial+combine)" "properties header names its levels"
+contains "$tmp/out" "# properties: OK" "example plug-in passes the properties"
+expect 0 "example plug-in, run sweep" -- "$bin" run --impl "$good" --quiet
+contains "$tmp/out" "# run: OK" "example plug-in passes the run sweep"
+
+expect 1 "planted bug, properties" -- "$bin" properties --impl "$buggy" --cases 300 --seed 1
+contains "$tmp/out" "dcp-path" "the planted bug fails the dcp-path property"
+contains "$tmp/out" "FAILED" "the planted bug is reported FAILED"
+contains "$tmp/out" "partial of tp rank" "the report names the rank whose partial is wrong"
+contains "$tmp/out" "# properties: FAILED" "the planted bug fails the run"
+# The shrunk case: one query head on one rank is enough for a strict causal mask.
+contains "$tmp/out" "T=1 Hq=1 Hkv=1 Dk=1 Dv=1" "the counterexample is shrunk"
+line=$(grep -m1 '#    reproduce: ' "$tmp/out" | sed 's/^#    reproduce: dcp-verify //')
+cp "$tmp/out" "$tmp/first"
+# shellcheck disable=SC2086
+expect 1 "planted bug, replayed" -- "$bin" $line
+contains "$tmp/out" "FAILED" "the reproduce line replays the failure"
+expect 1 "planted bug, run" -- "$bin" run --impl "$buggy" --seq 300 --quiet
+contains "$tmp/out" "# run: FAILED" "the planted bug fails a configured run"
+
+# Plug-ins that cannot be driven: exit 2, one line naming --impl.
+echo "not a library" >"$tmp/text.so"
+for args in "--impl $tmp/missing.so" "--impl $tmp/text.so" "--impl $good --backend cuda" \
+            "--impl $good --exp poly3"; do
+  # shellcheck disable=SC2086
+  expect 2 "run $args" -- "$bin" run $args
+  if [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q -- "--impl" "$tmp/err"; then
+    passes=$((passes + 1))
+  else
+    echo "FAIL: run $args: expected one line naming --impl"
+    cat "$tmp/err"
+    failures=$((failures + 1))
+  fi
+done
+libm=$(ldd "$bin" | awk '/libm\.so/ {print $3; exit}')
+if [ -n "$libm" ]; then
+  expect 2 "a library without dcpv_get_impl" -- "$bin" properties --impl "$libm"
+  contains "$tmp/err" "exports no dcpv_get_impl" "a library without the symbol is named"
+fi
+
+echo "$passes passed, $failures failed"
+[ "$failures" -eq 0 ]
