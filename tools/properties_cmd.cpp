@@ -136,6 +136,7 @@ int finish_properties(const PropertiesOptions& o, uint64_t seed, const std::vect
     }
     const json report = {{"schema", "dcp-verify/properties/1"},
                          {"backend", o.backend},
+                         {"impl", o.impl ? json(*o.impl) : json(nullptr)},
                          {"bound", o.bound},
                          {"seed", seed},
                          {"cases", o.cases},

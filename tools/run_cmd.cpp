@@ -845,6 +845,7 @@ int finish_run(const RunOptions& o, const Plan& plan, const RunTotals& t, std::o
     const nlohmann::json report = {{"schema", "dcp-verify/run/2"},
                                    {"backend", o.backend},
                                    {"comm", o.comm},
+                                   {"impl", o.impl ? nlohmann::json(*o.impl) : nullptr},
                                    {"seed", o.seed},
                                    {"rows", t.rows},
                                    {"rows_planned", plan.count},

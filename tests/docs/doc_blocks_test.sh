@@ -4,8 +4,8 @@
 #
 # Conventions (docs/00_start_here.md, "Conventions of these lessons"):
 #   ```sh blocks run with bash -euo pipefail, in a scratch directory where build/, fixtures/,
-#   tools/ and docs/ point at the repository's, so relative paths work and outputs stay out of the
-#   tree. The block must exit 0 unless an `<!-- exit: N -->` line stands right above the fence.
+#   tools/, docs/, include/ and plugin/ point at the repository's, so relative paths work and
+#   outputs stay out of the tree. The block must exit 0 unless an `<!-- exit: N -->` line stands right above the fence.
 #   `<!-- expect: TEXT -->` lines right above the fence: TEXT must appear in the block's stdout.
 #   `<!-- run: python -->` above a ```python block runs it with /usr/bin/python3 the same way.
 #   Both find tools/py (dcp_st: safetensors with numpy) on PYTHONPATH.
@@ -19,7 +19,7 @@ if [ $# -gt 0 ]; then files=("$@"); else files=("$repo"/docs/[0-9][0-9]_*.md "$r
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 ln -s "$build" "$scratch/build"
-for d in fixtures tools docs; do ln -s "$repo/$d" "$scratch/$d"; done
+for d in fixtures tools docs include plugin; do ln -s "$repo/$d" "$scratch/$d"; done
 
 passed=0 failed=0
 for f in "${files[@]}"; do
