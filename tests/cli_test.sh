@@ -11,42 +11,8 @@ trap 'rm -rf "$tmp"' EXIT
 failures=0
 passes=0
 
-# expect CODE DESCRIPTION -- COMMAND...: runs COMMAND, checks its exit status.
-expect() {
-  local want=$1 what=$2
-  shift 3
-  "$@" >"$tmp/out" 2>"$tmp/err"
-  local got=$?
-  if [ "$got" -ne "$want" ]; then
-    echo "FAIL: $what: exit $got, expected $want"
-    sed 's/^/  stdout: /' "$tmp/out" | head -5
-    sed 's/^/  stderr: /' "$tmp/err" | head -5
-    failures=$((failures + 1))
-  else
-    passes=$((passes + 1))
-  fi
-}
-
-# contains FILE TEXT DESCRIPTION
-contains() {
-  if grep -qF -- "$2" "$1"; then
-    passes=$((passes + 1))
-  else
-    echo "FAIL: $3: '$2' not in output"
-    sed 's/^/  /' "$1" | head -5
-    failures=$((failures + 1))
-  fi
-}
-
-one_line_stderr() {
-  if [ "$(wc -l <"$tmp/err")" -eq 1 ]; then
-    passes=$((passes + 1))
-  else
-    echo "FAIL: $1: stderr is not one line"
-    cat "$tmp/err"
-    failures=$((failures + 1))
-  fi
-}
+# shellcheck source=support/expect.sh
+source "$(dirname "$0")/support/expect.sh"
 
 expect 0 "default job: the run sweep" -- "$bin"
 contains "$tmp/out" "# run: OK" "default job verdict"

@@ -13,26 +13,8 @@ trap 'rm -rf "$tmp"' EXIT
 passes=0
 failures=0
 
-# expect CODE WHAT -- COMMAND...: the command exits CODE; its stdout is kept in $tmp/out.
-expect() {
-  local code=$1 what=$2
-  shift 3
-  "$@" >"$tmp/out" 2>"$tmp/err"
-  local rc=$?
-  if [ "$rc" -eq "$code" ]; then
-    passes=$((passes + 1))
-  else
-    echo "FAIL: $what: exit $rc, expected $code"
-    head -20 "$tmp/out" "$tmp/err"
-    failures=$((failures + 1))
-  fi
-}
-contains() {
-  if grep -qF -- "$2" "$1"; then passes=$((passes + 1)); else
-    echo "FAIL: $3: '$2' not in $1"
-    failures=$((failures + 1))
-  fi
-}
+# shellcheck source=support/expect.sh
+source "$(dirname "$0")/support/expect.sh"
 
 expect 0 "example plug-in, properties" -- "$bin" properties --impl "$good" --cases 300 --seed 1
 contains "$tmp/out" "impl=example (" "properties header names the plug-in"
@@ -62,13 +44,8 @@ for args in "--impl $tmp/missing.so" "--impl $tmp/text.so" "--impl $good --backe
             "--impl $good --exp poly3"; do
   # shellcheck disable=SC2086
   expect 2 "run $args" -- "$bin" run $args
-  if [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q -- "--impl" "$tmp/err"; then
-    passes=$((passes + 1))
-  else
-    echo "FAIL: run $args: expected one line naming --impl"
-    cat "$tmp/err"
-    failures=$((failures + 1))
-  fi
+  one_line_stderr "run $args"
+  contains "$tmp/err" "--impl" "run $args names --impl"
 done
 libm=$(ldd "$bin" | awk '/libm\.so/ {print $3; exit}')
 if [ -n "$libm" ]; then

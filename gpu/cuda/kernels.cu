@@ -166,16 +166,7 @@ GpuStatus launch_partial_attention(const PartialAttentionParams& p, cudaStream_t
   partial_attention_kernel<<<dim3(static_cast<unsigned>(rows), static_cast<unsigned>(p.splits)),
                              kAttentionThreads, smem, stream>>>(p, b);
   DCP_GPU_TRY(launched("partial attention"));
-  body::SplitCombine c;
-  c.splits = p.splits;
-  c.rows = rows;
-  c.v_dim = p.v_dim;
-  c.base = p.base;
-  c.exp = p.exp;
-  c.split_o = split_o;
-  c.split_lse = split_lse;
-  c.o = p.o;
-  c.lse = p.lse;
+  const body::SplitCombine c = body::split_combine_of(p, split_o, split_lse);
   split_combine_kernel<<<static_cast<unsigned>(rows), kAttentionThreads, 0, stream>>>(c);
   return launched("split combine");
 }

@@ -55,17 +55,8 @@ void HostDevice::attention_blocks(const PartialAttentionParams& p, std::vector<f
 GpuStatus HostDevice::partial_attention(const PartialAttentionParams& p) {
   std::vector<float> split_o, split_lse;
   attention_blocks(p, split_o, split_lse);
-  const int64_t rows = p.tokens * p.heads;
-  const body::SplitCombine c{.splits = p.splits,
-                             .rows = rows,
-                             .v_dim = p.v_dim,
-                             .base = p.base,
-                             .exp = p.exp,
-                             .split_o = split_o.data(),
-                             .split_lse = split_lse.data(),
-                             .o = p.o,
-                             .lse = p.lse};
-  for (int64_t x = 0; x < rows; ++x) body::split_combine(c, x, 0, 1);
+  const body::SplitCombine c = body::split_combine_of(p, split_o.data(), split_lse.data());
+  for (int64_t x = 0; x < c.rows; ++x) body::split_combine(c, x, 0, 1);
   return {};
 }
 

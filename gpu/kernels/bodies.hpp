@@ -241,6 +241,22 @@ struct SplitCombine {
   float* lse = nullptr;
 };
 
+// The local combine of p's splits: rows T * heads, into p.o and p.lse.
+DCP_HD inline SplitCombine split_combine_of(const PartialAttentionParams& p, const float* split_o,
+                                            const float* split_lse) {
+  SplitCombine c;
+  c.splits = p.splits;
+  c.rows = p.tokens * p.heads;
+  c.v_dim = p.v_dim;
+  c.base = p.base;
+  c.exp = p.exp;
+  c.split_o = split_o;
+  c.split_lse = split_lse;
+  c.o = p.o;
+  c.lse = p.lse;
+  return c;
+}
+
 // Block x of a.rows, thread tid of nt: merges the splits left to right, per component.
 DCP_HD inline void split_combine(const SplitCombine& a, int64_t x, int tid, int nt) {
   const int64_t dv = a.v_dim;

@@ -60,15 +60,7 @@ GpuStatus EmulatedDevice::partial_attention(const PartialAttentionParams& p) {
           return DCP_GPU_ERROR("emulated device: the attention block wrote shared memory past its ",
                                used, " floats");
     }
-  const body::SplitCombine c{.splits = p.splits,
-                             .rows = rows,
-                             .v_dim = p.v_dim,
-                             .base = p.base,
-                             .exp = p.exp,
-                             .split_o = split_o.data(),
-                             .split_lse = split_lse.data(),
-                             .o = p.o,
-                             .lse = p.lse};
+  const body::SplitCombine c = body::split_combine_of(p, split_o.data(), split_lse.data());
   grid(rows, [&](int64_t x, int tid, int nt) { body::split_combine(c, x, tid, nt); });
   return {};
 }
