@@ -33,8 +33,9 @@ std::optional<oracle::DType> claim_format(dcpv_dtype d) {
 }
 
 dcpv_dtype plugin_dtype(gpu::StorageFormat f) {
-  return f == gpu::StorageFormat::bf16 ? DCPV_BF16 : f == gpu::StorageFormat::f16 ? DCPV_F16
-                                                                                    : DCPV_F32;
+  return f == gpu::StorageFormat::bf16  ? DCPV_BF16
+         : f == gpu::StorageFormat::f16 ? DCPV_F16
+                                        : DCPV_F32;
 }
 
 // The IEEE binary16 bits of x, which is exactly representable (an f16 cache value).
@@ -120,9 +121,8 @@ class PluginDevice : public gpu::HostDevice {
     std::vector<int64_t> k_pos(static_cast<size_t>(n));
     for (int64_t r = 0; r < n; ++r) k_pos[static_cast<size_t>(r)] = p.layout.position(p.rank, r);
     const Rows k = rows_in(in_.kv_dtype, p.kv.k, n, p.kv.kv_heads, dk, p.kv.head_dim);
-    const Rows v = latent ? Rows{}
-                          : rows_in(in_.kv_dtype, p.kv.v, n, p.kv.kv_heads, dv,
-                                    p.kv.v_head_stride);
+    const Rows v =
+        latent ? Rows{} : rows_in(in_.kv_dtype, p.kv.v, n, p.kv.kv_heads, dv, p.kv.v_head_stride);
     dcpv_partial_args a{};
     a.rank = p.rank;
     a.ranks = p.layout.ranks;
@@ -195,11 +195,12 @@ oracle::Status check_claim(const std::string& path, const dcpv_claim& c) {
   if (!flag(c.accum_rounding_nearest)) return bad("accum_rounding_nearest", "must be 0 or 1");
   if (!flag(c.tf32)) return bad("tf32", "must be 0 or 1");
   if (!flag(c.ftz)) return bad("ftz", "must be 0 or 1");
-  for (const auto& [name, x] : {std::pair{"exp_rel_err", c.exp_rel_err},
-                                std::pair{"log_rel_err", c.log_rel_err}})
+  for (const auto& [name, x] :
+       {std::pair{"exp_rel_err", c.exp_rel_err}, std::pair{"log_rel_err", c.log_rel_err}})
     if (!(x >= 0.0 && x < 0.5)) return bad(name, "must be in [0, 0.5) (0: the default budget)");
   if (!claim_format(c.p_cast)) return bad("p_cast", "must be DCPV_F32, DCPV_BF16 or DCPV_F16");
-  if (!claim_format(c.partial_o)) return bad("partial_o", "must be DCPV_F32, DCPV_BF16 or DCPV_F16");
+  if (!claim_format(c.partial_o))
+    return bad("partial_o", "must be DCPV_F32, DCPV_BF16 or DCPV_F16");
   if (!claim_format(c.combine_accum))
     return bad("combine_accum", "must be DCPV_F32, DCPV_BF16 or DCPV_F16");
   if (c.tile < 1) return bad("tile", "must be >= 1 (1: any tiling)");
@@ -207,11 +208,50 @@ oracle::Status check_claim(const std::string& path, const dcpv_claim& c) {
   return {};
 }
 
+// The claim's arithmetic of a partial (and, with `merged`, of the merge it takes part in) on top
+// of the production path's claim `a` for a step of N ranks.
+void apply_claim(const dcpv_claim& c, int64_t n, bool partial, bool merged, oracle::Arithmetic& a) {
+  // An error budget of the plug-in's, where it is coarser than the production path's.
+  const auto coarser = [](std::optional<double> ours, double theirs) -> std::optional<double> {
+    if (theirs <= 0.0) return ours;
+    return std::max(ours.value_or(0.0), theirs);
+  };
+  a.truncating_mma = a.truncating_mma || c.accum_rounding_nearest == 0;
+  a.ftz = a.ftz || c.ftz != 0;
+  a.exp_rel_err = coarser(a.exp_rel_err, c.exp_rel_err);
+  a.log_rel_err = coarser(a.log_rel_err, c.log_rel_err);
+  a.tf32 = c.tf32 != 0;
+  a.p_cast = c.p_cast == DCPV_F32 ? std::nullopt : claim_format(c.p_cast);
+  a.tile = c.tile;
+  if (partial) {
+    a.shards = c.splits;
+    a.out = *claim_format(c.partial_o);
+    return;
+  }
+  a.shards = n * c.splits;
+  a.merge_terms = n;
+  a.partial_o = *claim_format(c.partial_o);
+  if (c.splits > 1) a.layout.reset();  // a rank's keys are split further
+  if (merged) a.merge_accum = *claim_format(c.combine_accum);
+}
+
+// A combine of one partial is not exact with a 16-bit partial or sum or a coarse exponential
+// (dcp_bridge.cpp, host_claim): then it counts as a merge of two parts, one empty.
+void single_partial_merge(const dcpv_claim& c, oracle::Arithmetic& a) {
+  if (a.shards == 1 &&
+      (c.partial_o != DCPV_F32 || c.combine_accum != DCPV_F32 || c.exp_rel_err > 0.0))
+    a.shards = 2;
+}
+
 }  // namespace
 
 std::string Plugin::levels() const {
-  if (has_partial() && has_combine()) return "partial+combine";
-  return has_partial() ? "partial" : "combine";
+  std::string s;
+  for (const auto& [has, name] :
+       {std::pair{has_partial(), "partial"}, std::pair{has_combine(), "combine"},
+        std::pair{has_step(), "step"}})
+    if (has) s += (s.empty() ? "" : "+") + std::string(name);
+  return s;
 }
 
 oracle::Expected<Plugin> load_plugin(const std::string& path) {
@@ -235,9 +275,9 @@ oracle::Expected<Plugin> load_plugin(const std::string& path) {
                      "; this dcp-verify speaks version ", DCPV_ABI_VERSION);
   if (p.impl->name == nullptr || p.impl->name[0] == '\0')
     return DCP_ERROR("--impl ", path, ": the implementation has no name");
-  if (!p.has_partial() && !p.has_combine())
+  if (!p.has_partial() && !p.has_combine() && !p.has_step())
     return DCP_ERROR("--impl ", path, ": '", p.impl->name,
-                     "' provides no level (partial and combine are both NULL)");
+                     "' provides no level (partial, combine and step are all NULL)");
   DCP_TRY(check_claim(path, p.impl->claim));
   return p;
 }
@@ -252,38 +292,101 @@ oracle::Arithmetic plugin_claim(const Plugin& p, const gpu::DcpConfig& cfg, bool
   const gpu::DcpConfig run = plugin_config(p, cfg);
   oracle::Arithmetic a = props::host_claim(run, partial);
   const dcpv_claim& c = p.impl->claim;
-  // An error budget of the plug-in's, where it is coarser than the production path's.
-  const auto coarser = [](std::optional<double> ours, double theirs) -> std::optional<double> {
-    if (theirs <= 0.0) return ours;
-    return std::max(ours.value_or(0.0), theirs);
-  };
   const bool combines = p.has_combine() && run.strategy == gpu::CommStrategy::a2a;
-  const bool mine = partial ? p.has_partial() : (p.has_partial() || combines);
-  if (!mine) return a;
-  a.truncating_mma = a.truncating_mma || c.accum_rounding_nearest == 0;
-  a.ftz = a.ftz || c.ftz != 0;
-  a.exp_rel_err = coarser(a.exp_rel_err, c.exp_rel_err);
-  a.log_rel_err = coarser(a.log_rel_err, c.log_rel_err);
   if (p.has_partial()) {
-    a.tf32 = c.tf32 != 0;
-    a.p_cast = c.p_cast == DCPV_F32 ? std::nullopt : claim_format(c.p_cast);
-    a.tile = c.tile;
-    const int64_t n = run.layout.ranks;
-    if (partial) {
-      a.shards = c.splits;
-      a.out = *claim_format(c.partial_o);
-    } else {
-      a.shards = n * c.splits;
-      a.merge_terms = n;
-      a.partial_o = *claim_format(c.partial_o);
-      if (c.splits > 1) a.layout.reset();  // a rank's keys are split further
-    }
+    apply_claim(c, run.layout.ranks, partial, combines, a);
+  } else if (combines && !partial) {  // the production partials, the plug-in's merge
+    a.truncating_mma = a.truncating_mma || c.accum_rounding_nearest == 0;
+    a.ftz = a.ftz || c.ftz != 0;
+    if (c.exp_rel_err > 0.0) a.exp_rel_err = std::max(a.exp_rel_err.value_or(0.0), c.exp_rel_err);
+    if (c.log_rel_err > 0.0) a.log_rel_err = std::max(a.log_rel_err.value_or(0.0), c.log_rel_err);
+    a.merge_accum = *claim_format(c.combine_accum);
   }
-  if (!partial && combines) a.merge_accum = *claim_format(c.combine_accum);
-  if (!partial && a.shards == 1 &&
-      (c.partial_o != DCPV_F32 || c.combine_accum != DCPV_F32 || c.exp_rel_err > 0.0))
-    a.shards = 2;  // a combine of one partial is not exact then (dcp_bridge.cpp, host_claim)
+  if (!partial && (p.has_partial() || combines)) single_partial_merge(c, a);
   return a;
+}
+
+oracle::Arithmetic plugin_step_claim(const Plugin& p, const gpu::DcpConfig& cfg, bool partial) {
+  gpu::DcpConfig run = cfg;
+  run.math = {};
+  run.splits = 1;
+  oracle::Arithmetic a = props::host_claim(run, partial);
+  apply_claim(p.impl->claim, run.layout.ranks, partial, true, a);
+  if (!partial) single_partial_merge(p.impl->claim, a);
+  return a;
+}
+
+props::DcpBackend plugin_step_backend(const Plugin& p) {
+  auto run = [p](const gpu::DcpInputs& in,
+                 const gpu::DcpConfig& cfg) -> gpu::Result<gpu::GroupRun> {
+    DCP_GPU_TRY(gpu::validate_inputs(in, cfg));
+    DCP_GPU_ASSIGN(geo, gpu::DcpGeometry::create(cfg, in.dims));
+    const gpu::AttentionDims& d = in.dims;
+    const int64_t N = cfg.layout.ranks, T = d.tokens, Hq = d.q_heads, dv = d.v_dim, S = in.seq;
+    const Rows k = rows_in(in.kv_dtype, in.k.data(), S, d.kv_heads, d.head_dim, d.head_dim);
+    const Rows v =
+        d.shared_latent ? Rows{} : rows_in(in.kv_dtype, in.v.data(), S, d.kv_heads, dv, dv);
+    std::vector<float> o(static_cast<size_t>(T * Hq * dv)), lse(static_cast<size_t>(T * Hq));
+    std::vector<float> op(static_cast<size_t>(N * T * Hq * dv)),
+        lp(static_cast<size_t>(N * T * Hq));
+    dcpv_step_args a{};
+    a.ranks = N;
+    a.interleave = cfg.layout.interleave;
+    a.tokens = T;
+    a.q_heads = Hq;
+    a.kv_heads = d.kv_heads;
+    a.head_dim = d.head_dim;
+    a.v_dim = dv;
+    a.seq = S;
+    a.shared_latent = d.shared_latent ? 1 : 0;
+    a.lse_base = cfg.base == gpu::LseBase::e ? 0 : 1;
+    a.causal = in.causal ? 1 : 0;
+    a.window = in.window;
+    a.scale = in.scale;
+    a.softcap = in.softcap;
+    a.q = dense(in.q.data(), DCPV_F32, {T, Hq, d.head_dim});
+    a.q_pos = dense(in.q_pos.data(), DCPV_I64, {T});
+    a.k = k.t;
+    a.v = d.shared_latent ? dcpv_tensor{} : v.t;
+    if (d.shared_latent) a.v.dtype = a.k.dtype;
+    a.sink = in.sink.empty() ? dcpv_tensor{} : dense(in.sink.data(), DCPV_F32, {Hq});
+    a.topk = in.topk.empty() ? dcpv_tensor{} : dense(in.topk.data(), DCPV_I64, {T, in.topk_k});
+    a.o = dense(o.data(), DCPV_F32, {T, Hq, dv});
+    a.lse = dense(lse.data(), DCPV_F32, {T, Hq});
+    a.o_partial = dense(op.data(), DCPV_F32, {N, T, Hq, dv});
+    a.lse_partial = dense(lp.data(), DCPV_F32, {N, T, Hq});
+    char err[kErrBytes] = {};
+    if (p.impl->step(p.impl->self, &a, err, sizeof err) != 0)
+      return DCP_GPU_ERROR("implementation '", p.impl->name, "' (", p.path,
+                           "): level step failed: ", err);
+    gpu::GroupRun out = gpu::empty_group_run(geo, d);
+    out.o = std::move(o);
+    out.lse = std::move(lse);
+    if (a.wrote_partials != 1) {  // judged on its output alone
+      out.partial_o.clear();
+      out.partial_lse.clear();
+      return out;
+    }
+    // Each TP rank's partial: its DCP rank's, over its group's Hg heads.
+    for (int64_t tp = 0; tp < geo.tp; ++tp) {
+      const int64_t r = geo.dcp_rank(tp), h0 = geo.group_head0(tp), hg = geo.hg;
+      auto& po = out.partial_o[static_cast<size_t>(tp)];
+      auto& pl = out.partial_lse[static_cast<size_t>(tp)];
+      po.resize(static_cast<size_t>(T * hg * dv));
+      pl.resize(static_cast<size_t>(T * hg));
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t h = 0; h < hg; ++h) {
+          const int64_t from = (r * T + t) * Hq + h0 + h, to = t * hg + h;
+          pl[static_cast<size_t>(to)] = lp[static_cast<size_t>(from)];
+          std::copy_n(&op[static_cast<size_t>(from * dv)], dv, &po[static_cast<size_t>(to * dv)]);
+        }
+    }
+    return out;
+  };
+  auto claim = [p](const gpu::DcpConfig& cfg, bool partial) {
+    return plugin_step_claim(p, cfg, partial);
+  };
+  return props::DcpBackend(std::move(run), std::move(claim));
 }
 
 props::DcpBackend plugin_backend(const Plugin& p, std::chrono::milliseconds deadline) {
@@ -297,7 +400,9 @@ props::DcpBackend plugin_backend(const Plugin& p, std::chrono::milliseconds dead
     };
     return gpu::run_dcp_threads(in, cfg, step);
   };
-  auto claim = [p](const gpu::DcpConfig& cfg, bool partial) { return plugin_claim(p, cfg, partial); };
+  auto claim = [p](const gpu::DcpConfig& cfg, bool partial) {
+    return plugin_claim(p, cfg, partial);
+  };
   return props::DcpBackend(std::move(run), std::move(claim));
 }
 

@@ -4,9 +4,9 @@
 // The plug-in's levels replace the production path's at the device seam: a host device whose
 // partial attention and a2a combine call the plug-in (partial: every rank's all-heads attention
 // over the rank's own tokens; combine: the merge of a rank's N received partials, on a2a steps),
-// inside the production step (gpu/device_step.hpp) unchanged around them. What the plug-in does not provide
-// the production path does, in its default arithmetic. The claim the step is judged by is the
-// plug-in's for its levels and the production path's for the rest.
+// inside the production step (gpu/device_step.hpp) unchanged around them. What the plug-in does not
+// provide the production path does, in its default arithmetic. The claim the step is judged by is
+// the plug-in's for its levels and the production path's for the rest.
 //
 //   oracle::Expected<Plugin> p = load_plugin("./libmine.so");
 //   props::DcpBackend b = plugin_backend(*p, deadline);
@@ -29,7 +29,8 @@ struct Plugin {
   const dcpv_impl* impl = nullptr;
   bool has_partial() const { return impl->partial != nullptr; }
   bool has_combine() const { return impl->combine != nullptr; }
-  // "partial", "combine" or "partial+combine".
+  bool has_step() const { return impl->step != nullptr; }
+  // The levels it provides, joined by '+': "partial+combine", "step", ...
   std::string levels() const;
 };
 
@@ -48,8 +49,14 @@ gpu::DcpConfig plugin_config(const Plugin& p, gpu::DcpConfig cfg);
 // What the step claims: the plug-in's claim for its levels, the production path's for the rest.
 oracle::Arithmetic plugin_claim(const Plugin& p, const gpu::DcpConfig& cfg, bool partial);
 
-// The whole TP group on threads, each rank's device calling the plug-in, collectives waiting at
-// most `deadline`; judged by plugin_claim.
+// The whole TP group on threads, each rank's device calling the plug-in's partial and combine
+// levels, collectives waiting at most `deadline`; judged by plugin_claim.
 props::DcpBackend plugin_backend(const Plugin& p, std::chrono::milliseconds deadline);
+
+// The plug-in's step level: the whole decode step in one call, from the model-wide inputs (values
+// in their storage format) and the layout; its output, and every rank's partial where it returns
+// them, judged by its claim for the partial and the merge alike.
+props::DcpBackend plugin_step_backend(const Plugin& p);
+oracle::Arithmetic plugin_step_claim(const Plugin& p, const gpu::DcpConfig& cfg, bool partial);
 
 }  // namespace dcp::plugin

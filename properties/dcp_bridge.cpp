@@ -161,7 +161,7 @@ DcpCheck judge_dcp(const Case& c, const gpu::DcpConfig& cfg, const gpu::GroupRun
   if (fc) out.full = *fc;
   note("output", fc);
 
-  if (check_partials) {
+  if (check_partials && !run.partial_o.empty()) {
     const gpu::AttentionDims dims{T, Hq, c.kv_heads(), c.head_dim(), dv, c.shared_latent()};
     gpu::Result<gpu::DcpGeometry> geo = gpu::DcpGeometry::create(cfg, dims);
     if (!geo) {

@@ -70,15 +70,14 @@ struct DcpBackend {
 
   DcpBackend() = default;
   DcpBackend(std::nullptr_t) {}  // NOLINT: the production path, as for std::function
-  template <class F, class = std::enable_if_t<
-                         std::is_invocable_r_v<gpu::Result<gpu::GroupRun>, F&,
-                                               const gpu::DcpInputs&, const gpu::DcpConfig&>>>
+  template <class F,
+            class = std::enable_if_t<std::is_invocable_r_v<
+                gpu::Result<gpu::GroupRun>, F&, const gpu::DcpInputs&, const gpu::DcpConfig&>>>
   DcpBackend(F f) : run(std::move(f)) {}  // NOLINT: implicit, as std::function's
   DcpBackend(Run r, ClaimFn c) : run(std::move(r)), claim(std::move(c)) {}
 
   explicit operator bool() const { return static_cast<bool>(run); }
-  gpu::Result<gpu::GroupRun> operator()(const gpu::DcpInputs& in,
-                                        const gpu::DcpConfig& cfg) const {
+  gpu::Result<gpu::GroupRun> operator()(const gpu::DcpInputs& in, const gpu::DcpConfig& cfg) const {
     return run(in, cfg);
   }
   oracle::Arithmetic claim_for(const gpu::DcpConfig& cfg, bool partial) const {
@@ -93,7 +92,8 @@ DcpCheck check_dcp(const oracle::Case& c, const gpu::DcpConfig& cfg,
                    bool check_partials = true);
 
 // Judges a finished run (for backends run elsewhere, such as MPI ranks gathered on one process)
-// within the bounds of `claim` (nullptr: host_claim).
+// within the bounds of `claim` (nullptr: host_claim). A run without partials (an implementation
+// that returns only the output) is judged on its output.
 DcpCheck judge_dcp(const oracle::Case& c, const gpu::DcpConfig& cfg, const gpu::GroupRun& run,
                    bool check_partials, const ClaimFn& claim = nullptr);
 

@@ -16,17 +16,19 @@ failures=0
 # shellcheck source=support/expect.sh
 source "$(dirname "$0")/support/expect.sh"
 
-expect 0 "example plug-in, properties" -- "$bin" properties --impl "$good" --cases 300 --seed 1
+expect 0 "example plug-in, properties" -- "$bin" properties --impl "$good" --cases 120 --seed 1
 contains "$tmp/out" "impl=example (" "properties header names the plug-in"
-contains "$tmp/out" "partial+combine)" "properties header names its levels"
+contains "$tmp/out" "partial+combine+step)" "properties header names its levels"
+contains "$tmp/out" "   dcp-step " "the step level runs as a property of its own"
 contains "$tmp/out" "# properties: OK" "example plug-in passes the properties"
 expect 0 "example plug-in, run sweep" -- "$bin" run --impl "$good" --quiet
 contains "$tmp/out" "# run: OK" "example plug-in passes the run sweep"
 
-expect 1 "planted bug, properties" -- "$bin" properties --impl "$buggy" --cases 300 --seed 1
+expect 1 "planted bug, properties" -- "$bin" properties --impl "$buggy" --cases 120 --seed 1
 contains "$tmp/out" "dcp-path" "the planted bug fails the dcp-path property"
 contains "$tmp/out" "FAILED" "the planted bug is reported FAILED"
 contains "$tmp/out" "partial of tp rank" "the report names the rank whose partial is wrong"
+contains "$tmp/out" "--only dcp-step --impl" "the step level's failure has its own reproduce line"
 contains "$tmp/out" "# properties: FAILED" "the planted bug fails the run"
 # The shrunk case: one query head on one rank is enough for a strict causal mask.
 contains "$tmp/out" "T=1 Hq=1 Hkv=1 Dk=1 Dv=1" "the counterexample is shrunk"

@@ -74,19 +74,21 @@ oracle::Expected<props::DcpBackend> open_in_process_backend(const std::string& b
   return open_backend(backend, backend == "cuda" ? "single-gpu" : "threads", deadline);
 }
 
-oracle::Expected<props::DcpBackend> open_impl_backend(const std::string& path,
-                                                      const std::string& backend,
-                                                      const std::string& comm,
-                                                      std::chrono::milliseconds deadline,
-                                                      std::string& label) {
+oracle::Expected<ImplBackends> open_impl(const std::string& path, const std::string& backend,
+                                         const std::string& comm,
+                                         std::chrono::milliseconds deadline) {
   if (backend != "host" || comm != "threads")
-    return DCP_ERROR("--impl: a plug-in runs on --backend host --comm threads (its levels on the "
-                     "host device's threads); got --backend ",
-                     backend, " --comm ", comm);
+    return DCP_ERROR(
+        "--impl: a plug-in runs on --backend host --comm threads (its levels on the "
+        "host device's threads); got --backend ",
+        backend, " --comm ", comm);
   oracle::Expected<plugin::Plugin> p = plugin::load_plugin(path);
   if (!p) return p.status();
-  label = std::string(p->impl->name) + " (" + path + ", " + p->levels() + ")";
-  return plugin::plugin_backend(*p, deadline);
+  ImplBackends b;
+  if (p->has_partial() || p->has_combine()) b.levels = plugin::plugin_backend(*p, deadline);
+  if (p->has_step()) b.step = plugin::plugin_step_backend(*p);
+  b.label = std::string(p->impl->name) + " (" + path + ", " + p->levels() + ")";
+  return b;
 }
 
 props::DcpBackend host_threads_backend(std::chrono::milliseconds deadline, gpu::RankStep step) {

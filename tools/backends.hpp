@@ -49,14 +49,19 @@ props::DcpBackend host_threads_backend(std::chrono::milliseconds deadline,
 // that --comm nccl runs one rank per process.
 bool launched_by_mpirun();
 
-// The backend of --impl FILE: the C plug-in (include/dcp_verify/impl.h) loaded and its levels run
-// on the host device's threads, judged by its claim (plugin/plugin.hpp); the only pair it runs
-// with is host + threads. `label` receives "NAME (FILE, LEVELS)" for the report's header.
-oracle::Expected<props::DcpBackend> open_impl_backend(const std::string& path,
-                                                      const std::string& backend,
-                                                      const std::string& comm,
-                                                      std::chrono::milliseconds deadline,
-                                                      std::string& label);
+// The backends of --impl FILE: the C plug-in (include/dcp_verify/impl.h) loaded, its partial and
+// combine levels run on the host device's threads, its step level called whole, each judged by its
+// claim (plugin/plugin.hpp); the only pair it runs with is host + threads.
+struct ImplBackends {
+  std::optional<props::DcpBackend> levels;  // partial and/or combine, where it provides them
+  std::optional<props::DcpBackend> step;    // the step level, where it provides it
+  std::string label;                        // "NAME (FILE, LEVELS)" for a report's header
+  // run's choice: the partial and combine levels where there are any, else the step.
+  const props::DcpBackend& preferred() const { return levels ? *levels : *step; }
+};
+oracle::Expected<ImplBackends> open_impl(const std::string& path, const std::string& backend,
+                                         const std::string& comm,
+                                         std::chrono::milliseconds deadline);
 
 // What this binary can run, for help texts: "host (cuda: not built)" or "host or cuda".
 std::string backends_help();

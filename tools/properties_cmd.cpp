@@ -32,13 +32,15 @@ struct PropertiesOptions {
   int64_t timeout_s = kDefaultTimeoutSeconds;
   std::optional<std::string> json_path;
   bool quiet = false;
-  std::string bound = "sound";  // the tier the properties assert: statistical fails a SUSPECT
+  std::string bound = "sound";      // the tier the properties assert: statistical fails a SUSPECT
   std::optional<std::string> impl;  // a C plug-in whose levels run instead (plugin/plugin.hpp)
 };
 
-// The properties that drive a plug-in: the DCP path's (the others exercise this project's own
-// MLA slice, layout and KV writes, which a plug-in does not replace).
+// The properties that drive a plug-in: the DCP path's, through its partial and combine levels,
+// and the same body through its step level (the others exercise this project's own MLA slice,
+// layout and KV writes, which a plug-in does not replace).
 constexpr const char* kImplProperty = "dcp-path";
+constexpr const char* kImplStepProperty = "dcp-step";
 
 using Row = PropertyRun;
 
@@ -156,17 +158,30 @@ int run_properties(const PropertiesOptions& o, const Limits& lim) {
   if (const auto why = output_error("--json", o.json_path, {{"--pinned", pinned}}))
     return bad(*why);
   std::string impl_label;
-  const auto opened =
-      o.impl ? open_impl_backend(*o.impl, o.backend, "threads", std::chrono::seconds(o.timeout_s),
-                                 impl_label)
-             : open_in_process_backend(o.backend, std::chrono::seconds(o.timeout_s));
+  std::optional<ImplBackends> impl;
+  const auto opened = [&]() -> oracle::Expected<props::DcpBackend> {
+    if (!o.impl) return open_in_process_backend(o.backend, std::chrono::seconds(o.timeout_s));
+    auto b = open_impl(*o.impl, o.backend, "threads", std::chrono::seconds(o.timeout_s));
+    if (!b) return b.status();
+    impl = std::move(*b);
+    impl_label = impl->label;
+    return impl->preferred();
+  }();
   if (!opened) return bad(opened.status().message());
   const props::DcpBackend& backend = *opened;
   props::set_property_bound(o.bound == "statistical" ? props::BoundTier::statistical
                                                      : props::BoundTier::sound);
   std::vector<props::SuiteProperty> suite = props::property_suite(backend);
-  if (o.impl)
-    std::erase_if(suite, [](const props::SuiteProperty& p) { return p.name != kImplProperty; });
+  if (impl) {
+    std::erase_if(suite, [&](const props::SuiteProperty& p) {
+      return p.name != kImplProperty || !impl->levels;
+    });
+    if (impl->step)
+      suite.push_back({kImplStepProperty,
+                       "the plug-in's whole step: output and every rank's partial it returns "
+                       "within the derived bound",
+                       [step = *impl->step] { props::dcp_path_property(step); }});
+  }
   for (const std::string& name : o.only) {
     bool known = false;
     for (const auto& p : suite) known = known || p.name == name || name == "pinned";

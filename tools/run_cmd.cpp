@@ -870,10 +870,13 @@ int run_dcp(const RunOptions& o, const Limits& lim, std::ostream& out, std::ostr
   // Everything that can be refused is refused here, before the header, the same on every rank
   // (and said by rank 0 alone).
   std::string impl_label;
-  const auto backend =
-      o.impl ? open_impl_backend(*o.impl, o.backend, o.comm, std::chrono::seconds(o.timeout_s),
-                                 impl_label)
-             : open_backend(o.backend, o.comm, std::chrono::seconds(o.timeout_s));
+  const auto backend = [&]() -> oracle::Expected<props::DcpBackend> {
+    if (!o.impl) return open_backend(o.backend, o.comm, std::chrono::seconds(o.timeout_s));
+    const auto impl = open_impl(*o.impl, o.backend, o.comm, std::chrono::seconds(o.timeout_s));
+    if (!impl) return impl.status();
+    impl_label = impl->label;
+    return impl->preferred();
+  }();
   if (!backend) return refuse("run", backend.status().message(), err);
   if (o.impl && o.math_given())
     return refuse("run",

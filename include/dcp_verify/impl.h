@@ -14,7 +14,9 @@
  *             storage format, returning the rank's partial O_r and LSE_r;
  *   combine   the N partials of a rank's own heads after the All-to-All, returning the merged O
  *             and LSE (the suite runs the a2a exchange around it; on steps that combine by ag_rs,
- *             whose sum is a reduce-scatter, the suite's own combine runs).
+ *             whose sum is a reduce-scatter, the suite's own combine runs);
+ *   step      the whole decode step from the model-wide inputs and the layout (N, I): the merged
+ *             O and LSE, and, if the plug-in can, every rank's partial (judged rank by rank).
  *
  * Conventions (docs/case-model.md): positions are global token indices; query head h (global)
  * reads KV head h / (q_heads_total / kv_heads_total); masks (causal: key pos <= query pos;
@@ -26,7 +28,8 @@
  * which dcp-verify reports as the implementation's failure, naming the level and the rank.
  *
  * Example (a complete plug-in: plugin/examples/example_impl.cpp):
- *   static dcpv_impl impl = {DCPV_ABI_VERSION, "mine", claim, NULL, my_partial, my_combine};
+ *   static dcpv_impl impl = {DCPV_ABI_VERSION, "mine", claim, NULL, my_partial, my_combine,
+ *                            my_step};
  *   const dcpv_impl* dcpv_get_impl(void) { return &impl; }
  */
 #ifndef DCP_VERIFY_IMPL_H_
@@ -60,29 +63,29 @@ typedef struct dcpv_tensor {
 
 /* One rank's partial attention. Inputs are read-only; o and lse are written. */
 typedef struct dcpv_partial_args {
-  int64_t rank, ranks;          /* this DCP rank of N */
-  int64_t tokens, heads;        /* T, and H: every query head of the rank's DCP group */
-  int64_t head_dim, v_dim;      /* Dk, Dv */
-  int64_t head0;                /* global index of head 0 */
-  int64_t q_heads_total;        /* Hq of the model */
-  int64_t kv_heads_total;       /* Hkv of the model */
-  int64_t kv_head0, kv_heads;   /* the KV heads k and v hold: global kv_head0 .. + kv_heads */
-  int64_t keys;                 /* n, the tokens this rank owns below the context length S */
-  int32_t shared_latent;        /* 1: V is the first v_dim components of K (v.data is NULL) */
-  int32_t lse_base;             /* 0: natural log, 1: log2 */
-  int32_t causal;               /* 1: key pos <= query pos */
-  int64_t window;               /* > 0: key pos > query pos - window */
-  float scale;                  /* softmax scale on q.k */
-  float softcap;                /* > 0: s <- softcap tanh(s / softcap) */
-  dcpv_tensor q;                /* [T, H, Dk] F32 */
-  dcpv_tensor q_pos;            /* [T] I64, global positions of the queries */
-  dcpv_tensor k;                /* [n, kv_heads, Dk] in the cache's storage format */
-  dcpv_tensor v;                /* [n, kv_heads, Dv] in the cache's storage format */
-  dcpv_tensor k_pos;            /* [n] I64, increasing global positions of the rank's tokens */
-  dcpv_tensor sink;             /* [H] F32 sink logits (natural-log units), or absent */
-  dcpv_tensor topk;             /* [T, K] I64 selected global positions, -1 padding, or absent */
-  dcpv_tensor o;                /* out: [T, H, Dv] F32 */
-  dcpv_tensor lse;              /* out: [T, H] F32, base lse_base */
+  int64_t rank, ranks;        /* this DCP rank of N */
+  int64_t tokens, heads;      /* T, and H: every query head of the rank's DCP group */
+  int64_t head_dim, v_dim;    /* Dk, Dv */
+  int64_t head0;              /* global index of head 0 */
+  int64_t q_heads_total;      /* Hq of the model */
+  int64_t kv_heads_total;     /* Hkv of the model */
+  int64_t kv_head0, kv_heads; /* the KV heads k and v hold: global kv_head0 .. + kv_heads */
+  int64_t keys;               /* n, the tokens this rank owns below the context length S */
+  int32_t shared_latent;      /* 1: V is the first v_dim components of K (v.data is NULL) */
+  int32_t lse_base;           /* 0: natural log, 1: log2 */
+  int32_t causal;             /* 1: key pos <= query pos */
+  int64_t window;             /* > 0: key pos > query pos - window */
+  float scale;                /* softmax scale on q.k */
+  float softcap;              /* > 0: s <- softcap tanh(s / softcap) */
+  dcpv_tensor q;              /* [T, H, Dk] F32 */
+  dcpv_tensor q_pos;          /* [T] I64, global positions of the queries */
+  dcpv_tensor k;              /* [n, kv_heads, Dk] in the cache's storage format */
+  dcpv_tensor v;              /* [n, kv_heads, Dv] in the cache's storage format */
+  dcpv_tensor k_pos;          /* [n] I64, increasing global positions of the rank's tokens */
+  dcpv_tensor sink;           /* [H] F32 sink logits (natural-log units), or absent */
+  dcpv_tensor topk;           /* [T, K] I64 selected global positions, -1 padding, or absent */
+  dcpv_tensor o;              /* out: [T, H, Dv] F32 */
+  dcpv_tensor lse;            /* out: [T, H] F32, base lse_base */
 } dcpv_partial_args;
 
 /* The merge of N partials of one rank's own heads. */
@@ -111,18 +114,45 @@ typedef struct dcpv_claim {
   dcpv_dtype combine_accum;       /* the format of the combine's sums (F32, BF16, F16) */
 } dcpv_claim;
 
+/* The whole decode step over the model's heads: token p (row p of k and v) lives on DCP rank
+ * floor(p / interleave) mod ranks. */
+typedef struct dcpv_step_args {
+  int64_t ranks, interleave;    /* N and I */
+  int64_t tokens, q_heads;      /* T, Hq */
+  int64_t kv_heads;             /* Hkv (divides Hq): query head h reads KV head h / (Hq / Hkv) */
+  int64_t head_dim, v_dim, seq; /* Dk, Dv, S */
+  int32_t shared_latent;        /* 1: V is the first v_dim components of K (v.data is NULL) */
+  int32_t lse_base;             /* 0: natural log, 1: log2 */
+  int32_t causal;               /* 1: key pos <= query pos */
+  int64_t window;               /* > 0: key pos > query pos - window */
+  float scale, softcap;
+  dcpv_tensor q;           /* [T, Hq, Dk] F32 */
+  dcpv_tensor q_pos;       /* [T] I64 */
+  dcpv_tensor k;           /* [S, Hkv, Dk] in the cache's storage format */
+  dcpv_tensor v;           /* [S, Hkv, Dv] in the cache's storage format, or absent */
+  dcpv_tensor sink;        /* [Hq] F32 sink logits, or absent: added once, by rank 0 */
+  dcpv_tensor topk;        /* [T, K] I64 selected positions, -1 padding, or absent */
+  dcpv_tensor o;           /* out: [T, Hq, Dv] F32 */
+  dcpv_tensor lse;         /* out: [T, Hq] F32 */
+  dcpv_tensor o_partial;   /* out, optional: [N, T, Hq, Dv] F32, rank r's partial */
+  dcpv_tensor lse_partial; /* out, optional: [N, T, Hq] F32 */
+  int32_t wrote_partials;  /* the plug-in sets 1 when it wrote o_partial and lse_partial */
+} dcpv_step_args;
+
 typedef int (*dcpv_partial_fn)(void* self, const dcpv_partial_args* args, char* err,
                                size_t err_len);
 typedef int (*dcpv_combine_fn)(void* self, const dcpv_combine_args* args, char* err,
                                size_t err_len);
+typedef int (*dcpv_step_fn)(void* self, dcpv_step_args* args, char* err, size_t err_len);
 
 typedef struct dcpv_impl {
-  int32_t abi_version;     /* DCPV_ABI_VERSION */
-  const char* name;        /* shown in reports */
+  int32_t abi_version; /* DCPV_ABI_VERSION */
+  const char* name;    /* shown in reports */
   dcpv_claim claim;
   void* self;              /* passed back to every call */
   dcpv_partial_fn partial; /* NULL: the suite's own partial attention */
   dcpv_combine_fn combine; /* NULL: the suite's own combine */
+  dcpv_step_fn step;       /* NULL: no whole-step level */
 } dcpv_impl;
 
 #if defined(__GNUC__)

@@ -6,6 +6,8 @@
 //             global positions), scores in fp32, a two-pass softmax (max, then the sum of
 //             exponentials), O = sum w v / sum w and LSE = max + log(sum w) in the kernel's base
 //   combine   per (token, head): the max-shifted LSE merge of the N partials
+//   step      the whole step: every rank's partial over the tokens it owns (copied out of the
+//             model-wide cache, as a rank holds them), then their merge, head by head
 //
 // Built twice by CMake: libdcpv_example.so, and libdcpv_example_bug.so with DCPV_EXAMPLE_BUG
 // defined, which plants a bug engines have shipped: the causal mask compares strictly (key pos <
@@ -161,6 +163,92 @@ int example_combine(void*, const dcpv_combine_args* args, char*, size_t) {
   return 0;
 }
 
+// A contiguous tensor over `data`.
+dcpv_tensor dense(void* data, dcpv_dtype dtype, std::initializer_list<int64_t> shape) {
+  dcpv_tensor t{};
+  t.data = data;
+  t.dtype = dtype;
+  t.ndim = static_cast<int32_t>(shape.size());
+  int64_t stride = 1, d = t.ndim;
+  for (auto it = shape.end(); it != shape.begin();) {
+    --it;
+    --d;
+    t.shape[d] = *it;
+    t.strides[d] = stride;
+    stride *= *it;
+  }
+  return t;
+}
+
+// Rows `pos` of a model-wide cache tensor [S, Hkv, width], copied into `out` as [n, Hkv, width].
+dcpv_tensor gather_rows(const dcpv_tensor& t, const std::vector<int64_t>& pos,
+                        std::vector<unsigned char>& out) {
+  const size_t elem = t.dtype == DCPV_F32 ? 4 : 2;
+  const int64_t heads = t.shape[1], width = t.shape[2], n = static_cast<int64_t>(pos.size());
+  out.resize(static_cast<size_t>(n * heads * width) * elem);
+  for (int64_t x = 0; x < n; ++x)
+    for (int64_t g = 0; g < heads; ++g)
+      for (int64_t i = 0; i < width; ++i) {
+        const int64_t from =
+            pos[static_cast<size_t>(x)] * t.strides[0] + g * t.strides[1] + i * t.strides[2];
+        std::memcpy(&out[static_cast<size_t>((x * heads + g) * width + i) * elem],
+                    static_cast<const unsigned char*>(t.data) + static_cast<size_t>(from) * elem,
+                    elem);
+      }
+  return dense(out.data(), t.dtype, {n, heads, width});
+}
+
+int example_step(void* self, dcpv_step_args* args, char* err, size_t err_len) {
+  dcpv_step_args& s = *args;
+  const int64_t N = s.ranks, T = s.tokens, Hq = s.q_heads, dv = s.v_dim;
+  for (int64_t r = 0; r < N; ++r) {
+    std::vector<int64_t> pos;  // the tokens rank r owns, in increasing order
+    for (int64_t p = 0; p < s.seq; ++p)
+      if (p / s.interleave % N == r) pos.push_back(p);
+    std::vector<unsigned char> k_rows, v_rows;
+    dcpv_partial_args a{};
+    a.rank = r;
+    a.ranks = N;
+    a.tokens = T;
+    a.heads = Hq;
+    a.head_dim = s.head_dim;
+    a.v_dim = dv;
+    a.q_heads_total = Hq;
+    a.kv_heads_total = s.kv_heads;
+    a.kv_heads = s.kv_heads;
+    a.keys = static_cast<int64_t>(pos.size());
+    a.shared_latent = s.shared_latent;
+    a.lse_base = s.lse_base;
+    a.causal = s.causal;
+    a.window = s.window;
+    a.scale = s.scale;
+    a.softcap = s.softcap;
+    a.q = s.q;
+    a.q_pos = s.q_pos;
+    a.k = gather_rows(s.k, pos, k_rows);
+    if (!s.shared_latent) a.v = gather_rows(s.v, pos, v_rows);
+    a.k_pos = dense(pos.data(), DCPV_I64, {a.keys});
+    if (r == 0) a.sink = s.sink;  // the sink joins one rank's partial only
+    a.topk = s.topk;
+    a.o = dense(static_cast<float*>(s.o_partial.data) + r * T * Hq * dv, DCPV_F32, {T, Hq, dv});
+    a.lse = dense(static_cast<float*>(s.lse_partial.data) + r * T * Hq, DCPV_F32, {T, Hq});
+    if (example_partial(self, &a, err, err_len) != 0) return 1;
+  }
+  dcpv_combine_args c{};
+  c.ranks = N;
+  c.tokens = T;
+  c.heads = Hq;
+  c.v_dim = dv;
+  c.lse_base = s.lse_base;
+  c.o_partial = s.o_partial;
+  c.lse_partial = s.lse_partial;
+  c.o = s.o;
+  c.lse = s.lse;
+  if (example_combine(self, &c, err, err_len) != 0) return 1;
+  s.wrote_partials = 1;
+  return 0;
+}
+
 // fp32 adds on a CPU round to nearest; the math library's exp/log are within the default
 // budgets; a two-pass softmax has no rescales, and any tiling claim (1) covers it.
 const dcpv_impl kImpl = {
@@ -174,6 +262,7 @@ const dcpv_impl kImpl = {
     nullptr,
     example_partial,
     example_combine,
+    example_step,
 };
 
 }  // namespace
