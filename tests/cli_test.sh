@@ -40,6 +40,17 @@ assert m == {"exp": "poly3", "p_cast": "bf16", "tf32": False, "partial_dtype": "
              "merge_dtype": "bf16", "out_dtype": "bf16"}, m
 PY
 then passes=$((passes + 1)); else echo "FAIL: run --json math"; failures=$((failures + 1)); fi
+expect 0 "run --junit" -- "$bin" run --quiet --junit "$tmp/run.xml"
+if python3 - "$tmp/run.xml" <<'PY'
+import sys, xml.etree.ElementTree as ET
+root = ET.parse(sys.argv[1]).getroot()
+suite = root.find("testsuite")
+assert root.get("name") == "dcp-verify run" and suite.get("failures") == "0"
+assert len(suite.findall("testcase")) == int(suite.get("tests")) == 17
+PY
+then passes=$((passes + 1)); else echo "FAIL: run --junit"; failures=$((failures + 1)); fi
+expect 2 "run --junit into a missing folder" -- "$bin" run --junit "$tmp/missing/run.xml"
+one_line_stderr "run --junit into a missing folder"
 expect 0 "run, tf32 over a2a" -- "$bin" run --dcp-size 4 --comm-backend a2a --tf32 --p-cast f16 --partial-dtype f16 --sink --quiet
 contains "$tmp/out" "# run: OK" "run, tf32 verdict"
 
@@ -177,8 +188,19 @@ contains "$tmp/out" "# worst: output o at (t, h, d) = (" "unweighted average: wo
 expect 1 "check, base-2 LSE merged with exp" -- "$bin" check --case "$case_lat" --result "$tmp/bad.safetensors"
 contains "$tmp/out" "# check: FAILED" "wrong base verdict"
 "$make_result" --case "$case_gqa" --out "$tmp/bad.safetensors" --impl model --dcp-size 4 --interleave 2 --bug lost_token --partials
-expect 1 "check, a token lost on rank 3" -- "$bin" check --case "$case_gqa" --result "$tmp/bad.safetensors" --quiet
+expect 1 "check, a token lost on rank 3" -- "$bin" check --case "$case_gqa" --result "$tmp/bad.safetensors" --quiet --junit "$tmp/check.xml"
 contains "$tmp/out" "wrong partial on rank 3)" "lost token: the rank is named"
+# --junit: one test case per part (the output, then each rank), the failing ones as <failure>.
+if python3 - "$tmp/check.xml" <<'PY'
+import sys, xml.etree.ElementTree as ET
+suite = ET.parse(sys.argv[1]).getroot().find("testsuite")
+cases = {c.get("name"): c for c in suite.findall("testcase")}
+assert list(cases)[:2] == ["output", "rank 0"], list(cases)
+assert cases["rank 3"].find("failure") is not None
+assert cases["rank 0"].find("failure") is None
+assert int(suite.get("failures")) == sum(c.find("failure") is not None for c in cases.values())
+PY
+then passes=$((passes + 1)); else echo "FAIL: check --junit"; failures=$((failures + 1)); fi
 # A kernel whose own exp (or log) is coarser than the intrinsics passes when its claim says so
 # (exp_rel_err, log_rel_err) and fails when the claim leaves it out.
 for fn in exp log; do

@@ -24,7 +24,7 @@ contains "$tmp/out" "# properties: OK" "example plug-in passes the properties"
 expect 0 "example plug-in, run sweep" -- "$bin" run --impl "$good" --quiet
 contains "$tmp/out" "# run: OK" "example plug-in passes the run sweep"
 
-expect 1 "planted bug, properties" -- "$bin" properties --impl "$buggy" --cases 120 --seed 1
+expect 1 "planted bug, properties" -- "$bin" properties --impl "$buggy" --cases 120 --seed 1 --junit "$tmp/props.xml"
 contains "$tmp/out" "dcp-path" "the planted bug fails the dcp-path property"
 contains "$tmp/out" "FAILED" "the planted bug is reported FAILED"
 contains "$tmp/out" "partial of tp rank" "the report names the rank whose partial is wrong"
@@ -32,6 +32,16 @@ contains "$tmp/out" "--only dcp-step --impl" "the step level's failure has its o
 contains "$tmp/out" "# properties: FAILED" "the planted bug fails the run"
 # The shrunk case: one query head on one rank is enough for a strict causal mask.
 contains "$tmp/out" "T=1 Hq=1 Hkv=1 Dk=1 Dv=1" "the counterexample is shrunk"
+# --junit: a failing property's test case holds the shrunk case and the line that replays it.
+if python3 - "$tmp/props.xml" <<'PY'
+import sys, xml.etree.ElementTree as ET
+suite = ET.parse(sys.argv[1]).getroot().find("testsuite")
+failed = {c.get("name").split(":")[0]: c.find("failure") for c in suite.findall("testcase")}
+assert set(failed) == {"pinned", "dcp-path", "dcp-step"}, failed
+text = failed["dcp-path"].text
+assert "T=1 Hq=1 Hkv=1 Dk=1 Dv=1" in text and "reproduce: dcp-verify properties" in text, text
+PY
+then passes=$((passes + 1)); else echo "FAIL: properties --junit"; failures=$((failures + 1)); fi
 line=$(grep -m1 '#    reproduce: ' "$tmp/out" | sed 's/^#    reproduce: dcp-verify //')
 cp "$tmp/out" "$tmp/first"
 # shellcheck disable=SC2086

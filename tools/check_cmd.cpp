@@ -12,6 +12,7 @@
 #include "oracle/check.hpp"
 #include "properties/footprint.hpp"
 #include "tools/flags.hpp"
+#include "tools/junit.hpp"
 #include "tools/session.hpp"
 #include "tools/table.hpp"
 
@@ -26,6 +27,7 @@ struct CheckOptions {
   std::string case_path, result_path, tier = "fast";
   std::string bound = "sound";  // the tier that gates the exit code: sound or statistical
   std::optional<std::string> json_path;
+  std::optional<std::string> junit_path;  // --junit: the report as JUnit XML (tools/junit.hpp)
   bool quiet = false;
 };
 
@@ -310,14 +312,15 @@ bool write_check_json(const CheckOptions& o, const std::vector<Request>& reqs,
     report.update(verdict_fields(o, all, stopped));
   }
   report["seconds"] = secs;
-  return write_json("check", *o.json_path, report);
+  return write_reports("check", o.json_path, o.junit_path, report);
 }
 
 int run_check(const CheckOptions& o, const Limits& lim) {
   auto bad = [](const std::string& why) { return refuse("check", why, std::cerr); };
-  if (const auto why = output_error("--json", o.json_path,
-                                    {{"--case", o.case_path}, {"--result", o.result_path}}))
-    return bad(*why);
+  for (const auto& [flag, path] : {std::pair{"--json", o.json_path}, {"--junit", o.junit_path}})
+    if (const auto why =
+            output_error(flag, path, {{"--case", o.case_path}, {"--result", o.result_path}}))
+      return bad(*why);
   const auto t0 = std::chrono::steady_clock::now();
   // Both files are held in memory while the parts are judged.
   props::Footprint files = props::file_footprint(file_bytes(o.case_path));
@@ -382,7 +385,7 @@ int run_check(const CheckOptions& o, const Limits& lim) {
                          {"parts", json::array()},
                          {"interrupted", true},
                          {"pass", false}};
-    if (o.json_path && !write_json("check", *o.json_path, report)) return kExitBadInput;
+    if (!write_reports("check", o.json_path, o.junit_path, report)) return kExitBadInput;
     return kExitInterrupted;
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -442,7 +445,8 @@ int run_check(const CheckOptions& o, const Limits& lim) {
             << "# bound: " << o.bound << " gates the exit; statistical tier's false-alarm "
             << "probability <= " << cell("%.1e", statistical_false_alarm(all)) << "\n"
             << "# check: " << verdict << "\n";
-  if (o.json_path && !write_check_json(o, reqs, all, stopped, secs)) return kExitBadInput;
+  if ((o.json_path || o.junit_path) && !write_check_json(o, reqs, all, stopped, secs))
+    return kExitBadInput;
   if (stopped) return kExitInterrupted;
   return gate(o, all) ? kExitOk : kExitFail;
 }
@@ -465,6 +469,8 @@ Command add_check_command(CLI::App& app) {
       ->capture_default_str();
   add_bound_flag(cmd, o->bound);
   cmd->add_option("--json", o->json_path, "Also write the report as JSON (docs/cli.md)");
+  cmd->add_option("--junit", o->junit_path,
+                  "Also write the report as JUnit XML, one test case per part (docs/cli.md)");
   add_switch(cmd, "--quiet", o->quiet, "Print failing rows and the summary only");
   return {cmd, [o](const Limits& lim) { return run_check(*o, lim); }};
 }

@@ -16,6 +16,7 @@
 #include "properties/suite.hpp"
 #include "tools/backends.hpp"
 #include "tools/flags.hpp"
+#include "tools/junit.hpp"
 #include "tools/property_runner.hpp"
 #include "tools/session.hpp"
 #include "tools/table.hpp"
@@ -31,6 +32,7 @@ struct MutantsOptions {
   std::vector<std::string> only;
   int64_t timeout_s = kDefaultTimeoutSeconds;
   std::optional<std::string> json_path;
+  std::optional<std::string> junit_path;  // --junit: the report as JUnit XML (tools/junit.hpp)
   bool quiet = false;
   std::string bound = "sound";  // the tier the properties assert: a SUSPECT kills with statistical
 };
@@ -178,7 +180,7 @@ int finish_mutants(const MutantsOptions& o, uint64_t seed, const Row& clean, int
       << (o.bound == "sound" ? "" : " --bound " + o.bound) << "\n"
       << "mutants: " << killed << "/" << chosen.size() << " killed, " << false_alarms
       << " false alarms\n";
-  if (o.json_path) {
+  if (o.json_path || o.junit_path) {
     json jrows = json::array();
     for (const Row& r : rows)
       jrows.push_back({{"mutant", r.mutant},
@@ -203,7 +205,7 @@ int finish_mutants(const MutantsOptions& o, uint64_t seed, const Row& clean, int
         {"interrupted", stopped},
         {"pass", !stopped && false_alarms == 0 && killed == static_cast<int64_t>(chosen.size())},
         {"seconds", secs}};
-    if (!write_json("mutants", *o.json_path, report)) return kExitBadInput;
+    if (!write_reports("mutants", o.json_path, o.junit_path, report)) return kExitBadInput;
   }
   if (stopped) return kExitInterrupted;
   return false_alarms == 0 && killed == static_cast<int64_t>(chosen.size()) ? kExitOk : kExitFail;
@@ -212,6 +214,7 @@ int finish_mutants(const MutantsOptions& o, uint64_t seed, const Row& clean, int
 int run_mutants(const MutantsOptions& o, const Limits& lim) {
   auto bad = [](const std::string& why) { return refuse("mutants", why, std::cerr); };
   if (const auto why = output_error("--json", o.json_path, {})) return bad(*why);
+  if (const auto why = output_error("--junit", o.junit_path, {})) return bad(*why);
   const auto picked = chosen_mutants(o);
   if (!picked) return bad(picked.status().message());
   const std::vector<mutants::MutantInfo>& chosen = *picked;
@@ -298,6 +301,8 @@ Command add_mutants_command(CLI::App& app) {
   add_switch(cmd, "--list", *list, "Print the catalogue and exit");
   add_timeout_flag(cmd, o->timeout_s);
   cmd->add_option("--json", o->json_path, "Also write the report as JSON (docs/cli.md)");
+  cmd->add_option("--junit", o->junit_path,
+                  "Also write the report as JUnit XML, one test case per mutant (docs/cli.md)");
   add_switch(cmd, "--quiet", o->quiet, "Print survivors, false alarms and the summary only");
   add_bound_flag(cmd, o->bound);
   return {cmd,

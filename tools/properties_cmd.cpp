@@ -14,6 +14,7 @@
 #include "properties/suite.hpp"
 #include "tools/backends.hpp"
 #include "tools/flags.hpp"
+#include "tools/junit.hpp"
 #include "tools/property_runner.hpp"
 #include "tools/session.hpp"
 #include "tools/table.hpp"
@@ -31,6 +32,7 @@ struct PropertiesOptions {
   std::optional<std::string> pinned;  // default: the file installed beside the binary
   int64_t timeout_s = kDefaultTimeoutSeconds;
   std::optional<std::string> json_path;
+  std::optional<std::string> junit_path;  // --junit: the report as JUnit XML (tools/junit.hpp)
   bool quiet = false;
   std::string bound = "sound";      // the tier the properties assert: statistical fails a SUSPECT
   std::optional<std::string> impl;  // a C plug-in whose levels run instead (plugin/plugin.hpp)
@@ -123,7 +125,7 @@ int finish_properties(const PropertiesOptions& o, uint64_t seed, const std::vect
                         : "FAILED")
       << "\n";
 
-  if (o.json_path) {
+  if (o.json_path || o.junit_path) {
     json props = json::array();
     for (const Row& r : rows) {
       props.push_back({{"name", r.name},
@@ -146,7 +148,7 @@ int finish_properties(const PropertiesOptions& o, uint64_t seed, const std::vect
                          {"interrupted", stopped},
                          {"pass", failed == 0 && !stopped},
                          {"seconds", secs}};
-    if (!write_json("properties", *o.json_path, report)) return kExitBadInput;
+    if (!write_reports("properties", o.json_path, o.junit_path, report)) return kExitBadInput;
   }
   if (stopped) return kExitInterrupted;
   return failed == 0 ? kExitOk : kExitFail;
@@ -156,6 +158,8 @@ int run_properties(const PropertiesOptions& o, const Limits& lim) {
   auto bad = [](const std::string& why) { return refuse("properties", why, std::cerr); };
   const std::string pinned = o.pinned.value_or(installed_data_file("pinned.json"));
   if (const auto why = output_error("--json", o.json_path, {{"--pinned", pinned}}))
+    return bad(*why);
+  if (const auto why = output_error("--junit", o.junit_path, {{"--pinned", pinned}}))
     return bad(*why);
   std::string impl_label;
   std::optional<ImplBackends> impl;
@@ -257,6 +261,8 @@ Command add_properties_command(CLI::App& app) {
                   "the binary's folder)");
   add_timeout_flag(cmd, o->timeout_s);
   cmd->add_option("--json", o->json_path, "Also write the report as JSON (docs/cli.md)");
+  cmd->add_option("--junit", o->junit_path,
+                  "Also write the report as JUnit XML, one test case per property (docs/cli.md)");
   add_switch(cmd, "--quiet", o->quiet, "Print failing rows and the summary only");
   add_bound_flag(cmd, o->bound);
   cmd->add_option("--impl", o->impl,

@@ -21,6 +21,7 @@
 #include "properties/footprint.hpp"
 #include "tools/backends.hpp"
 #include "tools/flags.hpp"
+#include "tools/junit.hpp"
 #include "tools/presets.hpp"
 #include "tools/session.hpp"
 #include "tools/table.hpp"
@@ -640,7 +641,7 @@ oracle::Expected<Plan> plan_rows(const RunOptions& o, int64_t world, const Limit
   }
   const int64_t count = o.configured() ? o.cases : static_cast<int64_t>(rows.size());
   Limits left = lim;  // what the rows may take once the report's rows are kept
-  if (o.json_path) left.memory_bytes -= static_cast<double>(count) * kJsonRowBytes;
+  if (o.json_path || o.junit_path) left.memory_bytes -= static_cast<double>(count) * kJsonRowBytes;
   left.work /= static_cast<double>(count);
   for (const RunCase& r : rows)
     if (const auto why = over_budget(r, left, case_flags(o))) return DCP_ERROR(*why);
@@ -841,7 +842,7 @@ int finish_run(const RunOptions& o, const Plan& plan, const RunTotals& t, std::o
           : t.suspect > 0 ? "SUSPECT"
                           : "OK")
       << "\n";
-  if (o.json_path) {
+  if (o.json_path || o.junit_path) {
     const nlohmann::json report = {{"schema", "dcp-verify/run/2"},
                                    {"backend", o.backend},
                                    {"comm", o.comm},
@@ -858,7 +859,7 @@ int finish_run(const RunOptions& o, const Plan& plan, const RunTotals& t, std::o
                                    {"reproduce", reproduce_line(o)},
                                    {"interrupted", stopped},
                                    {"pass", gated == 0 && !stopped}};
-    if (!write_json("run", *o.json_path, report)) return kExitBadInput;
+    if (!write_reports("run", o.json_path, o.junit_path, report)) return kExitBadInput;
   }
   if (stopped) return kExitInterrupted;
   return gated == 0 ? kExitOk : kExitFail;
@@ -890,6 +891,7 @@ int run_dcp(const RunOptions& o, const Limits& lim, std::ostream& out, std::ostr
   };
   const oracle::Expected<Plan> planned = [&]() -> oracle::Expected<Plan> {
     if (const auto why = output_error("--json", o.json_path, {})) return DCP_ERROR(*why);
+    if (const auto why = output_error("--junit", o.junit_path, {})) return DCP_ERROR(*why);
     return plan_rows(o, runner->world, runner->share(lim));
   }();
   if (const auto why = runner->agree(planned, std::chrono::seconds(o.timeout_s), err))
@@ -925,7 +927,7 @@ int run_dcp(const RunOptions& o, const Limits& lim, std::ostream& out, std::ostr
     t.suspect += r.row.pass && r.row.suspect ? 1 : 0;
     t.worst = std::max(t.worst, r.row.worst.max_ratio);
     t.worst_stat = std::max(t.worst_stat, r.row.stat_ratio);
-    if (o.json_path) t.rows.push_back(row_json(static_cast<size_t>(i), r.row));
+    if (o.json_path || o.junit_path) t.rows.push_back(row_json(static_cast<size_t>(i), r.row));
     if (o.quiet && r.row.pass && !r.row.suspect) continue;
     progress.clear();
     print_row(out, static_cast<size_t>(i), r.row, table);
@@ -971,6 +973,8 @@ Command add_run_command(CLI::App& app) {
       ->capture_default_str();
   add_timeout_flag(run, o->timeout_s);
   run->add_option("--json", o->json_path, "Also write the report as JSON (docs/cli.md)");
+  run->add_option("--junit", o->junit_path,
+                  "Also write the report as JUnit XML, one test case per row (docs/cli.md)");
   add_switch(run, "--quiet", o->quiet, "Print failing and suspect rows and the summary only");
   add_bound_flag(run, o->bound);
   run->add_option("--impl", o->impl,

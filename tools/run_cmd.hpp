@@ -50,6 +50,7 @@ struct RunOptions : CaseOptions {
   bool quiet = false;
   std::string bound = "sound";  // the tier that gates the exit code: sound or statistical
   std::optional<std::string> json_path;
+  std::optional<std::string> junit_path;  // --junit: the report as JUnit XML (tools/junit.hpp)
   std::optional<std::string> impl;  // a C plug-in whose levels run instead (plugin/plugin.hpp)
   // True when the case was configured by flags (otherwise: the default sweep).
   bool configured() const { return any() || cases != 1; }
