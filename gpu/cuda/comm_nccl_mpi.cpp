@@ -53,11 +53,13 @@ Result<MpiRun> run_dcp_nccl_mpi(const DcpInputs& in, const DcpConfig& cfg) {
     mpi_notify_failure(st.message());
     return st;
   };
-  // The process's GPU: its rank among the processes of its node.
-  const auto local = static_cast<int>(mpi_node().rank);
-  if (const auto why = no_device_reason(local + 1))
-    return fail(DCP_GPU_ERROR("run_dcp_nccl_mpi: process ", me, " (node-local rank ", local,
-                              ") has no GPU of its own: ", *why));
+  // The process's GPU: its rank among the processes of its node, modulo the devices it sees.
+  const MpiNode node = mpi_node();
+  const Result<int> device = node_local_device(node.rank, node.size);
+  if (!device)
+    return fail(DCP_GPU_ERROR("run_dcp_nccl_mpi: process ", me, " (node-local rank ", node.rank,
+                              ") has no GPU of its own: ", device.status().message()));
+  const int local = *device;
   Result<ncclUniqueId> id =
       shared_unique_id(geo.group(me) * geo.n, geo.n, geo.dcp_rank(me), cfg.deadline);
   if (!id) return fail(id.status());

@@ -32,4 +32,15 @@ std::optional<std::string> no_device_reason(int64_t needed) {
   return std::nullopt;
 }
 
+Result<int> node_local_device(int64_t local_rank, int64_t node_processes) {
+  if (const auto why = no_device_reason(1)) return DCP_GPU_ERROR(*why);
+  int count = 0;
+  DCP_CUDA_TRY(cudaGetDeviceCount(&count));
+  if (count > 1 && count < node_processes)
+    return DCP_GPU_ERROR("the node runs ", node_processes, " processes but this one sees ", count,
+                         " CUDA devices: give each process one (CUDA_VISIBLE_DEVICES) or all "
+                         "of them one each");
+  return static_cast<int>(local_rank % count);
+}
+
 }  // namespace dcp::gpu

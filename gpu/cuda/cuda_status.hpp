@@ -36,6 +36,13 @@ GpuStatus wait_stream(cudaStream_t stream, std::chrono::milliseconds deadline, c
 // nothing when it can.
 std::optional<std::string> no_device_reason(int64_t needed);
 
+// The device a process runs on, given its node-local rank among node_processes processes: the
+// rank modulo the devices it sees. So a launcher that gives each process one visible GPU (the
+// runtime sees 1) and one that shows every process all of the node's GPUs (it sees at least
+// node_processes) both work; fewer devices than that, but more than one, is an error naming
+// both counts.
+Result<int> node_local_device(int64_t local_rank, int64_t node_processes);
+
 }  // namespace dcp::gpu
 
 #define DCP_CUDA_TRY(call) DCP_GPU_TRY(::dcp::gpu::cuda_status((call), #call, __FILE__, __LINE__))

@@ -1,5 +1,6 @@
 #include "gpu/cuda/dcp_step_cuda.hpp"
 
+#include <cstdint>
 #include <span>
 #include <vector>
 
@@ -78,6 +79,13 @@ class CudaDevice {
 Result<RankStepOutput> cuda_run_tp_rank(DeviceCommunicator& comm, const DcpInputs& in,
                                         const DcpConfig& cfg, int64_t tp_rank) {
   DCP_CUDA_TRY(cudaSetDevice(comm.device()));
+  // The default pool keeps what it was given (its release threshold at the maximum): a
+  // threshold of 0 would return scratch memory to the driver at every synchronization, and
+  // every later step would map it again.
+  cudaMemPool_t pool;
+  DCP_CUDA_TRY(cudaDeviceGetDefaultMemPool(&pool, comm.device()));
+  uint64_t keep_all = UINT64_MAX;
+  DCP_CUDA_TRY(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all));
   CudaDevice dev(comm);
   return device_step(dev, in, cfg, tp_rank);
 }
