@@ -11,12 +11,19 @@
 
 #include "gpu/host/host_device.hpp"
 #include "gpu/run_threads.hpp"
+#include "oracle/text.hpp"
 
 namespace dcp::plugin {
 namespace {
 
 // Room for a plug-in's one-line reason.
 constexpr size_t kErrBytes = 512;
+
+// What a plug-in wrote into its error buffer, as one line (it may forget the terminator).
+std::string reason(char (&err)[kErrBytes]) {
+  err[kErrBytes - 1] = '\0';
+  return err[0] != '\0' ? oracle::one_line(err) : std::string("(no reason given)");
+}
 
 // A plug-in format as the oracle names it; nullopt for one a claim may not use there.
 std::optional<oracle::DType> claim_format(dcpv_dtype d) {
@@ -83,11 +90,15 @@ dcpv_tensor dense(const T* data, dcpv_dtype dtype, std::initializer_list<int64_t
   return t;
 }
 
-// A rank's cached rows [rows, heads, width] (row stride `pitch` floats, head stride `head`) in
-// the storage format: 16-bit formats as their bits.
+// Cached rows [rows, heads, width] (a head every head_stride floats, a row every heads *
+// head_stride) in the storage format: fp32 as a view of the cache, 16-bit formats as their bits,
+// held in `bits` (the view points into it, so a Rows is moved, never copied).
 struct Rows {
   std::vector<uint16_t> bits;
   dcpv_tensor t{};
+  Rows() = default;
+  Rows(Rows&&) = default;
+  Rows(const Rows&) = delete;
 };
 Rows rows_in(gpu::StorageFormat f, const float* base, int64_t rows, int64_t heads, int64_t width,
              int64_t head_stride) {
@@ -155,7 +166,7 @@ class PluginDevice : public gpu::HostDevice {
     char err[kErrBytes] = {};
     if (p_.impl->partial(p_.impl->self, &a, err, sizeof err) != 0)
       return DCP_GPU_ERROR("implementation '", p_.impl->name, "' (", p_.path,
-                           "): level partial on dcp rank ", p.rank, " failed: ", err);
+                           "): level partial on dcp rank ", p.rank, " failed: ", reason(err));
     return {};
   }
 
@@ -177,7 +188,7 @@ class PluginDevice : public gpu::HostDevice {
     char err[kErrBytes] = {};
     if (p_.impl->combine(p_.impl->self, &a, err, sizeof err) != 0)
       return DCP_GPU_ERROR("implementation '", p_.impl->name, "' (", p_.path,
-                           "): level combine on dcp rank ", rank(), " failed: ", err);
+                           "): level combine on dcp rank ", rank(), " failed: ", reason(err));
     return {};
   }
 
@@ -358,7 +369,7 @@ props::DcpBackend plugin_step_backend(const Plugin& p) {
     char err[kErrBytes] = {};
     if (p.impl->step(p.impl->self, &a, err, sizeof err) != 0)
       return DCP_GPU_ERROR("implementation '", p.impl->name, "' (", p.path,
-                           "): level step failed: ", err);
+                           "): level step failed: ", reason(err));
     gpu::GroupRun out = gpu::empty_group_run(geo, d);
     out.o = std::move(o);
     out.lse = std::move(lse);
