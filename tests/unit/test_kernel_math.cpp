@@ -23,7 +23,7 @@ float from_bits(uint32_t b) {
 
 double rel_err(float got, double exact) { return std::fabs(static_cast<double>(got) / exact - 1); }
 
-// Every 32nd fp32 bit pattern of [-1/2, 1/2] (3.3*10^7 arguments, both signs, down to the
+// Every 32nd fp32 bit pattern of [-1/2, 1/2] (6.6*10^7 arguments, both signs, down to the
 // subnormals), scaled by 2^n for n across the normal range: the cubic's error is a function of
 // the reduced argument alone, and the scaling is exact while the result is normal.
 TEST(KernelMath, Exp2Poly3IsWithinItsStatedRelativeErrorAndNotFarInside) {
