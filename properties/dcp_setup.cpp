@@ -63,6 +63,9 @@ oracle::Status validate_setup(const DcpSetup& s, const SetupNames& n) {
                      g.tp_size);
   DCP_TRY(range(n.tile, g.tile, int64_t{1}, kMaxSeq));
   DCP_TRY(range(n.splits, g.splits, int64_t{1}, kMaxSeq));
+  if (g.strategy == gpu::CommStrategy::a2a && g.math.merge != gpu::StorageFormat::f32)
+    return DCP_ERROR(n.merge, ": got ", gpu::format_name(g.math.merge),
+                     "; a2a merges in fp32 (a 16-bit sum is ag_rs's reduce-scatter)");
   int64_t sum = 0;
   for (size_t i = 0; i < s.chunks.size(); ++i) {
     const int64_t len = s.chunks[i];

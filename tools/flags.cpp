@@ -127,6 +127,7 @@ constexpr FieldFlag kFieldFlags[] = {
     {"DcpConfig.tile", "--tile"},
     {"DcpConfig.splits", "--splits"},
     {"DcpConfig.deadline", "--timeout"},
+    {"DcpConfig.math.merge", "--merge-dtype"},
     {"DcpLayout.ranks", "--dcp-size"},
     {"DcpLayout.interleave", "--interleave"},
     {"AttentionDims.q_heads", "--heads"},
