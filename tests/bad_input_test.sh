@@ -177,16 +177,22 @@ write("missing", lambda s: s["config"].pop("tile"))
 write("badstyle", lambda s: s["spec"].update(values="loud"))
 write("hugeint", lambda s: s["spec"].update(tokens=2**70))
 write("tpn", lambda s: s["config"].update(tp_size=3, dcp_size=2))
+write("a2a16", lambda s: s["config"].update(comm="a2a", math={"exp": "libm", "p_cast": "f32",
+                                             "tf32": False, "partial": "f32", "merge": "f16"}))
+write("mathexp", lambda s: s["config"].update(math={"exp": "fast", "p_cast": "f32",
+                                               "tf32": False, "partial": "f32", "merge": "f32"}))
 json.dump({"not": "a list"}, open(f"{out}/notlist.json", "w"))
 open(f"{out}/notjson.json", "w").write("[{")
 json.dump([], open(f"{out}/empty.json", "w"))
 PY
-for f in dcp0 negchunk typo unknown missing badstyle hugeint tpn notlist notjson empty; do
+for f in dcp0 negchunk typo unknown missing badstyle hugeint tpn a2a16 mathexp notlist notjson empty; do
   bad "pinned $f" -- "$bin" properties --pinned "$tmp/$f.json" --only pinned
   says "pinned counterexamples" "pinned $f"
 done
 bad "pinned dcp_size 0: the field named" -- "$bin" properties --pinned "$tmp/dcp0.json" --only pinned
 says "entry 1: setup.config.dcp_size: got 0" "pinned dcp_size 0: the field named"
+bad "pinned 16-bit sum with a2a" -- "$bin" properties --pinned "$tmp/a2a16.json" --only pinned
+says "setup.config.math.merge: got f16; a2a merges in fp32" "pinned 16-bit sum with a2a"
 bad "pinned mistyped field: no raw json exception" -- "$bin" properties --pinned "$tmp/typo.json" --only pinned
 says "spec.seq: expected an integer" "pinned mistyped field"
 
