@@ -219,10 +219,9 @@ oracle::Status check_claim(const std::string& path, const dcpv_claim& c) {
   return {};
 }
 
-// The claim's arithmetic of a partial (and, with `merged`, of the merge it takes part in) on top
-// of the production path's claim `a` for a step of N ranks.
-void apply_claim(const dcpv_claim& c, int64_t n, bool partial, bool merged, oracle::Arithmetic& a) {
-  // An error budget of the plug-in's, where it is coarser than the production path's.
+// What every level of the plug-in brings to the claim `a`: its adds' rounding, flush to zero, and
+// its exp and log budgets where they are coarser than the production path's.
+void apply_roundings(const dcpv_claim& c, oracle::Arithmetic& a) {
   const auto coarser = [](std::optional<double> ours, double theirs) -> std::optional<double> {
     if (theirs <= 0.0) return ours;
     return std::max(ours.value_or(0.0), theirs);
@@ -231,6 +230,12 @@ void apply_claim(const dcpv_claim& c, int64_t n, bool partial, bool merged, orac
   a.ftz = a.ftz || c.ftz != 0;
   a.exp_rel_err = coarser(a.exp_rel_err, c.exp_rel_err);
   a.log_rel_err = coarser(a.log_rel_err, c.log_rel_err);
+}
+
+// The claim's arithmetic of a partial (and, with `merged`, of the merge it takes part in) on top
+// of the production path's claim `a` for a step of N ranks.
+void apply_claim(const dcpv_claim& c, int64_t n, bool partial, bool merged, oracle::Arithmetic& a) {
+  apply_roundings(c, a);
   a.tf32 = c.tf32 != 0;
   a.p_cast = c.p_cast == DCPV_F32 ? std::nullopt : claim_format(c.p_cast);
   a.tile = c.tile;
@@ -307,10 +312,7 @@ oracle::Arithmetic plugin_claim(const Plugin& p, const gpu::DcpConfig& cfg, bool
   if (p.has_partial()) {
     apply_claim(c, run.layout.ranks, partial, combines, a);
   } else if (combines && !partial) {  // the production partials, the plug-in's merge
-    a.truncating_mma = a.truncating_mma || c.accum_rounding_nearest == 0;
-    a.ftz = a.ftz || c.ftz != 0;
-    if (c.exp_rel_err > 0.0) a.exp_rel_err = std::max(a.exp_rel_err.value_or(0.0), c.exp_rel_err);
-    if (c.log_rel_err > 0.0) a.log_rel_err = std::max(a.log_rel_err.value_or(0.0), c.log_rel_err);
+    apply_roundings(c, a);
     a.merge_accum = *claim_format(c.combine_accum);
   }
   if (!partial && (p.has_partial() || combines)) single_partial_merge(c, a);

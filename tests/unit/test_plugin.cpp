@@ -56,11 +56,14 @@ TEST(Plugin, AFailingLevelIsTheImplementationsFailureNamingLevelRankAndReason) {
       << chk.report;
 }
 
+// The exp error a plug-in below claims (a claim's value, not a tolerance).
+constexpr double kClaimedExpRelErr = 1e-4;
+
 TEST(Plugin, TheClaimCoversTheLevelsItProvides) {
   static const dcpv_impl combine_only = {
       DCPV_ABI_VERSION,
       "bf16 combine",
-      dcpv_claim{0, 0, 0, 1e-4, 0.0, DCPV_F32, 1, 1, DCPV_F32, DCPV_BF16},
+      dcpv_claim{0, 0, 0, kClaimedExpRelErr, 0.0, DCPV_F32, 1, 1, DCPV_F32, DCPV_BF16},
       nullptr,
       nullptr,
       unused_combine,
@@ -74,7 +77,7 @@ TEST(Plugin, TheClaimCoversTheLevelsItProvides) {
   // partials are the production path's.
   const oracle::Arithmetic merged = plugin_claim(p, cfg, false);
   EXPECT_EQ(merged.merge_accum, oracle::DType::bf16);
-  EXPECT_EQ(merged.exp_rel_err.value_or(0.0), 1e-4);
+  EXPECT_EQ(merged.exp_rel_err.value_or(0.0), kClaimedExpRelErr);
   EXPECT_TRUE(merged.truncating_mma);
   const oracle::Arithmetic partial = plugin_claim(p, cfg, true);
   EXPECT_FALSE(partial.exp_rel_err.has_value());
