@@ -353,4 +353,34 @@ oracle::Expected<DcpSetup> setup_from_json(const nlohmann::json& j) {
   return s;
 }
 
+std::optional<std::string> outside(const DcpSetup& s, const DcpLimits& lim) {
+  const CaseSpec& p = s.spec;
+  const auto over = [](const char* what, int64_t got, int64_t most) -> std::optional<std::string> {
+    if (got <= most) return std::nullopt;
+    return std::string(what) + " " + std::to_string(got) + " > " + std::to_string(most);
+  };
+  const auto among = [](const auto& v, const auto& x) {
+    return std::find(v.begin(), v.end(), x) != v.end();
+  };
+  if (auto why = over("N", s.cfg.layout.ranks, lim.max_dcp)) return why;
+  if (auto why = over("TP groups", s.cfg.tp_size / std::max<int64_t>(1, s.cfg.layout.ranks),
+                      lim.max_groups))
+    return why;
+  if (auto why = over("S", p.seq, lim.max_seq)) return why;
+  if (auto why = over("Dk", p.head_dim, lim.max_head_dim)) return why;
+  if (auto why = over("Dv", p.v_dim, lim.max_v_dim)) return why;
+  if (!lim.softcap && p.softcap > 0.0) return "uses softcap";
+  if (!lim.sink && p.sink) return "uses a sink";
+  if (!lim.topk && p.topk > 0) return "uses top-k";
+  if (!lim.window && p.window > 0) return "uses a window";
+  if (!lim.shared_latent && p.shared_latent) return "uses a shared latent";
+  if (!among(lim.q_dtypes, p.q_dtype))
+    return "q is " + std::string(oracle::dtype_name(p.q_dtype));
+  if (!among(lim.kv_dtypes, p.kv_dtype))
+    return "K/V are " + std::string(oracle::dtype_name(p.kv_dtype));
+  if (!among(lim.lse_bases, p.lse_base))
+    return "LSE base " + std::string(oracle::lse_base_name(p.lse_base));
+  return std::nullopt;
+}
+
 }  // namespace dcp::props

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -57,6 +58,32 @@ oracle::Status validate_setup(const DcpSetup& s, const SetupNames& names);
 std::vector<int64_t> make_chunks(int64_t seq, uint64_t seed);
 
 std::string describe(const DcpSetup& s);
+
+// What the DCP property draws (rc_gen.hpp, gen_dcp_setup): the largest N, TP groups, S, Dk and Dv,
+// and the features and formats an implementation under test supports (`properties --max-seq
+// --without --kv-dtypes ...`, and the Python package's ranges). A feature switched off is never
+// drawn; with every default the draws are those of the suite's own runs.
+struct DcpLimits {
+  int64_t max_dcp = 64;    // N
+  int64_t max_groups = 3;  // tp / N
+  int64_t max_seq = 3000;  // S for the rare long-context cases
+  int64_t max_head_dim = 32;
+  int64_t max_v_dim = 16;
+  bool softcap = true, sink = true, topk = true, window = true, shared_latent = true;
+  std::vector<oracle::DType> q_dtypes{oracle::DType::f32, oracle::DType::bf16, oracle::DType::f16};
+  std::vector<oracle::DType> kv_dtypes{oracle::DType::f32, oracle::DType::bf16,
+                                       oracle::DType::f16};
+  std::vector<oracle::LseBase> lse_bases{oracle::LseBase::e, oracle::LseBase::two};
+};
+
+// The largest maxima the command line accepts (each at least 1): what keeps one case within
+// seconds and a few hundred megabytes (suite_case_footprint says how much exactly).
+inline constexpr int64_t kMaxDrawnDcp = 256, kMaxDrawnGroups = 8, kMaxDrawnSeq = 1 << 16,
+                         kMaxDrawnHeadDim = 256;
+
+// The first field of the setup outside the limits, in one line ("uses softcap"); nullopt when it
+// is inside them (a pinned entry is replayed only then).
+std::optional<std::string> outside(const DcpSetup& s, const DcpLimits& lim);
 
 // The setup as JSON: spec, config (with config.math, the kernels' arithmetic, only where it is not
 // the default) and chunks.

@@ -154,14 +154,6 @@ inline rc::Gen<ModelConfig> gen_model_config_for(const CaseSpec& spec) {
 
 // Limits of the DCP property cases. Small shapes are drawn most often; large N, long contexts
 // and big interleaves appear with lower weight and with fewer heads so the CI tier stays fast.
-struct DcpLimits {
-  int64_t max_dcp = 64;    // N
-  int64_t max_groups = 3;  // tp / N
-  int64_t max_seq = 3000;  // S for the rare long-context cases
-  int64_t max_head_dim = 32;
-  int64_t max_v_dim = 16;
-};
-
 // Draws how a DCP step runs (combine strategy, q path, reduction order, tile, split-KV) into cfg,
 // with the kernel's LSE base that of the case. Call inside a generator or a property body.
 inline void draw_step_options(gpu::DcpConfig& cfg, dcp::oracle::LseBase base) {
@@ -213,8 +205,9 @@ inline rc::Gen<DcpSetup> gen_dcp_setup(DcpLimits lim) {
     gpu::DcpConfig& cfg = s.cfg;
     CaseSpec& p = s.spec;
     const int64_t n = *rc::gen::weightedOneOf<int64_t>(
-        {{8, rc::gen::inRange<int64_t>(1, 9)},
-         {1, rc::gen::inRange<int64_t>(9, std::max<int64_t>(10, lim.max_dcp + 1))}});
+        {{8, rc::gen::inRange<int64_t>(1, std::min<int64_t>(9, lim.max_dcp + 1))},
+         {lim.max_dcp > 8 ? 1 : 0,
+          rc::gen::inRange<int64_t>(9, std::max<int64_t>(10, lim.max_dcp + 1))}});
     const int64_t groups = n > 8 ? 1 : *rc::gen::inRange<int64_t>(1, lim.max_groups + 1);
     cfg.tp_size = n * groups;
     cfg.layout.ranks = n;
@@ -226,31 +219,36 @@ inline rc::Gen<DcpSetup> gen_dcp_setup(DcpLimits lim) {
     p.kv_heads = *rc::gen::elementOf(divisors);
     p.tokens = *rc::gen::inRange<int64_t>(1, 4);
     p.head_dim = *rc::gen::inRange<int64_t>(1, lim.max_head_dim + 1);
-    p.shared_latent = *rc::gen::weightedElement<bool>({{3, false}, {1, true}});
+    p.shared_latent =
+        lim.shared_latent && *rc::gen::weightedElement<bool>({{3, false}, {1, true}});
     const int64_t vmax = p.shared_latent ? std::min(lim.max_v_dim, p.head_dim) : lim.max_v_dim;
     p.v_dim = *rc::gen::inRange<int64_t>(1, vmax + 1);
     const bool small = p.q_heads * p.tokens <= 12;
     p.seq = *rc::gen::weightedOneOf<int64_t>(
-        {{2, rc::gen::inRange<int64_t>(0, n + 1)},  // S <= N: some ranks own nothing
-         {6, rc::gen::inRange<int64_t>(0, 300)},
-         {small ? 1 : 0, rc::gen::inRange<int64_t>(300, lim.max_seq + 1)}});
+        {{2, rc::gen::inRange<int64_t>(0, std::min(n, lim.max_seq) + 1)},  // S <= N: ranks own nothing
+         {6, rc::gen::inRange<int64_t>(0, std::min<int64_t>(300, lim.max_seq + 1))},
+         {small && lim.max_seq >= 300 ? 1 : 0,
+          rc::gen::inRange<int64_t>(300, std::max<int64_t>(301, lim.max_seq + 1))}});
     cfg.layout.interleave =
         *rc::gen::weightedOneOf<int64_t>({{3, rc::gen::just<int64_t>(1)},
                                           {3, rc::gen::inRange<int64_t>(2, 9)},
                                           {1, rc::gen::inRange<int64_t>(9, 300)}});
-    p.q_dtype = *rc::gen::element(DType::f32, DType::bf16, DType::f16);
-    p.kv_dtype = *rc::gen::element(DType::f32, DType::bf16, DType::f16);
+    p.q_dtype = *rc::gen::elementOf(lim.q_dtypes);
+    p.kv_dtype = *rc::gen::elementOf(lim.kv_dtypes);
     // Layout bugs only show under positional masks, top-k or several query positions, so most
     // cases have them.
     p.causal = *rc::gen::weightedElement<bool>({{1, false}, {4, true}});
     p.explicit_pos = *rc::gen::weightedElement<bool>({{1, false}, {1, true}});
-    p.window = *rc::gen::weightedOneOf<int64_t>(
-        {{2, rc::gen::just<int64_t>(0)}, {1, rc::gen::inRange<int64_t>(1, 64)}});
-    p.softcap = *rc::gen::weightedElement<double>({{3, 0.0}, {1, 4.0}, {1, 30.0}});
-    p.sink = *rc::gen::weightedElement<bool>({{2, false}, {1, true}});
-    p.topk = *rc::gen::weightedOneOf<int64_t>(
-        {{3, rc::gen::just<int64_t>(0)}, {1, rc::gen::inRange<int64_t>(1, 65)}});
-    p.lse_base = *rc::gen::element(LseBase::e, LseBase::two);
+    p.window = lim.window ? *rc::gen::weightedOneOf<int64_t>(
+                                {{2, rc::gen::just<int64_t>(0)}, {1, rc::gen::inRange<int64_t>(1, 64)}})
+                          : 0;
+    p.softcap =
+        lim.softcap ? *rc::gen::weightedElement<double>({{3, 0.0}, {1, 4.0}, {1, 30.0}}) : 0.0;
+    p.sink = lim.sink && *rc::gen::weightedElement<bool>({{2, false}, {1, true}});
+    p.topk = lim.topk ? *rc::gen::weightedOneOf<int64_t>(
+                            {{3, rc::gen::just<int64_t>(0)}, {1, rc::gen::inRange<int64_t>(1, 65)}})
+                      : 0;
+    p.lse_base = *rc::gen::elementOf(lim.lse_bases);
     p.explicit_scale = *rc::gen::weightedElement<bool>({{3, false}, {1, true}});
     p.values = *rc::gen::element(ValueStyle::normal, ValueStyle::peaked, ValueStyle::wide,
                                  ValueStyle::ties, ValueStyle::tiny, ValueStyle::extreme);

@@ -50,8 +50,8 @@ const std::string& current_case() { return g_current_case; }
 void set_property_bound(BoundTier tier) { g_bound = tier; }
 BoundTier property_bound() { return g_bound; }
 
-void dcp_path_property(const DcpBackend& backend) {
-  const DcpSetup s = *gen_dcp_setup(DcpLimits{});
+void dcp_path_property(const DcpBackend& backend, const DcpLimits& lim) {
+  const DcpSetup s = *gen_dcp_setup(lim);
   set_current_case(
       "S=" + std::to_string(s.spec.seq) + " N=" + std::to_string(s.cfg.layout.ranks) +
       " I=" + std::to_string(s.cfg.layout.interleave) + " tp=" + std::to_string(s.cfg.tp_size) +
@@ -196,28 +196,28 @@ void kv_write_property() {
   }
 }
 
-Footprint suite_case_footprint() {
-  const DcpLimits lim;
+Footprint suite_case_footprint(const DcpLimits& lim) {
   DcpSetup s;
   s.spec.tokens = 3;             // T in [1, 4)
-  s.spec.q_heads = lim.max_dcp;  // tp * h_loc: tp <= max_dcp (h_loc 1), or <= 24 below 8 ranks
+  // tp * h_loc: tp <= max_dcp (h_loc 1), or <= 8 groups * 3 heads of 8 ranks below 9 ranks
+  s.spec.q_heads = std::max(lim.max_dcp, 8 * 3 * lim.max_groups);
   s.spec.kv_heads = s.spec.q_heads;
   s.spec.head_dim = lim.max_head_dim;
   s.spec.v_dim = lim.max_v_dim;
   s.spec.seq = lim.max_seq;
   s.spec.topk = 64;                   // top-k in [1, 65)
   s.cfg.layout = {lim.max_dcp, 299};  // interleave in [9, 300)
-  s.cfg.tp_size = lim.max_dcp;
+  s.cfg.tp_size = std::max(lim.max_dcp, 8 * lim.max_groups);
   s.cfg.tile = 64;
   s.cfg.splits = 4;
   s.chunks = {s.spec.seq};
   return dcp_check_footprint(s);
 }
 
-std::vector<SuiteProperty> property_suite(const DcpBackend& backend) {
+std::vector<SuiteProperty> property_suite(const DcpBackend& backend, const DcpLimits& lim) {
   return {
       {"dcp-path", "output and every rank's partial of a whole DCP step within the derived bound",
-       [backend] { dcp_path_property(backend); }},
+       [backend, lim] { dcp_path_property(backend, lim); }},
       {"mla-slice", "the absorbed-MLA slice on the DCP path equals the unabsorbed oracle",
        mla_slice_property},
       {"layout-bijection", "owner/row is a bijection with position as its inverse",

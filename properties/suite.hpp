@@ -30,12 +30,13 @@ struct SuiteProperty {
 // layouts, chunked writes, variants, dtypes, bases, combine strategies, q paths, orders, tiles
 // and split-KV; the absorbed-MLA slice against the unabsorbed oracle; and the token layout and
 // KV writes against brute force.
-std::vector<SuiteProperty> property_suite(const DcpBackend& backend);
+// `lim`: what the DCP-path property draws (dcp_setup.hpp; the defaults: everything).
+std::vector<SuiteProperty> property_suite(const DcpBackend& backend, const DcpLimits& lim = {});
 
 // What one case of any property costs at most: the footprint of a setup with every maximum the
 // generators draw (rc_gen.hpp's DcpLimits and the bodies' own ranges) at once, for commands that
 // plan `cases` of them.
-Footprint suite_case_footprint();
+Footprint suite_case_footprint(const DcpLimits& lim = {});
 
 // The shape of the case the running body drew, in one line ("S=40 N=3 I=2 T=1 Hq=4 ..."). Each
 // body sets it once its inputs are drawn; a runner that sees the body fail keeps it, and the last
@@ -50,7 +51,7 @@ void set_property_bound(BoundTier tier);
 BoundTier property_bound();
 
 // The bodies, one by one (the GoogleTest wrappers call these).
-void dcp_path_property(const DcpBackend& backend);
+void dcp_path_property(const DcpBackend& backend, const DcpLimits& lim = {});
 void mla_slice_property();
 void layout_bijection_property();
 void layout_count_property();

@@ -27,6 +27,7 @@ std::vector<Command> add_commands(CLI::App& app) {
       add_check_command(app),
       add_sweep_command(app),
       add_properties_command(app),
+      add_cases_command(app),
       add_mutants_command(app),
       add_layout_command(app),
       add_model_command(app),

@@ -1,15 +1,20 @@
 #include "tools/properties_cmd.hpp"
 
 #include <chrono>
+#include <filesystem>
 #include <cstdio>
 #include <iostream>
 #include <memory>
 #include <random>
 #include <sstream>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
+#include "oracle/case_file.hpp"
 #include "properties/footprint.hpp"
+#include "properties/rc_gen.hpp"
 #include "properties/pinned.hpp"
 #include "properties/suite.hpp"
 #include "tools/backends.hpp"
@@ -24,6 +29,13 @@ namespace {
 
 using nlohmann::json;
 
+// What the DCP property draws (--max-dcp ... --lse-bases): an implementation's ranges.
+struct DrawOptions {
+  props::DcpLimits limits;
+  std::vector<std::string> without, q_dtypes, kv_dtypes, lse_bases;
+  std::string limit_flags;  // the flags that narrowed the draws, as given, for reproduce lines
+};
+
 struct PropertiesOptions {
   std::string backend = "host";
   int64_t cases = 100;
@@ -36,13 +48,113 @@ struct PropertiesOptions {
   bool quiet = false;
   std::string bound = "sound";      // the tier the properties assert: statistical fails a SUSPECT
   std::optional<std::string> impl;  // a C plug-in whose levels run instead (plugin/plugin.hpp)
+  DrawOptions draws;
 };
+
+// The features --without names, and how a setup uses each (props::DcpLimits).
+const std::vector<std::pair<std::string, bool props::DcpLimits::*>>& features() {
+  static const std::vector<std::pair<std::string, bool props::DcpLimits::*>> f = {
+      {"softcap", &props::DcpLimits::softcap},
+      {"sink", &props::DcpLimits::sink},
+      {"topk", &props::DcpLimits::topk},
+      {"window", &props::DcpLimits::window},
+      {"latent", &props::DcpLimits::shared_latent}};
+  return f;
+}
+
+// Reads the list flags into o.limits and records every narrowing flag for the reproduce line; the
+// one-line error of a name it does not know.
+std::optional<std::string> read_limits(DrawOptions& o) {
+  props::DcpLimits& lim = o.limits;
+  std::ostringstream flags;
+  const props::DcpLimits all;
+  for (const auto& [flag, got, def] :
+       {std::tuple{"--max-dcp", lim.max_dcp, all.max_dcp},
+        std::tuple{"--max-groups", lim.max_groups, all.max_groups},
+        std::tuple{"--max-seq", lim.max_seq, all.max_seq},
+        std::tuple{"--max-head-dim", lim.max_head_dim, all.max_head_dim},
+        std::tuple{"--max-v-dim", lim.max_v_dim, all.max_v_dim}})
+    if (got != def) flags << " " << flag << " " << got;
+  std::string names;
+  for (const std::string& w : o.without) {
+    const auto it = std::find_if(features().begin(), features().end(),
+                                 [&](const auto& f) { return f.first == w; });
+    if (it == features().end())
+      return "--without: unknown feature '" + w + "'; expected softcap, sink, topk, window or latent";
+    lim.*(it->second) = false;
+    names += (names.empty() ? "" : ",") + w;
+  }
+  if (!names.empty()) flags << " --without " << names;
+  const auto formats = [&](const char* flag, const std::vector<std::string>& given,
+                           std::vector<oracle::DType>& into) -> std::optional<std::string> {
+    if (given.empty()) return std::nullopt;
+    into.clear();
+    std::string list;
+    for (const std::string& g : given) {
+      const oracle::DType d = g == "f32"    ? oracle::DType::f32
+                              : g == "bf16" ? oracle::DType::bf16
+                              : g == "f16"  ? oracle::DType::f16
+                                            : oracle::DType::f64;
+      if (d == oracle::DType::f64)
+        return std::string(flag) + ": unknown format '" + g + "'; expected f32, bf16 or f16";
+      if (std::find(into.begin(), into.end(), d) == into.end()) into.push_back(d);
+      list += (list.empty() ? "" : ",") + g;
+    }
+    flags << " " << flag << " " << list;
+    return std::nullopt;
+  };
+  if (auto why = formats("--q-dtypes", o.q_dtypes, lim.q_dtypes)) return why;
+  if (auto why = formats("--kv-dtypes", o.kv_dtypes, lim.kv_dtypes)) return why;
+  if (!o.lse_bases.empty()) {
+    lim.lse_bases.clear();
+    std::string list;
+    for (const std::string& b : o.lse_bases) {
+      if (b != "e" && b != "2") return "--lse-bases: unknown base '" + b + "'; expected e or 2";
+      const oracle::LseBase base = b == "e" ? oracle::LseBase::e : oracle::LseBase::two;
+      if (std::find(lim.lse_bases.begin(), lim.lse_bases.end(), base) == lim.lse_bases.end())
+        lim.lse_bases.push_back(base);
+      list += (list.empty() ? "" : ",") + b;
+    }
+    flags << " --lse-bases " << list;
+  }
+  o.limit_flags = flags.str();
+  return std::nullopt;
+}
 
 // The properties that drive a plug-in: the DCP path's, through its partial and combine levels,
 // and the same body through its step level (the others exercise this project's own MLA slice,
 // layout and KV writes, which a plug-in does not replace).
 constexpr const char* kImplProperty = "dcp-path";
 constexpr const char* kImplStepProperty = "dcp-step";
+
+// The flags of DrawOptions, for properties and cases.
+void add_draw_flags(CLI::App* cmd, DrawOptions& d) {
+  cmd->add_option("--max-dcp", d.limits.max_dcp, "Largest N the DCP property draws")
+      ->check(int_in(1, props::kMaxDrawnDcp))
+      ->capture_default_str();
+  cmd->add_option("--max-groups", d.limits.max_groups, "Largest number of TP groups (TP / N)")
+      ->check(int_in(1, props::kMaxDrawnGroups))
+      ->capture_default_str();
+  cmd->add_option("--max-seq", d.limits.max_seq, "Largest context length S drawn")
+      ->check(int_in(1, props::kMaxDrawnSeq))
+      ->capture_default_str();
+  cmd->add_option("--max-head-dim", d.limits.max_head_dim, "Largest Dk drawn")
+      ->check(int_in(1, props::kMaxDrawnHeadDim))
+      ->capture_default_str();
+  cmd->add_option("--max-v-dim", d.limits.max_v_dim, "Largest Dv drawn")
+      ->check(int_in(1, props::kMaxDrawnHeadDim))
+      ->capture_default_str();
+  cmd->add_option("--without", d.without,
+                  "Features the implementation lacks, never drawn (softcap, sink, topk, window, "
+                  "latent); pinned entries using them are not replayed")
+      ->delimiter(',');
+  cmd->add_option("--q-dtypes", d.q_dtypes, "Query formats drawn (f32, bf16, f16; default all)")
+      ->delimiter(',');
+  cmd->add_option("--kv-dtypes", d.kv_dtypes, "K/V storage formats drawn (default all)")
+      ->delimiter(',');
+  cmd->add_option("--lse-bases", d.lse_bases, "LSE bases drawn (e, 2; default both)")
+      ->delimiter(',');
+}
 
 using Row = PropertyRun;
 
@@ -57,6 +169,7 @@ std::string reproduce_line(const PropertiesOptions& o, uint64_t seed, const std:
   if (!only.empty()) os << " --only " << only;
   if (o.bound != "sound") os << " --bound " << o.bound;
   if (o.impl) os << " --impl " << *o.impl;
+  os << o.draws.limit_flags;
   return os.str();
 }
 
@@ -79,12 +192,18 @@ void print_row(std::ostream& out, const Row& r) {
 
 // The pinned counterexamples replayed on the backend: one row.
 Row replay_row(const std::vector<props::PinnedEntry>& pins, const std::string& pinned,
-               const props::DcpBackend& backend) {
+               const props::DcpBackend& backend, const props::DcpLimits& lim) {
   const auto t = std::chrono::steady_clock::now();
-  const props::PinnedReplay replay = props::replay_pinned(pins, backend);
+  std::vector<props::PinnedEntry> inside;
+  for (const props::PinnedEntry& e : pins)
+    if (!props::outside(e.setup, lim)) inside.push_back(e);
+  const props::PinnedReplay replay = props::replay_pinned(inside, backend);
   Row r;
   r.name = "pinned";
   r.what = "pinned counterexamples (" + pinned + ")";
+  if (inside.size() < pins.size())
+    r.what += "; " + std::to_string(pins.size() - inside.size()) + " of " +
+              std::to_string(pins.size()) + " outside the drawn limits, not replayed";
   r.cases = replay.count;
   r.seconds = since(t);
   r.result = replay.failures.empty() ? "OK" : "FAILED";
@@ -154,8 +273,9 @@ int finish_properties(const PropertiesOptions& o, uint64_t seed, const std::vect
   return failed == 0 ? kExitOk : kExitFail;
 }
 
-int run_properties(const PropertiesOptions& o, const Limits& lim) {
+int run_properties(PropertiesOptions& o, const Limits& lim) {
   auto bad = [](const std::string& why) { return refuse("properties", why, std::cerr); };
+  if (const auto why = read_limits(o.draws)) return bad(*why);
   const std::string pinned = o.pinned.value_or(installed_data_file("pinned.json"));
   if (const auto why = output_error("--json", o.json_path, {{"--pinned", pinned}}))
     return bad(*why);
@@ -175,7 +295,7 @@ int run_properties(const PropertiesOptions& o, const Limits& lim) {
   const props::DcpBackend& backend = *opened;
   props::set_property_bound(o.bound == "statistical" ? props::BoundTier::statistical
                                                      : props::BoundTier::sound);
-  std::vector<props::SuiteProperty> suite = props::property_suite(backend);
+  std::vector<props::SuiteProperty> suite = props::property_suite(backend, o.draws.limits);
   if (impl) {
     std::erase_if(suite, [&](const props::SuiteProperty& p) {
       return p.name != kImplProperty || !impl->levels;
@@ -184,7 +304,9 @@ int run_properties(const PropertiesOptions& o, const Limits& lim) {
       suite.push_back({kImplStepProperty,
                        "the plug-in's whole step: output and every rank's partial it returns "
                        "within the derived bound",
-                       [step = *impl->step] { props::dcp_path_property(step); }});
+                       [step = *impl->step, lim = o.draws.limits] {
+                         props::dcp_path_property(step, lim);
+                       }});
   }
   for (const std::string& name : o.only) {
     bool known = false;
@@ -212,7 +334,7 @@ int run_properties(const PropertiesOptions& o, const Limits& lim) {
       if (const auto why = over_limits(props::dcp_check_footprint(pins[i].setup), lim))
         return bad("--pinned '" + pinned + "': entry " + std::to_string(i) + ": " + *why);
   }
-  props::Footprint planned = props::suite_case_footprint();
+  props::Footprint planned = props::suite_case_footprint(o.draws.limits);
   planned.work *= static_cast<double>(o.cases) * static_cast<double>(suite.size());
   if (const auto why = over_limits(planned, lim))
     return bad("--cases " + std::to_string(o.cases) + ": " + *why);
@@ -228,7 +350,7 @@ int run_properties(const PropertiesOptions& o, const Limits& lim) {
   std::vector<Row> rows;
   const auto t0 = std::chrono::steady_clock::now();
   Progress progress("properties", static_cast<int64_t>(suite.size()) + 1);
-  if (wanted("pinned")) rows.push_back(replay_row(pins, pinned, backend));
+  if (wanted("pinned")) rows.push_back(replay_row(pins, pinned, backend, o.draws.limits));
   for (const props::SuiteProperty& p : suite) {
     if (!wanted(p.name)) continue;
     if (interrupted()) break;
@@ -240,7 +362,67 @@ int run_properties(const PropertiesOptions& o, const Limits& lim) {
   return finish_properties(o, seed, rows, since(t0), out);
 }
 
+struct CasesOptions {
+  uint64_t seed = 0;
+  int64_t count = 10;
+  std::string out;
+  DrawOptions draws;
+};
+
+// The largest --count: a folder of cases, each a few kilobytes to megabytes.
+constexpr int64_t kMaxDumpedCases = 10000;
+// RapidCheck's largest size: the cases grow from size 0 to it as in a property run.
+constexpr int kRcMaxSize = 100;
+
+// Draws `count` DCP setups as the dcp-path property does and writes each case, with its setup as
+// JSON in the metadata (x_setup), to OUT/case-NNNN.safetensors.
+int run_cases(CasesOptions& o, const Limits& lim) {
+  auto bad = [](const std::string& why) { return refuse("cases", why, std::cerr); };
+  if (const auto why = read_limits(o.draws)) return bad(*why);
+  std::error_code ec;
+  if (!std::filesystem::is_directory(o.out, ec))
+    return bad("--out " + o.out + ": not an existing folder");
+  props::Footprint planned = props::suite_case_footprint(o.draws.limits);
+  planned.work *= static_cast<double>(o.count);
+  if (const auto why = over_limits(planned, lim)) return bad("--count " + std::to_string(o.count) + ": " + *why);
+  const rc::Gen<props::DcpSetup> gen = props::gen_dcp_setup(o.draws.limits);
+  const auto file = [&](int64_t i) {
+    char name[48];
+    std::snprintf(name, sizeof name, "case-%04lld.safetensors", static_cast<long long>(i));
+    return (std::filesystem::path(o.out) / name).string();
+  };
+  for (int64_t i = 0; i < o.count; ++i)  // never over a file already there
+    if (std::filesystem::exists(file(i), ec))
+      return bad("--out " + o.out + ": " + file(i) + " exists; give an empty folder");
+  rc::Random random(o.seed);
+  for (int64_t i = 0; i < o.count; ++i) {
+    const int size = static_cast<int>(o.count > 1 ? i * kRcMaxSize / (o.count - 1) : 0);
+    const props::DcpSetup setup = gen(random.split(), size).value();
+    oracle::StFile f = oracle::case_to_file(props::make_case(setup.spec));
+    f.metadata["x_setup"] = props::to_json(setup).dump();
+    if (const auto st = oracle::write_safetensors(file(i), f); !st) return bad(st.message());
+  }
+  std::cout << "# dcp-verify cases  seed=" << o.seed << "  count=" << o.count << "  out=" << o.out
+            << o.draws.limit_flags << "\n";
+  return kExitOk;
+}
+
 }  // namespace
+
+Command add_cases_command(CLI::App& app) {
+  auto o = std::make_shared<CasesOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "cases",
+      "Write the DCP property's random cases to files (case-NNNN.safetensors, the setup in "
+      "x_setup), for implementations driven outside dcp-verify");
+  cmd->add_option("--seed", o->seed, "RapidCheck seed")->check(seed_value())->capture_default_str();
+  cmd->add_option("--count", o->count, "Cases to write")
+      ->check(int_in(1, kMaxDumpedCases))
+      ->capture_default_str();
+  cmd->add_option("--out", o->out, "An existing folder")->required();
+  add_draw_flags(cmd, o->draws);
+  return {cmd, [o](const Limits& lim) { return run_cases(*o, lim); }};
+}
 
 Command add_properties_command(CLI::App& app) {
   auto o = std::make_shared<PropertiesOptions>();
@@ -268,6 +450,7 @@ Command add_properties_command(CLI::App& app) {
   cmd->add_option("--impl", o->impl,
                   "A DCP implementation to drive instead: a C plug-in (include/dcp_verify/impl.h); "
                   "runs the pinned and dcp-path properties");
+  add_draw_flags(cmd, o->draws);
   return {cmd, [o](const Limits& lim) { return run_properties(*o, lim); }};
 }
 

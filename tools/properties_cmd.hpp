@@ -13,4 +13,7 @@ namespace dcp::tools {
 // Registers `dcp-verify properties` and its flags.
 Command add_properties_command(CLI::App& app);
 
+// Registers `dcp-verify cases`: the DCP property's random cases written to files.
+Command add_cases_command(CLI::App& app);
+
 }  // namespace dcp::tools

@@ -1,0 +1,416 @@
+// bridge.cpp — libdcpv_bridge.so: a C plug-in (include/dcp_verify/impl.h) whose levels are served
+// by another process, over a stream socket it inherits. The Python package (python/dcp_verify)
+// runs `dcp-verify properties --impl libdcpv_bridge.so` with one end of a socket pair and serves
+// each level from the user's Python object on the other; any language can do the same.
+//
+// The socket's descriptor is in the environment variable DCPV_BRIDGE_FD. Every message, both
+// ways, is a frame: an 8-byte little-endian length n, n bytes of JSON (the header), then the
+// header's "bytes" bytes of payload: the tensors the header lists, each {"name", "dtype" (f32,
+// f16, bf16, i64), "shape", "offset", "nbytes"}, dense and row-major, in the payload at "offset".
+//   dcpv_get_impl:  -> {"op": "hello", "abi": 1}
+//                   <- {"name": ..., "levels": ["partial", ...], "claim": {the dcpv_claim fields
+//                       by name, formats as "f32" / "bf16" / "f16"}}
+//   a level:        -> {"op": "partial" | "combine" | "step", "args": {the scalar fields of its
+//                       dcpv_*_args by name}, "tensors": [its input tensors; absent ones left out]}
+//                   <- {"ok": true, "tensors": [o, lse, and for step optionally o_partial and
+//                       lse_partial, all f32 of the shapes impl.h gives]}
+//                   <- {"ok": false, "error": "one line"}   (the level failed)
+// Requests are sent one at a time (the ranks' threads take turns); a server that closes the
+// socket fails every later call.
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "dcp_verify/impl.h"
+
+namespace {
+
+using nlohmann::json;
+
+// The largest header accepted from the server: a guard against a stream that is not this
+// protocol, far above any real header (a few hundred bytes).
+constexpr uint64_t kMaxHeaderBytes = uint64_t{1} << 20;
+
+struct Connection {
+  int fd = -1;
+  std::mutex mu;  // one request at a time
+  std::string name;
+};
+Connection g_conn;
+dcpv_impl g_impl{};
+
+bool write_all(int fd, const void* data, size_t n) {
+  const auto* p = static_cast<const char*>(data);
+  while (n > 0) {
+    const ssize_t w = ::send(fd, p, n, MSG_NOSIGNAL);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+bool read_all(int fd, void* data, size_t n) {
+  auto* p = static_cast<char*>(data);
+  while (n > 0) {
+    const ssize_t r = ::recv(fd, p, n, 0);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    p += r;
+    n -= static_cast<size_t>(r);
+  }
+  return true;
+}
+
+const char* dtype_name(dcpv_dtype d) {
+  switch (d) {
+    case DCPV_F32:
+      return "f32";
+    case DCPV_F16:
+      return "f16";
+    case DCPV_BF16:
+      return "bf16";
+    case DCPV_I64:
+      return "i64";
+  }
+  return "?";
+}
+
+size_t dtype_bytes(dcpv_dtype d) { return d == DCPV_I64 ? 8 : d == DCPV_F32 ? 4 : 2; }
+
+int64_t numel(const dcpv_tensor& t) {
+  int64_t n = 1;
+  for (int32_t i = 0; i < t.ndim; ++i) n *= t.shape[i];
+  return n;
+}
+
+// Appends a dense row-major copy of t (any strides) to the payload and lists it in the header.
+void put(json& tensors, std::vector<char>& payload, const char* name, const dcpv_tensor& t) {
+  if (t.data == nullptr) return;
+  const size_t es = dtype_bytes(t.dtype), offset = payload.size();
+  const int64_t n = numel(t);
+  payload.resize(offset + static_cast<size_t>(n) * es);
+  char* out = payload.data() + offset;
+  std::vector<int64_t> idx(static_cast<size_t>(t.ndim), 0);
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t at = 0;
+    for (int32_t d = 0; d < t.ndim; ++d) at += idx[static_cast<size_t>(d)] * t.strides[d];
+    std::memcpy(out + static_cast<size_t>(i) * es, static_cast<const char*>(t.data) + at * es, es);
+    for (int32_t d = t.ndim - 1; d >= 0; --d) {
+      if (++idx[static_cast<size_t>(d)] < t.shape[d]) break;
+      idx[static_cast<size_t>(d)] = 0;
+    }
+  }
+  json shape = json::array();
+  for (int32_t d = 0; d < t.ndim; ++d) shape.push_back(t.shape[d]);
+  tensors.push_back({{"name", name},
+                     {"dtype", dtype_name(t.dtype)},
+                     {"shape", shape},
+                     {"offset", offset},
+                     {"nbytes", payload.size() - offset}});
+}
+
+void fail(char* err, size_t err_len, const std::string& why) {
+  if (err == nullptr || err_len == 0) return;
+  std::snprintf(err, err_len, "%s", why.c_str());
+}
+
+// Sends one frame and reads the reply's header and payload; false with the reason on a broken
+// stream.
+bool exchange(const json& header, const std::vector<char>& payload, json& reply,
+              std::vector<char>& reply_payload, std::string& why) {
+  if (g_conn.fd < 0) {
+    why = "no server: DCPV_BRIDGE_FD is not set to an open socket";
+    return false;
+  }
+  json h = header;
+  h["bytes"] = payload.size();
+  const std::string text = h.dump();
+  const uint64_t n = text.size();
+  if (!write_all(g_conn.fd, &n, sizeof n) || !write_all(g_conn.fd, text.data(), text.size()) ||
+      !write_all(g_conn.fd, payload.data(), payload.size())) {
+    why = "the server closed the connection";
+    return false;
+  }
+  uint64_t m = 0;
+  if (!read_all(g_conn.fd, &m, sizeof m) || m > kMaxHeaderBytes) {
+    why = "the server closed the connection or sent a frame that is not this protocol";
+    return false;
+  }
+  std::string body(m, '\0');
+  if (!read_all(g_conn.fd, body.data(), m)) {
+    why = "the server closed the connection mid-frame";
+    return false;
+  }
+  reply = json::parse(body, nullptr, false);
+  if (reply.is_discarded() || !reply.is_object()) {
+    why = "the server sent a header that is not a JSON object";
+    return false;
+  }
+  const uint64_t bytes = reply.value("bytes", uint64_t{0});
+  reply_payload.assign(bytes, '\0');
+  if (!read_all(g_conn.fd, reply_payload.data(), bytes)) {
+    why = "the server closed the connection mid-frame";
+    return false;
+  }
+  return true;
+}
+
+// Copies the reply tensor `name` (f32, the shape of `into`) into `into`; false with the reason.
+bool take(const json& reply, const std::vector<char>& payload, const char* name,
+          const dcpv_tensor& into, std::string& why) {
+  if (!reply.contains("tensors") || !reply["tensors"].is_array()) {
+    why = "the reply lists no tensors";
+    return false;
+  }
+  for (const json& t : reply["tensors"]) {
+    if (!t.is_object() || t.value("name", "") != name) continue;
+    json want = json::array();
+    for (int32_t d = 0; d < into.ndim; ++d) want.push_back(into.shape[d]);
+    const uint64_t offset = t.value("offset", uint64_t{0}), nbytes = t.value("nbytes", uint64_t{0});
+    if (t.value("dtype", "") != "f32" || t.value("shape", json()) != want ||
+        nbytes != static_cast<uint64_t>(numel(into)) * 4 || offset > payload.size() ||
+        payload.size() - offset < nbytes) {
+      why = std::string("reply tensor ") + name + ": expected f32 of shape " + want.dump() +
+            " inside the payload";
+      return false;
+    }
+    const char* src = payload.data() + offset;
+    const int64_t n = numel(into);
+    std::vector<int64_t> idx(static_cast<size_t>(into.ndim), 0);
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t at = 0;
+      for (int32_t d = 0; d < into.ndim; ++d) at += idx[static_cast<size_t>(d)] * into.strides[d];
+      std::memcpy(static_cast<float*>(into.data) + at, src + i * 4, 4);
+      for (int32_t d = into.ndim - 1; d >= 0; --d) {
+        if (++idx[static_cast<size_t>(d)] < into.shape[d]) break;
+        idx[static_cast<size_t>(d)] = 0;
+      }
+    }
+    return true;
+  }
+  why = std::string("the reply has no tensor '") + name + "'";
+  return false;
+}
+
+bool has(const json& reply, const char* name) {
+  if (!reply.contains("tensors") || !reply["tensors"].is_array()) return false;
+  for (const json& t : reply["tensors"])
+    if (t.is_object() && t.value("name", "") == name) return true;
+  return false;
+}
+
+// One level's round trip: the request, then ok or the server's one-line error.
+int call(const json& header, const std::vector<char>& payload, json& reply,
+         std::vector<char>& reply_payload, char* err, size_t err_len) {
+  std::string why;
+  if (!exchange(header, payload, reply, reply_payload, why)) {
+    fail(err, err_len, why);
+    return 1;
+  }
+  if (!reply.value("ok", false)) {
+    fail(err, err_len, reply.value("error", std::string("the server gave no reason")));
+    return 1;
+  }
+  return 0;
+}
+
+int bridge_partial_unguarded(const dcpv_partial_args* a, char* err, size_t err_len) {
+  std::lock_guard<std::mutex> lock(g_conn.mu);
+  json tensors = json::array();
+  std::vector<char> payload;
+  put(tensors, payload, "q", a->q);
+  put(tensors, payload, "q_pos", a->q_pos);
+  put(tensors, payload, "k", a->k);
+  put(tensors, payload, "v", a->v);
+  put(tensors, payload, "k_pos", a->k_pos);
+  put(tensors, payload, "sink", a->sink);
+  put(tensors, payload, "topk", a->topk);
+  const json args = {{"rank", a->rank},
+                     {"ranks", a->ranks},
+                     {"tokens", a->tokens},
+                     {"heads", a->heads},
+                     {"head_dim", a->head_dim},
+                     {"v_dim", a->v_dim},
+                     {"head0", a->head0},
+                     {"q_heads_total", a->q_heads_total},
+                     {"kv_heads_total", a->kv_heads_total},
+                     {"kv_head0", a->kv_head0},
+                     {"kv_heads", a->kv_heads},
+                     {"keys", a->keys},
+                     {"shared_latent", a->shared_latent != 0},
+                     {"lse_base", a->lse_base},
+                     {"causal", a->causal != 0},
+                     {"window", a->window},
+                     {"scale", a->scale},
+                     {"softcap", a->softcap},
+                     {"kv_dtype", dtype_name(a->k.dtype)}};
+  json reply;
+  std::vector<char> rp;
+  if (call({{"op", "partial"}, {"args", args}, {"tensors", tensors}}, payload, reply, rp, err,
+           err_len) != 0)
+    return 1;
+  std::string why;
+  if (!take(reply, rp, "o", a->o, why) || !take(reply, rp, "lse", a->lse, why)) {
+    fail(err, err_len, why);
+    return 1;
+  }
+  return 0;
+}
+
+int bridge_combine_unguarded(const dcpv_combine_args* a, char* err, size_t err_len) {
+  std::lock_guard<std::mutex> lock(g_conn.mu);
+  json tensors = json::array();
+  std::vector<char> payload;
+  put(tensors, payload, "o_partial", a->o_partial);
+  put(tensors, payload, "lse_partial", a->lse_partial);
+  const json args = {{"ranks", a->ranks},
+                     {"tokens", a->tokens},
+                     {"heads", a->heads},
+                     {"v_dim", a->v_dim},
+                     {"lse_base", a->lse_base}};
+  json reply;
+  std::vector<char> rp;
+  if (call({{"op", "combine"}, {"args", args}, {"tensors", tensors}}, payload, reply, rp, err,
+           err_len) != 0)
+    return 1;
+  std::string why;
+  if (!take(reply, rp, "o", a->o, why) || !take(reply, rp, "lse", a->lse, why)) {
+    fail(err, err_len, why);
+    return 1;
+  }
+  return 0;
+}
+
+int bridge_step_unguarded(dcpv_step_args* a, char* err, size_t err_len) {
+  std::lock_guard<std::mutex> lock(g_conn.mu);
+  json tensors = json::array();
+  std::vector<char> payload;
+  put(tensors, payload, "q", a->q);
+  put(tensors, payload, "q_pos", a->q_pos);
+  put(tensors, payload, "k", a->k);
+  put(tensors, payload, "v", a->v);
+  put(tensors, payload, "sink", a->sink);
+  put(tensors, payload, "topk", a->topk);
+  const json args = {{"ranks", a->ranks},
+                     {"interleave", a->interleave},
+                     {"tokens", a->tokens},
+                     {"q_heads", a->q_heads},
+                     {"kv_heads", a->kv_heads},
+                     {"head_dim", a->head_dim},
+                     {"v_dim", a->v_dim},
+                     {"seq", a->seq},
+                     {"shared_latent", a->shared_latent != 0},
+                     {"lse_base", a->lse_base},
+                     {"causal", a->causal != 0},
+                     {"window", a->window},
+                     {"scale", a->scale},
+                     {"softcap", a->softcap},
+                     {"kv_dtype", dtype_name(a->k.dtype)}};
+  json reply;
+  std::vector<char> rp;
+  if (call({{"op", "step"}, {"args", args}, {"tensors", tensors}}, payload, reply, rp, err,
+           err_len) != 0)
+    return 1;
+  std::string why;
+  if (!take(reply, rp, "o", a->o, why) || !take(reply, rp, "lse", a->lse, why)) {
+    fail(err, err_len, why);
+    return 1;
+  }
+  a->wrote_partials = 0;
+  if (has(reply, "o_partial") || has(reply, "lse_partial")) {
+    if (!take(reply, rp, "o_partial", a->o_partial, why) ||
+        !take(reply, rp, "lse_partial", a->lse_partial, why)) {
+      fail(err, err_len, why);
+      return 1;
+    }
+    a->wrote_partials = 1;
+  }
+  return 0;
+}
+
+// The levels as impl.h calls them: nothing may escape into the C caller.
+template <class Args, class Fn>
+int guarded(Fn fn, Args* a, char* err, size_t err_len) {
+  try {
+    return fn(a, err, err_len);
+  } catch (const std::exception& e) {
+    fail(err, err_len, std::string("bridge: ") + e.what());
+  } catch (...) {
+    fail(err, err_len, "bridge: unknown exception");
+  }
+  return 1;
+}
+int bridge_partial(void*, const dcpv_partial_args* a, char* err, size_t err_len) {
+  return guarded(bridge_partial_unguarded, a, err, err_len);
+}
+int bridge_combine(void*, const dcpv_combine_args* a, char* err, size_t err_len) {
+  return guarded(bridge_combine_unguarded, a, err, err_len);
+}
+int bridge_step(void*, dcpv_step_args* a, char* err, size_t err_len) {
+  return guarded(bridge_step_unguarded, a, err, err_len);
+}
+
+// A claim format by name; DCPV_I64 for an unknown one, which load_plugin refuses by field.
+dcpv_dtype claim_format(const json& j, const char* key) {
+  const std::string f = j.value(key, std::string("f32"));
+  return f == "f32" ? DCPV_F32 : f == "bf16" ? DCPV_BF16 : f == "f16" ? DCPV_F16 : DCPV_I64;
+}
+
+}  // namespace
+
+static const dcpv_impl* get_impl() {
+  std::lock_guard<std::mutex> lock(g_conn.mu);
+  if (g_impl.abi_version == DCPV_ABI_VERSION) return &g_impl;
+  const char* fd = std::getenv("DCPV_BRIDGE_FD");
+  if (fd == nullptr) return nullptr;
+  char* end = nullptr;
+  const long v = std::strtol(fd, &end, 10);
+  if (end == fd || *end != '\0' || v < 0) return nullptr;
+  g_conn.fd = static_cast<int>(v);
+  json reply;
+  std::vector<char> rp;
+  std::string why;
+  if (!exchange({{"op", "hello"}, {"abi", DCPV_ABI_VERSION}}, {}, reply, rp, why)) return nullptr;
+  g_conn.name = reply.value("name", std::string());
+  const json levels = reply.value("levels", json::array());
+  const auto provides = [&](const char* level) {
+    for (const json& l : levels)
+      if (l.is_string() && l.get<std::string>() == level) return true;
+    return false;
+  };
+  const json c = reply.value("claim", json::object());
+  g_impl.abi_version = DCPV_ABI_VERSION;
+  g_impl.name = g_conn.name.c_str();
+  g_impl.claim.accum_rounding_nearest = c.value("accum_rounding_nearest", 1);
+  g_impl.claim.tf32 = c.value("tf32", 0);
+  g_impl.claim.ftz = c.value("ftz", 0);
+  g_impl.claim.exp_rel_err = c.value("exp_rel_err", 0.0);
+  g_impl.claim.log_rel_err = c.value("log_rel_err", 0.0);
+  g_impl.claim.p_cast = claim_format(c, "p_cast");
+  g_impl.claim.tile = c.value("tile", int64_t{1});
+  g_impl.claim.splits = c.value("splits", int64_t{1});
+  g_impl.claim.partial_o = claim_format(c, "partial_o");
+  g_impl.claim.combine_accum = claim_format(c, "combine_accum");
+  g_impl.partial = provides("partial") ? bridge_partial : nullptr;
+  g_impl.combine = provides("combine") ? bridge_combine : nullptr;
+  g_impl.step = provides("step") ? bridge_step : nullptr;
+  return &g_impl;
+}
+
+extern "C" DCPV_EXPORT const dcpv_impl* dcpv_get_impl(void) {
+  try {
+    return get_impl();
+  } catch (...) {  // a hello reply of the wrong types: no implementation
+    return nullptr;
+  }
+}

@@ -1,0 +1,605 @@
+"""dcp_verify: drive and judge Decode Context Parallelism (DCP) kernels against an exact oracle.
+
+    import dcp_verify
+
+    o, lse = dcp_verify.reference("case.safetensors")           # float64, the oracle's
+    report = dcp_verify.check("case.safetensors", {"o": o32, "lse": lse32, "accum": "f32"})
+    report = dcp_verify.properties(MyKernel(), seed=1, cases=50, softcap=False)
+    assert report.ok, report.text
+
+A case or result is a path to a safetensors file (docs/format.md) or a mapping with the same
+names: arrays (numpy, torch or any DLPack exporter on the CPU) for the tensors, strings (or
+numbers and booleans, written as the files write them) for the metadata, and optionally
+``"dtypes": {"k": "BF16"}`` to store a float32 array in a narrower format it holds exactly.
+
+An implementation given to ``properties`` is any object with one or more of the methods
+``partial(args)``, ``combine(args)`` and ``step(args)`` and a ``claim`` mapping (see ``Claim``
+in the type stubs and python/README.md). The property suite runs in the ``dcp-verify`` binary;
+every level call, for every case and every shrink step, comes back to this process.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shlex
+import socket
+import struct
+import subprocess
+import tempfile
+import traceback
+from collections.abc import Mapping
+from typing import Any, Optional
+
+import numpy as np
+
+from . import _core
+
+__all__ = ["Case", "Report", "reference", "check", "cases", "properties", "binary"]
+__version__ = "0.1.0"
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def binary() -> str:
+    """The dcp-verify binary the package runs: $DCP_VERIFY_BIN, else the one installed with it."""
+    path = os.environ.get("DCP_VERIFY_BIN") or os.path.join(_HERE, "bin", "dcp-verify")
+    if not os.access(path, os.X_OK):
+        raise FileNotFoundError(f"dcp-verify binary not found or not executable: {path}")
+    return path
+
+
+def _bridge() -> str:
+    path = os.environ.get("DCP_VERIFY_BRIDGE") or os.path.join(_HERE, "lib", "libdcpv_bridge.so")
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"the bridge plug-in is missing: {path}")
+    return path
+
+
+# --- cases and results as mappings ------------------------------------------------------------
+
+def _meta_text(key: str, value: Any) -> str:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    if isinstance(value, (float, np.floating)):
+        return repr(float(value))
+    if isinstance(value, str):
+        return value
+    raise TypeError(f"metadata '{key}': expected a string, number or bool, "
+                    f"got {type(value).__name__}")
+
+
+def _is_array(x: Any) -> bool:
+    return hasattr(x, "__dlpack__") or hasattr(x, "__array_interface__") or isinstance(x, np.ndarray)
+
+
+def _split(what: str, mapping: Mapping) -> tuple[dict, dict, dict]:
+    """(tensors, metadata, dtypes) of a case or result mapping."""
+    if not isinstance(mapping, Mapping):
+        raise TypeError(f"{what}: expected a path or a mapping, got {type(mapping).__name__}")
+    tensors, metadata, dtypes = {}, {}, {}
+    for key, value in mapping.items():
+        if not isinstance(key, str):
+            raise TypeError(f"{what}: keys must be strings, got {key!r}")
+        if key == "dtypes":
+            if not isinstance(value, Mapping):
+                raise TypeError(f"{what}['dtypes']: expected a mapping of tensor name to format")
+            for name, fmt in value.items():
+                if not isinstance(name, str) or not isinstance(fmt, str):
+                    raise TypeError(f"{what}['dtypes']: expected str -> str, got {name!r}: {fmt!r}")
+                dtypes[name] = fmt
+        elif _is_array(value):
+            tensors[key] = value
+        else:
+            metadata[key] = _meta_text(key, value)
+    return tensors, metadata, dtypes
+
+
+def _is_path(x: Any) -> bool:
+    return isinstance(x, (str, os.PathLike))
+
+
+class Case(Mapping):
+    """A case: its arrays, string metadata and storage formats, usable wherever a case is.
+
+    ``case["q"]`` is an array; ``case.metadata`` the string metadata; ``case.dtypes`` each
+    tensor's format in the file (16-bit arrays are float32 in numpy, exactly); ``case.setup``,
+    for the property suite's cases, how the DCP step runs (N, interleave, combine, chunks, ...).
+    """
+
+    def __init__(self, tensors: dict, metadata: dict, dtypes: dict, setup: Optional[dict] = None):
+        self.tensors = dict(tensors)
+        self.metadata = dict(metadata)
+        self.dtypes = dict(dtypes)
+        self.setup = setup
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "Case":
+        tensors, metadata, dtypes = _core.read_file(os.fspath(path))
+        setup = json.loads(metadata["x_setup"]) if "x_setup" in metadata else None
+        return cls(tensors, metadata, dtypes, setup)
+
+    def __getitem__(self, key: str) -> Any:
+        if key == "dtypes":
+            return self.dtypes
+        if key in self.tensors:
+            return self.tensors[key]
+        return self.metadata[key]
+
+    def __iter__(self):
+        yield from self.tensors
+        yield from self.metadata
+        yield "dtypes"
+
+    def __len__(self) -> int:
+        return len(self.tensors) + len(self.metadata) + 1
+
+    def __repr__(self) -> str:
+        shapes = ", ".join(f"{k}{list(np.shape(v))}" for k, v in self.tensors.items())
+        return f"Case({shapes}; {self.metadata})"
+
+
+def _write(path: str, what: str, x: Any) -> str:
+    """The path of x as a file: x itself when it is a path, else x written to `path`."""
+    if _is_path(x):
+        return os.fspath(x)
+    tensors, metadata, dtypes = _split(what, x)
+    _core.write_file(path, tensors, metadata, dtypes)
+    return path
+
+
+def reference(case: Any, tier: str = "fast") -> tuple[np.ndarray, np.ndarray]:
+    """The oracle's (o [T, Hq, Dv], lse [T, Hq]) of a case, float64, lse in the case's base.
+
+    tier: "fast" (double-double, >= 100 bits) or "certify" (MPFR).
+    """
+    if not isinstance(tier, str):
+        raise TypeError(f"tier: expected 'fast' or 'certify', got {type(tier).__name__}")
+    if _is_path(case):
+        return _core.reference_file(os.fspath(case), tier)
+    tensors, metadata, dtypes = _split("case", case)
+    return _core.reference(tensors, metadata, dtypes, tier, "case")
+
+
+# --- reports ------------------------------------------------------------------------------------
+
+class Report:
+    """What check or properties found.
+
+    ok                 the verdict passes (within every sound bound; for properties: every
+                       property held)
+    verdict            "OK", "SUSPECT", "FAILED", "ERROR" (the implementation raised or returned
+                       something malformed) or "INTERRUPTED"
+    max_err_over_bound the largest error / bound judged (check), or None
+    worst              the worst element: part, tensor, index, got, expected, error, bound, ratio
+    failed             the parts ("output", "rank 3") or properties that failed
+    counterexample     properties: the shrunk failing case, as the suite describes it
+    reproduce          properties: the call that reruns exactly this (same seed and ranges)
+    traceback          the implementation's Python traceback when it raised
+    text               the whole report as dcp-verify prints it
+    """
+
+    def __init__(self, raw: dict, text: str, verdict: str, ok: bool, **fields: Any):
+        self.raw = raw
+        self.text = text
+        self.verdict = verdict
+        self.ok = ok
+        self.max_err_over_bound: Optional[float] = fields.get("max_err_over_bound")
+        self.worst: Optional[dict] = fields.get("worst")
+        self.failed: list = fields.get("failed", [])
+        self.counterexample: Optional[str] = fields.get("counterexample")
+        self.reproduce: Optional[str] = fields.get("reproduce")
+        self.traceback: Optional[str] = fields.get("traceback")
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+    def to_json(self) -> str:
+        """The report as JSON: dcp-verify's own (docs/cli.md) with the Python-side fields."""
+        out = dict(self.raw)
+        out["python"] = {"verdict": self.verdict, "ok": self.ok, "reproduce": self.reproduce,
+                         "traceback": self.traceback}
+        return json.dumps(out, indent=2, allow_nan=False, default=str)
+
+    def __repr__(self) -> str:
+        ratio = "" if self.max_err_over_bound is None else f", max err/bound {self.max_err_over_bound:.4f}"
+        failed = f", failed {self.failed}" if self.failed else ""
+        return f"Report({self.verdict}{ratio}{failed})"
+
+
+def _run(args: list[str], what: str, **popen: Any) -> subprocess.CompletedProcess:
+    return subprocess.run([binary(), *args], capture_output=True, text=True, **popen)
+
+
+def _refused(what: str, proc: subprocess.CompletedProcess) -> ValueError:
+    line = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
+    return ValueError(line.replace("dcp-verify ", "", 1))
+
+
+def check(case: Any, result: Any, tier: str = "fast", bound: str = "sound") -> Report:
+    """Judges a result against the oracle within the bound derived for what the result claims.
+
+    case, result: paths or mappings (docs/format.md). tier: "fast" or "certify". bound: the tier
+    that decides ok: "sound" (default) or "statistical" (also fails a SUSPECT result).
+    """
+    for name, value, allowed in (("tier", tier, ("fast", "certify")),
+                                 ("bound", bound, ("sound", "statistical"))):
+        if value not in allowed:
+            raise ValueError(f"{name}: expected one of {allowed}, got {value!r}")
+    with tempfile.TemporaryDirectory(prefix="dcp_verify_") as tmp:
+        case_path = _write(os.path.join(tmp, "case.safetensors"), "case", case)
+        result_path = _write(os.path.join(tmp, "result.safetensors"), "result", result)
+        report_path = os.path.join(tmp, "report.json")
+        proc = _run(["check", "--case", case_path, "--result", result_path, "--tier", tier,
+                     "--bound", bound, "--json", report_path], "check")
+        if proc.returncode not in (0, 1):
+            raise _refused("check", proc)
+        with open(report_path) as f:
+            raw = json.load(f)
+    parts = raw.get("parts") or [p for r in raw.get("requests", []) for p in r["parts"]]
+    worst = None
+    for p in parts:
+        for tensor in ("o", "lse"):
+            w = p[tensor]
+            if w.get("ratio") is not None and (worst is None or w["ratio"] > worst["ratio"]):
+                worst = {"part": p["part"], "tensor": tensor, "index": tuple(w["worst_index"]),
+                         "got": w["got"], "expected": w["expected"], "error": w["error"],
+                         "bound": w["bound"], "ratio": w["ratio"]}
+    failed = [p["part"] for p in parts if not p["pass"]]
+    return Report(raw, proc.stdout, raw["verdict"], bool(raw["pass"]),
+                  max_err_over_bound=raw.get("max_ratio"), worst=worst, failed=failed)
+
+
+# --- the property suite's cases and runs --------------------------------------------------------
+
+_RANGES = {  # keyword -> (flag, kind)
+    "max_ranks": ("--max-dcp", int), "max_groups": ("--max-groups", int),
+    "max_seq": ("--max-seq", int), "max_head_dim": ("--max-head-dim", int),
+    "max_v_dim": ("--max-v-dim", int),
+    "softcap": ("softcap", bool), "sink": ("sink", bool), "topk": ("topk", bool),
+    "window": ("window", bool), "shared_latent": ("latent", bool),
+    "q_dtypes": ("--q-dtypes", tuple), "kv_dtypes": ("--kv-dtypes", tuple),
+    "lse_bases": ("--lse-bases", tuple),
+}
+
+
+def _range_flags(ranges: dict) -> list[str]:
+    flags, without = [], []
+    for key, value in ranges.items():
+        if key not in _RANGES:
+            raise TypeError(f"unknown range '{key}'; expected one of {', '.join(_RANGES)}")
+        flag, kind = _RANGES[key]
+        if kind is int:
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+                raise TypeError(f"{key}: expected an int, got {type(value).__name__}")
+            flags += [flag, str(int(value))]
+        elif kind is bool:
+            if not isinstance(value, bool):
+                raise TypeError(f"{key}: expected a bool, got {type(value).__name__}")
+            if not value:
+                without.append(flag)
+        else:
+            if isinstance(value, str) or not all(isinstance(v, str) for v in value):
+                raise TypeError(f"{key}: expected a sequence of strings, e.g. ('bf16',)")
+            if not value:
+                raise ValueError(f"{key}: expected at least one value")
+            flags += [flag, ",".join(value)]
+    if without:
+        flags += ["--without", ",".join(without)]
+    return flags
+
+
+def _call_text(fn: str, first: str, seed: int, count_name: str, count: int, ranges: dict,
+               extra: dict) -> str:
+    args = [first, f"seed={seed}", f"{count_name}={count}"]
+    args += [f"{k}={v!r}" for k, v in {**extra, **ranges}.items()]
+    return f"dcp_verify.{fn}({', '.join(args)})"
+
+
+def cases(seed: int = 0, n: int = 10, **ranges: Any) -> list[Case]:
+    """The property suite's own random DCP cases: n of them from `seed`, as the DCP-path property
+    draws them (ranges as for properties). Each is a Case whose ``setup`` says how its step runs.
+    """
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise TypeError(f"seed: expected a non-negative int, got {seed!r}")
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 10000:
+        raise ValueError(f"n: expected an int in [1, 10000], got {n!r}")
+    flags = _range_flags(ranges)
+    with tempfile.TemporaryDirectory(prefix="dcp_verify_") as tmp:
+        proc = _run(["cases", "--seed", str(seed), "--count", str(n), "--out", tmp, *flags],
+                    "cases")
+        if proc.returncode != 0:
+            raise _refused("cases", proc)
+        names = sorted(f for f in os.listdir(tmp) if f.endswith(".safetensors"))
+        return [Case.load(os.path.join(tmp, f)) for f in names]
+
+
+_LEVELS = ("partial", "combine", "step")
+_FORMATS = {"f32": "f32", "bf16": "bf16", "f16": "f16"}
+
+
+def _claim_fields(claim: Any) -> dict:
+    """The bridge's claim fields (impl.h's dcpv_claim) from a claim in the result files' words."""
+    if claim is None:
+        claim = {}
+    if not isinstance(claim, Mapping):
+        raise TypeError(f"impl.claim: expected a mapping, got {type(claim).__name__}")
+    known = ("accum", "accum_rounding", "ftz", "exp_rel_err", "log_rel_err", "p_cast", "tile",
+             "splits", "partial_dtype", "merge_accum")
+    for key in claim:
+        if key not in known:
+            raise ValueError(f"impl.claim['{key}']: unknown key; expected one of {', '.join(known)}")
+
+    def choice(key, allowed, default):
+        v = claim.get(key, default)
+        if v not in allowed:
+            raise ValueError(f"impl.claim['{key}']: expected one of {allowed}, got {v!r}")
+        return v
+
+    def number(key, lo, hi):
+        v = claim.get(key, 0.0)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v < hi:
+            raise ValueError(f"impl.claim['{key}']: expected a number in [{lo}, {hi}), got {v!r}")
+        return float(v)
+
+    def count(key):
+        v = claim.get(key, 1)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"impl.claim['{key}']: expected an int >= 1, got {v!r}")
+        return v
+
+    ftz = claim.get("ftz", False)
+    if ftz not in (True, False, 0, 1):
+        raise ValueError(f"impl.claim['ftz']: expected a bool, got {ftz!r}")
+    p_cast = choice("p_cast", ("none", "f32", "bf16", "f16"), "none")
+    return {
+        "tf32": int(choice("accum", ("f32", "tf32"), "f32") == "tf32"),
+        "accum_rounding_nearest": int(choice("accum_rounding", ("nearest", "any"), "any") == "nearest"),
+        "ftz": int(bool(ftz)),
+        "exp_rel_err": number("exp_rel_err", 0.0, 0.5),
+        "log_rel_err": number("log_rel_err", 0.0, 0.5),
+        "p_cast": "f32" if p_cast == "none" else p_cast,
+        "tile": count("tile"),
+        "splits": count("splits"),
+        "partial_o": choice("partial_dtype", tuple(_FORMATS), "f32"),
+        "combine_accum": choice("merge_accum", tuple(_FORMATS), "f32"),
+    }
+
+
+class LevelArgs:
+    """One call's arguments: the scalar fields of impl.h's dcpv_*_args as attributes, and its
+    tensors as arrays (numpy, or torch with arrays="torch"); absent tensors (no sink, no top-k,
+    V of a shared latent) are None. The arrays are only valid during the call: copy to keep."""
+
+    def __init__(self, op: str, fields: dict, tensors: dict):
+        self.op = op
+        self.__dict__.update(fields)
+        for name in ("q", "q_pos", "k", "v", "k_pos", "sink", "topk", "o_partial", "lse_partial"):
+            setattr(self, name, tensors.get(name))
+
+    def __repr__(self) -> str:
+        scalars = {k: v for k, v in self.__dict__.items() if not _is_array(v) and v is not None}
+        return f"LevelArgs({scalars})"
+
+
+def _recv_exact(sock: socket.socket, n: int, into: Optional[bytearray] = None) -> Optional[bytearray]:
+    buf = into if into is not None else bytearray(n)
+    view = memoryview(buf)
+    got = 0
+    while got < n:
+        k = sock.recv_into(view[got:], n - got)
+        if k == 0:
+            return None
+        got += k
+    return buf
+
+
+def _recv_frame(sock: socket.socket) -> Optional[tuple[dict, bytearray]]:
+    head = _recv_exact(sock, 8)
+    if head is None:
+        return None
+    (n,) = struct.unpack("<Q", head)
+    body = _recv_exact(sock, n)
+    if body is None:
+        return None
+    header = json.loads(bytes(body))
+    payload = _recv_exact(sock, int(header.get("bytes", 0)))
+    if payload is None:
+        return None
+    return header, payload
+
+
+def _send_frame(sock: socket.socket, header: dict, arrays: list[tuple[str, np.ndarray]] = ()) -> None:
+    tensors, chunks, offset = [], [], 0
+    for name, a in arrays:
+        raw = np.ascontiguousarray(a, dtype="<f4").tobytes()
+        tensors.append({"name": name, "dtype": "f32", "shape": list(a.shape), "offset": offset,
+                        "nbytes": len(raw)})
+        chunks.append(raw)
+        offset += len(raw)
+    header = dict(header, bytes=offset)
+    if arrays:
+        header["tensors"] = tensors
+    text = json.dumps(header).encode()
+    sock.sendall(struct.pack("<Q", len(text)) + text + b"".join(chunks))
+
+
+_NP = {"f32": "<f4", "f16": "<f2", "i64": "<i8"}
+
+
+def _arrays_of(header: dict, payload: bytearray, kind: str) -> dict:
+    out = {}
+    for t in header.get("tensors", []):
+        shape, off, nbytes, dt = tuple(t["shape"]), t["offset"], t["nbytes"], t["dtype"]
+        if kind == "torch":
+            import torch
+            tdt = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16,
+                   "i64": torch.int64}[dt]
+            count = nbytes // torch.tensor([], dtype=tdt).element_size()
+            arr = (torch.frombuffer(payload, dtype=tdt, count=count, offset=off).reshape(shape)
+                   if count else torch.zeros(shape, dtype=tdt))
+        elif dt == "bf16":  # numpy has no bfloat16: widened to float32, exactly
+            bits = np.frombuffer(payload, dtype="<u2", count=nbytes // 2, offset=off)
+            arr = (bits.astype(np.uint32) << 16).view(np.float32).reshape(shape)
+        else:
+            arr = np.frombuffer(payload, dtype=_NP[dt], count=nbytes // np.dtype(_NP[dt]).itemsize,
+                                offset=off).reshape(shape)
+        out[t["name"]] = arr
+    return out
+
+
+def _as_f32(x: Any, what: str, shape: tuple) -> np.ndarray:
+    if type(x).__module__.split(".")[0] == "torch":
+        x = x.detach().to("cpu").float().numpy()
+    try:
+        a = np.asarray(x, dtype=np.float32)
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"{what}: expected an array, got {type(x).__name__} ({e})") from None
+    if a.shape != shape:
+        raise ValueError(f"{what}: expected shape {shape}, got {a.shape}")
+    return a
+
+
+def _outputs(op: str, out: Any, f: dict) -> list[tuple[str, np.ndarray]]:
+    """The level's returned arrays, checked against the shapes impl.h gives."""
+    if op == "step":
+        t, h, n = f["tokens"], f["q_heads"], f["ranks"]
+    else:
+        t, h, n = f["tokens"], f["heads"], f.get("ranks", 1)
+    dv = f["v_dim"]
+    if not isinstance(out, (tuple, list)) or len(out) not in ((2, 4) if op == "step" else (2,)):
+        want = "(o, lse) or (o, lse, o_partial, lse_partial)" if op == "step" else "(o, lse)"
+        raise TypeError(f"{op} returned {type(out).__name__}; expected a tuple {want}")
+    arrays = [("o", _as_f32(out[0], f"{op}: o", (t, h, dv))),
+              ("lse", _as_f32(out[1], f"{op}: lse", (t, h)))]
+    if len(out) == 4:
+        arrays += [("o_partial", _as_f32(out[2], f"{op}: o_partial", (n, t, h, dv))),
+                   ("lse_partial", _as_f32(out[3], f"{op}: lse_partial", (n, t, h)))]
+    return arrays
+
+
+def _serve(sock: socket.socket, proc: subprocess.Popen, impl: Any, name: str, levels: list,
+           claim: dict, kind: str, errors: list) -> None:
+    """Answers the bridge's requests until dcp-verify exits."""
+    sock.settimeout(1.0)
+    while True:
+        try:
+            frame = _recv_frame(sock)
+        except socket.timeout:
+            if proc.poll() is not None:
+                return
+            continue
+        if frame is None:
+            return
+        header, payload = frame
+        op = header.get("op")
+        if op == "hello":
+            _send_frame(sock, {"name": name, "levels": levels, "claim": claim})
+            continue
+        fields = header.get("args", {})
+        try:
+            sock.settimeout(None)
+            args = LevelArgs(op, fields, _arrays_of(header, payload, kind))
+            arrays = _outputs(op, getattr(impl, op)(args), fields)
+        except Exception as e:  # the implementation's failure, reported with its traceback
+            where = f" on dcp rank {fields['rank']}" if "rank" in fields else ""
+            errors.append(f"level {op}{where} raised:\n{traceback.format_exc()}")
+            line = " ".join(f"{type(e).__name__}: {e}".split())
+            _send_frame(sock, {"ok": False, "error": f"raised {line[:300]} (traceback in the report)"})
+        else:
+            _send_frame(sock, {"ok": True}, arrays)
+        finally:
+            sock.settimeout(1.0)
+
+
+def properties(impl: Any, seed: Optional[int] = None, cases: int = 100, *, arrays: str = "numpy",
+               timeout: int = 120, **ranges: Any) -> Report:
+    """Runs the DCP property suite on an implementation and judges it against the oracle.
+
+    impl: an object with one or more of partial(args), combine(args), step(args) returning
+    (o, lse) (step may add (o_partial, lse_partial)), and a ``claim`` mapping in the result
+    files' words (accum, accum_rounding, ftz, exp_rel_err, log_rel_err, p_cast, tile, splits,
+    partial_dtype, merge_accum). The suite fills the levels it does not provide from dcp-verify's
+    production path and judges every level it gets, naming the level and the rank that failed.
+
+    seed: the RapidCheck seed (random when None; the report's reproduce line has it). cases:
+    cases per property. arrays: "numpy" or "torch", what the levels receive. timeout: seconds a
+    collective waits for a rank. ranges: what is drawn, for an implementation that supports less
+    (max_ranks, max_groups, max_seq, max_head_dim, max_v_dim; softcap, sink, topk, window,
+    shared_latent = False; q_dtypes, kv_dtypes from ("f32", "bf16", "f16"); lse_bases from
+    ("e", "2")).
+    """
+    levels = [lv for lv in _LEVELS if callable(getattr(impl, lv, None))]
+    if not levels:
+        raise TypeError("impl: expected an object with a partial, combine or step method")
+    claim = _claim_fields(getattr(impl, "claim", None))
+    if arrays not in ("numpy", "torch"):
+        raise ValueError(f"arrays: expected 'numpy' or 'torch', got {arrays!r}")
+    if arrays == "torch":
+        import torch  # noqa: F401  (fails here, not inside a level, when torch is missing)
+    if seed is None:
+        seed = int.from_bytes(os.urandom(4), "little")
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**64:
+        raise TypeError(f"seed: expected an int in [0, 2**64), got {seed!r}")
+    if isinstance(cases, bool) or not isinstance(cases, int) or not 1 <= cases <= 1_000_000:
+        raise ValueError(f"cases: expected an int in [1, 1000000], got {cases!r}")
+    if isinstance(timeout, bool) or not isinstance(timeout, int) or timeout < 1:
+        raise ValueError(f"timeout: expected an int >= 1 (seconds), got {timeout!r}")
+    flags = _range_flags(ranges)
+    name = str(getattr(impl, "name", type(impl).__name__))
+    reproduce = _call_text("properties", "impl", seed, "cases", cases, ranges,
+                           {} if arrays == "numpy" else {"arrays": arrays})
+    parent, child = socket.socketpair()
+    errors: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="dcp_verify_") as tmp:
+        report_path = os.path.join(tmp, "properties.json")
+        out_path, err_path = os.path.join(tmp, "stdout"), os.path.join(tmp, "stderr")
+        cmd = [binary(), "properties", "--impl", _bridge(), "--seed", str(seed), "--cases",
+               str(cases), "--timeout", str(timeout), "--json", report_path, *flags]
+        env = dict(os.environ, DCPV_BRIDGE_FD=str(child.fileno()))
+        with open(out_path, "w") as out, open(err_path, "w") as err:
+            proc = subprocess.Popen(cmd, stdout=out, stderr=err, pass_fds=(child.fileno(),),
+                                    env=env)
+            child.close()
+            try:
+                _serve(parent, proc, impl, name, levels, claim, arrays, errors)
+                proc.wait()
+            except BaseException:
+                proc.kill()
+                proc.wait()
+                raise
+            finally:
+                parent.close()
+        with open(out_path) as f:
+            text = f.read()
+        with open(err_path) as f:
+            err_text = f.read()
+        if proc.returncode == 2 or not os.path.exists(report_path):
+            line = (err_text.strip().splitlines() or [f"dcp-verify exited {proc.returncode}"])[-1]
+            raise ValueError(line.replace("dcp-verify ", "", 1).replace(_bridge(), "impl"))
+        with open(report_path) as f:
+            raw = json.load(f)
+    # dcp-verify's reproduce lines name the bridge; this run is reproduced by the Python call.
+    text = "\n".join(line if "reproduce: dcp-verify properties" not in line
+                     else line[:line.index("reproduce:")] + "reproduce: " + reproduce
+                     for line in text.replace(_bridge(), f"<{name}>").splitlines()) + "\n"
+    failed = [p for p in raw["properties"] if p["result"] not in ("OK",)]
+    tb = errors[-1] if errors else None
+    raised = any("raised " in p.get("message", "") and "(traceback in the report)" in p.get("message", "")
+                 for p in failed)
+    verdict = ("INTERRUPTED" if raw.get("interrupted") else "OK" if raw["pass"]
+               else "ERROR" if raised else "FAILED")
+    if raised and tb:
+        text += "# the implementation's last traceback:\n" + tb
+    counterexample = None
+    if failed:  # the shrunk case's report, without RapidCheck's source line of the assertion
+        lines = failed[0]["message"].splitlines()
+        cut = next((i + 1 for i, line in enumerate(lines) if line.startswith("RC_FAIL(")), 0)
+        counterexample = "\n".join(line for line in lines[cut:] if line.strip())
+    return Report(raw, text, verdict, bool(raw["pass"]),
+                  failed=[p["name"] for p in failed],
+                  counterexample=counterexample,
+                  reproduce=reproduce, traceback=tb if raised else None)

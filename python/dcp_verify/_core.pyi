@@ -1,0 +1,13 @@
+"""Type stubs of the extension module dcp_verify._core (python/src/core.cpp)."""
+
+from typing import Any, Mapping
+
+import numpy as np
+import numpy.typing as npt
+
+def read_file(path: str) -> tuple[dict[str, np.ndarray], dict[str, str], dict[str, str]]: ...
+def write_file(path: str, tensors: Mapping[str, Any], metadata: Mapping[str, str],
+               dtypes: Mapping[str, str]) -> None: ...
+def reference_file(path: str, tier: str) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]: ...
+def reference(tensors: Mapping[str, Any], metadata: Mapping[str, str], dtypes: Mapping[str, str],
+              tier: str, source: str) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]: ...

@@ -1,0 +1,124 @@
+"""dcp_verify's Python API: reference, check, cases and properties, and how each refuses bad input."""
+
+import os
+
+import numpy as np
+import pytest
+
+import dcp_verify
+from dcp_verify import testing
+
+FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "cases")
+CASE = os.path.join(FIXTURES, "gqa_causal_bf16.safetensors")
+
+
+def test_reference_of_a_file_equals_that_of_its_arrays():
+    o, lse = dcp_verify.reference(CASE)
+    case = dcp_verify.Case.load(CASE)
+    o2, lse2 = dcp_verify.reference(case)
+    assert o.dtype == np.float64 and o.shape == o2.shape and lse.shape == case["q"].shape[:2]
+    np.testing.assert_array_equal(o, o2)
+    np.testing.assert_array_equal(lse, lse2)
+
+
+def test_check_passes_the_reference_and_names_a_wrong_output():
+    o, lse = dcp_verify.reference(CASE)
+    good = dcp_verify.check(CASE, {"o": o.astype(np.float32), "lse": lse.astype(np.float32),
+                                   "accum": "f32", "p_cast": "none"})
+    assert good.ok and good.verdict == "OK" and good.failed == []
+    assert 0 <= good.max_err_over_bound <= 1 and "# check: OK" in good.text
+    bad_o = o.astype(np.float32).copy()
+    bad_o[0, 1, 2] += 0.5
+    bad = dcp_verify.check(CASE, {"o": bad_o, "lse": lse.astype(np.float32), "accum": "f32"})
+    assert not bad.ok and bad.verdict == "FAILED" and bad.failed == ["output"]
+    assert bad.worst["tensor"] == "o" and bad.worst["index"] == (0, 1, 2)
+    assert bad.max_err_over_bound > 1
+    assert '"verdict": "FAILED"' in bad.to_json()
+    with pytest.raises(AssertionError, match="FAILED"):
+        testing.assert_ok(bad)
+
+
+def test_cases_are_the_suites_and_judge_like_any_case():
+    drawn = dcp_verify.cases(seed=4, n=3, max_seq=64, softcap=False, kv_dtypes=("bf16",))
+    assert len(drawn) == 3
+    for c in drawn:
+        assert c.dtypes["k"] == "BF16" and "softcap" not in c.metadata
+        assert c.setup["spec"]["seq"] <= 64 and c.setup["config"]["dcp_size"] >= 1
+        o, lse = dcp_verify.reference(c)
+        assert o.shape[:2] == lse.shape
+    again = dcp_verify.cases(seed=4, n=3, max_seq=64, softcap=False, kv_dtypes=("bf16",))
+    assert [c.setup for c in again] == [c.setup for c in drawn]
+
+
+class NumpyMerge:
+    """A combine in numpy, float64 inside: exact enough for the f32 claim."""
+    claim = {"accum": "f32", "accum_rounding": "nearest"}
+
+    def combine(self, a):
+        lse = a.lse_partial.astype(np.float64)
+        if a.lse_base == 1:
+            lse = lse * np.log(2.0)
+        m = lse.max(axis=0)
+        m = np.where(np.isinf(m), 0.0, m)
+        w = np.exp(lse - m)
+        z = w.sum(axis=0)
+        o = (w[..., None] * a.o_partial).sum(axis=0) / np.where(z > 0, z, 1.0)[..., None]
+        out = np.where(z > 0, m + np.log(np.where(z > 0, z, 1.0)), -np.inf)
+        return o, out / np.log(2.0) if a.lse_base == 1 else out
+
+
+def test_a_numpy_combine_passes():
+    report = testing.assert_properties(NumpyMerge(), seed=2, cases=20)
+    assert report.verdict == "OK"
+
+
+class Raises(NumpyMerge):
+    def combine(self, a):
+        raise RuntimeError("kernel launch failed")
+
+
+def test_an_exception_in_the_implementation_is_its_failure_with_traceback():
+    report = dcp_verify.properties(Raises(), seed=2, cases=20)
+    assert not report.ok and report.verdict == "ERROR"
+    assert "RuntimeError: kernel launch failed" in report.traceback
+    assert "in combine" in report.traceback
+    assert "level combine" in report.text
+
+
+class WrongShape(NumpyMerge):
+    def combine(self, a):
+        o, lse = super().combine(a)
+        return o[..., :1], lse
+
+
+def test_a_wrong_output_shape_is_the_implementations_failure():
+    report = dcp_verify.properties(WrongShape(), seed=2, cases=20, max_v_dim=4)
+    assert report.verdict == "ERROR" and "expected shape" in report.traceback
+
+
+@pytest.mark.parametrize("call,error,match", [
+    (lambda: dcp_verify.reference({"q": np.zeros((1, 1, 4), np.float32)}), ValueError, "k"),
+    (lambda: dcp_verify.reference(CASE, tier="exact"), ValueError, "tier"),
+    (lambda: dcp_verify.reference({"q": "not an array"}), ValueError, "metadata 'q'"),
+    (lambda: dcp_verify.reference({"q": [1.0]}), TypeError, "metadata 'q'"),
+    (lambda: dcp_verify.reference(42), TypeError, "case"),
+    (lambda: dcp_verify.reference({"q": np.zeros((1, 1, 4), np.complex64)}), TypeError, "tensor 'q'"),
+    (lambda: dcp_verify.reference({**dcp_verify.Case.load(CASE), "colour": "blue"}), ValueError,
+     "colour"),
+    (lambda: dcp_verify.reference({"q": np.full((1, 1, 4), 0.1, np.float32),
+                                   "dtypes": {"q": "BF16"}}), ValueError, "tensor 'q'"),
+    (lambda: dcp_verify.check(CASE, {"o": np.zeros(3)}), ValueError, "result"),
+    (lambda: dcp_verify.check(CASE, CASE, bound="loose"), ValueError, "bound"),
+    (lambda: dcp_verify.properties(object()), TypeError, "impl"),
+    (lambda: dcp_verify.properties(type("I", (), {"combine": lambda s, a: a, "claim": {"acum": "f32"}})()),
+     ValueError, "acum"),
+    (lambda: dcp_verify.properties(NumpyMerge(), max_sequence=3), TypeError, "max_sequence"),
+    (lambda: dcp_verify.properties(NumpyMerge(), cases=0), ValueError, "cases"),
+    (lambda: dcp_verify.properties(NumpyMerge(), kv_dtypes=("f8",)), ValueError, "kv-dtypes"),
+    (lambda: dcp_verify.properties(NumpyMerge(), max_ranks=10**6), ValueError, "max-dcp"),
+    (lambda: dcp_verify.cases(n=0), ValueError, "n"),
+])
+def test_bad_input_is_refused_by_name(call, error, match):
+    with pytest.raises(error, match=match):
+        call()
+

@@ -1,0 +1,53 @@
+"""PyTorch's CPU flash-attention kernel driven through dcp_verify.properties (tests/python/torch_flash.py).
+
+The kernel passes with the claim that describes it, in fp32 and bf16; the merge with a planted bug
+fails with a shrunk counterexample and a reproduce line.
+"""
+
+import pytest
+import torch
+
+import dcp_verify
+from dcp_verify import testing
+from torch_flash import TorchFlash
+
+# Steps combine by a2a half the time (the only place an implementation's combine runs), so a few
+# dozen cases reach the merge many times.
+CASES = 60
+
+
+@pytest.mark.parametrize("dtype,ranges", [(torch.float32, TorchFlash.RANGES),
+                                          (torch.bfloat16, TorchFlash.RANGES_BF16)],
+                         ids=["f32", "bf16"])
+def test_torch_flash_passes_with_its_claim(dtype, ranges):
+    report = testing.assert_properties(TorchFlash(dtype), seed=11, cases=CASES, arrays="torch",
+                                       **ranges)
+    assert report.verdict == "OK"
+    assert report.failed == []
+
+
+def test_bf16_kernel_without_its_exp_claim_is_caught():
+    """The claim is not decoration: the bf16 path's exp_u20 and bf16 P, unclaimed, violate the bound."""
+    impl = TorchFlash(torch.bfloat16)
+    impl.claim = {"accum": "f32", "accum_rounding": "nearest", "partial_dtype": "bf16"}
+    report = dcp_verify.properties(impl, seed=11, cases=CASES, arrays="torch",
+                                   **TorchFlash.RANGES_BF16)
+    assert not report.ok and report.verdict == "FAILED", report.text
+
+
+@pytest.mark.parametrize("bug", ["base2", "mean"])
+def test_planted_merge_bug_is_caught_with_a_shrunk_case(bug):
+    report = dcp_verify.properties(TorchFlash(torch.float32, bug=bug), seed=5, cases=CASES,
+                                   arrays="torch", lse_bases=("e",), **TorchFlash.RANGES)
+    assert not report.ok
+    assert report.verdict == "FAILED"
+    assert "dcp-path" in report.failed
+    # RapidCheck shrank the failure; the counterexample names the shape it shrank to, the merged
+    # output over its bound, and is printed with the reproduce line, a Python call.
+    dcp_path = next(p for p in report.raw["properties"] if p["name"] == "dcp-path")
+    assert dcp_path["shrinks"] > 0
+    assert "comm=a2a" in report.counterexample and "output: O: max err/bound" in report.counterexample
+    assert report.counterexample.splitlines()[0] in report.text
+    assert report.reproduce.startswith("dcp_verify.properties(impl, seed=5, cases=60")
+    with pytest.raises(AssertionError, match="reproduce"):
+        testing.assert_ok(report)
