@@ -379,6 +379,33 @@ for p in d["properties"][1:]:
     assert p["reproduce"].endswith("--only " + p["name"])
 PY
 then passes=$((passes + 1)); else echo "FAIL: properties --json schema"; failures=$((failures + 1)); fi
+# properties: ranges narrow the draws; pinned entries outside them are not replayed.
+expect 0 "properties ranges" -- "$bin" properties --seed 5 --cases 30 --only pinned,dcp-path \
+  --max-dcp 3 --max-seq 40 --without softcap,sink,topk --kv-dtypes bf16 --lse-bases e
+contains "$tmp/out" "outside the drawn limits, not replayed" "properties ranges: pinned filtered"
+contains "$tmp/out" "# reproduce: dcp-verify properties --backend host --seed 5 --cases 30 --only pinned,dcp-path --max-dcp 3 --max-seq 40 --without softcap,sink,topk --kv-dtypes bf16 --lse-bases e" "properties ranges: reproduce"
+for bad in "--without colour" "--kv-dtypes f8" "--lse-bases 10" "--max-seq 0" "--max-dcp 257"; do
+  # shellcheck disable=SC2086
+  expect 2 "properties $bad" -- "$bin" properties $bad
+done
+# cases: the property's draws as files, the setup in x_setup; never over an existing file.
+mkdir -p "$tmp/cases"
+expect 0 "cases" -- "$bin" cases --out "$tmp/cases" --seed 3 --count 4 --max-seq 64 --without softcap --kv-dtypes bf16
+if python3 - "$tmp/cases" <<'PY'
+import json, os, struct, sys
+names = sorted(os.listdir(sys.argv[1]))
+assert names == [f"case-{i:04d}.safetensors" for i in range(4)], names
+for n in names:
+    blob = open(os.path.join(sys.argv[1], n), "rb").read()
+    header = json.loads(blob[8:8 + struct.unpack("<Q", blob[:8])[0]])
+    setup = json.loads(header["__metadata__"]["x_setup"])
+    assert setup["spec"]["seq"] <= 64 and setup["spec"]["softcap"] == 0.0
+    assert header["k"]["dtype"] == "BF16", header["k"]
+PY
+then passes=$((passes + 1)); else echo "FAIL: cases files"; failures=$((failures + 1)); fi
+expect 0 "a case from cases is a case" -- "$bin" reference --case "$tmp/cases/case-0003.safetensors" --out "$tmp/cases/ref.safetensors"
+expect 2 "cases never overwrites" -- "$bin" cases --out "$tmp/cases" --seed 3 --count 4
+expect 2 "cases --out missing" -- "$bin" cases --out "$tmp/no-such-folder"
 expect 0 "properties, no seed given: a random one is printed" -- "$bin" properties --cases 5 --only layout-count
 grep -qE "^# dcp-verify properties  backend=host  seed=[0-9]+  cases=5" "$tmp/out" && passes=$((passes + 1)) || { echo "FAIL: random seed not printed"; failures=$((failures + 1)); }
 for bad in "--only nothing" "--cases 0" "--backend cuda" "--pinned $tmp/none.json"; do

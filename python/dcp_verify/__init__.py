@@ -176,7 +176,8 @@ class Report:
     max_err_over_bound the largest error / bound judged (check), or None
     worst              the worst element: part, tensor, index, got, expected, error, bound, ratio
     failed             the parts ("output", "rank 3") or properties that failed
-    counterexample     properties: the shrunk failing case, as the suite describes it
+    counterexample     properties: the shrunk failing case, as the suite describes it (a
+                       pinned counterexample's when only those failed)
     reproduce          properties: the call that reruns exactly this (same seed and ranges)
     traceback          the implementation's Python traceback when it raised
     text               the whole report as dcp-verify prints it
@@ -595,8 +596,9 @@ def properties(impl: Any, seed: Optional[int] = None, cases: int = 100, *, array
     if raised and tb:
         text += "# the implementation's last traceback:\n" + tb
     counterexample = None
-    if failed:  # the shrunk case's report, without RapidCheck's source line of the assertion
-        lines = failed[0]["message"].splitlines()
+    shrunk = [p for p in failed if p["name"] != "pinned"] or failed
+    if shrunk:  # the shrunk case's report, without RapidCheck's source line of the assertion
+        lines = shrunk[0]["message"].splitlines()
         cut = next((i + 1 for i, line in enumerate(lines) if line.startswith("RC_FAIL(")), 0)
         counterexample = "\n".join(line for line in lines[cut:] if line.strip())
     return Report(raw, text, verdict, bool(raw["pass"]),

@@ -8,7 +8,8 @@
 #   outputs stay out of the tree. The block must exit 0 unless an `<!-- exit: N -->` line stands right above the fence.
 #   `<!-- expect: TEXT -->` lines right above the fence: TEXT must appear in the block's stdout.
 #   `<!-- run: python -->` above a ```python block runs it with /usr/bin/python3 the same way.
-#   Both find tools/py (dcp_st: safetensors with numpy) on PYTHONPATH.
+#   Both find tools/py (dcp_st: safetensors with numpy) on PYTHONPATH. (`<!-- run: dcp_verify -->`
+#   blocks need the Python package: tests/python/test_docs.py runs those.)
 #   Blocks of any other language (text, console, cpp) are shown, not run.
 set -u
 repo=$1
