@@ -1,5 +1,11 @@
 #include "oracle/attention.hpp"
 
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <cmath>
+#include <mutex>
+#include <thread>
 #include <type_traits>
 
 #include "oracle/parallel.hpp"
@@ -51,6 +57,189 @@ void axpy<dd>(dd* n, const dd& p, const double* v, int64_t dv) {
 template <class Real>
 Real max_of(const Real& a, const Real& b) {
   return a < b ? b : a;
+}
+
+// --- the fast tier's blocked kernel ----------------------------------------------------------
+//
+// attend_rows<dd> splits each query token's visible keys into blocks and runs, per (token, KV
+// head, block), one task that reads every key row once for all G query heads sharing that KV head
+// (GQA and MLA reuse). A task keeps its accumulators as separate hi and lo arrays, so the
+// double-double updates of independent lanes (dot products over 8 lanes, the P.V update over Dv
+// components) vectorize; the kernel is compiled for AVX-512, for AVX2 + FMA and for the baseline,
+// and the widest the CPU has runs (where two_prod's FMA is one instruction, not a library call).
+// The arithmetic is that of attend_row: dd += exact double product in the dots, two_prod-based
+// P.V updates, a dd exp per key and head. Blocks are merged in order by combine (merge.hpp).
+
+// Keys per block: about kBlocksPerThread blocks per thread and row group (enough to balance the
+// threads, few merges: each costs a few u_dd relative), at least kMinBlockKeys (a task's setup
+// amortized), at most kMaxBlockKeys (a stop request is seen within a block: well under a second).
+constexpr int64_t kMinBlockKeys = 1024;
+constexpr int64_t kMaxBlockKeys = int64_t{1} << 16;
+constexpr int64_t kBlocksPerThread = 4;
+// Lanes of the dot products' independent accumulators (one AVX-512 register of doubles).
+constexpr int kDotLanes = 8;
+
+// 2^k for k in [-1022, 1023], from its bits.
+[[gnu::always_inline]] inline double pow2(int64_t k) {
+  return std::bit_cast<double>(static_cast<uint64_t>(k + 1023) << 52);
+}
+
+// out[i] = exp(x[i]) for dd arguments x[i] <= 0 (hi and lo in separate arrays), exactly as dd.hpp's
+// exp computes it, written without branches so that the loop vectorizes: the rounding of
+// x.hi / ln 2 to an integer by the 1.5 * 2^52 trick (ties to even, as nearbyint), and the scaling
+// by 2^k in two in-range steps (one rounding, as ldexp's, also into the subnormals).
+[[gnu::always_inline]] inline void exp_nonpositive(const double* xh, const double* xl, double* oh,
+                                                   double* ol, int64_t n) {
+  constexpr double kRoundMagic = 6755399441055744.0;  // 1.5 * 2^52
+  constexpr double kUnderflow = -745.2;               // dd.hpp's exp: 0 below
+  for (int64_t i = 0; i < n; ++i) {
+    const dd x(xh[i], xl[i]);
+    const double kd = (x.hi / kDdLn2.hi + kRoundMagic) - kRoundMagic;
+    dd r = x - dd(kd * kLn2Hi);
+    r = r - two_prod(kd, kLn2Mid);
+    r = r - dd(kd * kLn2Lo);
+    const dd e = expm1_reduced(r) + 1.0;
+    // In [-1075, 0] unless the result underflows (then clamped, and the result is 0 anyway).
+    const auto k = static_cast<int64_t>(kd < -2048.0 ? -2048.0 : kd);
+    const double s1 = pow2(k / 2), s2 = pow2(k - k / 2);
+    const bool under = x.hi < kUnderflow;
+    oh[i] = under ? 0.0 : (e.hi * s1) * s2;
+    ol[i] = under ? 0.0 : (e.lo * s1) * s2;
+  }
+}
+
+struct BlockTask {
+  int64_t t = 0, g = 0;       // query token, KV head
+  int64_t begin = 0, end = 0;  // into the token's visible keys
+  bool sink = false;          // this block adds the sink (the first block of its row group)
+};
+
+struct BlockArgs {
+  const Case* c;
+  const std::vector<int64_t>* keys;  // the token's visible keys
+  BlockTask task;
+  std::vector<MergeState<dd>>* out;  // [G] states of this block
+};
+
+// hi + lo += x for an exact double x, as operator+(dd, double), on separate hi and lo.
+[[gnu::always_inline]] inline void add_exact(double& hi, double& lo, double x) {
+  const double sum = hi + x;
+  const double bb = sum - hi;
+  double e = (hi - (sum - bb)) + (x - bb);
+  e += lo;
+  hi = sum + e;
+  lo = e - (hi - sum);
+}
+
+[[gnu::always_inline]] inline void block_kernel(const BlockArgs& a) {
+  const Case& c = *a.c;
+  const BlockTask& tk = a.task;
+  const int64_t Hq = c.q_heads(), Hkv = c.kv_heads(), G = Hq / Hkv, dk = c.head_dim(),
+                dv = c.v_dim, h0 = tk.g * G, nb = tk.end - tk.begin;
+  const dd tau = c.scale ? dd(*c.scale) : dd(1.0) / sqrt(dd(static_cast<double>(dk)));
+  const dd cap(c.softcap);
+  const double* kdata = c.k.data.data();
+  const double* vdata = c.shared_latent() ? kdata : c.v.data.data();
+  const int64_t vwidth = c.shared_latent() ? dk : dv;  // elements per (key, KV head) row of V
+  const int64_t* keys = a.keys->data() + tk.begin;
+
+  // Pass 1: every head's logits over the block, and their maxima.
+  std::vector<dd> s(static_cast<size_t>(G * nb));
+  std::vector<dd> m(static_cast<size_t>(G), RealOps<dd>::neg_inf());
+  for (int64_t x = 0; x < nb; ++x) {
+    const double* krow = kdata + (keys[x] * Hkv + tk.g) * dk;
+    for (int64_t h = 0; h < G; ++h) {
+      const double* qrow = &c.q.data[static_cast<size_t>((tk.t * Hq + h0 + h) * dk)];
+      double hi[kDotLanes] = {}, lo[kDotLanes] = {};
+      int64_t i = 0;
+      for (; i + kDotLanes <= dk; i += kDotLanes)
+        for (int l = 0; l < kDotLanes; ++l) add_exact(hi[l], lo[l], qrow[i + l] * krow[i + l]);
+      for (int l = 0; i < dk; ++i, ++l) add_exact(hi[l], lo[l], qrow[i] * krow[i]);
+      dd acc[kDotLanes];
+      for (int l = 0; l < kDotLanes; ++l) acc[l] = dd(hi[l], lo[l]);
+      for (int w = kDotLanes / 2; w >= 1; w /= 2)
+        for (int l = 0; l < w; ++l) acc[l] = acc[l] + acc[l + w];
+      dd score = tau * acc[0];
+      if (c.softcap > 0.0) score = cap * tanh(score / cap);
+      s[static_cast<size_t>(h * nb + x)] = score;
+      dd& mh = m[static_cast<size_t>(h)];
+      mh = x == 0 ? score : max_of(mh, score);
+    }
+  }
+  if (tk.sink)
+    for (int64_t h = 0; h < G; ++h) {
+      const dd sigma(c.sink[static_cast<size_t>(h0 + h)]);
+      dd& mh = m[static_cast<size_t>(h)];
+      mh = nb == 0 ? sigma : max_of(mh, sigma);
+    }
+
+  // Pass 2: P = exp(s - m) for every head over the block (vectorized), their sums in key order,
+  // and the P.V update, each V row read once for the G heads.
+  std::vector<double> xhi(static_cast<size_t>(nb)), xlo(static_cast<size_t>(nb));
+  std::vector<double> phi(static_cast<size_t>(G * nb)), plo(static_cast<size_t>(G * nb));
+  std::vector<dd> z(static_cast<size_t>(G), dd(0.0));
+  for (int64_t h = 0; h < G; ++h) {
+    const dd mh = m[static_cast<size_t>(h)];
+    for (int64_t x = 0; x < nb; ++x) {
+      const dd d = s[static_cast<size_t>(h * nb + x)] - mh;
+      xhi[static_cast<size_t>(x)] = d.hi;
+      xlo[static_cast<size_t>(x)] = d.lo;
+    }
+    exp_nonpositive(xhi.data(), xlo.data(), &phi[static_cast<size_t>(h * nb)],
+                    &plo[static_cast<size_t>(h * nb)], nb);
+    dd& zh = z[static_cast<size_t>(h)];
+    for (int64_t x = 0; x < nb; ++x)
+      zh += dd(phi[static_cast<size_t>(h * nb + x)], plo[static_cast<size_t>(h * nb + x)]);
+  }
+  std::vector<double> nhi(static_cast<size_t>(G * dv), 0.0), nlo(static_cast<size_t>(G * dv), 0.0);
+  for (int64_t x = 0; x < nb; ++x) {
+    const double* vrow = vdata + (keys[x] * Hkv + tk.g) * vwidth;
+    for (int64_t h = 0; h < G; ++h) {
+      const dd p(phi[static_cast<size_t>(h * nb + x)], plo[static_cast<size_t>(h * nb + x)]);
+      double* nh = &nhi[static_cast<size_t>(h * dv)];
+      double* nl = &nlo[static_cast<size_t>(h * dv)];
+      const double ph = p.hi, pl = p.lo;
+      for (int64_t i = 0; i < dv; ++i) {  // n += p v, as axpy<dd>
+        const double prod_hi = ph * vrow[i];
+        const double prod_lo = std::fma(ph, vrow[i], -prod_hi) + pl * vrow[i];
+        const double sum = nh[i] + prod_hi;
+        const double bb = sum - nh[i];
+        double e = (nh[i] - (sum - bb)) + (prod_hi - bb);
+        e += nl[i] + prod_lo;
+        nh[i] = sum + e;
+        nl[i] = e - (nh[i] - sum);
+      }
+    }
+  }
+  for (int64_t h = 0; h < G; ++h) {
+    MergeState<dd>& st = (*a.out)[static_cast<size_t>(h)];
+    st = MergeState<dd>::identity(dv, LseBase::e);
+    if (nb == 0 && !tk.sink) continue;
+    const size_t hz = static_cast<size_t>(h);
+    if (tk.sink) z[hz] += exp(dd(c.sink[static_cast<size_t>(h0 + h)]) - m[hz]);
+    st.m = m[hz];
+    st.z = z[hz];
+    for (int64_t i = 0; i < dv; ++i)
+      st.n[static_cast<size_t>(i)] =
+          dd(nhi[static_cast<size_t>(h * dv + i)], nlo[static_cast<size_t>(h * dv + i)]);
+  }
+}
+
+// The kernel compiled three ways; run_block picks the widest the CPU supports.
+[[gnu::target("avx512f,avx512dq,avx512vl,avx2,fma")]] void block_avx512(const BlockArgs& a) {
+  block_kernel(a);
+}
+[[gnu::target("avx2,fma")]] void block_avx2(const BlockArgs& a) { block_kernel(a); }
+void block_baseline(const BlockArgs& a) { block_kernel(a); }
+
+using BlockFn = void (*)(const BlockArgs&);
+BlockFn pick_block_kernel() {
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("fma"))
+    return block_avx512;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return block_avx2;
+  return block_baseline;
 }
 
 }  // namespace
@@ -120,6 +309,79 @@ std::vector<MergeState<Real>> attend_rows(const Case& c, const KeyFilter& filter
   return rows;
 }
 
+// The fast tier: blocks of keys per (token, KV head) on all threads (block_kernel above), merged
+// in key order.
+Expected<std::vector<MergeState<dd>>> attend_rows_watched(const Case& c, const KeyFilter& filter,
+                                                          bool with_sink, const Watch& watch) {
+  const int64_t T = c.tokens(), Hq = c.q_heads(), Hkv = c.kv_heads(), G = Hq / Hkv;
+  std::vector<std::vector<int64_t>> keys(static_cast<size_t>(T));
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t j : visible_keys(c, t))
+      if (!filter || filter(j)) keys[static_cast<size_t>(t)].push_back(j);
+  const int64_t threads = std::max(1u, std::thread::hardware_concurrency());
+  std::vector<BlockTask> tasks;
+  std::vector<size_t> first(static_cast<size_t>(T * Hkv) + 1);  // each row group's first task
+  for (int64_t t = 0; t < T; ++t) {
+    const int64_t n = static_cast<int64_t>(keys[static_cast<size_t>(t)].size());
+    const int64_t block = std::clamp(
+        (n + threads * kBlocksPerThread - 1) / (threads * kBlocksPerThread), kMinBlockKeys,
+        kMaxBlockKeys);
+    for (int64_t g = 0; g < Hkv; ++g) {
+      first[static_cast<size_t>(t * Hkv + g)] = tasks.size();
+      int64_t b = 0;
+      do {
+        tasks.push_back({t, g, b, std::min(n, b + block), with_sink && c.has_sink() && b == 0});
+        b += block;
+      } while (b < n);
+    }
+  }
+  first.back() = tasks.size();
+  std::vector<std::vector<MergeState<dd>>> states(tasks.size(),
+                                                  std::vector<MergeState<dd>>(static_cast<size_t>(G)));
+  static const BlockFn kernel = pick_block_kernel();
+  int64_t total = 0, done = 0;
+  for (const BlockTask& tk : tasks) total += (tk.end - tk.begin) * G;
+  std::mutex mu;  // the watch's hooks are called one at a time
+  std::atomic<bool> stopped{false};
+  parallel_for(static_cast<int64_t>(tasks.size()), [&](int64_t i) {
+    if (stopped) return;
+    if (watch.stop) {
+      std::lock_guard<std::mutex> lock(mu);
+      if (watch.stop()) {
+        stopped = true;
+        return;
+      }
+    }
+    const size_t k = static_cast<size_t>(i);
+    kernel({&c, &keys[static_cast<size_t>(tasks[k].t)], tasks[k], &states[k]});
+    if (watch.progress) {
+      std::lock_guard<std::mutex> lock(mu);
+      done += (tasks[k].end - tasks[k].begin) * G;
+      watch.progress(done, total);
+    }
+  });
+  if (stopped)
+    return DCP_ERROR("interrupted: ", done, " of ", total, " (row, key) pairs computed");
+  std::vector<MergeState<dd>> rows(static_cast<size_t>(T * Hq));
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t g = 0; g < Hkv; ++g) {
+      const size_t f = first[static_cast<size_t>(t * Hkv + g)],
+                   l = first[static_cast<size_t>(t * Hkv + g) + 1];
+      for (int64_t h = 0; h < G; ++h) {
+        MergeState<dd> acc = states[f][static_cast<size_t>(h)];
+        for (size_t k = f + 1; k < l; ++k) acc = combine(acc, states[k][static_cast<size_t>(h)]);
+        rows[static_cast<size_t>(t * Hq + g * G + h)] = std::move(acc);
+      }
+    }
+  return rows;
+}
+
+template <>
+std::vector<MergeState<dd>> attend_rows<dd>(const Case& c, const KeyFilter& filter,
+                                            bool with_sink) {
+  return std::move(*attend_rows_watched(c, filter, with_sink, {}));  // unwatched: never stops
+}
+
 template <class Real>
 Attention to_attention(const Case& c, const std::vector<MergeState<Real>>& rows) {
   const int64_t T = c.tokens(), Hq = c.q_heads(), dv = c.v_dim;
@@ -132,20 +394,25 @@ Attention to_attention(const Case& c, const std::vector<MergeState<Real>>& rows)
   return a;
 }
 
-Expected<Attention> reference(const Case& c, Tier tier) {
+Expected<Attention> reference(const Case& c, Tier tier, const Watch& watch) {
   DCP_TRY(validate(c));
   if (tier == Tier::certify) return to_attention(c, attend_rows<certify_real>(c, nullptr, true));
-  return to_attention(c, attend_rows<dd>(c, nullptr, true));
+  auto rows = attend_rows_watched(c, nullptr, true, watch);
+  if (!rows) return rows.status();
+  return to_attention(c, *rows);
 }
 
-#define DCP_INSTANTIATE(Real)                                                                    \
-  template MergeState<Real> attend_row<Real>(const Case&, int64_t, int64_t,                      \
-                                             std::span<const int64_t>, bool);                    \
-  template std::vector<MergeState<Real>> attend_rows<Real>(const Case&, const KeyFilter&, bool); \
+#define DCP_INSTANTIATE(Real)                                                \
+  template MergeState<Real> attend_row<Real>(const Case&, int64_t, int64_t,  \
+                                             std::span<const int64_t>, bool); \
   template Attention to_attention<Real>(const Case&, const std::vector<MergeState<Real>>&);
 DCP_INSTANTIATE(double)
 DCP_INSTANTIATE(dd)
 DCP_INSTANTIATE(certify_real)
 #undef DCP_INSTANTIATE
+// attend_rows<dd> is the fast tier's own (above).
+template std::vector<MergeState<double>> attend_rows<double>(const Case&, const KeyFilter&, bool);
+template std::vector<MergeState<certify_real>> attend_rows<certify_real>(const Case&,
+                                                                         const KeyFilter&, bool);
 
 }  // namespace dcp::oracle

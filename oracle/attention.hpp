@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "oracle/case.hpp"
+#include "oracle/dd.hpp"
 #include "oracle/merge.hpp"
 #include "oracle/status.hpp"
 #include "oracle/tensor.hpp"
@@ -43,12 +44,29 @@ MergeState<Real> attend_row(const Case& c, int64_t t, int64_t h, std::span<const
 // The case must be valid.
 template <class Real>
 std::vector<MergeState<Real>> attend_rows(const Case& c, const KeyFilter& filter, bool with_sink);
+// The fast tier's own: blocks of keys per (token, KV head), each key row read once for the query
+// heads that share it, vectorized, on all threads, merged in key order (attention.cpp).
+template <>
+std::vector<MergeState<dd>> attend_rows<dd>(const Case& c, const KeyFilter& filter, bool with_sink);
 
 // Output tensors from row states (converted to the case's LSE base, rounded to double).
 template <class Real>
 Attention to_attention(const Case& c, const std::vector<MergeState<Real>>& rows);
 
+// How a long computation is watched: `progress(done, total)` counts (row, key) pairs finished,
+// called after each block of keys and never concurrently; `stop()` is polled before each block,
+// and once it returns true the computation ends early with an error saying how far it got.
+// Either may be empty. (The fast tier honours both; the certify tier, for small cases, neither.)
+struct Watch {
+  std::function<void(int64_t done, int64_t total)> progress;
+  std::function<bool()> stop;
+};
+
+// The fast tier's rows as attend_rows<dd>, watched.
+Expected<std::vector<MergeState<dd>>> attend_rows_watched(const Case& c, const KeyFilter& filter,
+                                                          bool with_sink, const Watch& watch);
+
 // Validates the case and computes its full attention in the given tier.
-Expected<Attention> reference(const Case& c, Tier tier = Tier::fast);
+Expected<Attention> reference(const Case& c, Tier tier = Tier::fast, const Watch& watch = {});
 
 }  // namespace dcp::oracle

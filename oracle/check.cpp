@@ -18,8 +18,9 @@ Tensor<double> rank_slice(const Tensor<double>& stacked, int64_t rank) {
 }
 
 Expected<PartCheck> judge(const Case& c, const Tensor<double>& o, const Tensor<double>& lse,
-                          const Arithmetic& a, Tier tier, std::optional<int64_t> rank) {
-  auto ref = reference(c, tier);
+                          const Arithmetic& a, Tier tier, std::optional<int64_t> rank,
+                          const Watch& watch) {
+  auto ref = reference(c, tier, watch);
   if (!ref) return ref.status();
   auto bound = derive_bound(c, *ref, a);
   if (!bound) return bound.status();
@@ -66,9 +67,9 @@ std::vector<int64_t> ResultCheck::failing_ranks() const {
 }
 
 Expected<PartCheck> check_part(const Case& c, const DcpResult& r, std::optional<int64_t> which,
-                               Tier tier) {
+                               Tier tier, const Watch& watch) {
   const int64_t T = c.tokens(), Hq = c.q_heads(), dv = c.v_dim;
-  if (!which) return judge(c, r.o, r.lse, r.output_claim, tier, std::nullopt);
+  if (!which) return judge(c, r.o, r.lse, r.output_claim, tier, std::nullopt, watch);
   const int64_t rank = *which;
   if (!r.o_partial || !r.lse_partial || rank < 0 || rank >= r.dcp_size)
     return DCP_ERROR("rank ", rank, ": the result holds no partial for it");
@@ -80,7 +81,7 @@ Expected<PartCheck> check_part(const Case& c, const DcpResult& r, std::optional<
                      "; expected [N, T, Hq] = ", shape_string({r.dcp_size, T, Hq}));
   const Case shard = shard_case(c, Ownership{r.dcp_size, r.interleave, r.owner}, rank, r.sink_rank);
   auto part = judge(shard, rank_slice(*r.o_partial, rank), rank_slice(*r.lse_partial, rank),
-                    r.partial_claim, tier, rank);
+                    r.partial_claim, tier, rank, watch);
   if (!part) return DCP_ERROR("rank ", rank, ": ", part.status().message());
   return part;
 }

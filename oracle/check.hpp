@@ -40,8 +40,9 @@ struct ResultCheck {
 
 // One part: the merged output (rank nullopt) against the full attention, or rank r's partial
 // against the oracle on r's shard. The case must be valid.
+// `watch` (attention.hpp) stops the part's oracle early when asked: an "interrupted" error.
 Expected<PartCheck> check_part(const Case& c, const DcpResult& r, std::optional<int64_t> rank,
-                               Tier tier = Tier::fast);
+                               Tier tier = Tier::fast, const Watch& watch = {});
 // The parts a result has: the output, and one per rank when partials are given.
 int64_t part_count(const DcpResult& r);
 

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cmath>
+#include <iterator>
 #include <limits>
 
 namespace dcp::oracle {
@@ -130,19 +131,50 @@ inline constexpr double kLn2Mid = 1.9082149292705877e-10;
 inline constexpr double kLn2Lo = 1.1612227229362532e-26;  // ln2 - hi - mid, rounded
 inline constexpr dd kDdLog2e{1.4426950408889634, 2.0355273740931033e-17};
 
+// 1/k! for k = 2 .. 11, each the nearest dd (from the exact rationals: within 2^-106 relative).
+inline constexpr dd kInvFactorial[] = {
+    dd(0.5, 0.0),                                         // 1/2!
+    dd(0.16666666666666666, 9.25185853854297e-18),        // 1/3!
+    dd(0.041666666666666664, 2.3129646346357427e-18),     // 1/4!
+    dd(0.008333333333333333, 1.1564823173178714e-19),     // 1/5!
+    dd(0.001388888888888889, -5.300543954373577e-20),     // 1/6!
+    dd(0.0001984126984126984, 1.7209558293420705e-22),    // 1/7!
+    dd(2.48015873015873e-05, 2.1511947866775882e-23),     // 1/8!
+    dd(2.7557319223985893e-06, -1.858393274046472e-22),   // 1/9!
+    dd(2.755731922398589e-07, 2.3767714622250297e-23),    // 1/10!
+    dd(2.505210838544172e-08, -1.448814070935912e-24)};  // 1/11!
+
 // expm1(r) for |r| <= 0.35: Taylor series on r / 2^kHalvings, then kHalvings doublings by
 // expm1(2y) = expm1(y) * (2 + expm1(y)), which keeps the relative accuracy of small results.
 // With |r / 2^6| <= 5.5e-3 the terms stop mattering at degree 11: 5.5e-3^12 / 12! < 2^-110.
-inline dd expm1_reduced(const dd& r) {
+namespace detail {
+// 1/I! + y (1/(I+1)! + y (...)): the Horner steps written out (no loop), so that loops over many
+// independent arguments vectorize (attention.cpp's fast tier).
+template <int I>
+inline dd horner_inv_factorial(const dd& y) {
+  if constexpr (I + 1 == static_cast<int>(std::size(kInvFactorial))) {
+    return kInvFactorial[I];
+  } else {
+    return kInvFactorial[I] + y * horner_inv_factorial<I + 1>(y);
+  }
+}
+// expm1(2^N y) from e = expm1(y), by N doublings.
+template <int N>
+inline dd double_expm1(const dd& e) {
+  if constexpr (N == 0) {
+    return e;
+  } else {
+    return double_expm1<N - 1>(e * (e + 2.0));
+  }
+}
+}  // namespace detail
+
+[[gnu::always_inline]] inline dd expm1_reduced(const dd& r) {
   constexpr int kHalvings = 6;
-  constexpr int kDegree = 11;
-  const dd y = ldexp(r, -kHalvings);
-  // Horner on p(y) = y (1 + y/2 (1 + y/3 (1 + ... ))), each coefficient division exact-ish in dd.
-  dd p(1.0);
-  for (int k = kDegree; k >= 2; --k) p = dd(1.0) + y * p / dd(static_cast<double>(k));
-  dd e = y * p;
-  for (int i = 0; i < kHalvings; ++i) e = e * (e + 2.0);
-  return e;
+  constexpr double kScale = 1.0 / (1 << kHalvings);  // a power of two: exactly ldexp(r, -6)
+  const dd y(r.hi * kScale, r.lo * kScale);
+  // expm1(y) = y + y^2 (1/2! + y (1/3! + ... + y / 11!)): Horner on the dd coefficients.
+  return detail::double_expm1<kHalvings>(y + (y * y) * detail::horner_inv_factorial<0>(y));
 }
 
 inline dd exp(const dd& x) {

@@ -358,6 +358,8 @@ int run_check(const CheckOptions& o, const Limits& lim) {
   if (const auto why = over_limits(judge, lim)) return bad("--case " + o.case_path + ": " + *why);
   InterruptGuard guard;
   Progress progress("check", planned);
+  oracle::Watch watch;
+  watch.stop = [] { return interrupted(); };
   oracle::ResultCheck all;  // every request's parts, for the batch's verdict
   for (size_t b = 0; b < B && !interrupted(); ++b) {
     Request& q = reqs[b];
@@ -365,7 +367,8 @@ int run_check(const CheckOptions& o, const Limits& lim) {
       progress.update(static_cast<int64_t>(all.parts.size()));
       // Part 0 is the merged output, part k >= 1 the partial of rank k - 1.
       auto p = oracle::check_part(
-          q.c, q.r, part == 0 ? std::nullopt : std::optional<int64_t>(part - 1), tier);
+          q.c, q.r, part == 0 ? std::nullopt : std::optional<int64_t>(part - 1), tier, watch);
+      if (!p && interrupted()) break;  // inside a part: the parts so far are the summary
       if (!p) {
         progress.clear();
         return bad(request_prefix(B, b) + p.status().message());

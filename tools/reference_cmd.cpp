@@ -2,6 +2,7 @@
 
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "oracle/attention.hpp"
@@ -28,7 +29,22 @@ int run_reference(const ReferenceOptions& o, const Limits& lim) {
   props::Footprint judge = props::judge_footprint(*c, 1, tier);
   judge.bytes += file.bytes;
   if (const auto why = over_limits(judge, lim)) return bad("--case " + o.case_path + ": " + *why);
-  auto ref = oracle::reference(*c, tier);
+  // A progress line on a terminal, and Ctrl-C honoured between blocks of keys (fast tier).
+  InterruptGuard guard;
+  std::optional<Progress> progress;
+  oracle::Watch watch;
+  watch.progress = [&](int64_t done, int64_t total) {
+    if (!progress) progress.emplace("reference", total);
+    progress->update(done);
+  };
+  watch.stop = [] { return interrupted(); };
+  auto ref = oracle::reference(*c, tier, watch);
+  if (progress) progress->clear();
+  if (!ref && interrupted()) {
+    std::cout << "# reference: INTERRUPTED (" << ref.status().message() << "); " << o.out_path
+              << " not written\n";
+    return kExitInterrupted;
+  }
   if (!ref) return bad(ref.status().message());
   if (const auto st = oracle::save_attention(o.out_path, *ref); !st) return bad(st.message());
   std::cout << "reference: " << o.case_path << " -> " << o.out_path << "  o "

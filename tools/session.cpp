@@ -50,8 +50,13 @@ void Progress::update(int64_t done) {
   const double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   if (secs < kProgressAfterSeconds) return;
-  std::fprintf(stderr, "\r# %s: %lld/%lld done, %.0f s (Ctrl-C prints the summary so far) ",
-               what_.c_str(), static_cast<long long>(done), static_cast<long long>(total_), secs);
+  const double rate = static_cast<double>(done) / secs;
+  const double eta = rate > 0.0 ? static_cast<double>(total_ - done) / rate : 0.0;
+  std::fprintf(stderr,
+               "\r# %s: %lld/%lld done, %.3g/s, %.0f s, about %.0f s left (Ctrl-C prints the "
+               "summary so far) ",
+               what_.c_str(), static_cast<long long>(done), static_cast<long long>(total_), rate,
+               secs, eta);
   std::fflush(stderr);
   drawn_ = true;
 }

@@ -21,22 +21,21 @@ every level call, for every case and every shrink step, comes back to this proce
 from __future__ import annotations
 
 import json
-import math
 import os
-import shlex
 import socket
 import struct
 import subprocess
 import tempfile
 import traceback
 from collections.abc import Mapping
-from typing import Any, Optional
+from typing import Any, Optional, Protocol, TypedDict
 
 import numpy as np
 
 from . import _core
 
-__all__ = ["Case", "Report", "reference", "check", "cases", "properties", "binary"]
+__all__ = ["Case", "Claim", "LevelArgs", "Report", "reference", "check", "cases", "properties",
+           "binary"]
 __version__ = "0.1.0"
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -211,11 +210,11 @@ class Report:
         return f"Report({self.verdict}{ratio}{failed})"
 
 
-def _run(args: list[str], what: str, **popen: Any) -> subprocess.CompletedProcess:
-    return subprocess.run([binary(), *args], capture_output=True, text=True, **popen)
+def _run(args: list[str]) -> subprocess.CompletedProcess:
+    return subprocess.run([binary(), *args], capture_output=True, text=True)
 
 
-def _refused(what: str, proc: subprocess.CompletedProcess) -> ValueError:
+def _refused(proc: subprocess.CompletedProcess) -> ValueError:
     line = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
     return ValueError(line.replace("dcp-verify ", "", 1))
 
@@ -235,9 +234,9 @@ def check(case: Any, result: Any, tier: str = "fast", bound: str = "sound") -> R
         result_path = _write(os.path.join(tmp, "result.safetensors"), "result", result)
         report_path = os.path.join(tmp, "report.json")
         proc = _run(["check", "--case", case_path, "--result", result_path, "--tier", tier,
-                     "--bound", bound, "--json", report_path], "check")
+                     "--bound", bound, "--json", report_path])
         if proc.returncode not in (0, 1):
-            raise _refused("check", proc)
+            raise _refused(proc)
         with open(report_path) as f:
             raw = json.load(f)
     parts = raw.get("parts") or [p for r in raw.get("requests", []) for p in r["parts"]]
@@ -310,12 +309,36 @@ def cases(seed: int = 0, n: int = 10, **ranges: Any) -> list[Case]:
         raise ValueError(f"n: expected an int in [1, 10000], got {n!r}")
     flags = _range_flags(ranges)
     with tempfile.TemporaryDirectory(prefix="dcp_verify_") as tmp:
-        proc = _run(["cases", "--seed", str(seed), "--count", str(n), "--out", tmp, *flags],
-                    "cases")
+        proc = _run(["cases", "--seed", str(seed), "--count", str(n), "--out", tmp, *flags])
         if proc.returncode != 0:
-            raise _refused("cases", proc)
+            raise _refused(proc)
         names = sorted(f for f in os.listdir(tmp) if f.endswith(".safetensors"))
         return [Case.load(os.path.join(tmp, f)) for f in names]
+
+
+class Claim(TypedDict, total=False):
+    """How an implementation computes, in the result files' metadata words (docs/format.md)."""
+
+    accum: str             # "f32" or "tf32" (q.k and P.V operands rounded to tf32)
+    accum_rounding: str    # "nearest" (CPU, CUDA cores) or "any" (tensor cores; the default)
+    ftz: bool              # subnormal results may be flushed to zero
+    exp_rel_err: float     # its exp/exp2's largest relative error; 0: 2 ulp
+    log_rel_err: float     # its log/log2's; 0: the default budget
+    p_cast: str            # "none", "bf16" or "f16": P rounded before P.V
+    tile: int              # keys per online-softmax tile, at least (1: any tiling)
+    splits: int            # split-KV pieces merged inside a rank
+    partial_dtype: str     # "f32", "bf16" or "f16": the format O_r is stored in
+    merge_accum: str       # "f32", "bf16" or "f16": the combine's sums
+
+
+class Implementation(Protocol):
+    """What properties drives: any of the three levels (each optional) and a claim."""
+
+    claim: Claim
+
+    def partial(self, args: "LevelArgs") -> tuple[Any, Any]: ...
+    def combine(self, args: "LevelArgs") -> tuple[Any, Any]: ...
+    def step(self, args: "LevelArgs") -> tuple[Any, ...]: ...
 
 
 _LEVELS = ("partial", "combine", "step")

@@ -220,11 +220,21 @@ void write_file(const std::string& path, const nb::dict& tensors,
 
 std::pair<Numpy, Numpy> reference_of(const dcp::oracle::Case& c, const std::string& tier) {
   dcp::oracle::Expected<dcp::oracle::Attention> ref(dcp::oracle::Attention{});
+  // Ctrl-C: the oracle polls between blocks of keys; Python's handler runs when the polling thread
+  // is the main one, and leaves KeyboardInterrupt set for it, raised below.
+  bool signalled = false;
+  dcp::oracle::Watch watch;
+  watch.stop = [&signalled] {
+    nb::gil_scoped_acquire gil;
+    signalled = signalled || PyErr_CheckSignals() != 0;
+    return signalled;
+  };
   {
     nb::gil_scoped_release release;  // the oracle's threads need no Python
     ref = dcp::oracle::reference(
-        c, tier == "certify" ? dcp::oracle::Tier::certify : dcp::oracle::Tier::fast);
+        c, tier == "certify" ? dcp::oracle::Tier::certify : dcp::oracle::Tier::fast, watch);
   }
+  if (signalled) throw nb::python_error();
   if (!ref) throw nb::value_error(ref.status().message().c_str());
   return {owned(ref->o.data, ref->o.shape), owned(ref->lse.data, ref->lse.shape)};
 }
