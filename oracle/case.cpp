@@ -6,19 +6,27 @@
 namespace dcp::oracle {
 namespace {
 
-// Every element finite and, divided by its scale (scale_at(i) for element i), a value of dtype.
-template <class ScaleAt>
-Status check_values(const Tensor<double>& t, const char* name, DType dtype, ScaleAt scale_at) {
+// Every element of t ([rows, heads, width]) finite and, divided by its head's scale (`scales`:
+// none, [1] or [heads]), a value of dtype.
+Status check_values(const Tensor<double>& t, const char* name, DType dtype,
+                    const std::vector<double>& scales) {
+  const int64_t width = t.rank() == 3 ? t.dim(2) : 1, heads = t.rank() == 3 ? t.dim(1) : 1;
   for (int64_t i = 0; i < t.numel(); ++i) {
     const double x = t.data[i];
     if (!std::isfinite(x)) {
       return DCP_ERROR("tensor '", name, "': element ", i, " is ", x, "; inputs must be finite");
     }
-    const double scale = scale_at(i);
+    if (scales.empty()) {
+      if (!representable(dtype, x))
+        return DCP_ERROR("tensor '", name, "': element ", i, " = ", x, " is not a ",
+                         dtype_name(dtype), " value");
+      continue;
+    }
+    const double scale = scales[scales.size() == 1 ? 0 : static_cast<size_t>(i / width % heads)];
     // x / scale is exact when x is a stored value times the scale; the product checks it is.
     if (!representable(dtype, x / scale) || (x / scale) * scale != x) {
       return DCP_ERROR("tensor '", name, "': element ", i, " = ", x, " is not a ",
-                       dtype_name(dtype), " value", scale == 1.0 ? "" : " times its scale");
+                       dtype_name(dtype), " value times its scale");
     }
   }
   return {};
@@ -97,10 +105,9 @@ Status validate(const Case& c) {
       return DCP_ERROR("metadata 'v_dim': ", c.v_dim, " != v's last dimension ", c.v.dim(2));
     }
   }
-  DCP_TRY(check_values(c.q, "q", c.q_dtype, [](int64_t) { return 1.0; }));
-  DCP_TRY(check_values(c.k, "k", c.kv_dtype, [&](int64_t i) { return c.k_scale_at(i); }));
-  if (!c.shared_latent())
-    DCP_TRY(check_values(c.v, "v", c.kv_dtype, [&](int64_t i) { return c.v_scale_at(i); }));
+  DCP_TRY(check_values(c.q, "q", c.q_dtype, {}));
+  DCP_TRY(check_values(c.k, "k", c.kv_dtype, c.k_scale));
+  if (!c.shared_latent()) DCP_TRY(check_values(c.v, "v", c.kv_dtype, c.v_scale));
 
   if (!c.q_pos.empty()) {
     if (static_cast<int64_t>(c.q_pos.size()) != T) {

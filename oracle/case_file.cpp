@@ -41,9 +41,10 @@ Expected<int64_t> parse_int(std::string_view source, const std::string& key,
   return x;
 }
 
-Expected<Tensor<double>> float_tensor(std::string_view source, const StFile& f,
-                                      const std::string& name, DType* dtype) {
-  const StTensor& t = f.tensors.at(name);
+// The tensor's values, moved out of the file (a case's K and V are most of its memory).
+Expected<Tensor<double>> float_tensor(std::string_view source, StFile& f, const std::string& name,
+                                      DType* dtype) {
+  StTensor& t = f.tensors.at(name);
   if (t.dtype == DType::i64) {
     return DCP_ERROR(source, ": tensor '", name,
                      "': dtype I64; expected F32, F16, BF16, F8_E4M3 or F8_E5M2");
@@ -56,7 +57,7 @@ Expected<Tensor<double>> float_tensor(std::string_view source, const StFile& f,
   *dtype = t.dtype;
   Tensor<double> out;
   out.shape = t.shape;
-  out.data = t.values;
+  out.data = std::move(t.values);
   return out;
 }
 
@@ -78,6 +79,10 @@ void dequantize(Case& c) {
 }  // namespace
 
 Expected<Case> case_from_file(const StFile& f, std::string_view source) {
+  return case_from_file(StFile(f), source);
+}
+
+Expected<Case> case_from_file(StFile&& f, std::string_view source) {
   for (const auto& [name, t] : f.tensors) {
     if (!kTensors.count(name)) {
       if (name == "cu_seqlens_q" || name == "cu_seqlens_k") {
@@ -209,7 +214,7 @@ Expected<Case> case_from_file(const StFile& f, std::string_view source) {
 Expected<Case> load_case(const std::string& path) {
   auto f = read_safetensors(path);
   if (!f) return f.status();
-  return case_from_file(*f, path);
+  return case_from_file(std::move(*f), path);
 }
 
 namespace {

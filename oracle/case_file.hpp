@@ -26,6 +26,8 @@ namespace dcp::oracle {
 
 // Builds and validates a case from a parsed file; `source` names the file in messages.
 Expected<Case> case_from_file(const StFile& file, std::string_view source);
+// The same, taking the tensors' values out of the file instead of copying them.
+Expected<Case> case_from_file(StFile&& file, std::string_view source);
 Expected<Case> load_case(const std::string& path);
 
 StFile case_to_file(const Case& c);

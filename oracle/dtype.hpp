@@ -220,7 +220,26 @@ inline double round_to(DType t, double x) {
   return x;
 }
 
-inline bool representable(DType t, double x) { return !std::isfinite(x) || round_to(t, x) == x; }
+// Whether x is exactly a value of t (non-finite x counts as representable). The 32- and 16-bit
+// formats are tested on the bits of x as a float (a hot path: every input element of a case is
+// checked), each equal to round_to(t, x) == x (tests/unit/test_dtype_eigen.cpp checks they agree).
+inline bool representable(DType t, double x) {
+  if (!std::isfinite(x)) return true;
+  if (t == DType::f32 || t == DType::bf16 || t == DType::f16) {
+    const auto f = static_cast<float>(x);
+    if (static_cast<double>(f) != x) return false;  // not a float (or beyond the float range)
+    const uint32_t bits = std::bit_cast<uint32_t>(f);
+    if (t == DType::f32) return true;
+    if (t == DType::bf16) return (bits & 0xffffu) == 0;  // bf16: a float's top 16 bits
+    // f16: 10 stored bits down to 2^-14, then multiples of 2^-24 (the subnormals), at most 65504.
+    if ((bits & 0x7fffffffu) == 0) return true;
+    const int e = static_cast<int>((bits >> 23) & 0xffu) - 127;  // float subnormals: e = -127
+    if (e > 15 || e < -24) return false;
+    const int dropped = e >= -14 ? 13 : 13 + (-14 - e);  // float mantissa bits f16 lacks
+    return (bits & ((1u << dropped) - 1u)) == 0;
+  }
+  return round_to(t, x) == x;
+}
 
 inline uint16_t double_to_bf16_bits(double x) {
   const float f = static_cast<float>(round_to(DType::bf16, x));

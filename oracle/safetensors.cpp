@@ -356,7 +356,6 @@ void decode(const Entry& e, const uint8_t* data, StTensor* t) {
   t->shape = e.shape;
   const auto n = static_cast<size_t>(e.numel);
   const uint8_t* p = data + e.begin;
-  const int w = dtype_bytes(e.dtype);
   if (e.dtype == DType::i64) {
     t->ints.resize(n);
     for (size_t i = 0; i < n; ++i) {
@@ -365,30 +364,37 @@ void decode(const Entry& e, const uint8_t* data, StTensor* t) {
     return;
   }
   t->values.resize(n);
-  for (size_t i = 0; i < n; ++i) {
-    const uint64_t bits = load_le(p + i * static_cast<size_t>(w), w);
-    double v = 0.0;
-    switch (e.dtype) {
-      case DType::f64:
-        v = std::bit_cast<double>(bits);
-        break;
-      case DType::f32:
-        v = static_cast<double>(std::bit_cast<float>(static_cast<uint32_t>(bits)));
-        break;
-      case DType::f16:
-        v = f16_bits_to_double(static_cast<uint16_t>(bits));
-        break;
-      case DType::bf16:
-        v = bf16_bits_to_double(static_cast<uint16_t>(bits));
-        break;
-      case DType::f8e4m3:
-      case DType::f8e5m2:
-        v = fp8_bits_to_double(e.dtype, static_cast<uint8_t>(bits));
-        break;
-      case DType::i64:
-        break;
-    }
-    t->values[i] = v;
+  // One loop per format (the conversion chosen once, not per element: a large case's tensors
+  // hold hundreds of millions of elements).
+  const auto each = [&](auto width, auto convert) {  // width: the element's bytes, a constant
+    constexpr int kw = decltype(width)::value;
+    for (size_t i = 0; i < n; ++i) t->values[i] = convert(load_le(p + i * kw, kw));
+  };
+  using W8 = std::integral_constant<int, 8>;
+  using W4 = std::integral_constant<int, 4>;
+  using W2 = std::integral_constant<int, 2>;
+  using W1 = std::integral_constant<int, 1>;
+  switch (e.dtype) {
+    case DType::f64:
+      each(W8{}, [](uint64_t b) { return std::bit_cast<double>(b); });
+      break;
+    case DType::f32:
+      each(W4{}, [](uint64_t b) {
+        return static_cast<double>(std::bit_cast<float>(static_cast<uint32_t>(b)));
+      });
+      break;
+    case DType::f16:
+      each(W2{}, [](uint64_t b) { return f16_bits_to_double(static_cast<uint16_t>(b)); });
+      break;
+    case DType::bf16:
+      each(W2{}, [](uint64_t b) { return bf16_bits_to_double(static_cast<uint16_t>(b)); });
+      break;
+    case DType::f8e4m3:
+    case DType::f8e5m2:
+      each(W1{}, [&e](uint64_t b) { return fp8_bits_to_double(e.dtype, static_cast<uint8_t>(b)); });
+      break;
+    case DType::i64:
+      break;
   }
 }
 

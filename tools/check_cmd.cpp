@@ -342,7 +342,7 @@ int run_check(const CheckOptions& o, const Limits& lim) {
   props::Footprint judge;
   for (size_t b = 0; b < B; ++b) {
     const std::string in = B > 1 ? " (request " + std::to_string(b) + ")" : "";
-    auto c = oracle::case_from_file((*case_files)[b], o.case_path + in);
+    auto c = oracle::case_from_file(std::move((*case_files)[b]), o.case_path + in);
     if (!c) return bad(c.status().message());
     auto r = oracle::result_from_file((*result_files)[b], *c, o.result_path + in);
     if (!r) return bad(r.status().message());
