@@ -149,7 +149,7 @@ struct BlockArgs {
   for (int64_t x = 0; x < nb; ++x) {
     const double* krow = kdata + (keys[x] * Hkv + tk.g) * dk;
     for (int64_t h = 0; h < G; ++h) {
-      const double* qrow = &c.q.data[static_cast<size_t>((tk.t * Hq + h0 + h) * dk)];
+      const double* qrow = c.q.data.data() + (tk.t * Hq + h0 + h) * dk;
       double hi[kDotLanes] = {}, lo[kDotLanes] = {};
       int64_t i = 0;
       for (; i + kDotLanes <= dk; i += kDotLanes)
@@ -185,8 +185,7 @@ struct BlockArgs {
       xhi[static_cast<size_t>(x)] = d.hi;
       xlo[static_cast<size_t>(x)] = d.lo;
     }
-    exp_nonpositive(xhi.data(), xlo.data(), &phi[static_cast<size_t>(h * nb)],
-                    &plo[static_cast<size_t>(h * nb)], nb);
+    exp_nonpositive(xhi.data(), xlo.data(), phi.data() + h * nb, plo.data() + h * nb, nb);
     dd& zh = z[static_cast<size_t>(h)];
     for (int64_t x = 0; x < nb; ++x)
       zh += dd(phi[static_cast<size_t>(h * nb + x)], plo[static_cast<size_t>(h * nb + x)]);
@@ -196,8 +195,8 @@ struct BlockArgs {
     const double* vrow = vdata + (keys[x] * Hkv + tk.g) * vwidth;
     for (int64_t h = 0; h < G; ++h) {
       const dd p(phi[static_cast<size_t>(h * nb + x)], plo[static_cast<size_t>(h * nb + x)]);
-      double* nh = &nhi[static_cast<size_t>(h * dv)];
-      double* nl = &nlo[static_cast<size_t>(h * dv)];
+      double* nh = nhi.data() + h * dv;
+      double* nl = nlo.data() + h * dv;
       const double ph = p.hi, pl = p.lo;
       for (int64_t i = 0; i < dv; ++i) {  // n += p v, as axpy<dd>
         const double prod_hi = ph * vrow[i];

@@ -475,6 +475,24 @@ def _arrays_of(header: dict, payload: bytearray, kind: str) -> dict:
     return out
 
 
+def _empty_rows(f: dict, kind: str, have: dict) -> dict:
+    """k [0, kv_heads, Dk], v [0, kv_heads, Dv] and k_pos [0] for a rank that owns no tokens (an
+    empty buffer crosses the bridge as no tensor)."""
+    shapes = {"k": (0, f["kv_heads"], f["head_dim"]), "k_pos": (0,)}
+    if not f.get("shared_latent"):
+        shapes["v"] = (0, f["kv_heads"], f["v_dim"])
+    out = {}
+    for name, shape in shapes.items():
+        if name in have:
+            continue
+        if kind == "torch":
+            import torch
+            out[name] = torch.zeros(shape, dtype=torch.int64 if name == "k_pos" else torch.float32)
+        else:
+            out[name] = np.zeros(shape, dtype=np.int64 if name == "k_pos" else np.float32)
+    return out
+
+
 def _as_f32(x: Any, what: str, shape: tuple) -> np.ndarray:
     if type(x).__module__.split(".")[0] == "torch":
         x = x.detach().to("cpu").float().numpy()
@@ -526,7 +544,10 @@ def _serve(sock: socket.socket, proc: subprocess.Popen, impl: Any, name: str, le
         fields = header.get("args", {})
         try:
             sock.settimeout(None)
-            args = LevelArgs(op, fields, _arrays_of(header, payload, kind))
+            arrays = _arrays_of(header, payload, kind)
+            if op == "partial" and fields.get("keys") == 0:  # a rank that owns no tokens
+                arrays.update(_empty_rows(fields, kind, arrays))
+            args = LevelArgs(op, fields, arrays)
             arrays = _outputs(op, getattr(impl, op)(args), fields)
         except Exception as e:  # the implementation's failure, reported with its traceback
             where = f" on dcp rank {fields['rank']}" if "rank" in fields else ""
