@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <bit>
 #include <cmath>
 #include <mutex>
 #include <thread>
@@ -79,32 +78,15 @@ constexpr int64_t kBlocksPerThread = 4;
 // Lanes of the dot products' independent accumulators (one AVX-512 register of doubles).
 constexpr int kDotLanes = 8;
 
-// 2^k for k in [-1022, 1023], from its bits.
-[[gnu::always_inline]] inline double pow2(int64_t k) {
-  return std::bit_cast<double>(static_cast<uint64_t>(k + 1023) << 52);
-}
-
-// out[i] = exp(x[i]) for dd arguments x[i] <= 0 (hi and lo in separate arrays), exactly as dd.hpp's
-// exp computes it, written without branches so that the loop vectorizes: the rounding of
-// x.hi / ln 2 to an integer by the 1.5 * 2^52 trick (ties to even, as nearbyint), and the scaling
-// by 2^k in two in-range steps (one rounding, as ldexp's, also into the subnormals).
+// out[i] = exp(x[i]) for dd arguments x[i] <= 0 (hi and lo in separate arrays): dd.hpp's exp, its
+// range checks as selects around exp_in_range, so that the loop vectorizes.
 [[gnu::always_inline]] inline void exp_nonpositive(const double* xh, const double* xl, double* oh,
                                                    double* ol, int64_t n) {
-  constexpr double kRoundMagic = 6755399441055744.0;  // 1.5 * 2^52
-  constexpr double kUnderflow = -745.2;               // dd.hpp's exp: 0 below
   for (int64_t i = 0; i < n; ++i) {
-    const dd x(xh[i], xl[i]);
-    const double kd = (x.hi / kDdLn2.hi + kRoundMagic) - kRoundMagic;
-    dd r = x - dd(kd * kLn2Hi);
-    r = r - two_prod(kd, kLn2Mid);
-    r = r - dd(kd * kLn2Lo);
-    const dd e = expm1_reduced(r) + 1.0;
-    // In [-1075, 0] unless the result underflows (then clamped, and the result is 0 anyway).
-    const auto k = static_cast<int64_t>(kd < -2048.0 ? -2048.0 : kd);
-    const double s1 = pow2(k / 2), s2 = pow2(k - k / 2);
-    const bool under = x.hi < kUnderflow;
-    oh[i] = under ? 0.0 : (e.hi * s1) * s2;
-    ol[i] = under ? 0.0 : (e.lo * s1) * s2;
+    const bool under = xh[i] < kExpUnderflow;
+    const dd e = exp_in_range(under ? dd(0.0) : dd(xh[i], xl[i]));
+    oh[i] = under ? 0.0 : e.hi;
+    ol[i] = under ? 0.0 : e.lo;
   }
 }
 

@@ -16,7 +16,9 @@
 // error-free transformations.
 #pragma once
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <iterator>
 #include <limits>
 
@@ -177,21 +179,37 @@ inline dd double_expm1(const dd& e) {
   return detail::double_expm1<kHalvings>(y + (y * y) * detail::horner_inv_factorial<0>(y));
 }
 
-inline dd exp(const dd& x) {
-  // exp overflows double beyond ln(DBL_MAX) ~ 709.78; below -745.13 the result is under half the
-  // smallest subnormal.
-  constexpr double kOverflow = 709.78;
-  constexpr double kUnderflow = -745.2;
-  if (std::isnan(x.hi)) return dd(x.hi);
-  if (x.hi > kOverflow) return dd(std::numeric_limits<double>::infinity());
-  if (x.hi < kUnderflow) return dd(0.0);
-  const double k = std::nearbyint(x.hi / kDdLn2.hi);
-  // r = x - k ln2 with ln2 carried to ~130 bits: k*kLn2Hi is exact, the rest is two_prod exact.
+// exp overflows double beyond ln(DBL_MAX) ~ 709.78; below -745.13 the result is under half the
+// smallest subnormal.
+inline constexpr double kExpOverflow = 709.78;
+inline constexpr double kExpUnderflow = -745.2;
+
+// exp(x) for kExpUnderflow <= x.hi <= kExpOverflow, without a branch, so that loops over many
+// arguments vectorize (the fast tier, attention.cpp): k = x.hi / ln 2 rounded to an integer by the
+// 1.5 * 2^52 trick (ties to even, as nearbyint), r = x - k ln2 with ln2 carried to ~130 bits
+// (k * kLn2Hi is exact, the rest is two_prod exact), and the scaling by 2^k in two steps of
+// in-range powers of two (the first exact, the second the one rounding ldexp would make, into the
+// subnormals too).
+[[gnu::always_inline]] inline dd exp_in_range(const dd& x) {
+  constexpr double kRoundMagic = 6755399441055744.0;  // 1.5 * 2^52
+  const double k = (x.hi / kDdLn2.hi + kRoundMagic) - kRoundMagic;
   dd r = x - dd(k * kLn2Hi);
   r = r - two_prod(k, kLn2Mid);
   r = r - dd(k * kLn2Lo);
   const dd e = expm1_reduced(r) + 1.0;
-  return ldexp(e, static_cast<int>(k));
+  const auto ki = static_cast<int64_t>(k);  // in [-1076, 1024]: each half a normal power of two
+  const auto pow2 = [](int64_t j) {
+    return std::bit_cast<double>(static_cast<uint64_t>(j + 1023) << 52);
+  };
+  const double s1 = pow2(ki / 2), s2 = pow2(ki - ki / 2);
+  return {(e.hi * s1) * s2, (e.lo * s1) * s2};
+}
+
+inline dd exp(const dd& x) {
+  if (std::isnan(x.hi)) return dd(x.hi);
+  if (x.hi > kExpOverflow) return dd(std::numeric_limits<double>::infinity());
+  if (x.hi < kExpUnderflow) return dd(0.0);
+  return exp_in_range(x);
 }
 
 inline dd expm1(const dd& x) {

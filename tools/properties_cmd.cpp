@@ -1,8 +1,8 @@
 #include "tools/properties_cmd.hpp"
 
 #include <chrono>
-#include <filesystem>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <random>
@@ -14,8 +14,8 @@
 
 #include "oracle/case_file.hpp"
 #include "properties/footprint.hpp"
-#include "properties/rc_gen.hpp"
 #include "properties/pinned.hpp"
+#include "properties/rc_gen.hpp"
 #include "properties/suite.hpp"
 #include "tools/backends.hpp"
 #include "tools/flags.hpp"
@@ -85,38 +85,33 @@ std::optional<std::string> read_limits(DrawOptions& o) {
     names += (names.empty() ? "" : ",") + w;
   }
   if (!names.empty()) flags << " --without " << names;
-  const auto formats = [&](const char* flag, const std::vector<std::string>& given,
-                           std::vector<oracle::DType>& into) -> std::optional<std::string> {
+  // A list flag's names, parsed by the project's own readers, into `into` (replaced, each once).
+  const auto read_list = [&](const char* flag, const std::vector<std::string>& given, auto& into,
+                             auto parse, const char* expected) -> std::optional<std::string> {
     if (given.empty()) return std::nullopt;
     into.clear();
     std::string list;
     for (const std::string& g : given) {
-      const oracle::DType d = g == "f32"    ? oracle::DType::f32
-                              : g == "bf16" ? oracle::DType::bf16
-                              : g == "f16"  ? oracle::DType::f16
-                                            : oracle::DType::f64;
-      if (d == oracle::DType::f64)
-        return std::string(flag) + ": unknown format '" + g + "'; expected f32, bf16 or f16";
-      if (std::find(into.begin(), into.end(), d) == into.end()) into.push_back(d);
+      const auto x = parse(g);
+      if (!x) return std::string(flag) + ": unknown value '" + g + "'; expected " + expected;
+      if (std::find(into.begin(), into.end(), *x) == into.end()) into.push_back(*x);
       list += (list.empty() ? "" : ",") + g;
     }
     flags << " " << flag << " " << list;
     return std::nullopt;
   };
-  if (auto why = formats("--q-dtypes", o.q_dtypes, lim.q_dtypes)) return why;
-  if (auto why = formats("--kv-dtypes", o.kv_dtypes, lim.kv_dtypes)) return why;
-  if (!o.lse_bases.empty()) {
-    lim.lse_bases.clear();
-    std::string list;
-    for (const std::string& b : o.lse_bases) {
-      if (b != "e" && b != "2") return "--lse-bases: unknown base '" + b + "'; expected e or 2";
-      const oracle::LseBase base = b == "e" ? oracle::LseBase::e : oracle::LseBase::two;
-      if (std::find(lim.lse_bases.begin(), lim.lse_bases.end(), base) == lim.lse_bases.end())
-        lim.lse_bases.push_back(base);
-      list += (list.empty() ? "" : ",") + b;
-    }
-    flags << " --lse-bases " << list;
-  }
+  const auto format = [](const std::string& g) -> std::optional<oracle::DType> {
+    const auto f = gpu::parse_format(g);
+    if (!f) return std::nullopt;
+    return props::to_oracle_dtype(*f);
+  };
+  if (auto why = read_list("--q-dtypes", o.q_dtypes, lim.q_dtypes, format, "f32, bf16 or f16"))
+    return why;
+  if (auto why = read_list("--kv-dtypes", o.kv_dtypes, lim.kv_dtypes, format, "f32, bf16 or f16"))
+    return why;
+  if (auto why = read_list("--lse-bases", o.lse_bases, lim.lse_bases,
+                           [](const std::string& g) { return oracle::parse_lse_base(g); }, "e or 2"))
+    return why;
   o.limit_flags = flags.str();
   return std::nullopt;
 }

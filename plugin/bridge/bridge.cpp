@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -93,23 +94,32 @@ int64_t numel(const dcpv_tensor& t) {
   return n;
 }
 
-// Appends a dense row-major copy of t (any strides) to the payload and lists it in the header.
-void put(json& tensors, std::vector<char>& payload, const char* name, const dcpv_tensor& t) {
-  if (t.data == nullptr) return;
-  const size_t es = dtype_bytes(t.dtype), offset = payload.size();
+// Calls fn(i, at) for every element of t in row-major order: i its dense index, at its offset in
+// elements under t's strides.
+template <class Fn>
+void for_each_element(const dcpv_tensor& t, Fn fn) {
   const int64_t n = numel(t);
-  payload.resize(offset + static_cast<size_t>(n) * es);
-  char* out = payload.data() + offset;
   std::vector<int64_t> idx(static_cast<size_t>(t.ndim), 0);
   for (int64_t i = 0; i < n; ++i) {
     int64_t at = 0;
     for (int32_t d = 0; d < t.ndim; ++d) at += idx[static_cast<size_t>(d)] * t.strides[d];
-    std::memcpy(out + static_cast<size_t>(i) * es, static_cast<const char*>(t.data) + at * es, es);
+    fn(i, at);
     for (int32_t d = t.ndim - 1; d >= 0; --d) {
       if (++idx[static_cast<size_t>(d)] < t.shape[d]) break;
       idx[static_cast<size_t>(d)] = 0;
     }
   }
+}
+
+// Appends a dense row-major copy of t (any strides) to the payload and lists it in the header.
+void put(json& tensors, std::vector<char>& payload, const char* name, const dcpv_tensor& t) {
+  if (t.data == nullptr) return;
+  const size_t es = dtype_bytes(t.dtype), offset = payload.size();
+  payload.resize(offset + static_cast<size_t>(numel(t)) * es);
+  char* out = payload.data() + offset;
+  for_each_element(t, [&](int64_t i, int64_t at) {
+    std::memcpy(out + static_cast<size_t>(i) * es, static_cast<const char*>(t.data) + at * es, es);
+  });
   json shape = json::array();
   for (int32_t d = 0; d < t.ndim; ++d) shape.push_back(t.shape[d]);
   tensors.push_back({{"name", name},
@@ -185,17 +195,9 @@ bool take(const json& reply, const std::vector<char>& payload, const char* name,
       return false;
     }
     const char* src = payload.data() + offset;
-    const int64_t n = numel(into);
-    std::vector<int64_t> idx(static_cast<size_t>(into.ndim), 0);
-    for (int64_t i = 0; i < n; ++i) {
-      int64_t at = 0;
-      for (int32_t d = 0; d < into.ndim; ++d) at += idx[static_cast<size_t>(d)] * into.strides[d];
+    for_each_element(into, [&](int64_t i, int64_t at) {
       std::memcpy(static_cast<float*>(into.data) + at, src + i * 4, 4);
-      for (int32_t d = into.ndim - 1; d >= 0; --d) {
-        if (++idx[static_cast<size_t>(d)] < into.shape[d]) break;
-        idx[static_cast<size_t>(d)] = 0;
-      }
-    }
+    });
     return true;
   }
   why = std::string("the reply has no tensor '") + name + "'";
@@ -209,16 +211,22 @@ bool has(const json& reply, const char* name) {
   return false;
 }
 
-// One level's round trip: the request, then ok or the server's one-line error.
-int call(const json& header, const std::vector<char>& payload, json& reply,
-         std::vector<char>& reply_payload, char* err, size_t err_len) {
+// One level's round trip: the request, then ok or the server's one-line error, and the reply's
+// o and lse copied into the level's outputs.
+int call(const char* op, const json& args, const json& tensors, const std::vector<char>& payload,
+         const dcpv_tensor& o, const dcpv_tensor& lse, json& reply, std::vector<char>& rp,
+         char* err, size_t err_len) {
   std::string why;
-  if (!exchange(header, payload, reply, reply_payload, why)) {
+  if (!exchange({{"op", op}, {"args", args}, {"tensors", tensors}}, payload, reply, rp, why)) {
     fail(err, err_len, why);
     return 1;
   }
   if (!reply.value("ok", false)) {
     fail(err, err_len, reply.value("error", std::string("the server gave no reason")));
+    return 1;
+  }
+  if (!take(reply, rp, "o", o, why) || !take(reply, rp, "lse", lse, why)) {
+    fail(err, err_len, why);
     return 1;
   }
   return 0;
@@ -256,15 +264,7 @@ int bridge_partial_unguarded(const dcpv_partial_args* a, char* err, size_t err_l
                      {"kv_dtype", dtype_name(a->k.dtype)}};
   json reply;
   std::vector<char> rp;
-  if (call({{"op", "partial"}, {"args", args}, {"tensors", tensors}}, payload, reply, rp, err,
-           err_len) != 0)
-    return 1;
-  std::string why;
-  if (!take(reply, rp, "o", a->o, why) || !take(reply, rp, "lse", a->lse, why)) {
-    fail(err, err_len, why);
-    return 1;
-  }
-  return 0;
+  return call("partial", args, tensors, payload, a->o, a->lse, reply, rp, err, err_len);
 }
 
 int bridge_combine_unguarded(const dcpv_combine_args* a, char* err, size_t err_len) {
@@ -280,15 +280,7 @@ int bridge_combine_unguarded(const dcpv_combine_args* a, char* err, size_t err_l
                      {"lse_base", a->lse_base}};
   json reply;
   std::vector<char> rp;
-  if (call({{"op", "combine"}, {"args", args}, {"tensors", tensors}}, payload, reply, rp, err,
-           err_len) != 0)
-    return 1;
-  std::string why;
-  if (!take(reply, rp, "o", a->o, why) || !take(reply, rp, "lse", a->lse, why)) {
-    fail(err, err_len, why);
-    return 1;
-  }
-  return 0;
+  return call("combine", args, tensors, payload, a->o, a->lse, reply, rp, err, err_len);
 }
 
 int bridge_step_unguarded(dcpv_step_args* a, char* err, size_t err_len) {
@@ -318,15 +310,9 @@ int bridge_step_unguarded(dcpv_step_args* a, char* err, size_t err_len) {
                      {"kv_dtype", dtype_name(a->k.dtype)}};
   json reply;
   std::vector<char> rp;
-  if (call({{"op", "step"}, {"args", args}, {"tensors", tensors}}, payload, reply, rp, err,
-           err_len) != 0)
-    return 1;
-  std::string why;
-  if (!take(reply, rp, "o", a->o, why) || !take(reply, rp, "lse", a->lse, why)) {
-    fail(err, err_len, why);
-    return 1;
-  }
+  if (call("step", args, tensors, payload, a->o, a->lse, reply, rp, err, err_len) != 0) return 1;
   a->wrote_partials = 0;
+  std::string why;
   if (has(reply, "o_partial") || has(reply, "lse_partial")) {
     if (!take(reply, rp, "o_partial", a->o_partial, why) ||
         !take(reply, rp, "lse_partial", a->lse_partial, why)) {
@@ -375,7 +361,7 @@ static const dcpv_impl* get_impl() {
   if (fd == nullptr) return nullptr;
   char* end = nullptr;
   const long v = std::strtol(fd, &end, 10);
-  if (end == fd || *end != '\0' || v < 0) return nullptr;
+  if (end == fd || *end != '\0' || v < 0 || v > INT_MAX) return nullptr;
   g_conn.fd = static_cast<int>(v);
   json reply;
   std::vector<char> rp;
