@@ -11,7 +11,6 @@
 #include <benchmark/benchmark.h>
 
 #include <Eigen/Dense>
-
 #include <cmath>
 #include <vector>
 
@@ -86,16 +85,17 @@ std::vector<double> plain_fp64(const Case& c) {
 std::vector<double> eigen_fp64(const Case& c) {
   using Matrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   using Rows = Eigen::Map<const Matrix, 0, Eigen::OuterStride<>>;
-  const int64_t Hq = c.q_heads(), Hkv = c.kv_heads(), G = Hq / Hkv, dk = c.head_dim(),
-                dv = c.v_dim, S = c.seq();
+  const int64_t Hq = c.q_heads(), Hkv = c.kv_heads(), G = Hq / Hkv, dk = c.head_dim(), dv = c.v_dim,
+                S = c.seq();
   const double tau = 1.0 / std::sqrt(static_cast<double>(dk));
   std::vector<double> out(Hq * dv);
   dcp::oracle::parallel_for(Hkv, [&](int64_t g) {
     const Rows q(&c.q.data[c.q.offset({0, g * G, 0})], G, dk, Eigen::OuterStride<>(dk));
     const Rows k(&c.k.data[c.k.offset({0, g, 0})], S, dk, Eigen::OuterStride<>(Hkv * dk));
-    const Rows v = c.shared_latent()
-                       ? Rows(&c.k.data[c.k.offset({0, g, 0})], S, dv, Eigen::OuterStride<>(Hkv * dk))
-                       : Rows(&c.v.data[c.v.offset({0, g, 0})], S, dv, Eigen::OuterStride<>(Hkv * dv));
+    const Rows v =
+        c.shared_latent()
+            ? Rows(&c.k.data[c.k.offset({0, g, 0})], S, dv, Eigen::OuterStride<>(Hkv * dk))
+            : Rows(&c.v.data[c.v.offset({0, g, 0})], S, dv, Eigen::OuterStride<>(Hkv * dv));
     Matrix s = tau * (q * k.transpose());
     for (int64_t h = 0; h < G; ++h) {
       auto row = s.row(h);

@@ -91,9 +91,9 @@ constexpr int kDotLanes = 8;
 }
 
 struct BlockTask {
-  int64_t t = 0, g = 0;       // query token, KV head
+  int64_t t = 0, g = 0;        // query token, KV head
   int64_t begin = 0, end = 0;  // into the token's visible keys
-  bool sink = false;          // this block adds the sink (the first block of its row group)
+  bool sink = false;           // this block adds the sink (the first block of its row group)
 };
 
 struct BlockArgs {
@@ -116,8 +116,8 @@ struct BlockArgs {
 [[gnu::always_inline]] inline void block_kernel(const BlockArgs& a) {
   const Case& c = *a.c;
   const BlockTask& tk = a.task;
-  const int64_t Hq = c.q_heads(), Hkv = c.kv_heads(), G = Hq / Hkv, dk = c.head_dim(),
-                dv = c.v_dim, h0 = tk.g * G, nb = tk.end - tk.begin;
+  const int64_t Hq = c.q_heads(), Hkv = c.kv_heads(), G = Hq / Hkv, dk = c.head_dim(), dv = c.v_dim,
+                h0 = tk.g * G, nb = tk.end - tk.begin;
   const dd tau = c.scale ? dd(*c.scale) : dd(1.0) / sqrt(dd(static_cast<double>(dk)));
   const dd cap(c.softcap);
   const double* kdata = c.k.data.data();
@@ -304,9 +304,9 @@ Expected<std::vector<MergeState<dd>>> attend_rows_watched(const Case& c, const K
   std::vector<size_t> first(static_cast<size_t>(T * Hkv) + 1);  // each row group's first task
   for (int64_t t = 0; t < T; ++t) {
     const int64_t n = static_cast<int64_t>(keys[static_cast<size_t>(t)].size());
-    const int64_t block = std::clamp(
-        (n + threads * kBlocksPerThread - 1) / (threads * kBlocksPerThread), kMinBlockKeys,
-        kMaxBlockKeys);
+    const int64_t block =
+        std::clamp((n + threads * kBlocksPerThread - 1) / (threads * kBlocksPerThread),
+                   kMinBlockKeys, kMaxBlockKeys);
     for (int64_t g = 0; g < Hkv; ++g) {
       first[static_cast<size_t>(t * Hkv + g)] = tasks.size();
       int64_t b = 0;
@@ -317,8 +317,8 @@ Expected<std::vector<MergeState<dd>>> attend_rows_watched(const Case& c, const K
     }
   }
   first.back() = tasks.size();
-  std::vector<std::vector<MergeState<dd>>> states(tasks.size(),
-                                                  std::vector<MergeState<dd>>(static_cast<size_t>(G)));
+  std::vector<std::vector<MergeState<dd>>> states(
+      tasks.size(), std::vector<MergeState<dd>>(static_cast<size_t>(G)));
   static const BlockFn kernel = pick_block_kernel();
   int64_t total = 0, done = 0;
   for (const BlockTask& tk : tasks) total += (tk.end - tk.begin) * G;
@@ -341,8 +341,7 @@ Expected<std::vector<MergeState<dd>>> attend_rows_watched(const Case& c, const K
       watch.progress(done, total);
     }
   });
-  if (stopped)
-    return DCP_ERROR("interrupted: ", done, " of ", total, " (row, key) pairs computed");
+  if (stopped) return DCP_ERROR("interrupted: ", done, " of ", total, " (row, key) pairs computed");
   std::vector<MergeState<dd>> rows(static_cast<size_t>(T * Hq));
   for (int64_t t = 0; t < T; ++t)
     for (int64_t g = 0; g < Hkv; ++g) {
@@ -383,8 +382,8 @@ Expected<Attention> reference(const Case& c, Tier tier, const Watch& watch) {
   return to_attention(c, *rows);
 }
 
-#define DCP_INSTANTIATE(Real)                                                \
-  template MergeState<Real> attend_row<Real>(const Case&, int64_t, int64_t,  \
+#define DCP_INSTANTIATE(Real)                                                 \
+  template MergeState<Real> attend_row<Real>(const Case&, int64_t, int64_t,   \
                                              std::span<const int64_t>, bool); \
   template Attention to_attention<Real>(const Case&, const std::vector<MergeState<Real>>&);
 DCP_INSTANTIATE(double)

@@ -374,8 +374,7 @@ std::optional<std::string> outside(const DcpSetup& s, const DcpLimits& lim) {
   if (!lim.topk && p.topk > 0) return "uses top-k";
   if (!lim.window && p.window > 0) return "uses a window";
   if (!lim.shared_latent && p.shared_latent) return "uses a shared latent";
-  if (!among(lim.q_dtypes, p.q_dtype))
-    return "q is " + std::string(oracle::dtype_name(p.q_dtype));
+  if (!among(lim.q_dtypes, p.q_dtype)) return "q is " + std::string(oracle::dtype_name(p.q_dtype));
   if (!among(lim.kv_dtypes, p.kv_dtype))
     return "K/V are " + std::string(oracle::dtype_name(p.kv_dtype));
   if (!among(lim.lse_bases, p.lse_base))

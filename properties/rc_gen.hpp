@@ -219,13 +219,13 @@ inline rc::Gen<DcpSetup> gen_dcp_setup(DcpLimits lim) {
     p.kv_heads = *rc::gen::elementOf(divisors);
     p.tokens = *rc::gen::inRange<int64_t>(1, 4);
     p.head_dim = *rc::gen::inRange<int64_t>(1, lim.max_head_dim + 1);
-    p.shared_latent =
-        lim.shared_latent && *rc::gen::weightedElement<bool>({{3, false}, {1, true}});
+    p.shared_latent = lim.shared_latent && *rc::gen::weightedElement<bool>({{3, false}, {1, true}});
     const int64_t vmax = p.shared_latent ? std::min(lim.max_v_dim, p.head_dim) : lim.max_v_dim;
     p.v_dim = *rc::gen::inRange<int64_t>(1, vmax + 1);
     const bool small = p.q_heads * p.tokens <= 12;
     p.seq = *rc::gen::weightedOneOf<int64_t>(
-        {{2, rc::gen::inRange<int64_t>(0, std::min(n, lim.max_seq) + 1)},  // S <= N: ranks own nothing
+        {{2,
+          rc::gen::inRange<int64_t>(0, std::min(n, lim.max_seq) + 1)},  // S <= N: ranks own nothing
          {6, rc::gen::inRange<int64_t>(0, std::min<int64_t>(300, lim.max_seq + 1))},
          {small && lim.max_seq >= 300 ? 1 : 0,
           rc::gen::inRange<int64_t>(300, std::max<int64_t>(301, lim.max_seq + 1))}});
@@ -239,9 +239,10 @@ inline rc::Gen<DcpSetup> gen_dcp_setup(DcpLimits lim) {
     // cases have them.
     p.causal = *rc::gen::weightedElement<bool>({{1, false}, {4, true}});
     p.explicit_pos = *rc::gen::weightedElement<bool>({{1, false}, {1, true}});
-    p.window = lim.window ? *rc::gen::weightedOneOf<int64_t>(
-                                {{2, rc::gen::just<int64_t>(0)}, {1, rc::gen::inRange<int64_t>(1, 64)}})
-                          : 0;
+    p.window = lim.window
+                   ? *rc::gen::weightedOneOf<int64_t>(
+                         {{2, rc::gen::just<int64_t>(0)}, {1, rc::gen::inRange<int64_t>(1, 64)}})
+                   : 0;
     p.softcap =
         lim.softcap ? *rc::gen::weightedElement<double>({{3, 0.0}, {1, 4.0}, {1, 30.0}}) : 0.0;
     p.sink = lim.sink && *rc::gen::weightedElement<bool>({{2, false}, {1, true}});

@@ -198,7 +198,7 @@ void kv_write_property() {
 
 Footprint suite_case_footprint(const DcpLimits& lim) {
   DcpSetup s;
-  s.spec.tokens = 3;             // T in [1, 4)
+  s.spec.tokens = 3;  // T in [1, 4)
   // tp * h_loc: tp <= max_dcp (h_loc 1), or <= 8 groups * 3 heads of 8 ranks below 9 ranks
   s.spec.q_heads = std::max(lim.max_dcp, 8 * 3 * lim.max_groups);
   s.spec.kv_heads = s.spec.q_heads;

@@ -80,7 +80,8 @@ std::optional<std::string> read_limits(DrawOptions& o) {
     const auto it = std::find_if(features().begin(), features().end(),
                                  [&](const auto& f) { return f.first == w; });
     if (it == features().end())
-      return "--without: unknown feature '" + w + "'; expected softcap, sink, topk, window or latent";
+      return "--without: unknown feature '" + w +
+             "'; expected softcap, sink, topk, window or latent";
     lim.*(it->second) = false;
     names += (names.empty() ? "" : ",") + w;
   }
@@ -109,8 +110,9 @@ std::optional<std::string> read_limits(DrawOptions& o) {
     return why;
   if (auto why = read_list("--kv-dtypes", o.kv_dtypes, lim.kv_dtypes, format, "f32, bf16 or f16"))
     return why;
-  if (auto why = read_list("--lse-bases", o.lse_bases, lim.lse_bases,
-                           [](const std::string& g) { return oracle::parse_lse_base(g); }, "e or 2"))
+  if (auto why = read_list(
+          "--lse-bases", o.lse_bases, lim.lse_bases,
+          [](const std::string& g) { return oracle::parse_lse_base(g); }, "e or 2"))
     return why;
   o.limit_flags = flags.str();
   return std::nullopt;
@@ -296,12 +298,11 @@ int run_properties(PropertiesOptions& o, const Limits& lim) {
       return p.name != kImplProperty || !impl->levels;
     });
     if (impl->step)
-      suite.push_back({kImplStepProperty,
-                       "the plug-in's whole step: output and every rank's partial it returns "
-                       "within the derived bound",
-                       [step = *impl->step, lim = o.draws.limits] {
-                         props::dcp_path_property(step, lim);
-                       }});
+      suite.push_back(
+          {kImplStepProperty,
+           "the plug-in's whole step: output and every rank's partial it returns "
+           "within the derived bound",
+           [step = *impl->step, lim = o.draws.limits] { props::dcp_path_property(step, lim); }});
   }
   for (const std::string& name : o.only) {
     bool known = false;
@@ -379,7 +380,8 @@ int run_cases(CasesOptions& o, const Limits& lim) {
     return bad("--out " + o.out + ": not an existing folder");
   props::Footprint planned = props::suite_case_footprint(o.draws.limits);
   planned.work *= static_cast<double>(o.count);
-  if (const auto why = over_limits(planned, lim)) return bad("--count " + std::to_string(o.count) + ": " + *why);
+  if (const auto why = over_limits(planned, lim))
+    return bad("--count " + std::to_string(o.count) + ": " + *why);
   const rc::Gen<props::DcpSetup> gen = props::gen_dcp_setup(o.draws.limits);
   const auto file = [&](int64_t i) {
     char name[48];

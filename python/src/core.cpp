@@ -44,10 +44,14 @@ bool array_dtype(const nb::dlpack::dtype& t, DType& out, bool& is_int) {
   if (t.lanes != 1) return false;
   const auto code = static_cast<nb::dlpack::dtype_code>(t.code);
   if (code == nb::dlpack::dtype_code::Float) {
-    if (t.bits == 64) out = DType::f64;
-    else if (t.bits == 32) out = DType::f32;
-    else if (t.bits == 16) out = DType::f16;
-    else return false;
+    if (t.bits == 64)
+      out = DType::f64;
+    else if (t.bits == 32)
+      out = DType::f32;
+    else if (t.bits == 16)
+      out = DType::f16;
+    else
+      return false;
     return true;
   }
   if (code == nb::dlpack::dtype_code::Bfloat && t.bits == 16) {
@@ -124,9 +128,8 @@ StTensor to_tensor(const std::string& name, nb::handle obj, const std::string& f
   };
   if (is_int) {
     if (!format.empty() && format != "I64")
-      throw nb::value_error(("tensor '" + name + "': an int64 array cannot be stored as " +
-                             format)
-                                .c_str());
+      throw nb::value_error(
+          ("tensor '" + name + "': an int64 array cannot be stored as " + format).c_str());
     t.dtype = DType::i64;
     t.ints.resize(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i, next())
@@ -160,8 +163,7 @@ StFile to_file(const nb::dict& tensors, const std::map<std::string, std::string>
                const std::map<std::string, std::string>& formats) {
   StFile f;
   for (auto [k, v] : tensors) {
-    if (!nb::isinstance<nb::str>(k))
-      throw nb::type_error("tensor names must be strings");
+    if (!nb::isinstance<nb::str>(k)) throw nb::type_error("tensor names must be strings");
     const std::string name = nb::cast<std::string>(k);
     const auto it = formats.find(name);
     f.tensors[name] = to_tensor(name, v, it == formats.end() ? "" : it->second);

@@ -68,20 +68,22 @@ TEST(DtypeEigen, RoundingToNearestEvenMatchesEigenAtEveryTie) {
   }
   std::mt19937 rng(7);  // and floats anywhere, overflow and subnormals included
   for (int i = 0; i < 1'000'000; ++i)
-    ASSERT_NO_FATAL_FAILURE(expect_rounds_alike(std::bit_cast<float>(static_cast<uint32_t>(rng()))));
+    ASSERT_NO_FATAL_FAILURE(
+        expect_rounds_alike(std::bit_cast<float>(static_cast<uint32_t>(rng()))));
 }
 
 // The bit tests of representable() agree with rounding: x is a value of t iff round_to(t, x) == x.
 TEST(DtypeEigen, RepresentableBitTestsAgreeWithRounding) {
   std::mt19937_64 rng(11);
-  std::vector<double> xs = {0.0, -0.0, 65504.0, 65520.0, 0x1p-24, 0x1p-25, 3 * 0x1p-25, 0x1p-14,
-                            0x1.ff8p-15, 0x1p-126, 0x1p-133, 0x1p-134, 0x1p-149, 1e300, -3.0};
+  std::vector<double> xs = {0.0,      -0.0,        65504.0,  65520.0,     0x1p-24,
+                            0x1p-25,  3 * 0x1p-25, 0x1p-14,  0x1.ff8p-15, 0x1p-126,
+                            0x1p-133, 0x1p-134,    0x1p-149, 1e300,       -3.0};
   for (int i = 0; i < 2'000'000; ++i) {
     const auto f = std::bit_cast<float>(static_cast<uint32_t>(rng()));
-    xs.push_back(f);                                                            // any float
+    xs.push_back(f);                                                               // any float
     xs.push_back(dcp::oracle::bf16_bits_to_double(static_cast<uint16_t>(rng())));  // bf16 values
     xs.push_back(dcp::oracle::f16_bits_to_double(static_cast<uint16_t>(rng())));   // f16 values
-    xs.push_back(std::bit_cast<double>(rng()));                                 // any double
+    xs.push_back(std::bit_cast<double>(rng()));                                    // any double
   }
   for (double x : xs)
     for (DType t : {DType::f32, DType::bf16, DType::f16})

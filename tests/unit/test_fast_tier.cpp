@@ -1,6 +1,6 @@
-// The fast tier's blocked kernel (oracle/attention.cpp): rows whose keys span several blocks, merged
-// in key order, still agree with the certify tier to >= 100 bits; a watch sees every (row, key)
-// pair and stops the computation when asked.
+// The fast tier's blocked kernel (oracle/attention.cpp): rows whose keys span several blocks,
+// merged in key order, still agree with the certify tier to >= 100 bits; a watch sees every (row,
+// key) pair and stops the computation when asked.
 #include <gtest/gtest.h>
 
 #include "oracle/agreement.hpp"
