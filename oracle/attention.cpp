@@ -120,16 +120,15 @@ struct BlockArgs {
                 h0 = tk.g * G, nb = tk.end - tk.begin;
   const dd tau = c.scale ? dd(*c.scale) : dd(1.0) / sqrt(dd(static_cast<double>(dk)));
   const dd cap(c.softcap);
-  const double* kdata = c.k.data.data();
-  const double* vdata = c.shared_latent() ? kdata : c.v.data.data();
-  const int64_t vwidth = c.shared_latent() ? dk : dv;  // elements per (key, KV head) row of V
   const int64_t* keys = a.keys->data() + tk.begin;
+  // A stored K or V row is widened here once for the G heads that read it.
+  std::vector<double> row_buf(static_cast<size_t>(std::max(dk, c.shared_latent() ? dk : dv)));
 
   // Pass 1: every head's logits over the block, and their maxima.
   std::vector<dd> s(static_cast<size_t>(G * nb));
   std::vector<dd> m(static_cast<size_t>(G), RealOps<dd>::neg_inf());
   for (int64_t x = 0; x < nb; ++x) {
-    const double* krow = kdata + (keys[x] * Hkv + tk.g) * dk;
+    const double* krow = c.k.row(keys[x], tk.g, row_buf.data());
     for (int64_t h = 0; h < G; ++h) {
       const double* qrow = c.q.data.data() + (tk.t * Hq + h0 + h) * dk;
       double hi[kDotLanes] = {}, lo[kDotLanes] = {};
@@ -174,7 +173,7 @@ struct BlockArgs {
   }
   std::vector<double> nhi(static_cast<size_t>(G * dv), 0.0), nlo(static_cast<size_t>(G * dv), 0.0);
   for (int64_t x = 0; x < nb; ++x) {
-    const double* vrow = vdata + (keys[x] * Hkv + tk.g) * vwidth;
+    const double* vrow = c.v_row(keys[x], tk.g, row_buf.data());
     for (int64_t h = 0; h < G; ++h) {
       const dd p(phi[static_cast<size_t>(h * nb + x)], plo[static_cast<size_t>(h * nb + x)]);
       double* nh = nhi.data() + h * dv;
@@ -241,11 +240,12 @@ MergeState<Real> attend_row(const Case& c, int64_t t, int64_t h, std::span<const
   const Real tau = c.scale ? Real(*c.scale) : Real(1) / sqrt(Real(static_cast<double>(dk)));
   const Real cap(c.softcap);
   const double* qrow = &c.q.data[c.q.offset({t, h, 0})];
+  std::vector<double> row_buf(static_cast<size_t>(std::max(dk, dv)));
 
   std::vector<Real> s(keys.size());
   Real m = RealOps<Real>::neg_inf();
   for (size_t x = 0; x < keys.size(); ++x) {
-    const double* krow = &c.k.data[c.k.offset({keys[x], g, 0})];
+    const double* krow = c.k.row(keys[x], g, row_buf.data());
     Real score = tau * dot<Real>(qrow, krow, dk);
     if (c.softcap > 0.0) score = cap * tanh(score / cap);
     s[x] = score;
@@ -258,8 +258,7 @@ MergeState<Real> attend_row(const Case& c, int64_t t, int64_t h, std::span<const
   for (size_t x = 0; x < keys.size(); ++x) {
     const Real p = exp(s[x] - m);
     z += p;
-    const double* vrow = c.shared_latent() ? &c.k.data[c.k.offset({keys[x], g, 0})]
-                                           : &c.v.data[c.v.offset({keys[x], g, 0})];
+    const double* vrow = c.v_row(keys[x], g, row_buf.data());
     axpy<Real>(st.n.data(), p, vrow, dv);
   }
   if (sink) z += exp(sigma - m);

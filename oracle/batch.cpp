@@ -21,6 +21,15 @@ Expected<StTensor> slice(const StTensor& t, size_t axis, int64_t begin, int64_t 
   out.shape = t.shape;
   out.shape[axis] = end - begin;
   const int64_t rows = t.shape[axis];
+  if (t.bytes != nullptr) {  // read in place (K, V: sliced by key, a contiguous run of bytes)
+    if (outer != 1) {
+      return DCP_ERROR(source, ": tensor '", name, "': held in place, sliced along dimension ",
+                       axis, "; only the first dimension slices in place");
+    }
+    out.bytes = t.bytes + begin * inner * dtype_bytes(t.dtype);
+    out.keep = t.keep;
+    return out;
+  }
   auto copy = [&](const auto& from, auto& to) {
     for (int64_t o = 0; o < outer; ++o) {
       const auto first = from.begin() + static_cast<std::ptrdiff_t>((o * rows + begin) * inner);

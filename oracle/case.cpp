@@ -2,17 +2,18 @@
 
 #include <algorithm>
 #include <cmath>
+#include <span>
 
 namespace dcp::oracle {
 namespace {
 
-// Every element of t ([rows, heads, width]) finite and, divided by its head's scale (`scales`:
-// none, [1] or [heads]), a value of dtype.
-Status check_values(const Tensor<double>& t, const char* name, DType dtype,
-                    const std::vector<double>& scales) {
-  const int64_t width = t.rank() == 3 ? t.dim(2) : 1, heads = t.rank() == 3 ? t.dim(1) : 1;
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    const double x = t.data[i];
+// Every element of `data` (shape [rows, heads, width]) finite and, divided by its head's scale
+// (`scales`: none, [1] or [heads]), a value of dtype.
+Status check_values(const Shape& shape, std::span<const double> data, const char* name,
+                    DType dtype, const std::vector<double>& scales) {
+  const int64_t width = shape.size() == 3 ? shape[2] : 1, heads = shape.size() == 3 ? shape[1] : 1;
+  for (size_t i = 0; i < data.size(); ++i) {
+    const double x = data[i];
     if (!std::isfinite(x)) {
       return DCP_ERROR("tensor '", name, "': element ", i, " is ", x, "; inputs must be finite");
     }
@@ -22,12 +23,37 @@ Status check_values(const Tensor<double>& t, const char* name, DType dtype,
                          dtype_name(dtype), " value");
       continue;
     }
-    const double scale = scales[scales.size() == 1 ? 0 : static_cast<size_t>(i / width % heads)];
+    const double scale =
+        scales[scales.size() == 1 ? 0 : static_cast<size_t>(static_cast<int64_t>(i) / width % heads)];
     // x / scale is exact when x is a stored value times the scale; the product checks it is.
     if (!representable(dtype, x / scale) || (x / scale) * scale != x) {
       return DCP_ERROR("tensor '", name, "': element ", i, " = ", x, " is not a ",
                        dtype_name(dtype), " value times its scale");
     }
+  }
+  return {};
+}
+
+// Keys or values: as doubles, check_values; as stored, in kv_dtype (so each is a value of it times
+// the scale, exactly) and finite.
+Status check_kv(const KvTensor& t, const char* name, DType dtype,
+                const std::vector<double>& scales) {
+  if (!t.is_stored()) {
+    if (static_cast<int64_t>(t.data.size()) != t.numel()) {
+      return DCP_ERROR("tensor '", name, "': holds ", t.data.size(), " values; its shape ",
+                       shape_string(t.shape), " needs ", t.numel());
+    }
+    return check_values(t.shape, t.data, name, dtype, scales);
+  }
+  if (t.stored_dtype() != dtype) {
+    return DCP_ERROR("tensor '", name, "': stored as ", dtype_name(t.stored_dtype()),
+                     "; expected the case's kv dtype ", dtype_name(dtype));
+  }
+  const int64_t i = first_nonfinite(t.stored_dtype(), t.stored_bytes(), t.numel());
+  if (i >= 0) {
+    double x;
+    widen_stored(t.stored_dtype(), t.stored_bytes() + i * dtype_bytes(dtype), 1, 1.0, &x);
+    return DCP_ERROR("tensor '", name, "': element ", i, " is ", x, "; inputs must be finite");
   }
   return {};
 }
@@ -105,9 +131,9 @@ Status validate(const Case& c) {
       return DCP_ERROR("metadata 'v_dim': ", c.v_dim, " != v's last dimension ", c.v.dim(2));
     }
   }
-  DCP_TRY(check_values(c.q, "q", c.q_dtype, {}));
-  DCP_TRY(check_values(c.k, "k", c.kv_dtype, c.k_scale));
-  if (!c.shared_latent()) DCP_TRY(check_values(c.v, "v", c.kv_dtype, c.v_scale));
+  DCP_TRY(check_values(c.q.shape, c.q.data, "q", c.q_dtype, {}));
+  DCP_TRY(check_kv(c.k, "k", c.kv_dtype, c.k_scale));
+  if (!c.shared_latent()) DCP_TRY(check_kv(c.v, "v", c.kv_dtype, c.v_scale));
 
   if (!c.q_pos.empty()) {
     if (static_cast<int64_t>(c.q_pos.size()) != T) {

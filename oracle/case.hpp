@@ -20,6 +20,7 @@
 
 #include "oracle/convention.hpp"
 #include "oracle/dtype.hpp"
+#include "oracle/kv_tensor.hpp"
 #include "oracle/status.hpp"
 #include "oracle/tensor.hpp"
 
@@ -27,8 +28,10 @@ namespace dcp::oracle {
 
 struct Case {
   Tensor<double> q;  // [T, Hq, Dk], values exactly representable in q_dtype
-  Tensor<double> k;  // [S, Hkv, Dk], k_scale_of(g) times values representable in kv_dtype
-  Tensor<double> v;  // [S, Hkv, Dv], likewise with v_scale; empty (rank 0) for a shared latent
+  // Keys and values: held as doubles or as a file stores them (kv_tensor.hpp); read a row at a
+  // time with k.row(j, g, buf), which gives the dequantized values either way.
+  KvTensor k;  // [S, Hkv, Dk], k_scale_of(g) times values representable in kv_dtype
+  KvTensor v;  // [S, Hkv, Dv], likewise with v_scale; empty (rank 0) for a shared latent
   DType q_dtype = DType::f32;
   DType kv_dtype = DType::f32;
   // The dequantization scales of K and V as stored (fp8 caches): [1] per tensor or [Hkv] per KV
@@ -69,6 +72,11 @@ struct Case {
   // V value of key j, KV head g, component i (from k for a shared latent).
   double v_at(int64_t j, int64_t g, int64_t i) const {
     return shared_latent() ? k.at({j, g, i}) : v.at({j, g, i});
+  }
+  // The V row of key j, KV head g (at least v_dim values; k's row for a shared latent), as
+  // KvTensor::row: buf holds a row of k or v.
+  const double* v_row(int64_t j, int64_t g, double* buf) const {
+    return shared_latent() ? k.row(j, g, buf) : v.row(j, g, buf);
   }
 
  private:

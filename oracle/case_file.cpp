@@ -41,7 +41,7 @@ Expected<int64_t> parse_int(std::string_view source, const std::string& key,
   return x;
 }
 
-// The tensor's values, moved out of the file (a case's K and V are most of its memory).
+// The tensor's values, moved out of the file.
 Expected<Tensor<double>> float_tensor(std::string_view source, StFile& f, const std::string& name,
                                       DType* dtype) {
   StTensor& t = f.tensors.at(name);
@@ -61,18 +61,35 @@ Expected<Tensor<double>> float_tensor(std::string_view source, StFile& f, const 
   return out;
 }
 
+// K or V: left in the file's bytes when it was read in place (a case's K and V are most of its
+// memory), else its values moved out of the file.
+Expected<KvTensor> kv_tensor(std::string_view source, StFile& f, const std::string& name,
+                             DType* dtype) {
+  StTensor& t = f.tensors.at(name);
+  if (t.bytes == nullptr || t.dtype == DType::i64 || t.dtype == DType::f64) {
+    auto values = float_tensor(source, f, name, dtype);
+    if (!values) return values.status();
+    return KvTensor(std::move(*values));
+  }
+  *dtype = t.dtype;
+  return KvTensor::stored(t.shape, t.dtype, t.bytes, t.keep, {});
+}
+
 // Stored keys and values times their KV head's scale: the case's dequantized, exact values (an
-// fp8 or bf16 value times an fp32 scale fits a double). Shapes that do not fit are left as they
-// are, for validate to name.
+// fp8 or bf16 value times an fp32 scale fits a double); in place, the scale goes with the bytes.
+// Shapes that do not fit are left as they are, for validate to name.
 void dequantize(Case& c) {
-  const auto fits = [](const Tensor<double>& t, const std::vector<double>& s) {
-    return t.rank() == 3 && (s.size() == 1 || static_cast<int64_t>(s.size()) == t.dim(1));
+  const auto fits = [](const KvTensor& t, const std::vector<double>& s) {
+    return t.rank() == 3 && (s.size() == 1 || static_cast<int64_t>(s.size()) == t.dim(1)) &&
+           (t.is_stored() || static_cast<int64_t>(t.data.size()) == t.numel());
   };
   if (fits(c.k, c.k_scale)) {
-    for (int64_t i = 0; i < c.k.numel(); ++i) c.k.data[i] *= c.k_scale_at(i);
+    if (c.k.is_stored()) c.k.set_stored_scale(c.k_scale);
+    else for (int64_t i = 0; i < c.k.numel(); ++i) c.k.data[i] *= c.k_scale_at(i);
   }
   if (!c.shared_latent() && fits(c.v, c.v_scale)) {
-    for (int64_t i = 0; i < c.v.numel(); ++i) c.v.data[i] *= c.v_scale_at(i);
+    if (c.v.is_stored()) c.v.set_stored_scale(c.v_scale);
+    else for (int64_t i = 0; i < c.v.numel(); ++i) c.v.data[i] *= c.v_scale_at(i);
   }
 }
 
@@ -110,12 +127,12 @@ Expected<Case> case_from_file(StFile&& f, std::string_view source) {
   auto q = float_tensor(source, f, "q", &c.q_dtype);
   if (!q) return q.status();
   c.q = std::move(*q);
-  auto k = float_tensor(source, f, "k", &c.kv_dtype);
+  auto k = kv_tensor(source, f, "k", &c.kv_dtype);
   if (!k) return k.status();
   c.k = std::move(*k);
   if (f.tensors.count("v")) {
     DType vd;
-    auto v = float_tensor(source, f, "v", &vd);
+    auto v = kv_tensor(source, f, "v", &vd);
     if (!v) return v.status();
     if (vd != c.kv_dtype) {
       return DCP_ERROR(source, ": tensor 'v': dtype ", dtype_name(vd), " differs from k's ",
@@ -212,7 +229,7 @@ Expected<Case> case_from_file(StFile&& f, std::string_view source) {
 }
 
 Expected<Case> load_case(const std::string& path) {
-  auto f = read_safetensors(path);
+  auto f = read_safetensors(path, kCaseReadOptions);
   if (!f) return f.status();
   return case_from_file(std::move(*f), path);
 }
@@ -590,18 +607,17 @@ StFile result_to_file(const DcpResult& r, const Case& c) {
 StFile case_to_file(const Case& c) {
   StFile f;
   f.tensors["q"] = StTensor{c.q_dtype, c.q.shape, c.q.data, {}};
-  // Keys and values as stored: divided by their scale (exact, case.hpp).
-  auto stored = [](const Tensor<double>& t, auto scale_at) {
+  // Keys and values as stored: their bytes, or the doubles divided by their scale (exact,
+  // case.hpp).
+  auto stored = [](const KvTensor& t, DType dtype, auto scale_at) {
+    if (t.is_stored()) return StTensor::in_place(dtype, t.shape, t.stored_bytes(), t.stored_owner());
     std::vector<double> out = t.data;
     for (int64_t i = 0; i < t.numel(); ++i) out[i] /= scale_at(i);
-    return out;
+    return StTensor{dtype, t.shape, std::move(out), {}};
   };
-  f.tensors["k"] =
-      StTensor{c.kv_dtype, c.k.shape, stored(c.k, [&](int64_t i) { return c.k_scale_at(i); }), {}};
-  if (!c.shared_latent()) {
-    f.tensors["v"] = StTensor{
-        c.kv_dtype, c.v.shape, stored(c.v, [&](int64_t i) { return c.v_scale_at(i); }), {}};
-  }
+  f.tensors["k"] = stored(c.k, c.kv_dtype, [&](int64_t i) { return c.k_scale_at(i); });
+  if (!c.shared_latent())
+    f.tensors["v"] = stored(c.v, c.kv_dtype, [&](int64_t i) { return c.v_scale_at(i); });
   if (!c.k_scale.empty()) {
     f.tensors["k_scale"] =
         StTensor{DType::f32, {static_cast<int64_t>(c.k_scale.size())}, c.k_scale, {}};

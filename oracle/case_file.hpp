@@ -24,7 +24,11 @@
 
 namespace dcp::oracle {
 
-// Builds and validates a case from a parsed file; `source` names the file in messages.
+// How a case file is read: K and V left in the file's bytes (KvTensor, held as stored).
+inline const StReadOptions kCaseReadOptions{.in_place = {"k", "v"}};
+
+// Builds and validates a case from a parsed file; `source` names the file in messages. K and V
+// read in place stay so (the case then keeps the file's mapping alive).
 Expected<Case> case_from_file(const StFile& file, std::string_view source);
 // The same, taking the tensors' values out of the file instead of copying them.
 Expected<Case> case_from_file(StFile&& file, std::string_view source);

@@ -1,7 +1,10 @@
 // safetensors.cpp — the safetensors reader and writer (see safetensors.hpp).
 #include "oracle/safetensors.hpp"
 
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <bit>
@@ -399,6 +402,10 @@ void decode(const Entry& e, const uint8_t* data, StTensor* t) {
 }
 
 void encode(const StTensor& t, std::vector<uint8_t>& out) {
+  if (t.bytes != nullptr) {  // as stored: the bytes are already the file's
+    out.insert(out.end(), t.bytes, t.bytes + numel_of(t.shape) * dtype_bytes(t.dtype));
+    return;
+  }
   switch (t.dtype) {
     case DType::i64:
       for (int64_t x : t.ints) store_le(out, std::bit_cast<uint64_t>(x), 8);
@@ -444,13 +451,10 @@ bool known_dtype(DType t) {
   return false;
 }
 
-struct FileCloser {
-  void operator()(std::FILE* f) const { std::fclose(f); }
-};
-
 }  // namespace
 
-Expected<StFile> parse_safetensors(const uint8_t* bytes, size_t size, std::string_view source) {
+Expected<StFile> parse_safetensors(const uint8_t* bytes, size_t size, std::string_view source,
+                                   const StReadOptions& options, std::shared_ptr<const void> keep) {
   const std::string src = printable(source);
   if (size < 8) {
     return DCP_ERROR(src, ": file has ", size,
@@ -503,30 +507,48 @@ Expected<StFile> parse_safetensors(const uint8_t* bytes, size_t size, std::strin
   }
   DCP_TRY(check_coverage(src, entries, data_size));
 
-  for (const Entry& e : entries) decode(e, data, &file.tensors[e.name]);
+  for (const Entry& e : entries) {
+    StTensor& t = file.tensors[e.name];
+    if (e.dtype != DType::i64 && options.in_place.count(e.name)) {
+      t.dtype = e.dtype;
+      t.shape = e.shape;
+      t.bytes = data + e.begin;
+      t.keep = keep;
+    } else {
+      decode(e, data, &t);
+    }
+  }
   return file;
 }
 
-Expected<StFile> read_safetensors(const std::string& path) {
+Expected<StFile> read_safetensors(const std::string& path, const StReadOptions& options) {
   // A device or a pipe may never end (/dev/zero): only regular files are read.
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
     return DCP_ERROR(printable(path), ": not a regular file (a folder, device or pipe)");
   errno = 0;
-  std::unique_ptr<std::FILE, FileCloser> f(std::fopen(path.c_str(), "rb"));
-  if (!f) {
-    return DCP_ERROR(printable(path), ": cannot open for reading: ", std::strerror(errno));
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return DCP_ERROR(printable(path), ": cannot open for reading: ", std::strerror(errno));
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return DCP_ERROR(printable(path), ": not a regular file (a folder, device or pipe)");
   }
-  std::vector<uint8_t> bytes;
-  uint8_t chunk[1 << 16];
-  size_t got;
-  while ((got = std::fread(chunk, 1, sizeof chunk, f.get())) > 0) {
-    bytes.insert(bytes.end(), chunk, chunk + got);
+  const auto size = static_cast<size_t>(st.st_size);
+  if (size == 0) {
+    ::close(fd);
+    return parse_safetensors(nullptr, 0, path);
   }
-  if (std::ferror(f.get())) {
-    return DCP_ERROR(printable(path), ": read error: ", std::strerror(errno));
-  }
-  return parse_safetensors(bytes.data(), bytes.size(), path);
+  // Mapped, not copied: pages are read as tensors are decoded or, in place, as they are used.
+  void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  const int map_errno = errno;
+  ::close(fd);
+  if (map == MAP_FAILED)
+    return DCP_ERROR(printable(path), ": cannot map for reading: ", std::strerror(map_errno));
+  std::shared_ptr<const void> keep(map, [size](const void* p) {
+    ::munmap(const_cast<void*>(p), size);
+  });
+  ::madvise(map, size, MADV_SEQUENTIAL);
+  return parse_safetensors(static_cast<const uint8_t*>(map), size, path, options, std::move(keep));
 }
 
 Status check_st_file(const StFile& file, std::string_view source) {
@@ -558,9 +580,11 @@ Status check_st_file(const StFile& file, std::string_view source) {
                          " elements in ints (and none in values) but ints holds ", t.ints.size(),
                          " and values ", t.values.size());
       }
-    } else if (t.values.size() != n || !t.ints.empty()) {
+    } else if ((t.bytes == nullptr && t.values.size() != n) ||
+               (t.bytes != nullptr && !t.values.empty()) || !t.ints.empty()) {
       return DCP_ERROR(where, ": shape ", shape_string(t.shape), " of ", dtype_name(t.dtype),
-                       " needs ", numel, " elements in values (and none in ints) but values holds ",
+                       " needs ", numel,
+                       " elements in values or in bytes (and none in ints) but values holds ",
                        t.values.size(), " and ints ", t.ints.size());
     }
   }
@@ -588,7 +612,10 @@ std::vector<uint8_t> serialize_safetensors(const StFile& file) {
   for (const auto* item : order) {
     const StTensor& t = item->second;
     const uint64_t nbytes =
-        (t.dtype == DType::i64 ? t.ints.size() : t.values.size()) * dtype_bytes(t.dtype);
+        (t.dtype == DType::i64 ? t.ints.size()
+         : t.bytes != nullptr  ? static_cast<size_t>(numel_of(t.shape))
+                               : t.values.size()) *
+        dtype_bytes(t.dtype);
     ojson entry = ojson::object();
     entry["dtype"] = std::string(dtype_name(t.dtype));
     entry["shape"] = t.shape;

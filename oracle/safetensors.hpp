@@ -10,12 +10,17 @@
 //   DCP_TRY(write_safetensors("out.safetensors", *f));
 //
 // Accepted dtypes: F64, F32, F16, BF16, F8_E4M3, F8_E5M2 (into values, exactly) and I64 (into
-// ints), little-endian.
+// ints), little-endian. A file is memory-mapped; tensors named in StReadOptions::in_place stay
+// there as stored (a long case's K and V: its file's bytes, not eight per element):
+//   auto f = read_safetensors(path, {.in_place = {"k", "v"}});   // f->tensors["k"].bytes
+// A mapped file that another process truncates while it is read ends the process (SIGBUS).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -30,10 +35,31 @@ namespace dcp::oracle {
 inline constexpr uint64_t kMaxSafetensorsHeaderBytes = uint64_t{100} << 20;
 
 struct StTensor {
+  StTensor() = default;
+  StTensor(DType d, Shape s, std::vector<double> vals, std::vector<int64_t> is)
+      : dtype(d), shape(std::move(s)), values(std::move(vals)), ints(std::move(is)) {}
+  // A floating tensor left in its stored bytes (see `bytes` below).
+  static StTensor in_place(DType d, Shape s, const uint8_t* b, std::shared_ptr<const void> k) {
+    StTensor t;
+    t.dtype = d;
+    t.shape = std::move(s);
+    t.bytes = b;
+    t.keep = std::move(k);
+    return t;
+  }
+
   DType dtype = DType::f32;
   Shape shape;                 // row-major; [] is a scalar (one element)
   std::vector<double> values;  // floating elements (F64 to F8), converted exactly to double
   std::vector<int64_t> ints;   // I64 elements
+  // Read in place (StReadOptions::in_place) or built so: numel floating elements as the file
+  // stores them (little-endian, the dtype's width), kept alive by `keep`; values stays empty.
+  const uint8_t* bytes = nullptr;
+  std::shared_ptr<const void> keep;
+};
+
+struct StReadOptions {
+  std::set<std::string> in_place;  // floating tensors to leave in the file's bytes, undecoded
 };
 
 struct StFile {
@@ -41,13 +67,17 @@ struct StFile {
   std::map<std::string, std::string> metadata;  // the header's "__metadata__" object
 };
 
-// Parses a whole file held in memory; `source` names it in error messages. Never throws.
-Expected<StFile> parse_safetensors(const uint8_t* bytes, size_t size, std::string_view source);
-Expected<StFile> read_safetensors(const std::string& path);
+// Parses a whole file held in memory; `source` names it in error messages. Never throws. Tensors
+// read in place point into `bytes`, which `keep` (when given) keeps alive.
+Expected<StFile> parse_safetensors(const uint8_t* bytes, size_t size, std::string_view source,
+                                   const StReadOptions& options = {},
+                                   std::shared_ptr<const void> keep = {});
+Expected<StFile> read_safetensors(const std::string& path, const StReadOptions& options = {});
 
 // Checks that `file` can be written: names and metadata are valid UTF-8 and no tensor is called
 // "__metadata__"; dims are non-negative and their product fits int64; floating dtypes hold
-// exactly numel elements in values (ints empty), I64 exactly numel in ints (values empty).
+// exactly numel elements in values or in bytes (ints empty), I64 exactly numel in ints (values
+// empty).
 Status check_st_file(const StFile& file, std::string_view source);
 
 // The file's bytes. Each tensor is stored in its own dtype (F32 to F8 rounded to nearest even,

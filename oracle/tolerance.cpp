@@ -178,8 +178,9 @@ RowLogits row_logits(const Case& c, int64_t t, int64_t h, std::span<const int64_
   in.a.resize(n);
   in.M = in.sink ? std::fabs(in.sigma) : 0.0;
   in.smax = in.sink ? in.sigma : kNegInf;
+  std::vector<double> row_buf(static_cast<size_t>(dk));
   for (int64_t x = 0; x < n; ++x) {
-    const double* kr = &c.k.data[c.k.offset({keys[x], g, 0})];
+    const double* kr = c.k.row(keys[x], g, row_buf.data());
     double dot = 0.0, absdot = 0.0;
     for (int64_t i = 0; i < dk; ++i) {
       dot += q[i] * kr[i];

@@ -35,8 +35,8 @@ struct Rng {
 // |x| = 4, times a random factor in [1, 2), rounded to fp32 (so seldom a power of two).
 constexpr double kDrawnAmax = 4.0;
 
-void fill(dcp::oracle::Tensor<double>& t, DType dtype, ValueStyle style, Rng& rng) {
-  for (double& x : t.data) {
+void fill(std::vector<double>& data, DType dtype, ValueStyle style, Rng& rng) {
+  for (double& x : data) {
     double v = rng.normal();
     if (style == ValueStyle::tiny && rng.coin(0.3)) {
       v = std::ldexp(v, static_cast<int>(kTinyExp + static_cast<double>(rng.below(12))));
@@ -55,13 +55,13 @@ dcp::oracle::Case make_case(const CaseSpec& s) {
   c.kv_dtype = s.kv_dtype;
   c.q = dcp::oracle::Tensor<double>({T, Hq, Dk});
   c.k = dcp::oracle::Tensor<double>({S, Hkv, Dk});
-  fill(c.q, s.q_dtype, s.values, rng);
-  fill(c.k, s.kv_dtype, s.values, rng);
+  fill(c.q.data, s.q_dtype, s.values, rng);
+  fill(c.k.data, s.kv_dtype, s.values, rng);
   if (s.shared_latent) {
     c.v_dim = std::min(s.v_dim, Dk);
   } else {
     c.v = dcp::oracle::Tensor<double>({S, Hkv, s.v_dim});
-    fill(c.v, s.kv_dtype, s.values, rng);
+    fill(c.v.data, s.kv_dtype, s.values, rng);
     c.v_dim = s.v_dim;
   }
   if (s.values == ValueStyle::ties && S > 1) {

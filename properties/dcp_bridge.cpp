@@ -18,6 +18,20 @@ std::vector<float> to_float(const std::vector<double>& x) {
   return std::vector<float>(x.begin(), x.end());
 }
 
+// Keys or values [S, H, D] as floats, a row at a time (a case file's are held as stored).
+std::vector<float> to_float(const oracle::KvTensor& t) {
+  if (!t.is_stored()) return to_float(t.data);
+  const int64_t S = t.dim(0), H = t.dim(1), D = t.dim(2);
+  std::vector<float> out(static_cast<size_t>(t.numel()));
+  std::vector<double> row(static_cast<size_t>(D));
+  for (int64_t j = 0; j < S; ++j)
+    for (int64_t g = 0; g < H; ++g) {
+      const double* r = t.row(j, g, row.data());
+      std::copy(r, r + D, out.begin() + (j * H + g) * D);
+    }
+  return out;
+}
+
 // Heads [h0, h0 + n) of a [T, Hq, X] tensor (X = 1 for rank-2 tensors).
 Tensor<double> slice_heads(const Tensor<double>& t, int64_t h0, int64_t n) {
   const int64_t T = t.dim(0), Hq = t.dim(1), X = t.rank() == 3 ? t.dim(2) : 1;
@@ -77,8 +91,8 @@ gpu::DcpInputs to_dcp_inputs(const Case& c, std::vector<int64_t> chunks) {
   in.dims = gpu::AttentionDims{c.tokens(),   c.q_heads(), c.kv_heads(),
                                c.head_dim(), c.v_dim,     c.shared_latent()};
   in.q = to_float(c.q.data);
-  in.k = to_float(c.k.data);
-  if (!c.shared_latent()) in.v = to_float(c.v.data);
+  in.k = to_float(c.k);
+  if (!c.shared_latent()) in.v = to_float(c.v);
   in.kv_dtype = to_storage_format(c.kv_dtype);
   for (int64_t t = 0; t < c.tokens(); ++t) in.q_pos.push_back(c.query_pos(t));
   in.seq = c.seq();

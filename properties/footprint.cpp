@@ -133,20 +133,34 @@ Footprint judge_footprint(const oracle::Case& c, int64_t parts, oracle::Tier tie
   const double T = d(c.tokens()), Hq = d(c.q_heads()), S = d(c.seq()), Dv = d(c.v_dim);
   const double Dk = d(c.head_dim());
   const double K = c.has_topk() ? d(c.topk.dim(1)) : 0.0;
-  const double elements = case_elements(T, Hq, d(c.kv_heads()), Dk, Dv, S, K, c.shared_latent());
-  const Terms judge = judge_terms(T, Hq, Dv, S, elements * kF64,
-                                  tier == oracle::Tier::certify ? kCertifyReal : kDd);
+  // K and V as held: 8 bytes an element as doubles, the file's width read in place (and then
+  // shared, not copied, by the shard's case).
+  const double kv_held = d(c.k.bytes_held() + (c.shared_latent() ? 0 : c.v.bytes_held()));
+  const double kv_copied = c.k.is_stored() ? 0.0 : kv_held;
+  const double rest = (case_elements(T, Hq, d(c.kv_heads()), Dk, Dv, S, K, c.shared_latent()) -
+                       d(c.k.numel() + (c.shared_latent() ? 0 : c.v.numel()))) *
+                      kF64;
+  Terms judge = judge_terms(T, Hq, Dv, S, rest + kv_copied,
+                            tier == oracle::Tier::certify ? kCertifyReal : kDd);
+  // A case read in place holds its file's K and V bytes (the mapping, counted by file_footprint).
+  if (!c.k.is_stored()) judge.add(kv_held, "the case's K and V (doubles)");
   // The reference and its bound on the full case, and as much again over the shards together.
   const double passes = parts > 1 ? 4.0 : 2.0;
   const double work = passes * T * Hq * S * (Dk + Dv) + d(parts) * T * S;
-  return finish(judge.sum(), work, largest({&judge}));
+  return finish(judge.sum() + rest, work, largest({&judge}));
 }
 
-Footprint file_footprint(double file_bytes) {
-  // The reader's buffer grows to twice the file; every tensor element takes at least 2 bytes in
-  // the file (F16/BF16) and 8 as a double: the decoded tensors take at most 4x the file, and the
-  // case or result built from them as much again while the tensors still exist.
-  const double bytes = kGrowth * file_bytes + 2.0 * 4.0 * file_bytes;
+Footprint file_footprint(double file_bytes, FileRead read) {
+  if (read == FileRead::case_in_place) {
+    // The file mapped and, as the oracle reads K and V, paged in: its bytes once. Its other
+    // tensors (q, positions, sinks, top-k lists) are decoded to doubles, counted by
+    // judge_footprint with the case.
+    return finish(file_bytes, file_bytes, "the case file, mapped (K and V read in place)");
+  }
+  // Mapped while decoded: every tensor element takes at least 2 bytes in the file (F16/BF16) and
+  // 8 as a double, so the decoded tensors take at most 4x the file, and the case or result built
+  // from them as much again while the tensors still exist.
+  const double bytes = file_bytes + 2.0 * 4.0 * file_bytes;
   return finish(bytes, file_bytes, "the file's tensors decoded to doubles");
 }
 

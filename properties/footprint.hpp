@@ -36,7 +36,9 @@ Footprint dcp_check_footprint(const DcpSetup& s);
 // 1; a result file with partials: 1 + N).
 Footprint judge_footprint(const oracle::Case& c, int64_t parts, oracle::Tier tier);
 
-// Reading a safetensors file of `file_bytes` into memory and decoding its tensors to doubles.
-Footprint file_footprint(double file_bytes);
+// Reading a safetensors file of `file_bytes`: mapped, and its tensors decoded to doubles (a
+// result), or a case file whose K and V are read in place (oracle::kCaseReadOptions).
+enum class FileRead { decoded, case_in_place };
+Footprint file_footprint(double file_bytes, FileRead read = FileRead::decoded);
 
 }  // namespace dcp::props

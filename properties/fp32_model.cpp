@@ -131,10 +131,10 @@ ModelOutput run_fp32_model(const Case& c, const ModelConfig& m) {
       // With dequantize_to the keys are dequantized (rounded) first and the scale is tau alone.
       const float k_fold = m.dequantize_to ? 1.0f : k_scale;
       const float tau_k = tau * k_fold, tau_log2e_k = tau_log2e * k_fold;
-      std::vector<double> stored_k(static_cast<size_t>(dk));
+      std::vector<double> stored_k(static_cast<size_t>(dk)), k_row(static_cast<size_t>(dk));
       // Logits in the model's units (log2 units when base2).
       auto logit = [&](int64_t j) {
-        const double* kr = &c.k.data[c.k.offset({j, g, 0})];
+        const double* kr = c.k.row(j, g, k_row.data());
         for (int64_t i = 0; i < dk; ++i) {
           // kr[i] / k_scale is exact (case.hpp).
           stored_k[i] =

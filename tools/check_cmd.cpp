@@ -322,11 +322,12 @@ int run_check(const CheckOptions& o, const Limits& lim) {
             output_error(flag, path, {{"--case", o.case_path}, {"--result", o.result_path}}))
       return bad(*why);
   const auto t0 = std::chrono::steady_clock::now();
-  // Both files are held in memory while the parts are judged.
-  props::Footprint files = props::file_footprint(file_bytes(o.case_path));
+  // Both files are held in memory while the parts are judged (the case's K and V in place).
+  props::Footprint files =
+      props::file_footprint(file_bytes(o.case_path), props::FileRead::case_in_place);
   files.bytes += props::file_footprint(file_bytes(o.result_path)).bytes;
   if (const auto why = over_limits(files, lim)) return bad("--case and --result: " + *why);
-  auto case_file = oracle::read_safetensors(o.case_path);
+  auto case_file = oracle::read_safetensors(o.case_path, oracle::kCaseReadOptions);
   if (!case_file) return bad(case_file.status().message());
   auto result_file = oracle::read_safetensors(o.result_path);
   if (!result_file) return bad(result_file.status().message());

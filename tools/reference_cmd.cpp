@@ -21,7 +21,7 @@ int run_reference(const ReferenceOptions& o, const Limits& lim) {
   auto bad = [](const std::string& why) { return refuse("reference", why, std::cerr); };
   if (const auto why = output_error({"--out", o.out_path}, {{"--case", o.case_path}}))
     return bad(*why);
-  const props::Footprint file = props::file_footprint(file_bytes(o.case_path));
+  const props::Footprint file = props::file_footprint(file_bytes(o.case_path), props::FileRead::case_in_place);
   if (const auto why = over_limits(file, lim)) return bad("--case " + o.case_path + ": " + *why);
   auto c = oracle::load_case(o.case_path);
   if (!c) return bad(c.status().message());

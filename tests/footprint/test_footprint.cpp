@@ -10,9 +10,11 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <string>
 
 #include "oracle/attention.hpp"
+#include "oracle/case_file.hpp"
 #include "properties/dcp_bridge.hpp"
 #include "properties/dcp_setup.hpp"
 #include "properties/footprint.hpp"
@@ -91,6 +93,42 @@ TEST(Footprint, BoundsThePeakMemoryOfACertifyReference) {
               "certify merge states (T 64, Hq 64)", got / (1 << 20), f.bytes / (1 << 20),
               got / f.bytes, f.largest.c_str());
   EXPECT_LE(got, f.bytes);
+}
+
+// A case file's K and V are read in place: `dcp-verify reference` holds the file's bytes (mapped)
+// and the oracle's small state, within the footprint and within the long-context target of
+// 1.5 x the file + 256 MiB (the case held as doubles would take about 4 x the file).
+TEST(Footprint, BoundsThePeakMemoryOfAReferenceReadInPlace) {
+  const auto path = std::filesystem::temp_directory_path() / "dcp_footprint_in_place.safetensors";
+  {
+    CaseSpec spec;
+    spec.q_heads = 32;
+    spec.kv_heads = 8;
+    spec.head_dim = 128;
+    spec.v_dim = 128;
+    spec.seq = 32768;  // a 134 MB bf16 file
+    spec.q_dtype = spec.kv_dtype = oracle::DType::bf16;
+    spec.seed = 7;
+    ASSERT_TRUE(oracle::save_case(path.string(), make_case(spec)).ok());
+  }  // the generated case (as doubles) is freed before the child is forked
+  const double file = static_cast<double>(std::filesystem::file_size(path));
+  Footprint f = file_footprint(file, FileRead::case_in_place);
+  double got = 0;
+  {
+    auto c = oracle::load_case(path.string());
+    ASSERT_TRUE(c.ok()) << c.status().message();
+    f.bytes += judge_footprint(*c, 1, oracle::Tier::fast).bytes;
+  }
+  got = measured_peak_bytes([&] {
+    auto c = oracle::load_case(path.string());
+    return c.ok() && oracle::reference(*c).ok();
+  });
+  std::filesystem::remove(path);
+  std::printf("  %-34s peak %8.1f MiB  bound %8.1f MiB  peak/bound %.2f  peak/file %.2f\n",
+              "reference, K and V in place", got / (1 << 20), f.bytes / (1 << 20), got / f.bytes,
+              got / file);
+  EXPECT_LE(got, f.bytes);
+  EXPECT_LE(got, 1.5 * file + 256.0 * (1 << 20));
 }
 
 }  // namespace

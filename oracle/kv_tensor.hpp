@@ -1,0 +1,192 @@
+// kv_tensor.hpp — a case's keys or values [S, Hkv, D]: held as doubles (cases built in memory:
+// generators, tests, the MLA slice), or as a file stores them (bf16, f16, fp8 or f32 bytes, read
+// in place from a memory-mapped case file) and widened a row at a time, times the row's KV-head
+// scale. Either way a value is the same exact double (case.hpp: stored value x scale fits one).
+//
+//   KvTensor k(Tensor<double>({S, Hkv, D}));        // held as doubles: k.data, k.at({j, g, i})
+//   KvTensor k = KvTensor::stored({S, Hkv, D}, DType::bf16, bytes, keep, {k_scale});
+//   double buf[D];  const double* row = k.row(j, g, buf);   // D values of key j, KV head g
+//
+// A long case's keys and values are most of its memory: held as stored, a 1M-token bf16 case
+// costs its file's bytes (mapped, paged in as read) instead of four times them as doubles.
+#pragma once
+
+#include <bit>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <initializer_list>
+#include <memory>
+#include <vector>
+
+#include "oracle/dtype.hpp"
+#include "oracle/tensor.hpp"
+
+namespace dcp::oracle {
+
+// n stored elements of `dtype` (little-endian bytes at p) times `scale`, into out. Exact: every
+// stored value times an fp32 scale fits a double.
+inline void widen_stored(DType dtype, const uint8_t* p, int64_t n, double scale, double* out) {
+  switch (dtype) {
+    case DType::bf16:
+      for (int64_t i = 0; i < n; ++i) {
+        uint16_t b;
+        std::memcpy(&b, p + 2 * i, 2);
+        out[i] = bf16_bits_to_double(b) * scale;
+      }
+      return;
+    case DType::f16:
+      for (int64_t i = 0; i < n; ++i) {
+        uint16_t b;
+        std::memcpy(&b, p + 2 * i, 2);
+        out[i] = f16_bits_to_double(b) * scale;
+      }
+      return;
+    case DType::f32:
+      for (int64_t i = 0; i < n; ++i) {
+        float f;
+        std::memcpy(&f, p + 4 * i, 4);
+        out[i] = static_cast<double>(f) * scale;
+      }
+      return;
+    case DType::f64:
+      for (int64_t i = 0; i < n; ++i) {
+        double d;
+        std::memcpy(&d, p + 8 * i, 8);
+        out[i] = d * scale;
+      }
+      return;
+    case DType::f8e4m3:
+    case DType::f8e5m2:
+      for (int64_t i = 0; i < n; ++i) out[i] = fp8_bits_to_double(dtype, p[i]) * scale;
+      return;
+    case DType::i64:
+      break;
+  }
+  std::fprintf(stderr, "widen_stored: %s is not a floating dtype\n", dtype_name(dtype).data());
+  std::abort();
+}
+
+// The index of the first of n stored elements that is not finite (inf or NaN), or -1: its
+// exponent field all ones (E4M3, without infinities: exponent and mantissa all ones).
+inline int64_t first_nonfinite(DType dtype, const uint8_t* p, int64_t n) {
+  const auto scan = [&](auto word, uint64_t mask, uint64_t all) -> int64_t {
+    using W = decltype(word);
+    for (int64_t i = 0; i < n; ++i) {
+      W b;
+      std::memcpy(&b, p + sizeof(W) * i, sizeof(W));
+      if ((b & mask) == all) return i;
+    }
+    return -1;
+  };
+  switch (dtype) {
+    case DType::bf16:
+      return scan(uint16_t{}, 0x7f80, 0x7f80);
+    case DType::f16:
+      return scan(uint16_t{}, 0x7c00, 0x7c00);
+    case DType::f32:
+      return scan(uint32_t{}, 0x7f800000, 0x7f800000);
+    case DType::f64:
+      return scan(uint64_t{}, 0x7ff0000000000000, 0x7ff0000000000000);
+    case DType::f8e4m3:
+      return scan(uint8_t{}, 0x7f, 0x7f);
+    case DType::f8e5m2:
+      return scan(uint8_t{}, 0x7c, 0x7c);
+    case DType::i64:
+      break;
+  }
+  return -1;
+}
+
+struct KvTensor {
+  Shape shape;
+  std::vector<double> data;  // held as doubles: numel values, row-major; stored: empty
+
+  KvTensor() = default;
+  explicit KvTensor(Shape s, double fill = 0.0) : shape(std::move(s)), data(numel_of(shape), fill) {}
+  KvTensor(Tensor<double> t) : shape(std::move(t.shape)), data(std::move(t.data)) {}  // NOLINT
+
+  // Keys or values as a file stores them: numel elements of `dtype` at `bytes`, kept alive by
+  // `keep` (the file's mapping), each row times scale[g] (`scale`: empty, [1] or [Hkv]).
+  static KvTensor stored(Shape s, DType dtype, const uint8_t* bytes, std::shared_ptr<const void> keep,
+                         std::vector<double> scale) {
+    KvTensor t;
+    t.shape = std::move(s);
+    t.dtype_ = dtype;
+    t.bytes_ = bytes;
+    t.keep_ = std::move(keep);
+    t.scale_ = std::move(scale);
+    return t;
+  }
+
+  bool is_stored() const { return bytes_ != nullptr; }
+  DType stored_dtype() const { return dtype_; }
+  const uint8_t* stored_bytes() const { return bytes_; }
+  const std::vector<double>& stored_scale() const { return scale_; }
+  const std::shared_ptr<const void>& stored_owner() const { return keep_; }
+  // The scale each stored row is multiplied by (a case file's k_scale or v_scale, read after K).
+  void set_stored_scale(std::vector<double> scale) { scale_ = std::move(scale); }
+  // Bytes held for the values: 8 per element as doubles, the format's width as stored.
+  int64_t bytes_held() const { return numel() * (is_stored() ? dtype_bytes(dtype_) : 8); }
+
+  int64_t numel() const { return numel_of(shape); }
+  int rank() const { return static_cast<int>(shape.size()); }
+  bool empty() const { return shape.empty(); }
+  int64_t dim(int i) const { return shape[i]; }
+  int64_t offset(std::initializer_list<int64_t> idx) const {
+    int64_t off = 0;
+    int i = 0;
+    for (int64_t x : idx) off = off * shape[i++] + x;
+    return off;
+  }
+
+  // Held as doubles only (cases built in memory); a stored tensor is read through row().
+  double& at(std::initializer_list<int64_t> idx) { return data[checked(offset(idx))]; }
+  double at(std::initializer_list<int64_t> idx) const {
+    if (!is_stored()) return data[offset(idx)];
+    double x;
+    widen_stored(dtype_, bytes_ + offset(idx) * dtype_bytes(dtype_), 1, scale_of(idx.begin()[1]),
+                 &x);
+    return x;
+  }
+
+  // The dim(2) values of key j, KV head g: a pointer into data, or widened into buf (dim(2)
+  // doubles) and buf returned.
+  const double* row(int64_t j, int64_t g, double* buf) const {
+    const int64_t w = shape[2], off = (j * shape[1] + g) * w;
+    if (!is_stored()) return data.data() + off;
+    widen_stored(dtype_, bytes_ + off * dtype_bytes(dtype_), w, scale_of(g), buf);
+    return buf;
+  }
+
+  // The same values, held as doubles.
+  KvTensor widened() const {
+    if (!is_stored()) return *this;
+    KvTensor t(shape);
+    const int64_t w = rank() == 3 ? shape[2] : 1, rows = w == 0 ? 0 : numel() / w;
+    for (int64_t r = 0; r < rows; ++r)
+      widen_stored(dtype_, bytes_ + r * w * dtype_bytes(dtype_), w,
+                   scale_of(rank() == 3 ? r % shape[1] : 0), t.data.data() + r * w);
+    return t;
+  }
+
+ private:
+  double scale_of(int64_t g) const {
+    return scale_.empty() ? 1.0 : scale_[scale_.size() == 1 ? 0 : static_cast<size_t>(g)];
+  }
+  int64_t checked(int64_t off) const {
+    if (is_stored()) {
+      std::fprintf(stderr, "KvTensor::at: a stored tensor is read-only (read it with row())\n");
+      std::abort();
+    }
+    return off;
+  }
+
+  DType dtype_ = DType::f64;
+  const uint8_t* bytes_ = nullptr;
+  std::shared_ptr<const void> keep_;
+  std::vector<double> scale_;
+};
+
+}  // namespace dcp::oracle
