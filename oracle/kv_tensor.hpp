@@ -26,47 +26,9 @@
 namespace dcp::oracle {
 
 // n stored elements of `dtype` (little-endian bytes at p) times `scale`, into out. Exact: every
-// stored value times an fp32 scale fits a double.
-inline void widen_stored(DType dtype, const uint8_t* p, int64_t n, double scale, double* out) {
-  switch (dtype) {
-    case DType::bf16:
-      for (int64_t i = 0; i < n; ++i) {
-        uint16_t b;
-        std::memcpy(&b, p + 2 * i, 2);
-        out[i] = bf16_bits_to_double(b) * scale;
-      }
-      return;
-    case DType::f16:
-      for (int64_t i = 0; i < n; ++i) {
-        uint16_t b;
-        std::memcpy(&b, p + 2 * i, 2);
-        out[i] = f16_bits_to_double(b) * scale;
-      }
-      return;
-    case DType::f32:
-      for (int64_t i = 0; i < n; ++i) {
-        float f;
-        std::memcpy(&f, p + 4 * i, 4);
-        out[i] = static_cast<double>(f) * scale;
-      }
-      return;
-    case DType::f64:
-      for (int64_t i = 0; i < n; ++i) {
-        double d;
-        std::memcpy(&d, p + 8 * i, 8);
-        out[i] = d * scale;
-      }
-      return;
-    case DType::f8e4m3:
-    case DType::f8e5m2:
-      for (int64_t i = 0; i < n; ++i) out[i] = fp8_bits_to_double(dtype, p[i]) * scale;
-      return;
-    case DType::i64:
-      break;
-  }
-  std::fprintf(stderr, "widen_stored: %s is not a floating dtype\n", dtype_name(dtype).data());
-  std::abort();
-}
+// stored value times an fp32 scale fits a double. (kv_tensor.cpp: compiled for AVX-512, AVX2 and
+// baseline x86-64, the widest the CPU has chosen at load time; the hot path of a long case.)
+void widen_stored(DType dtype, const uint8_t* p, int64_t n, double scale, double* out);
 
 // The index of the first of n stored elements that is not finite (inf or NaN), or -1: its
 // exponent field all ones (E4M3, without infinities: exponent and mantissa all ones).

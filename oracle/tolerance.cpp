@@ -419,9 +419,10 @@ double second_order_factor(double kappa) {
 // §4, §5 floors: max |v| over the row's visible keys.
 double max_abs_value(const Case& c, std::span<const int64_t> keys, int64_t g) {
   double max_abs_v = 0.0;
+  std::vector<double> row_buf(static_cast<size_t>(std::max(c.head_dim(), c.v_dim)));
   for (int64_t j : keys) {
-    for (int64_t i = 0; i < c.v_dim; ++i)
-      max_abs_v = std::max(max_abs_v, std::fabs(c.v_at(j, g, i)));
+    const double* v = c.v_row(j, g, row_buf.data());
+    for (int64_t i = 0; i < c.v_dim; ++i) max_abs_v = std::max(max_abs_v, std::fabs(v[i]));
   }
   return max_abs_v;
 }
@@ -433,9 +434,11 @@ std::vector<double> exact_partials(const Case& c, std::span<const int64_t> keys,
                                    const KeyErrors& k, const Ownership& layout) {
   const int64_t dv = c.v_dim;
   std::vector<double> num(static_cast<size_t>(layout.ranks * dv), 0.0);
+  std::vector<double> row_buf(static_cast<size_t>(std::max(c.head_dim(), dv)));
   for (size_t x = 0; x < keys.size(); ++x) {
     double* row = &num[static_cast<size_t>(layout.of(keys[x]) * dv)];
-    for (int64_t i = 0; i < dv; ++i) row[i] += k.p[x] * c.v_at(keys[x], g, i);
+    const double* v = c.v_row(keys[x], g, row_buf.data());
+    for (int64_t i = 0; i < dv; ++i) row[i] += k.p[x] * v[i];
   }
   std::vector<double> a(static_cast<size_t>(dv), 0.0);
   for (int64_t r = 0; r < layout.ranks; ++r)
@@ -466,34 +469,60 @@ struct CastError {
   }
 };
 
-// scratch: 2 k.groups doubles.
-ElementSums element_sums(const Case& c, std::span<const int64_t> keys, int64_t g, int64_t i,
-                         double o, const KeyErrors& k, const CastError& cast,
-                         std::vector<double>& scratch) {
-  ElementSums e;
-  e.t_key = k.p_sink * k.e_sink * std::fabs(o);
-  e.t_sys = e.t_key;
-  const auto G = static_cast<size_t>(k.groups);
-  std::fill(scratch.begin(), scratch.begin() + static_cast<std::ptrdiff_t>(2 * G), 0.0);
-  for (size_t x = 0; x < keys.size(); ++x) {
-    const double vi = c.v_at(keys[x], g, i);
-    const double pv = k.p[x] * std::fabs(vi - o);
-    e.t_key += pv * k.e[x];
-    e.t_sys += pv * k.m[x];
-    e.s += k.p[x] * std::fabs(vi);
-    e.s_weighted += k.p[x] * (1.0 + k.e[x]) * std::fabs(vi);
-    const double cx = cast.of(k.p[x] * (1.0 + k.e[x])) * std::fabs(vi);
-    e.cast += cx;
-    const auto grp = static_cast<size_t>(k.group[x]);
-    scratch[grp] += pv * k.b[x];
-    scratch[G + grp] += cx;
+// Every element's sums of a row (dv of them): one pass over the row's keys, group by group (keys
+// of equal logits together, so that each group's random parts are summed, squared and added
+// before the next), each key's V row read once for all its components.
+std::vector<ElementSums> element_sums(const Case& c, std::span<const int64_t> keys, int64_t g,
+                                      const double* o, const KeyErrors& k, const CastError& cast) {
+  const int64_t dv = c.v_dim;
+  const size_t n = keys.size(), G = static_cast<size_t>(k.groups);
+  std::vector<ElementSums> e(static_cast<size_t>(dv));
+  for (int64_t i = 0; i < dv; ++i) e[i].t_key = e[i].t_sys = k.p_sink * k.e_sink * std::fabs(o[i]);
+  // The keys in group order (a counting sort; within a group, in key order).
+  std::vector<size_t> start(G + 1, 0), order(n);
+  for (size_t x = 0; x < n; ++x) ++start[static_cast<size_t>(k.group[x]) + 1];
+  for (size_t q = 0; q < G; ++q) start[q + 1] += start[q];
+  {
+    std::vector<size_t> next(start.begin(), start.end() - 1);
+    for (size_t x = 0; x < n; ++x) order[next[static_cast<size_t>(k.group[x])]++] = x;
   }
-  for (size_t x = 0; x < G; ++x) {
-    e.t_rand += scratch[x] * scratch[x];
-    e.cast_rms += scratch[G + x] * scratch[G + x];
+  std::vector<double> t_key(dv, 0.0), t_sys(dv, 0.0), s(dv, 0.0), sw(dv, 0.0), cst(dv, 0.0),
+      gb(dv, 0.0), gc(dv, 0.0), rand2(dv, 0.0), cast2(dv, 0.0);
+  std::vector<double> row_buf(static_cast<size_t>(std::max(c.head_dim(), dv)));
+  for (size_t q = 0; q < G; ++q) {
+    std::fill(gb.begin(), gb.end(), 0.0);
+    std::fill(gc.begin(), gc.end(), 0.0);
+    for (size_t y = start[q]; y < start[q + 1]; ++y) {
+      const size_t x = order[y];
+      const double* v = c.v_row(keys[x], g, row_buf.data());
+      const double p = k.p[x], pe = p * (1.0 + k.e[x]), ek = k.e[x], mk = k.m[x], bk = k.b[x];
+      const double cw = cast.of(pe);
+      for (int64_t i = 0; i < dv; ++i) {
+        const double av = std::fabs(v[i]);
+        const double pv = p * std::fabs(v[i] - o[i]);
+        t_key[i] += pv * ek;
+        t_sys[i] += pv * mk;
+        s[i] += p * av;
+        sw[i] += pe * av;
+        cst[i] += cw * av;
+        gb[i] += pv * bk;
+        gc[i] += cw * av;
+      }
+    }
+    for (int64_t i = 0; i < dv; ++i) {
+      rand2[i] += gb[i] * gb[i];
+      cast2[i] += gc[i] * gc[i];
+    }
   }
-  e.t_rand = std::sqrt(e.t_rand);
-  e.cast_rms = std::sqrt(e.cast_rms);
+  for (int64_t i = 0; i < dv; ++i) {
+    e[i].t_key += t_key[i];
+    e[i].t_sys += t_sys[i];
+    e[i].s = s[i];
+    e[i].s_weighted = sw[i];
+    e[i].cast = cst[i];
+    e[i].t_rand = std::sqrt(rand2[i]);
+    e[i].cast_rms = std::sqrt(cast2[i]);
+  }
   return e;
 }
 
@@ -537,14 +566,14 @@ void o_bounds(const Case& c, std::span<const int64_t> keys, int64_t g, const dou
   const double cast_factor = (1.0 + co.g) * (1.0 + un.eps_div);
   const std::vector<double> exact =
       m && un.a.layout ? exact_partials(c, keys, g, k, *un.a.layout) : std::vector<double>();
-  std::vector<double> scratch(static_cast<size_t>(2 * k.groups));
+  const std::vector<ElementSums> sums = element_sums(c, keys, g, o_ref, k, cast_error);
   // The output's store, of the computed value within `b` of O_i.
   auto stored = [&](double b, double o) {
     return ((1.0 + un.u_out) * b + un.u_out * std::fabs(o)) * kEvalSlack;
   };
   for (int64_t i = 0; i < c.v_dim; ++i) {
     const double o = o_ref[i];
-    const ElementSums e = element_sums(c, keys, g, i, o, k, cast_error, scratch);
+    const ElementSums& e = sums[static_cast<size_t>(i)];
     const double first = e.t_key + co.c_S * e.s + co.c_O * std::fabs(o) + floor;
     const double first_stat = std::min(e.t_key, e.t_sys + un.lambda * e.t_rand) +
                               (co.c_S - co.g + co.g_stat) * e.s +
