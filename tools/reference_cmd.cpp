@@ -8,7 +8,17 @@
 #include "oracle/attention.hpp"
 #include "oracle/case_file.hpp"
 #include "properties/footprint.hpp"
+#include "tools/backends.hpp"
 #include "tools/session.hpp"
+
+#ifdef DCP_HAVE_MPI
+#include <mpi.h>
+
+#include <chrono>
+#include <thread>
+
+#include "gpu/comm/comm_mpi.hpp"
+#endif
 
 namespace dcp::tools {
 namespace {
@@ -16,6 +26,127 @@ namespace {
 struct ReferenceOptions {
   std::string case_path, out_path, tier = "fast";
 };
+
+#ifdef DCP_HAVE_MPI
+// Under mpirun -np P: process r computes the fast tier's states of every row over the keys
+// [r S / P, (r + 1) S / P) (the sink on process 0), and process 0 merges them in process order,
+// which is key order, with the merge monoid (docs/oracle.md, "Over MPI"). Every wait polls, so
+// Ctrl-C on any process ends the job.
+
+// Waits for a non-blocking collective; Ctrl-C ends the whole job (the peers would wait for this
+// process forever).
+void wait_polling(MPI_Request* req) {
+  int done = 0;
+  while (MPI_Test(req, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && !done) {
+    if (interrupted()) {
+      std::cout << "# reference: INTERRUPTED (process " << gpu::mpi_world_rank()
+                << "); nothing written\n"
+                << std::flush;
+      gpu::mpi_abort(kExitInterrupted);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+// A row's state as doubles: m, z and n[Dv], each hi then lo.
+constexpr int64_t kStateFixed = 4;
+
+int run_reference_mpi(const ReferenceOptions& o, const Limits& lim, int64_t rank, int64_t size) {
+  auto bad = [&](const std::string& why) {
+    return refuse("reference", "process " + std::to_string(rank) + ": " + why, std::cerr);
+  };
+  int code = kExitOk;
+  std::string why;
+  oracle::Expected<oracle::Case> c = oracle::Status();
+  std::vector<oracle::MergeState<oracle::dd>> rows;
+  InterruptGuard guard;
+  if (o.tier != "fast") {
+    why = "--tier certify runs in one process (the certify tier is for small cases)";
+    code = kExitBadInput;
+  } else if (const auto out = output_error({"--out", o.out_path}, {{"--case", o.case_path}})) {
+    why = *out;
+    code = kExitBadInput;
+  } else {
+    // The node's processes share its memory; each maps the file and pages in its keys only.
+    Limits mine = lim;
+    mine.memory_bytes /= static_cast<double>(gpu::mpi_node().size);
+    props::Footprint need = props::file_footprint(file_bytes(o.case_path),
+                                                  props::FileRead::case_in_place);
+    c = oracle::load_case(o.case_path);
+    if (c) need.bytes += props::judge_footprint(*c, 1, oracle::Tier::fast).bytes;
+    if (!c) {
+      why = c.status().message(), code = kExitBadInput;
+    } else if (const auto over = over_limits(need, mine)) {
+      why = "--case " + o.case_path + ": " + *over, code = kExitBadInput;
+    } else {
+      const int64_t S = c->seq(), lo = S * rank / size, hi = S * (rank + 1) / size;
+      std::optional<Progress> progress;
+      oracle::Watch watch;
+      if (rank == 0)
+        watch.progress = [&](int64_t done, int64_t total) {
+          if (!progress) progress.emplace("reference", total);
+          progress->update(done);
+        };
+      watch.stop = [] { return interrupted(); };
+      auto mine_rows = oracle::attend_rows_watched(
+          *c, [lo, hi](int64_t p) { return p >= lo && p < hi; }, rank == 0, watch);
+      if (progress) progress->clear();
+      if (mine_rows) {
+        rows = std::move(*mine_rows);
+      } else {
+        why = mine_rows.status().message();
+        code = interrupted() ? kExitInterrupted : kExitBadInput;
+      }
+    }
+  }
+  // Every process reaches this point; the job goes on only if all of them got here whole.
+  int worst = code, job = 0;
+  MPI_Request req;
+  MPI_Iallreduce(&worst, &job, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, &req);
+  wait_polling(&req);
+  if (job != kExitOk) {
+    if (code == kExitInterrupted) {
+      std::cout << "# reference: INTERRUPTED (process " << rank << ": " << why << "); "
+                << o.out_path << " not written\n";
+    } else if (code != kExitOk) {
+      bad(why);
+    }
+    return job;
+  }
+  const int64_t T = c->tokens(), Hq = c->q_heads(), dv = c->v_dim,
+                width = kStateFixed + 2 * dv;
+  std::vector<double> packed(static_cast<size_t>(T * Hq * width));
+  for (int64_t r = 0; r < T * Hq; ++r) {
+    const auto& st = rows[static_cast<size_t>(r)];
+    double* p = &packed[static_cast<size_t>(r * width)];
+    p[0] = st.m.hi, p[1] = st.m.lo, p[2] = st.z.hi, p[3] = st.z.lo;
+    for (int64_t i = 0; i < dv; ++i)
+      p[kStateFixed + 2 * i] = st.n[i].hi, p[kStateFixed + 2 * i + 1] = st.n[i].lo;
+  }
+  std::vector<double> all(rank == 0 ? packed.size() * static_cast<size_t>(size) : 0);
+  MPI_Igather(packed.data(), static_cast<int>(packed.size()), MPI_DOUBLE, all.data(),
+              static_cast<int>(packed.size()), MPI_DOUBLE, 0, MPI_COMM_WORLD, &req);
+  wait_polling(&req);
+  if (rank != 0) return kExitOk;
+  for (int64_t q = 1; q < size; ++q)  // process q's keys follow process q - 1's
+    for (int64_t r = 0; r < T * Hq; ++r) {
+      const double* p = &all[static_cast<size_t>((q * T * Hq + r) * width)];
+      oracle::MergeState<oracle::dd> st = oracle::MergeState<oracle::dd>::identity(dv, oracle::LseBase::e);
+      st.m = oracle::dd(p[0], p[1]);
+      st.z = oracle::dd(p[2], p[3]);
+      for (int64_t i = 0; i < dv; ++i)
+        st.n[i] = oracle::dd(p[kStateFixed + 2 * i], p[kStateFixed + 2 * i + 1]);
+      rows[static_cast<size_t>(r)] = oracle::combine(rows[static_cast<size_t>(r)], st);
+    }
+  const oracle::Attention ref = oracle::to_attention(*c, rows);
+  if (const auto st = oracle::save_attention(o.out_path, ref); !st) return bad(st.message());
+  std::cout << "reference: " << o.case_path << " -> " << o.out_path << "  o "
+            << oracle::shape_string(ref.o.shape) << "  lse " << oracle::shape_string(ref.lse.shape)
+            << " (base " << oracle::lse_base_name(ref.base) << ", tier fast, " << size
+            << " processes)\n";
+  return kExitOk;
+}
+#endif
 
 int run_reference(const ReferenceOptions& o, const Limits& lim) {
   auto bad = [](const std::string& why) { return refuse("reference", why, std::cerr); };
@@ -65,7 +196,21 @@ Command add_reference_command(CLI::App& app) {
   cmd->add_option("--tier", o->tier, "fast (double-double) or certify (MPFR, 266 bits)")
       ->check(CLI::IsMember({"fast", "certify"}))
       ->capture_default_str();
-  return {cmd, [o](const Limits& lim) { return run_reference(*o, lim); }};
+  return {cmd, [o](const Limits& lim) {
+#ifdef DCP_HAVE_MPI
+            if (launched_by_mpirun()) {
+              if (const auto st = gpu::mpi_init(nullptr, nullptr); !st)
+                return refuse("reference", st.message(), std::cerr);
+              const int64_t size = gpu::mpi_world_size();
+              const int code = size > 1
+                                   ? run_reference_mpi(*o, lim, gpu::mpi_world_rank(), size)
+                                   : run_reference(*o, lim);
+              gpu::mpi_finalize(code);
+              return code;
+            }
+#endif
+            return run_reference(*o, lim);
+          }};
 }
 
 }  // namespace dcp::tools
