@@ -9,7 +9,6 @@
 //
 //   build/bin/bench_oracle --benchmark_filter=gqa
 #include <benchmark/benchmark.h>
-
 #include <sys/resource.h>
 
 #include <Eigen/Dense>
@@ -236,12 +235,16 @@ BENCHMARK_CAPTURE(BM_FastTier, gqa, kGqa)->Unit(benchmark::kMillisecond)->UseRea
 BENCHMARK_CAPTURE(BM_Plain, mla, kMla)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Eigen, mla, kMla)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_FastTier, mla, kMla)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(BM_FastTierStored, step32k, kStep32k)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_FastTierStored, step32k, kStep32k)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 BENCHMARK_CAPTURE(BM_EigenStored, step32k, kStep32k)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_FastTierStored, step128k, kStep128k)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
-BENCHMARK_CAPTURE(BM_EigenStored, step128k, kStep128k)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_EigenStored, step128k, kStep128k)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 BENCHMARK_CAPTURE(BM_FastTierStored, step1m, kStep1m)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_EigenStored, step1m, kStep1m)->Unit(benchmark::kMillisecond)->UseRealTime();
 

@@ -9,8 +9,8 @@ namespace {
 
 // Every element of `data` (shape [rows, heads, width]) finite and, divided by its head's scale
 // (`scales`: none, [1] or [heads]), a value of dtype.
-Status check_values(const Shape& shape, std::span<const double> data, const char* name,
-                    DType dtype, const std::vector<double>& scales) {
+Status check_values(const Shape& shape, std::span<const double> data, const char* name, DType dtype,
+                    const std::vector<double>& scales) {
   const int64_t width = shape.size() == 3 ? shape[2] : 1, heads = shape.size() == 3 ? shape[1] : 1;
   for (size_t i = 0; i < data.size(); ++i) {
     const double x = data[i];
@@ -24,7 +24,8 @@ Status check_values(const Shape& shape, std::span<const double> data, const char
       continue;
     }
     const double scale =
-        scales[scales.size() == 1 ? 0 : static_cast<size_t>(static_cast<int64_t>(i) / width % heads)];
+        scales[scales.size() == 1 ? 0
+                                  : static_cast<size_t>(static_cast<int64_t>(i) / width % heads)];
     // x / scale is exact when x is a stored value times the scale; the product checks it is.
     if (!representable(dtype, x / scale) || (x / scale) * scale != x) {
       return DCP_ERROR("tensor '", name, "': element ", i, " = ", x, " is not a ",

@@ -84,12 +84,16 @@ void dequantize(Case& c) {
            (t.is_stored() || static_cast<int64_t>(t.data.size()) == t.numel());
   };
   if (fits(c.k, c.k_scale)) {
-    if (c.k.is_stored()) c.k.set_stored_scale(c.k_scale);
-    else for (int64_t i = 0; i < c.k.numel(); ++i) c.k.data[i] *= c.k_scale_at(i);
+    if (c.k.is_stored())
+      c.k.set_stored_scale(c.k_scale);
+    else
+      for (int64_t i = 0; i < c.k.numel(); ++i) c.k.data[i] *= c.k_scale_at(i);
   }
   if (!c.shared_latent() && fits(c.v, c.v_scale)) {
-    if (c.v.is_stored()) c.v.set_stored_scale(c.v_scale);
-    else for (int64_t i = 0; i < c.v.numel(); ++i) c.v.data[i] *= c.v_scale_at(i);
+    if (c.v.is_stored())
+      c.v.set_stored_scale(c.v_scale);
+    else
+      for (int64_t i = 0; i < c.v.numel(); ++i) c.v.data[i] *= c.v_scale_at(i);
   }
 }
 
@@ -610,7 +614,8 @@ StFile case_to_file(const Case& c) {
   // Keys and values as stored: their bytes, or the doubles divided by their scale (exact,
   // case.hpp).
   auto stored = [](const KvTensor& t, DType dtype, auto scale_at) {
-    if (t.is_stored()) return StTensor::in_place(dtype, t.shape, t.stored_bytes(), t.stored_owner());
+    if (t.is_stored())
+      return StTensor::in_place(dtype, t.shape, t.stored_bytes(), t.stored_owner());
     std::vector<double> out = t.data;
     for (int64_t i = 0; i < t.numel(); ++i) out[i] /= scale_at(i);
     return StTensor{dtype, t.shape, std::move(out), {}};

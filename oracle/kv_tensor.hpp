@@ -66,13 +66,14 @@ struct KvTensor {
   std::vector<double> data;  // held as doubles: numel values, row-major; stored: empty
 
   KvTensor() = default;
-  explicit KvTensor(Shape s, double fill = 0.0) : shape(std::move(s)), data(numel_of(shape), fill) {}
+  explicit KvTensor(Shape s, double fill = 0.0)
+      : shape(std::move(s)), data(numel_of(shape), fill) {}
   KvTensor(Tensor<double> t) : shape(std::move(t.shape)), data(std::move(t.data)) {}  // NOLINT
 
   // Keys or values as a file stores them: numel elements of `dtype` at `bytes`, kept alive by
   // `keep` (the file's mapping), each row times scale[g] (`scale`: empty, [1] or [Hkv]).
-  static KvTensor stored(Shape s, DType dtype, const uint8_t* bytes, std::shared_ptr<const void> keep,
-                         std::vector<double> scale) {
+  static KvTensor stored(Shape s, DType dtype, const uint8_t* bytes,
+                         std::shared_ptr<const void> keep, std::vector<double> scale) {
     KvTensor t;
     t.shape = std::move(s);
     t.dtype_ = dtype;

@@ -528,7 +528,8 @@ Expected<StFile> read_safetensors(const std::string& path, const StReadOptions& 
     return DCP_ERROR(printable(path), ": not a regular file (a folder, device or pipe)");
   errno = 0;
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return DCP_ERROR(printable(path), ": cannot open for reading: ", std::strerror(errno));
+  if (fd < 0)
+    return DCP_ERROR(printable(path), ": cannot open for reading: ", std::strerror(errno));
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
     return DCP_ERROR(printable(path), ": not a regular file (a folder, device or pipe)");
@@ -544,9 +545,8 @@ Expected<StFile> read_safetensors(const std::string& path, const StReadOptions& 
   ::close(fd);
   if (map == MAP_FAILED)
     return DCP_ERROR(printable(path), ": cannot map for reading: ", std::strerror(map_errno));
-  std::shared_ptr<const void> keep(map, [size](const void* p) {
-    ::munmap(const_cast<void*>(p), size);
-  });
+  std::shared_ptr<const void> keep(map,
+                                   [size](const void* p) { ::munmap(const_cast<void*>(p), size); });
   ::madvise(map, size, MADV_SEQUENTIAL);
   return parse_safetensors(static_cast<const uint8_t*>(map), size, path, options, std::move(keep));
 }
@@ -611,11 +611,10 @@ std::vector<uint8_t> serialize_safetensors(const StFile& file) {
   uint64_t offset = 0;
   for (const auto* item : order) {
     const StTensor& t = item->second;
-    const uint64_t nbytes =
-        (t.dtype == DType::i64 ? t.ints.size()
-         : t.bytes != nullptr  ? static_cast<size_t>(numel_of(t.shape))
-                               : t.values.size()) *
-        dtype_bytes(t.dtype);
+    const uint64_t nbytes = (t.dtype == DType::i64 ? t.ints.size()
+                             : t.bytes != nullptr  ? static_cast<size_t>(numel_of(t.shape))
+                                                   : t.values.size()) *
+                            dtype_bytes(t.dtype);
     ojson entry = ojson::object();
     entry["dtype"] = std::string(dtype_name(t.dtype));
     entry["shape"] = t.shape;

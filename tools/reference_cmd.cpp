@@ -70,8 +70,8 @@ int run_reference_mpi(const ReferenceOptions& o, const Limits& lim, int64_t rank
     // The node's processes share its memory; each maps the file and pages in its keys only.
     Limits mine = lim;
     mine.memory_bytes /= static_cast<double>(gpu::mpi_node().size);
-    props::Footprint need = props::file_footprint(file_bytes(o.case_path),
-                                                  props::FileRead::case_in_place);
+    props::Footprint need =
+        props::file_footprint(file_bytes(o.case_path), props::FileRead::case_in_place);
     c = oracle::load_case(o.case_path);
     if (c) need.bytes += props::judge_footprint(*c, 1, oracle::Tier::fast).bytes;
     if (!c) {
@@ -113,8 +113,7 @@ int run_reference_mpi(const ReferenceOptions& o, const Limits& lim, int64_t rank
     }
     return job;
   }
-  const int64_t T = c->tokens(), Hq = c->q_heads(), dv = c->v_dim,
-                width = kStateFixed + 2 * dv;
+  const int64_t T = c->tokens(), Hq = c->q_heads(), dv = c->v_dim, width = kStateFixed + 2 * dv;
   std::vector<double> packed(static_cast<size_t>(T * Hq * width));
   for (int64_t r = 0; r < T * Hq; ++r) {
     const auto& st = rows[static_cast<size_t>(r)];
@@ -131,7 +130,8 @@ int run_reference_mpi(const ReferenceOptions& o, const Limits& lim, int64_t rank
   for (int64_t q = 1; q < size; ++q)  // process q's keys follow process q - 1's
     for (int64_t r = 0; r < T * Hq; ++r) {
       const double* p = &all[static_cast<size_t>((q * T * Hq + r) * width)];
-      oracle::MergeState<oracle::dd> st = oracle::MergeState<oracle::dd>::identity(dv, oracle::LseBase::e);
+      oracle::MergeState<oracle::dd> st =
+          oracle::MergeState<oracle::dd>::identity(dv, oracle::LseBase::e);
       st.m = oracle::dd(p[0], p[1]);
       st.z = oracle::dd(p[2], p[3]);
       for (int64_t i = 0; i < dv; ++i)
@@ -152,7 +152,8 @@ int run_reference(const ReferenceOptions& o, const Limits& lim) {
   auto bad = [](const std::string& why) { return refuse("reference", why, std::cerr); };
   if (const auto why = output_error({"--out", o.out_path}, {{"--case", o.case_path}}))
     return bad(*why);
-  const props::Footprint file = props::file_footprint(file_bytes(o.case_path), props::FileRead::case_in_place);
+  const props::Footprint file =
+      props::file_footprint(file_bytes(o.case_path), props::FileRead::case_in_place);
   if (const auto why = over_limits(file, lim)) return bad("--case " + o.case_path + ": " + *why);
   auto c = oracle::load_case(o.case_path);
   if (!c) return bad(c.status().message());
@@ -202,9 +203,8 @@ Command add_reference_command(CLI::App& app) {
               if (const auto st = gpu::mpi_init(nullptr, nullptr); !st)
                 return refuse("reference", st.message(), std::cerr);
               const int64_t size = gpu::mpi_world_size();
-              const int code = size > 1
-                                   ? run_reference_mpi(*o, lim, gpu::mpi_world_rank(), size)
-                                   : run_reference(*o, lim);
+              const int code = size > 1 ? run_reference_mpi(*o, lim, gpu::mpi_world_rank(), size)
+                                        : run_reference(*o, lim);
               gpu::mpi_finalize(code);
               return code;
             }

@@ -85,7 +85,8 @@ TEST(KvTensor, ACaseReadInPlaceComputesWhatItsDoublesCompute) {
       EXPECT_EQ(a->lse.data, b->lse.data) << props::describe(specs[i]);
     }
     auto ref = reference(c);
-    auto bound_a = derive_bound(c, *ref, Arithmetic{}), bound_b = derive_bound(r.c, *ref, Arithmetic{});
+    auto bound_a = derive_bound(c, *ref, Arithmetic{}),
+         bound_b = derive_bound(r.c, *ref, Arithmetic{});
     ASSERT_TRUE(bound_a.ok() && bound_b.ok());
     EXPECT_EQ(bound_a->o.data, bound_b->o.data) << props::describe(specs[i]);
     EXPECT_EQ(bound_a->lse.data, bound_b->lse.data) << props::describe(specs[i]);
