@@ -469,9 +469,9 @@ struct CastError {
   }
 };
 
-// Every element's sums of a row (dv of them): one pass over the row's keys, group by group (keys
-// of equal logits together, so that each group's random parts are summed, squared and added
-// before the next), each key's V row read once for all its components.
+// Every element's sums of a row (dv of them): one pass over the row's keys, each key's V row read
+// once for all its components; a group of keys of equal logits is visited together, so that its
+// random parts are summed, squared and added before the next.
 std::vector<ElementSums> element_sums(const Case& c, std::span<const int64_t> keys, int64_t g,
                                       const double* o, const KeyErrors& k, const CastError& cast) {
   const int64_t dv = c.v_dim;
@@ -489,26 +489,40 @@ std::vector<ElementSums> element_sums(const Case& c, std::span<const int64_t> ke
   std::vector<double> t_key(dv, 0.0), t_sys(dv, 0.0), s(dv, 0.0), sw(dv, 0.0), cst(dv, 0.0),
       gb(dv, 0.0), gc(dv, 0.0), rand2(dv, 0.0), cast2(dv, 0.0);
   std::vector<double> row_buf(static_cast<size_t>(std::max(c.head_dim(), dv)));
-  for (size_t q = 0; q < G; ++q) {
-    std::fill(gb.begin(), gb.end(), 0.0);
-    std::fill(gc.begin(), gc.end(), 0.0);
-    for (size_t y = start[q]; y < start[q + 1]; ++y) {
-      const size_t x = order[y];
-      const double* v = c.v_row(keys[x], g, row_buf.data());
-      const double p = k.p[x], pe = p * (1.0 + k.e[x]), ek = k.e[x], mk = k.m[x], bk = k.b[x];
-      const double cw = cast.of(pe);
-      for (int64_t i = 0; i < dv; ++i) {
-        const double av = std::fabs(v[i]);
-        const double pv = p * std::fabs(v[i] - o[i]);
-        t_key[i] += pv * ek;
-        t_sys[i] += pv * mk;
-        s[i] += p * av;
-        sw[i] += pe * av;
-        cst[i] += cw * av;
+  // Key x's terms; into the group sums gb, gc, or (a key alone in its group) straight into the
+  // sums of squares.
+  const auto add_key = [&](size_t x, bool alone) {
+    const double* v = c.v_row(keys[x], g, row_buf.data());
+    const double p = k.p[x], pe = p * (1.0 + k.e[x]), ek = k.e[x], mk = k.m[x], bk = k.b[x];
+    const double cw = cast.of(pe);
+    for (int64_t i = 0; i < dv; ++i) {
+      const double av = std::fabs(v[i]);
+      const double pv = p * std::fabs(v[i] - o[i]);
+      t_key[i] += pv * ek;
+      t_sys[i] += pv * mk;
+      s[i] += p * av;
+      sw[i] += pe * av;
+      cst[i] += cw * av;
+      if (alone) {
+        rand2[i] += (pv * bk) * (pv * bk);
+        cast2[i] += (cw * av) * (cw * av);
+      } else {
         gb[i] += pv * bk;
         gc[i] += cw * av;
       }
     }
+  };
+  // Keys alone in their group (distinct logits: most of them) in key order, reading V in order;
+  // then each larger group in turn.
+  for (size_t x = 0; x < n; ++x) {
+    const auto q = static_cast<size_t>(k.group[x]);
+    if (start[q + 1] - start[q] == 1) add_key(x, true);
+  }
+  for (size_t q = 0; q < G; ++q) {
+    if (start[q + 1] - start[q] == 1) continue;
+    std::fill(gb.begin(), gb.end(), 0.0);
+    std::fill(gc.begin(), gc.end(), 0.0);
+    for (size_t y = start[q]; y < start[q + 1]; ++y) add_key(order[y], false);
     for (int64_t i = 0; i < dv; ++i) {
       rand2[i] += gb[i] * gb[i];
       cast2[i] += gc[i] * gc[i];
