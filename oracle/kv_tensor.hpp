@@ -37,7 +37,7 @@ inline int64_t first_nonfinite(DType dtype, const uint8_t* p, int64_t n) {
     using W = decltype(word);
     for (int64_t i = 0; i < n; ++i) {
       W b;
-      std::memcpy(&b, p + sizeof(W) * i, sizeof(W));
+      std::memcpy(&b, p + sizeof(W) * static_cast<size_t>(i), sizeof(W));
       if ((b & mask) == all) return i;
     }
     return -1;

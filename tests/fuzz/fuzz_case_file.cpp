@@ -8,10 +8,19 @@
 
 #include "oracle/case_file.hpp"
 
+// Both ways a case is read: decoded, and with K and V in place (as the CLI reads case files),
+// where a loaded case's attention also runs (every stored row widened).
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  const auto file = dcp::oracle::parse_safetensors(data, size, "fuzz");
-  if (!file) return 0;
-  const auto c = dcp::oracle::case_from_file(*file, "fuzz");
-  if (c && !dcp::oracle::validate(*c).ok()) std::abort();  // loaded means valid
+  for (const bool in_place : {false, true}) {
+    const auto file = dcp::oracle::parse_safetensors(
+        data, size, "fuzz",
+        in_place ? dcp::oracle::kCaseReadOptions : dcp::oracle::StReadOptions{});
+    if (!file) return 0;
+    const auto c = dcp::oracle::case_from_file(*file, "fuzz");
+    if (c && !dcp::oracle::validate(*c).ok()) std::abort();  // loaded means valid
+    if (c && in_place && c->seq() * c->kv_heads() * c->head_dim() <= (1 << 16) &&
+        c->tokens() * c->q_heads() <= 64)
+      (void)dcp::oracle::reference(*c);
+  }
   return 0;
 }
