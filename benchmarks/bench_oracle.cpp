@@ -121,6 +121,15 @@ std::vector<double> plain_fp64(const Case& c) {
 
 using Matrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
+// Each row of logits into its softmax weights (max-shifted).
+void softmax_rows(Matrix& s) {
+  for (Eigen::Index h = 0; h < s.rows(); ++h) {
+    auto row = s.row(h);
+    row = (row.array() - row.maxCoeff()).exp();
+    row /= row.sum();
+  }
+}
+
 // The same attention as float64 matrix products, one task per KV head: its G query heads' logits
 // Q_g K_g^T [G, S], the softmax rows, then P V_g [G, Dv] (every key visible, as above).
 std::vector<double> eigen_fp64(const Case& c) {
@@ -137,11 +146,7 @@ std::vector<double> eigen_fp64(const Case& c) {
             ? Rows(&c.k.data[c.k.offset({0, g, 0})], S, dv, Eigen::OuterStride<>(Hkv * dk))
             : Rows(&c.v.data[c.v.offset({0, g, 0})], S, dv, Eigen::OuterStride<>(Hkv * dv));
     Matrix s = tau * (q * k.transpose());
-    for (int64_t h = 0; h < G; ++h) {
-      auto row = s.row(h);
-      row = (row.array() - row.maxCoeff()).exp();
-      row /= row.sum();
-    }
+    softmax_rows(s);
     Eigen::Map<Matrix>(&out[g * G * dv], G, dv) = s * v;
   });
   return out;
@@ -167,11 +172,7 @@ std::vector<double> eigen_fp64_stored(const Case& c) {
       for (int64_t j = 0; j < n; ++j) c.k.row(b0 + j, g, block.row(j).data());
       s.middleCols(b0, n) = tau * (q * block.topLeftCorner(n, dk).transpose());
     }
-    for (int64_t h = 0; h < G; ++h) {
-      auto row = s.row(h);
-      row = (row.array() - row.maxCoeff()).exp();
-      row /= row.sum();
-    }
+    softmax_rows(s);
     Matrix o = Matrix::Zero(G, dv);
     for (int64_t b0 = 0; b0 < S; b0 += kBaselineBlock) {
       const int64_t n = std::min(kBaselineBlock, S - b0);

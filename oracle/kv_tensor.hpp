@@ -97,12 +97,7 @@ struct KvTensor {
   int rank() const { return static_cast<int>(shape.size()); }
   bool empty() const { return shape.empty(); }
   int64_t dim(int i) const { return shape[i]; }
-  int64_t offset(std::initializer_list<int64_t> idx) const {
-    int64_t off = 0;
-    int i = 0;
-    for (int64_t x : idx) off = off * shape[i++] + x;
-    return off;
-  }
+  int64_t offset(std::initializer_list<int64_t> idx) const { return offset_of(shape, idx); }
 
   // Held as doubles only (cases built in memory); a stored tensor is read through row().
   double& at(std::initializer_list<int64_t> idx) { return data[checked(offset(idx))]; }

@@ -27,6 +27,14 @@ inline std::string shape_string(const Shape& shape) {
   return s + "]";
 }
 
+// The row-major offset of index idx into a tensor of `shape`.
+inline int64_t offset_of(const Shape& shape, std::initializer_list<int64_t> idx) {
+  int64_t off = 0;
+  int i = 0;
+  for (int64_t x : idx) off = off * shape[i++] + x;
+  return off;
+}
+
 template <class T>
 struct Tensor {
   Shape shape;
@@ -40,12 +48,7 @@ struct Tensor {
   bool empty() const { return shape.empty(); }
   int64_t dim(int i) const { return shape[i]; }
 
-  int64_t offset(std::initializer_list<int64_t> idx) const {
-    int64_t off = 0;
-    int i = 0;
-    for (int64_t x : idx) off = off * shape[i++] + x;
-    return off;
-  }
+  int64_t offset(std::initializer_list<int64_t> idx) const { return offset_of(shape, idx); }
   T& at(std::initializer_list<int64_t> idx) { return data[offset(idx)]; }
   const T& at(std::initializer_list<int64_t> idx) const { return data[offset(idx)]; }
 };
