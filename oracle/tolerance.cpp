@@ -300,11 +300,11 @@ KeyErrors key_errors(const Units& un, double softcap, int64_t seq, const RowLogi
 
 // The relative coefficients of first_i (§6).
 struct Coefficients {
-  double g;       // gamma_{2n_eff}(u)
+  double g;       // gamma_{2n_acc}(u), n_acc = accumulated_terms
   double c_S;     // coefficient of S_i
   double c_O;     // coefficient of |O_i|
-  double g_stat;  // §10: the statistical tier's g, lambda u sqrt(2 n_eff) + (2 n_eff u)^2 / (1 - 2
-                  // n_eff u)
+  double g_stat;  // §10: the statistical tier's g, lambda u sqrt(2 n_acc) + (2 n_acc u)^2 / (1 - 2
+                  // n_acc u)
 };
 
 // §10: a sum's roundings when they are independent and of mean zero: of the first-order part
@@ -318,14 +318,27 @@ double statistical_gamma(const Units& un, double terms, double g) {
   return std::min(g, un.lambda * un.u * std::sqrt(terms) + ku * ku / (1.0 - ku));
 }
 
+// §4: the terms one accumulator sums. Every key of the row and the sink (n_eff), unless the
+// claim names each key's partial: then each partial's numerator and denominator sum only its own
+// keys (the merge of §5 joins them), and the busiest partial's keys plus the sink (which joins
+// one partial) bound every accumulator's length.
+double accumulated_terms(const Units& un, std::span<const int64_t> keys, const RowLogits& in) {
+  if (!un.a.layout || un.shards <= 1) return in.n_eff;
+  const Ownership& own = *un.a.layout;
+  std::vector<int64_t> count(static_cast<size_t>(own.ranks), 0);
+  for (const int64_t p : keys) ++count[static_cast<size_t>(own.of(p))];
+  const int64_t busiest = *std::max_element(count.begin(), count.end());
+  return static_cast<double>(busiest + (in.sink ? 1 : 0));
+}
+
 // docs/tolerances.md §4, accumulation: the P.V sums and the softmax denominator, with up to one
 // rescale per key (online softmax with any tile size), in any order, a V scale, and the final
 // division. With N > 1 partials the division is the partials' (§5). The P cast and the store
 // are bounded apart, exactly (§4, §6).
-Coefficients accumulation(const Units& un, double n_eff) {
-  const double g = gamma_n(kAccumRoundingsPerTerm * n_eff, un.u);
+Coefficients accumulation(const Units& un, double n_acc) {
+  const double g = gamma_n(kAccumRoundingsPerTerm * n_acc, un.u);
   const double c_O = un.shards > 1 ? g : g + un.eps_div + un.u_v;
-  return Coefficients{g, g + un.u_v, c_O, statistical_gamma(un, kAccumRoundingsPerTerm * n_eff, g)};
+  return Coefficients{g, g + un.u_v, c_O, statistical_gamma(un, kAccumRoundingsPerTerm * n_acc, g)};
 }
 
 // §4, the absolute floors: accumulator underflow (the denominator's 1 and the numerator's
@@ -666,7 +679,7 @@ RowBound bound_row(const Case& c, const Attention& ref, const Units& un,
   }
   const RowLogits in = row_logits(c, t, h, keys, tau);
   const KeyErrors k = key_errors(un, c.softcap, c.seq(), in, L_ref);
-  const Coefficients co = accumulation(un, in.n_eff);
+  const Coefficients co = accumulation(un, accumulated_terms(un, keys, in));
   const double L_abs = lse_abs_bound(in.M, in.n_eff);
   const std::optional<Merge> m = merge_terms(un, in.n_eff, L_abs);
   const double kappa = first_order_kappa(k, co);
@@ -689,7 +702,7 @@ std::string kappa_culprit(const Case& c, const Units& un, std::span<const int64_
                           int64_t h, double tau, double L_ref) {
   const RowLogits in = row_logits(c, t, h, keys, tau);
   const KeyErrors k = key_errors(un, c.softcap, c.seq(), in, L_ref);
-  const Coefficients co = accumulation(un, in.n_eff);
+  const Coefficients co = accumulation(un, accumulated_terms(un, keys, in));
   const bool one = un.shards <= 1;
   struct Term {
     std::string what;
@@ -700,7 +713,7 @@ std::string kappa_culprit(const Case& c, const Units& un, std::span<const int64_
            ", the logits in accum " + std::string(un.a.tf32 ? "TF32" : dtype_name(un.a.accum)) +
            ")",
        k.e_max + k.e_bar},
-      {"the accumulation of " + std::to_string(static_cast<int64_t>(in.n_eff)) +
+      {"the accumulation of " + std::to_string(static_cast<int64_t>(accumulated_terms(un, keys, in))) +
            " terms in accum " + std::string(dtype_name(un.a.accum)),
        3.0 * co.g},
       {"the V scale", (one ? 2.0 : 1.0) * un.u_v},

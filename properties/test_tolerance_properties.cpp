@@ -426,5 +426,38 @@ TEST(ToleranceRefusal, NamesKappaAndTheClaimTermResponsible) {
       << b.status().message();
 }
 
+// Each partial's sums hold only its own keys (docs/tolerances.md §4): with the layout claimed, the
+// accumulation's gamma counts the busiest partial's keys, not the row's. An fp32 accumulation of
+// 400,000 keys in one partial is refused for kappa (3 gamma_800000(2^-24) = 0.15); the same keys
+// over 8 ranks of 50,000 each are bounded; over 8 partials of a partition the claim does not
+// name (split-KV) every key may be in one of them, and the refusal stays.
+TEST(ToleranceRefusal, AccumulationCountsTheBusiestPartialsKeys) {
+  constexpr int64_t kKeys = 400000;
+  CaseSpec spec;
+  spec.seq = kKeys;
+  const oracle::Case c = make_case(spec);
+  auto ref = oracle::reference(c);
+  ASSERT_TRUE(ref.ok());
+  oracle::Arithmetic a;
+  a.truncating_mma = false;
+  a.tile = 64;  // few rescales: the key weights stay small
+  auto refused_for_all_keys = [&](const std::string& why) {
+    auto b = oracle::derive_bound(c, *ref, a);
+    ASSERT_FALSE(b.ok()) << why;
+    EXPECT_NE(b.status().message().find("mostly the accumulation of 400000 terms in accum F32"),
+              std::string::npos)
+        << b.status().message();
+  };
+  refused_for_all_keys("one partial of every key");
+  a.shards = 8;
+  refused_for_all_keys("an unnamed partition may put every key in one partial");
+  a.layout = oracle::Ownership{8, 1, {}};
+  EXPECT_TRUE(oracle::derive_bound(c, *ref, a).ok()) << "8 ranks of 50000 keys";
+  a.layout = oracle::Ownership{8, 64, {}};
+  EXPECT_TRUE(oracle::derive_bound(c, *ref, a).ok()) << "interleave 64: 8 ranks of 50000 keys";
+  a.layout = oracle::Ownership{8, 1, std::vector<int64_t>(kKeys, 5)};
+  refused_for_all_keys("an owner map that puts every key on rank 5");
+}
+
 }  // namespace
 }  // namespace dcp::props
