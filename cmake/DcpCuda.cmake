@@ -10,7 +10,10 @@ if(NOT DCP_CUDA STREQUAL "OFF")
       set(CMAKE_CUDA_ARCHITECTURES "90-real;90-virtual")
     endif()
     enable_language(CUDA)
-    set(CMAKE_CUDA_STANDARD 20)
+    # The kernels are C++17 (gpu/cuda/kernels.hpp). CMake 3.25 knows no C++20 flag for nvcc 13:
+    # a CUDA standard of 20 on a target fails its file-API code model (scikit-build-core's
+    # configure of the Python package) though the build itself never asks for it.
+    set(CMAKE_CUDA_STANDARD 17)
     set(CMAKE_CUDA_STANDARD_REQUIRED ON)
     find_package(CUDAToolkit REQUIRED)
     set(DCP_HAVE_CUDA ON)
