@@ -49,7 +49,7 @@ void BM_PartialAttention(benchmark::State& state) {
   HostDevice dev(nullptr);
   HostKvCache cache = *alloc_device_cache(dev, spec);
   const std::vector<float> k = randoms(static_cast<size_t>(kSeq * kDk), 1);
-  if (!write_device_chunk(dev, cache, 0, kSeq, k.data(), nullptr))
+  if (!write_device_chunk(dev, cache, KvChunk{0, kSeq, StorageFormat::f32, k.data()}))
     state.SkipWithError("kv write failed");
   const std::vector<float> q = randoms(static_cast<size_t>(kTokens * kHeads * kDk), 2);
   const std::vector<int64_t> pos{kSeq - 1};

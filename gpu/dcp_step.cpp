@@ -5,6 +5,13 @@
 
 namespace dcp::gpu {
 
+KvSource::KvSource(std::vector<float> values) {
+  auto held = std::make_shared<std::vector<float>>(std::move(values));
+  data = held->data();
+  numel = static_cast<int64_t>(held->size());
+  owner = std::move(held);
+}
+
 Result<DcpGeometry> DcpGeometry::create(const DcpConfig& cfg, const AttentionDims& d) {
   DCP_GPU_TRY(validate_layout(cfg.layout));
   const int64_t n = cfg.layout.ranks;
@@ -51,12 +58,19 @@ GpuStatus validate_inputs(const DcpInputs& in, const DcpConfig& cfg) {
   if (S < 0) return DCP_GPU_ERROR("DcpInputs.seq: got ", S, "; expected >= 0");
   if (in.q.size() != static_cast<size_t>(T * d.q_heads * d.head_dim))
     return size_err("q", in.q.size(), T * d.q_heads * d.head_dim);
-  if (in.k.size() != static_cast<size_t>(S * d.kv_heads * d.head_dim))
-    return size_err("k", in.k.size(), S * d.kv_heads * d.head_dim);
-  if (!d.shared_latent && in.v.size() != static_cast<size_t>(S * d.kv_heads * d.v_dim))
-    return size_err("v", in.v.size(), S * d.kv_heads * d.v_dim);
+  if (in.k.size() != S * d.kv_heads * d.head_dim)
+    return size_err("k", static_cast<size_t>(in.k.size()), S * d.kv_heads * d.head_dim);
+  if (!d.shared_latent && in.v.size() != S * d.kv_heads * d.v_dim)
+    return size_err("v", static_cast<size_t>(in.v.size()), S * d.kv_heads * d.v_dim);
   if (d.shared_latent && !in.v.empty())
     return DCP_GPU_ERROR("tensor 'v': must be empty for a shared latent");
+  if (in.k.size() > 0 && in.k.data == nullptr)
+    return DCP_GPU_ERROR("tensor 'k': ", in.k.size(), " elements at a null pointer");
+  if (in.v.size() > 0 && in.v.data == nullptr)
+    return DCP_GPU_ERROR("tensor 'v': ", in.v.size(), " elements at a null pointer");
+  if (!d.shared_latent && in.v.dtype != in.k.dtype)
+    return DCP_GPU_ERROR("tensor 'v': ", format_name(in.v.dtype), " elements; expected k's ",
+                         format_name(in.k.dtype));
   if (in.q_pos.size() != static_cast<size_t>(T)) return size_err("q_pos", in.q_pos.size(), T);
   for (int64_t t = 0; t < T; ++t) {
     if (in.q_pos[static_cast<size_t>(t)] < 0)
@@ -119,15 +133,17 @@ ChunkRows chunk_rows(const DcpInputs& in, const KvCacheSpec& spec, int64_t pos0,
   const AttentionDims& d = in.dims;
   const int64_t H = spec.kv_heads, dk = d.head_dim, dv = d.v_dim;
   ChunkRows c;
-  c.k.assign(static_cast<size_t>(len * H * dk), 0.0f);
-  c.v.assign(d.shared_latent ? 0 : static_cast<size_t>(len * H * dv), 0.0f);
+  c.dtype = in.k.dtype;
+  const int64_t e = format_bytes(c.dtype);
+  c.k.resize(static_cast<size_t>(len * H * dk * e));
+  c.v.resize(d.shared_latent ? 0 : static_cast<size_t>(len * H * dv * e));
   for (int64_t i = 0; i < len; ++i) {
     const int64_t pos = pos0 + i;
-    std::copy_n(&in.k[static_cast<size_t>((pos * d.kv_heads + spec.kv_head0) * dk)], H * dk,
-                &c.k[static_cast<size_t>(i * H * dk)]);
+    std::copy_n(in.k.bytes_at((pos * d.kv_heads + spec.kv_head0) * dk), H * dk * e,
+                &c.k[static_cast<size_t>(i * H * dk * e)]);
     if (!d.shared_latent)
-      std::copy_n(&in.v[static_cast<size_t>((pos * d.kv_heads + spec.kv_head0) * dv)], H * dv,
-                  &c.v[static_cast<size_t>(i * H * dv)]);
+      std::copy_n(in.v.bytes_at((pos * d.kv_heads + spec.kv_head0) * dv), H * dv * e,
+                  &c.v[static_cast<size_t>(i * H * dv * e)]);
   }
   return c;
 }

@@ -23,6 +23,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string_view>
 #include <vector>
@@ -89,15 +90,45 @@ struct DcpGeometry {
   }
 };
 
+// Keys or values [S, Hkv, D] as the writer hands them to the caches: numel elements of dtype
+// (f32 as floats, f16 and bf16 as their bit patterns; the caches round them to kv_dtype), owned
+// here (from floats) or borrowed (a case's stored bytes, kept alive by `owner`), so a long
+// context's K and V are not copied to be written.
+struct KvSource {
+  StorageFormat dtype = StorageFormat::f32;
+  const void* data = nullptr;
+  int64_t numel = 0;
+  std::shared_ptr<const void> owner;
+
+  KvSource() = default;
+  KvSource(std::vector<float> values);  // NOLINT: fp32 values, owned; implicit as a vector's
+  static KvSource borrowed(StorageFormat dtype, const void* data, int64_t numel,
+                           std::shared_ptr<const void> owner) {
+    KvSource s;
+    s.dtype = dtype;
+    s.data = data;
+    s.numel = numel;
+    s.owner = std::move(owner);
+    return s;
+  }
+  int64_t size() const { return numel; }
+  bool empty() const { return numel == 0; }
+  float operator[](int64_t i) const { return load_element(dtype, data, i); }
+  // Elements [i0, i0 + n) as bytes of dtype.
+  const uint8_t* bytes_at(int64_t i0) const {
+    return static_cast<const uint8_t*>(data) + i0 * format_bytes(dtype);
+  }
+};
+
 // The model-wide problem every rank reads its share of (values already in their formats).
 struct DcpInputs {
   AttentionDims dims;
-  std::vector<float> q;  // [T, Hq, Dk]
-  std::vector<float> k;  // [S, Hkv, Dk]
-  std::vector<float> v;  // [S, Hkv, Dv]; empty for a shared latent
-  StorageFormat kv_dtype = StorageFormat::f32;
-  std::vector<int64_t> q_pos;  // [T] global positions
-  int64_t seq = 0;             // S
+  std::vector<float> q;                         // [T, Hq, Dk]
+  KvSource k;                                   // [S, Hkv, Dk]
+  KvSource v;                                   // [S, Hkv, Dv]; empty for a shared latent
+  StorageFormat kv_dtype = StorageFormat::f32;  // the caches' format
+  std::vector<int64_t> q_pos;                   // [T] global positions
+  int64_t seq = 0;                              // S
   float scale = 1.0f;
   bool causal = true;
   int64_t window = 0;
@@ -130,9 +161,10 @@ Result<KvCacheSpec> rank_cache_spec(const DcpInputs& in, const DcpConfig& cfg, i
 std::vector<int64_t> write_chunks(const DcpInputs& in);
 // chunk [pos0, pos0 + len) of the model-wide K and V cut down to the spec's KV heads, as a
 // writer hands it to every rank: k [len, kv_heads, Dk], v [len, kv_heads, Dv] (empty for a
-// shared latent);
+// shared latent), bytes of the inputs' elements (in.k.dtype);
 struct ChunkRows {
-  std::vector<float> k, v;
+  StorageFormat dtype = StorageFormat::f32;
+  std::vector<uint8_t> k, v;
 };
 ChunkRows chunk_rows(const DcpInputs& in, const KvCacheSpec& spec, int64_t pos0, int64_t len);
 // that the rank's DCP-group communicator (rank comm_rank of comm_size) is the one tp_rank needs;

@@ -47,7 +47,7 @@ struct RowCopy {
 template <class Device>
 struct DeviceCache {
   KvCacheSpec spec;
-  typename Device::template Buffer<float> k, v;  // v empty for a shared latent
+  typename Device::template Buffer<uint8_t> k, v;  // elements of spec.dtype; v empty for a latent
   typename Device::template Buffer<uint8_t> written;
   KvView view() { return kv_view(spec, k.data(), v.data(), written.data()); }
 };
@@ -56,19 +56,17 @@ struct DeviceCache {
 template <class Device>
 Result<DeviceCache<Device>> alloc_device_cache(Device& dev, const KvCacheSpec& spec) {
   DCP_GPU_TRY(validate_cache_spec(spec));
-  const KvCacheSizes n = kv_cache_sizes(spec);
-  DCP_GPU_ASSIGN(k, dev.template alloc<float>(static_cast<size_t>(n.k)));
-  DCP_GPU_ASSIGN(v, dev.template alloc<float>(static_cast<size_t>(n.v)));
+  const KvCacheSizes n = kv_cache_bytes(spec);
+  DCP_GPU_ASSIGN(k, dev.template alloc<uint8_t>(static_cast<size_t>(n.k)));
+  DCP_GPU_ASSIGN(v, dev.template alloc<uint8_t>(static_cast<size_t>(n.v)));
   DCP_GPU_ASSIGN(written, dev.template alloc<uint8_t>(static_cast<size_t>(n.written)));
   return DeviceCache<Device>{spec, std::move(k), std::move(v), std::move(written)};
 }
 
-// Stores the tokens of chunk [pos0, pos0 + len) the cache's rank owns: k [len, kv_heads, Dk],
-// v [len, kv_heads, Dv] (nullptr for a shared latent), in the device's memory.
+// Stores the tokens of the chunk (its tensors in the device's memory) the cache's rank owns.
 template <class Device>
-GpuStatus write_device_chunk(Device& dev, DeviceCache<Device>& cache, int64_t pos0, int64_t len,
-                             const float* k, const float* v) {
-  DCP_GPU_ASSIGN(a, kv_write_args(cache.spec, cache.view(), pos0, len, k, v));
+GpuStatus write_device_chunk(Device& dev, DeviceCache<Device>& cache, const KvChunk& chunk) {
+  DCP_GPU_ASSIGN(a, kv_write_args(cache.spec, cache.view(), chunk));
   if (a.len == 0) return {};
   return dev.kv_write(a);
 }
@@ -80,8 +78,9 @@ inline int64_t first_unwritten_row(const std::vector<uint8_t>& flags, int64_t ro
   return -1;
 }
 
-// Replays in's KV writes into the rank's cache on the device; checks that every row the context
-// needs was written.
+// Replays in's KV writes into the rank's cache on the device (one chunk's copy at a time: the
+// writes of make_chunks are at most a chunked-prefill's length); checks that every row the
+// context needs was written.
 template <class Device>
 Result<DeviceCache<Device>> build_device_cache(Device& dev, const DcpInputs& in,
                                                const DcpConfig& cfg, int64_t tp_rank) {
@@ -92,8 +91,9 @@ Result<DeviceCache<Device>> build_device_cache(Device& dev, const DcpInputs& in,
     ChunkRows c = chunk_rows(in, spec, pos0, len);
     DCP_GPU_ASSIGN(kc, dev.upload(std::move(c.k)));
     DCP_GPU_ASSIGN(vc, dev.upload(std::move(c.v)));
-    DCP_GPU_TRY(write_device_chunk(dev, cache, pos0, len, kc.data(),
-                                   spec.shared_latent ? nullptr : vc.data()));
+    DCP_GPU_TRY(write_device_chunk(
+        dev, cache,
+        KvChunk{pos0, len, c.dtype, kc.data(), spec.shared_latent ? nullptr : vc.data()}));
     DCP_GPU_TRY(dev.sync());  // the chunk buffers are freed next
     pos0 += len;
   }

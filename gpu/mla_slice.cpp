@@ -20,13 +20,14 @@ DcpInputs attention_inputs(const MlaInputs& in) {
   const int64_t dk = d.kv_lora + d.rope;
   DcpInputs a;
   a.dims = latent_dims(d);
-  a.k.assign(static_cast<size_t>(in.seq * dk), 0.0f);
+  std::vector<float> k(static_cast<size_t>(in.seq * dk), 0.0f);
   for (int64_t j = 0; j < in.seq; ++j) {
-    float* row = &a.k[static_cast<size_t>(j * dk)];
+    float* row = &k[static_cast<size_t>(j * dk)];
     std::copy_n(in.c_kv.data() + j * d.kv_lora, d.kv_lora, row);
     std::copy_n(in.k_pe.data() + j * d.rope, d.rope, row + d.kv_lora);
     if (in.apply_rope) rope_rotate(row + d.kv_lora, d.rope, j, in.rope_theta);
   }
+  a.k = std::move(k);
   a.kv_dtype = in.kv_dtype;
   a.q_pos = in.q_pos;
   a.seq = in.seq;
@@ -133,9 +134,11 @@ Result<MlaRun> run_mla_threads(const MlaInputs& in, const DcpConfig& cfg) {
       }
     if (geo.group(tp_rank) == 0) {
       const int64_t me = geo.dcp_rank(tp_rank);
+      const KvView view = cache->view();
       for (int64_t row = 0; row < cfg.layout.count(me, in.seq); ++row)
-        std::copy_n(cache->view().key(row, 0), dk,
-                    &run.k_att[static_cast<size_t>(cfg.layout.position(me, row) * dk)]);
+        for (int64_t i = 0; i < dk; ++i)
+          run.k_att[static_cast<size_t>(cfg.layout.position(me, row) * dk + i)] =
+              view.key(row, 0, i);
     }
     Result<RankStepOutput> r = run_tp_rank(comm, att, cfg, tp_rank, &q);
     if (!r) return r.status();

@@ -6,7 +6,7 @@
 //
 //   Result<HostKvCache> cache = build_rank_cache(in, cfg, tp_rank);
 //   if (!cache) return cache.status();
-//   DCP_GPU_TRY(write_device_chunk(dev, *cache, pos0, len, k, v));
+//   DCP_GPU_TRY(write_device_chunk(dev, *cache, chunk));
 //   DCP_GPU_ASSIGN(spec, rank_cache_spec(in, cfg, tp_rank));   // spec: the value, or return
 //   return DCP_GPU_ERROR("dcp_size ", n, " must divide tp_size ", tp);
 #pragma once

@@ -171,9 +171,8 @@ void buggy_attention(Mutant m, const PartialAttentionParams& p) {
         float m_tile = gpu::kEmptyLseF;
         for (int64_t x = t0; x < t1; ++x) {
           const int64_t row = rows[static_cast<size_t>(x)];
-          const float* kr = p.kv.key(row, g);
           float dot = 0.0f;
-          for (int64_t i = 0; i < dk; ++i) dot += q[i] * kr[i];
+          for (int64_t i = 0; i < dk; ++i) dot += q[i] * p.kv.key(row, g, i);
           float sc = dot * p.scale;
           if (p.softcap > 0.0f) sc = p.softcap * std::tanh(sc / p.softcap);
           if (!masked.empty() && masked[static_cast<size_t>(row)]) sc = -p.softcap;
@@ -188,9 +187,9 @@ void buggy_attention(Mutant m, const PartialAttentionParams& p) {
         for (int64_t x = t0; x < t1; ++x) {
           const float w = gpu::pow_base(base, s[static_cast<size_t>(x - t0)] - m_new);
           a.z += w;
-          const float* vr = p.kv.value(rows[static_cast<size_t>(x)], g);
+          const int64_t row = rows[static_cast<size_t>(x)];
           for (int64_t i = 0; i < dv; ++i) {
-            const float n = num[static_cast<size_t>(i)] + w * vr[i];
+            const float n = num[static_cast<size_t>(i)] + w * p.kv.value(row, g, i);
             num[static_cast<size_t>(i)] = m == Mutant::bf16_accumulation ? gpu::round_bf16(n) : n;
           }
         }
@@ -258,10 +257,10 @@ GpuStatus MutantDevice::kv_write(const body::KvWrite& a) {
                            ", outside the chunk [", a.pos0, ", ", a.pos0 + a.len, ")");
     for (int64_t g = 0; g < c.kv_heads; ++g) {
       for (int64_t x = 0; x < c.head_dim; ++x)
-        c.key(row, g)[x] = gpu::round_to(a.dtype, a.k[(i * c.kv_heads + g) * c.head_dim + x]);
+        c.set_key(row, g, x, gpu::load_element(a.src, a.k, (i * c.kv_heads + g) * c.head_dim + x));
       if (!a.latent)
         for (int64_t x = 0; x < c.v_dim; ++x)
-          c.value(row, g)[x] = gpu::round_to(a.dtype, a.v[(i * c.kv_heads + g) * c.v_dim + x]);
+          c.set_value(row, g, x, gpu::load_element(a.src, a.v, (i * c.kv_heads + g) * c.v_dim + x));
     }
     c.written[row] = 1;
   }

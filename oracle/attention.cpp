@@ -1,7 +1,6 @@
 #include "oracle/attention.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <mutex>
 #include <thread>
@@ -289,6 +288,24 @@ std::vector<MergeState<Real>> attend_rows(const Case& c, const KeyFilter& filter
   return rows;
 }
 
+bool WatchGate::stop() {
+  if (stopped_) return true;
+  if (!w_.stop) return false;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!stopped_ && w_.stop()) stopped_ = true;
+  return stopped_;
+}
+
+void WatchGate::finished(int64_t n) {
+  std::lock_guard<std::mutex> lock(mu_);
+  done_ += n;
+  if (w_.progress) w_.progress(done_, total_);
+}
+
+std::string WatchGate::so_far(const char* what) const {
+  return std::to_string(done_) + " of " + std::to_string(total_) + " " + what;
+}
+
 // The fast tier: blocks of keys per (token, KV head) on all threads (block_kernel above), merged
 // in key order.
 Expected<std::vector<MergeState<dd>>> attend_rows_watched(const Case& c, const KeyFilter& filter,
@@ -319,28 +336,16 @@ Expected<std::vector<MergeState<dd>>> attend_rows_watched(const Case& c, const K
   std::vector<std::vector<MergeState<dd>>> states(
       tasks.size(), std::vector<MergeState<dd>>(static_cast<size_t>(G)));
   static const BlockFn kernel = pick_block_kernel();
-  int64_t total = 0, done = 0;
+  int64_t total = 0;
   for (const BlockTask& tk : tasks) total += (tk.end - tk.begin) * G;
-  std::mutex mu;  // the watch's hooks are called one at a time
-  std::atomic<bool> stopped{false};
+  WatchGate gate(watch, total);
   parallel_for(static_cast<int64_t>(tasks.size()), [&](int64_t i) {
-    if (stopped) return;
-    if (watch.stop) {
-      std::lock_guard<std::mutex> lock(mu);
-      if (watch.stop()) {
-        stopped = true;
-        return;
-      }
-    }
+    if (gate.stop()) return;
     const size_t k = static_cast<size_t>(i);
     kernel({&c, &keys[static_cast<size_t>(tasks[k].t)], tasks[k], &states[k]});
-    if (watch.progress) {
-      std::lock_guard<std::mutex> lock(mu);
-      done += (tasks[k].end - tasks[k].begin) * G;
-      watch.progress(done, total);
-    }
+    gate.finished((tasks[k].end - tasks[k].begin) * G);
   });
-  if (stopped) return DCP_ERROR("interrupted: ", done, " of ", total, " (row, key) pairs computed");
+  if (gate.stopped()) return DCP_ERROR("interrupted: ", gate.so_far("(row, key) pairs computed"));
   std::vector<MergeState<dd>> rows(static_cast<size_t>(T * Hq));
   for (int64_t t = 0; t < T; ++t)
     for (int64_t g = 0; g < Hkv; ++g) {

@@ -10,9 +10,12 @@
 //   /*with_sink=*/false);
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
+#include <mutex>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "oracle/case.hpp"
@@ -60,6 +63,26 @@ Attention to_attention(const Case& c, const std::vector<MergeState<Real>>& rows)
 struct Watch {
   std::function<void(int64_t done, int64_t total)> progress;
   std::function<bool()> stop;
+};
+
+// A Watch shared by the threads of a parallel_for: each unit of work asks `stop()` before it and
+// reports `finished(n)` after it; the hooks are called one at a time, and once stop() has said
+// true it says so to every thread without asking again.
+class WatchGate {
+ public:
+  WatchGate(const Watch& w, int64_t total) : w_(w), total_(total) {}
+  bool stop();
+  void finished(int64_t n);
+  bool stopped() const { return stopped_; }
+  // "d of total <what>": how far an interrupted computation got, for its error.
+  std::string so_far(const char* what) const;
+
+ private:
+  const Watch& w_;
+  const int64_t total_;
+  int64_t done_ = 0;
+  std::mutex mu_;
+  std::atomic<bool> stopped_{false};
 };
 
 // The fast tier's rows as attend_rows<dd>, watched.

@@ -22,7 +22,7 @@ Expected<PartCheck> judge(const Case& c, const Tensor<double>& o, const Tensor<d
                           const Watch& watch) {
   auto ref = reference(c, tier, watch);
   if (!ref) return ref.status();
-  auto bound = derive_bound(c, *ref, a);
+  auto bound = derive_bound(c, *ref, a, watch);
   if (!bound) return bound.status();
   auto cmp = compare(o, lse, *ref, *bound);
   if (!cmp) return cmp.status();

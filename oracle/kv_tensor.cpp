@@ -1,6 +1,9 @@
 // kv_tensor.cpp — widening stored keys and values (see kv_tensor.hpp).
 #include "oracle/kv_tensor.hpp"
 
+#include <algorithm>
+#include <cmath>
+
 namespace dcp::oracle {
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
@@ -49,6 +52,61 @@ DCP_WIDEN_CLONES void widen_stored(DType dtype, const uint8_t* p, int64_t n, dou
   }
   std::fprintf(stderr, "widen_stored: %s is not a floating dtype\n", dtype_name(dtype).data());
   std::abort();
+}
+
+void narrow_to_stored(DType dtype, const double* x, int64_t n, uint8_t* out) {
+  const auto put = [&](int64_t i, auto word) {
+    std::memcpy(out + sizeof word * i, &word, sizeof word);
+  };
+  switch (dtype) {
+    case DType::bf16:
+      for (int64_t i = 0; i < n; ++i) {
+        const uint16_t sign = std::signbit(x[i]) ? 0x8000 : 0;
+        put(i,
+            static_cast<uint16_t>(std::isnan(x[i]) ? (sign | 0x7fc0) : double_to_bf16_bits(x[i])));
+      }
+      return;
+    case DType::f16:
+      for (int64_t i = 0; i < n; ++i) {
+        const uint16_t sign = std::signbit(x[i]) ? 0x8000 : 0;
+        put(i,
+            static_cast<uint16_t>(std::isnan(x[i]) ? (sign | 0x7e00) : double_to_f16_bits(x[i])));
+      }
+      return;
+    case DType::f32:
+      for (int64_t i = 0; i < n; ++i) put(i, std::bit_cast<uint32_t>(static_cast<float>(x[i])));
+      return;
+    case DType::f64:
+      for (int64_t i = 0; i < n; ++i) put(i, std::bit_cast<uint64_t>(x[i]));
+      return;
+    case DType::f8e4m3:
+    case DType::f8e5m2:
+      for (int64_t i = 0; i < n; ++i) put(i, double_to_fp8_bits(dtype, x[i]));
+      return;
+    case DType::i64:
+      break;
+  }
+  std::fprintf(stderr, "narrow_to_stored: %s is not a floating dtype\n", dtype_name(dtype).data());
+  std::abort();
+}
+
+KvTensor KvTensor::to_stored(DType dtype, std::vector<double> scale) const {
+  if (is_stored()) {
+    std::fprintf(stderr, "KvTensor::to_stored: already stored\n");
+    std::abort();
+  }
+  auto held =
+      std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(numel() * dtype_bytes(dtype)));
+  KvTensor t = stored(shape, dtype, held->data(), held, std::move(scale));
+  const int64_t w = shape[2], rows = numel() / std::max<int64_t>(1, w);
+  std::vector<double> row(static_cast<size_t>(w));
+  for (int64_t r = 0; r < rows; ++r) {
+    const double s = t.scale_of(r % shape[1]);
+    for (int64_t i = 0; i < w; ++i)
+      row[static_cast<size_t>(i)] = data[static_cast<size_t>(r * w + i)] / s;
+    narrow_to_stored(dtype, row.data(), w, held->data() + r * w * dtype_bytes(dtype));
+  }
+  return t;
 }
 
 }  // namespace dcp::oracle

@@ -30,6 +30,10 @@ namespace dcp::oracle {
 // baseline x86-64, the widest the CPU has chosen at load time; the hot path of a long case.)
 void widen_stored(DType dtype, const uint8_t* p, int64_t n, double scale, double* out);
 
+// n values of dtype (exactly representable) as its little-endian bytes at out: the inverse of
+// widen_stored with scale 1 (a NaN keeps its sign, as a file writes it).
+void narrow_to_stored(DType dtype, const double* x, int64_t n, uint8_t* out);
+
 // The index of the first of n stored elements that is not finite (inf or NaN), or -1: its
 // exponent field all ones (E4M3, without infinities: exponent and mantissa all ones).
 inline int64_t first_nonfinite(DType dtype, const uint8_t* p, int64_t n) {
@@ -82,6 +86,11 @@ struct KvTensor {
     t.scale_ = std::move(scale);
     return t;
   }
+
+  // These values held as dtype's bytes, each row divided by scale[g] (`scale`: empty, [1] or
+  // [Hkv]; every value must be its stored value times that scale, as a case's are): a long
+  // generated case then costs what its file would. Requires a tensor held as doubles.
+  KvTensor to_stored(DType dtype, std::vector<double> scale) const;
 
   bool is_stored() const { return bytes_ != nullptr; }
   DType stored_dtype() const { return dtype_; }

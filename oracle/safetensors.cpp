@@ -22,6 +22,7 @@
 #include <utility>
 
 #include "oracle/file_write.hpp"
+#include "oracle/kv_tensor.hpp"
 #include "oracle/text.hpp"
 
 namespace dcp::oracle {
@@ -406,35 +407,14 @@ void encode(const StTensor& t, std::vector<uint8_t>& out) {
     out.insert(out.end(), t.bytes, t.bytes + numel_of(t.shape) * dtype_bytes(t.dtype));
     return;
   }
-  switch (t.dtype) {
-    case DType::i64:
-      for (int64_t x : t.ints) store_le(out, std::bit_cast<uint64_t>(x), 8);
-      break;
-    case DType::f64:
-      for (double x : t.values) store_le(out, std::bit_cast<uint64_t>(x), 8);
-      break;
-    case DType::f32:
-      for (double x : t.values) {
-        store_le(out, std::bit_cast<uint32_t>(static_cast<float>(x)), 4);  // nearest even
-      }
-      break;
-    case DType::f16:
-      for (double x : t.values) {
-        const uint16_t sign = std::signbit(x) ? 0x8000 : 0;
-        store_le(out, std::isnan(x) ? (sign | 0x7e00) : double_to_f16_bits(x), 2);
-      }
-      break;
-    case DType::bf16:
-      for (double x : t.values) {
-        const uint16_t sign = std::signbit(x) ? 0x8000 : 0;
-        store_le(out, std::isnan(x) ? (sign | 0x7fc0) : double_to_bf16_bits(x), 2);
-      }
-      break;
-    case DType::f8e4m3:
-    case DType::f8e5m2:
-      for (double x : t.values) store_le(out, double_to_fp8_bits(t.dtype, x), 1);
-      break;
+  if (t.dtype == DType::i64) {
+    for (int64_t x : t.ints) store_le(out, std::bit_cast<uint64_t>(x), 8);
+    return;
   }
+  const size_t at = out.size();
+  out.resize(at + t.values.size() * static_cast<size_t>(dtype_bytes(t.dtype)));
+  narrow_to_stored(t.dtype, t.values.data(), static_cast<int64_t>(t.values.size()),
+                   out.data() + at);
 }
 
 bool known_dtype(DType t) {

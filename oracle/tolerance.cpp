@@ -713,7 +713,8 @@ std::string kappa_culprit(const Case& c, const Units& un, std::span<const int64_
            ", the logits in accum " + std::string(un.a.tf32 ? "TF32" : dtype_name(un.a.accum)) +
            ")",
        k.e_max + k.e_bar},
-      {"the accumulation of " + std::to_string(static_cast<int64_t>(accumulated_terms(un, keys, in))) +
+      {"the accumulation of " +
+           std::to_string(static_cast<int64_t>(accumulated_terms(un, keys, in))) +
            " terms in accum " + std::string(dtype_name(un.a.accum)),
        3.0 * co.g},
       {"the V scale", (one ? 2.0 : 1.0) * un.u_v},
@@ -751,7 +752,8 @@ Status check_layout(const Case& c, const Arithmetic& a) {
 
 }  // namespace
 
-Expected<Bound> derive_bound(const Case& c, const Attention& ref, const Arithmetic& a) {
+Expected<Bound> derive_bound(const Case& c, const Attention& ref, const Arithmetic& a,
+                             const Watch& watch) {
   const int64_t T = c.tokens(), Hq = c.q_heads(), dk = c.head_dim(), dv = c.v_dim;
   Bound b;
   b.o = Tensor<double>({T, Hq, dv});
@@ -772,9 +774,15 @@ Expected<Bound> derive_bound(const Case& c, const Attention& ref, const Arithmet
   std::vector<double> kappa_row(T * Hq, 0.0);
   std::vector<char> merge_ok(T * Hq, 1);
   std::vector<std::vector<int64_t>> keys(T);
-  for (int64_t t = 0; t < T; ++t) keys[t] = visible_keys(c, t);
+  int64_t total = 0;
+  for (int64_t t = 0; t < T; ++t) {
+    keys[t] = visible_keys(c, t);
+    total += static_cast<int64_t>(keys[t].size()) * Hq;
+  }
 
+  WatchGate gate(watch, total);
   parallel_for(T * Hq, [&](int64_t r) {
+    if (gate.stop()) return;
     const int64_t t = r / Hq;
     const RowBound rb =
         bound_row(c, ref, un, keys[t], t, r % Hq, tau, &b.o.data[r * dv], &b.o_stat.data[r * dv]);
@@ -782,7 +790,9 @@ Expected<Bound> derive_bound(const Case& c, const Attention& ref, const Arithmet
     merge_ok[r] = rb.merge_ok ? 1 : 0;
     b.lse.data[r] = rb.lse;
     b.lse_stat.data[r] = rb.lse_stat;
+    gate.finished(static_cast<int64_t>(keys[t].size()));
   });
+  if (gate.stopped()) return DCP_ERROR("interrupted: ", gate.so_far("(row, key) pairs bounded"));
 
   for (int64_t r = 0; r < T * Hq; ++r) {
     b.kappa = std::max(b.kappa, kappa_row[r]);

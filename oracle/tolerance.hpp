@@ -89,8 +89,11 @@ inline constexpr double kStatFalseAlarm = 1e-8;
 // Requires a valid case and its reference. Fails on a layout that does not fit the case (an owner
 // map of the wrong length, a rank outside [0, ranks), more ranks than shards), and when the
 // claimed arithmetic is too coarse for a first-order bound to be meaningful (kappa > 0.1): the
-// message names the row, kappa and the claim term that contributes most to it.
-Expected<Bound> derive_bound(const Case& c, const Attention& ref, const Arithmetic& a);
+// message names the row, kappa and the claim term that contributes most to it. `watch`
+// (attention.hpp) counts (row, key) pairs bounded, a row at a time, and stops between rows: an
+// "interrupted" error.
+Expected<Bound> derive_bound(const Case& c, const Attention& ref, const Arithmetic& a,
+                             const Watch& watch = {});
 
 // gamma_n(u) = n u / (1 - n u) (Higham, Accuracy and Stability, 2nd ed., Lemma 3.1); inf when
 // n u >= 1.

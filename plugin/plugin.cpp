@@ -45,29 +45,6 @@ dcpv_dtype plugin_dtype(gpu::StorageFormat f) {
                                         : DCPV_F32;
 }
 
-// The IEEE binary16 bits of x, which is exactly representable (an f16 cache value).
-uint16_t f16_bits(float x) {
-  uint32_t b;
-  std::memcpy(&b, &x, sizeof b);
-  const uint16_t sign = static_cast<uint16_t>((b >> 16) & 0x8000u);
-  const float ax = std::fabs(x);
-  if (ax == 0.0f) return sign;
-  if (std::isinf(ax)) return static_cast<uint16_t>(sign | 0x7c00u);
-  if (std::isnan(ax)) return static_cast<uint16_t>(sign | 0x7e00u);
-  int e;
-  const float f = std::frexp(ax, &e);  // ax = f 2^e, f in [0.5, 1)
-  if (e - 1 < -14)                     // subnormal: a multiple of 2^-24
-    return static_cast<uint16_t>(sign | static_cast<uint16_t>(std::ldexp(ax, 24)));
-  const auto frac = static_cast<uint32_t>(std::ldexp(f, 11)) & 0x3ffu;  // 10 stored bits
-  return static_cast<uint16_t>(sign | static_cast<uint32_t>(e - 1 + 15) << 10 | frac);
-}
-
-uint16_t bf16_bits(float x) {
-  uint32_t b;
-  std::memcpy(&b, &x, sizeof b);
-  return static_cast<uint16_t>(b >> 16);
-}
-
 dcpv_tensor view(const void* data, dcpv_dtype dtype, std::initializer_list<int64_t> shape,
                  std::initializer_list<int64_t> strides) {
   dcpv_tensor t{};
@@ -90,40 +67,38 @@ dcpv_tensor dense(const T* data, dcpv_dtype dtype, std::initializer_list<int64_t
   return t;
 }
 
-// Cached rows [rows, heads, width] (a head every head_stride floats, a row every heads *
-// head_stride) in the storage format: fp32 as a view of the cache, 16-bit formats as their bits,
-// held in `bits` (the view points into it, so a Rows is moved, never copied).
+// Rows [rows, heads, width] of elements of format `src` at base (a head every head_stride
+// elements, a row every heads * head_stride) as a tensor of format f: a view of them where they
+// are f's already (a cache is), else converted into `held` (the view points into it, so a Rows is
+// moved, never copied).
 struct Rows {
-  std::vector<uint16_t> bits;
+  std::vector<uint8_t> held;
   dcpv_tensor t{};
   Rows() = default;
   Rows(Rows&&) = default;
   Rows(const Rows&) = delete;
 };
-Rows rows_in(gpu::StorageFormat f, const float* base, int64_t rows, int64_t heads, int64_t width,
-             int64_t head_stride) {
+Rows rows_in(gpu::StorageFormat f, gpu::StorageFormat src, const void* base, int64_t rows,
+             int64_t heads, int64_t width, int64_t head_stride) {
   Rows r;
-  if (f == gpu::StorageFormat::f32) {
-    r.t = view(base, DCPV_F32, {rows, heads, width}, {heads * head_stride, head_stride, 1});
+  if (src == f) {
+    r.t = view(base, plugin_dtype(f), {rows, heads, width}, {heads * head_stride, head_stride, 1});
     return r;
   }
-  r.bits.resize(static_cast<size_t>(rows * heads * width));
+  r.held.resize(static_cast<size_t>(rows * heads * width * gpu::format_bytes(f)));
   for (int64_t i = 0; i < rows; ++i)
     for (int64_t h = 0; h < heads; ++h)
-      for (int64_t c = 0; c < width; ++c) {
-        const float x = base[(i * heads + h) * head_stride + c];
-        r.bits[static_cast<size_t>((i * heads + h) * width + c)] =
-            f == gpu::StorageFormat::bf16 ? bf16_bits(x) : f16_bits(x);
-      }
-  r.t = dense(r.bits.data(), plugin_dtype(f), {rows, heads, width});
+      for (int64_t c = 0; c < width; ++c)
+        gpu::store_element(f, r.held.data(), (i * heads + h) * width + c,
+                           gpu::load_element(src, base, (i * heads + h) * head_stride + c));
+  r.t = dense(r.held.data(), plugin_dtype(f), {rows, heads, width});
   return r;
 }
 
 // The host device with the plug-in's levels in place of the production kernels.
 class PluginDevice : public gpu::HostDevice {
  public:
-  PluginDevice(gpu::Communicator& comm, const Plugin& p, const gpu::DcpInputs& in)
-      : HostDevice(&comm), p_(p), in_(in) {}
+  PluginDevice(gpu::Communicator& comm, const Plugin& p) : HostDevice(&comm), p_(p) {}
 
   gpu::GpuStatus partial_attention(const gpu::PartialAttentionParams& p) {
     if (!p_.has_partial()) return HostDevice::partial_attention(p);
@@ -131,9 +106,10 @@ class PluginDevice : public gpu::HostDevice {
     const bool latent = p.kv.v == p.kv.k;
     std::vector<int64_t> k_pos(static_cast<size_t>(n));
     for (int64_t r = 0; r < n; ++r) k_pos[static_cast<size_t>(r)] = p.layout.position(p.rank, r);
-    const Rows k = rows_in(in_.kv_dtype, p.kv.k, n, p.kv.kv_heads, dk, p.kv.head_dim);
+    const gpu::StorageFormat f = p.kv.dtype;  // the cache's: a view of its rows
+    const Rows k = rows_in(f, f, p.kv.k, n, p.kv.kv_heads, dk, p.kv.head_dim);
     const Rows v =
-        latent ? Rows{} : rows_in(in_.kv_dtype, p.kv.v, n, p.kv.kv_heads, dv, p.kv.v_head_stride);
+        latent ? Rows{} : rows_in(f, f, p.kv.v, n, p.kv.kv_heads, dv, p.kv.v_head_stride);
     dcpv_partial_args a{};
     a.rank = p.rank;
     a.ranks = p.layout.ranks;
@@ -194,7 +170,6 @@ class PluginDevice : public gpu::HostDevice {
 
  private:
   const Plugin& p_;
-  const gpu::DcpInputs& in_;
 };
 
 // A claim field outside its range, named as impl.h names it.
@@ -336,9 +311,11 @@ props::DcpBackend plugin_step_backend(const Plugin& p) {
     DCP_GPU_ASSIGN(geo, gpu::DcpGeometry::create(cfg, in.dims));
     const gpu::AttentionDims& d = in.dims;
     const int64_t N = cfg.layout.ranks, T = d.tokens, Hq = d.q_heads, dv = d.v_dim, S = in.seq;
-    const Rows k = rows_in(in.kv_dtype, in.k.data(), S, d.kv_heads, d.head_dim, d.head_dim);
-    const Rows v =
-        d.shared_latent ? Rows{} : rows_in(in.kv_dtype, in.v.data(), S, d.kv_heads, dv, dv);
+    const Rows k =
+        rows_in(in.kv_dtype, in.k.dtype, in.k.data, S, d.kv_heads, d.head_dim, d.head_dim);
+    const Rows v = d.shared_latent
+                       ? Rows{}
+                       : rows_in(in.kv_dtype, in.v.dtype, in.v.data, S, d.kv_heads, dv, dv);
     std::vector<float> o(static_cast<size_t>(T * Hq * dv)), lse(static_cast<size_t>(T * Hq));
     std::vector<float> op(static_cast<size_t>(N * T * Hq * dv)),
         lp(static_cast<size_t>(N * T * Hq));
@@ -408,7 +385,7 @@ props::DcpBackend plugin_backend(const Plugin& p, std::chrono::milliseconds dead
     cfg.deadline = deadline;
     const gpu::RankStep step = [&p](gpu::Communicator& comm, const gpu::DcpInputs& inputs,
                                     const gpu::DcpConfig& c, int64_t tp_rank) {
-      PluginDevice dev(comm, p, inputs);
+      PluginDevice dev(comm, p);
       return gpu::device_step(dev, inputs, c, tp_rank);
     };
     return gpu::run_dcp_threads(in, cfg, step);

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <sstream>
+#include <utility>
 #include <vector>
 
 namespace dcp::props {
@@ -45,23 +47,68 @@ void fill(std::vector<double>& data, DType dtype, ValueStyle style, Rng& rng) {
   }
 }
 
+// Values drawn a block at a time when K and V are generated as stored bytes.
+constexpr int64_t kFillBlock = 1 << 16;
+
+// K or V of `shape` as fill() draws them (the same values in the same order), held as dtype's
+// bytes: never an array of doubles of the whole tensor. nullopt when `stop` (polled before each
+// block) says so.
+std::optional<dcp::oracle::KvTensor> fill_stored(dcp::oracle::Shape shape, DType dtype,
+                                                 ValueStyle style, Rng& rng,
+                                                 const std::function<bool()>& stop) {
+  const int64_t n = dcp::oracle::numel_of(shape), e = dcp::oracle::dtype_bytes(dtype);
+  auto held = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(n * e));
+  std::vector<double> block;
+  for (int64_t i0 = 0; i0 < n; i0 += kFillBlock) {
+    if (stop && stop()) return std::nullopt;
+    block.resize(static_cast<size_t>(std::min(kFillBlock, n - i0)));
+    fill(block, dtype, style, rng);
+    dcp::oracle::narrow_to_stored(dtype, block.data(), static_cast<int64_t>(block.size()),
+                                  held->data() + i0 * e);
+  }
+  const uint8_t* bytes = held->data();
+  return dcp::oracle::KvTensor::stored(std::move(shape), dtype, bytes, std::move(held), {});
+}
+
+// K or V of `shape` drawn by fill(), held as asked: stored bytes straight from the draws where
+// nothing rewrites them later (ties and extreme rewrite keys; a scale quantizes them), else
+// doubles (make_case stores those at its end).
+std::optional<dcp::oracle::KvTensor> draw_kv(dcp::oracle::Shape shape, const CaseSpec& s,
+                                             KvHolding holding, Rng& rng,
+                                             const std::function<bool()>& stop) {
+  const bool rewritten = s.values == ValueStyle::ties || s.values == ValueStyle::extreme ||
+                         s.kv_scale != KvScale::none;
+  if (holding == KvHolding::stored && !rewritten)
+    return fill_stored(std::move(shape), s.kv_dtype, s.values, rng, stop);
+  dcp::oracle::KvTensor t(std::move(shape));
+  fill(t.data, s.kv_dtype, s.values, rng);
+  return t;
+}
+
 }  // namespace
 
-dcp::oracle::Case make_case(const CaseSpec& s) {
+dcp::oracle::Case make_case(const CaseSpec& s, KvHolding holding) {
+  return std::move(*make_case_unless(s, holding, nullptr));  // never stopped
+}
+
+std::optional<dcp::oracle::Case> make_case_unless(const CaseSpec& s, KvHolding holding,
+                                                  const std::function<bool()>& stop) {
   Rng rng(s.seed);
   dcp::oracle::Case c;
   const int64_t T = s.tokens, Hq = s.q_heads, Hkv = s.kv_heads, Dk = s.head_dim, S = s.seq;
   c.q_dtype = s.q_dtype;
   c.kv_dtype = s.kv_dtype;
   c.q = dcp::oracle::Tensor<double>({T, Hq, Dk});
-  c.k = dcp::oracle::Tensor<double>({S, Hkv, Dk});
   fill(c.q.data, s.q_dtype, s.values, rng);
-  fill(c.k.data, s.kv_dtype, s.values, rng);
+  auto k = draw_kv({S, Hkv, Dk}, s, holding, rng, stop);
+  if (!k) return std::nullopt;
+  c.k = std::move(*k);
   if (s.shared_latent) {
     c.v_dim = std::min(s.v_dim, Dk);
   } else {
-    c.v = dcp::oracle::Tensor<double>({S, Hkv, s.v_dim});
-    fill(c.v.data, s.kv_dtype, s.values, rng);
+    auto v = draw_kv({S, Hkv, s.v_dim}, s, holding, rng, stop);
+    if (!v) return std::nullopt;
+    c.v = std::move(*v);
     c.v_dim = s.v_dim;
   }
   if (s.values == ValueStyle::ties && S > 1) {
@@ -85,8 +132,9 @@ dcp::oracle::Case make_case(const CaseSpec& s) {
         const int64_t j = S > 0 ? rng.below(S) : 0;
         const int64_t g = h / (Hq / Hkv);
         for (int64_t d = 0; d < Dk; ++d) {
-          const double base =
-              S > 0 && s.values == ValueStyle::peaked ? c.k.at({j, g, d}) : c.q.at({t, h, d});
+          const double base = S > 0 && s.values == ValueStyle::peaked
+                                  ? std::as_const(c.k).at({j, g, d})
+                                  : c.q.at({t, h, d});
           c.q.at({t, h, d}) = round_to(s.q_dtype, gain * base / std::sqrt(std::sqrt(double(Dk))));
         }
       }
@@ -156,6 +204,10 @@ dcp::oracle::Case make_case(const CaseSpec& s) {
       for (int64_t i = 0; i < c.v.numel(); ++i)
         c.v.data[i] = quantize(c.v.data[i], c.v_scale_at(i));
     }
+  }
+  if (holding == KvHolding::stored) {
+    if (!c.k.is_stored()) c.k = c.k.to_stored(s.kv_dtype, c.k_scale);
+    if (!s.shared_latent && !c.v.is_stored()) c.v = c.v.to_stored(s.kv_dtype, c.v_scale);
   }
   return c;
 }

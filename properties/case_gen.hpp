@@ -6,9 +6,11 @@
 //
 //   CaseSpec spec;  spec.seq = 100;  spec.window = 16;  spec.sink = true;  spec.seed = 7;
 //   dcp::oracle::Case c = make_case(spec);   // always valid for the oracle
+//   dcp::oracle::Case big = make_case(spec, KvHolding::stored);   // K, V as kv_dtype's bytes
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -52,7 +54,18 @@ struct CaseSpec {
   uint64_t seed = 0;
 };
 
-dcp::oracle::Case make_case(const CaseSpec& spec);
+// How a generated case holds K and V: as doubles (properties and tests write and read them), or
+// as kv_dtype's bytes, as a case file would (a long context: 2 bytes a bf16 element instead of
+// 8; read through KvTensor::row). The values are the same either way.
+enum class KvHolding { doubles, stored };
+
+dcp::oracle::Case make_case(const CaseSpec& spec, KvHolding holding = KvHolding::doubles);
+
+// make_case, ended early when `stop` returns true (nullopt then): it is asked between blocks of
+// 65536 drawn values of K and V held as stored bytes (a few milliseconds each), the draws a long
+// context spends its time on. The same case as make_case otherwise.
+std::optional<dcp::oracle::Case> make_case_unless(const CaseSpec& spec, KvHolding holding,
+                                                  const std::function<bool()>& stop);
 
 // One line that rebuilds the spec, for reproduce messages.
 std::string describe(const CaseSpec& spec);

@@ -18,18 +18,24 @@ std::vector<float> to_float(const std::vector<double>& x) {
   return std::vector<float>(x.begin(), x.end());
 }
 
-// Keys or values [S, H, D] as floats, a row at a time (a case file's are held as stored).
-std::vector<float> to_float(const oracle::KvTensor& t) {
-  if (!t.is_stored()) return to_float(t.data);
+// Keys or values [S, H, D] as the production path's writer hands them to the caches, in the
+// caches' format f: a case file's bytes where they are f's already (borrowed, kept alive by the
+// file's mapping), else the values encoded in f a row at a time (exact: they are f's values).
+gpu::KvSource kv_source(const oracle::KvTensor& t, gpu::StorageFormat f) {
+  if (t.is_stored() && t.stored_dtype() == to_oracle_dtype(f) && t.stored_scale().empty())
+    return gpu::KvSource::borrowed(f, t.stored_bytes(), t.numel(), t.stored_owner());
   const int64_t S = t.dim(0), H = t.dim(1), D = t.dim(2);
-  std::vector<float> out(static_cast<size_t>(t.numel()));
+  auto held =
+      std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(t.numel() * gpu::format_bytes(f)));
   std::vector<double> row(static_cast<size_t>(D));
   for (int64_t j = 0; j < S; ++j)
     for (int64_t g = 0; g < H; ++g) {
       const double* r = t.row(j, g, row.data());
-      std::copy(r, r + D, out.begin() + (j * H + g) * D);
+      for (int64_t i = 0; i < D; ++i)
+        gpu::store_element(f, held->data(), (j * H + g) * D + i, static_cast<float>(r[i]));
     }
-  return out;
+  const uint8_t* data = held->data();
+  return gpu::KvSource::borrowed(f, data, t.numel(), std::move(held));
 }
 
 // Heads [h0, h0 + n) of a [T, Hq, X] tensor (X = 1 for rank-2 tensors).
@@ -49,12 +55,49 @@ Tensor<double> from_float(const std::vector<float>& x, std::vector<int64_t> shap
   return t;
 }
 
+// The oracle's phases of one judgement (the reference, then the bound, of the output and of
+// each rank's shard) counted as one: a phase's (row, key) pairs after those of the phases before
+// it, against `total`, the pairs of them all. The shards partition the keys, so their phases
+// together count what the output's do.
+class PhasedWatch {
+ public:
+  PhasedWatch(const oracle::Watch& outer, int64_t total) : outer_(outer), total_(total) {
+    phase_.stop = [this] {
+      if (!stopped_ && outer_.stop && outer_.stop()) stopped_ = true;
+      return stopped_;
+    };
+    if (outer_.progress)
+      phase_.progress = [this](int64_t done, int64_t phase_total) {
+        last_ = phase_total;
+        outer_.progress(std::min(total_, before_ + done), total_);
+      };
+  }
+  PhasedWatch(const PhasedWatch&) = delete;  // its hooks point at this object
+  PhasedWatch& operator=(const PhasedWatch&) = delete;
+  // The watch of the next phase.
+  const oracle::Watch& next() {
+    before_ += last_;
+    last_ = 0;
+    return phase_;
+  }
+  bool stopped() const { return stopped_; }
+
+ private:
+  const oracle::Watch& outer_;
+  const int64_t total_;
+  int64_t before_ = 0, last_ = 0;
+  bool stopped_ = false;
+  oracle::Watch phase_;
+};
+
 // The oracle's attention of a case and its bound for an arithmetic.
 struct Judge {
   oracle::Expected<Attention> ref = oracle::Status();
   oracle::Expected<Bound> bound = oracle::Status();
-  Judge(const Case& c, const oracle::Arithmetic& a) : ref(oracle::reference(c)) {
-    bound = ref ? oracle::derive_bound(c, *ref, a) : oracle::Expected<Bound>(ref.status());
+  Judge(const Case& c, const oracle::Arithmetic& a, PhasedWatch& watch)
+      : ref(oracle::reference(c, oracle::Tier::fast, watch.next())) {
+    bound = ref ? oracle::derive_bound(c, *ref, a, watch.next())
+                : oracle::Expected<Bound>(ref.status());
   }
   // Compares heads [h0, h0 + nh) of o [T, nh, Dv] and lse [T, nh].
   oracle::Expected<oracle::Comparison> compare(const Tensor<double>& o, const Tensor<double>& lse,
@@ -91,9 +134,9 @@ gpu::DcpInputs to_dcp_inputs(const Case& c, std::vector<int64_t> chunks) {
   in.dims = gpu::AttentionDims{c.tokens(),   c.q_heads(), c.kv_heads(),
                                c.head_dim(), c.v_dim,     c.shared_latent()};
   in.q = to_float(c.q.data);
-  in.k = to_float(c.k);
-  if (!c.shared_latent()) in.v = to_float(c.v);
   in.kv_dtype = to_storage_format(c.kv_dtype);
+  in.k = kv_source(c.k, in.kv_dtype);
+  if (!c.shared_latent()) in.v = kv_source(c.v, in.kv_dtype);
   for (int64_t t = 0; t < c.tokens(); ++t) in.q_pos.push_back(c.query_pos(t));
   in.seq = c.seq();
   in.scale = static_cast<float>(c.scale ? *c.scale : 1.0 / std::sqrt(double(c.head_dim())));
@@ -143,7 +186,7 @@ oracle::Arithmetic host_claim(const gpu::DcpConfig& cfg, bool partial) {
 }
 
 DcpCheck judge_dcp(const Case& c, const gpu::DcpConfig& cfg, const gpu::GroupRun& run,
-                   bool check_partials, const ClaimFn& claim) {
+                   bool check_partials, const ClaimFn& claim, const oracle::Watch& watch) {
   const auto claim_for = [&](bool partial) {
     return claim ? claim(cfg, partial) : host_claim(cfg, partial);
   };
@@ -168,14 +211,25 @@ DcpCheck judge_dcp(const Case& c, const gpu::DcpConfig& cfg, const gpu::GroupRun
       if (cmp->pass()) rep << what << ": SUSPECT: " << cmp->statistical_summary() << "\n";
     }
   };
-  const Judge full(c, claim_for(false));
+  const bool partials = check_partials && !run.partial_o.empty();
+  int64_t pairs = 0;  // (row, key) pairs of the output's reference
+  for (int64_t t = 0; t < T; ++t)
+    pairs += static_cast<int64_t>(oracle::visible_keys(c, t).size()) * Hq;
+  PhasedWatch phases(watch, pairs * (partials ? 4 : 2));
+  const auto interrupted = [&] {
+    out.interrupted = true;
+    out.report = "interrupted: the oracle stopped before its verdict\n";
+    return out;
+  };
+  const Judge full(c, claim_for(false), phases);
+  if (phases.stopped()) return interrupted();
   if (!full.bound) out.oracle_error = true;
   oracle::Expected<oracle::Comparison> fc =
       full.compare(from_float(run.o, {T, Hq, dv}), from_float(run.lse, {T, Hq}), 0, Hq);
   if (fc) out.full = *fc;
   note("output", fc);
 
-  if (check_partials && !run.partial_o.empty()) {
+  if (partials) {
     const gpu::AttentionDims dims{T, Hq, c.kv_heads(), c.head_dim(), dv, c.shared_latent()};
     gpu::Result<gpu::DcpGeometry> geo = gpu::DcpGeometry::create(cfg, dims);
     if (!geo) {
@@ -186,7 +240,8 @@ DcpCheck judge_dcp(const Case& c, const gpu::DcpConfig& cfg, const gpu::GroupRun
       for (int64_t r = 0; r < geo->n; ++r) {
         const Judge shard(
             oracle::shard_case(c, cfg.layout.ranks, cfg.layout.interleave, r, gpu::kSinkRank),
-            claim_for(true));
+            claim_for(true), phases);
+        if (phases.stopped()) return interrupted();
         if (!shard.bound) out.oracle_error = true;
         for (int64_t tp_rank = r; tp_rank < geo->tp; tp_rank += geo->n) {
           const auto& po = run.partial_o[static_cast<size_t>(tp_rank)];
@@ -206,7 +261,7 @@ DcpCheck judge_dcp(const Case& c, const gpu::DcpConfig& cfg, const gpu::GroupRun
 }
 
 DcpCheck check_dcp(const Case& c, const gpu::DcpConfig& cfg, const std::vector<int64_t>& chunks,
-                   const DcpBackend& backend, bool check_partials) {
+                   const DcpBackend& backend, bool check_partials, const oracle::Watch& watch) {
   const gpu::DcpInputs in = to_dcp_inputs(c, chunks);
   gpu::Result<gpu::GroupRun> run = backend ? backend(in, cfg) : gpu::run_dcp_threads(in, cfg);
   if (!run) {
@@ -215,7 +270,7 @@ DcpCheck check_dcp(const Case& c, const gpu::DcpConfig& cfg, const std::vector<i
     out.report = "backend: " + run.status().message() + " (" + run.status().where() + ")\n";
     return out;
   }
-  return judge_dcp(c, cfg, *run, check_partials, backend.claim);
+  return judge_dcp(c, cfg, *run, check_partials, backend.claim, watch);
 }
 
 std::string describe(const gpu::DcpConfig& cfg) {

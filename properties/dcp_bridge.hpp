@@ -53,6 +53,8 @@ struct DcpCheck {
   // Why a failure is not a bound violation: the backend returned an error (the implementation
   // refused or failed), or the oracle could not judge (no bound is derivable for this case).
   bool backend_error = false, oracle_error = false;
+  // The caller's watch stopped the oracle before its verdict: no verdict (pass is false).
+  bool interrupted = false;
 };
 
 // The arithmetic a backend claims for a configuration: for the final output, or for one rank's
@@ -86,16 +88,19 @@ struct DcpBackend {
 };
 
 // Runs the backend and compares output and partials with the oracle. A backend error or an
-// oracle error is a failure with its message in the report.
+// oracle error is a failure with its message in the report. `watch` (oracle/attention.hpp) sees
+// the oracle's work: (row, key) pairs of the references and bounds of the output and of every
+// shard, counted as one total; its stop ends the judgement between blocks of keys (interrupted).
 DcpCheck check_dcp(const oracle::Case& c, const gpu::DcpConfig& cfg,
                    const std::vector<int64_t>& chunks, const DcpBackend& backend = nullptr,
-                   bool check_partials = true);
+                   bool check_partials = true, const oracle::Watch& watch = {});
 
 // Judges a finished run (for backends run elsewhere, such as MPI ranks gathered on one process)
 // within the bounds of `claim` (nullptr: host_claim). A run without partials (an implementation
-// that returns only the output) is judged on its output.
+// that returns only the output) is judged on its output. `watch` as for check_dcp.
 DcpCheck judge_dcp(const oracle::Case& c, const gpu::DcpConfig& cfg, const gpu::GroupRun& run,
-                   bool check_partials, const ClaimFn& claim = nullptr);
+                   bool check_partials, const ClaimFn& claim = nullptr,
+                   const oracle::Watch& watch = {});
 
 std::string describe(const gpu::DcpConfig& cfg);
 // The kernel arithmetic that differs from the defaults ("exp=poly3 p_cast=bf16 tf32"); empty

@@ -19,9 +19,10 @@ std::vector<int64_t> make_chunks(int64_t seq, uint64_t seed) {
   std::vector<int64_t> out;
   for (int64_t done = 0; done < seq;) {
     const int64_t left = seq - done;
-    const int64_t len = std::bernoulli_distribution(0.4)(g)
-                            ? 1
-                            : std::uniform_int_distribution<int64_t>(1, left)(g);
+    const int64_t len =
+        std::bernoulli_distribution(0.4)(g)
+            ? 1
+            : std::uniform_int_distribution<int64_t>(1, std::min(left, kMaxWriteChunk))(g);
     out.push_back(len);
     done += len;
   }

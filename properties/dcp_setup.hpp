@@ -53,8 +53,13 @@ inline constexpr SetupNames kJsonNames{
 // the command line refuses those as requests that make no sense, tools/run_cmd.cpp.)
 oracle::Status validate_setup(const DcpSetup& s, const SetupNames& names);
 
+// The longest KV write make_chunks draws: a chunked prefill's chunk as engines size it (2K-8K
+// tokens). Each rank holds one write's rows at a time, so this bounds the writes' memory at any
+// context length (a 1M-token case is some 800 writes).
+inline constexpr int64_t kMaxWriteChunk = 4096;
+
 // A partition of [0, seq) into chunk lengths from a seed: a mix of decode appends (length 1) and
-// prefill chunks of random length, so chunks start at arbitrary offsets.
+// prefill chunks of random length up to kMaxWriteChunk, so chunks start at arbitrary offsets.
 std::vector<int64_t> make_chunks(int64_t seq, uint64_t seed);
 
 std::string describe(const DcpSetup& s);

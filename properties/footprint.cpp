@@ -5,11 +5,15 @@
 #include <thread>
 #include <vector>
 
+#include "gpu/kernels/storage_format.hpp"
+#include "properties/dcp_bridge.hpp"
+
 namespace dcp::props {
 namespace {
 
 // Bytes of the element types the code holds: the oracle keeps values and positions as 8-byte
-// doubles and int64s, a double-double as 16 bytes; the production path keeps fp32 values.
+// doubles and int64s, a double-double as 16 bytes; the production path computes in fp32 (its KV
+// caches hold their storage format: gpu::format_bytes).
 constexpr double kF64 = 8.0, kDd = 16.0, kF32 = 4.0, kI64 = 8.0;
 // A certify-tier number (MPFR at 266 bits through Boost.Multiprecision): the 32-byte mpfr_t, its
 // 5 limbs of 8 bytes on the heap and the allocator's 16-byte header make 88; rounded up.
@@ -86,17 +90,36 @@ Footprint finish(double bytes, double work, const char* what) {
 
 }  // namespace
 
-Footprint dcp_check_footprint(const DcpSetup& s) {
+Footprint dcp_check_footprint(const DcpSetup& s, KvHolding holding) {
   const CaseSpec& c = s.spec;
   const double T = d(c.tokens), Hq = d(c.q_heads), Hkv = d(c.kv_heads), Dk = d(c.head_dim),
                Dv = d(c.v_dim), S = d(c.seq), K = d(c.topk);
-  const double kv_width = Dk + (c.shared_latent ? 0.0 : Dv);  // stored floats per key and head
+  const double kv_width = Dk + (c.shared_latent ? 0.0 : Dv);  // stored values per key and head
   const double elements = case_elements(T, Hq, Hkv, Dk, Dv, S, K, c.shared_latent);
-  const double case_bytes = elements * kF64;
+  const double kv = S * Hkv * kv_width, other = elements - kv;
+  // K and V as make_case holds them, and whether the production path borrows those bytes
+  // (dcp_bridge's kv_source) or encodes its own copy in the caches' format.
+  const bool rewritten = c.values == ValueStyle::ties || c.values == ValueStyle::extreme ||
+                         c.kv_scale != KvScale::none;
+  const gpu::StorageFormat cache_format = to_storage_format(c.kv_dtype);
+  const double cache_bytes = d(gpu::format_bytes(cache_format));
+  const bool stored = holding == KvHolding::stored;
+  const bool borrowed =
+      stored && c.kv_scale == KvScale::none && to_oracle_dtype(cache_format) == c.kv_dtype;
   Terms keep;  // alive from start to end
-  keep.add(case_bytes, "the oracle's copy of q, K and V (doubles)");
-  keep.add(elements * kF32 + d(static_cast<int64_t>(s.chunks.size())) * kI64,
-           "the production path's copy of q, K and V (fp32)");
+  keep.add(other * kF64, "the oracle's copy of q, positions and top-k lists (doubles)");
+  if (stored) {
+    keep.add(kv * d(oracle::dtype_bytes(c.kv_dtype)), "the case's K and V (stored format)");
+    // Values the generator rewrites are drawn as doubles and stored at the end.
+    if (rewritten) keep.add(kv * kF64, "the generator's K and V (doubles)");
+  } else {
+    keep.add(kv * kF64, "the oracle's copy of K and V (doubles)");
+  }
+  keep.add(T * Hq * Dk * kF32 + d(static_cast<int64_t>(s.chunks.size())) * kI64,
+           "the production path's queries and chunk list");
+  if (!borrowed) keep.add(kv * cache_bytes, "the production path's copy of K and V");
+  // The oracle's shard cases copy K and V held as doubles; stored bytes are shared.
+  const double case_bytes = (other + (stored ? 0.0 : kv)) * kF64;
 
   // The geometry with plain arithmetic (create() may refuse it, but the figure comes first).
   const double N = d(std::max<int64_t>(1, s.cfg.layout.ranks));
@@ -110,8 +133,10 @@ Footprint dcp_check_footprint(const DcpSetup& s) {
       s.chunks.empty() ? S : d(*std::max_element(s.chunks.begin(), s.chunks.end()));
   const double partial = T * hg * (Dv + 1.0) * kF32;
   Terms step;  // every TP rank's thread at once
-  step.add(tp * rows * kvh * kv_width * kF32, "the KV caches of every rank (rows x KV heads)");
-  step.add(tp * max_chunk * kvh * kv_width * kF32, "each rank's copy of the largest KV write");
+  step.add(tp * rows * kvh * kv_width * cache_bytes,
+           "the KV caches of every rank (rows x KV heads)");
+  step.add(tp * max_chunk * kvh * kv_width * cache_bytes,
+           "each rank's copy of the largest KV write");
   step.add(tp * (kStepCopies * partial + T * hg * Dk * kF32 + N * T * hg * kF32),
            "every rank's queries, partials and collective buffers");
   step.add(tp * (d(s.cfg.tile) + d(s.cfg.splits) * (Dv + 3.0)) * kF32,

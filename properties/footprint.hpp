@@ -18,6 +18,7 @@
 
 #include "oracle/attention.hpp"
 #include "oracle/case.hpp"
+#include "properties/case_gen.hpp"
 #include "properties/dcp_setup.hpp"
 
 namespace dcp::props {
@@ -28,9 +29,10 @@ struct Footprint {
   std::string largest;  // what the largest memory term holds, for messages
 };
 
-// check_dcp on a setup (props::make_case of its spec, the backend's step on every TP rank,
-// the oracle's judgement of the output and of every rank's partial).
-Footprint dcp_check_footprint(const DcpSetup& s);
+// check_dcp on a setup (props::make_case of its spec with K and V held as `holding`, the
+// backend's step on every TP rank, the oracle's judgement of the output and of every rank's
+// partial).
+Footprint dcp_check_footprint(const DcpSetup& s, KvHolding holding = KvHolding::doubles);
 
 // The oracle judging `parts` results of a case already in memory at a tier (reference: parts =
 // 1; a result file with partials: 1 + N).

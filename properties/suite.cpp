@@ -174,7 +174,9 @@ void kv_write_property() {
     RC_ASSERT(c.ok());
     int64_t pos0 = 0;
     for (const int64_t len : chunks) {
-      RC_ASSERT(gpu::write_device_chunk(dev, *c, pos0, len, k.data() + pos0, nullptr).ok());
+      RC_ASSERT(gpu::write_device_chunk(
+                    dev, *c, gpu::KvChunk{pos0, len, gpu::StorageFormat::f32, k.data() + pos0})
+                    .ok());
       pos0 += len;
     }
     // Expected by brute force from the oracle's statement of the layout: rank r holds, in
@@ -190,7 +192,7 @@ void kv_write_property() {
     for (int64_t row = 0; row < rows; ++row) {
       RC_ASSERT(written(row) == (row < held));
       if (row < held)
-        RC_ASSERT(c->k[static_cast<size_t>(row)] ==
+        RC_ASSERT(c->view().key(row, 0, 0) ==
                   static_cast<float>(mine[static_cast<size_t>(row)] + 1));
     }
   }

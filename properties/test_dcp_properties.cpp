@@ -65,6 +65,50 @@ TEST(DcpHostPath, DominantTokenAtEveryPosition) {
   }
 }
 
+// A watch on a check sees the oracle's whole work as one count (the output's reference and
+// bound, then every shard's: four passes over the (row, key) pairs), forward only, ending at its
+// total; stopped inside, the check has no verdict.
+TEST(DcpHostPath, AWatchSeesTheWholeJudgementAndStopsIt) {
+  CaseSpec spec;
+  spec.q_heads = 8;
+  spec.kv_heads = 2;
+  spec.head_dim = 16;
+  spec.v_dim = 16;
+  spec.seq = 3000;
+  spec.seed = 7;
+  const oracle::Case c = make_case(spec);
+  gpu::DcpConfig cfg;
+  cfg.tp_size = 4;
+  cfg.layout = {4, 1};
+  int64_t last = 0, total = 0;
+  oracle::Watch count;
+  count.progress = [&](int64_t done, int64_t all) {
+    EXPECT_GE(done, last);
+    last = done;
+    total = all;
+  };
+  const DcpCheck chk = check_dcp(c, cfg, {spec.seq}, nullptr, true, count);
+  EXPECT_TRUE(chk.pass) << chk.report;
+  EXPECT_FALSE(chk.interrupted);
+  int64_t pairs = 0;
+  for (int64_t t = 0; t < c.tokens(); ++t)
+    pairs += static_cast<int64_t>(oracle::visible_keys(c, t).size()) * c.q_heads();
+  EXPECT_EQ(total, 4 * pairs);
+  EXPECT_EQ(last, total);
+
+  // After 1 poll: inside the output's reference; after 20: past its 6 key blocks (3 per KV head,
+  // of at least 1024 keys) and its bound's 8 rows, inside a shard's judgement.
+  for (const int after : {1, 20}) {
+    int polls = 0;
+    oracle::Watch stop;
+    stop.stop = [&] { return ++polls > after; };
+    const DcpCheck cut = check_dcp(c, cfg, {spec.seq}, nullptr, true, stop);
+    EXPECT_TRUE(cut.interrupted) << "stopped after " << after << " polls";
+    EXPECT_FALSE(cut.pass);
+    EXPECT_FALSE(cut.oracle_error);
+  }
+}
+
 // Empty shards: S < N leaves ranks with no token; with no sink their partials must be exactly
 // (-inf, 0) and the merge must not produce NaN.
 TEST(DcpHostPath, EmptyShardsGiveNegInfAndZero) {
@@ -152,7 +196,7 @@ TEST(DcpHostPath, BadConfigurationsAreOneLineErrors) {
   EXPECT_NE(run.status().message().find("logical capacity 4"), std::string::npos)
       << run.status().message();
   in = to_dcp_inputs(c, {});
-  in.k.pop_back();
+  in.k.numel -= 1;  // one element short
   run = gpu::run_dcp_threads(in, ok);
   ASSERT_FALSE(run.ok());
   EXPECT_NE(run.status().message().find("tensor 'k'"), std::string::npos);

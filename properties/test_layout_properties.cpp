@@ -30,13 +30,18 @@ TEST(Layout, WidenedCapacityIsPhysicalRowsTimesRanks) {
   gpu::Result<gpu::HostKvCache> c = gpu::alloc_device_cache(dev, spec);
   ASSERT_TRUE(c.ok());
   std::vector<float> k(33, 1.0f);
-  EXPECT_TRUE(gpu::write_device_chunk(dev, *c, 0, 32, k.data(), nullptr).ok());
+  EXPECT_TRUE(
+      gpu::write_device_chunk(dev, *c, gpu::KvChunk{0, 32, gpu::StorageFormat::f32, k.data()})
+          .ok());
   // Position 32 belongs to rank 0, so rank 3 skips it and rank 0 must refuse it.
-  EXPECT_TRUE(gpu::write_device_chunk(dev, *c, 32, 1, k.data(), nullptr).ok());
+  EXPECT_TRUE(
+      gpu::write_device_chunk(dev, *c, gpu::KvChunk{32, 1, gpu::StorageFormat::f32, k.data()})
+          .ok());
   gpu::KvCacheSpec spec0{l, 0, 8, 1, 0, 1, 1, true, gpu::StorageFormat::f32};
   gpu::Result<gpu::HostKvCache> c0 = gpu::alloc_device_cache(dev, spec0);
   ASSERT_TRUE(c0.ok());
-  const gpu::GpuStatus over0 = gpu::write_device_chunk(dev, *c0, 32, 1, k.data(), nullptr);
+  const gpu::GpuStatus over0 =
+      gpu::write_device_chunk(dev, *c0, gpu::KvChunk{32, 1, gpu::StorageFormat::f32, k.data()});
   ASSERT_FALSE(over0.ok());
   EXPECT_NE(over0.message().find("logical capacity 32"), std::string::npos) << over0.message();
 }

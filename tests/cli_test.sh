@@ -340,7 +340,8 @@ for bad in "--batch 0" "--comm single-gpu" "--preset k3" "--softcap nan" \
   one_line_stderr "run $bad"
 done
 
-# Ctrl-C: the summary so far, exit 130 (run stops between rows, properties between cases).
+# Ctrl-C: the summary so far, exit 130 (run stops between rows and inside a row's oracle,
+# properties between cases).
 interrupt() {  # interrupt SECONDS COMMAND...: runs COMMAND, sends SIGINT after SECONDS
   local wait_s=$1
   shift
@@ -355,6 +356,12 @@ code=$(interrupt 2 "$bin" run --seq 2000 --heads 16 --kv-heads 4 --dcp-size 4 --
 [ "$code" -eq 130 ] && passes=$((passes + 1)) || { echo "FAIL: run interrupted: exit $code"; failures=$((failures + 1)); }
 contains "$tmp/out" "rows not run)" "run interrupted: rows not run"
 contains "$tmp/out" "# run: INTERRUPTED" "run interrupted: verdict"
+# Inside a row: one row of 20 s or more on this machine (most of it the oracle's), stopped
+# between the oracle's key blocks; without that it would finish the row and exit 0.
+code=$(interrupt 2 "$bin" run --seq 16384 --heads 32 --kv-heads 8 --head-dim 128 --dcp-size 8 --cases 1)
+[ "$code" -eq 130 ] && passes=$((passes + 1)) || { echo "FAIL: run interrupted inside a row: exit $code"; failures=$((failures + 1)); }
+contains "$tmp/out" "(interrupted: 1 rows not run)" "run interrupted inside a row: summary"
+contains "$tmp/out" "# run: INTERRUPTED" "run interrupted inside a row: verdict"
 code=$(interrupt 2 "$bin" properties --seed 3 --cases 1000000 --only dcp-path)
 [ "$code" -eq 130 ] && passes=$((passes + 1)) || { echo "FAIL: properties interrupted: exit $code"; failures=$((failures + 1)); }
 contains "$tmp/out" "INTERRUPTED" "properties interrupted: row"
@@ -426,8 +433,9 @@ assert d["schema"] == "dcp-verify/sweep/2" and d["pass"] is True
 assert [r["seq"] for r in d["rows"]] == [256, 512, 1024, 2048]
 for r in d["rows"]:
     # One DCP group of N = 4 ranks (tp 4): every rank gathers all 8 query heads, so it reads both
-    # KV heads on its S/4 rows, K and V of 64 fp32 values each: S x 2 x 128 x 4 bytes in all.
-    assert r["kv_bytes"] == r["seq"] * 2 * (64 + 64) * 4, r
+    # KV heads on its S/4 rows, K and V of 64 bf16 values each (the caches hold the default
+    # --dtype's 2-byte elements): S x 2 x 128 x 2 bytes in all.
+    assert r["kv_bytes"] == r["seq"] * 2 * (64 + 64) * 2, r
     assert r["time_us"] > 0 and r["one_rank_time_us"] > 0 and 0 < r["ratio"] < 1
     assert abs(r["speedup"] - r["one_rank_time_us"] / r["time_us"]) < 1e-9
 PY
@@ -437,7 +445,7 @@ expect 0 "sweep with a window" -- "$bin" sweep -b 4096 -e 4096 -n 1 --heads 8 --
 if python3 - "$tmp/sweepw.json" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))["rows"][0]
-assert r["kv_bytes"] == 64 * 2 * (64 + 64) * 4, r  # 64 positions x 2 KV heads x K,V fp32
+assert r["kv_bytes"] == 64 * 2 * (64 + 64) * 2, r  # 64 positions x 2 KV heads x K,V bf16
 PY
 then passes=$((passes + 1)); else echo "FAIL: sweep KV bytes with a window"; failures=$((failures + 1)); fi
 expect 0 "sweep without the check" -- "$bin" sweep -b 100 -e 100 -c 0 -n 1

@@ -425,19 +425,20 @@ std::string case_flags(const CaseOptions& o) {
   return os.str();
 }
 
-std::vector<DcpSetup> batch_requests(const RunCase& rc) {
-  std::vector<DcpSetup> out;
-  const int64_t B = rc.batch, S = rc.setup.spec.seq;
-  for (int64_t b = 0; b < B; ++b) {
-    DcpSetup r = rc.setup;
-    if (b > 0) {
-      r.spec.seq = S - b * S / (2 * B);
-      r.spec.seed = rc.setup.spec.seed * kRequestSeedStride + static_cast<uint64_t>(b);
-      r.chunks = props::make_chunks(r.spec.seq, r.spec.seed);
-    }
-    out.push_back(r);
-  }
-  return out;
+namespace {
+// Request b's context: S - floor(b S / (2 B)).
+int64_t request_seq(const RunCase& rc, int64_t b) {
+  return rc.setup.spec.seq - b * rc.setup.spec.seq / (2 * rc.batch);
+}
+}  // namespace
+
+DcpSetup batch_request(const RunCase& rc, int64_t b) {
+  DcpSetup r = rc.setup;
+  if (b == 0) return r;
+  r.spec.seq = request_seq(rc, b);
+  r.spec.seed = rc.setup.spec.seed * kRequestSeedStride + static_cast<uint64_t>(b);
+  r.chunks = props::make_chunks(r.spec.seq, r.spec.seed);
+  return r;
 }
 
 bool one_rank_per_process(const RunOptions& o) {
@@ -448,10 +449,12 @@ std::optional<std::string> over_budget(const RunCase& rc, const Limits& lim,
                                        const std::string& flags) {
   props::Footprint most;  // requests run one after another: the largest peak, the summed work
   double work = 0;
-  for (DcpSetup s : batch_requests(rc)) {
-    // Chunk writes differ with the seed (--cases): budget for the largest, one write of S.
-    s.chunks = {s.spec.seq};
-    const props::Footprint f = props::dcp_check_footprint(s);
+  for (int64_t b = 0; b < rc.batch; ++b) {
+    // Chunk writes differ with the seed (--cases): budget for the longest make_chunks draws.
+    DcpSetup s{.spec = rc.setup.spec, .cfg = rc.setup.cfg, .chunks = {}};
+    s.spec.seq = request_seq(rc, b);
+    s.chunks = {std::min(s.spec.seq, props::kMaxWriteChunk)};
+    const props::Footprint f = props::dcp_check_footprint(s, props::KvHolding::stored);
     work += f.work;
     if (f.bytes > most.bytes) most = f;
   }
@@ -671,15 +674,23 @@ class RequestRunner {
     if (planned) return std::nullopt;
     return planned.status().message();
   }
-  virtual RequestResult run(const DcpSetup& s, size_t row, std::ostream& err) = 0;
+  // `watch` sees the oracle's work on the root (oracle/attention.hpp; props::check_dcp).
+  virtual RequestResult run(const DcpSetup& s, size_t row, const oracle::Watch& watch,
+                            std::ostream& err) = 0;
 };
 
 class LocalRunner final : public RequestRunner {
  public:
   explicit LocalRunner(const props::DcpBackend& backend) : backend_(backend) {}
-  RequestResult run(const DcpSetup& s, size_t row, std::ostream&) override {
+  RequestResult run(const DcpSetup& s, size_t row, const oracle::Watch& watch,
+                    std::ostream&) override {
     RequestResult r;
-    r.chk = props::check_dcp(props::make_case(s.spec), s.cfg, s.chunks, backend_);
+    const auto c = props::make_case_unless(s.spec, props::KvHolding::stored, watch.stop);
+    if (!c) {
+      r.chk.interrupted = true;
+      return r;
+    }
+    r.chk = props::check_dcp(*c, s.cfg, s.chunks, backend_, true, watch);
     if (r.chk.oracle_error) {
       r.code = kExitBadInput;
       r.refusal = "row " + std::to_string(row) + ": the oracle cannot judge this case: " +
@@ -728,15 +739,17 @@ class MpiRunner final : public RequestRunner {
     if (v->code != kExitOk) return v->message;
     return std::nullopt;
   }
-  RequestResult run(const DcpSetup& s, size_t row, std::ostream& err) override;
+  RequestResult run(const DcpSetup& s, size_t row, const oracle::Watch& watch,
+                    std::ostream& err) override;
 
  private:
   bool nccl_;
 };
 
-RequestResult MpiRunner::run(const DcpSetup& s, size_t row, std::ostream& err) {
+RequestResult MpiRunner::run(const DcpSetup& s, size_t row, const oracle::Watch& watch,
+                             std::ostream& err) {
   RequestResult out;
-  const oracle::Case c = props::make_case(s.spec);
+  const oracle::Case c = props::make_case(s.spec, props::KvHolding::stored);
   const gpu::DcpInputs in = props::to_dcp_inputs(c, s.chunks);
 #ifdef DCP_HAVE_NCCL_MPI
   gpu::Result<gpu::MpiRun> run =
@@ -756,7 +769,7 @@ RequestResult MpiRunner::run(const DcpSetup& s, size_t row, std::ostream& err) {
     out.code = kExitFail;
     why = where + run.status().message();
   } else if (run->root) {
-    out.chk = props::judge_dcp(c, s.cfg, run->group, true);
+    out.chk = props::judge_dcp(c, s.cfg, run->group, true, nullptr, watch);
     if (out.chk.oracle_error) {
       out.code = kExitBadInput;  // not the implementation's fault: the oracle cannot bound it
       why = "row " + std::to_string(row) + ": the oracle cannot judge this case: " +
@@ -786,22 +799,36 @@ std::unique_ptr<RequestRunner> make_runner([[maybe_unused]] const RunOptions& o,
   return std::make_unique<LocalRunner>(backend);
 }
 
-// One row: every request of its batch, in order. code != kExitOk: the run stops with it.
+// One row: every request of its batch, in order. code != kExitOk: the run stops with it;
+// interrupted: the watch stopped the oracle inside the row, which has no verdict.
 struct RowOutcome {
   int code = kExitOk;
   std::optional<std::string> refusal;
   RowResult row;
+  bool interrupted = false;
 };
 
+// `watch` sees the row's oracle work, its requests one after the other (request b's pairs
+// counted as b of the batch's request totals plus its own).
 RowOutcome run_row(const RunOptions& o, const RunCase& rc, size_t index, RequestRunner& runner,
-                   std::ostream& err) {
+                   const oracle::Watch& watch, std::ostream& err) {
   RowOutcome out;
   out.row.rc = &rc;
-  for (DcpSetup s : batch_requests(rc)) {
+  for (int64_t b = 0; b < rc.batch; ++b) {
+    DcpSetup s = batch_request(rc, b);
     s.cfg.deadline = std::chrono::seconds(o.timeout_s);
-    RequestResult r = runner.run(s, index, err);
+    oracle::Watch request{.progress = nullptr, .stop = watch.stop};
+    if (watch.progress)
+      request.progress = [&](int64_t done, int64_t total) {
+        watch.progress(b * total + done, rc.batch * total);
+      };
+    RequestResult r = runner.run(s, index, request, err);
     if (r.code != kExitOk) return {r.code, std::move(r.refusal), {}};
     if (!runner.root) continue;
+    if (r.chk.interrupted) {
+      out.interrupted = true;
+      return out;
+    }
     const props::DcpCheck& chk = r.chk;
     if (chk.max_ratio >= out.row.worst.max_ratio) out.row.worst = chk;
     out.row.stat_ratio = std::max(out.row.stat_ratio, chk.max_stat_ratio);
@@ -910,12 +937,20 @@ int run_dcp(const RunOptions& o, const Limits& lim, std::ostream& out, std::ostr
   for (int64_t i = 0; i < plan.count; ++i) {
     if (local && interrupted()) break;
     progress.update(i);
+    // Inside a row: its oracle's work as a fraction of the row, and Ctrl-C between key blocks.
+    oracle::Watch watch;
+    watch.progress = [&](int64_t done, int64_t total) {
+      progress.update(static_cast<double>(i) +
+                      static_cast<double>(done) / static_cast<double>(std::max<int64_t>(total, 1)));
+    };
+    if (local) watch.stop = [] { return interrupted(); };
     const bool first = i < static_cast<int64_t>(plan.rows.size());
     const oracle::Expected<RunCase> rc =
         first ? plan.rows[static_cast<size_t>(i)]
               : configured_case(o, o.seed + static_cast<uint64_t>(i), runner->world);
     if (!rc) return bad(rc.status().message());  // not reached: case 0 had the same shape
-    const RowOutcome r = run_row(o, *rc, static_cast<size_t>(i), *runner, err);
+    const RowOutcome r = run_row(o, *rc, static_cast<size_t>(i), *runner, watch, err);
+    if (r.interrupted) break;  // the rows so far are the summary
     if (r.code != kExitOk) {
       progress.clear();
       if (r.refusal) bad(*r.refusal);

@@ -79,9 +79,10 @@ oracle::Expected<RunCase> configured_case(const CaseOptions& o, uint64_t seed, i
 std::optional<std::string> over_budget(const RunCase& rc, const Limits& lim,
                                        const std::string& flags);
 
-// The batch's requests: request b has context S - floor(b S / (2 B)) (a ragged batch between
-// S/2 and S) and its own values and chunk writes.
-std::vector<props::DcpSetup> batch_requests(const RunCase& rc);
+// Request b of the batch (0 <= b < rc.batch): context S - floor(b S / (2 B)) (a ragged batch
+// between S/2 and S) and its own values and chunk writes. Requests are made one at a time, as
+// they run: a batch's chunk lists together can outgrow the memory one request needs.
+props::DcpSetup batch_request(const RunCase& rc, int64_t b);
 
 // The flags that were given, as they would be typed (" --preset k3-mla --seq 4096 ...").
 std::string case_flags(const CaseOptions& o);

@@ -45,18 +45,19 @@ Progress::Progress(std::string what, int64_t total)
       tty_(isatty(STDERR_FILENO) == 1),
       start_(std::chrono::steady_clock::now()) {}
 
-void Progress::update(int64_t done) {
+void Progress::update(double done) {
   if (!tty_) return;
   const double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   if (secs < kProgressAfterSeconds) return;
-  const double rate = static_cast<double>(done) / secs;
-  const double eta = rate > 0.0 ? static_cast<double>(total_ - done) / rate : 0.0;
+  const double rate = done / secs;
+  const double eta = rate > 0.0 ? (static_cast<double>(total_) - done) / rate : 0.0;
+  // Whole units as integers; inside one (a long row), two decimals.
+  const int decimals = done == std::floor(done) ? 0 : 2;
   std::fprintf(stderr,
-               "\r# %s: %lld/%lld done, %.3g/s, %.0f s, about %.0f s left (Ctrl-C prints the "
+               "\r# %s: %.*f/%lld done, %.3g/s, %.0f s, about %.0f s left (Ctrl-C prints the "
                "summary so far) ",
-               what_.c_str(), static_cast<long long>(done), static_cast<long long>(total_), rate,
-               secs, eta);
+               what_.c_str(), decimals, done, static_cast<long long>(total_), rate, secs, eta);
   std::fflush(stderr);
   drawn_ = true;
 }

@@ -23,9 +23,6 @@ namespace {
 
 using nlohmann::json;
 
-// Both backends keep K and V as fp32 values whatever their storage dtype: 4 bytes per element
-// read.
-constexpr double kHostKvElementBytes = sizeof(float);
 constexpr double kBytesPerGB = 1e9, kBytesPerMB = 1e6, kSecondsPerUs = 1e-6;
 // Repeated multiplication by a factor such as 1.1 rounds at every step and may land a hair above
 // an -e it should reach exactly: a relative slack far below one token keeps -e in the sweep.
@@ -77,7 +74,8 @@ gpu::Result<std::optional<Timed>> time_step(const props::DcpBackend& backend,
 }
 
 // KV bytes every rank of the TP group reads in one step: the rows it owns that some query token
-// sees (masks and top-k included), times the KV heads it holds.
+// sees (masks and top-k included), times the KV heads it holds, in the caches' storage format (2
+// bytes a bf16 or f16 element, 4 an f32 one; an fp8 case's values are cached as f32).
 double kv_bytes_read(const props::DcpSetup& s, const oracle::Case& c) {
   const gpu::AttentionDims d{s.spec.tokens,   s.spec.q_heads, s.spec.kv_heads,
                              s.spec.head_dim, s.spec.v_dim,   s.spec.shared_latent};
@@ -90,7 +88,7 @@ double kv_bytes_read(const props::DcpSetup& s, const oracle::Case& c) {
     if (read[static_cast<size_t>(p)]) rows[static_cast<size_t>(s.cfg.layout.owner(p))] += 1.0;
   const double per_row_head =
       static_cast<double>(s.spec.head_dim + (s.spec.shared_latent ? 0 : s.spec.v_dim)) *
-      kHostKvElementBytes;
+      static_cast<double>(gpu::format_bytes(props::to_storage_format(c.kv_dtype)));
   double bytes = 0;
   for (int64_t r = 0; r < geo->tp; ++r)
     bytes += rows[static_cast<size_t>(geo->dcp_rank(r))] * static_cast<double>(geo->kv_heads(r)) *
@@ -142,12 +140,13 @@ oracle::Expected<std::vector<int64_t>> sweep_sizes(const SweepOptions& o) {
 std::optional<std::string> over_sweep_limits(const SweepOptions& o, const props::DcpSetup& last,
                                              const std::vector<int64_t>& seqs, const Limits& lim) {
   props::DcpSetup big = last;
-  big.chunks = {o.max_seq};  // every size writes its own chunks: budget for the largest write
-  props::Footprint f = props::dcp_check_footprint(big);
+  // Every size writes its own chunks: budget for the longest write make_chunks draws.
+  big.chunks = {std::min(o.max_seq, props::kMaxWriteChunk)};
+  props::Footprint f = props::dcp_check_footprint(big, props::KvHolding::stored);
   props::DcpSetup one = big;  // the N = 1 baseline holds the whole cache on one rank
   one.cfg.tp_size = 1;
   one.cfg.layout = {1, 1};
-  const props::Footprint f1 = props::dcp_check_footprint(one);
+  const props::Footprint f1 = props::dcp_check_footprint(one, props::KvHolding::stored);
   if (f1.bytes > f.bytes) f = f1;
   f.work = 0;
   const double runs = static_cast<double>(o.warmup + o.iters) + (o.check ? 1.0 : 0.0);
@@ -180,7 +179,7 @@ void print_sweep_header(const SweepOptions& o, const props::DcpSetup& s0) {
             << "# case: " << props::describe(s0.spec) << " | " << props::describe(s0.cfg) << "\n"
             << "#  time: median wall time of one whole DCP step (KV writes, partial attention, "
                "combine) over -n runs; N=1: the same step on one rank\n"
-            << "#  KV MB: bytes all ranks read (host backend: fp32 values, 4 B per element); "
+            << "#  KV MB: bytes all ranks read (the caches' storage format: 2 B a bf16 element); "
                "GB/s: KV MB / time\n";
   sweep_table().print_header(std::cout);
 }
@@ -192,7 +191,7 @@ oracle::Expected<std::optional<Row>> measure_size(const props::DcpBackend& backe
   auto rc = sized_case(shape, seq, o);
   if (!rc) return rc.status();
   const props::DcpSetup& s = rc->setup;
-  const oracle::Case c = props::make_case(s.spec);
+  const oracle::Case c = props::make_case(s.spec, props::KvHolding::stored);
   const gpu::DcpInputs in = props::to_dcp_inputs(c, s.chunks);
   Row row;
   row.seq = seq;

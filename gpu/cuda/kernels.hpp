@@ -7,7 +7,7 @@
 // tensor cores), so the backend claims the host backend's arithmetic (round-to-nearest adds, fp32
 // accumulation; properties/dcp_bridge.hpp host_claim).
 //
-//   DCP_GPU_ASSIGN(a, kv_write_args(spec, view, pos0, len, k_chunk, v_chunk));
+//   DCP_GPU_ASSIGN(a, kv_write_args(spec, view, KvChunk{pos0, len, dtype, k_chunk, v_chunk}));
 //   DCP_GPU_TRY(launch_kv_write(a, stream));
 //   DCP_GPU_TRY(launch_partial_attention(p, stream));        // p holds device pointers
 //   DCP_GPU_TRY(launch_a2a_pack(pack, stream));  all_to_all;  DCP_GPU_TRY(launch_a2a_combine(...));

@@ -58,9 +58,9 @@ struct KvWrite {
   DcpLayout layout;
   int64_t rank = 0, pos0 = 0, len = 0;  // the chunk [pos0, pos0 + len), global positions
   bool latent = false;
-  StorageFormat dtype = StorageFormat::f32;
-  const float* k = nullptr;  // [len, cache.kv_heads, cache.head_dim]
-  const float* v = nullptr;  // [len, cache.kv_heads, cache.v_dim]; unused for a latent
+  StorageFormat src = StorageFormat::f32;  // the chunk's elements (the cache's are cache.dtype)
+  const void* k = nullptr;                 // [len, cache.kv_heads, cache.head_dim]
+  const void* v = nullptr;  // [len, cache.kv_heads, cache.v_dim]; unused for a latent
   KvView cache;
 };
 
@@ -71,7 +71,8 @@ DCP_HD inline int64_t kv_write_threads(const KvWrite& a) {
   return a.len * a.cache.kv_heads * kv_write_width(a);
 }
 
-// Thread x: the owner of the chunk's row keeps the component at layout.row(pos), rounded.
+// Thread x: the owner of the chunk's row keeps the component at layout.row(pos), rounded to the
+// cache's format.
 DCP_HD inline void kv_write(const KvWrite& a, int64_t x) {
   const int64_t width = kv_write_width(a), heads = a.cache.kv_heads, dk = a.cache.head_dim;
   if (x >= kv_write_threads(a)) return;
@@ -80,10 +81,10 @@ DCP_HD inline void kv_write(const KvWrite& a, int64_t x) {
   if (a.layout.owner(pos) != a.rank) return;
   const int64_t row = a.layout.row(pos);
   if (c < dk)
-    a.cache.key(row, h)[c] = round_to(a.dtype, a.k[(i * heads + h) * dk + c]);
+    a.cache.set_key(row, h, c, load_element(a.src, a.k, (i * heads + h) * dk + c));
   else
-    a.cache.value(row, h)[c - dk] =
-        round_to(a.dtype, a.v[(i * heads + h) * a.cache.v_dim + (c - dk)]);
+    a.cache.set_value(row, h, c - dk,
+                      load_element(a.src, a.v, (i * heads + h) * a.cache.v_dim + (c - dk)));
   if (h == 0 && c == 0) a.cache.written[row] = 1;
 }
 
@@ -136,13 +137,14 @@ struct AttentionBlock {
 };
 
 // One block per (token, head) `row_block` = t * heads + h and split `sp`: the split's keys in
-// tiles of p.tile, online softmax. Writes the split's (O_s, L_s).
+// tiles of p.tile, online softmax. Writes the split's (O_s, L_s). F is the cache's format
+// (p.kv.dtype), fixed for the key loops; partial_attention below picks it.
 #if defined(__CUDACC__)
 #pragma nv_exec_check_disable
 #endif
-template <class Block>
-DCP_HD void partial_attention(Block& blk, const PartialAttentionParams& p, const AttentionBlock& b,
-                              int64_t row_block, int64_t sp) {
+template <StorageFormat F, class Block>
+DCP_HD void partial_attention_as(Block& blk, const PartialAttentionParams& p,
+                                 const AttentionBlock& b, int64_t row_block, int64_t sp) {
   const int64_t t = row_block / p.heads, h = row_block % p.heads;
   const int64_t dk = p.head_dim, dv = p.v_dim;
   const int tid = blk.tid(), nt = blk.size();
@@ -180,9 +182,9 @@ DCP_HD void partial_attention(Block& blk, const PartialAttentionParams& p, const
     float m_loc = kEmptyLseF;
     for (int64_t x = t0 + tid; x < t1; x += nt) {
       const int64_t row = list != nullptr ? list[x] : r_lo + x;
-      const float* kr = p.kv.key(row, g);
       float dot = 0.0f;
-      for (int64_t i = 0; i < dk; ++i) dot += qs[i] * product_operand(p.tf32, kr[i]);
+      for (int64_t i = 0; i < dk; ++i)
+        dot += qs[i] * product_operand(p.tf32, p.kv.template key_as<F>(row, g, i));
       float sc = dot * p.scale;
       if (p.softcap > 0.0f) sc = p.softcap * tanhf(sc / p.softcap);
       sc = to_base_units(p.base, sc);
@@ -203,7 +205,7 @@ DCP_HD void partial_attention(Block& blk, const PartialAttentionParams& p, const
       for (int64_t x = t0; x < t1; ++x) {  // P rounded for the P.V product only
         const int64_t row = list != nullptr ? list[x] : r_lo + x;
         n += product_operand(p.tf32, round_to(p.p_cast, s[x - t0])) *
-             product_operand(p.tf32, p.kv.value(row, g)[i]);
+             product_operand(p.tf32, p.kv.template value_as<F>(row, g, i));
       }
       num[j] = n;
     }
@@ -227,6 +229,22 @@ DCP_HD void partial_attention(Block& blk, const PartialAttentionParams& p, const
     b.split_o[row_out * dv + i] = num[j];
   }
   if (tid == 0) b.split_lse[row_out] = l;
+}
+
+#if defined(__CUDACC__)
+#pragma nv_exec_check_disable
+#endif
+template <class Block>
+DCP_HD void partial_attention(Block& blk, const PartialAttentionParams& p, const AttentionBlock& b,
+                              int64_t row_block, int64_t sp) {
+  switch (p.kv.dtype) {
+    case StorageFormat::f32:
+      return partial_attention_as<StorageFormat::f32>(blk, p, b, row_block, sp);
+    case StorageFormat::bf16:
+      return partial_attention_as<StorageFormat::bf16>(blk, p, b, row_block, sp);
+    case StorageFormat::f16:
+      return partial_attention_as<StorageFormat::f16>(blk, p, b, row_block, sp);
+  }
 }
 
 // The local combine of split-KV partials: split_o [splits, rows, Dv], split_lse [splits, rows]

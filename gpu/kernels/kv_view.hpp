@@ -5,7 +5,8 @@
 // its DCP group reads. Writers pass whole chunks in global positions; the write keeps the tokens
 // the rank owns and skips the rest, so the same call runs unchanged on every rank. Values are
 // rounded to the cache's storage format on write. For a shared latent (MLA) there is no V: V is
-// the first v_dim components of K.
+// the first v_dim components of K. The cache holds its storage format's elements (2 bytes a
+// bf16 or f16 component, 4 an f32 one): a rank's cache costs what the engine's would.
 //
 // KvView is the only place that turns (rank-local row, KV head) into an element address; the
 // kernel bodies (bodies.hpp) read and write the cache through it alone, so another cache
@@ -13,8 +14,8 @@
 //
 //   KvCacheSpec spec{.layout = lay, .rank = 1, .physical_rows = 64, .kv_heads = 1,
 //                    .head_dim = 576, .v_dim = 512, .shared_latent = true};
-//   KvView view = kv_view(spec, k.data(), v.data(), written.data());
-//   const float* key = view.key(row, g);          // head_dim floats
+//   KvView view = kv_view(spec, k.data(), v.data(), written.data());   // bytes of spec.dtype
+//   float x = view.key(row, g, i);                // component i, widened to fp32
 #pragma once
 
 #include <cstdint>
@@ -44,22 +45,43 @@ GpuStatus validate_cache_spec(const KvCacheSpec& spec);
 
 // Element addressing of one rank's cache in some device's memory: k [rows, kv_heads, head_dim],
 // v [rows, kv_heads, v_head_stride] of which the first v_dim are V (v == k, v_head_stride ==
-// head_dim for a shared latent), written [rows] 1 where a token was stored.
+// head_dim for a shared latent), elements of `dtype` as storage_format.hpp holds them (2 bytes a
+// bf16 component), written [rows] 1 where a token was stored.
 struct KvView {
-  float* k = nullptr;
-  float* v = nullptr;
+  void* k = nullptr;
+  void* v = nullptr;
   uint8_t* written = nullptr;
   int64_t rows = 0, kv_heads = 1, head_dim = 1, v_dim = 1, v_head_stride = 1;
+  StorageFormat dtype = StorageFormat::f32;
 
-  // The key (head_dim floats) and value (v_dim floats) of rank-local row `row`, local KV head g.
-  DCP_HD float* key(int64_t row, int64_t g) const { return k + (row * kv_heads + g) * head_dim; }
-  DCP_HD float* value(int64_t row, int64_t g) const {
-    return v + (row * kv_heads + g) * v_head_stride;
+  // Component i of the key (i < head_dim) and of the value (i < v_dim) of rank-local row `row`,
+  // local KV head g, as floats (exact). The _as forms take the format at compile time (F must
+  // be dtype): the attention body's inner loops use them.
+  DCP_HD float key(int64_t row, int64_t g, int64_t i) const {
+    return load_element(dtype, k, (row * kv_heads + g) * head_dim + i);
+  }
+  DCP_HD float value(int64_t row, int64_t g, int64_t i) const {
+    return load_element(dtype, v, (row * kv_heads + g) * v_head_stride + i);
+  }
+  template <StorageFormat F>
+  DCP_HD float key_as(int64_t row, int64_t g, int64_t i) const {
+    return load_as<F>(k, (row * kv_heads + g) * head_dim + i);
+  }
+  template <StorageFormat F>
+  DCP_HD float value_as(int64_t row, int64_t g, int64_t i) const {
+    return load_as<F>(v, (row * kv_heads + g) * v_head_stride + i);
+  }
+  // Stores x, rounded to dtype, as that component.
+  DCP_HD void set_key(int64_t row, int64_t g, int64_t i, float x) const {
+    store_element(dtype, k, (row * kv_heads + g) * head_dim + i, x);
+  }
+  DCP_HD void set_value(int64_t row, int64_t g, int64_t i, float x) const {
+    store_element(dtype, v, (row * kv_heads + g) * v_head_stride + i, x);
   }
 };
 
 // The view of a spec's cache over its three arrays (v ignored for a shared latent).
-inline KvView kv_view(const KvCacheSpec& s, float* k, float* v, uint8_t* written) {
+inline KvView kv_view(const KvCacheSpec& s, void* k, void* v, uint8_t* written) {
   KvView view;
   view.k = k;
   view.v = s.shared_latent ? k : v;
@@ -69,16 +91,18 @@ inline KvView kv_view(const KvCacheSpec& s, float* k, float* v, uint8_t* written
   view.head_dim = s.head_dim;
   view.v_dim = s.v_dim;
   view.v_head_stride = s.shared_latent ? s.head_dim : s.v_dim;
+  view.dtype = s.dtype;
   return view;
 }
 
-// Elements of each of the cache's arrays: k, v (0 for a shared latent), written.
+// Bytes of each of the cache's arrays: k, v (0 for a shared latent), written.
 struct KvCacheSizes {
   int64_t k = 0, v = 0, written = 0;
 };
-inline KvCacheSizes kv_cache_sizes(const KvCacheSpec& s) {
-  return {s.physical_rows * s.kv_heads * s.head_dim,
-          s.shared_latent ? 0 : s.physical_rows * s.kv_heads * s.v_dim, s.physical_rows};
+inline KvCacheSizes kv_cache_bytes(const KvCacheSpec& s) {
+  const int64_t e = format_bytes(s.dtype);
+  return {s.physical_rows * s.kv_heads * s.head_dim * e,
+          s.shared_latent ? 0 : s.physical_rows * s.kv_heads * s.v_dim * e, s.physical_rows};
 }
 
 }  // namespace dcp::gpu

@@ -8,9 +8,10 @@ GpuStatus check_merge_ranks(const char* what, int64_t ranks, int64_t capacity) {
   return {};
 }
 
-Result<body::KvWrite> kv_write_args(const KvCacheSpec& spec, const KvView& cache, int64_t pos0,
-                                    int64_t len, const float* k, const float* v) {
+Result<body::KvWrite> kv_write_args(const KvCacheSpec& spec, const KvView& cache,
+                                    const KvChunk& chunk) {
   DCP_GPU_TRY(validate_layout(spec.layout));
+  const int64_t pos0 = chunk.pos0, len = chunk.len;
   if (pos0 < 0 || len < 0)
     return DCP_GPU_ERROR("kv write: chunk [", pos0, ", ", pos0 + len, ") is not a valid range");
   const int64_t need = spec.layout.count(spec.rank, pos0 + len);
@@ -19,17 +20,20 @@ Result<body::KvWrite> kv_write_args(const KvCacheSpec& spec, const KvView& cache
                          pos0, ", ", pos0 + len, ") but holds ", spec.physical_rows,
                          " rows (logical capacity ",
                          spec.layout.logical_capacity(spec.physical_rows), " tokens)");
-  if (len > 0 && (k == nullptr || (!spec.shared_latent && v == nullptr)))
+  if (len > 0 && (chunk.k == nullptr || (!spec.shared_latent && chunk.v == nullptr)))
     return DCP_GPU_ERROR("kv write: a chunk tensor pointer is null");
+  if (cache.dtype != spec.dtype)
+    return DCP_GPU_ERROR("kv write: the cache view holds ", format_name(cache.dtype),
+                         "; the cache is ", format_name(spec.dtype));
   body::KvWrite a;
   a.layout = spec.layout;
   a.rank = spec.rank;
   a.pos0 = pos0;
   a.len = len;
   a.latent = spec.shared_latent;
-  a.dtype = spec.dtype;
-  a.k = k;
-  a.v = v;
+  a.src = chunk.dtype;
+  a.k = chunk.k;
+  a.v = chunk.v;
   a.cache = cache;
   return a;
 }

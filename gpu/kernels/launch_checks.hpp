@@ -2,7 +2,7 @@
 // follow, as plain C++: every device's launchers (the CUDA kernels, the host device, the CPU
 // emulation of the CUDA grids) call the same functions, and all of them build without nvcc.
 //
-//   Result<body::KvWrite> a = kv_write_args(spec, cache, pos0, len, k, v);   // checked
+//   Result<body::KvWrite> a = kv_write_args(spec, cache, KvChunk{pos0, len, dtype, k, v});
 //   DCP_GPU_TRY(check_attention_launch(p));
 //   Result<ReduceSchedule> sched = make_schedule<ReduceSchedule>(N, cfg.order, cfg.order_seed);
 #pragma once
@@ -43,10 +43,19 @@ Result<Sched> make_schedule(int64_t ranks, ReduceOrder order, uint64_t seed) {
   return s;
 }
 
+// One KV write as a writer hands it over: positions [pos0, pos0 + len), k [len, kv_heads, Dk] and
+// v [len, kv_heads, Dv] (nullptr for a shared latent) in the device's memory, elements of dtype.
+struct KvChunk {
+  int64_t pos0 = 0, len = 0;
+  StorageFormat dtype = StorageFormat::f32;
+  const void* k = nullptr;
+  const void* v = nullptr;
+};
+
 // A KV write's arguments, checked: a valid chunk, every row it needs inside the cache, its
-// tensors present. k [len, kv_heads, Dk], v [len, kv_heads, Dv] (nullptr for a shared latent).
-Result<body::KvWrite> kv_write_args(const KvCacheSpec& spec, const KvView& cache, int64_t pos0,
-                                    int64_t len, const float* k, const float* v);
+// tensors present.
+Result<body::KvWrite> kv_write_args(const KvCacheSpec& spec, const KvView& cache,
+                                    const KvChunk& chunk);
 
 // Dynamic shared memory of an attention block: q [Dk] and the tile's scores [tile], floats.
 int64_t attention_smem_bytes(const PartialAttentionParams& p);

@@ -78,12 +78,15 @@ TEST(CudaLaunchChecks, KvWriteRefusesAChunkBeyondTheCache) {
   std::vector<float> buf(8);
   const KvView view = kv_view(spec, buf.data(), buf.data(), nullptr);
   // Positions [0, 12) give rank 1 rows 0..5 (blocks of 2 out of every 4): 6 rows > 4.
-  const GpuStatus st = kv_write_args(spec, view, 0, 12, buf.data(), buf.data()).status();
+  const GpuStatus st =
+      kv_write_args(spec, view, KvChunk{0, 12, StorageFormat::f32, buf.data(), buf.data()})
+          .status();
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("rank 1 needs row 5 for chunk [0, 12) but holds 4 rows"),
             std::string::npos)
       << st.message();
-  EXPECT_FALSE(kv_write_args(spec, view, -1, 2, buf.data(), buf.data()).ok());
+  EXPECT_FALSE(
+      kv_write_args(spec, view, KvChunk{-1, 2, StorageFormat::f32, buf.data(), buf.data()}).ok());
 }
 
 }  // namespace

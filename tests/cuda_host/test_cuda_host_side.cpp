@@ -30,8 +30,8 @@ TEST(CudaLaunchers, RefuseThroughTheSharedChecksBeforeLaunching) {
   spec.head_dim = 8;
   spec.v_dim = 8;
   // A KV write's launch takes the arguments the shared check returns.
-  st = kv_write_args(spec, kv_view(spec, buf.data(), buf.data(), nullptr), 0, 12, buf.data(),
-                     buf.data())
+  st = kv_write_args(spec, kv_view(spec, buf.data(), buf.data(), nullptr),
+                     KvChunk{0, 12, StorageFormat::f32, buf.data(), buf.data()})
            .status();
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("needs row 5"), std::string::npos) << st.message();
@@ -44,8 +44,8 @@ TEST(CudaRunner, NoDeviceIsAnErrorNamingTheRuntimesReason) {
   DcpInputs in;
   in.dims = {1, 2, 1, 4, 4, false};
   in.q.assign(8, 0.5f);
-  in.k.assign(12, 0.25f);
-  in.v.assign(12, 1.0f);
+  in.k = std::vector<float>(12, 0.25f);
+  in.v = std::vector<float>(12, 1.0f);
   in.q_pos = {2};
   in.seq = 3;
   DcpConfig cfg;

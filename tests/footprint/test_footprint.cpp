@@ -131,5 +131,23 @@ TEST(Footprint, BoundsThePeakMemoryOfAReferenceReadInPlace) {
   EXPECT_LE(got, 1.5 * file + 256.0 * (1 << 20));
 }
 
+// `run` generates K and V as their stored bytes (KvHolding::stored); the production path writes
+// from those bytes and each rank's cache keeps its rows in the same format, so a run takes about
+// twice the KV bytes: within the footprint and the long-context target of 2 x the KV bytes in
+// their storage format + 256 MiB (fp32 caches beside a case of doubles took about 6 x).
+TEST(Footprint, BoundsThePeakMemoryOfARunInStorageFormat) {
+  DcpSetup s = setup(1, 8, 8, 128, 128, 65536, 8, 8);  // 268 MB of bf16 K and V
+  s.spec.q_dtype = s.spec.kv_dtype = oracle::DType::bf16;
+  const Footprint f = dcp_check_footprint(s, KvHolding::stored);
+  const double got = measured_peak_bytes(
+      [&] { return check_dcp(make_case(s.spec, KvHolding::stored), s.cfg, s.chunks).pass; });
+  const double kv = 65536.0 * 8 * (128 + 128) * 2;
+  std::printf("  %-34s peak %8.1f MiB  bound %8.1f MiB  peak/bound %.2f  peak/KV %.2f\n",
+              "run, K and V as bf16", got / (1 << 20), f.bytes / (1 << 20), got / f.bytes,
+              got / kv);
+  EXPECT_LE(got, f.bytes);
+  EXPECT_LE(got, 2.0 * kv + 256.0 * (1 << 20));
+}
+
 }  // namespace
 }  // namespace dcp::props

@@ -136,25 +136,26 @@ TEST(CudaKernels, KvWriteMatchesHostCacheBitForBit) {
     auto host = gpu::build_rank_cache(in, cfg, tp);
     ASSERT_TRUE(host.ok()) << host.status().message();
     const gpu::KvCacheSpec& ks = host->spec;
-    const size_t kn = static_cast<size_t>(ks.physical_rows * ks.kv_heads * ks.head_dim);
-    const size_t vn = static_cast<size_t>(ks.physical_rows * ks.kv_heads * ks.v_dim);
-    auto k = gpu::DeviceBuffer<float>::create(kn, s);
-    auto v = gpu::DeviceBuffer<float>::create(vn, s);
+    const gpu::KvCacheSizes bytes = gpu::kv_cache_bytes(ks);
+    const size_t kn = static_cast<size_t>(bytes.k), vn = static_cast<size_t>(bytes.v);
+    auto k = gpu::DeviceBuffer<uint8_t>::create(kn, s);
+    auto v = gpu::DeviceBuffer<uint8_t>::create(vn, s);
     auto w = gpu::DeviceBuffer<uint8_t>::create(static_cast<size_t>(ks.physical_rows), s);
     ASSERT_TRUE(k.ok() && v.ok() && w.ok());
     int64_t pos0 = 0;
     for (const int64_t len : gpu::write_chunks(in)) {
       const gpu::ChunkRows rows = gpu::chunk_rows(in, ks, pos0, len);
-      auto kc = gpu::DeviceBuffer<float>::upload(rows.k, s);
-      auto vc = gpu::DeviceBuffer<float>::upload(rows.v, s);
+      auto kc = gpu::DeviceBuffer<uint8_t>::upload(rows.k, s);
+      auto vc = gpu::DeviceBuffer<uint8_t>::upload(rows.v, s);
       ASSERT_TRUE(kc.ok() && vc.ok());
-      const auto args = gpu::kv_write_args(ks, gpu::kv_view(ks, k->data(), v->data(), w->data()),
-                                           pos0, len, kc->data(), vc->data());
+      const auto args =
+          gpu::kv_write_args(ks, gpu::kv_view(ks, k->data(), v->data(), w->data()),
+                             gpu::KvChunk{pos0, len, rows.dtype, kc->data(), vc->data()});
       ASSERT_TRUE(args.ok() && gpu::launch_kv_write(*args, s).ok());
       ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
       pos0 += len;
     }
-    std::vector<float> kd(kn), vd(vn);
+    std::vector<uint8_t> kd(kn), vd(vn);
     ASSERT_TRUE(k->download(kd, s).ok());
     ASSERT_TRUE(v->download(vd, s).ok());
     for (size_t i = 0; i < kn; ++i)

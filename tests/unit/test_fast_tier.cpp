@@ -1,9 +1,10 @@
 // The fast tier's blocked kernel (oracle/attention.cpp): rows whose keys span several blocks,
 // merged in key order, still agree with the certify tier to >= 100 bits; a watch sees every (row,
-// key) pair and stops the computation when asked.
+// key) pair of the attention and of its bound, and stops either when asked.
 #include <gtest/gtest.h>
 
 #include "oracle/agreement.hpp"
+#include "oracle/tolerance.hpp"
 #include "properties/case_gen.hpp"
 
 namespace dcp::props {
@@ -76,6 +77,39 @@ TEST(FastTier, AWatchSeesEveryPairAndStopsWhenAsked) {
   ASSERT_FALSE(stopped.ok());
   EXPECT_NE(stopped.status().message().find("interrupted"), std::string::npos);
   EXPECT_FALSE(oracle::reference(c, oracle::Tier::fast, stop).ok());
+}
+
+TEST(FastTier, TheBoundsWatchSeesEveryPairAndStopsWhenAsked) {
+  const oracle::Case c = make_case(long_spec(6));
+  const auto ref = oracle::reference(c);
+  ASSERT_TRUE(ref.ok());
+  oracle::Arithmetic a;
+  int64_t last = 0, total = 0, calls = 0;
+  oracle::Watch count;
+  count.progress = [&](int64_t done, int64_t all) {
+    EXPECT_GT(done, last);
+    last = done;
+    total = all;
+    ++calls;
+  };
+  const auto watched = oracle::derive_bound(c, *ref, a, count);
+  ASSERT_TRUE(watched.ok()) << watched.status().message();
+  int64_t visible = 0;
+  for (int64_t t = 0; t < c.tokens(); ++t)
+    visible += static_cast<int64_t>(oracle::visible_keys(c, t).size());
+  EXPECT_EQ(total, visible * c.q_heads());
+  EXPECT_EQ(last, total);
+  EXPECT_EQ(calls, c.tokens() * c.q_heads());  // a row at a time
+  const auto plain = oracle::derive_bound(c, *ref, a);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(watched->o.data, plain->o.data);  // watching changes nothing
+
+  int polls = 0;
+  oracle::Watch stop;
+  stop.stop = [&] { return ++polls > 1; };  // after the first row
+  const auto stopped = oracle::derive_bound(c, *ref, a, stop);
+  ASSERT_FALSE(stopped.ok());
+  EXPECT_NE(stopped.status().message().find("interrupted"), std::string::npos);
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // Keys and values held as a file stores them (oracle/kv_tensor.hpp): every stored bit pattern
 // widens to the value the decoder gives and is flagged non-finite exactly when that value is; a
 // case read in place computes bit for bit what the same case held as doubles computes, in both
-// tiers and for the bound; a non-finite stored element is named by its index.
+// tiers and for the bound; a non-finite stored element is named by its index; a case generated
+// as stored bytes holds the values generated as doubles.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -36,6 +37,74 @@ TEST(KvTensor, EveryStoredPatternWidensAndIsFlaggedAsTheDecoderSays) {
           << dtype_name(t) << " " << b;
     }
   }
+}
+
+// narrow_to_stored inverts widen_stored: every finite or infinite pattern comes back bit for bit
+// (a NaN as a NaN of the same sign), in every stored format.
+TEST(KvTensor, EveryStoredPatternNarrowsBackToItsBits) {
+  for (const DType t : {DType::bf16, DType::f16, DType::f8e4m3, DType::f8e5m2}) {
+    const int width = dtype_bytes(t);
+    const uint32_t patterns = width == 2 ? 1u << 16 : 1u << 8;
+    for (uint32_t b = 0; b < patterns; ++b) {
+      uint8_t bytes[2] = {}, back[2] = {};
+      std::memcpy(bytes, &b, static_cast<size_t>(width));
+      double x, y;
+      widen_stored(t, bytes, 1, 1.0, &x);
+      narrow_to_stored(t, &x, 1, back);
+      widen_stored(t, back, 1, 1.0, &y);
+      if (std::isnan(x)) {
+        EXPECT_TRUE(std::isnan(y) && std::signbit(y) == std::signbit(x))
+            << dtype_name(t) << " " << b;
+      } else {
+        EXPECT_EQ(std::memcmp(bytes, back, static_cast<size_t>(width)), 0)
+            << dtype_name(t) << " " << b;
+      }
+    }
+  }
+}
+
+// to_stored holds a tensor of quantized values (value = stored element x its KV head's scale) as
+// the elements and the scales: widened again, every value is the same double.
+TEST(KvTensor, ToStoredKeepsEveryQuantizedValue) {
+  props::CaseSpec spec;
+  spec.kv_dtype = DType::f8e4m3;
+  spec.kv_scale = props::KvScale::per_head;
+  spec.kv_heads = spec.q_heads = 3;
+  spec.seq = 50;
+  const Case c = props::make_case(spec);  // K and V as doubles, quantized with per-head scales
+  ASSERT_FALSE(c.k.is_stored());
+  const KvTensor k = c.k.to_stored(DType::f8e4m3, c.k_scale);
+  ASSERT_TRUE(k.is_stored());
+  EXPECT_EQ(k.bytes_held(), c.k.numel());
+  const KvTensor wide = k.widened();
+  ASSERT_EQ(wide.data.size(), c.k.data.size());
+  for (size_t i = 0; i < wide.data.size(); ++i) ASSERT_EQ(wide.data[i], c.k.data[i]) << i;
+}
+
+// A generated case holding K and V as stored bytes has the values of the same spec held as
+// doubles; asked to stop, its generation ends between blocks of draws.
+TEST(KvTensor, AStoredGeneratedCaseHoldsTheSameValuesAndStopsWhenAsked) {
+  props::CaseSpec spec;
+  spec.kv_heads = 2;
+  spec.q_heads = 4;
+  spec.head_dim = spec.v_dim = 16;
+  spec.seq = 3000;  // 96000 draws of K: two blocks
+  spec.seed = 11;
+  const Case doubles = props::make_case(spec);
+  int polls = 0;
+  const auto stored =
+      props::make_case_unless(spec, props::KvHolding::stored, [&] { return ++polls < 0; });
+  ASSERT_TRUE(stored.has_value());
+  EXPECT_EQ(polls, 4);  // K and V, two blocks each
+  ASSERT_TRUE(stored->k.is_stored() && stored->v.is_stored());
+  EXPECT_EQ(stored->k.widened().data, doubles.k.data);
+  EXPECT_EQ(stored->v.widened().data, doubles.v.data);
+  EXPECT_EQ(stored->q.data, doubles.q.data);
+
+  polls = 0;
+  EXPECT_FALSE(
+      props::make_case_unless(spec, props::KvHolding::stored, [&] { return ++polls > 1; }));
+  EXPECT_EQ(polls, 2);  // stopped before K's second block
 }
 
 struct ReadBack {
