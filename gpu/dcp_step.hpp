@@ -113,8 +113,8 @@ struct KvSource {
   }
   int64_t size() const { return numel; }
   bool empty() const { return numel == 0; }
-  float operator[](int64_t i) const { return load_element(dtype, data, i); }
-  // Elements [i0, i0 + n) as bytes of dtype.
+  // Elements from i0 on, as bytes of dtype (a borrowed file's bytes need not be aligned for
+  // dtype: readers copy them, as chunk_rows does).
   const uint8_t* bytes_at(int64_t i0) const {
     return static_cast<const uint8_t*>(data) + i0 * format_bytes(dtype);
   }

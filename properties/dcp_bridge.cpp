@@ -20,7 +20,8 @@ std::vector<float> to_float(const std::vector<double>& x) {
 
 // Keys or values [S, H, D] as the production path's writer hands them to the caches, in the
 // caches' format f: a case file's bytes where they are f's already (borrowed, kept alive by the
-// file's mapping), else the values encoded in f a row at a time (exact: they are f's values).
+// file's mapping), else the values encoded in f a row at a time (exact for unscaled values,
+// which are f's; a scaled fp8 value, cached as f32, is rounded to fp32 here as before).
 gpu::KvSource kv_source(const oracle::KvTensor& t, gpu::StorageFormat f) {
   if (t.is_stored() && t.stored_dtype() == to_oracle_dtype(f) && t.stored_scale().empty())
     return gpu::KvSource::borrowed(f, t.stored_bytes(), t.numel(), t.stored_owner());

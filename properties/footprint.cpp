@@ -115,8 +115,9 @@ Footprint dcp_check_footprint(const DcpSetup& s, KvHolding holding) {
   } else {
     keep.add(kv * kF64, "the oracle's copy of K and V (doubles)");
   }
-  keep.add(T * Hq * Dk * kF32 + d(static_cast<int64_t>(s.chunks.size())) * kI64,
-           "the production path's queries and chunk list");
+  keep.add(T * Hq * Dk * kF32 + (d(static_cast<int64_t>(s.chunks.size())) + T * K + T) * kI64 +
+               Hq * kF32,
+           "the production path's queries, chunk list, top-k lists, positions and sinks");
   if (!borrowed) keep.add(kv * cache_bytes, "the production path's copy of K and V");
   // The oracle's shard cases copy K and V held as doubles; stored bytes are shared.
   const double case_bytes = (other + (stored ? 0.0 : kv)) * kF64;

@@ -96,7 +96,8 @@ for args in "--interleave 99999999999" "--tile 9999999999999" "--seq 99999999999
             "--tokens 999999999999" "--batch 99999999999" "--cases 99999999999" \
             "--seq 100000000 --heads 64 --kv-heads 64" "--tokens 1000000 --heads 1024 --kv-heads 1 --seq 1000" \
             "--tile 1099511627776 --seq 16" "--splits 1099511627776 --seq 16" \
-            "--batch 4096 --seq 100000000" "--window 1099511627777"; do
+            "--batch 4096 --seq 100000000" "--window 1099511627777" \
+            "--seq 1099511627776 --heads 1048576"; do  # the last: its chunk list alone is GBs
   # shellcheck disable=SC2086
   bad "run $args" -- "$bin" run $args
 done

@@ -356,9 +356,10 @@ code=$(interrupt 2 "$bin" run --seq 2000 --heads 16 --kv-heads 4 --dcp-size 4 --
 [ "$code" -eq 130 ] && passes=$((passes + 1)) || { echo "FAIL: run interrupted: exit $code"; failures=$((failures + 1)); }
 contains "$tmp/out" "rows not run)" "run interrupted: rows not run"
 contains "$tmp/out" "# run: INTERRUPTED" "run interrupted: verdict"
-# Inside a row: one row of 20 s or more on this machine (most of it the oracle's), stopped
-# between the oracle's key blocks; without that it would finish the row and exit 0.
-code=$(interrupt 2 "$bin" run --seq 16384 --heads 32 --kv-heads 8 --head-dim 128 --dcp-size 8 --cases 1)
+# Inside a row: one row of 131072 keys (about 30 s on the 2-core development machine; its case
+# generation alone 15 s), stopped between blocks of generated keys or of the oracle's keys
+# within a second; without that it would finish the row and exit 0.
+code=$(interrupt 2 "$bin" run --seq 131072 --heads 32 --kv-heads 8 --head-dim 128 --dcp-size 8 --cases 1)
 [ "$code" -eq 130 ] && passes=$((passes + 1)) || { echo "FAIL: run interrupted inside a row: exit $code"; failures=$((failures + 1)); }
 contains "$tmp/out" "(interrupted: 1 rows not run)" "run interrupted inside a row: summary"
 contains "$tmp/out" "# run: INTERRUPTED" "run interrupted inside a row: verdict"

@@ -1,5 +1,6 @@
 #include "tools/check_cmd.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -15,6 +16,14 @@
 #include "tools/junit.hpp"
 #include "tools/session.hpp"
 #include "tools/table.hpp"
+
+#ifdef DCP_HAVE_MPI
+#include <mpi.h>
+
+#include "gpu/comm/comm_mpi.hpp"
+#include "tools/backends.hpp"
+#include "tools/mpi_jobs.hpp"
+#endif
 
 namespace dcp::tools {
 namespace {
@@ -144,6 +153,81 @@ struct Request {
 std::string request_prefix(size_t requests, size_t b) {
   return requests > 1 ? "request " + std::to_string(b) + ": " : "";
 }
+
+// The processes of the job judging the parts: one (every part here), or mpirun's P.
+struct Job {
+  int64_t rank = 0, size = 1;
+};
+
+// Which process judges each part, the parts of every request in order (the output, then each
+// rank's partial): the most costly first, each to the least loaded process so far. A part's cost
+// is its (row, key) pairs, about T Hq S for the output and T Hq S / N for a rank's shard.
+std::vector<int64_t> assign_parts(const std::vector<Request>& reqs, int64_t processes) {
+  std::vector<double> cost;
+  for (const Request& q : reqs) {
+    const double full = static_cast<double>(q.c.tokens()) * static_cast<double>(q.c.q_heads()) *
+                        static_cast<double>(q.c.seq());
+    for (int64_t part = 0; part < q.planned; ++part)
+      cost.push_back(part == 0 ? full : full / static_cast<double>(q.r.dcp_size));
+  }
+  std::vector<size_t> order(cost.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return cost[a] > cost[b]; });
+  std::vector<double> load(static_cast<size_t>(processes), 0.0);
+  std::vector<int64_t> owner(cost.size(), 0);
+  for (const size_t i : order) {
+    const auto least = std::min_element(load.begin(), load.end()) - load.begin();
+    owner[i] = least;
+    load[static_cast<size_t>(least)] += cost[i];
+  }
+  return owner;
+}
+
+#ifdef DCP_HAVE_MPI
+// A judged part as doubles, for the gather to process 0: the rank (-1: the output), kappa, the
+// six counts, then four Worst (index, got, expected, error, bound, ratio). Counts and indices
+// are below 2^53, so exact.
+constexpr size_t kWorstDoubles = 8;
+constexpr size_t kPartFixed = 8;
+constexpr size_t kPartDoubles = kPartFixed + 4 * kWorstDoubles;
+
+void pack_worst(const Worst& w, double* p) {
+  for (int i = 0; i < 3; ++i) p[i] = static_cast<double>(w.index[static_cast<size_t>(i)]);
+  p[3] = w.got, p[4] = w.expected, p[5] = w.error, p[6] = w.bound, p[7] = w.ratio;
+}
+
+Worst unpack_worst(const double* p) {
+  Worst w;
+  for (int i = 0; i < 3; ++i) w.index[static_cast<size_t>(i)] = static_cast<int64_t>(p[i]);
+  w.got = p[3], w.expected = p[4], w.error = p[5], w.bound = p[6], w.ratio = p[7];
+  return w;
+}
+
+void pack_part(const oracle::PartCheck& pc, double* p) {
+  const oracle::Comparison& c = pc.cmp;
+  p[0] = pc.rank ? static_cast<double>(*pc.rank) : -1.0;
+  p[1] = pc.kappa;
+  const int64_t counts[] = {c.o_elements,     c.o_violations, c.lse_elements,
+                            c.lse_violations, c.o_suspects,   c.lse_suspects};
+  for (size_t i = 0; i < 6; ++i) p[2 + i] = static_cast<double>(counts[i]);
+  const Worst* worst[] = {&c.o_worst, &c.lse_worst, &c.o_worst_stat, &c.lse_worst_stat};
+  for (size_t i = 0; i < 4; ++i) pack_worst(*worst[i], p + kPartFixed + i * kWorstDoubles);
+}
+
+oracle::PartCheck unpack_part(const double* p) {
+  oracle::PartCheck pc;
+  if (p[0] >= 0.0) pc.rank = static_cast<int64_t>(p[0]);
+  pc.kappa = p[1];
+  oracle::Comparison& c = pc.cmp;
+  int64_t* counts[] = {&c.o_elements,     &c.o_violations, &c.lse_elements,
+                       &c.lse_violations, &c.o_suspects,   &c.lse_suspects};
+  for (size_t i = 0; i < 6; ++i) *counts[i] = static_cast<int64_t>(p[2 + i]);
+  Worst* worst[] = {&c.o_worst, &c.lse_worst, &c.o_worst_stat, &c.lse_worst_stat};
+  for (size_t i = 0; i < 4; ++i) *worst[i] = unpack_worst(p + kPartFixed + i * kWorstDoubles);
+  return pc;
+}
+#endif
 
 // The header: the command, the case (its first request's shapes and, for a batch, the totals),
 // the claim (the same for every request: the metadata is the batch's) and the table's header.
@@ -315,7 +399,7 @@ bool write_check_json(const CheckOptions& o, const std::vector<Request>& reqs,
   return write_reports("check", o.json_path, o.junit_path, report);
 }
 
-int run_check(const CheckOptions& o, const Limits& lim) {
+int run_check(const CheckOptions& o, const Limits& lim, const Job& job = {}) {
   auto bad = [](const std::string& why) { return refuse("check", why, std::cerr); };
   for (const auto& [flag, path] : {std::pair{"--json", o.json_path}, {"--junit", o.junit_path}})
     if (const auto why =
@@ -358,27 +442,68 @@ int run_check(const CheckOptions& o, const Limits& lim) {
   judge.bytes += files.bytes;
   if (const auto why = over_limits(judge, lim)) return bad("--case " + o.case_path + ": " + *why);
   InterruptGuard guard;
-  Progress progress("check", planned);
+  const std::vector<int64_t> owner = assign_parts(reqs, job.size);
+  Progress progress("check",
+                    static_cast<int64_t>(std::count(owner.begin(), owner.end(), job.rank)));
   oracle::Watch watch;
   watch.stop = [] { return interrupted(); };
   oracle::ResultCheck all;  // every request's parts, for the batch's verdict
-  for (size_t b = 0; b < B && !interrupted(); ++b) {
+  std::vector<std::optional<oracle::PartCheck>> judged(owner.size());  // this process's (MPI)
+  std::string why;                                                     // the first error here
+  int64_t global = 0, done = 0;
+  for (size_t b = 0; b < B && !interrupted() && why.empty(); ++b) {
     Request& q = reqs[b];
-    for (int64_t part = 0; part < q.planned && !interrupted(); ++part) {
-      progress.update(static_cast<int64_t>(all.parts.size()));
+    for (int64_t part = 0; part < q.planned && !interrupted(); ++part, ++global) {
+      if (owner[static_cast<size_t>(global)] != job.rank) continue;
+      progress.update(done++);
       // Part 0 is the merged output, part k >= 1 the partial of rank k - 1.
       auto p = oracle::check_part(
           q.c, q.r, part == 0 ? std::nullopt : std::optional<int64_t>(part - 1), tier, watch);
       if (!p && interrupted()) break;  // inside a part: the parts so far are the summary
       if (!p) {
-        progress.clear();
-        return bad(request_prefix(B, b) + p.status().message());
+        why = request_prefix(B, b) + p.status().message();
+        break;
+      }
+      if (job.size > 1) {
+        judged[static_cast<size_t>(global)] = *p;
+        continue;
       }
       q.rc.parts.push_back(*p);
       all.parts.push_back(*p);
     }
   }
   progress.clear();
+#ifdef DCP_HAVE_MPI
+  if (job.size > 1) {
+    // Every process's parts to process 0, in part order; any error or Ctrl-C ends the job.
+    const std::string me = "process " + std::to_string(job.rank);
+    const std::string stopped_line = "# check: INTERRUPTED (" + me + "); nothing reported\n";
+    const int code = !why.empty() ? kExitBadInput : interrupted() ? kExitInterrupted : kExitOk;
+    if (const int jc = job_code(code, stopped_line); jc != kExitOk) {
+      if (code == kExitInterrupted) std::cout << stopped_line;
+      if (code == kExitBadInput) bad(me + ": " + why);
+      return jc;
+    }
+    std::vector<double> mine(judged.size() * kPartDoubles, 0.0);
+    for (size_t g = 0; g < judged.size(); ++g)
+      if (judged[g]) pack_part(*judged[g], &mine[g * kPartDoubles]);
+    std::vector<double> every(job.rank == 0 ? mine.size() * static_cast<size_t>(job.size) : 0);
+    MPI_Request req;
+    MPI_Igather(mine.data(), static_cast<int>(mine.size()), MPI_DOUBLE, every.data(),
+                static_cast<int>(mine.size()), MPI_DOUBLE, 0, MPI_COMM_WORLD, &req);
+    wait_polling(&req, stopped_line);
+    if (job.rank != 0) return kExitOk;  // process 0 reports for the job
+    size_t g = 0;
+    for (size_t b = 0; b < B; ++b)
+      for (int64_t part = 0; part < reqs[b].planned; ++part, ++g) {
+        const size_t from = static_cast<size_t>(owner[g]) * mine.size() + g * kPartDoubles;
+        const oracle::PartCheck p = unpack_part(&every[from]);
+        reqs[b].rc.parts.push_back(p);
+        all.parts.push_back(p);
+      }
+  }
+#endif
+  if (!why.empty()) return bad(why);
   const bool stopped = static_cast<int64_t>(all.parts.size()) < planned;
   if (all.parts.empty()) {
     std::cout << "# check: INTERRUPTED (no part was judged)\n";
@@ -445,7 +570,8 @@ int run_check(const CheckOptions& o, const Limits& lim) {
   std::cout << "# parts: " << all.parts.size()
             << "  max err/bound: " << cell("%.4f", all.max_ratio())
             << "  max err/stat: " << cell("%.4f", all.max_stat_ratio())
-            << "  time: " << cell("%.1f", secs) << " s\n"
+            << "  time: " << cell("%.1f", secs) << " s"
+            << (job.size > 1 ? "  processes: " + std::to_string(job.size) : std::string()) << "\n"
             << "# bound: " << o.bound << " gates the exit; statistical tier's false-alarm "
             << "probability <= " << cell("%.1e", statistical_false_alarm(all)) << "\n"
             << "# check: " << verdict << "\n";
@@ -476,7 +602,23 @@ Command add_check_command(CLI::App& app) {
   cmd->add_option("--junit", o->junit_path,
                   "Also write the report as JUnit XML, one test case per part (docs/cli.md)");
   add_switch(cmd, "--quiet", o->quiet, "Print failing rows and the summary only");
-  return {cmd, [o](const Limits& lim) { return run_check(*o, lim); }};
+  return {cmd, [o](const Limits& lim) {
+#ifdef DCP_HAVE_MPI
+            // Under mpirun -np P the parts are shared among the processes (assign_parts) and
+            // process 0 reports them all; the node's processes share its memory.
+            if (launched_by_mpirun()) {
+              if (const auto st = gpu::mpi_init(nullptr, nullptr); !st)
+                return refuse("check", st.message(), std::cerr);
+              const Job job{gpu::mpi_world_rank(), gpu::mpi_world_size()};
+              Limits mine = lim;
+              mine.memory_bytes /= static_cast<double>(gpu::mpi_node().size);
+              const int code = job.size > 1 ? run_check(*o, mine, job) : run_check(*o, lim);
+              gpu::mpi_finalize(code);
+              return code;
+            }
+#endif
+            return run_check(*o, lim);
+          }};
 }
 
 }  // namespace dcp::tools

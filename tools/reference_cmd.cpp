@@ -14,10 +14,8 @@
 #ifdef DCP_HAVE_MPI
 #include <mpi.h>
 
-#include <chrono>
-#include <thread>
-
 #include "gpu/comm/comm_mpi.hpp"
+#include "tools/mpi_jobs.hpp"
 #endif
 
 namespace dcp::tools {
@@ -32,21 +30,6 @@ struct ReferenceOptions {
 // [r S / P, (r + 1) S / P) (the sink on process 0), and process 0 merges them in process order,
 // which is key order, with the merge monoid (docs/oracle.md, "Over MPI"). Every wait polls, so
 // Ctrl-C on any process ends the job.
-
-// Waits for a non-blocking collective; Ctrl-C ends the whole job (the peers would wait for this
-// process forever).
-void wait_polling(MPI_Request* req) {
-  int done = 0;
-  while (MPI_Test(req, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && !done) {
-    if (interrupted()) {
-      std::cout << "# reference: INTERRUPTED (process " << gpu::mpi_world_rank()
-                << "); nothing written\n"
-                << std::flush;
-      gpu::mpi_abort(kExitInterrupted);
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-}
 
 // A row's state as doubles: m, z and n[Dv], each hi then lo.
 constexpr int64_t kStateFixed = 4;
@@ -100,10 +83,9 @@ int run_reference_mpi(const ReferenceOptions& o, const Limits& lim, int64_t rank
     }
   }
   // Every process reaches this point; the job goes on only if all of them got here whole.
-  int worst = code, job = 0;
-  MPI_Request req;
-  MPI_Iallreduce(&worst, &job, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, &req);
-  wait_polling(&req);
+  const std::string stopped =
+      "# reference: INTERRUPTED (process " + std::to_string(rank) + "); nothing written\n";
+  const int job = job_code(code, stopped);
   if (job != kExitOk) {
     if (code == kExitInterrupted) {
       std::cout << "# reference: INTERRUPTED (process " << rank << ": " << why << "); "
@@ -123,9 +105,10 @@ int run_reference_mpi(const ReferenceOptions& o, const Limits& lim, int64_t rank
       p[kStateFixed + 2 * i] = st.n[i].hi, p[kStateFixed + 2 * i + 1] = st.n[i].lo;
   }
   std::vector<double> all(rank == 0 ? packed.size() * static_cast<size_t>(size) : 0);
+  MPI_Request req;
   MPI_Igather(packed.data(), static_cast<int>(packed.size()), MPI_DOUBLE, all.data(),
               static_cast<int>(packed.size()), MPI_DOUBLE, 0, MPI_COMM_WORLD, &req);
-  wait_polling(&req);
+  wait_polling(&req, stopped);
   if (rank != 0) return kExitOk;
   for (int64_t q = 1; q < size; ++q)  // process q's keys follow process q - 1's
     for (int64_t r = 0; r < T * Hq; ++r) {

@@ -393,7 +393,10 @@ oracle::Expected<RunCase> configured_case(const CaseOptions& o, uint64_t seed, i
   if (!spec) return spec.status();
   oracle::Expected<gpu::DcpConfig> cfg = configured_path(o, p, seed, world);
   if (!cfg) return cfg.status();
-  DcpSetup setup{.spec = *spec, .cfg = *cfg, .chunks = props::make_chunks(spec->seq, seed)};
+  // The chunk writes are drawn when a request is made (batch_request), after the plan has
+  // checked the memory: a context of 10^12 tokens would need gigabytes for its chunk list alone.
+  // Any drawn list is valid; one whole write stands for it here.
+  DcpSetup setup{.spec = *spec, .cfg = *cfg, .chunks = {spec->seq}};
   setup.cfg.base = props::to_gpu_base(spec->lse_base);
   // Every range and combination, named by its flag, before anything runs.
   DCP_TRY(props::validate_setup(setup, names));
@@ -434,9 +437,10 @@ int64_t request_seq(const RunCase& rc, int64_t b) {
 
 DcpSetup batch_request(const RunCase& rc, int64_t b) {
   DcpSetup r = rc.setup;
-  if (b == 0) return r;
-  r.spec.seq = request_seq(rc, b);
-  r.spec.seed = rc.setup.spec.seed * kRequestSeedStride + static_cast<uint64_t>(b);
+  if (b > 0) {
+    r.spec.seq = request_seq(rc, b);
+    r.spec.seed = rc.setup.spec.seed * kRequestSeedStride + static_cast<uint64_t>(b);
+  }
   r.chunks = props::make_chunks(r.spec.seq, r.spec.seed);
   return r;
 }

@@ -66,7 +66,8 @@ struct RunCase {
 // Registers the case-shaping flags on a subcommand.
 void add_case_flags(CLI::App* cmd, CaseOptions& o);
 
-// The case the flags describe, with case values and chunk writes from `seed`; world > 0 is the
+// The case the flags describe, with case values from `seed` (its chunk writes are drawn by
+// batch_request; setup.chunks holds one whole write until then); world > 0 is the
 // number of MPI processes (the TP size when not given). Every bad flag, and every combination the
 // path cannot run (top-k beyond the keys a query sees, more splits than a rank has keys), is a
 // one-line error naming the flags.

@@ -82,26 +82,37 @@ TEST(KvTensor, ToStoredKeepsEveryQuantizedValue) {
 }
 
 // A generated case holding K and V as stored bytes has the values of the same spec held as
-// doubles; asked to stop, its generation ends between blocks of draws.
+// doubles, in every 16- and 8-bit format and for the value styles drawn straight into bytes;
+// asked to stop, its generation ends between blocks of draws.
 TEST(KvTensor, AStoredGeneratedCaseHoldsTheSameValuesAndStopsWhenAsked) {
-  props::CaseSpec spec;
-  spec.kv_heads = 2;
-  spec.q_heads = 4;
-  spec.head_dim = spec.v_dim = 16;
-  spec.seq = 3000;  // 96000 draws of K: two blocks
-  spec.seed = 11;
-  const Case doubles = props::make_case(spec);
-  int polls = 0;
-  const auto stored =
-      props::make_case_unless(spec, props::KvHolding::stored, [&] { return ++polls < 0; });
-  ASSERT_TRUE(stored.has_value());
-  EXPECT_EQ(polls, 4);  // K and V, two blocks each
-  ASSERT_TRUE(stored->k.is_stored() && stored->v.is_stored());
-  EXPECT_EQ(stored->k.widened().data, doubles.k.data);
-  EXPECT_EQ(stored->v.widened().data, doubles.v.data);
-  EXPECT_EQ(stored->q.data, doubles.q.data);
+  for (const DType kv : {DType::f32, DType::bf16, DType::f16, DType::f8e4m3, DType::f8e5m2})
+    for (const props::ValueStyle style :
+         {props::ValueStyle::normal, props::ValueStyle::peaked, props::ValueStyle::tiny}) {
+      props::CaseSpec spec;
+      spec.kv_heads = 2;
+      spec.q_heads = 4;
+      spec.head_dim = spec.v_dim = 16;
+      spec.seq = 3000;  // 96000 draws of K: two blocks
+      spec.kv_dtype = kv;
+      spec.values = style;
+      spec.seed = 11;
+      const std::string what = props::describe(spec);
+      const Case doubles = props::make_case(spec);
+      int polls = 0;
+      const auto stored =
+          props::make_case_unless(spec, props::KvHolding::stored, [&] { return ++polls < 0; });
+      ASSERT_TRUE(stored.has_value()) << what;
+      EXPECT_EQ(polls, 4) << what;  // K and V, two blocks each
+      ASSERT_TRUE(stored->k.is_stored() && stored->v.is_stored()) << what;
+      EXPECT_EQ(stored->k.bytes_held(), stored->k.numel() * dtype_bytes(kv)) << what;
+      EXPECT_EQ(stored->k.widened().data, doubles.k.data) << what;
+      EXPECT_EQ(stored->v.widened().data, doubles.v.data) << what;
+      EXPECT_EQ(stored->q.data, doubles.q.data) << what;  // peaked aligns q with a stored key
+    }
 
-  polls = 0;
+  props::CaseSpec spec;
+  spec.seq = 20000;  // K: 160000 draws, three blocks
+  int polls = 0;
   EXPECT_FALSE(
       props::make_case_unless(spec, props::KvHolding::stored, [&] { return ++polls > 1; }));
   EXPECT_EQ(polls, 2);  // stopped before K's second block
