@@ -60,19 +60,17 @@ void narrow_to_stored(DType dtype, const double* x, int64_t n, uint8_t* out) {
   };
   switch (dtype) {
     case DType::bf16:
+    case DType::f16: {
+      const bool bf = dtype == DType::bf16;
+      const uint16_t quiet_nan = bf ? 0x7fc0 : 0x7e00;
       for (int64_t i = 0; i < n; ++i) {
         const uint16_t sign = std::signbit(x[i]) ? 0x8000 : 0;
-        put(i,
-            static_cast<uint16_t>(std::isnan(x[i]) ? (sign | 0x7fc0) : double_to_bf16_bits(x[i])));
+        put(i, static_cast<uint16_t>(
+                   std::isnan(x[i]) ? (sign | quiet_nan)
+                                    : (bf ? double_to_bf16_bits(x[i]) : double_to_f16_bits(x[i]))));
       }
       return;
-    case DType::f16:
-      for (int64_t i = 0; i < n; ++i) {
-        const uint16_t sign = std::signbit(x[i]) ? 0x8000 : 0;
-        put(i,
-            static_cast<uint16_t>(std::isnan(x[i]) ? (sign | 0x7e00) : double_to_f16_bits(x[i])));
-      }
-      return;
+    }
     case DType::f32:
       for (int64_t i = 0; i < n; ++i) put(i, std::bit_cast<uint32_t>(static_cast<float>(x[i])));
       return;

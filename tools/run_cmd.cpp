@@ -99,7 +99,7 @@ DcpSetup make_row(CaseSpec spec, int64_t tp, int64_t n, int64_t il, gpu::CommStr
   s.cfg.strategy = st;
   s.cfg.replicate_q = repl;
   s.cfg.base = props::to_gpu_base(spec.lse_base);
-  s.chunks = props::make_chunks(spec.seq, spec.seed);
+  s.chunks = {spec.seq};  // batch_request draws the writes
   s.spec = spec;
   return s;
 }

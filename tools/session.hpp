@@ -45,7 +45,7 @@ class Progress {
   Progress(std::string what, int64_t total);
   void update(double done);  // `done` units finished (a fraction inside one); redraws when due
   void update(int64_t done) { update(static_cast<double>(done)); }
-  void clear();              // erases the line (if one is drawn), before writing to stdout
+  void clear();  // erases the line (if one is drawn), before writing to stdout
 
  private:
   std::string what_;
