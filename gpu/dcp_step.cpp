@@ -71,6 +71,24 @@ GpuStatus validate_inputs(const DcpInputs& in, const DcpConfig& cfg) {
   if (!d.shared_latent && in.v.dtype != in.k.dtype)
     return DCP_GPU_ERROR("tensor 'v': ", format_name(in.v.dtype), " elements; expected k's ",
                          format_name(in.k.dtype));
+  if (!d.shared_latent && in.v.quantize != in.k.quantize)
+    return DCP_GPU_ERROR("tensor 'v': quantize = ", in.v.quantize, "; expected k's (", in.k.quantize,
+                         ")");
+  const auto check_scale = [&](const std::vector<float>& sc, const char* name) -> GpuStatus {
+    if (!sc.empty() && sc.size() != 1 && sc.size() != static_cast<size_t>(d.kv_heads))
+      return DCP_GPU_ERROR("tensor '", name, "': ", sc.size(), " elements; expected none, 1 (per ",
+                           "tensor) or ", d.kv_heads, " (per KV head)");
+    for (size_t g = 0; g < sc.size(); ++g)
+      if (!std::isfinite(sc[g]) || !(sc[g] > 0.0f))
+        return DCP_GPU_ERROR("tensor '", name, "': element [", g, "] = ", sc[g],
+                             "; expected a finite scale > 0");
+    return {};
+  };
+  DCP_GPU_TRY(check_scale(in.k_scale, "k_scale"));
+  DCP_GPU_TRY(check_scale(in.v_scale, "v_scale"));
+  if (d.shared_latent && !in.v_scale.empty())
+    return DCP_GPU_ERROR("tensor 'v_scale': given for a shared latent, whose V is K (k_scale "
+                         "scales both)");
   if (in.q_pos.size() != static_cast<size_t>(T)) return size_err("q_pos", in.q_pos.size(), T);
   for (int64_t t = 0; t < T; ++t) {
     if (in.q_pos[static_cast<size_t>(t)] < 0)
@@ -125,6 +143,16 @@ Result<KvCacheSpec> rank_cache_spec(const DcpInputs& in, const DcpConfig& cfg, i
   return spec;
 }
 
+KvScales rank_kv_scales(const DcpInputs& in, const KvCacheSpec& spec) {
+  const auto local = [&](const std::vector<float>& s) {
+    std::vector<float> out;
+    for (int64_t g = 0; g < (s.empty() ? 0 : spec.kv_heads); ++g)
+      out.push_back(s.size() == 1 ? s[0] : s[static_cast<size_t>(spec.kv_head0 + g)]);
+    return out;
+  };
+  return KvScales{local(in.k_scale), local(in.v_scale)};
+}
+
 std::vector<int64_t> write_chunks(const DcpInputs& in) {
   return in.chunks.empty() ? std::vector<int64_t>{in.seq} : in.chunks;
 }
@@ -134,6 +162,7 @@ ChunkRows chunk_rows(const DcpInputs& in, const KvCacheSpec& spec, int64_t pos0,
   const int64_t H = spec.kv_heads, dk = d.head_dim, dv = d.v_dim;
   ChunkRows c;
   c.dtype = in.k.dtype;
+  c.quantize = in.k.quantize;
   const int64_t e = format_bytes(c.dtype);
   c.k.resize(static_cast<size_t>(len * H * dk * e));
   c.v.resize(d.shared_latent ? 0 : static_cast<size_t>(len * H * dv * e));

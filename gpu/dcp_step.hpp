@@ -91,7 +91,9 @@ struct DcpGeometry {
 };
 
 // Keys or values [S, Hkv, D] as the writer hands them to the caches: numel elements of dtype
-// (f32 as floats, f16 and bf16 as their bit patterns; the caches round them to kv_dtype), owned
+// (f32 as floats, f16 and bf16 as their bit patterns, fp8 as bytes): the caches' stored elements
+// (rounded to kv_dtype), or with `quantize` values, which the caches store as x / scale rounded
+// to kv_dtype (kv_view.hpp). Owned
 // here (from floats) or borrowed (a case's stored bytes, kept alive by `owner`), so a long
 // context's K and V are not copied to be written.
 struct KvSource {
@@ -99,6 +101,7 @@ struct KvSource {
   const void* data = nullptr;
   int64_t numel = 0;
   std::shared_ptr<const void> owner;
+  bool quantize = false;
 
   KvSource() = default;
   KvSource(std::vector<float> values);  // NOLINT: fp32 values, owned; implicit as a vector's
@@ -127,6 +130,11 @@ struct DcpInputs {
   KvSource k;                                   // [S, Hkv, Dk]
   KvSource v;                                   // [S, Hkv, Dv]; empty for a shared latent
   StorageFormat kv_dtype = StorageFormat::f32;  // the caches' format
+  // The caches' dequantization scales (an fp8 cache's k_scale / v_scale, as engines keep them):
+  // [1] per tensor or [Hkv] per KV head, finite and > 0; empty: none. The key the attention
+  // means is the stored key times k_scale (KvSource says what k and v hold; v's quantize must be
+  // k's). A shared latent has no v_scale: k_scale scales its V too.
+  std::vector<float> k_scale, v_scale;
   std::vector<int64_t> q_pos;                   // [T] global positions
   int64_t seq = 0;                              // S
   float scale = 1.0f;
@@ -157,6 +165,8 @@ GpuStatus validate_inputs(const DcpInputs& in, const DcpConfig& cfg);
 // the cache a TP rank holds: its dcp rank, rows (in.physical_rows, or just enough for S), the
 // KV heads its group reads, shapes and storage format;
 Result<KvCacheSpec> rank_cache_spec(const DcpInputs& in, const DcpConfig& cfg, int64_t tp_rank);
+// the scales of the KV heads the spec stores ([spec.kv_heads] each, or none);
+KvScales rank_kv_scales(const DcpInputs& in, const KvCacheSpec& spec);
 // the KV writes that build the cache, in order (in.chunks, or one chunk of S);
 std::vector<int64_t> write_chunks(const DcpInputs& in);
 // chunk [pos0, pos0 + len) of the model-wide K and V cut down to the spec's KV heads, as a
@@ -165,6 +175,7 @@ std::vector<int64_t> write_chunks(const DcpInputs& in);
 struct ChunkRows {
   StorageFormat dtype = StorageFormat::f32;
   std::vector<uint8_t> k, v;
+  bool quantize = false;  // in.k.quantize
 };
 ChunkRows chunk_rows(const DcpInputs& in, const KvCacheSpec& spec, int64_t pos0, int64_t len);
 // that the rank's DCP-group communicator (rank comm_rank of comm_size) is the one tp_rank needs;

@@ -58,6 +58,11 @@ enum class Mutant : uint8_t {
   scale_twice,        // softmax scale applied twice
   scale_missing,      // softmax scale not applied
   a2a_lse_bf16,       // the LSE packed into the a2a buffer rounded to bf16
+  // The caches' dequantization scales (an fp8 cache's k_scale and v_scale, kv_view.hpp).
+  k_scale_missing,  // the logits use the stored keys: K scale not folded in
+  k_scale_twice,    // the K scale folded in twice (dequantized keys scaled again)
+  v_scale_missing,  // the output uses the stored values: V scale not applied
+  v_scale_twice,    // the V scale applied twice
   // Tokens lost or doubled (the fp32 model).
   drop_token,       // the highest-scoring visible key of each row is skipped
   duplicate_token,  // ... or counted twice
@@ -107,6 +112,10 @@ inline constexpr MutantInfo kMutantCatalogue[] = {
     {Mutant::scale_twice, "scale_twice", "arithmetic"},
     {Mutant::scale_missing, "scale_missing", "arithmetic"},
     {Mutant::a2a_lse_bf16, "a2a_lse_bf16", "arithmetic"},
+    {Mutant::k_scale_missing, "k_scale_missing", "kv scales"},
+    {Mutant::k_scale_twice, "k_scale_twice", "kv scales"},
+    {Mutant::v_scale_missing, "v_scale_missing", "kv scales"},
+    {Mutant::v_scale_twice, "v_scale_twice", "kv scales"},
     {Mutant::drop_token, "drop_token", "tokens", kInModel},
     {Mutant::duplicate_token, "duplicate_token", "tokens", kInModel},
     {Mutant::lost_token, "lost_token", "tokens", kInModel},

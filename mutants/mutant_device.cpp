@@ -256,11 +256,21 @@ GpuStatus MutantDevice::kv_write(const body::KvWrite& a) {
       return DCP_GPU_ERROR("kv write: rank ", a.rank, " row ", row, " maps to position ", pos,
                            ", outside the chunk [", a.pos0, ", ", a.pos0 + a.len, ")");
     for (int64_t g = 0; g < c.kv_heads; ++g) {
-      for (int64_t x = 0; x < c.head_dim; ++x)
-        c.set_key(row, g, x, gpu::load_element(a.src, a.k, (i * c.kv_heads + g) * c.head_dim + x));
+      for (int64_t x = 0; x < c.head_dim; ++x) {
+        const float e = gpu::load_element(a.src, a.k, (i * c.kv_heads + g) * c.head_dim + x);
+        if (a.quantize)
+          c.set_key(row, g, x, e);
+        else
+          c.set_stored_key(row, g, x, e);
+      }
       if (!a.latent)
-        for (int64_t x = 0; x < c.v_dim; ++x)
-          c.set_value(row, g, x, gpu::load_element(a.src, a.v, (i * c.kv_heads + g) * c.v_dim + x));
+        for (int64_t x = 0; x < c.v_dim; ++x) {
+          const float e = gpu::load_element(a.src, a.v, (i * c.kv_heads + g) * c.v_dim + x);
+          if (a.quantize)
+            c.set_value(row, g, x, e);
+          else
+            c.set_stored_value(row, g, x, e);
+        }
     }
     c.written[row] = 1;
   }
@@ -284,7 +294,28 @@ GpuStatus MutantDevice::partial_attention(const PartialAttentionParams& p) {
 
 // The production attention with the bug in its arguments (or none).
 GpuStatus MutantDevice::attention_with_args(PartialAttentionParams p) {
+  // A scale applied twice: the cache's scales squared.
+  const auto squared = [&](const float* s) {
+    std::vector<float> sq;
+    for (int64_t g = 0; s != nullptr && g < p.kv.kv_heads; ++g) sq.push_back(s[g] * s[g]);
+    return sq;
+  };
+  std::vector<float> twice;
   switch (m_) {
+    case Mutant::k_scale_missing:
+      p.kv.k_scale = nullptr;
+      break;
+    case Mutant::k_scale_twice:
+      twice = squared(p.kv.k_scale);
+      if (!twice.empty()) p.kv.k_scale = twice.data();
+      break;
+    case Mutant::v_scale_missing:
+      p.kv.v_scale = nullptr;
+      break;
+    case Mutant::v_scale_twice:
+      twice = squared(p.kv.v_scale);
+      if (!twice.empty()) p.kv.v_scale = twice.data();
+      break;
     case Mutant::scale_missing:
       p.scale = 1.0f;
       break;

@@ -19,11 +19,13 @@ std::vector<float> to_float(const std::vector<double>& x) {
 }
 
 // Keys or values [S, H, D] as the production path's writer hands them to the caches, in the
-// caches' format f: a case file's bytes where they are f's already (borrowed, kept alive by the
-// file's mapping), else the values encoded in f a row at a time (exact for unscaled values,
-// which are f's; a scaled fp8 value, cached as f32, is rounded to fp32 here as before).
-gpu::KvSource kv_source(const oracle::KvTensor& t, gpu::StorageFormat f) {
-  if (t.is_stored() && t.stored_dtype() == to_oracle_dtype(f) && t.stored_scale().empty())
+// caches' format f: the stored elements, each value divided by its KV head's scale (`scale`:
+// empty, [1] or [H]; a case's values are stored elements times the scale, so the quotient is the
+// stored element, exactly). A case file's bytes are borrowed where they are those elements
+// already (kept alive by the file's mapping); otherwise they are encoded a row at a time.
+gpu::KvSource kv_source(const oracle::KvTensor& t, gpu::StorageFormat f,
+                        const std::vector<double>& scale) {
+  if (t.is_stored() && t.stored_dtype() == to_oracle_dtype(f) && t.stored_scale() == scale)
     return gpu::KvSource::borrowed(f, t.stored_bytes(), t.numel(), t.stored_owner());
   const int64_t S = t.dim(0), H = t.dim(1), D = t.dim(2);
   auto held =
@@ -32,8 +34,9 @@ gpu::KvSource kv_source(const oracle::KvTensor& t, gpu::StorageFormat f) {
   for (int64_t j = 0; j < S; ++j)
     for (int64_t g = 0; g < H; ++g) {
       const double* r = t.row(j, g, row.data());
+      const double sg = scale.empty() ? 1.0 : scale.size() == 1 ? scale[0] : scale[g];
       for (int64_t i = 0; i < D; ++i)
-        gpu::store_element(f, held->data(), (j * H + g) * D + i, static_cast<float>(r[i]));
+        gpu::store_element(f, held->data(), (j * H + g) * D + i, static_cast<float>(r[i] / sg));
     }
   const uint8_t* data = held->data();
   return gpu::KvSource::borrowed(f, data, t.numel(), std::move(held));
@@ -119,15 +122,34 @@ struct Judge {
 }  // namespace
 
 gpu::StorageFormat to_storage_format(oracle::DType d) {
-  return d == oracle::DType::bf16  ? gpu::StorageFormat::bf16
-         : d == oracle::DType::f16 ? gpu::StorageFormat::f16
-                                   : gpu::StorageFormat::f32;
+  switch (d) {
+    case oracle::DType::bf16:
+      return gpu::StorageFormat::bf16;
+    case oracle::DType::f16:
+      return gpu::StorageFormat::f16;
+    case oracle::DType::f8e4m3:
+      return gpu::StorageFormat::f8e4m3;
+    case oracle::DType::f8e5m2:
+      return gpu::StorageFormat::f8e5m2;
+    default:
+      return gpu::StorageFormat::f32;
+  }
 }
 
 oracle::DType to_oracle_dtype(gpu::StorageFormat d) {
-  return d == gpu::StorageFormat::bf16  ? oracle::DType::bf16
-         : d == gpu::StorageFormat::f16 ? oracle::DType::f16
-                                        : oracle::DType::f32;
+  switch (d) {
+    case gpu::StorageFormat::bf16:
+      return oracle::DType::bf16;
+    case gpu::StorageFormat::f16:
+      return oracle::DType::f16;
+    case gpu::StorageFormat::f8e4m3:
+      return oracle::DType::f8e4m3;
+    case gpu::StorageFormat::f8e5m2:
+      return oracle::DType::f8e5m2;
+    case gpu::StorageFormat::f32:
+      break;
+  }
+  return oracle::DType::f32;
 }
 
 gpu::DcpInputs to_dcp_inputs(const Case& c, std::vector<int64_t> chunks) {
@@ -136,8 +158,10 @@ gpu::DcpInputs to_dcp_inputs(const Case& c, std::vector<int64_t> chunks) {
                                c.head_dim(), c.v_dim,     c.shared_latent()};
   in.q = to_float(c.q.data);
   in.kv_dtype = to_storage_format(c.kv_dtype);
-  in.k = kv_source(c.k, in.kv_dtype);
-  if (!c.shared_latent()) in.v = kv_source(c.v, in.kv_dtype);
+  in.k = kv_source(c.k, in.kv_dtype, c.k_scale);
+  if (!c.shared_latent()) in.v = kv_source(c.v, in.kv_dtype, c.v_scale);
+  in.k_scale = to_float(c.k_scale);  // fp32 values (case.hpp)
+  in.v_scale = to_float(c.v_scale);
   for (int64_t t = 0; t < c.tokens(); ++t) in.q_pos.push_back(c.query_pos(t));
   in.seq = c.seq();
   in.scale = static_cast<float>(c.scale ? *c.scale : 1.0 / std::sqrt(double(c.head_dim())));

@@ -33,8 +33,8 @@ inline gpu::LseBase to_gpu_base(oracle::LseBase b) {
   return b == oracle::LseBase::e ? gpu::LseBase::e : gpu::LseBase::two;
 }
 
-// The production path's inputs for a case (values exact in fp32, except a scaled fp8 cache's
-// products of value and scale, rounded to fp32). chunks: KV write lengths.
+// The production path's inputs for a case, exactly: q in fp32, K and V as the caches' stored
+// elements (kv_dtype's) with the case's k_scale and v_scale. chunks: KV write lengths.
 gpu::DcpInputs to_dcp_inputs(const oracle::Case& c, std::vector<int64_t> chunks);
 
 // The arithmetic the production path claims (its kernels' KernelMath, formats and tiling) for the

@@ -89,6 +89,7 @@ std::string describe(const DcpSetup& s) {
 namespace {
 
 const char* kStyles[] = {"normal", "peaked", "wide", "ties", "tiny", "extreme"};
+const char* kScales[] = {"none", "per_tensor", "per_head"};  // KvScale
 
 std::string dt(oracle::DType d) { return std::string(oracle::dtype_name(d)); }
 
@@ -115,6 +116,7 @@ nlohmann::json to_json(const DcpSetup& s) {
                          {"explicit_scale", c.explicit_scale},
                          {"values", kStyles[static_cast<int>(c.values)]},
                          {"seed", c.seed}};
+  if (c.kv_scale != KvScale::none) spec["kv_scale"] = kScales[static_cast<int>(c.kv_scale)];
   const gpu::DcpConfig& g = s.cfg;
   nlohmann::json cfg = {{"tp_size", g.tp_size},
                         {"dcp_size", g.layout.ranks},
@@ -269,7 +271,7 @@ oracle::Expected<DcpSetup> setup_from_json(const nlohmann::json& j) {
   DCP_TRY(c.object());
   DCP_TRY(c.only({"tokens", "q_heads", "kv_heads", "head_dim", "v_dim", "seq", "shared_latent",
                   "q_dtype", "kv_dtype", "causal", "explicit_pos", "window", "softcap", "sink",
-                  "topk", "lse_base", "explicit_scale", "values", "seed"}));
+                  "topk", "lse_base", "explicit_scale", "values", "seed", "kv_scale"}));
   CaseSpec& p = s.spec;
   DCP_TRY(c.get("tokens", p.tokens));
   DCP_TRY(c.get("q_heads", p.q_heads));
@@ -281,7 +283,8 @@ oracle::Expected<DcpSetup> setup_from_json(const nlohmann::json& j) {
   std::string qd, kd, base, style;
   DCP_TRY(c.get("q_dtype", qd));
   DCP_TRY(c.get("kv_dtype", kd));
-  // The production path keeps K/V in F32, F16 or BF16 (gpu/kernels/storage_format.hpp).
+  // The production path keeps q in F32, F16 or BF16 and K/V in those or fp8
+  // (gpu/kernels/storage_format.hpp).
   const auto production = [](std::optional<oracle::DType> t) {
     return t && (*t == oracle::DType::f32 || *t == oracle::DType::f16 || *t == oracle::DType::bf16);
   };
@@ -289,11 +292,20 @@ oracle::Expected<DcpSetup> setup_from_json(const nlohmann::json& j) {
   if (!production(q_dtype))
     return DCP_ERROR("spec.q_dtype: got \"", oracle::printable(qd),
                      "\"; expected F32, F16 or BF16");
-  if (!production(kv_dtype))
+  if (!production(kv_dtype) && !(kv_dtype && oracle::is_fp8(*kv_dtype)))
     return DCP_ERROR("spec.kv_dtype: got \"", oracle::printable(kd),
-                     "\"; expected F32, F16 or BF16");
+                     "\"; expected F32, F16, BF16, F8_E4M3 or F8_E5M2");
   p.q_dtype = *q_dtype;
   p.kv_dtype = *kv_dtype;
+  if (c.has("kv_scale")) {  // absent in entries pinned before fp8 caches, and for none
+    std::string sc;
+    DCP_TRY(c.get("kv_scale", sc));
+    const auto at = std::find(std::begin(kScales), std::end(kScales), sc);
+    if (at == std::end(kScales))
+      return DCP_ERROR("spec.kv_scale: got \"", oracle::printable(sc),
+                       "\"; expected none, per_tensor or per_head");
+    p.kv_scale = static_cast<KvScale>(at - std::begin(kScales));
+  }
   DCP_TRY(c.get("causal", p.causal));
   DCP_TRY(c.get("explicit_pos", p.explicit_pos));
   DCP_TRY(c.get("window", p.window));

@@ -76,7 +76,8 @@ struct DcpLimits {
   int64_t max_v_dim = 16;
   bool softcap = true, sink = true, topk = true, window = true, shared_latent = true;
   std::vector<oracle::DType> q_dtypes{oracle::DType::f32, oracle::DType::bf16, oracle::DType::f16};
-  std::vector<oracle::DType> kv_dtypes{oracle::DType::f32, oracle::DType::bf16, oracle::DType::f16};
+  std::vector<oracle::DType> kv_dtypes{oracle::DType::f32, oracle::DType::bf16, oracle::DType::f16,
+                                       oracle::DType::f8e4m3, oracle::DType::f8e5m2};
   std::vector<oracle::LseBase> lse_bases{oracle::LseBase::e, oracle::LseBase::two};
 };
 

@@ -235,6 +235,8 @@ inline rc::Gen<DcpSetup> gen_dcp_setup(DcpLimits lim) {
                                           {1, rc::gen::inRange<int64_t>(9, 300)}});
     p.q_dtype = *rc::gen::elementOf(lim.q_dtypes);
     p.kv_dtype = *rc::gen::elementOf(lim.kv_dtypes);
+    if (dcp::oracle::is_fp8(p.kv_dtype))
+      p.kv_scale = *rc::gen::element(KvScale::none, KvScale::per_tensor, KvScale::per_head);
     // Layout bugs only show under positional masks, top-k or several query positions, so most
     // cases have them.
     p.causal = *rc::gen::weightedElement<bool>({{1, false}, {4, true}});

@@ -3,6 +3,7 @@
 #include <rapidcheck.h>
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "gpu/host/host_device.hpp"
@@ -43,6 +44,15 @@ rc::Gen<DcpLayout> gen_layout() {
   });
 }
 
+// " kv=F8_E4M3/head" for an fp8 cache (the format and its scales), else nothing.
+std::string fp8_cache(const CaseSpec& s) {
+  if (!oracle::is_fp8(s.kv_dtype)) return "";
+  const char* scale = s.kv_scale == KvScale::per_tensor ? "/tensor"
+                      : s.kv_scale == KvScale::per_head ? "/head"
+                                                        : "";
+  return " kv=" + std::string(oracle::dtype_name(s.kv_dtype)) + scale;
+}
+
 }  // namespace
 
 const std::string& current_case() { return g_current_case; }
@@ -57,7 +67,7 @@ void dcp_path_property(const DcpBackend& backend, const DcpLimits& lim) {
       " I=" + std::to_string(s.cfg.layout.interleave) + " tp=" + std::to_string(s.cfg.tp_size) +
       " T=" + std::to_string(s.spec.tokens) + " Hq=" + std::to_string(s.spec.q_heads) +
       " Hkv=" + std::to_string(s.spec.kv_heads) + " Dk=" + std::to_string(s.spec.head_dim) +
-      " Dv=" + std::to_string(s.spec.v_dim));
+      " Dv=" + std::to_string(s.spec.v_dim) + fp8_cache(s.spec));
   const oracle::Case c = make_case(s.spec);
   const DcpCheck chk = check_dcp(c, s.cfg, s.chunks, backend);
   RC_CLASSIFY(s.cfg.layout.ranks > 8, "N > 8");
@@ -161,21 +171,66 @@ void kv_write_property() {
   });
   const int64_t seq = *rc::gen::inRange<int64_t>(0, 400);
   const std::vector<int64_t> chunks = make_chunks(seq, *rc::gen::arbitrary<uint64_t>());
-  set_current_case(layout_case(l, "S", seq) + " chunks=" + std::to_string(chunks.size()));
+  // Every cache format, with or without scales (one per KV head), written from chunks of stored
+  // elements (in the cache's format) or of fp32 values (quantized as x / scale).
+  const gpu::StorageFormat fmt =
+      *rc::gen::element(gpu::StorageFormat::f32, gpu::StorageFormat::bf16, gpu::StorageFormat::f16,
+                        gpu::StorageFormat::f8e4m3, gpu::StorageFormat::f8e5m2);
+  const int64_t heads = *rc::gen::inRange<int64_t>(1, 4);
+  const bool latent = *rc::gen::arbitrary<bool>();
+  const bool scaled = *rc::gen::arbitrary<bool>();
+  const bool from_values = *rc::gen::arbitrary<bool>();
+  // Scales anywhere in [2^-12, 2^8); powers of two for an f32 cache quantizing values, whose
+  // quotient x / scale is stored unrounded (exact only then).
+  const bool pow2 = fmt == gpu::StorageFormat::f32 && from_values;
+  const auto draw_scales = [&] {
+    std::vector<float> sc;
+    for (int64_t g = 0; scaled && g < heads; ++g)
+      sc.push_back(pow2 ? std::ldexp(1.0f, *rc::gen::inRange(-12, 8))
+                        : static_cast<float>(*rc::gen::inRange(1, 1 << 20)) / 4096.0f);
+    return sc;
+  };
+  const gpu::KvScales scales{draw_scales(), latent ? std::vector<float>{} : draw_scales()};
+  set_current_case(layout_case(l, "S", seq) + " chunks=" + std::to_string(chunks.size()) +
+                   " kv=" + std::string(gpu::format_name(fmt)) + " heads=" +
+                   std::to_string(heads) + (latent ? " latent" : "") +
+                   (scaled ? " scaled" : "") + (from_values ? " from-values" : " from-stored"));
+  // Token p's stored component i (of 9, p < 2^9) is 2 where bit i of p is set, else 1, and its
+  // value component i + 9 is the opposite: exact in every format, so every stored row says
+  // which token it holds, and a value 1 or 2 times a scale quantizes back to it.
+  constexpr int64_t kBits = 9;
+  const int64_t dk = kBits, dv = kBits;
+  const auto code = [](int64_t p, int64_t i) {
+    return ((p >> (i % kBits)) & 1) == (i < kBits ? 1 : 0) ? 2.0f : 1.0f;
+  };
   const int64_t cycle = l.ranks * l.interleave;
   const int64_t rows = (seq + cycle - 1) / cycle * l.interleave;
-  // Key value = position + 1 (exact in fp32), so every stored row says which token it holds.
-  std::vector<float> k(static_cast<size_t>(seq));
-  for (int64_t p = 0; p < seq; ++p) k[static_cast<size_t>(p)] = static_cast<float>(p + 1);
+  const gpu::StorageFormat src = from_values ? gpu::StorageFormat::f32 : fmt;
+  const auto chunk_of = [&](int64_t pos0, int64_t len, int64_t width, int64_t off,
+                            const std::vector<float>& sc) {
+    std::vector<uint8_t> bytes(static_cast<size_t>(len * heads * width * gpu::format_bytes(src)));
+    for (int64_t j = 0; j < len; ++j)
+      for (int64_t g = 0; g < heads; ++g)
+        for (int64_t i = 0; i < width; ++i) {
+          const float c = code(pos0 + j, off + i);
+          const float x = from_values && !sc.empty() ? c * sc[static_cast<size_t>(g)] : c;
+          gpu::store_element(src, bytes.data(), (j * heads + g) * width + i, x);
+        }
+    return bytes;
+  };
   for (int64_t r = 0; r < l.ranks; ++r) {
-    gpu::KvCacheSpec spec{l, r, rows, 1, 0, 1, 1, true, gpu::StorageFormat::f32};
+    gpu::KvCacheSpec spec{l, r, rows, heads, 0, dk, dv, latent, fmt};
     gpu::HostDevice dev(nullptr);
-    gpu::Result<gpu::HostKvCache> c = gpu::alloc_device_cache(dev, spec);
+    gpu::Result<gpu::HostKvCache> c = gpu::alloc_device_cache(dev, spec, scales);
     RC_ASSERT(c.ok());
     int64_t pos0 = 0;
     for (const int64_t len : chunks) {
-      RC_ASSERT(gpu::write_device_chunk(
-                    dev, *c, gpu::KvChunk{pos0, len, gpu::StorageFormat::f32, k.data() + pos0})
+      const std::vector<uint8_t> k = chunk_of(pos0, len, dk, 0, scales.k);
+      const std::vector<uint8_t> v = latent ? std::vector<uint8_t>{}
+                                            : chunk_of(pos0, len, dv, kBits, scales.v);
+      RC_ASSERT(gpu::write_device_chunk(dev, *c,
+                                        gpu::KvChunk{pos0, len, src, k.data(),
+                                                     latent ? nullptr : v.data(), from_values})
                     .ok());
       pos0 += len;
     }
@@ -189,11 +244,20 @@ void kv_write_property() {
     int64_t contiguous_rows = 0;  // rows written from row 0 without gaps
     while (contiguous_rows < rows && written(contiguous_rows)) ++contiguous_rows;
     RC_ASSERT(contiguous_rows == held);
+    const gpu::KvView view = c->view();
+    for (int64_t g = 0; g < heads; ++g) {
+      RC_ASSERT(view.k_scale_of(g) == (scaled ? scales.k[static_cast<size_t>(g)] : 1.0f));
+      RC_ASSERT(view.v_scale_of(g) == (scaled ? (latent ? scales.k : scales.v)[static_cast<size_t>(g)] : 1.0f));
+    }
     for (int64_t row = 0; row < rows; ++row) {
       RC_ASSERT(written(row) == (row < held));
-      if (row < held)
-        RC_ASSERT(c->view().key(row, 0, 0) ==
-                  static_cast<float>(mine[static_cast<size_t>(row)] + 1));
+      if (row >= held) continue;
+      const int64_t p = mine[static_cast<size_t>(row)];
+      for (int64_t g = 0; g < heads; ++g) {
+        for (int64_t i = 0; i < dk; ++i) RC_ASSERT(view.key(row, g, i) == code(p, i));
+        if (!latent)
+          for (int64_t i = 0; i < dv; ++i) RC_ASSERT(view.value(row, g, i) == code(p, kBits + i));
+      }
     }
   }
 }
@@ -226,7 +290,9 @@ std::vector<SuiteProperty> property_suite(const DcpBackend& backend, const DcpLi
        layout_bijection_property},
       {"layout-count", "count and chunk shares equal brute force at any offset",
        layout_count_property},
-      {"kv-writes", "chunked KV writes store each token on its owner, in its row, only",
+      {"kv-writes",
+       "chunked KV writes store each token on its owner, in its row, only, in every cache format "
+       "(copied or quantized with its scales)",
        kv_write_property},
   };
 }

@@ -20,7 +20,7 @@
 //   T_attn       max(KV read / HBM bandwidth, FLOPs / tensor-core peak)   (a roofline)
 //
 // Communication, in bytes each rank receives (for these collectives a rank sends as many):
-//   q AllGather  every peer's q [B T, H_loc, Dk] in the q format b_q (= the KV format):
+//   q AllGather  every peer's q [B T, H_loc, Dk] in the q format b_q (--dtype):
 //                (N - 1) B T H_loc Dk b_q. None with --replicate-q.
 //   a2a          O_r [B T, Hg, Dv] and L_r [B T, Hg] are cut into N head slices of H_loc heads,
 //                packed, and slice j goes to rank j; a rank receives one slice from each peer:
@@ -89,6 +89,7 @@ struct ModelOptions {
   int64_t batch = 1, tokens = 1;
   std::optional<int64_t> seq;
   std::string dtype = "bf16", partial_dtype = "f32";
+  std::optional<std::string> kv_dtype;  // unset: the preset's, else dtype
   std::optional<std::string> comm_backend;     // default: the preset's
   bool replicate_q = false, gather_q = false;  // neither: the preset's q path
   Hardware hw;
@@ -96,7 +97,7 @@ struct ModelOptions {
 
 double as_double(int64_t x) { return static_cast<double>(x); }
 
-double dtype_bytes(gpu::StorageFormat d) { return d == gpu::StorageFormat::f32 ? 4.0 : 2.0; }
+double dtype_bytes(gpu::StorageFormat d) { return static_cast<double>(gpu::format_bytes(d)); }
 
 // printf into a string, for the table rows.
 template <class... Args>
@@ -111,7 +112,8 @@ std::string format(const char* fmt, Args... args) {
 struct Model {
   ModelShape shape;
   int64_t batch = 1, tokens = 1;    // B, T
-  double b_kv = 2, b_o = 4;         // bytes of a KV (and q) element and of a partial-O element
+  double b_kv = 2, b_q = 2, b_o = 4;  // bytes of a KV, a q and a partial-O element
+  std::string kv_name = "bf16";       // the KV format
   int64_t h_loc = 1, hg = 1;        // query heads a rank attends with: TP alone, DCP
   int64_t kvh_tp = 1, kvh_dcp = 1;  // KV heads a rank reads: TP alone, DCP (the busiest rank)
   gpu::CommStrategy strategy = gpu::CommStrategy::a2a;
@@ -170,8 +172,13 @@ gpu::Result<Model> build_model(const ModelOptions& o) {
   m.batch = o.batch;
   m.tokens = o.tokens;
   // Every number was range-checked as it was parsed (flags.hpp); what is left is how they combine.
-  const auto kv = gpu::parse_format(o.dtype);
-  if (!kv) return DCP_GPU_ERROR("--dtype: got '", o.dtype, "'; expected bf16, f16 or f32");
+  const auto q = gpu::parse_format(o.dtype);
+  if (!q) return DCP_GPU_ERROR("--dtype: got '", o.dtype, "'; expected bf16, f16 or f32");
+  const std::string kv_name = o.kv_dtype.value_or(preset->kv_dtype ? preset->kv_dtype : o.dtype);
+  const auto kv = gpu::parse_kv_format(kv_name);
+  if (!kv)
+    return DCP_GPU_ERROR("--kv-dtype: got '", kv_name,
+                         "'; expected bf16, f16, f32, fp8e4m3 or fp8e5m2");
   const auto part = gpu::parse_format(o.partial_dtype);
   if (!part)
     return DCP_GPU_ERROR("--partial-dtype: got '", o.partial_dtype, "'; expected f32, f16 or bf16");
@@ -182,6 +189,8 @@ gpu::Result<Model> build_model(const ModelOptions& o) {
     return DCP_GPU_ERROR("--replicate-q and --gather-q: expected one of them");
   const bool replicate_q = o.replicate_q || (!o.gather_q && preset->replicate_q);
   m.b_kv = dtype_bytes(*kv);
+  m.b_q = dtype_bytes(*q);
+  m.kv_name = kv_name;
   m.b_o = dtype_bytes(*part);
   m.hw = o.hw;
 
@@ -197,7 +206,7 @@ gpu::Result<Model> build_model(const ModelOptions& o) {
 
   const double peers = as_double(s.dcp - 1), rows = as_double(m.batch) * as_double(m.tokens);
   const double h_loc = as_double(m.h_loc), hg = as_double(m.hg);
-  m.q_bytes = replicate_q ? 0.0 : peers * rows * h_loc * as_double(s.head_dim) * m.b_kv;
+  m.q_bytes = replicate_q ? 0.0 : peers * rows * h_loc * as_double(s.head_dim) * m.b_q;
   m.strategy = *strategy;
   m.replicate_q = replicate_q;
   const bool a2a = m.strategy == gpu::CommStrategy::a2a;
@@ -222,7 +231,7 @@ void print_header(const ModelOptions& o, const Model& m, std::ostream& out) {
       << "  per decode layer, per rank: DCP against TP alone (N = 1)\n"
       << "#  shape: Hq=" << s.heads << " Hkv=" << s.kv_heads << (s.latent ? " (shared latent)" : "")
       << " Dk=" << s.head_dim << " Dv=" << s.v_dim << "  TP=" << s.tp << " N=" << s.dcp
-      << "  B=" << m.batch << " T=" << m.tokens << "  KV and q " << o.dtype << ", partial O "
+      << "  B=" << m.batch << " T=" << m.tokens << "  KV " << m.kv_name << ", q " << o.dtype << ", partial O "
       << o.partial_dtype << ", LSE f32\n"
       << "#  per rank: query heads H_loc=" << m.h_loc << " -> Hg=" << m.hg << "; KV heads read "
       << m.kvh_tp << " -> " << m.kvh_dcp << "; KV bytes per token "
@@ -306,7 +315,7 @@ Command add_model_command(CLI::App& app) {
       "model",
       "The design's cost model of one DCP decode layer: KV read, communication, and the "
       "context length from which DCP pays");
-  cmd->add_option("--preset", o->preset, "Shape: k3-mla, deepseek-v3 or llama3-70b")
+  cmd->add_option("--preset", o->preset, std::string("Shape: ") + kPresetNames)
       ->capture_default_str();
   cmd->add_option("--heads", o->heads, "Hq, query heads (overrides the preset)")->check(extent);
   cmd->add_option("--kv-heads", o->kv_heads, "Hkv, KV heads (divides Hq)")->check(extent);
@@ -326,8 +335,11 @@ Command add_model_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--seq", o->seq, "S, context length (default: a sweep of 1K .. 1M)")
       ->check(int_in(1, kMaxSeq));
-  cmd->add_option("--dtype", o->dtype, "Storage of KV and q: bf16, f16 or f32")
+  cmd->add_option("--dtype", o->dtype, "Storage of q, and of KV without --kv-dtype: bf16, f16 or f32")
       ->capture_default_str();
+  cmd->add_option("--kv-dtype", o->kv_dtype,
+                  "Storage of KV: bf16, f16, f32, fp8e4m3 or fp8e5m2 (default: the preset's, else "
+                  "--dtype)");
   cmd->add_option("--partial-dtype", o->partial_dtype,
                   "Format of the partial O on the wire: f32, f16 or bf16")
       ->capture_default_str();

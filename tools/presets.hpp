@@ -25,12 +25,16 @@ struct ModelPreset {
   ModelShape shape;
   const char* comm_backend;  // the combine `run` uses: a2a or ag_rs
   bool replicate_q;          // `run` projects q on every rank instead of gathering it
+  const char* kv_dtype = nullptr;  // the caches' format (`--kv-dtype`); nullptr: `--dtype`'s
 };
 
 inline constexpr ModelPreset kPresets[] = {
     // Kimi-K3 MLA: 96 heads over one 576-d latent (512 + 64 rope), V 512; TP8 x DCP8, a2a with
     // the q projection replicated (docs/layout-and-flow.md).
     {"k3-mla", {96, 1, 576, 512, true, 8, 8}, "a2a", true},
+    // The same with the latent cache in fp8 E4M3 and one scale for it, as engines quantize an
+    // MLA cache (the scale folded into the logit scale and the output).
+    {"k3-mla-fp8", {96, 1, 576, 512, true, 8, 8}, "a2a", true, "fp8e4m3"},
     // DeepSeek-V3 MLA: 128 heads over the same latent; a2a with the q gather.
     {"deepseek-v3", {128, 1, 576, 512, true, 8, 8}, "a2a", false},
     // Llama-3-70B GQA: 64 query heads, 8 KV heads, head dim 128; ag_rs with the q gather.
@@ -43,7 +47,7 @@ inline const ModelPreset* find_preset(std::string_view name) {
   return nullptr;
 }
 
-// For messages: "k3-mla, deepseek-v3 or llama3-70b".
-inline constexpr const char* kPresetNames = "k3-mla, deepseek-v3 or llama3-70b";
+// For messages: the names, listed.
+inline constexpr const char* kPresetNames = "k3-mla, k3-mla-fp8, deepseek-v3 or llama3-70b";
 
 }  // namespace dcp::tools

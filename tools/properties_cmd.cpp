@@ -108,7 +108,13 @@ std::optional<std::string> read_limits(DrawOptions& o) {
   };
   if (auto why = read_list("--q-dtypes", o.q_dtypes, lim.q_dtypes, format, "f32, bf16 or f16"))
     return why;
-  if (auto why = read_list("--kv-dtypes", o.kv_dtypes, lim.kv_dtypes, format, "f32, bf16 or f16"))
+  const auto kv_format = [](const std::string& g) -> std::optional<oracle::DType> {
+    const auto f = gpu::parse_kv_format(g);
+    if (!f) return std::nullopt;
+    return props::to_oracle_dtype(*f);
+  };
+  if (auto why = read_list("--kv-dtypes", o.kv_dtypes, lim.kv_dtypes, kv_format,
+                           "f32, bf16, f16, fp8e4m3 or fp8e5m2"))
     return why;
   if (auto why = read_list(
           "--lse-bases", o.lse_bases, lim.lse_bases,
@@ -147,7 +153,8 @@ void add_draw_flags(CLI::App* cmd, DrawOptions& d) {
       ->delimiter(',');
   cmd->add_option("--q-dtypes", d.q_dtypes, "Query formats drawn (f32, bf16, f16; default all)")
       ->delimiter(',');
-  cmd->add_option("--kv-dtypes", d.kv_dtypes, "K/V storage formats drawn (default all)")
+  cmd->add_option("--kv-dtypes", d.kv_dtypes, "K/V storage formats drawn: f32, bf16, f16, fp8e4m3, fp8e5m2 (default all; fp8 with "
+                  "no, per-tensor or per-head scales)")
       ->delimiter(',');
   cmd->add_option("--lse-bases", d.lse_bases, "LSE bases drawn (e, 2; default both)")
       ->delimiter(',');

@@ -38,6 +38,7 @@ namespace {
 using oracle::DType;
 using props::CaseSpec;
 using props::DcpSetup;
+using props::KvScale;
 
 // Request b > 0 of a batch draws its values from seed * stride + b, apart from other cases' seeds.
 constexpr uint64_t kRequestSeedStride = 1000003;
@@ -50,6 +51,11 @@ std::string variant_of(const CaseSpec& s) {
   if (s.sink) v += "+sink";
   if (s.topk) v += "+top" + std::to_string(s.topk);
   if (s.lse_base == oracle::LseBase::two) v += "+b2";
+  if (s.kv_dtype != s.q_dtype || s.kv_scale != KvScale::none) {  // the caches' own format
+    const gpu::StorageFormat f = props::to_storage_format(s.kv_dtype);
+    v += "+kv=" + std::string(gpu::is_fp8(f) ? gpu::format_name(f).substr(3) : gpu::format_name(f));
+    if (s.kv_scale != KvScale::none) v += s.kv_scale == KvScale::per_tensor ? "/tensor" : "/head";
+  }
   return v;
 }
 
@@ -230,6 +236,14 @@ const std::vector<CaseFlag>& case_flag_table() {
       {"--comm-backend", "Combine: ag_rs or a2a", &CaseOptions::comm_backend},
       {"--lse-base", "The kernel's LSE base: e or 2", &CaseOptions::lse_base},
       {"--dtype", "Storage of q and KV: f32, f16 or bf16 (default bf16)", &CaseOptions::dtype},
+      {"--kv-dtype",
+       "Storage of the KV caches: f32, f16, bf16, fp8e4m3 or fp8e5m2 (default the preset's, "
+       "else --dtype)",
+       &CaseOptions::kv_dtype},
+      {"--kv-scale",
+       "The caches' dequantization scales: none, tensor (one k_scale and one v_scale) or head "
+       "(one per KV head) (default tensor for an fp8 cache, else none)",
+       &CaseOptions::kv_scale},
       {"--out-dtype", "Storage of the output: f32, f16 or bf16", &CaseOptions::out_dtype},
       {"--order", "Combine reduction order: seq, pair or rand", &CaseOptions::order},
       {"--exp",
@@ -287,7 +301,20 @@ oracle::Expected<CaseSpec> configured_spec(const CaseOptions& o, const ModelPres
   const auto d = gpu::parse_format(dt);
   if (!d) return DCP_ERROR("--dtype: got '", dt, "'; expected f32, f16 or bf16");
   s.q_dtype = props::to_oracle_dtype(*d);
-  s.kv_dtype = s.q_dtype;
+  const std::string kvt = o.kv_dtype ? *o.kv_dtype : p && p->kv_dtype ? p->kv_dtype : dt;
+  const auto kd = gpu::parse_kv_format(kvt);
+  if (!kd)
+    return DCP_ERROR("--kv-dtype: got '", kvt, "'; expected f32, f16, bf16, fp8e4m3 or fp8e5m2");
+  s.kv_dtype = props::to_oracle_dtype(*kd);
+  const std::string sc = pick(o.kv_scale, std::string(gpu::is_fp8(*kd) ? "tensor" : "none"));
+  if (sc == "none")
+    s.kv_scale = KvScale::none;
+  else if (sc == "tensor")
+    s.kv_scale = KvScale::per_tensor;
+  else if (sc == "head")
+    s.kv_scale = KvScale::per_head;
+  else
+    return DCP_ERROR("--kv-scale: got '", sc, "'; expected none, tensor or head");
   s.window = pick(o.window, int64_t{0});
   s.softcap = pick(o.softcap, 0.0);
   s.sink = o.sink;

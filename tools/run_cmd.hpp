@@ -30,7 +30,7 @@ struct CaseOptions {
   std::optional<int64_t> dcp_size, tp_size, interleave, seq, batch, tokens, heads, kv_heads,
       head_dim, v_dim, window, topk, splits, tile;
   std::optional<double> softcap;
-  std::optional<std::string> comm_backend, lse_base, dtype, out_dtype, order;
+  std::optional<std::string> comm_backend, lse_base, dtype, kv_dtype, kv_scale, out_dtype, order;
   // The kernels' arithmetic (gpu/kernels/kernel_math.hpp).
   std::optional<std::string> exp, p_cast, partial_dtype, merge_dtype;
   bool sink = false, replicate_q = false, tf32 = false;

@@ -59,6 +59,7 @@ struct KvWrite {
   int64_t rank = 0, pos0 = 0, len = 0;  // the chunk [pos0, pos0 + len), global positions
   bool latent = false;
   StorageFormat src = StorageFormat::f32;  // the chunk's elements (the cache's are cache.dtype)
+  bool quantize = false;  // the chunk holds values (stored as x / scale), not stored elements
   const void* k = nullptr;                 // [len, cache.kv_heads, cache.head_dim]
   const void* v = nullptr;  // [len, cache.kv_heads, cache.v_dim]; unused for a latent
   KvView cache;
@@ -72,7 +73,7 @@ DCP_HD inline int64_t kv_write_threads(const KvWrite& a) {
 }
 
 // Thread x: the owner of the chunk's row keeps the component at layout.row(pos), rounded to the
-// cache's format.
+// cache's format (divided by its KV head's scale first when the chunk holds values).
 DCP_HD inline void kv_write(const KvWrite& a, int64_t x) {
   const int64_t width = kv_write_width(a), heads = a.cache.kv_heads, dk = a.cache.head_dim;
   if (x >= kv_write_threads(a)) return;
@@ -80,11 +81,19 @@ DCP_HD inline void kv_write(const KvWrite& a, int64_t x) {
   const int64_t pos = a.pos0 + i;
   if (a.layout.owner(pos) != a.rank) return;
   const int64_t row = a.layout.row(pos);
-  if (c < dk)
-    a.cache.set_key(row, h, c, load_element(a.src, a.k, (i * heads + h) * dk + c));
-  else
-    a.cache.set_value(row, h, c - dk,
-                      load_element(a.src, a.v, (i * heads + h) * a.cache.v_dim + (c - dk)));
+  if (c < dk) {
+    const float e = load_element(a.src, a.k, (i * heads + h) * dk + c);
+    if (a.quantize)
+      a.cache.set_key(row, h, c, e);
+    else
+      a.cache.set_stored_key(row, h, c, e);
+  } else {
+    const float e = load_element(a.src, a.v, (i * heads + h) * a.cache.v_dim + (c - dk));
+    if (a.quantize)
+      a.cache.set_value(row, h, c - dk, e);
+    else
+      a.cache.set_stored_value(row, h, c - dk, e);
+  }
   if (h == 0 && c == 0) a.cache.written[row] = 1;
 }
 
@@ -170,6 +179,8 @@ DCP_HD void partial_attention_as(Block& blk, const PartialAttentionParams& p,
   const int64_t group = p.q_heads_total / p.kv_heads_total;
   const int64_t g = (p.head0 + h) / group - p.kv_head0;  // global map, then local
   const int64_t k0 = nk * sp / p.splits, k1 = nk * (sp + 1) / p.splits;
+  const float logit_scale = p.scale * p.kv.k_scale_of(g);  // exact without a K scale
+  const float v_scale = p.kv.v_scale_of(g);
 
   MergeAcc a;  // running (m, z) of this split, identical in every thread
   float local[kMaxVPerThread];
@@ -185,7 +196,7 @@ DCP_HD void partial_attention_as(Block& blk, const PartialAttentionParams& p,
       float dot = 0.0f;
       for (int64_t i = 0; i < dk; ++i)
         dot += qs[i] * product_operand(p.tf32, p.kv.template key_as<F>(row, g, i));
-      float sc = dot * p.scale;
+      float sc = dot * logit_scale;
       if (p.softcap > 0.0f) sc = p.softcap * tanhf(sc / p.softcap);
       sc = to_base_units(p.base, sc);
       s[x - t0] = sc;
@@ -226,7 +237,7 @@ DCP_HD void partial_attention_as(Block& blk, const PartialAttentionParams& p,
     const int64_t i = tid + j * nt;
     if (i >= dv) break;
     l = finish(base, a, &num[j], 1);
-    b.split_o[row_out * dv + i] = num[j];
+    b.split_o[row_out * dv + i] = num[j] * v_scale;
   }
   if (tid == 0) b.split_lse[row_out] = l;
 }
@@ -244,6 +255,10 @@ DCP_HD void partial_attention(Block& blk, const PartialAttentionParams& p, const
       return partial_attention_as<StorageFormat::bf16>(blk, p, b, row_block, sp);
     case StorageFormat::f16:
       return partial_attention_as<StorageFormat::f16>(blk, p, b, row_block, sp);
+    case StorageFormat::f8e4m3:
+      return partial_attention_as<StorageFormat::f8e4m3>(blk, p, b, row_block, sp);
+    case StorageFormat::f8e5m2:
+      return partial_attention_as<StorageFormat::f8e5m2>(blk, p, b, row_block, sp);
   }
 }
 

@@ -1,5 +1,7 @@
 #include "gpu/kernels/kv_view.hpp"
 
+#include <cmath>
+
 namespace dcp::gpu {
 
 GpuStatus validate_cache_spec(const KvCacheSpec& s) {
@@ -16,6 +18,25 @@ GpuStatus validate_cache_spec(const KvCacheSpec& s) {
   if (s.shared_latent && s.v_dim > s.head_dim)
     return DCP_GPU_ERROR("kv cache: shared latent v_dim ", s.v_dim, " exceeds head_dim ",
                          s.head_dim);
+  return {};
+}
+
+GpuStatus validate_cache_scales(const KvCacheSpec& spec, const KvScales& scales) {
+  const auto check = [&](const std::vector<float>& s, const char* name) -> GpuStatus {
+    if (!s.empty() && s.size() != static_cast<size_t>(spec.kv_heads))
+      return DCP_GPU_ERROR("kv cache: ", name, " holds ", s.size(), " scales; expected none or ",
+                           spec.kv_heads, " (one per stored KV head)");
+    for (size_t g = 0; g < s.size(); ++g)
+      if (!std::isfinite(s[g]) || !(s[g] > 0.0f))
+        return DCP_GPU_ERROR("kv cache: ", name, "[", g, "] is ", s[g],
+                             "; expected a finite scale > 0");
+    return {};
+  };
+  DCP_GPU_TRY(check(scales.k, "k_scale"));
+  DCP_GPU_TRY(check(scales.v, "v_scale"));
+  if (spec.shared_latent && !scales.v.empty())
+    return DCP_GPU_ERROR("kv cache: v_scale given for a shared latent, whose V is K (k_scale "
+                         "scales both)");
   return {};
 }
 

@@ -5,8 +5,13 @@
 // its DCP group reads. Writers pass whole chunks in global positions; the write keeps the tokens
 // the rank owns and skips the rest, so the same call runs unchanged on every rank. Values are
 // rounded to the cache's storage format on write. For a shared latent (MLA) there is no V: V is
-// the first v_dim components of K. The cache holds its storage format's elements (2 bytes a
-// bf16 or f16 component, 4 an f32 one): a rank's cache costs what the engine's would.
+// the first v_dim components of K. The cache holds its storage format's elements (1 byte an fp8
+// component, 2 a bf16 or f16 one, 4 an f32 one): a rank's cache costs what the engine's would.
+// An fp8 cache (or any other) may carry dequantization scales, as engines keep k_scale and
+// v_scale: one per KV head (a per-tensor scale is the same for every head), so the key the
+// attention means is the stored value times k_scale_of(g). Readers fold the scales in as engines
+// do (the K scale into the logit scale, the V scale into the output: attention_params.hpp);
+// writers quantize a value x to round(x / scale).
 //
 // KvView is the only place that turns (rank-local row, KV head) into an element address; the
 // kernel bodies (bodies.hpp) read and write the cache through it alone, so another cache
@@ -15,10 +20,12 @@
 //   KvCacheSpec spec{.layout = lay, .rank = 1, .physical_rows = 64, .kv_heads = 1,
 //                    .head_dim = 576, .v_dim = 512, .shared_latent = true};
 //   KvView view = kv_view(spec, k.data(), v.data(), written.data());   // bytes of spec.dtype
-//   float x = view.key(row, g, i);                // component i, widened to fp32
+//   float x = view.key(row, g, i);                // stored component i, widened to fp32
+//   float k = x * view.k_scale_of(g);             // the key it stands for (scale 1 without one)
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "gpu/kernels/hd.hpp"
 #include "gpu/kernels/layout.hpp"
@@ -43,20 +50,34 @@ struct KvCacheSpec {
 // Every device's cache is created through it.
 GpuStatus validate_cache_spec(const KvCacheSpec& spec);
 
+// The dequantization scales of a cache's KV heads, k and v [kv_heads] each (empty: none; v empty
+// for a shared latent, whose V is scaled by k). Finite and > 0.
+struct KvScales {
+  std::vector<float> k, v;
+};
+GpuStatus validate_cache_scales(const KvCacheSpec& spec, const KvScales& scales);
+
 // Element addressing of one rank's cache in some device's memory: k [rows, kv_heads, head_dim],
 // v [rows, kv_heads, v_head_stride] of which the first v_dim are V (v == k, v_head_stride ==
 // head_dim for a shared latent), elements of `dtype` as storage_format.hpp holds them (2 bytes a
-// bf16 component), written [rows] 1 where a token was stored.
+// bf16 component), written [rows] 1 where a token was stored; k_scale, v_scale [kv_heads] the
+// dequantization scales of the local KV heads (nullptr: 1; v_scale == k_scale for a latent).
 struct KvView {
   void* k = nullptr;
   void* v = nullptr;
   uint8_t* written = nullptr;
+  const float* k_scale = nullptr;
+  const float* v_scale = nullptr;
   int64_t rows = 0, kv_heads = 1, head_dim = 1, v_dim = 1, v_head_stride = 1;
   StorageFormat dtype = StorageFormat::f32;
 
-  // Component i of the key (i < head_dim) and of the value (i < v_dim) of rank-local row `row`,
-  // local KV head g, as floats (exact). The _as forms take the format at compile time (F must
-  // be dtype): the attention body's inner loops use them.
+  // The scales of local KV head g.
+  DCP_HD float k_scale_of(int64_t g) const { return k_scale != nullptr ? k_scale[g] : 1.0f; }
+  DCP_HD float v_scale_of(int64_t g) const { return v_scale != nullptr ? v_scale[g] : 1.0f; }
+
+  // Component i of the stored key (i < head_dim) and value (i < v_dim) of rank-local row `row`,
+  // local KV head g, as floats (exact; before the scale). The _as forms take the format at
+  // compile time (F must be dtype): the attention body's inner loops use them.
   DCP_HD float key(int64_t row, int64_t g, int64_t i) const {
     return load_element(dtype, k, (row * kv_heads + g) * head_dim + i);
   }
@@ -71,21 +92,34 @@ struct KvView {
   DCP_HD float value_as(int64_t row, int64_t g, int64_t i) const {
     return load_as<F>(v, (row * kv_heads + g) * v_head_stride + i);
   }
-  // Stores x, rounded to dtype, as that component.
+  // Quantizes the value x of that component: stores x / scale rounded to dtype (x itself, rounded,
+  // without a scale).
   DCP_HD void set_key(int64_t row, int64_t g, int64_t i, float x) const {
-    store_element(dtype, k, (row * kv_heads + g) * head_dim + i, x);
+    set_stored_key(row, g, i, k_scale != nullptr ? x / k_scale[g] : x);
   }
   DCP_HD void set_value(int64_t row, int64_t g, int64_t i, float x) const {
+    set_stored_value(row, g, i, v_scale != nullptr ? x / v_scale[g] : x);
+  }
+  // Stores the stored value x (a writer's element of dtype already: exact), rounded to dtype.
+  DCP_HD void set_stored_key(int64_t row, int64_t g, int64_t i, float x) const {
+    store_element(dtype, k, (row * kv_heads + g) * head_dim + i, x);
+  }
+  DCP_HD void set_stored_value(int64_t row, int64_t g, int64_t i, float x) const {
     store_element(dtype, v, (row * kv_heads + g) * v_head_stride + i, x);
   }
 };
 
-// The view of a spec's cache over its three arrays (v ignored for a shared latent).
-inline KvView kv_view(const KvCacheSpec& s, void* k, void* v, uint8_t* written) {
+// The view of a spec's cache over its three arrays (v ignored for a shared latent) and its
+// scales ([kv_heads] each, nullptr: none; v_scale ignored for a shared latent, whose V is scaled
+// by k_scale).
+inline KvView kv_view(const KvCacheSpec& s, void* k, void* v, uint8_t* written,
+                      const float* k_scale = nullptr, const float* v_scale = nullptr) {
   KvView view;
   view.k = k;
   view.v = s.shared_latent ? k : v;
   view.written = written;
+  view.k_scale = k_scale;
+  view.v_scale = s.shared_latent ? k_scale : v_scale;
   view.rows = s.physical_rows;
   view.kv_heads = s.kv_heads;
   view.head_dim = s.head_dim;

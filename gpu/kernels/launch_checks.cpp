@@ -32,6 +32,7 @@ Result<body::KvWrite> kv_write_args(const KvCacheSpec& spec, const KvView& cache
   a.len = len;
   a.latent = spec.shared_latent;
   a.src = chunk.dtype;
+  a.quantize = chunk.quantize;
   a.k = chunk.k;
   a.v = chunk.v;
   a.cache = cache;

@@ -44,12 +44,15 @@ Result<Sched> make_schedule(int64_t ranks, ReduceOrder order, uint64_t seed) {
 }
 
 // One KV write as a writer hands it over: positions [pos0, pos0 + len), k [len, kv_heads, Dk] and
-// v [len, kv_heads, Dv] (nullptr for a shared latent) in the device's memory, elements of dtype.
+// v [len, kv_heads, Dv] (nullptr for a shared latent) in the device's memory, elements of dtype:
+// the cache's stored elements (rounded to its format), or with `quantize` values, which the cache
+// stores as x / scale rounded to its format (kv_view.hpp), as an engine's quantizing write does.
 struct KvChunk {
   int64_t pos0 = 0, len = 0;
   StorageFormat dtype = StorageFormat::f32;
   const void* k = nullptr;
   const void* v = nullptr;
+  bool quantize = false;
 };
 
 // A KV write's arguments, checked: a valid chunk, every row it needs inside the cache, its

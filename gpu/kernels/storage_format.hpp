@@ -1,13 +1,18 @@
 // storage_format.hpp — the storage formats of the production path and rounding into them
 // (oracle::DType is the oracle's own, independent list; properties/dcp_bridge.hpp maps them).
 //
-// KV caches, queries and outputs are stored in fp32, fp16 or bf16; arithmetic is fp32. A KV cache
-// holds its elements in their format (2 bytes a bf16 key component: load_element, store_element);
-// queries, partials and outputs are floats already rounded to their format (round to nearest
-// even, as a GPU's conversion instructions do), so a stored bf16 value is an exact float.
+// Queries, partials and outputs are stored in fp32, fp16 or bf16; KV caches also in fp8 (OCP
+// E4M3 and E5M2, as PyTorch's float8_e4m3fn and float8_e5m2); arithmetic is fp32. A KV cache
+// holds its elements in their format (2 bytes a bf16 key component, 1 an fp8 one: load_element,
+// store_element); queries, partials and outputs are floats already rounded to their format (round
+// to nearest even, as a GPU's conversion instructions do), so a stored value is an exact float.
+// Rounding into fp8 saturates: a finite value beyond the largest (448, 57344) and an infinity
+// become the largest of their sign, as engines' quantizing writes clamp (and as a GPU's
+// `satfinite` conversion does); a NaN stays a NaN.
 //
 //   float x = round_to(StorageFormat::bf16, 1.00390625f);   // 1.0f (ties to even)
 //   store_element(StorageFormat::bf16, cache, i, x);        // its 16 bits at element i
+//   round_to(StorageFormat::f8e4m3, 1000.0f);               // 448.0f (saturated)
 #pragma once
 
 #include <cmath>
@@ -20,16 +25,38 @@
 
 namespace dcp::gpu {
 
-enum class StorageFormat { f32, f16, bf16 };
+enum class StorageFormat { f32, f16, bf16, f8e4m3, f8e5m2 };
 
 inline std::string_view format_name(StorageFormat d) {
-  return d == StorageFormat::f32 ? "f32" : d == StorageFormat::f16 ? "f16" : "bf16";
+  switch (d) {
+    case StorageFormat::f32:
+      return "f32";
+    case StorageFormat::f16:
+      return "f16";
+    case StorageFormat::bf16:
+      return "bf16";
+    case StorageFormat::f8e4m3:
+      return "fp8e4m3";
+    case StorageFormat::f8e5m2:
+      return "fp8e5m2";
+  }
+  return "?";
 }
+DCP_HD inline bool is_fp8(StorageFormat d) {
+  return d == StorageFormat::f8e4m3 || d == StorageFormat::f8e5m2;
+}
+// A value format (queries, partials, outputs, the P cast, the merge): f32, f16 or bf16.
 inline std::optional<StorageFormat> parse_format(std::string_view s) {
   if (s == "f32" || s == "fp32") return StorageFormat::f32;
   if (s == "f16" || s == "fp16") return StorageFormat::f16;
   if (s == "bf16") return StorageFormat::bf16;
   return std::nullopt;
+}
+// A KV cache's format: a value format or fp8 (fp8e4m3 / e4m3, fp8e5m2 / e5m2).
+inline std::optional<StorageFormat> parse_kv_format(std::string_view s) {
+  if (s == "fp8e4m3" || s == "f8e4m3" || s == "e4m3") return StorageFormat::f8e4m3;
+  if (s == "fp8e5m2" || s == "f8e5m2" || s == "e5m2") return StorageFormat::f8e5m2;
+  return parse_format(s);
 }
 
 // fp32 -> bf16 -> fp32, round to nearest even; NaN stays NaN, overflow gives inf.
@@ -61,13 +88,51 @@ DCP_HD inline float round_f16(float x) {
   return r;
 }
 
+// The fp8 formats: significand bits (the implicit one included), the exponent of the smallest
+// normal, the largest finite value (E4M3's S.1111.111 is its NaN, so 1.75 * 2^8; E5M2 keeps
+// IEEE's all-ones exponent for inf and NaN, so 1.75 * 2^15).
+inline constexpr int kE4m3Bits = 4, kE4m3Emin = -6;
+inline constexpr float kE4m3Max = 448.0f;
+inline constexpr int kE5m2Bits = 3, kE5m2Emin = -14;
+inline constexpr float kE5m2Max = 57344.0f;
+
+// fp32 -> fp8 -> fp32: round to nearest even with `bits` significand bits and subnormals below
+// 2^emin, saturating at +-largest (an infinity too); NaN stays NaN.
+DCP_HD inline float round_fp8(float x, int bits, int emin, float largest) {
+  const float ax = fabsf(x);
+  if (!(ax == ax)) return x;
+  if (ax >= largest) return x < 0 ? -largest : largest;
+  int e;
+  frexpf(ax, &e);                                          // ax = f * 2^e, f in [0.5, 1)
+  const int q = e - bits < emin - bits + 1 ? emin - bits + 1 : e - bits;  // spacing exponent
+  const float r = ldexpf(rintf(ldexpf(x, -q)), q);         // ties to even
+  return fabsf(r) > largest ? (x < 0 ? -largest : largest) : r;
+}
+DCP_HD inline float round_e4m3(float x) { return round_fp8(x, kE4m3Bits, kE4m3Emin, kE4m3Max); }
+DCP_HD inline float round_e5m2(float x) { return round_fp8(x, kE5m2Bits, kE5m2Emin, kE5m2Max); }
+
 DCP_HD inline float round_to(StorageFormat d, float x) {
-  return d == StorageFormat::f32 ? x : d == StorageFormat::bf16 ? round_bf16(x) : round_f16(x);
+  switch (d) {
+    case StorageFormat::f32:
+      return x;
+    case StorageFormat::bf16:
+      return round_bf16(x);
+    case StorageFormat::f16:
+      return round_f16(x);
+    case StorageFormat::f8e4m3:
+      return round_e4m3(x);
+    case StorageFormat::f8e5m2:
+      return round_e5m2(x);
+  }
+  return x;
 }
 
-// ---- Elements as held in memory: f32 as a float, f16 and bf16 as their 16-bit patterns --------
+// ---- Elements as held in memory: f32 as a float, f16 and bf16 as their 16-bit patterns, fp8 as
+// its byte ----------------------------------------------------------------------------------------
 
-DCP_HD inline int64_t format_bytes(StorageFormat d) { return d == StorageFormat::f32 ? 4 : 2; }
+DCP_HD inline int64_t format_bytes(StorageFormat d) {
+  return d == StorageFormat::f32 ? 4 : is_fp8(d) ? 1 : 2;
+}
 
 // The float of a bf16 pattern: its 16 bits are the float's upper half.
 DCP_HD inline float bf16_bits_to_float(uint16_t b) {
@@ -90,6 +155,26 @@ DCP_HD inline float f16_bits_to_float(uint16_t h) {
   float y;
   memcpy(&y, &w, sizeof y);
   return y;
+}
+
+// The float of an E4M3 byte (exact): bias 7, subnormals m * 2^-9, S.1111.111 NaN, no inf.
+DCP_HD inline float e4m3_bits_to_float(uint8_t b) {
+  const uint32_t e = (b >> 3) & 0xfu, man = b & 0x7u;
+  float a;
+  if (e == 0xfu && man == 0x7u) {
+    a = NAN;
+  } else if (e == 0) {
+    a = static_cast<float>(man) * 0.001953125f;  // 2^-9
+  } else {
+    const uint32_t w = ((e + 120u) << 23) | (man << 20);  // 127 - 7 = 120
+    memcpy(&a, &w, sizeof a);
+  }
+  return (b & 0x80u) ? -a : a;
+}
+
+// The float of an E5M2 byte (exact): E5M2 is the upper byte of an f16 pattern.
+DCP_HD inline float e5m2_bits_to_float(uint8_t b) {
+  return f16_bits_to_float(static_cast<uint16_t>(b << 8));
 }
 
 // The bf16 pattern of round_bf16(x).
@@ -115,6 +200,25 @@ DCP_HD inline uint16_t float_to_f16_bits(float x) {
   return static_cast<uint16_t>(sign | ((e - 112u) << 10) | ((w >> 13) & 0x3ffu));
 }
 
+// The E4M3 byte of round_e4m3(x) (a NaN: S.1111.111).
+DCP_HD inline uint8_t float_to_e4m3_bits(float x) {
+  const float r = round_e4m3(x);
+  uint32_t w;
+  memcpy(&w, &r, sizeof w);
+  const uint8_t sign = static_cast<uint8_t>((w >> 24) & 0x80u);
+  if (!(r == r)) return static_cast<uint8_t>(sign | 0x7fu);
+  const float a = fabsf(r);
+  if (a < 0.015625f)  // below 2^-6: a subnormal (or zero), a / 2^-9 an exact integer
+    return static_cast<uint8_t>(sign | static_cast<uint8_t>(a * 512.0f));
+  const uint32_t e = ((w >> 23) & 0xffu) - 120u;  // in [1, 15]
+  return static_cast<uint8_t>(sign | (e << 3) | ((w >> 20) & 0x7u));
+}
+
+// The E5M2 byte of round_e5m2(x): the upper byte of its f16 pattern (exact: 2 stored bits).
+DCP_HD inline uint8_t float_to_e5m2_bits(float x) {
+  return static_cast<uint8_t>(float_to_f16_bits(round_e5m2(x)) >> 8);
+}
+
 // Element i of an array of F's elements at p, as a float (exact); F fixed at compile time, so
 // that a loop over a row's components has no per-element dispatch.
 template <StorageFormat F>
@@ -123,25 +227,51 @@ DCP_HD inline float load_as(const void* p, int64_t i) {
     return static_cast<const float*>(p)[i];
   } else if constexpr (F == StorageFormat::bf16) {
     return bf16_bits_to_float(static_cast<const uint16_t*>(p)[i]);
-  } else {
+  } else if constexpr (F == StorageFormat::f16) {
     return f16_bits_to_float(static_cast<const uint16_t*>(p)[i]);
+  } else if constexpr (F == StorageFormat::f8e4m3) {
+    return e4m3_bits_to_float(static_cast<const uint8_t*>(p)[i]);
+  } else {
+    return e5m2_bits_to_float(static_cast<const uint8_t*>(p)[i]);
   }
 }
 
 // The same with the format chosen at run time.
 DCP_HD inline float load_element(StorageFormat d, const void* p, int64_t i) {
-  return d == StorageFormat::f32    ? load_as<StorageFormat::f32>(p, i)
-         : d == StorageFormat::bf16 ? load_as<StorageFormat::bf16>(p, i)
-                                    : load_as<StorageFormat::f16>(p, i);
+  switch (d) {
+    case StorageFormat::f32:
+      return load_as<StorageFormat::f32>(p, i);
+    case StorageFormat::bf16:
+      return load_as<StorageFormat::bf16>(p, i);
+    case StorageFormat::f16:
+      return load_as<StorageFormat::f16>(p, i);
+    case StorageFormat::f8e4m3:
+      return load_as<StorageFormat::f8e4m3>(p, i);
+    case StorageFormat::f8e5m2:
+      return load_as<StorageFormat::f8e5m2>(p, i);
+  }
+  return 0.0f;
 }
 
 // x rounded to d (round_to) and stored as element i of an array of d's elements at p.
 DCP_HD inline void store_element(StorageFormat d, void* p, int64_t i, float x) {
-  if (d == StorageFormat::f32)
-    static_cast<float*>(p)[i] = x;
-  else
-    static_cast<uint16_t*>(p)[i] =
-        d == StorageFormat::bf16 ? float_to_bf16_bits(x) : float_to_f16_bits(x);
+  switch (d) {
+    case StorageFormat::f32:
+      static_cast<float*>(p)[i] = x;
+      return;
+    case StorageFormat::bf16:
+      static_cast<uint16_t*>(p)[i] = float_to_bf16_bits(x);
+      return;
+    case StorageFormat::f16:
+      static_cast<uint16_t*>(p)[i] = float_to_f16_bits(x);
+      return;
+    case StorageFormat::f8e4m3:
+      static_cast<uint8_t*>(p)[i] = float_to_e4m3_bits(x);
+      return;
+    case StorageFormat::f8e5m2:
+      static_cast<uint8_t*>(p)[i] = float_to_e5m2_bits(x);
+      return;
+  }
 }
 
 }  // namespace dcp::gpu

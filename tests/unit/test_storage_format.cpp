@@ -1,7 +1,9 @@
 // The production path's KV element formats (gpu/kernels/storage_format.hpp) against Eigen's
 // bfloat16 and half, independently of the oracle's own conversions: every 16-bit pattern loads to
 // Eigen's float and stores back to its bits, and rounding a float into the cache gives Eigen's
-// bits for every tie between neighbours and for floats anywhere.
+// bits for every tie between neighbours and for floats anywhere. Eigen has no fp8, so the fp8
+// formats are checked against the oracle's own (oracle/dtype.hpp, written apart from gpu/): every
+// byte, every tie, floats anywhere, and the saturation the production path adds.
 #include <gtest/gtest.h>
 
 #include <Eigen/Core>
@@ -11,6 +13,7 @@
 #include <random>
 
 #include "gpu/kernels/storage_format.hpp"
+#include "oracle/dtype.hpp"
 
 namespace {
 
@@ -85,6 +88,83 @@ TEST(StorageFormat, F32ElementsAreTheirFloats) {
   EXPECT_EQ(dcp::gpu::format_bytes(StorageFormat::f32), 4);
   EXPECT_EQ(dcp::gpu::format_bytes(StorageFormat::bf16), 2);
   EXPECT_EQ(dcp::gpu::format_bytes(StorageFormat::f16), 2);
+  EXPECT_EQ(dcp::gpu::format_bytes(StorageFormat::f8e4m3), 1);
+  EXPECT_EQ(dcp::gpu::format_bytes(StorageFormat::f8e5m2), 1);
+}
+
+constexpr StorageFormat kFp8[] = {StorageFormat::f8e4m3, StorageFormat::f8e5m2};
+
+dcp::oracle::DType oracle_of(StorageFormat d) {
+  return d == StorageFormat::f8e4m3 ? dcp::oracle::DType::f8e4m3 : dcp::oracle::DType::f8e5m2;
+}
+float fp8_largest(StorageFormat d) {
+  return d == StorageFormat::f8e4m3 ? dcp::gpu::kE4m3Max : dcp::gpu::kE5m2Max;
+}
+uint8_t stored_byte(StorageFormat d, float x) {
+  uint8_t cell[4] = {};
+  dcp::gpu::store_element(d, cell, 0, x);
+  return cell[0];
+}
+
+TEST(StorageFormat, EveryFp8ByteLoadsAsTheOracleDecodesAndStoresBackToItself) {
+  for (const StorageFormat d : kFp8) {
+    for (uint32_t b = 0; b <= 0xff; ++b) {
+      const uint8_t cell[4] = {static_cast<uint8_t>(b), 0, 0, 0};
+      const float x = dcp::gpu::load_element(d, cell, 0);
+      const double want = dcp::oracle::fp8_bits_to_double(oracle_of(d), cell[0]);
+      if (std::isnan(want)) {
+        ASSERT_TRUE(std::isnan(x)) << dcp::gpu::format_name(d) << " " << b;
+        const uint8_t back = stored_byte(d, x);  // a NaN stays a NaN of the same sign
+        ASSERT_TRUE(std::isnan(dcp::gpu::load_element(d, &back, 0)));
+        ASSERT_EQ(back & 0x80u, b & 0x80u);
+        continue;
+      }
+      if (std::isinf(want)) {  // E5M2's infinities load as such and store as the largest
+        ASSERT_EQ(static_cast<double>(x), want) << dcp::gpu::format_name(d) << " " << b;
+        ASSERT_EQ(dcp::gpu::round_to(d, x), want > 0 ? fp8_largest(d) : -fp8_largest(d));
+        continue;
+      }
+      ASSERT_EQ(static_cast<double>(x), want) << dcp::gpu::format_name(d) << " " << b;
+      ASSERT_EQ(std::signbit(x), std::signbit(want)) << dcp::gpu::format_name(d) << " " << b;
+      ASSERT_EQ(stored_byte(d, x), b) << dcp::gpu::format_name(d) << " " << b;
+    }
+  }
+}
+
+TEST(StorageFormat, StoringFp8RoundsToNearestEvenAsTheOracleAndSaturates) {
+  const auto expect_alike = [](StorageFormat d, float x) {
+    if (std::isnan(x)) return;
+    const double r = dcp::oracle::round_to(oracle_of(d), static_cast<double>(x));
+    const uint8_t ours = stored_byte(d, x);
+    if (std::fabs(r) <= fp8_largest(d)) {
+      ASSERT_EQ(ours, dcp::oracle::double_to_fp8_bits(oracle_of(d), x))
+          << dcp::gpu::format_name(d) << " of " << x;
+      ASSERT_EQ(static_cast<double>(dcp::gpu::round_to(d, x)), r);
+    } else {  // past the largest finite value: the oracle overflows, the cache saturates
+      ASSERT_EQ(static_cast<double>(dcp::gpu::round_to(d, x)),
+                x > 0 ? fp8_largest(d) : -fp8_largest(d))
+          << dcp::gpu::format_name(d) << " of " << x;
+      ASSERT_EQ(ours, dcp::oracle::double_to_fp8_bits(oracle_of(d), x > 0 ? fp8_largest(d)
+                                                                          : -fp8_largest(d)));
+    }
+  };
+  for (const StorageFormat d : kFp8) {
+    for (uint32_t b = 0; b < 0xff; ++b) {  // each value, the tie above it and its neighbours
+      const uint8_t c[2] = {static_cast<uint8_t>(b), static_cast<uint8_t>(b + 1)};
+      const float lo = dcp::gpu::load_element(d, c, 0), hi = dcp::gpu::load_element(d, c, 1);
+      if (!std::isfinite(lo) || !std::isfinite(hi) || std::signbit(lo) != std::signbit(hi))
+        continue;
+      const float mid = static_cast<float>((double(lo) + double(hi)) / 2);  // exact in a float
+      for (const float x : {lo, mid, std::nextafter(mid, 0.0f), std::nextafter(mid, INFINITY),
+                            -lo, -mid})
+        ASSERT_NO_FATAL_FAILURE(expect_alike(d, x));
+    }
+    std::mt19937 rng(7);  // and floats anywhere: overflow, subnormals, infinities
+    for (int i = 0; i < 1'000'000; ++i)
+      ASSERT_NO_FATAL_FAILURE(expect_alike(d, std::bit_cast<float>(static_cast<uint32_t>(rng()))));
+    std::uniform_real_distribution<float> near(-2.0f * fp8_largest(d), 2.0f * fp8_largest(d));
+    for (int i = 0; i < 1'000'000; ++i) ASSERT_NO_FATAL_FAILURE(expect_alike(d, near(rng)));
+  }
 }
 
 }  // namespace
