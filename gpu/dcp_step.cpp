@@ -72,8 +72,8 @@ GpuStatus validate_inputs(const DcpInputs& in, const DcpConfig& cfg) {
     return DCP_GPU_ERROR("tensor 'v': ", format_name(in.v.dtype), " elements; expected k's ",
                          format_name(in.k.dtype));
   if (!d.shared_latent && in.v.quantize != in.k.quantize)
-    return DCP_GPU_ERROR("tensor 'v': quantize = ", in.v.quantize, "; expected k's (", in.k.quantize,
-                         ")");
+    return DCP_GPU_ERROR("tensor 'v': quantize = ", in.v.quantize, "; expected k's (",
+                         in.k.quantize, ")");
   const auto check_scale = [&](const std::vector<float>& sc, const char* name) -> GpuStatus {
     if (!sc.empty() && sc.size() != 1 && sc.size() != static_cast<size_t>(d.kv_heads))
       return DCP_GPU_ERROR("tensor '", name, "': ", sc.size(), " elements; expected none, 1 (per ",
@@ -87,8 +87,9 @@ GpuStatus validate_inputs(const DcpInputs& in, const DcpConfig& cfg) {
   DCP_GPU_TRY(check_scale(in.k_scale, "k_scale"));
   DCP_GPU_TRY(check_scale(in.v_scale, "v_scale"));
   if (d.shared_latent && !in.v_scale.empty())
-    return DCP_GPU_ERROR("tensor 'v_scale': given for a shared latent, whose V is K (k_scale "
-                         "scales both)");
+    return DCP_GPU_ERROR(
+        "tensor 'v_scale': given for a shared latent, whose V is K (k_scale "
+        "scales both)");
   if (in.q_pos.size() != static_cast<size_t>(T)) return size_err("q_pos", in.q_pos.size(), T);
   for (int64_t t = 0; t < T; ++t) {
     if (in.q_pos[static_cast<size_t>(t)] < 0)

@@ -135,8 +135,8 @@ struct DcpInputs {
   // means is the stored key times k_scale (KvSource says what k and v hold; v's quantize must be
   // k's). A shared latent has no v_scale: k_scale scales its V too.
   std::vector<float> k_scale, v_scale;
-  std::vector<int64_t> q_pos;                   // [T] global positions
-  int64_t seq = 0;                              // S
+  std::vector<int64_t> q_pos;  // [T] global positions
+  int64_t seq = 0;             // S
   float scale = 1.0f;
   bool causal = true;
   int64_t window = 0;

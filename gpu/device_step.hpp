@@ -70,8 +70,8 @@ Result<DeviceCache<Device>> alloc_device_cache(Device& dev, const KvCacheSpec& s
   DCP_GPU_ASSIGN(written, dev.template alloc<uint8_t>(static_cast<size_t>(n.written)));
   DCP_GPU_ASSIGN(ks, dev.upload(scales.k));
   DCP_GPU_ASSIGN(vs, dev.upload(scales.v));
-  return DeviceCache<Device>{spec,           std::move(k),  std::move(v),
-                             std::move(written), std::move(ks), std::move(vs)};
+  return DeviceCache<Device>{spec,          std::move(k), std::move(v), std::move(written),
+                             std::move(ks), std::move(vs)};
 }
 
 // Stores the tokens of the chunk (its tensors in the device's memory) the cache's rank owns.
@@ -102,10 +102,9 @@ Result<DeviceCache<Device>> build_device_cache(Device& dev, const DcpInputs& in,
     ChunkRows c = chunk_rows(in, spec, pos0, len);
     DCP_GPU_ASSIGN(kc, dev.upload(std::move(c.k)));
     DCP_GPU_ASSIGN(vc, dev.upload(std::move(c.v)));
-    DCP_GPU_TRY(write_device_chunk(
-        dev, cache,
-        KvChunk{pos0, len, c.dtype, kc.data(), spec.shared_latent ? nullptr : vc.data(),
-                c.quantize}));
+    DCP_GPU_TRY(write_device_chunk(dev, cache,
+                                   KvChunk{pos0, len, c.dtype, kc.data(),
+                                           spec.shared_latent ? nullptr : vc.data(), c.quantize}));
     DCP_GPU_TRY(dev.sync());  // the chunk buffers are freed next
     pos0 += len;
   }

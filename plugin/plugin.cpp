@@ -68,9 +68,12 @@ dcpv_tensor dense(const T* data, dcpv_dtype dtype, std::initializer_list<int64_t
 }
 
 // Rows [rows, heads, width] of elements of format `src` at base (a head every head_stride
-// elements, a row every heads * head_stride) as a tensor of format f: a view of them where they
-// are f's already (a cache is), else converted into `held` (the view points into it, so a Rows is
-// moved, never copied).
+// elements, a row every heads * head_stride) as a cache of format f holds them, handed over as a
+// tensor: a view of them where they are f's already (a cache is), else converted into `held` (the
+// view points into it, so a Rows is moved, never copied). The ABI has no fp8 and no scales: an
+// fp8 cache, or one with scales (`scale` [heads], nullptr: none), is handed over dequantized, in
+// F32, each stored value times its head's scale rounded once (the rounding the oracle's bound
+// counts for a scaled cache). `quantize`: the elements are values the cache stores as x / scale.
 struct Rows {
   std::vector<uint8_t> held;
   dcpv_tensor t{};
@@ -79,21 +82,35 @@ struct Rows {
   Rows(const Rows&) = delete;
 };
 Rows rows_in(gpu::StorageFormat f, gpu::StorageFormat src, const void* base, int64_t rows,
-             int64_t heads, int64_t width, int64_t head_stride) {
+             int64_t heads, int64_t width, int64_t head_stride, const float* scale = nullptr,
+             bool quantize = false) {
   Rows r;
-  if (src == f) {
+  const bool dequantize = gpu::is_fp8(f) || scale != nullptr;
+  if (src == f && !dequantize && !quantize) {
     r.t = view(base, plugin_dtype(f), {rows, heads, width}, {heads * head_stride, head_stride, 1});
     return r;
   }
-  r.held.resize(static_cast<size_t>(rows * heads * width * gpu::format_bytes(f)));
+  const gpu::StorageFormat out = dequantize ? gpu::StorageFormat::f32 : f;
+  r.held.resize(static_cast<size_t>(rows * heads * width * gpu::format_bytes(out)));
   for (int64_t i = 0; i < rows; ++i)
-    for (int64_t h = 0; h < heads; ++h)
-      for (int64_t c = 0; c < width; ++c)
-        gpu::store_element(f, r.held.data(), (i * heads + h) * width + c,
-                           gpu::load_element(src, base, (i * heads + h) * head_stride + c));
-  r.t = dense(r.held.data(), plugin_dtype(f), {rows, heads, width});
+    for (int64_t h = 0; h < heads; ++h) {
+      const float s = scale != nullptr ? scale[h] : 1.0f;
+      for (int64_t c = 0; c < width; ++c) {
+        const float x = gpu::load_element(src, base, (i * heads + h) * head_stride + c);
+        const float stored = gpu::round_to(f, quantize ? x / s : x);
+        gpu::store_element(out, r.held.data(), (i * heads + h) * width + c, stored * s);
+      }
+    }
+  r.t = dense(r.held.data(), plugin_dtype(out), {rows, heads, width});
   return r;
 }
+
+// A KV head's scales [Hkv] of the inputs' k_scale or v_scale ([1] or [Hkv]); empty: none.
+std::vector<float> per_head(const std::vector<float>& s, int64_t kv_heads) {
+  if (s.size() != 1) return s;
+  return std::vector<float>(static_cast<size_t>(kv_heads), s[0]);
+}
+const float* or_null(const std::vector<float>& s) { return s.empty() ? nullptr : s.data(); }
 
 // The host device with the plug-in's levels in place of the production kernels.
 class PluginDevice : public gpu::HostDevice {
@@ -107,9 +124,10 @@ class PluginDevice : public gpu::HostDevice {
     std::vector<int64_t> k_pos(static_cast<size_t>(n));
     for (int64_t r = 0; r < n; ++r) k_pos[static_cast<size_t>(r)] = p.layout.position(p.rank, r);
     const gpu::StorageFormat f = p.kv.dtype;  // the cache's: a view of its rows
-    const Rows k = rows_in(f, f, p.kv.k, n, p.kv.kv_heads, dk, p.kv.head_dim);
+    const Rows k = rows_in(f, f, p.kv.k, n, p.kv.kv_heads, dk, p.kv.head_dim, p.kv.k_scale);
     const Rows v =
-        latent ? Rows{} : rows_in(f, f, p.kv.v, n, p.kv.kv_heads, dv, p.kv.v_head_stride);
+        latent ? Rows{}
+               : rows_in(f, f, p.kv.v, n, p.kv.kv_heads, dv, p.kv.v_head_stride, p.kv.v_scale);
     dcpv_partial_args a{};
     a.rank = p.rank;
     a.ranks = p.layout.ranks;
@@ -311,11 +329,13 @@ props::DcpBackend plugin_step_backend(const Plugin& p) {
     DCP_GPU_ASSIGN(geo, gpu::DcpGeometry::create(cfg, in.dims));
     const gpu::AttentionDims& d = in.dims;
     const int64_t N = cfg.layout.ranks, T = d.tokens, Hq = d.q_heads, dv = d.v_dim, S = in.seq;
-    const Rows k =
-        rows_in(in.kv_dtype, in.k.dtype, in.k.data, S, d.kv_heads, d.head_dim, d.head_dim);
-    const Rows v = d.shared_latent
-                       ? Rows{}
-                       : rows_in(in.kv_dtype, in.v.dtype, in.v.data, S, d.kv_heads, dv, dv);
+    const std::vector<float> ks = per_head(in.k_scale, d.kv_heads),
+                             vs = per_head(d.shared_latent ? in.k_scale : in.v_scale, d.kv_heads);
+    const Rows k = rows_in(in.kv_dtype, in.k.dtype, in.k.data, S, d.kv_heads, d.head_dim,
+                           d.head_dim, or_null(ks), in.k.quantize);
+    const Rows v = d.shared_latent ? Rows{}
+                                   : rows_in(in.kv_dtype, in.v.dtype, in.v.data, S, d.kv_heads, dv,
+                                             dv, or_null(vs), in.v.quantize);
     std::vector<float> o(static_cast<size_t>(T * Hq * dv)), lse(static_cast<size_t>(T * Hq));
     std::vector<float> op(static_cast<size_t>(N * T * Hq * dv)),
         lp(static_cast<size_t>(N * T * Hq));

@@ -269,9 +269,10 @@ oracle::Expected<DcpSetup> setup_from_json(const nlohmann::json& j) {
   DCP_TRY(top.present("spec"));
   const FieldReader c = top.child("spec");
   DCP_TRY(c.object());
-  DCP_TRY(c.only({"tokens", "q_heads", "kv_heads", "head_dim", "v_dim", "seq", "shared_latent",
-                  "q_dtype", "kv_dtype", "causal", "explicit_pos", "window", "softcap", "sink",
-                  "topk", "lse_base", "explicit_scale", "values", "seed", "kv_scale"}));
+  DCP_TRY(c.only({"tokens",       "q_heads",        "kv_heads", "head_dim", "v_dim",
+                  "seq",          "shared_latent",  "q_dtype",  "kv_dtype", "causal",
+                  "explicit_pos", "window",         "softcap",  "sink",     "topk",
+                  "lse_base",     "explicit_scale", "values",   "seed",     "kv_scale"}));
   CaseSpec& p = s.spec;
   DCP_TRY(c.get("tokens", p.tokens));
   DCP_TRY(c.get("q_heads", p.q_heads));
@@ -364,6 +365,13 @@ oracle::Expected<DcpSetup> setup_from_json(const nlohmann::json& j) {
   DCP_TRY(top.get("chunks", s.chunks));
   DCP_TRY(validate_setup(s, kJsonNames));
   return s;
+}
+
+std::vector<oracle::DType> cache_formats(const DcpLimits& lim, CacheKind kind) {
+  std::vector<oracle::DType> out;
+  for (const oracle::DType d : lim.kv_dtypes)
+    if (oracle::is_fp8(d) == (kind == CacheKind::fp8)) out.push_back(d);
+  return out;
 }
 
 std::optional<std::string> outside(const DcpSetup& s, const DcpLimits& lim) {

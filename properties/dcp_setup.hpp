@@ -81,6 +81,11 @@ struct DcpLimits {
   std::vector<oracle::LseBase> lse_bases{oracle::LseBase::e, oracle::LseBase::two};
 };
 
+// The caches a DCP property draws: the value formats (f32, bf16, f16) or fp8 (E4M3, E5M2, with no,
+// per-tensor or per-head scales), those of lim.kv_dtypes (in its order).
+enum class CacheKind { values, fp8 };
+std::vector<oracle::DType> cache_formats(const DcpLimits& lim, CacheKind kind);
+
 // The largest maxima the command line accepts (each at least 1): what keeps one case within
 // seconds and a few hundred megabytes (suite_case_footprint says how much exactly).
 inline constexpr int64_t kMaxDrawnDcp = 256, kMaxDrawnGroups = 8, kMaxDrawnSeq = 1 << 16,

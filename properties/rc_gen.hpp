@@ -197,10 +197,11 @@ inline gpu::KernelMath draw_kernel_math(gpu::DcpConfig& cfg, const CaseSpec& spe
   return m;
 }
 
-inline rc::Gen<DcpSetup> gen_dcp_setup(DcpLimits lim) {
+inline rc::Gen<DcpSetup> gen_dcp_setup(DcpLimits lim, CacheKind kind = CacheKind::values) {
   using dcp::oracle::DType;
   using dcp::oracle::LseBase;
-  return rc::gen::exec([lim] {
+  const std::vector<DType> kv_formats = cache_formats(lim, kind);  // not empty (property_suite)
+  return rc::gen::exec([lim, kind, kv_formats] {
     DcpSetup s;
     gpu::DcpConfig& cfg = s.cfg;
     CaseSpec& p = s.spec;
@@ -234,8 +235,8 @@ inline rc::Gen<DcpSetup> gen_dcp_setup(DcpLimits lim) {
                                           {3, rc::gen::inRange<int64_t>(2, 9)},
                                           {1, rc::gen::inRange<int64_t>(9, 300)}});
     p.q_dtype = *rc::gen::elementOf(lim.q_dtypes);
-    p.kv_dtype = *rc::gen::elementOf(lim.kv_dtypes);
-    if (dcp::oracle::is_fp8(p.kv_dtype))
+    p.kv_dtype = *rc::gen::elementOf(kv_formats);
+    if (kind == CacheKind::fp8)
       p.kv_scale = *rc::gen::element(KvScale::none, KvScale::per_tensor, KvScale::per_head);
     // Layout bugs only show under positional masks, top-k or several query positions, so most
     // cases have them.

@@ -60,8 +60,8 @@ const std::string& current_case() { return g_current_case; }
 void set_property_bound(BoundTier tier) { g_bound = tier; }
 BoundTier property_bound() { return g_bound; }
 
-void dcp_path_property(const DcpBackend& backend, const DcpLimits& lim) {
-  const DcpSetup s = *gen_dcp_setup(lim);
+void dcp_path_property(const DcpBackend& backend, const DcpLimits& lim, CacheKind kind) {
+  const DcpSetup s = *gen_dcp_setup(lim, kind);
   set_current_case(
       "S=" + std::to_string(s.spec.seq) + " N=" + std::to_string(s.cfg.layout.ranks) +
       " I=" + std::to_string(s.cfg.layout.interleave) + " tp=" + std::to_string(s.cfg.tp_size) +
@@ -192,9 +192,9 @@ void kv_write_property() {
   };
   const gpu::KvScales scales{draw_scales(), latent ? std::vector<float>{} : draw_scales()};
   set_current_case(layout_case(l, "S", seq) + " chunks=" + std::to_string(chunks.size()) +
-                   " kv=" + std::string(gpu::format_name(fmt)) + " heads=" +
-                   std::to_string(heads) + (latent ? " latent" : "") +
-                   (scaled ? " scaled" : "") + (from_values ? " from-values" : " from-stored"));
+                   " kv=" + std::string(gpu::format_name(fmt)) + " heads=" + std::to_string(heads) +
+                   (latent ? " latent" : "") + (scaled ? " scaled" : "") +
+                   (from_values ? " from-values" : " from-stored"));
   // Token p's stored component i (of 9, p < 2^9) is 2 where bit i of p is set, else 1, and its
   // value component i + 9 is the opposite: exact in every format, so every stored row says
   // which token it holds, and a value 1 or 2 times a scale quantizes back to it.
@@ -226,8 +226,8 @@ void kv_write_property() {
     int64_t pos0 = 0;
     for (const int64_t len : chunks) {
       const std::vector<uint8_t> k = chunk_of(pos0, len, dk, 0, scales.k);
-      const std::vector<uint8_t> v = latent ? std::vector<uint8_t>{}
-                                            : chunk_of(pos0, len, dv, kBits, scales.v);
+      const std::vector<uint8_t> v =
+          latent ? std::vector<uint8_t>{} : chunk_of(pos0, len, dv, kBits, scales.v);
       RC_ASSERT(gpu::write_device_chunk(dev, *c,
                                         gpu::KvChunk{pos0, len, src, k.data(),
                                                      latent ? nullptr : v.data(), from_values})
@@ -247,7 +247,8 @@ void kv_write_property() {
     const gpu::KvView view = c->view();
     for (int64_t g = 0; g < heads; ++g) {
       RC_ASSERT(view.k_scale_of(g) == (scaled ? scales.k[static_cast<size_t>(g)] : 1.0f));
-      RC_ASSERT(view.v_scale_of(g) == (scaled ? (latent ? scales.k : scales.v)[static_cast<size_t>(g)] : 1.0f));
+      RC_ASSERT(view.v_scale_of(g) ==
+                (scaled ? (latent ? scales.k : scales.v)[static_cast<size_t>(g)] : 1.0f));
     }
     for (int64_t row = 0; row < rows; ++row) {
       RC_ASSERT(written(row) == (row < held));
@@ -281,9 +282,17 @@ Footprint suite_case_footprint(const DcpLimits& lim) {
 }
 
 std::vector<SuiteProperty> property_suite(const DcpBackend& backend, const DcpLimits& lim) {
-  return {
-      {"dcp-path", "output and every rank's partial of a whole DCP step within the derived bound",
-       [backend, lim] { dcp_path_property(backend, lim); }},
+  std::vector<SuiteProperty> dcp;  // the DCP path's, for the caches the limits allow
+  if (!cache_formats(lim, CacheKind::values).empty())
+    dcp.push_back({"dcp-path",
+                   "output and every rank's partial of a whole DCP step within the derived bound",
+                   [backend, lim] { dcp_path_property(backend, lim, CacheKind::values); }});
+  if (!cache_formats(lim, CacheKind::fp8).empty())
+    dcp.push_back({"dcp-fp8",
+                   "the same with fp8 KV caches (E4M3, E5M2) and no, per-tensor or per-head "
+                   "scales",
+                   [backend, lim] { dcp_path_property(backend, lim, CacheKind::fp8); }});
+  std::vector<SuiteProperty> rest = {
       {"mla-slice", "the absorbed-MLA slice on the DCP path equals the unabsorbed oracle",
        mla_slice_property},
       {"layout-bijection", "owner/row is a bijection with position as its inverse",
@@ -295,6 +304,8 @@ std::vector<SuiteProperty> property_suite(const DcpBackend& backend, const DcpLi
        "(copied or quantized with its scales)",
        kv_write_property},
   };
+  dcp.insert(dcp.end(), rest.begin(), rest.end());
+  return dcp;
 }
 
 }  // namespace dcp::props

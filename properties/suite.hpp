@@ -51,7 +51,9 @@ void set_property_bound(BoundTier tier);
 BoundTier property_bound();
 
 // The bodies, one by one (the GoogleTest wrappers call these).
-void dcp_path_property(const DcpBackend& backend, const DcpLimits& lim = {});
+// kind: the caches drawn (value formats: dcp-path; fp8 with scales: dcp-fp8).
+void dcp_path_property(const DcpBackend& backend, const DcpLimits& lim = {},
+                       CacheKind kind = CacheKind::values);
 void mla_slice_property();
 void layout_bijection_property();
 void layout_count_property();

@@ -31,6 +31,12 @@ RC_GTEST_PROP(DcpHostPath, OutputAndEveryPartialWithinDerivedBound, ()) {
   dcp_path_property(nullptr);
 }
 
+// The same with fp8 caches, their scales folded into the logit scale and the output.
+RC_GTEST_PROP(DcpHostPath, Fp8CachesWithinDerivedBound, ()) {
+  set_property_bound(BoundTier::statistical);
+  dcp_path_property(nullptr, {}, CacheKind::fp8);
+}
+
 TEST(DcpHostPath, PinnedCounterexamples) {
   const auto replay = replay_pinned(std::string(DCP_FIXTURES_DIR) + "/dcp/pinned.json", nullptr);
   ASSERT_TRUE(replay.ok()) << replay.status().message();

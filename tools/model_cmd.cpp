@@ -89,7 +89,7 @@ struct ModelOptions {
   int64_t batch = 1, tokens = 1;
   std::optional<int64_t> seq;
   std::string dtype = "bf16", partial_dtype = "f32";
-  std::optional<std::string> kv_dtype;  // unset: the preset's, else dtype
+  std::optional<std::string> kv_dtype;         // unset: the preset's, else dtype
   std::optional<std::string> comm_backend;     // default: the preset's
   bool replicate_q = false, gather_q = false;  // neither: the preset's q path
   Hardware hw;
@@ -111,11 +111,11 @@ std::string format(const char* fmt, Args... args) {
 // Everything about one configuration that does not depend on S.
 struct Model {
   ModelShape shape;
-  int64_t batch = 1, tokens = 1;    // B, T
+  int64_t batch = 1, tokens = 1;      // B, T
   double b_kv = 2, b_q = 2, b_o = 4;  // bytes of a KV, a q and a partial-O element
   std::string kv_name = "bf16";       // the KV format
-  int64_t h_loc = 1, hg = 1;        // query heads a rank attends with: TP alone, DCP
-  int64_t kvh_tp = 1, kvh_dcp = 1;  // KV heads a rank reads: TP alone, DCP (the busiest rank)
+  int64_t h_loc = 1, hg = 1;          // query heads a rank attends with: TP alone, DCP
+  int64_t kvh_tp = 1, kvh_dcp = 1;    // KV heads a rank reads: TP alone, DCP (the busiest rank)
   gpu::CommStrategy strategy = gpu::CommStrategy::a2a;
   bool replicate_q = false;
   double q_bytes = 0;        // q AllGather, received per rank
@@ -231,8 +231,8 @@ void print_header(const ModelOptions& o, const Model& m, std::ostream& out) {
       << "  per decode layer, per rank: DCP against TP alone (N = 1)\n"
       << "#  shape: Hq=" << s.heads << " Hkv=" << s.kv_heads << (s.latent ? " (shared latent)" : "")
       << " Dk=" << s.head_dim << " Dv=" << s.v_dim << "  TP=" << s.tp << " N=" << s.dcp
-      << "  B=" << m.batch << " T=" << m.tokens << "  KV " << m.kv_name << ", q " << o.dtype << ", partial O "
-      << o.partial_dtype << ", LSE f32\n"
+      << "  B=" << m.batch << " T=" << m.tokens << "  KV " << m.kv_name << ", q " << o.dtype
+      << ", partial O " << o.partial_dtype << ", LSE f32\n"
       << "#  per rank: query heads H_loc=" << m.h_loc << " -> Hg=" << m.hg << "; KV heads read "
       << m.kvh_tp << " -> " << m.kvh_dcp << "; KV bytes per token "
       << format("%.0f -> %.0f", m.kv_token_bytes(m.kvh_tp), m.kv_token_bytes(m.kvh_dcp))
@@ -335,7 +335,8 @@ Command add_model_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--seq", o->seq, "S, context length (default: a sweep of 1K .. 1M)")
       ->check(int_in(1, kMaxSeq));
-  cmd->add_option("--dtype", o->dtype, "Storage of q, and of KV without --kv-dtype: bf16, f16 or f32")
+  cmd->add_option("--dtype", o->dtype,
+                  "Storage of q, and of KV without --kv-dtype: bf16, f16 or f32")
       ->capture_default_str();
   cmd->add_option("--kv-dtype", o->kv_dtype,
                   "Storage of KV: bf16, f16, f32, fp8e4m3 or fp8e5m2 (default: the preset's, else "

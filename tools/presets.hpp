@@ -23,8 +23,8 @@ struct ModelShape {
 struct ModelPreset {
   const char* name;
   ModelShape shape;
-  const char* comm_backend;  // the combine `run` uses: a2a or ag_rs
-  bool replicate_q;          // `run` projects q on every rank instead of gathering it
+  const char* comm_backend;        // the combine `run` uses: a2a or ag_rs
+  bool replicate_q;                // `run` projects q on every rank instead of gathering it
   const char* kv_dtype = nullptr;  // the caches' format (`--kv-dtype`); nullptr: `--dtype`'s
 };
 

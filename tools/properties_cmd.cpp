@@ -127,8 +127,9 @@ std::optional<std::string> read_limits(DrawOptions& o) {
 // The properties that drive a plug-in: the DCP path's, through its partial and combine levels,
 // and the same body through its step level (the others exercise this project's own MLA slice,
 // layout and KV writes, which a plug-in does not replace).
-constexpr const char* kImplProperty = "dcp-path";
+constexpr const char* kImplProperties[] = {"dcp-path", "dcp-fp8"};
 constexpr const char* kImplStepProperty = "dcp-step";
+constexpr const char* kImplStepFp8Property = "dcp-step-fp8";
 
 // The flags of DrawOptions, for properties and cases.
 void add_draw_flags(CLI::App* cmd, DrawOptions& d) {
@@ -153,8 +154,10 @@ void add_draw_flags(CLI::App* cmd, DrawOptions& d) {
       ->delimiter(',');
   cmd->add_option("--q-dtypes", d.q_dtypes, "Query formats drawn (f32, bf16, f16; default all)")
       ->delimiter(',');
-  cmd->add_option("--kv-dtypes", d.kv_dtypes, "K/V storage formats drawn: f32, bf16, f16, fp8e4m3, fp8e5m2 (default all; fp8 with "
-                  "no, per-tensor or per-head scales)")
+  cmd->add_option(
+         "--kv-dtypes", d.kv_dtypes,
+         "K/V storage formats drawn: f32, bf16, f16, fp8e4m3, fp8e5m2 (default all; fp8 with "
+         "no, per-tensor or per-head scales)")
       ->delimiter(',');
   cmd->add_option("--lse-bases", d.lse_bases, "LSE bases drawn (e, 2; default both)")
       ->delimiter(',');
@@ -302,14 +305,24 @@ int run_properties(PropertiesOptions& o, const Limits& lim) {
   std::vector<props::SuiteProperty> suite = props::property_suite(backend, o.draws.limits);
   if (impl) {
     std::erase_if(suite, [&](const props::SuiteProperty& p) {
-      return p.name != kImplProperty || !impl->levels;
+      return std::find(std::begin(kImplProperties), std::end(kImplProperties), p.name) ==
+                 std::end(kImplProperties) ||
+             !impl->levels;
     });
-    if (impl->step)
-      suite.push_back(
-          {kImplStepProperty,
-           "the plug-in's whole step: output and every rank's partial it returns "
-           "within the derived bound",
-           [step = *impl->step, lim = o.draws.limits] { props::dcp_path_property(step, lim); }});
+    const props::DcpLimits& draws = o.draws.limits;
+    if (impl->step && !props::cache_formats(draws, props::CacheKind::values).empty())
+      suite.push_back({kImplStepProperty,
+                       "the plug-in's whole step: output and every rank's partial it returns "
+                       "within the derived bound",
+                       [step = *impl->step, draws] {
+                         props::dcp_path_property(step, draws, props::CacheKind::values);
+                       }});
+    if (impl->step && !props::cache_formats(draws, props::CacheKind::fp8).empty())
+      suite.push_back({kImplStepFp8Property,
+                       "the same with fp8 KV caches (dequantized in F32 for it)",
+                       [step = *impl->step, draws] {
+                         props::dcp_path_property(step, draws, props::CacheKind::fp8);
+                       }});
   }
   for (const std::string& name : o.only) {
     bool known = false;

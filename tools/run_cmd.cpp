@@ -242,7 +242,7 @@ const std::vector<CaseFlag>& case_flag_table() {
        &CaseOptions::kv_dtype},
       {"--kv-scale",
        "The caches' dequantization scales: none, tensor (one k_scale and one v_scale) or head "
-       "(one per KV head) (default tensor for an fp8 cache, else none)",
+       "(one per KV head); fp8 caches only (default tensor for them)",
        &CaseOptions::kv_scale},
       {"--out-dtype", "Storage of the output: f32, f16 or bf16", &CaseOptions::out_dtype},
       {"--order", "Combine reduction order: seq, pair or rand", &CaseOptions::order},
@@ -315,6 +315,10 @@ oracle::Expected<CaseSpec> configured_spec(const CaseOptions& o, const ModelPres
     s.kv_scale = KvScale::per_head;
   else
     return DCP_ERROR("--kv-scale: got '", sc, "'; expected none, tensor or head");
+  // The generator maps a scale's amax to the format's largest value (case_gen.hpp): for a 16- or
+  // 32-bit cache that is ~1e38, a range no engine quantizes into.
+  if (s.kv_scale != KvScale::none && !gpu::is_fp8(*kd))
+    return DCP_ERROR("--kv-scale ", sc, ": scales are for fp8 caches; --kv-dtype is ", kvt);
   s.window = pick(o.window, int64_t{0});
   s.softcap = pick(o.softcap, 0.0);
   s.sink = o.sink;

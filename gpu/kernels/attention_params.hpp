@@ -48,8 +48,8 @@ struct PartialAttentionParams {
   // The case's variant (global positions, natural-log units).
   float scale = 0.0f;  // softmax scale; a KV head's k_scale is folded into it (scale * k_scale,
                        // one rounding) and its v_scale multiplies the partial output (kv_view.hpp)
-  bool causal = true;             // key pos <= query pos
-  int64_t window = 0;             // > 0: key pos > query pos - window
+  bool causal = true;  // key pos <= query pos
+  int64_t window = 0;  // > 0: key pos > query pos - window
   float softcap = 0.0f;           // > 0: s <- softcap * tanh(s / softcap)
   const float* sink = nullptr;    // [heads] sink logits on the rank holding the sink, else nullptr
   const int64_t* topk = nullptr;  // [tokens, topk_k] global positions, -1 padding; nullptr: none

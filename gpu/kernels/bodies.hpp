@@ -59,8 +59,8 @@ struct KvWrite {
   int64_t rank = 0, pos0 = 0, len = 0;  // the chunk [pos0, pos0 + len), global positions
   bool latent = false;
   StorageFormat src = StorageFormat::f32;  // the chunk's elements (the cache's are cache.dtype)
-  bool quantize = false;  // the chunk holds values (stored as x / scale), not stored elements
-  const void* k = nullptr;                 // [len, cache.kv_heads, cache.head_dim]
+  bool quantize = false;    // the chunk holds values (stored as x / scale), not stored elements
+  const void* k = nullptr;  // [len, cache.kv_heads, cache.head_dim]
   const void* v = nullptr;  // [len, cache.kv_heads, cache.v_dim]; unused for a latent
   KvView cache;
 };

@@ -35,8 +35,9 @@ GpuStatus validate_cache_scales(const KvCacheSpec& spec, const KvScales& scales)
   DCP_GPU_TRY(check(scales.k, "k_scale"));
   DCP_GPU_TRY(check(scales.v, "v_scale"));
   if (spec.shared_latent && !scales.v.empty())
-    return DCP_GPU_ERROR("kv cache: v_scale given for a shared latent, whose V is K (k_scale "
-                         "scales both)");
+    return DCP_GPU_ERROR(
+        "kv cache: v_scale given for a shared latent, whose V is K (k_scale "
+        "scales both)");
   return {};
 }
 

@@ -103,9 +103,9 @@ DCP_HD inline float round_fp8(float x, int bits, int emin, float largest) {
   if (!(ax == ax)) return x;
   if (ax >= largest) return x < 0 ? -largest : largest;
   int e;
-  frexpf(ax, &e);                                          // ax = f * 2^e, f in [0.5, 1)
+  frexpf(ax, &e);  // ax = f * 2^e, f in [0.5, 1)
   const int q = e - bits < emin - bits + 1 ? emin - bits + 1 : e - bits;  // spacing exponent
-  const float r = ldexpf(rintf(ldexpf(x, -q)), q);         // ties to even
+  const float r = ldexpf(rintf(ldexpf(x, -q)), q);                        // ties to even
   return fabsf(r) > largest ? (x < 0 ? -largest : largest) : r;
 }
 DCP_HD inline float round_e4m3(float x) { return round_fp8(x, kE4m3Bits, kE4m3Emin, kE4m3Max); }

@@ -79,8 +79,10 @@ typedef struct dcpv_partial_args {
   float softcap;              /* > 0: s <- softcap tanh(s / softcap) */
   dcpv_tensor q;              /* [T, H, Dk] F32 */
   dcpv_tensor q_pos;          /* [T] I64, global positions of the queries */
-  dcpv_tensor k;              /* [n, kv_heads, Dk] in the cache's storage format */
-  dcpv_tensor v;              /* [n, kv_heads, Dv] in the cache's storage format */
+  dcpv_tensor k;              /* [n, kv_heads, Dk] in the cache's storage format; an fp8
+                                 cache, or one with scales, in F32: each stored value times its
+                                 KV head's scale, rounded once */
+  dcpv_tensor v;              /* [n, kv_heads, Dv] likewise */
   dcpv_tensor k_pos;          /* [n] I64, increasing global positions of the rank's tokens */
   dcpv_tensor sink;           /* [H] F32 sink logits (natural-log units), or absent */
   dcpv_tensor topk;           /* [T, K] I64 selected global positions, -1 padding, or absent */
@@ -128,8 +130,9 @@ typedef struct dcpv_step_args {
   float scale, softcap;
   dcpv_tensor q;           /* [T, Hq, Dk] F32 */
   dcpv_tensor q_pos;       /* [T] I64 */
-  dcpv_tensor k;           /* [S, Hkv, Dk] in the cache's storage format */
-  dcpv_tensor v;           /* [S, Hkv, Dv] in the cache's storage format, or absent */
+  dcpv_tensor k;           /* [S, Hkv, Dk] in the cache's storage format (an fp8 or scaled
+                              cache in F32, dequantized as for the partial level) */
+  dcpv_tensor v;           /* [S, Hkv, Dv] likewise, or absent */
   dcpv_tensor sink;        /* [Hq] F32 sink logits, or absent: added once, by rank 0 */
   dcpv_tensor topk;        /* [T, K] I64 selected positions, -1 padding, or absent */
   dcpv_tensor o;           /* out: [T, Hq, Dv] F32 */

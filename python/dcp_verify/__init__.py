@@ -574,8 +574,9 @@ def properties(impl: Any, seed: Optional[int] = None, cases: int = 100, *, array
     cases per property. arrays: "numpy" or "torch", what the levels receive. timeout: seconds a
     collective waits for a rank. ranges: what is drawn, for an implementation that supports less
     (max_ranks, max_groups, max_seq, max_head_dim, max_v_dim; softcap, sink, topk, window,
-    shared_latent = False; q_dtypes, kv_dtypes from ("f32", "bf16", "f16"); lse_bases from
-    ("e", "2")).
+    shared_latent = False; q_dtypes from ("f32", "bf16", "f16"); kv_dtypes from those and
+    ("fp8e4m3", "fp8e5m2"), an fp8 cache reaching the levels dequantized in float32, each stored
+    value times its KV head's scale; lse_bases from ("e", "2")).
     """
     levels = [lv for lv in _LEVELS if callable(getattr(impl, lv, None))]
     if not levels:

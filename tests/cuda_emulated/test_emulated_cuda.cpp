@@ -150,6 +150,8 @@ TEST(EmulatedCudaStep, DcpPathPropertyWithinDerivedBound) {
   set_property_bound(BoundTier::statistical);
   EXPECT_TRUE(
       rc::check("dcp-path on the emulated CUDA step", [&] { dcp_path_property(emulated); }));
+  EXPECT_TRUE(rc::check("dcp-fp8 on the emulated CUDA step",
+                        [&] { dcp_path_property(emulated, {}, CacheKind::fp8); }));
 }
 
 // With the GPU's block size, on shapes of real models: GQA with every variant, the MLA latent

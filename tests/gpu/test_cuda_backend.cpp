@@ -117,51 +117,57 @@ TEST(CudaSingleGpu, AbortReleasesWaitingRanks) {
 }
 
 // The KV write kernel stores exactly what the host cache stores (rounding included), for chunks
-// at arbitrary offsets with interleave.
+// at arbitrary offsets with interleave, in bf16 and in both fp8 formats (with scales).
 TEST(CudaKernels, KvWriteMatchesHostCacheBitForBit) {
   DCP_NEEDS_GPU(1);
   CaseSpec spec;
   spec.seq = 37;
   spec.kv_heads = 2;
   spec.q_heads = 6;  // 3 TP ranks of 2 heads; each DCP rank stores the KV heads its group reads
-  spec.kv_dtype = oracle::DType::bf16;
-  const oracle::Case c = make_case(spec);
   gpu::DcpConfig cfg;
   cfg.tp_size = 3;
   cfg.layout = {3, 2};
-  const gpu::DcpInputs in = to_dcp_inputs(c, make_chunks(spec.seq, 5));
   cudaStream_t s = nullptr;
   ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
-  for (int64_t tp = 0; tp < cfg.tp_size; ++tp) {
-    auto host = gpu::build_rank_cache(in, cfg, tp);
-    ASSERT_TRUE(host.ok()) << host.status().message();
-    const gpu::KvCacheSpec& ks = host->spec;
-    const gpu::KvCacheSizes bytes = gpu::kv_cache_bytes(ks);
-    const size_t kn = static_cast<size_t>(bytes.k), vn = static_cast<size_t>(bytes.v);
-    auto k = gpu::DeviceBuffer<uint8_t>::create(kn, s);
-    auto v = gpu::DeviceBuffer<uint8_t>::create(vn, s);
-    auto w = gpu::DeviceBuffer<uint8_t>::create(static_cast<size_t>(ks.physical_rows), s);
-    ASSERT_TRUE(k.ok() && v.ok() && w.ok());
-    int64_t pos0 = 0;
-    for (const int64_t len : gpu::write_chunks(in)) {
-      const gpu::ChunkRows rows = gpu::chunk_rows(in, ks, pos0, len);
-      auto kc = gpu::DeviceBuffer<uint8_t>::upload(rows.k, s);
-      auto vc = gpu::DeviceBuffer<uint8_t>::upload(rows.v, s);
-      ASSERT_TRUE(kc.ok() && vc.ok());
-      const auto args =
-          gpu::kv_write_args(ks, gpu::kv_view(ks, k->data(), v->data(), w->data()),
-                             gpu::KvChunk{pos0, len, rows.dtype, kc->data(), vc->data()});
-      ASSERT_TRUE(args.ok() && gpu::launch_kv_write(*args, s).ok());
-      ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
-      pos0 += len;
+  for (const auto& [dtype, scale] : {std::pair{oracle::DType::bf16, KvScale::none},
+                                     std::pair{oracle::DType::f8e4m3, KvScale::per_tensor},
+                                     std::pair{oracle::DType::f8e5m2, KvScale::per_head}}) {
+    SCOPED_TRACE(std::string(oracle::dtype_name(dtype)));
+    spec.kv_dtype = dtype;
+    spec.kv_scale = scale;
+    const oracle::Case c = make_case(spec);
+    const gpu::DcpInputs in = to_dcp_inputs(c, make_chunks(spec.seq, 5));
+    for (int64_t tp = 0; tp < cfg.tp_size; ++tp) {
+      auto host = gpu::build_rank_cache(in, cfg, tp);
+      ASSERT_TRUE(host.ok()) << host.status().message();
+      const gpu::KvCacheSpec& ks = host->spec;
+      const gpu::KvCacheSizes bytes = gpu::kv_cache_bytes(ks);
+      const size_t kn = static_cast<size_t>(bytes.k), vn = static_cast<size_t>(bytes.v);
+      auto k = gpu::DeviceBuffer<uint8_t>::create(kn, s);
+      auto v = gpu::DeviceBuffer<uint8_t>::create(vn, s);
+      auto w = gpu::DeviceBuffer<uint8_t>::create(static_cast<size_t>(ks.physical_rows), s);
+      ASSERT_TRUE(k.ok() && v.ok() && w.ok());
+      int64_t pos0 = 0;
+      for (const int64_t len : gpu::write_chunks(in)) {
+        const gpu::ChunkRows rows = gpu::chunk_rows(in, ks, pos0, len);
+        auto kc = gpu::DeviceBuffer<uint8_t>::upload(rows.k, s);
+        auto vc = gpu::DeviceBuffer<uint8_t>::upload(rows.v, s);
+        ASSERT_TRUE(kc.ok() && vc.ok());
+        const auto args =
+            gpu::kv_write_args(ks, gpu::kv_view(ks, k->data(), v->data(), w->data()),
+                               gpu::KvChunk{pos0, len, rows.dtype, kc->data(), vc->data()});
+        ASSERT_TRUE(args.ok() && gpu::launch_kv_write(*args, s).ok());
+        ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+        pos0 += len;
+      }
+      std::vector<uint8_t> kd(kn), vd(vn);
+      ASSERT_TRUE(k->download(kd, s).ok());
+      ASSERT_TRUE(v->download(vd, s).ok());
+      for (size_t i = 0; i < kn; ++i)
+        ASSERT_EQ(kd[i], host->k[i]) << "tp " << tp << " k[" << i << "]";
+      for (size_t i = 0; i < vn; ++i)
+        ASSERT_EQ(vd[i], host->v[i]) << "tp " << tp << " v[" << i << "]";
     }
-    std::vector<uint8_t> kd(kn), vd(vn);
-    ASSERT_TRUE(k->download(kd, s).ok());
-    ASSERT_TRUE(v->download(vd, s).ok());
-    for (size_t i = 0; i < kn; ++i)
-      ASSERT_EQ(kd[i], host->k[i]) << "tp " << tp << " k[" << i << "]";
-    for (size_t i = 0; i < vn; ++i)
-      ASSERT_EQ(vd[i], host->v[i]) << "tp " << tp << " v[" << i << "]";
   }
   cudaStreamDestroy(s);
 }
@@ -225,6 +231,8 @@ TEST(CudaBackend, DcpPathPropertyWithinDerivedBound) {
   const DcpBackend cuda = cuda_backend(gpu::DeviceTransport::single_gpu);
   set_property_bound(BoundTier::statistical);
   EXPECT_TRUE(rc::check("dcp-path on cuda single-gpu", [&] { dcp_path_property(cuda); }));
+  EXPECT_TRUE(rc::check("dcp-fp8 on cuda single-gpu",
+                        [&] { dcp_path_property(cuda, {}, CacheKind::fp8); }));
 }
 
 TEST(CudaBackend, PinnedCounterexamples) {

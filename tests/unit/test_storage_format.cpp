@@ -144,8 +144,8 @@ TEST(StorageFormat, StoringFp8RoundsToNearestEvenAsTheOracleAndSaturates) {
       ASSERT_EQ(static_cast<double>(dcp::gpu::round_to(d, x)),
                 x > 0 ? fp8_largest(d) : -fp8_largest(d))
           << dcp::gpu::format_name(d) << " of " << x;
-      ASSERT_EQ(ours, dcp::oracle::double_to_fp8_bits(oracle_of(d), x > 0 ? fp8_largest(d)
-                                                                          : -fp8_largest(d)));
+      ASSERT_EQ(ours, dcp::oracle::double_to_fp8_bits(oracle_of(d),
+                                                      x > 0 ? fp8_largest(d) : -fp8_largest(d)));
     }
   };
   for (const StorageFormat d : kFp8) {
@@ -155,8 +155,8 @@ TEST(StorageFormat, StoringFp8RoundsToNearestEvenAsTheOracleAndSaturates) {
       if (!std::isfinite(lo) || !std::isfinite(hi) || std::signbit(lo) != std::signbit(hi))
         continue;
       const float mid = static_cast<float>((double(lo) + double(hi)) / 2);  // exact in a float
-      for (const float x : {lo, mid, std::nextafter(mid, 0.0f), std::nextafter(mid, INFINITY),
-                            -lo, -mid})
+      for (const float x :
+           {lo, mid, std::nextafter(mid, 0.0f), std::nextafter(mid, INFINITY), -lo, -mid})
         ASSERT_NO_FATAL_FAILURE(expect_alike(d, x));
     }
     std::mt19937 rng(7);  // and floats anywhere: overflow, subnormals, infinities
