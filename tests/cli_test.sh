@@ -51,13 +51,18 @@ PY
 then passes=$((passes + 1)); else echo "FAIL: run --junit"; failures=$((failures + 1)); fi
 expect 2 "run --junit into a missing folder" -- "$bin" run --junit "$tmp/missing/run.xml"
 one_line_stderr "run --junit into a missing folder"
+expect 0 "run, fp8 cache with per-head scales" -- "$bin" run --kv-dtype fp8e5m2 --kv-scale head --cases 2
+contains "$tmp/out" "causal+kv=e5m2/head" "run, fp8: the variant names the cache"
+contains "$tmp/out" "# run: OK" "run, fp8 verdict"
 expect 0 "run, tf32 over a2a" -- "$bin" run --dcp-size 4 --comm-backend a2a --tf32 --p-cast f16 --partial-dtype f16 --sink --quiet
 contains "$tmp/out" "# run: OK" "run, tf32 verdict"
 
 for bad in "--dcp-size 0" "--dcp-size 4 --tp-size 6" "--interleave 0" "--heads 6 --kv-heads 4" \
            "--heads 6 --dcp-size 4" "--comm nccl" "--backend cuda" "--comm-backend ring" \
            "--lse-base 10" "--dtype f8" "--preset llama" "--seq -1" "--cases 0" "--exp fast" \
-           "--p-cast f32" "--partial-dtype fp8" "--merge-dtype bf16 --comm-backend a2a"; do
+           "--p-cast f32" "--partial-dtype fp8" "--merge-dtype bf16 --comm-backend a2a" \
+           "--kv-dtype fp4" "--kv-dtype bf16 --kv-scale tensor" "--kv-dtype fp8e4m3 --kv-scale row" \
+           "--dtype fp8e4m3"; do
   # shellcheck disable=SC2086
   expect 2 "run $bad" -- "$bin" run $bad
   one_line_stderr "run $bad"
@@ -143,6 +148,15 @@ expect 0 "model, k3-mla preset: replicate-q and a2a" -- "$bin" model --preset k3
 contains "$tmp/out" "comm=a2a replicate-q" "model: k3 preset comm in the header"
 contains "$tmp/out" "     131072       18874368       172368        31.457           3.932     10.983    2.109  yes" "model: k3 replicate-q row by hand"
 contains "$tmp/out" "# break-even S*: 52300 tokens" "model: k3 replicate-q break-even"
+# The same with the latent cache in fp8 (k3-mla-fp8: 1 byte a component), by hand:
+#   KV bytes per rank   131072 / 8 x 576 x 1                                  = 9437184
+#   T_attn(S)           131072 x 576 B / 4800 GB/s                            = 15.729 us
+#   T_attn(S/N)         compute-bound: 2 x 96 x 16384 x (576 + 512) / 989 TFLOP/s = 3.461 us
+#                       (the KV read, 16384 x 576 B / 4800 GB/s = 1.966 us, is shorter)
+#   speedup             15.729 / (3.461 + 10.983)                             = 1.089
+expect 0 "model, k3-mla-fp8" -- "$bin" model --preset k3-mla-fp8 --seq 131072
+contains "$tmp/out" "KV fp8e4m3, q bf16" "model: fp8 preset names its KV format"
+contains "$tmp/out" "     131072        9437184       172368        15.729           3.461     10.983    1.089  yes" "model: k3 fp8 row by hand"
 expect 0 "model, sweep" -- "$bin" model
 contains "$tmp/out" "    1048576      150994944" "model: sweep reaches 1M"
 contains "$tmp/out" "# break-even S*: " "model: sweep break-even line"
@@ -154,7 +168,7 @@ contains "$tmp/out" "KV heads read 1 -> 8" "model: llama KV heads"
 contains "$tmp/out" "# break-even S*: never" "model: llama never pays"
 for bad in "--heads 0" "--heads 96 --kv-heads 5" "--heads 100" "--tp-size 8 --dcp-size 3" \
            "--comm-backend ring" "--dtype f8" "--preset llama" "--seq 0" "--hbm-gbps 0" \
-           "--replicate-q --gather-q"; do
+           "--replicate-q --gather-q" "--kv-dtype fp4"; do
   # shellcheck disable=SC2086
   expect 2 "model $bad" -- "$bin" model $bad
   one_line_stderr "model $bad"
@@ -392,6 +406,13 @@ expect 0 "properties ranges" -- "$bin" properties --seed 5 --cases 30 --only pin
   --max-dcp 3 --max-seq 40 --without softcap,sink,topk --kv-dtypes bf16 --lse-bases e
 contains "$tmp/out" "outside the drawn limits, not replayed" "properties ranges: pinned filtered"
 contains "$tmp/out" "# reproduce: dcp-verify properties --backend host --seed 5 --cases 30 --only pinned,dcp-path --max-dcp 3 --max-seq 40 --without softcap,sink,topk --kv-dtypes bf16 --lse-bases e" "properties ranges: reproduce"
+# fp8 caches only: dcp-path has nothing to draw and is left out; dcp-fp8 runs.
+expect 0 "properties, fp8 caches only" -- "$bin" properties --seed 3 --cases 20 --kv-dtypes fp8e4m3,fp8e5m2
+contains "$tmp/out" "   dcp-fp8                20  OK" "properties: dcp-fp8 runs"
+if grep -q "   dcp-path " "$tmp/out"; then echo "FAIL: dcp-path ran with fp8 formats only"; failures=$((failures + 1)); else passes=$((passes + 1)); fi
+expect 2 "properties --only dcp-fp8 without fp8" -- "$bin" properties --only dcp-fp8 --kv-dtypes bf16
+one_line_stderr "properties --only dcp-fp8 without fp8"
+contains "$tmp/err" "--kv-dtypes draws no fp8 format" "properties: --only names why dcp-fp8 is absent"
 for bad in "--without colour" "--kv-dtypes f8" "--lse-bases 10" "--max-seq 0" "--max-dcp 257"; do
   # shellcheck disable=SC2086
   expect 2 "properties $bad" -- "$bin" properties $bad

@@ -37,7 +37,7 @@ if python3 - "$tmp/props.xml" <<'PY'
 import sys, xml.etree.ElementTree as ET
 suite = ET.parse(sys.argv[1]).getroot().find("testsuite")
 failed = {c.get("name").split(":")[0]: c.find("failure") for c in suite.findall("testcase")}
-assert set(failed) == {"pinned", "dcp-path", "dcp-step"}, failed
+assert set(failed) == {"pinned", "dcp-path", "dcp-fp8", "dcp-step", "dcp-step-fp8"}, failed
 text = failed["dcp-path"].text
 assert "T=1 Hq=1 Hkv=1 Dk=1 Dv=1" in text and "reproduce: dcp-verify properties" in text, text
 PY

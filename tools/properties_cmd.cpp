@@ -327,6 +327,15 @@ int run_properties(PropertiesOptions& o, const Limits& lim) {
   for (const std::string& name : o.only) {
     bool known = false;
     for (const auto& p : suite) known = known || p.name == name || name == "pinned";
+    // A DCP property the limits leave out: no K/V format of its kind to draw.
+    const bool step = impl && impl->step;
+    const bool fp8 = name == "dcp-fp8" || (step && name == kImplStepFp8Property);
+    if (!known && (fp8 || name == "dcp-path" || (step && name == kImplStepProperty))) {
+      std::cerr << "dcp-verify properties: --only " << name << ": --kv-dtypes draws no "
+                << (fp8 ? "fp8 format (fp8e4m3, fp8e5m2)" : "16- or 32-bit format (f32, bf16, f16)")
+                << "\n";
+      return kExitBadInput;
+    }
     if (!known) {
       std::string names = "pinned";
       for (const auto& p : suite) names += ", " + p.name;
