@@ -34,6 +34,9 @@ Result<DcpGeometry> DcpGeometry::create(const DcpConfig& cfg, const AttentionDim
                          d.head_dim, " for a shared latent");
   if (cfg.tile < 1) return DCP_GPU_ERROR("DcpConfig.tile: got ", cfg.tile, "; expected >= 1");
   if (cfg.splits < 1) return DCP_GPU_ERROR("DcpConfig.splits: got ", cfg.splits, "; expected >= 1");
+  if (cfg.page_size < 0)
+    return DCP_GPU_ERROR("DcpConfig.page_size: got ", cfg.page_size,
+                         "; expected >= 0 (0: not paged)");
   if (cfg.strategy == CommStrategy::a2a && cfg.math.merge != StorageFormat::f32)
     return DCP_GPU_ERROR("DcpConfig.math.merge: got ", format_name(cfg.math.merge),
                          "; a2a merges in fp32 on the receiving rank (a 16-bit sum is ag_rs's "
@@ -72,8 +75,8 @@ GpuStatus validate_inputs(const DcpInputs& in, const DcpConfig& cfg) {
     return DCP_GPU_ERROR("tensor 'v': ", format_name(in.v.dtype), " elements; expected k's ",
                          format_name(in.k.dtype));
   if (!d.shared_latent && in.v.quantize != in.k.quantize)
-    return DCP_GPU_ERROR("tensor 'v': quantize = ", in.v.quantize, "; expected k's (",
-                         in.k.quantize, ")");
+    return DCP_GPU_ERROR("tensor 'v': quantize is ", in.v.quantize ? "true" : "false",
+                         "; expected k's, ", in.k.quantize ? "true" : "false");
   const auto check_scale = [&](const std::vector<float>& sc, const char* name) -> GpuStatus {
     if (!sc.empty() && sc.size() != 1 && sc.size() != static_cast<size_t>(d.kv_heads))
       return DCP_GPU_ERROR("tensor '", name, "': ", sc.size(), " elements; expected none, 1 (per ",
@@ -141,7 +144,29 @@ Result<KvCacheSpec> rank_cache_spec(const DcpInputs& in, const DcpConfig& cfg, i
   spec.v_dim = d.v_dim;
   spec.shared_latent = d.shared_latent;
   spec.dtype = in.kv_dtype;
+  if (cfg.page_size > 0) {
+    spec.page_size = cfg.page_size;
+    spec.pool_pages = spec.table_pages() + (spec.table_pages() + 1) / 2;  // one free page in 3
+  }
   return spec;
+}
+
+std::vector<int32_t> rank_block_table(const DcpConfig& cfg, const KvCacheSpec& spec) {
+  if (spec.page_size <= 0) return {};
+  // splitmix64 (Steele, Lea, Flood 2014): a platform-independent stream for the shuffle.
+  uint64_t state = cfg.page_seed ^ (0x9e3779b97f4a7c15ull * static_cast<uint64_t>(spec.rank + 1));
+  auto next = [&state] {
+    uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  };
+  std::vector<int32_t> pool(static_cast<size_t>(spec.pool_pages));
+  for (size_t i = 0; i < pool.size(); ++i) pool[i] = static_cast<int32_t>(i);
+  for (size_t i = pool.size(); i > 1; --i)  // Fisher-Yates
+    std::swap(pool[i - 1], pool[static_cast<size_t>(next() % i)]);
+  pool.resize(static_cast<size_t>(spec.table_pages()));
+  return pool;
 }
 
 KvScales rank_kv_scales(const DcpInputs& in, const KvCacheSpec& spec) {

@@ -64,6 +64,11 @@ struct DcpConfig {
   KernelMath math;  // exponential, P cast, tf32, partial and reduce-scatter formats
   // How long a rank waits for its peers in a collective (communicator.hpp).
   std::chrono::milliseconds deadline = kDefaultCollectiveDeadline;
+  // > 0: each rank's cache is a pool of pages of page_size rows (kv_view.hpp), its pages placed
+  // in a pool with one free page for every two used, in an order drawn from page_seed and the
+  // rank (rank_block_table): a fragmented pool, as an engine's block allocator leaves it.
+  int64_t page_size = 0;
+  uint64_t page_seed = 0;
 };
 
 // Model-wide shapes.
@@ -165,6 +170,9 @@ GpuStatus validate_inputs(const DcpInputs& in, const DcpConfig& cfg);
 // the cache a TP rank holds: its dcp rank, rows (in.physical_rows, or just enough for S), the
 // KV heads its group reads, shapes and storage format;
 Result<KvCacheSpec> rank_cache_spec(const DcpInputs& in, const DcpConfig& cfg, int64_t tp_rank);
+// the block table of a paged rank cache (cfg.page_size > 0; empty otherwise): spec.table_pages()
+// distinct pool pages in an order drawn from cfg.page_seed and the rank;
+std::vector<int32_t> rank_block_table(const DcpConfig& cfg, const KvCacheSpec& spec);
 // the scales of the KV heads the spec stores ([spec.kv_heads] each, or none);
 KvScales rank_kv_scales(const DcpInputs& in, const KvCacheSpec& spec);
 // the KV writes that build the cache, in order (in.chunks, or one chunk of S);

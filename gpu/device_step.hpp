@@ -50,28 +50,33 @@ struct DeviceCache {
   typename Device::template Buffer<uint8_t> k, v;  // elements of spec.dtype; v empty for a latent
   typename Device::template Buffer<uint8_t> written;
   typename Device::template Buffer<float> k_scale, v_scale;  // [kv_heads] each; empty: none
+  typename Device::template Buffer<int32_t> block_table;     // [table_pages]; empty: not paged
   KvView view() {
     return kv_view(spec, k.data(), v.data(), written.data(),
                    k_scale.size() > 0 ? k_scale.data() : nullptr,
-                   v_scale.size() > 0 ? v_scale.data() : nullptr);
+                   v_scale.size() > 0 ? v_scale.data() : nullptr,
+                   block_table.size() > 0 ? block_table.data() : nullptr);
   }
 };
 
-// An empty cache of the spec on the device, with the dequantization scales of its KV heads
-// (kv_view.hpp): nothing written.
+// An empty cache of the spec on the device, with the dequantization scales of its KV heads and,
+// paged, its block table (kv_view.hpp): nothing written.
 template <class Device>
 Result<DeviceCache<Device>> alloc_device_cache(Device& dev, const KvCacheSpec& spec,
-                                               const KvScales& scales = {}) {
+                                               const KvScales& scales = {},
+                                               const std::vector<int32_t>& block_table = {}) {
   DCP_GPU_TRY(validate_cache_spec(spec));
   DCP_GPU_TRY(validate_cache_scales(spec, scales));
+  DCP_GPU_TRY(validate_block_table(spec, block_table));
   const KvCacheSizes n = kv_cache_bytes(spec);
   DCP_GPU_ASSIGN(k, dev.template alloc<uint8_t>(static_cast<size_t>(n.k)));
   DCP_GPU_ASSIGN(v, dev.template alloc<uint8_t>(static_cast<size_t>(n.v)));
   DCP_GPU_ASSIGN(written, dev.template alloc<uint8_t>(static_cast<size_t>(n.written)));
   DCP_GPU_ASSIGN(ks, dev.upload(scales.k));
   DCP_GPU_ASSIGN(vs, dev.upload(scales.v));
-  return DeviceCache<Device>{spec,          std::move(k), std::move(v), std::move(written),
-                             std::move(ks), std::move(vs)};
+  DCP_GPU_ASSIGN(bt, dev.upload(block_table));
+  return DeviceCache<Device>{spec,          std::move(k),  std::move(v), std::move(written),
+                             std::move(ks), std::move(vs), std::move(bt)};
 }
 
 // Stores the tokens of the chunk (its tensors in the device's memory) the cache's rank owns.
@@ -96,7 +101,8 @@ template <class Device>
 Result<DeviceCache<Device>> build_device_cache(Device& dev, const DcpInputs& in,
                                                const DcpConfig& cfg, int64_t tp_rank) {
   DCP_GPU_ASSIGN(spec, rank_cache_spec(in, cfg, tp_rank));
-  DCP_GPU_ASSIGN(cache, alloc_device_cache(dev, spec, rank_kv_scales(in, spec)));
+  DCP_GPU_ASSIGN(
+      cache, alloc_device_cache(dev, spec, rank_kv_scales(in, spec), rank_block_table(cfg, spec)));
   int64_t pos0 = 0;
   for (const int64_t len : write_chunks(in)) {
     ChunkRows c = chunk_rows(in, spec, pos0, len);

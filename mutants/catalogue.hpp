@@ -38,6 +38,7 @@ enum class Mutant : uint8_t {
   chunk_share_no_phase,      // a chunk's rows on a rank computed as if it started at 0
   position_no_interleave,    // position(r, row) = row N + r, ignoring I
   split_boundary_duplicate,  // split-KV pieces overlap by one key: a token counted twice
+  block_table_ignored,       // a paged cache read as if its rows were in order: pool row = row
   // Masks, on global positions.
   causal_on_local_rows,  // causal mask compares the local row with q_pos
   window_on_local_rows,  // sliding-window bound compares the local row with q_pos - W
@@ -96,6 +97,7 @@ inline constexpr MutantInfo kMutantCatalogue[] = {
     {Mutant::chunk_share_no_phase, "chunk_share_no_phase", "layout"},
     {Mutant::position_no_interleave, "position_no_interleave", "layout"},
     {Mutant::split_boundary_duplicate, "split_boundary_duplicate", "layout"},
+    {Mutant::block_table_ignored, "block_table_ignored", "layout"},
     {Mutant::causal_on_local_rows, "causal_on_local_rows", "mask"},
     {Mutant::window_on_local_rows, "window_on_local_rows", "mask"},
     {Mutant::window_off_by_one, "window_off_by_one", "mask"},

@@ -173,7 +173,7 @@ void buggy_attention(Mutant m, const PartialAttentionParams& p) {
           const int64_t row = rows[static_cast<size_t>(x)];
           float dot = 0.0f;
           for (int64_t i = 0; i < dk; ++i) dot += q[i] * p.kv.key(row, g, i);
-          float sc = dot * p.scale;
+          float sc = dot * (p.scale * p.kv.k_scale_of(g));  // the K scale folded in, as the body
           if (p.softcap > 0.0f) sc = p.softcap * std::tanh(sc / p.softcap);
           if (!masked.empty() && masked[static_cast<size_t>(row)]) sc = -p.softcap;
           sc = gpu::to_base_units(base, sc);
@@ -206,6 +206,7 @@ void buggy_attention(Mutant m, const PartialAttentionParams& p) {
       float* o = p.o + (t * H + h) * dv;
       std::copy(num.begin(), num.end(), o);
       p.lse[t * H + h] = gpu::finish(base, a, o, dv);
+      for (int64_t i = 0; i < dv; ++i) o[i] *= p.kv.v_scale_of(g);  // the V scale, as the body
     }
   }
 }
@@ -315,6 +316,9 @@ GpuStatus MutantDevice::attention_with_args(PartialAttentionParams p) {
     case Mutant::v_scale_twice:
       twice = squared(p.kv.v_scale);
       if (!twice.empty()) p.kv.v_scale = twice.data();
+      break;
+    case Mutant::block_table_ignored:
+      p.kv.block_table = nullptr;
       break;
     case Mutant::scale_missing:
       p.scale = 1.0f;

@@ -39,10 +39,19 @@ std::optional<oracle::DType> claim_format(dcpv_dtype d) {
   }
 }
 
+// The ABI's name of a value format (rows_in hands fp8 caches over dequantized, in F32).
 dcpv_dtype plugin_dtype(gpu::StorageFormat f) {
-  return f == gpu::StorageFormat::bf16  ? DCPV_BF16
-         : f == gpu::StorageFormat::f16 ? DCPV_F16
-                                        : DCPV_F32;
+  switch (f) {
+    case gpu::StorageFormat::bf16:
+      return DCPV_BF16;
+    case gpu::StorageFormat::f16:
+      return DCPV_F16;
+    case gpu::StorageFormat::f32:
+    case gpu::StorageFormat::f8e4m3:  // never reached: dequantized first
+    case gpu::StorageFormat::f8e5m2:
+      break;
+  }
+  return DCPV_F32;
 }
 
 dcpv_tensor view(const void* data, dcpv_dtype dtype, std::initializer_list<int64_t> shape,
@@ -105,6 +114,18 @@ Rows rows_in(gpu::StorageFormat f, gpu::StorageFormat src, const void* base, int
   return r;
 }
 
+// The cache's rows [0, n) of `width` elements each, from its pool at base, in row order (a paged
+// cache keeps them in pool pages through its block table; the ABI's tensors are strided views).
+std::vector<uint8_t> rows_in_order(const gpu::KvView& kv, const void* base, int64_t n,
+                                   int64_t width) {
+  const int64_t bytes = width * gpu::format_bytes(kv.dtype);
+  std::vector<uint8_t> out(static_cast<size_t>(n * bytes));
+  for (int64_t r = 0; r < n; ++r)
+    std::memcpy(&out[static_cast<size_t>(r * bytes)],
+                static_cast<const uint8_t*>(base) + kv.slot(r) * bytes, static_cast<size_t>(bytes));
+  return out;
+}
+
 // A KV head's scales [Hkv] of the inputs' k_scale or v_scale ([1] or [Hkv]); empty: none.
 std::vector<float> per_head(const std::vector<float>& s, int64_t kv_heads) {
   if (s.size() != 1) return s;
@@ -124,10 +145,18 @@ class PluginDevice : public gpu::HostDevice {
     std::vector<int64_t> k_pos(static_cast<size_t>(n));
     for (int64_t r = 0; r < n; ++r) k_pos[static_cast<size_t>(r)] = p.layout.position(p.rank, r);
     const gpu::StorageFormat f = p.kv.dtype;  // the cache's: a view of its rows
-    const Rows k = rows_in(f, f, p.kv.k, n, p.kv.kv_heads, dk, p.kv.head_dim, p.kv.k_scale);
-    const Rows v =
-        latent ? Rows{}
-               : rows_in(f, f, p.kv.v, n, p.kv.kv_heads, dv, p.kv.v_head_stride, p.kv.v_scale);
+    const bool paged = p.kv.block_table != nullptr;
+    const std::vector<uint8_t> k_rows =
+        paged ? rows_in_order(p.kv, p.kv.k, n, p.kv.kv_heads * p.kv.head_dim)
+              : std::vector<uint8_t>{};
+    const std::vector<uint8_t> v_rows =
+        paged && !latent ? rows_in_order(p.kv, p.kv.v, n, p.kv.kv_heads * p.kv.v_head_stride)
+                         : std::vector<uint8_t>{};
+    const Rows k = rows_in(f, f, paged ? k_rows.data() : p.kv.k, n, p.kv.kv_heads, dk,
+                           p.kv.head_dim, p.kv.k_scale);
+    const Rows v = latent ? Rows{}
+                          : rows_in(f, f, paged ? v_rows.data() : p.kv.v, n, p.kv.kv_heads, dv,
+                                    p.kv.v_head_stride, p.kv.v_scale);
     dcpv_partial_args a{};
     a.rank = p.rank;
     a.ranks = p.layout.ranks;

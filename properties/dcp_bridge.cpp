@@ -307,6 +307,7 @@ std::string describe(const gpu::DcpConfig& cfg) {
      << " order=" << gpu::reduce_order_name(cfg.order) << " order_seed=" << cfg.order_seed
      << " base=" << (cfg.base == gpu::LseBase::e ? "e" : "2") << " tile=" << cfg.tile
      << " splits=" << cfg.splits << " out=" << gpu::format_name(cfg.out_dtype);
+  if (cfg.page_size > 0) os << " page=" << cfg.page_size << " page_seed=" << cfg.page_seed;
   const std::string math = describe(cfg.math);
   if (!math.empty()) os << " " << math;
   return os.str();

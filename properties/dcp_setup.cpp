@@ -64,6 +64,10 @@ oracle::Status validate_setup(const DcpSetup& s, const SetupNames& n) {
                      g.tp_size);
   DCP_TRY(range(n.tile, g.tile, int64_t{1}, kMaxSeq));
   DCP_TRY(range(n.splits, g.splits, int64_t{1}, kMaxSeq));
+  DCP_TRY(range(n.page_size, g.page_size, int64_t{0}, kMaxSeq));
+  if (c.kv_scale != KvScale::none && !oracle::is_fp8(c.kv_dtype))
+    return DCP_ERROR(n.kv_scale, ": scales are for fp8 caches; K/V are ",
+                     oracle::dtype_name(c.kv_dtype));
   if (g.strategy == gpu::CommStrategy::a2a && g.math.merge != gpu::StorageFormat::f32)
     return DCP_ERROR(n.merge, ": got ", gpu::format_name(g.math.merge),
                      "; a2a merges in fp32 (a 16-bit sum is ag_rs's reduce-scatter)");
@@ -128,6 +132,10 @@ nlohmann::json to_json(const DcpSetup& s) {
                         {"tile", g.tile},
                         {"splits", g.splits},
                         {"out_dtype", std::string(gpu::format_name(g.out_dtype))}};
+  if (g.page_size > 0) {  // absent: not paged (entries pinned before paging read the same)
+    cfg["page_size"] = g.page_size;
+    cfg["page_seed"] = g.page_seed;
+  }
   // The kernels' arithmetic where it is not the default (entries read without it get the
   // defaults, so a pin stays the same JSON as before the field existed).
   if (!describe(g.math).empty())
@@ -332,7 +340,7 @@ oracle::Expected<DcpSetup> setup_from_json(const nlohmann::json& j) {
   const FieldReader g = top.child("config");
   DCP_TRY(g.object());
   DCP_TRY(g.only({"tp_size", "dcp_size", "interleave", "comm", "replicate_q", "order", "order_seed",
-                  "tile", "splits", "out_dtype", "math"}));
+                  "tile", "splits", "out_dtype", "math", "page_size", "page_seed"}));
   gpu::DcpConfig& q = s.cfg;
   DCP_TRY(g.get("tp_size", q.tp_size));
   DCP_TRY(g.get("dcp_size", q.layout.ranks));
@@ -360,6 +368,10 @@ oracle::Expected<DcpSetup> setup_from_json(const nlohmann::json& j) {
   DCP_TRY(g.get("order_seed", q.order_seed));
   DCP_TRY(g.get("tile", q.tile));
   DCP_TRY(g.get("splits", q.splits));
+  if (g.has("page_size")) {
+    DCP_TRY(g.get("page_size", q.page_size));
+    DCP_TRY(g.get("page_seed", q.page_seed));
+  }
   DCP_TRY(get_math(g, q.math));
   q.base = to_gpu_base(p.lse_base);
   DCP_TRY(top.get("chunks", s.chunks));

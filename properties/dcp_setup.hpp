@@ -37,17 +37,18 @@ inline constexpr int64_t kMaxExtent = 1 << 20;        // T, Hq, Hkv, Dk, Dv
 // entry (kJsonNames), or the command-line flags that set them (tools/flags.hpp, kFlagNames).
 struct SetupNames {
   const char *tokens, *q_heads, *kv_heads, *head_dim, *v_dim, *seq, *window, *softcap, *topk,
-      *tp_size, *dcp_size, *interleave, *tile, *splits, *chunks, *merge;
+      *tp_size, *dcp_size, *interleave, *tile, *splits, *chunks, *merge, *page_size, *kv_scale;
 };
 inline constexpr SetupNames kJsonNames{
-    "spec.tokens", "spec.q_heads",   "spec.kv_heads",   "spec.head_dim",
-    "spec.v_dim",  "spec.seq",       "spec.window",     "spec.softcap",
-    "spec.topk",   "config.tp_size", "config.dcp_size", "config.interleave",
-    "config.tile", "config.splits",  "chunks",          "config.math.merge"};
+    "spec.tokens",       "spec.q_heads",      "spec.kv_heads", "spec.head_dim", "spec.v_dim",
+    "spec.seq",          "spec.window",       "spec.softcap",  "spec.topk",     "config.tp_size",
+    "config.dcp_size",   "config.interleave", "config.tile",   "config.splits", "chunks",
+    "config.math.merge", "config.page_size",  "spec.kv_scale"};
 
 // Whether the production path can run the setup and the oracle can state it: every range
 // above, the divisibility of heads and ranks, chunk writes of positive lengths summing to S, a
-// 16-bit sum only in ag_rs's reduce-scatter. The
+// 16-bit sum only in ag_rs's reduce-scatter, scales only for fp8 caches (the generator maps a
+// scale's amax to the format's largest value: ~1e38 for 16- and 32-bit formats). The
 // first violation, in one line naming the field as `names` calls it. (Generated setups may ask
 // for more top-k positions or splits than there are keys, to exercise padding and empty splits;
 // the command line refuses those as requests that make no sense, tools/run_cmd.cpp.)

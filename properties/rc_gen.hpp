@@ -29,8 +29,8 @@ struct SpecLimits {
   int64_t max_v_dim = 24;
   int64_t max_seq = 200;
   bool mixed_dtypes = true;  // draw fp16/bf16 inputs too
-  // With mixed_dtypes, fp8 inputs too (K/V with scales or without); the production path keeps
-  // K/V in F32, F16 or BF16 only.
+  // With mixed_dtypes, fp8 inputs too (K/V with scales or without; q in fp8 too, which the
+  // production path does not take: its properties draw fp8 K/V only, in dcp-fp8).
   bool fp8 = true;
 };
 
@@ -264,6 +264,11 @@ inline rc::Gen<DcpSetup> gen_dcp_setup(DcpLimits lim, CacheKind kind = CacheKind
                                                                    {1, gpu::StorageFormat::f16}});
     cfg.math = draw_kernel_math(cfg, p);
     s.chunks = make_chunks(p.seq, *rc::gen::arbitrary<uint64_t>());
+    // A paged cache one case in three, pages of 1 to 64 rows in a fragmented pool
+    // (rank_block_table). Drawn last, so every earlier draw is the one it was before paging.
+    cfg.page_size = *rc::gen::weightedOneOf<int64_t>(
+        {{2, rc::gen::just<int64_t>(0)}, {1, rc::gen::inRange<int64_t>(1, 65)}});
+    if (cfg.page_size > 0) cfg.page_seed = *rc::gen::arbitrary<uint64_t>();
     return s;
   });
 }

@@ -67,7 +67,8 @@ void dcp_path_property(const DcpBackend& backend, const DcpLimits& lim, CacheKin
       " I=" + std::to_string(s.cfg.layout.interleave) + " tp=" + std::to_string(s.cfg.tp_size) +
       " T=" + std::to_string(s.spec.tokens) + " Hq=" + std::to_string(s.spec.q_heads) +
       " Hkv=" + std::to_string(s.spec.kv_heads) + " Dk=" + std::to_string(s.spec.head_dim) +
-      " Dv=" + std::to_string(s.spec.v_dim) + fp8_cache(s.spec));
+      " Dv=" + std::to_string(s.spec.v_dim) + fp8_cache(s.spec) +
+      (s.cfg.page_size > 0 ? " page=" + std::to_string(s.cfg.page_size) : ""));
   const oracle::Case c = make_case(s.spec);
   const DcpCheck chk = check_dcp(c, s.cfg, s.chunks, backend);
   RC_CLASSIFY(s.cfg.layout.ranks > 8, "N > 8");
@@ -180,21 +181,25 @@ void kv_write_property() {
   const bool latent = *rc::gen::arbitrary<bool>();
   const bool scaled = *rc::gen::arbitrary<bool>();
   const bool from_values = *rc::gen::arbitrary<bool>();
-  // Scales anywhere in [2^-12, 2^8); powers of two for an f32 cache quantizing values, whose
-  // quotient x / scale is stored unrounded (exact only then).
-  const bool pow2 = fmt == gpu::StorageFormat::f32 && from_values;
+  // Paged one case in two: pages of 1 to 16 rows in a fragmented pool (rank_block_table).
+  gpu::DcpConfig paging;
+  paging.page_size = *rc::gen::weightedOneOf<int64_t>(
+      {{1, rc::gen::just<int64_t>(0)}, {1, rc::gen::inRange<int64_t>(1, 17)}});
+  paging.page_seed = *rc::gen::arbitrary<uint64_t>();
+  // Scales anywhere in [2^-12, 2^8): a stored value c in {1, 2} times a scale is exact in fp32
+  // (c is a power of two), so quantizing it back gives c exactly in every format.
   const auto draw_scales = [&] {
     std::vector<float> sc;
     for (int64_t g = 0; scaled && g < heads; ++g)
-      sc.push_back(pow2 ? std::ldexp(1.0f, *rc::gen::inRange(-12, 8))
-                        : static_cast<float>(*rc::gen::inRange(1, 1 << 20)) / 4096.0f);
+      sc.push_back(static_cast<float>(*rc::gen::inRange(1, 1 << 20)) / 4096.0f);
     return sc;
   };
   const gpu::KvScales scales{draw_scales(), latent ? std::vector<float>{} : draw_scales()};
   set_current_case(layout_case(l, "S", seq) + " chunks=" + std::to_string(chunks.size()) +
                    " kv=" + std::string(gpu::format_name(fmt)) + " heads=" + std::to_string(heads) +
                    (latent ? " latent" : "") + (scaled ? " scaled" : "") +
-                   (from_values ? " from-values" : " from-stored"));
+                   (from_values ? " from-values" : " from-stored") +
+                   (paging.page_size > 0 ? " page=" + std::to_string(paging.page_size) : ""));
   // Token p's stored component i (of 9, p < 2^9) is 2 where bit i of p is set, else 1, and its
   // value component i + 9 is the opposite: exact in every format, so every stored row says
   // which token it holds, and a value 1 or 2 times a scale quantizes back to it.
@@ -220,8 +225,13 @@ void kv_write_property() {
   };
   for (int64_t r = 0; r < l.ranks; ++r) {
     gpu::KvCacheSpec spec{l, r, rows, heads, 0, dk, dv, latent, fmt};
+    if (paging.page_size > 0) {
+      spec.page_size = paging.page_size;
+      spec.pool_pages = spec.table_pages() + (spec.table_pages() + 1) / 2;
+    }
     gpu::HostDevice dev(nullptr);
-    gpu::Result<gpu::HostKvCache> c = gpu::alloc_device_cache(dev, spec, scales);
+    const std::vector<int32_t> table = gpu::rank_block_table(paging, spec);
+    gpu::Result<gpu::HostKvCache> c = gpu::alloc_device_cache(dev, spec, scales, table);
     RC_ASSERT(c.ok());
     int64_t pos0 = 0;
     for (const int64_t len : chunks) {
@@ -260,6 +270,15 @@ void kv_write_property() {
           for (int64_t i = 0; i < dv; ++i) RC_ASSERT(view.value(row, g, i) == code(p, kBits + i));
       }
     }
+    // The pool rows no held row maps to (the free pages, the tails of pages) stay zero: writes
+    // land in the block table's pages only.
+    std::vector<char> used(static_cast<size_t>(spec.pool_rows()), 0);
+    for (int64_t row = 0; row < held; ++row) used[static_cast<size_t>(view.slot(row))] = 1;
+    const int64_t k_row = heads * dk * gpu::format_bytes(fmt);
+    for (int64_t slot = 0; slot < spec.pool_rows(); ++slot)
+      if (!used[static_cast<size_t>(slot)])
+        for (int64_t b = 0; b < k_row; ++b)
+          RC_ASSERT(c->k[static_cast<size_t>(slot * k_row + b)] == 0);
   }
 }
 

@@ -182,14 +182,20 @@ write("a2a16", lambda s: s["config"].update(comm="a2a", math={"exp": "libm", "p_
                                              "tf32": False, "partial": "f32", "merge": "f16"}))
 write("mathexp", lambda s: s["config"].update(math={"exp": "fast", "p_cast": "f32",
                                                "tf32": False, "partial": "f32", "merge": "f32"}))
+write("scale16", lambda s: s["spec"].update(kv_dtype="BF16", kv_scale="per_tensor"))
+write("badscale", lambda s: s["spec"].update(kv_dtype="F8_E4M3", kv_scale="per_row"))
+write("page", lambda s: s["config"].update(page_size=-2, page_seed=1))
 json.dump({"not": "a list"}, open(f"{out}/notlist.json", "w"))
 open(f"{out}/notjson.json", "w").write("[{")
 json.dump([], open(f"{out}/empty.json", "w"))
 PY
-for f in dcp0 negchunk typo unknown missing badstyle hugeint tpn a2a16 mathexp notlist notjson empty; do
+for f in dcp0 negchunk typo unknown missing badstyle hugeint tpn a2a16 mathexp scale16 badscale page \
+         notlist notjson empty; do
   bad "pinned $f" -- "$bin" properties --pinned "$tmp/$f.json" --only pinned
   says "pinned counterexamples" "pinned $f"
 done
+bad "pinned scales on a bf16 cache" -- "$bin" properties --pinned "$tmp/scale16.json" --only pinned
+says "entry 1: setup.spec.kv_scale: scales are for fp8 caches" "pinned scales on a bf16 cache"
 bad "pinned dcp_size 0: the field named" -- "$bin" properties --pinned "$tmp/dcp0.json" --only pinned
 says "entry 1: setup.config.dcp_size: got 0" "pinned dcp_size 0: the field named"
 bad "pinned 16-bit sum with a2a" -- "$bin" properties --pinned "$tmp/a2a16.json" --only pinned

@@ -54,6 +54,9 @@ one_line_stderr "run --junit into a missing folder"
 expect 0 "run, fp8 cache with per-head scales" -- "$bin" run --kv-dtype fp8e5m2 --kv-scale head --cases 2
 contains "$tmp/out" "causal+kv=e5m2/head" "run, fp8: the variant names the cache"
 contains "$tmp/out" "# run: OK" "run, fp8 verdict"
+expect 0 "run, paged caches" -- "$bin" run --page-size 16 --interleave 3 --cases 2
+contains "$tmp/out" "causal+page16" "run, paged: the variant names the page size"
+contains "$tmp/out" "# run: OK" "run, paged verdict"
 expect 0 "run, tf32 over a2a" -- "$bin" run --dcp-size 4 --comm-backend a2a --tf32 --p-cast f16 --partial-dtype f16 --sink --quiet
 contains "$tmp/out" "# run: OK" "run, tf32 verdict"
 
@@ -62,7 +65,7 @@ for bad in "--dcp-size 0" "--dcp-size 4 --tp-size 6" "--interleave 0" "--heads 6
            "--lse-base 10" "--dtype f8" "--preset llama" "--seq -1" "--cases 0" "--exp fast" \
            "--p-cast f32" "--partial-dtype fp8" "--merge-dtype bf16 --comm-backend a2a" \
            "--kv-dtype fp4" "--kv-dtype bf16 --kv-scale tensor" "--kv-dtype fp8e4m3 --kv-scale row" \
-           "--dtype fp8e4m3"; do
+           "--dtype fp8e4m3" "--page-size -1"; do
   # shellcheck disable=SC2086
   expect 2 "run $bad" -- "$bin" run $bad
   one_line_stderr "run $bad"
@@ -413,6 +416,9 @@ if grep -q "   dcp-path " "$tmp/out"; then echo "FAIL: dcp-path ran with fp8 for
 expect 2 "properties --only dcp-fp8 without fp8" -- "$bin" properties --only dcp-fp8 --kv-dtypes bf16
 one_line_stderr "properties --only dcp-fp8 without fp8"
 contains "$tmp/err" "--kv-dtypes draws no fp8 format" "properties: --only names why dcp-fp8 is absent"
+mkdir -p "$tmp/fp8cases"
+expect 0 "cases, fp8 caches only" -- "$bin" cases --out "$tmp/fp8cases" --seed 3 --count 2 --kv-dtypes fp8e4m3
+[ -f "$tmp/fp8cases/case-0001.safetensors" ] && passes=$((passes + 1)) || { echo "FAIL: cases wrote no fp8 case"; failures=$((failures + 1)); }
 for bad in "--without colour" "--kv-dtypes f8" "--lse-bases 10" "--max-seq 0" "--max-dcp 257"; do
   # shellcheck disable=SC2086
   expect 2 "properties $bad" -- "$bin" properties $bad

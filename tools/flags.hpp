@@ -74,9 +74,9 @@ void add_latent_flag(CLI::App* cmd, std::optional<bool>& latent);
 // the pairs, in one place: props::validate_setup is handed kFlagNames, and in_flag_terms
 // rewrites every library message before a command prints it (refuse, a row's report).
 inline constexpr props::SetupNames kFlagNames{
-    "--tokens", "--heads",   "--kv-heads",       "--head-dim",   "--v-dim",    "--seq",
-    "--window", "--softcap", "--topk",           "--tp-size",    "--dcp-size", "--interleave",
-    "--tile",   "--splits",  "the chunk writes", "--merge-dtype"};
+    "--tokens", "--heads",   "--kv-heads",       "--head-dim",    "--v-dim",     "--seq",
+    "--window", "--softcap", "--topk",           "--tp-size",     "--dcp-size",  "--interleave",
+    "--tile",   "--splits",  "the chunk writes", "--merge-dtype", "--page-size", "--kv-scale"};
 std::string in_flag_terms(std::string message);
 
 }  // namespace dcp::tools

@@ -330,7 +330,9 @@ int run_properties(PropertiesOptions& o, const Limits& lim) {
     // A DCP property the limits leave out: no K/V format of its kind to draw.
     const bool step = impl && impl->step;
     const bool fp8 = name == "dcp-fp8" || (step && name == kImplStepFp8Property);
-    if (!known && (fp8 || name == "dcp-path" || (step && name == kImplStepProperty))) {
+    const bool levels = !impl || impl->levels;
+    if (!known && ((levels && (name == "dcp-fp8" || name == "dcp-path")) ||
+                   (step && (name == kImplStepFp8Property || name == kImplStepProperty)))) {
       std::cerr << "dcp-verify properties: --only " << name << ": --kv-dtypes draws no "
                 << (fp8 ? "fp8 format (fp8e4m3, fp8e5m2)" : "16- or 32-bit format (f32, bf16, f16)")
                 << "\n";
@@ -411,7 +413,12 @@ int run_cases(CasesOptions& o, const Limits& lim) {
   planned.work *= static_cast<double>(o.count);
   if (const auto why = over_limits(planned, lim))
     return bad("--count " + std::to_string(o.count) + ": " + *why);
-  const rc::Gen<props::DcpSetup> gen = props::gen_dcp_setup(o.draws.limits);
+  // The dcp-path property's cases, or dcp-fp8's when --kv-dtypes gives only fp8 formats.
+  const props::CacheKind kind =
+      props::cache_formats(o.draws.limits, props::CacheKind::values).empty()
+          ? props::CacheKind::fp8
+          : props::CacheKind::values;
+  const rc::Gen<props::DcpSetup> gen = props::gen_dcp_setup(o.draws.limits, kind);
   const auto file = [&](int64_t i) {
     char name[48];
     std::snprintf(name, sizeof name, "case-%04lld.safetensors", static_cast<long long>(i));

@@ -231,11 +231,16 @@ const std::vector<CaseFlag>& case_flag_table() {
       {"--splits", "Split-KV pieces inside a rank (at most the keys of the busiest rank)",
        &CaseOptions::splits, 1, kSeq},
       {"--tile", "Online-softmax tile, keys", &CaseOptions::tile, 1, kSeq},
+      {"--page-size",
+       "Paged caches: each rank's rows in pages of P rows, placed through a block table in a "
+       "fragmented pool (0: one contiguous cache)",
+       &CaseOptions::page_size, 0, kSeq},
       {"--softcap", "Logit softcap c (0: none)", &CaseOptions::softcap, 0.0,
        std::numeric_limits<double>::max()},
       {"--comm-backend", "Combine: ag_rs or a2a", &CaseOptions::comm_backend},
       {"--lse-base", "The kernel's LSE base: e or 2", &CaseOptions::lse_base},
-      {"--dtype", "Storage of q and KV: f32, f16 or bf16 (default bf16)", &CaseOptions::dtype},
+      {"--dtype", "Storage of q, and of KV without --kv-dtype: f32, f16 or bf16 (default bf16)",
+       &CaseOptions::dtype},
       {"--kv-dtype",
        "Storage of the KV caches: f32, f16, bf16, fp8e4m3 or fp8e5m2 (default the preset's, "
        "else --dtype)",
@@ -315,10 +320,6 @@ oracle::Expected<CaseSpec> configured_spec(const CaseOptions& o, const ModelPres
     s.kv_scale = KvScale::per_head;
   else
     return DCP_ERROR("--kv-scale: got '", sc, "'; expected none, tensor or head");
-  // The generator maps a scale's amax to the format's largest value (case_gen.hpp): for a 16- or
-  // 32-bit cache that is ~1e38, a range no engine quantizes into.
-  if (s.kv_scale != KvScale::none && !gpu::is_fp8(*kd))
-    return DCP_ERROR("--kv-scale ", sc, ": scales are for fp8 caches; --kv-dtype is ", kvt);
   s.window = pick(o.window, int64_t{0});
   s.softcap = pick(o.softcap, 0.0);
   s.sink = o.sink;
@@ -385,6 +386,8 @@ oracle::Expected<gpu::DcpConfig> configured_path(const CaseOptions& o, const Mod
   cfg.order_seed = seed;
   cfg.splits = pick(o.splits, int64_t{1});
   cfg.tile = pick(o.tile, int64_t{64});
+  cfg.page_size = pick(o.page_size, int64_t{0});
+  cfg.page_seed = seed;  // the pool's order, drawn with the case's values
   const std::string od_s = pick(o.out_dtype, std::string("f32"));
   const auto out = gpu::parse_format(od_s);
   if (!out) return DCP_ERROR("--out-dtype: got '", od_s, "'; expected f32, f16 or bf16");
@@ -433,7 +436,8 @@ oracle::Expected<RunCase> configured_case(const CaseOptions& o, uint64_t seed, i
   DCP_TRY(props::validate_setup(setup, names));
   DCP_TRY(check_requests(setup, names));
   return RunCase{setup,
-                 (p ? std::string(p->name) + " " : "") + variant_of(*spec) + math_tag(cfg->math),
+                 (p ? std::string(p->name) + " " : "") + variant_of(*spec) + math_tag(cfg->math) +
+                     (cfg->page_size > 0 ? "+page" + std::to_string(cfg->page_size) : ""),
                  pick(o.batch, int64_t{1})};
 }
 

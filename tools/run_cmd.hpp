@@ -28,7 +28,7 @@ namespace dcp::tools {
 struct CaseOptions {
   std::optional<std::string> preset;
   std::optional<int64_t> dcp_size, tp_size, interleave, seq, batch, tokens, heads, kv_heads,
-      head_dim, v_dim, window, topk, splits, tile;
+      head_dim, v_dim, window, topk, splits, tile, page_size;
   std::optional<double> softcap;
   std::optional<std::string> comm_backend, lse_base, dtype, kv_dtype, kv_scale, out_dtype, order;
   // The kernels' arithmetic (gpu/kernels/kernel_math.hpp).

@@ -74,8 +74,8 @@ gpu::Result<std::optional<Timed>> time_step(const props::DcpBackend& backend,
 }
 
 // KV bytes every rank of the TP group reads in one step: the rows it owns that some query token
-// sees (masks and top-k included), times the KV heads it holds, in the caches' storage format (2
-// bytes a bf16 or f16 element, 4 an f32 one; an fp8 case's values are cached as f32).
+// sees (masks and top-k included), times the KV heads it holds, in the caches' storage format (1
+// byte an fp8 element, 2 a bf16 or f16 one, 4 an f32 one).
 double kv_bytes_read(const props::DcpSetup& s, const oracle::Case& c) {
   const gpu::AttentionDims d{s.spec.tokens,   s.spec.q_heads, s.spec.kv_heads,
                              s.spec.head_dim, s.spec.v_dim,   s.spec.shared_latent};

@@ -46,11 +46,11 @@ struct PartialAttentionParams {
   int64_t kv_head0 = 0, v_dim = 0;
 
   // The case's variant (global positions, natural-log units).
-  float scale = 0.0f;  // softmax scale; a KV head's k_scale is folded into it (scale * k_scale,
-                       // one rounding) and its v_scale multiplies the partial output (kv_view.hpp)
-  bool causal = true;  // key pos <= query pos
-  int64_t window = 0;  // > 0: key pos > query pos - window
-  float softcap = 0.0f;           // > 0: s <- softcap * tanh(s / softcap)
+  float scale = 0.0f;    // softmax scale; the body folds each KV head's k_scale into it (scale *
+                         // k_scale, one rounding) and multiplies the partial output by its v_scale
+  bool causal = true;    // key pos <= query pos
+  int64_t window = 0;    // > 0: key pos > query pos - window
+  float softcap = 0.0f;  // > 0: s <- softcap * tanh(s / softcap)
   const float* sink = nullptr;    // [heads] sink logits on the rank holding the sink, else nullptr
   const int64_t* topk = nullptr;  // [tokens, topk_k] global positions, -1 padding; nullptr: none
   int64_t topk_k = 0;

@@ -1,6 +1,8 @@
 #include "gpu/kernels/kv_view.hpp"
 
+#include <climits>
 #include <cmath>
+#include <cstdint>
 
 namespace dcp::gpu {
 
@@ -18,6 +20,31 @@ GpuStatus validate_cache_spec(const KvCacheSpec& s) {
   if (s.shared_latent && s.v_dim > s.head_dim)
     return DCP_GPU_ERROR("kv cache: shared latent v_dim ", s.v_dim, " exceeds head_dim ",
                          s.head_dim);
+  if (s.page_size < 0)
+    return DCP_GPU_ERROR("kv cache: page_size ", s.page_size, "; expected >= 0 (0: not paged)");
+  if (s.page_size > 0 && s.pool_pages < s.table_pages())
+    return DCP_GPU_ERROR("kv cache: pool_pages ", s.pool_pages, " cannot hold ", s.physical_rows,
+                         " rows in pages of ", s.page_size, " (", s.table_pages(), " pages)");
+  if (s.page_size > 0 && s.pool_pages > INT32_MAX)
+    return DCP_GPU_ERROR("kv cache: pool_pages ", s.pool_pages, " exceeds the block table's int32");
+  return {};
+}
+
+GpuStatus validate_block_table(const KvCacheSpec& spec, const std::vector<int32_t>& table) {
+  if (table.size() != static_cast<size_t>(spec.table_pages()))
+    return DCP_GPU_ERROR("kv cache: block table holds ", table.size(), " pages; expected ",
+                         spec.table_pages(), " (ceil(", spec.physical_rows, " rows / page_size ",
+                         spec.page_size, "))");
+  std::vector<char> used(static_cast<size_t>(spec.pool_pages), 0);
+  for (size_t i = 0; i < table.size(); ++i) {
+    const int64_t p = table[i];
+    if (p < 0 || p >= spec.pool_pages)
+      return DCP_GPU_ERROR("kv cache: block table [", i, "] = ", p, "; expected a page in [0, ",
+                           spec.pool_pages, ")");
+    if (used[static_cast<size_t>(p)]++)
+      return DCP_GPU_ERROR("kv cache: block table [", i, "] = ", p,
+                           ", a page already holding other rows");
+  }
   return {};
 }
 

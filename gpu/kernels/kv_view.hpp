@@ -14,8 +14,11 @@
 // writers quantize a value x to round(x / scale).
 //
 // KvView is the only place that turns (rank-local row, KV head) into an element address; the
-// kernel bodies (bodies.hpp) read and write the cache through it alone, so another cache
-// organization (pages, block tables) changes this type and nothing that calls it.
+// kernel bodies (bodies.hpp) read and write the cache through it alone. A paged cache keeps its
+// rows in a pool of pages of page_size rows, as engines' block pools do: the block table maps
+// the row's page (row / page_size) to a page of the pool, so row r lives in pool row
+// block_table[r / P] * P + r mod P (`slot`), and the pool may hold pages in any order, with free
+// pages between them (a fragmented pool).
 //
 //   KvCacheSpec spec{.layout = lay, .rank = 1, .physical_rows = 64, .kv_heads = 1,
 //                    .head_dim = 576, .v_dim = 512, .shared_latent = true};
@@ -44,6 +47,14 @@ struct KvCacheSpec {
   int64_t v_dim = 0;          // Dv (<= Dk for a shared latent)
   bool shared_latent = false;
   StorageFormat dtype = StorageFormat::f32;
+  int64_t page_size = 0;   // > 0: rows in pages of this many, placed through a block table
+  int64_t pool_pages = 0;  // pages in the pool (at least the ceil(physical_rows / page_size) used)
+  // The rows of the pool: pool_pages * page_size when paged, else physical_rows.
+  int64_t pool_rows() const { return page_size > 0 ? pool_pages * page_size : physical_rows; }
+  // The pages the rows use: ceil(physical_rows / page_size), 0 when not paged.
+  int64_t table_pages() const {
+    return page_size > 0 ? (physical_rows + page_size - 1) / page_size : 0;
+  }
 };
 
 // Checks a spec (layout, rank, rows a multiple of I, shapes); one-line errors naming the field.
@@ -57,19 +68,31 @@ struct KvScales {
 };
 GpuStatus validate_cache_scales(const KvCacheSpec& spec, const KvScales& scales);
 
+// Checks a paged cache's block table: spec.table_pages() distinct pages of the pool (empty when
+// the cache is not paged).
+GpuStatus validate_block_table(const KvCacheSpec& spec, const std::vector<int32_t>& table);
+
 // Element addressing of one rank's cache in some device's memory: k [rows, kv_heads, head_dim],
 // v [rows, kv_heads, v_head_stride] of which the first v_dim are V (v == k, v_head_stride ==
 // head_dim for a shared latent), elements of `dtype` as storage_format.hpp holds them (2 bytes a
 // bf16 component), written [rows] 1 where a token was stored; k_scale, v_scale [kv_heads] the
-// dequantization scales of the local KV heads (nullptr: 1; v_scale == k_scale for a latent).
+// dequantization scales of the local KV heads (nullptr: 1; v_scale == k_scale for a latent);
+// block_table [ceil(rows / page)] the pool page of each page of rows (nullptr: k and v hold the
+// rows in order). k and v are indexed by pool row, `written` by row.
 struct KvView {
   void* k = nullptr;
   void* v = nullptr;
   uint8_t* written = nullptr;
   const float* k_scale = nullptr;
   const float* v_scale = nullptr;
-  int64_t rows = 0, kv_heads = 1, head_dim = 1, v_dim = 1, v_head_stride = 1;
+  const int32_t* block_table = nullptr;
+  int64_t rows = 0, kv_heads = 1, head_dim = 1, v_dim = 1, v_head_stride = 1, page = 1;
   StorageFormat dtype = StorageFormat::f32;
+
+  // The pool row holding rank-local row `row`.
+  DCP_HD int64_t slot(int64_t row) const {
+    return block_table != nullptr ? block_table[row / page] * page + row % page : row;
+  }
 
   // The scales of local KV head g.
   DCP_HD float k_scale_of(int64_t g) const { return k_scale != nullptr ? k_scale[g] : 1.0f; }
@@ -79,18 +102,18 @@ struct KvView {
   // local KV head g, as floats (exact; before the scale). The _as forms take the format at
   // compile time (F must be dtype): the attention body's inner loops use them.
   DCP_HD float key(int64_t row, int64_t g, int64_t i) const {
-    return load_element(dtype, k, (row * kv_heads + g) * head_dim + i);
+    return load_element(dtype, k, (slot(row) * kv_heads + g) * head_dim + i);
   }
   DCP_HD float value(int64_t row, int64_t g, int64_t i) const {
-    return load_element(dtype, v, (row * kv_heads + g) * v_head_stride + i);
+    return load_element(dtype, v, (slot(row) * kv_heads + g) * v_head_stride + i);
   }
   template <StorageFormat F>
   DCP_HD float key_as(int64_t row, int64_t g, int64_t i) const {
-    return load_as<F>(k, (row * kv_heads + g) * head_dim + i);
+    return load_as<F>(k, (slot(row) * kv_heads + g) * head_dim + i);
   }
   template <StorageFormat F>
   DCP_HD float value_as(int64_t row, int64_t g, int64_t i) const {
-    return load_as<F>(v, (row * kv_heads + g) * v_head_stride + i);
+    return load_as<F>(v, (slot(row) * kv_heads + g) * v_head_stride + i);
   }
   // Quantizes the value x of that component: stores x / scale rounded to dtype (x itself, rounded,
   // without a scale).
@@ -102,24 +125,27 @@ struct KvView {
   }
   // Stores the stored value x (a writer's element of dtype already: exact), rounded to dtype.
   DCP_HD void set_stored_key(int64_t row, int64_t g, int64_t i, float x) const {
-    store_element(dtype, k, (row * kv_heads + g) * head_dim + i, x);
+    store_element(dtype, k, (slot(row) * kv_heads + g) * head_dim + i, x);
   }
   DCP_HD void set_stored_value(int64_t row, int64_t g, int64_t i, float x) const {
-    store_element(dtype, v, (row * kv_heads + g) * v_head_stride + i, x);
+    store_element(dtype, v, (slot(row) * kv_heads + g) * v_head_stride + i, x);
   }
 };
 
-// The view of a spec's cache over its three arrays (v ignored for a shared latent) and its
-// scales ([kv_heads] each, nullptr: none; v_scale ignored for a shared latent, whose V is scaled
-// by k_scale).
+// The view of a spec's cache over its three arrays (v ignored for a shared latent), its scales
+// ([kv_heads] each, nullptr: none; v_scale ignored for a shared latent, whose V is scaled by
+// k_scale) and, paged, its block table.
 inline KvView kv_view(const KvCacheSpec& s, void* k, void* v, uint8_t* written,
-                      const float* k_scale = nullptr, const float* v_scale = nullptr) {
+                      const float* k_scale = nullptr, const float* v_scale = nullptr,
+                      const int32_t* block_table = nullptr) {
   KvView view;
   view.k = k;
   view.v = s.shared_latent ? k : v;
   view.written = written;
   view.k_scale = k_scale;
   view.v_scale = s.shared_latent ? k_scale : v_scale;
+  view.block_table = s.page_size > 0 ? block_table : nullptr;
+  view.page = s.page_size > 0 ? s.page_size : 1;
   view.rows = s.physical_rows;
   view.kv_heads = s.kv_heads;
   view.head_dim = s.head_dim;
@@ -129,14 +155,14 @@ inline KvView kv_view(const KvCacheSpec& s, void* k, void* v, uint8_t* written,
   return view;
 }
 
-// Bytes of each of the cache's arrays: k, v (0 for a shared latent), written.
+// Bytes of each of the cache's arrays: k, v (0 for a shared latent) over the pool, written.
 struct KvCacheSizes {
   int64_t k = 0, v = 0, written = 0;
 };
 inline KvCacheSizes kv_cache_bytes(const KvCacheSpec& s) {
-  const int64_t e = format_bytes(s.dtype);
-  return {s.physical_rows * s.kv_heads * s.head_dim * e,
-          s.shared_latent ? 0 : s.physical_rows * s.kv_heads * s.v_dim * e, s.physical_rows};
+  const int64_t e = format_bytes(s.dtype), pool = s.pool_rows();
+  return {pool * s.kv_heads * s.head_dim * e, s.shared_latent ? 0 : pool * s.kv_heads * s.v_dim * e,
+          s.physical_rows};
 }
 
 }  // namespace dcp::gpu

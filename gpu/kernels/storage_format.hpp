@@ -91,7 +91,8 @@ DCP_HD inline float round_f16(float x) {
 // The fp8 formats: significand bits (the implicit one included), the exponent of the smallest
 // normal, the largest finite value (E4M3's S.1111.111 is its NaN, so 1.75 * 2^8; E5M2 keeps
 // IEEE's all-ones exponent for inf and NaN, so 1.75 * 2^15).
-inline constexpr int kE4m3Bits = 4, kE4m3Emin = -6;
+inline constexpr int kE4m3Bits = 4, kE4m3Emin = -6, kE4m3Bias = 7;  // Emin = 1 - bias
+inline constexpr uint32_t kFloatBias = 127;
 inline constexpr float kE4m3Max = 448.0f;
 inline constexpr int kE5m2Bits = 3, kE5m2Emin = -14;
 inline constexpr float kE5m2Max = 57344.0f;
@@ -105,8 +106,7 @@ DCP_HD inline float round_fp8(float x, int bits, int emin, float largest) {
   int e;
   frexpf(ax, &e);  // ax = f * 2^e, f in [0.5, 1)
   const int q = e - bits < emin - bits + 1 ? emin - bits + 1 : e - bits;  // spacing exponent
-  const float r = ldexpf(rintf(ldexpf(x, -q)), q);                        // ties to even
-  return fabsf(r) > largest ? (x < 0 ? -largest : largest) : r;
+  return ldexpf(rintf(ldexpf(x, -q)), q);  // ties to even; |x| < largest rounds to <= largest
 }
 DCP_HD inline float round_e4m3(float x) { return round_fp8(x, kE4m3Bits, kE4m3Emin, kE4m3Max); }
 DCP_HD inline float round_e5m2(float x) { return round_fp8(x, kE5m2Bits, kE5m2Emin, kE5m2Max); }
@@ -164,9 +164,9 @@ DCP_HD inline float e4m3_bits_to_float(uint8_t b) {
   if (e == 0xfu && man == 0x7u) {
     a = NAN;
   } else if (e == 0) {
-    a = static_cast<float>(man) * 0.001953125f;  // 2^-9
+    a = ldexpf(static_cast<float>(man), kE4m3Emin - (kE4m3Bits - 1));  // man * 2^-9
   } else {
-    const uint32_t w = ((e + 120u) << 23) | (man << 20);  // 127 - 7 = 120
+    const uint32_t w = ((e + kFloatBias - kE4m3Bias) << 23) | (man << 20);
     memcpy(&a, &w, sizeof a);
   }
   return (b & 0x80u) ? -a : a;
@@ -208,9 +208,10 @@ DCP_HD inline uint8_t float_to_e4m3_bits(float x) {
   const uint8_t sign = static_cast<uint8_t>((w >> 24) & 0x80u);
   if (!(r == r)) return static_cast<uint8_t>(sign | 0x7fu);
   const float a = fabsf(r);
-  if (a < 0.015625f)  // below 2^-6: a subnormal (or zero), a / 2^-9 an exact integer
-    return static_cast<uint8_t>(sign | static_cast<uint8_t>(a * 512.0f));
-  const uint32_t e = ((w >> 23) & 0xffu) - 120u;  // in [1, 15]
+  if (a < ldexpf(1.0f, kE4m3Emin))  // a subnormal (or zero): a / 2^-9 an exact integer
+    return static_cast<uint8_t>(sign |
+                                static_cast<uint8_t>(ldexpf(a, (kE4m3Bits - 1) - kE4m3Emin)));
+  const uint32_t e = ((w >> 23) & 0xffu) - (kFloatBias - kE4m3Bias);  // in [1, 15]
   return static_cast<uint8_t>(sign | (e << 3) | ((w >> 20) & 0x7u));
 }
 

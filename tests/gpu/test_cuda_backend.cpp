@@ -117,7 +117,8 @@ TEST(CudaSingleGpu, AbortReleasesWaitingRanks) {
 }
 
 // The KV write kernel stores exactly what the host cache stores (rounding included), for chunks
-// at arbitrary offsets with interleave, in bf16 and in both fp8 formats (with scales).
+// at arbitrary offsets with interleave, in bf16 and in both fp8 formats (stored elements copied;
+// the quantizing write, x / scale, is checked on the host by the kv-writes property).
 TEST(CudaKernels, KvWriteMatchesHostCacheBitForBit) {
   DCP_NEEDS_GPU(1);
   CaseSpec spec;
