@@ -152,7 +152,7 @@ Result<KvCacheSpec> rank_cache_spec(const DcpInputs& in, const DcpConfig& cfg, i
 }
 
 std::vector<int32_t> rank_block_table(const DcpConfig& cfg, const KvCacheSpec& spec) {
-  if (spec.page_size <= 0) return {};
+  if (spec.page_size <= 0 || spec.pool_pages > INT32_MAX) return {};  // the spec check refuses
   // splitmix64 (Steele, Lea, Flood 2014): a platform-independent stream for the shuffle.
   uint64_t state = cfg.page_seed ^ (0x9e3779b97f4a7c15ull * static_cast<uint64_t>(spec.rank + 1));
   auto next = [&state] {

@@ -368,7 +368,7 @@ oracle::Expected<DcpSetup> setup_from_json(const nlohmann::json& j) {
   DCP_TRY(g.get("order_seed", q.order_seed));
   DCP_TRY(g.get("tile", q.tile));
   DCP_TRY(g.get("splits", q.splits));
-  if (g.has("page_size")) {
+  if (g.has("page_size") || g.has("page_seed")) {  // both, or neither (not paged)
     DCP_TRY(g.get("page_size", q.page_size));
     DCP_TRY(g.get("page_seed", q.page_seed));
   }

@@ -14,7 +14,7 @@ namespace {
 // Bytes of the element types the code holds: the oracle keeps values and positions as 8-byte
 // doubles and int64s, a double-double as 16 bytes; the production path computes in fp32 (its KV
 // caches hold their storage format: gpu::format_bytes).
-constexpr double kF64 = 8.0, kDd = 16.0, kF32 = 4.0, kI64 = 8.0;
+constexpr double kF64 = 8.0, kDd = 16.0, kF32 = 4.0, kI64 = 8.0, kI32 = 4.0;
 // A certify-tier number (MPFR at 266 bits through Boost.Multiprecision): the 32-byte mpfr_t, its
 // 5 limbs of 8 bytes on the heap and the allocator's 16-byte header make 88; rounded up.
 constexpr double kCertifyReal = 128.0;
@@ -129,13 +129,16 @@ Footprint dcp_check_footprint(const DcpSetup& s, KvHolding holding) {
   const double hg = std::max(1.0, N * Hq / tp);  // heads a rank attends with
   // KV heads a rank stores: its hg heads span at most ceil(hg / (Hq / Hkv)) + 1 of them.
   const double kvh = std::min(Hkv, std::ceil(hg * Hkv / Hq) + 1.0);
-  const double rows = (std::ceil(S / (I * N)) + 1.0) * I;  // physical rows per rank
+  const double rows_used = (std::ceil(S / (I * N)) + 1.0) * I;  // physical rows per rank
+  // A paged cache's pool: its pages, and one free page for every two (rank_cache_spec).
+  const double P = d(s.cfg.page_size), pages = P > 0 ? std::ceil(rows_used / P) : 0.0;
+  const double rows = P > 0 ? (pages + std::ceil(pages / 2.0)) * P : rows_used;
   const double max_chunk =
       s.chunks.empty() ? S : d(*std::max_element(s.chunks.begin(), s.chunks.end()));
   const double partial = T * hg * (Dv + 1.0) * kF32;
   Terms step;  // every TP rank's thread at once
-  step.add(tp * rows * kvh * kv_width * cache_bytes,
-           "the KV caches of every rank (rows x KV heads)");
+  step.add(tp * (rows * kvh * kv_width * cache_bytes + pages * kI32),
+           "the KV caches of every rank (rows, or a paged pool's, x KV heads; block tables)");
   step.add(tp * max_chunk * kvh * kv_width * cache_bytes,
            "each rank's copy of the largest KV write");
   step.add(tp * (kStepCopies * partial + T * hg * Dk * kF32 + N * T * hg * kF32),

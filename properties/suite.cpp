@@ -270,15 +270,26 @@ void kv_write_property() {
           for (int64_t i = 0; i < dv; ++i) RC_ASSERT(view.value(row, g, i) == code(p, kBits + i));
       }
     }
-    // The pool rows no held row maps to (the free pages, the tails of pages) stay zero: writes
-    // land in the block table's pages only.
+    // Row r lives in pool row table[r / P] P + r mod P (computed here from the table, not by the
+    // view), and the pool rows no held row maps to (the free pages, the tails of pages) stay
+    // zero: writes land in the block table's pages only.
+    const int64_t P = spec.page_size;
+    const auto pool_row = [&](int64_t row) {
+      return P > 0 ? int64_t{table[static_cast<size_t>(row / P)]} * P + row % P : row;
+    };
     std::vector<char> used(static_cast<size_t>(spec.pool_rows()), 0);
-    for (int64_t row = 0; row < held; ++row) used[static_cast<size_t>(view.slot(row))] = 1;
-    const int64_t k_row = heads * dk * gpu::format_bytes(fmt);
-    for (int64_t slot = 0; slot < spec.pool_rows(); ++slot)
-      if (!used[static_cast<size_t>(slot)])
-        for (int64_t b = 0; b < k_row; ++b)
-          RC_ASSERT(c->k[static_cast<size_t>(slot * k_row + b)] == 0);
+    for (int64_t row = 0; row < held; ++row) used[static_cast<size_t>(pool_row(row))] = 1;
+    const int64_t e = gpu::format_bytes(fmt), k_row = heads * dk * e, v_row = heads * dv * e;
+    for (int64_t row = 0; row < held; ++row)  // the first key component, read by hand
+      RC_ASSERT(gpu::load_element(fmt, c->k.data(), pool_row(row) * heads * dk) ==
+                code(mine[static_cast<size_t>(row)], 0));
+    for (int64_t slot = 0; slot < spec.pool_rows(); ++slot) {
+      if (used[static_cast<size_t>(slot)]) continue;
+      for (int64_t b = 0; b < k_row; ++b)
+        RC_ASSERT(c->k[static_cast<size_t>(slot * k_row + b)] == 0);
+      for (int64_t b = 0; !latent && b < v_row; ++b)
+        RC_ASSERT(c->v[static_cast<size_t>(slot * v_row + b)] == 0);
+    }
   }
 }
 
@@ -296,6 +307,7 @@ Footprint suite_case_footprint(const DcpLimits& lim) {
   s.cfg.tp_size = std::max(lim.max_dcp, 8 * lim.max_groups);
   s.cfg.tile = 64;
   s.cfg.splits = 4;
+  s.cfg.page_size = 64;  // pages of up to 64 rows: a pool of up to 1.5 times the rows and a page
   s.chunks = {s.spec.seq};
   return dcp_check_footprint(s);
 }

@@ -397,7 +397,7 @@ oracle::Expected<gpu::DcpConfig> configured_path(const CaseOptions& o, const Mod
 }
 
 // What a valid setup may still ask that makes no sense from the command line: more top-k
-// positions or splits than there are keys.
+// positions, splits or rows a page than there are keys.
 oracle::Status check_requests(const DcpSetup& setup, const props::SetupNames& names) {
   const CaseSpec& s = setup.spec;
   // A query sees at most S keys, and at most W of them under a window.
@@ -412,6 +412,10 @@ oracle::Status check_requests(const DcpSetup& setup, const props::SetupNames& na
   if (cfg.splits > most)
     return DCP_ERROR("--splits ", cfg.splits, ": more than the ", most,
                      " keys the busiest rank holds (", names.seq, " ", s.seq, " over --dcp-size ",
+                     cfg.layout.ranks, ")");
+  if (cfg.page_size > most)
+    return DCP_ERROR(names.page_size, " ", cfg.page_size, ": more than the ", most,
+                     " rows the busiest rank holds (", names.seq, " ", s.seq, " over --dcp-size ",
                      cfg.layout.ranks, ")");
   return {};
 }

@@ -22,6 +22,9 @@ Result<body::KvWrite> kv_write_args(const KvCacheSpec& spec, const KvView& cache
                          spec.layout.logical_capacity(spec.physical_rows), " tokens)");
   if (len > 0 && (chunk.k == nullptr || (!spec.shared_latent && chunk.v == nullptr)))
     return DCP_GPU_ERROR("kv write: a chunk tensor pointer is null");
+  if (spec.page_size > 0 && spec.physical_rows > 0 && cache.block_table == nullptr)
+    return DCP_GPU_ERROR("kv write: the cache is paged (page_size ", spec.page_size,
+                         ") but its view has no block table");
   if (cache.dtype != spec.dtype)
     return DCP_GPU_ERROR("kv write: the cache view holds ", format_name(cache.dtype),
                          "; the cache is ", format_name(spec.dtype));
