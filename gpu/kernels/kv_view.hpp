@@ -11,7 +11,7 @@
 // v_scale: one per KV head (a per-tensor scale is the same for every head), so the key the
 // attention means is the stored value times k_scale_of(g). Readers fold the scales in as engines
 // do (the K scale into the logit scale, the V scale into the output: attention_params.hpp);
-// writers quantize a value x to round(x / scale).
+// writers store the stored elements they are handed, or quantize values to round(x / scale).
 //
 // KvView is the only place that turns (rank-local row, KV head) into an element address; the
 // kernel bodies (bodies.hpp) read and write the cache through it alone. A paged cache keeps its

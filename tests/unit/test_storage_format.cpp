@@ -114,9 +114,10 @@ TEST(StorageFormat, EveryFp8ByteLoadsAsTheOracleDecodesAndStoresBackToItself) {
       const double want = dcp::oracle::fp8_bits_to_double(oracle_of(d), cell[0]);
       if (std::isnan(want)) {
         ASSERT_TRUE(std::isnan(x)) << dcp::gpu::format_name(d) << " " << b;
-        const uint8_t back = stored_byte(d, x);  // a NaN stays a NaN of the same sign
-        ASSERT_TRUE(std::isnan(dcp::gpu::load_element(d, &back, 0)));
-        ASSERT_EQ(back & 0x80u, b & 0x80u);
+        // A NaN stays a NaN of the same sign (cells of 4 bytes: wide enough for any format).
+        const uint8_t back[4] = {stored_byte(d, x), 0, 0, 0};
+        ASSERT_TRUE(std::isnan(dcp::gpu::load_element(d, back, 0)));
+        ASSERT_EQ(back[0] & 0x80u, b & 0x80u);
         continue;
       }
       if (std::isinf(want)) {  // E5M2's infinities load as such and store as the largest
@@ -150,7 +151,8 @@ TEST(StorageFormat, StoringFp8RoundsToNearestEvenAsTheOracleAndSaturates) {
   };
   for (const StorageFormat d : kFp8) {
     for (uint32_t b = 0; b < 0xff; ++b) {  // each value, the tie above it and its neighbours
-      const uint8_t c[2] = {static_cast<uint8_t>(b), static_cast<uint8_t>(b + 1)};
+      // Two elements in a cell wide enough for any format's element 1, as the compiler sees it.
+      const uint8_t c[8] = {static_cast<uint8_t>(b), static_cast<uint8_t>(b + 1)};
       const float lo = dcp::gpu::load_element(d, c, 0), hi = dcp::gpu::load_element(d, c, 1);
       if (!std::isfinite(lo) || !std::isfinite(hi) || std::signbit(lo) != std::signbit(hi))
         continue;
