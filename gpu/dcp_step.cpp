@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <climits>
+#include <cstring>
 
 namespace dcp::gpu {
 
@@ -37,6 +39,10 @@ Result<DcpGeometry> DcpGeometry::create(const DcpConfig& cfg, const AttentionDim
   if (cfg.page_size < 0)
     return DCP_GPU_ERROR("DcpConfig.page_size: got ", cfg.page_size,
                          "; expected >= 0 (0: not paged)");
+  if (cfg.page_size > 0 && cfg.page_size % cfg.layout.interleave != 0)
+    return DCP_GPU_ERROR("DcpConfig.page_size: got ", cfg.page_size,
+                         "; expected a multiple of the interleave ", cfg.layout.interleave,
+                         " (a virtual page of page_size N slots holds whole interleave blocks)");
   if (cfg.strategy == CommStrategy::a2a && cfg.math.merge != StorageFormat::f32)
     return DCP_GPU_ERROR("DcpConfig.math.merge: got ", format_name(cfg.math.merge),
                          "; a2a merges in fp32 on the receiving rank (a 16-bit sum is ag_rs's "
@@ -49,6 +55,67 @@ Result<DcpGeometry> DcpGeometry::create(const DcpConfig& cfg, const AttentionDim
   g.group_size = d.q_heads / d.kv_heads;
   return g;
 }
+
+int64_t DcpInputs::request_of(int64_t t) const {
+  if (!batched()) return 0;
+  const auto it = std::upper_bound(cu_seqlens_q.begin(), cu_seqlens_q.end(), t);
+  return static_cast<int64_t>(it - cu_seqlens_q.begin()) - 1;
+}
+
+namespace {
+
+// A batch's offsets, its paging and its shared prefix: what validate_inputs adds for a batch.
+GpuStatus validate_batch(const DcpInputs& in, const DcpConfig& cfg) {
+  const std::vector<int64_t>&cq = in.cu_seqlens_q, &ck = in.cu_seqlens_k;
+  if (cq.size() < 2 || ck.size() != cq.size())
+    return DCP_GPU_ERROR("tensor 'cu_seqlens_k': ", ck.size(), " elements; expected cu_seqlens_q's ",
+                         cq.size(), " (B + 1, B >= 1)");
+  if (cq.front() != 0 || ck.front() != 0)
+    return DCP_GPU_ERROR("tensors 'cu_seqlens_q', 'cu_seqlens_k': must start at 0");
+  for (size_t b = 1; b < cq.size(); ++b) {
+    if (cq[b] <= cq[b - 1])
+      return DCP_GPU_ERROR("tensor 'cu_seqlens_q': element [", b, "] = ", cq[b],
+                           "; expected more than element [", b - 1, "] (a query token per request)");
+    if (ck[b] < ck[b - 1])
+      return DCP_GPU_ERROR("tensor 'cu_seqlens_k': element [", b, "] = ", ck[b],
+                           "; expected at least element [", b - 1, "]");
+  }
+  if (cq.back() != in.dims.tokens)
+    return DCP_GPU_ERROR("tensor 'cu_seqlens_q': ends at ", cq.back(), "; expected the ",
+                         in.dims.tokens, " query tokens");
+  if (ck.back() != in.seq)
+    return DCP_GPU_ERROR("tensor 'cu_seqlens_k': ends at ", ck.back(), "; expected the ", in.seq,
+                         " keys of k");
+  if (cfg.page_size <= 0)
+    return DCP_GPU_ERROR("DcpConfig.page_size: a batch keeps its requests in a paged pool; got ",
+                         cfg.page_size);
+  if (!in.chunks.empty() || in.physical_rows != 0)
+    return DCP_GPU_ERROR("DcpInputs.chunks, physical_rows: set for a batch, whose requests write "
+                         "their own tokens into pages");
+  int64_t shortest = in.request_seq(0);
+  for (int64_t b = 1; b < in.requests(); ++b) shortest = std::min(shortest, in.request_seq(b));
+  if (in.shared_prefix < 0 || in.shared_prefix > shortest)
+    return DCP_GPU_ERROR("DcpInputs.shared_prefix: got ", in.shared_prefix,
+                         "; expected [0, ", shortest, "], the shortest request's context");
+  // The requests hold the same tokens in the prefix, as the one copy the cache keeps says.
+  const AttentionDims& d = in.dims;
+  const auto same_prefix = [&](const KvSource& x, int64_t width, const char* name) -> GpuStatus {
+    const int64_t row = d.kv_heads * width * format_bytes(x.dtype);
+    for (int64_t b = 1; b < in.requests(); ++b)
+      for (int64_t p = 0; p < in.shared_prefix; ++p)
+        if (std::memcmp(x.bytes_at((in.request_key0(b) + p) * d.kv_heads * width),
+                        x.bytes_at(p * d.kv_heads * width), static_cast<size_t>(row)) != 0)
+          return DCP_GPU_ERROR("tensor '", name, "': request ", b, " position ", p,
+                               " differs from request 0's inside the shared prefix of ",
+                               in.shared_prefix);
+    return {};
+  };
+  DCP_GPU_TRY(same_prefix(in.k, d.head_dim, "k"));
+  if (!d.shared_latent) DCP_GPU_TRY(same_prefix(in.v, d.v_dim, "v"));
+  return {};
+}
+
+}  // namespace
 
 GpuStatus validate_inputs(const DcpInputs& in, const DcpConfig& cfg) {
   const AttentionDims& d = in.dims;
@@ -99,6 +166,10 @@ GpuStatus validate_inputs(const DcpInputs& in, const DcpConfig& cfg) {
       return DCP_GPU_ERROR("tensor 'q_pos': element [", t, "] = ", in.q_pos[static_cast<size_t>(t)],
                            "; expected >= 0");
   }
+  if (in.batched()) DCP_GPU_TRY(validate_batch(in, cfg));
+  if (in.shared_prefix != 0 && !in.batched())
+    return DCP_GPU_ERROR("DcpInputs.shared_prefix: got ", in.shared_prefix,
+                         "; a shared prefix needs a batch (cu_seqlens_q, cu_seqlens_k)");
   if (!in.sink.empty() && in.sink.size() != static_cast<size_t>(d.q_heads))
     return size_err("sink", in.sink.size(), d.q_heads);
   if (in.topk_k < 0) return DCP_GPU_ERROR("DcpInputs.topk_k: got ", in.topk_k, "; expected >= 0");
@@ -106,11 +177,12 @@ GpuStatus validate_inputs(const DcpInputs& in, const DcpConfig& cfg) {
     if (in.topk.size() != static_cast<size_t>(T * in.topk_k))
       return size_err("topk", in.topk.size(), T * in.topk_k);
     for (size_t x = 0; x < in.topk.size(); ++x) {
-      const int64_t p = in.topk[x];
-      if (p < -1 || p >= S)
-        return DCP_GPU_ERROR("tensor 'topk': element [", static_cast<int64_t>(x) / in.topk_k, ", ",
+      const int64_t p = in.topk[x], t = static_cast<int64_t>(x) / in.topk_k;
+      const int64_t s_t = in.batched() ? in.request_seq(in.request_of(t)) : S;
+      if (p < -1 || p >= s_t)
+        return DCP_GPU_ERROR("tensor 'topk': element [", t, ", ",
                              static_cast<int64_t>(x) % in.topk_k, "] = ", p,
-                             "; expected -1 or a position in [0, ", S, ")");
+                             "; expected -1 or a position in [0, ", s_t, ")");
     }
   }
   if (in.window < 0) return DCP_GPU_ERROR("DcpInputs.window: got ", in.window, "; expected >= 0");
@@ -127,17 +199,51 @@ GpuStatus validate_inputs(const DcpInputs& in, const DcpConfig& cfg) {
   return {};
 }
 
+namespace {
+
+// The rows a rank keeps for the context: in.physical_rows, or just enough for the longest request.
+int64_t spec_rows(const DcpInputs& in, const DcpLayout& lay) {
+  if (in.physical_rows > 0) return in.physical_rows;
+  int64_t longest = 0;
+  for (int64_t b = 0; b < in.requests(); ++b) longest = std::max(longest, in.request_seq(b));
+  const int64_t cycle = lay.interleave * lay.ranks;
+  return (longest + cycle - 1) / cycle * lay.interleave;
+}
+
+// The pages of a paged cache: a request's, those the requests share, and all used.
+struct PageCounts {
+  std::vector<int64_t> pages;  // [requests]
+  int64_t stride = 0, shared = 0, used = 0;
+};
+PageCounts page_counts(const DcpInputs& in, const DcpConfig& cfg) {
+  const int64_t P = cfg.page_size, virtual_page = P * cfg.layout.ranks;
+  PageCounts c;
+  c.stride = (spec_rows(in, cfg.layout) + P - 1) / P;
+  if (!in.batched()) {
+    c.pages = {c.stride};
+    c.used = c.stride;
+    return c;
+  }
+  c.shared = in.shared_prefix / virtual_page;  // whole virtual pages only
+  c.used = c.shared;
+  for (int64_t b = 0; b < in.requests(); ++b) {
+    c.pages.push_back((in.request_seq(b) + virtual_page - 1) / virtual_page);
+    c.used += c.pages.back() - c.shared;
+  }
+  return c;
+}
+
+}  // namespace
+
 Result<KvCacheSpec> rank_cache_spec(const DcpInputs& in, const DcpConfig& cfg, int64_t tp_rank) {
   Result<DcpGeometry> geo = DcpGeometry::create(cfg, in.dims);
   if (!geo) return geo.status();
   const AttentionDims& d = in.dims;
   const DcpLayout& lay = cfg.layout;
-  const int64_t cycle = lay.interleave * lay.ranks;
   KvCacheSpec spec;
   spec.layout = lay;
   spec.rank = geo->dcp_rank(tp_rank);
-  spec.physical_rows =
-      in.physical_rows > 0 ? in.physical_rows : (in.seq + cycle - 1) / cycle * lay.interleave;
+  spec.physical_rows = spec_rows(in, lay);
   spec.kv_head0 = geo->kv_head0(tp_rank);
   spec.kv_heads = geo->kv_heads(tp_rank);
   spec.head_dim = d.head_dim;
@@ -145,28 +251,49 @@ Result<KvCacheSpec> rank_cache_spec(const DcpInputs& in, const DcpConfig& cfg, i
   spec.shared_latent = d.shared_latent;
   spec.dtype = in.kv_dtype;
   if (cfg.page_size > 0) {
+    const int64_t used = page_counts(in, cfg).used;
     spec.page_size = cfg.page_size;
-    spec.pool_pages = spec.table_pages() + (spec.table_pages() + 1) / 2;  // one free page in 3
+    spec.pool_pages = used + (used + 1) / 2;  // one free page for every two used
   }
   return spec;
 }
 
-std::vector<int32_t> rank_block_table(const DcpConfig& cfg, const KvCacheSpec& spec) {
-  if (spec.page_size <= 0 || spec.pool_pages > INT32_MAX) return {};  // the spec check refuses
+Result<PagePlan> plan_pages(const DcpInputs& in, const DcpConfig& cfg) {
+  PagePlan plan;
+  if (cfg.page_size <= 0) return plan;
+  const PageCounts c = page_counts(in, cfg);
+  plan.page_size = cfg.page_size;
+  plan.pool_pages = c.used + (c.used + 1) / 2;
+  plan.stride = c.stride;
+  plan.shared_pages = c.shared;
+  if (plan.pool_pages > INT32_MAX)
+    return DCP_GPU_ERROR("kv cache: ", plan.pool_pages, " pages exceed the block table's int32");
   // splitmix64 (Steele, Lea, Flood 2014): a platform-independent stream for the shuffle.
-  uint64_t state = cfg.page_seed ^ (0x9e3779b97f4a7c15ull * static_cast<uint64_t>(spec.rank + 1));
+  uint64_t state = cfg.page_seed ^ 0x9e3779b97f4a7c15ull;
   auto next = [&state] {
     uint64_t z = (state += 0x9e3779b97f4a7c15ull);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return z ^ (z >> 31);
   };
-  std::vector<int32_t> pool(static_cast<size_t>(spec.pool_pages));
-  for (size_t i = 0; i < pool.size(); ++i) pool[i] = static_cast<int32_t>(i);
-  for (size_t i = pool.size(); i > 1; --i)  // Fisher-Yates
-    std::swap(pool[i - 1], pool[static_cast<size_t>(next() % i)]);
-  pool.resize(static_cast<size_t>(spec.table_pages()));
-  return pool;
+  std::vector<int32_t> free_list(static_cast<size_t>(plan.pool_pages));
+  for (size_t i = 0; i < free_list.size(); ++i) free_list[i] = static_cast<int32_t>(i);
+  for (size_t i = free_list.size(); i > 1; --i)  // Fisher-Yates
+    std::swap(free_list[i - 1], free_list[static_cast<size_t>(next() % i)]);
+  size_t taken = 0;
+  plan.tables.assign(static_cast<size_t>(in.requests() * plan.stride), -1);
+  for (int64_t b = 0; b < in.requests(); ++b) {
+    int32_t* t = plan.tables.data() + b * plan.stride;
+    for (int64_t j = 0; j < c.pages[static_cast<size_t>(b)]; ++j)
+      t[j] = j < c.shared && b > 0 ? plan.tables[static_cast<size_t>(j)] : free_list[taken++];
+  }
+  return plan;
+}
+
+int64_t widened_slot(const PagePlan& plan, const int32_t* table, const DcpLayout& lay,
+                     int64_t pos) {
+  const int64_t virtual_page = plan.page_size * lay.ranks;
+  return table[pos / virtual_page] * virtual_page + pos % virtual_page;
 }
 
 KvScales rank_kv_scales(const DcpInputs& in, const KvCacheSpec& spec) {
@@ -179,11 +306,15 @@ KvScales rank_kv_scales(const DcpInputs& in, const KvCacheSpec& spec) {
   return KvScales{local(in.k_scale), local(in.v_scale)};
 }
 
-std::vector<int64_t> write_chunks(const DcpInputs& in) {
-  return in.chunks.empty() ? std::vector<int64_t>{in.seq} : in.chunks;
+std::vector<int64_t> write_chunks(const DcpInputs& in, int64_t b, int64_t from) {
+  if (!in.batched()) return in.chunks.empty() ? std::vector<int64_t>{in.seq} : in.chunks;
+  const int64_t own = in.request_seq(b) - from;
+  if (own <= 1) return own == 1 ? std::vector<int64_t>{1} : std::vector<int64_t>{};
+  return {own - 1, 1};
 }
 
-ChunkRows chunk_rows(const DcpInputs& in, const KvCacheSpec& spec, int64_t pos0, int64_t len) {
+ChunkRows chunk_rows(const DcpInputs& in, const KvCacheSpec& spec, int64_t pos0, int64_t len,
+                     int64_t b) {
   const AttentionDims& d = in.dims;
   const int64_t H = spec.kv_heads, dk = d.head_dim, dv = d.v_dim;
   ChunkRows c;
@@ -193,7 +324,7 @@ ChunkRows chunk_rows(const DcpInputs& in, const KvCacheSpec& spec, int64_t pos0,
   c.k.resize(static_cast<size_t>(len * H * dk * e));
   c.v.resize(d.shared_latent ? 0 : static_cast<size_t>(len * H * dv * e));
   for (int64_t i = 0; i < len; ++i) {
-    const int64_t pos = pos0 + i;
+    const int64_t pos = in.request_key0(b) + pos0 + i;  // the row of k and v
     std::copy_n(in.k.bytes_at((pos * d.kv_heads + spec.kv_head0) * dk), H * dk * e,
                 &c.k[static_cast<size_t>(i * H * dk * e)]);
     if (!d.shared_latent)
@@ -222,10 +353,12 @@ PartialAttentionParams rank_attention_params(const DcpInputs& in, const DcpConfi
   p.head0 = geo.group_head0(tp_rank);
   p.q_heads_total = d.q_heads;
   p.kv_heads_total = d.kv_heads;
-  p.seq = in.seq;
+  int64_t longest = 0;
+  for (int64_t b = 0; b < in.requests(); ++b) longest = std::max(longest, in.request_seq(b));
+  p.seq = longest;
   p.layout = cfg.layout;
   p.rank = geo.dcp_rank(tp_rank);
-  p.rows = cfg.layout.count(p.rank, in.seq);
+  p.rows = cfg.layout.count(p.rank, longest);
   p.kv = kv_view(spec, nullptr, nullptr, nullptr);  // shapes; the device's pointers come later
   p.kv_head0 = spec.kv_head0;
   p.v_dim = d.v_dim;

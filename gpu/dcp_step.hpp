@@ -64,9 +64,9 @@ struct DcpConfig {
   KernelMath math;  // exponential, P cast, tf32, partial and reduce-scatter formats
   // How long a rank waits for its peers in a collective (communicator.hpp).
   std::chrono::milliseconds deadline = kDefaultCollectiveDeadline;
-  // > 0: each rank's cache is a pool of pages of page_size rows (kv_view.hpp), its pages placed
-  // in a pool with one free page for every two used, in an order drawn from page_seed and the
-  // rank (rank_block_table): a fragmented pool, as an engine's block allocator leaves it.
+  // > 0: each rank's cache is a pool of pages of page_size rows (kv_view.hpp, a multiple of the
+  // interleave), with one free page for every two used, in an order drawn from page_seed
+  // (plan_pages): a fragmented pool, as an engine's block allocator leaves it.
   int64_t page_size = 0;
   uint64_t page_seed = 0;
 };
@@ -152,6 +152,31 @@ struct DcpInputs {
   std::vector<int64_t> chunks;  // lengths of the KV writes that build the cache (sum S);
                                 // empty: one chunk
   int64_t physical_rows = 0;    // rows per rank; 0: just enough for S
+
+  // A decode batch (empty: one request, all of q and k). B requests, as engines pass them:
+  // request b's queries are rows [cu_seqlens_q[b], cu_seqlens_q[b + 1]) of q and q_pos, and its
+  // context is rows [cu_seqlens_k[b], cu_seqlens_k[b + 1]) of k and v; q_pos and topk count
+  // positions within the request; seq is cu_seqlens_k[B]. The requests' KV lives in one paged
+  // pool (DcpConfig.page_size > 0; plan_pages). Every request's first shared_prefix positions
+  // hold the same tokens (a radix cache's match): the whole virtual pages of it are kept once and
+  // read by every request, later requests writing from the first page they do not share. chunks
+  // and physical_rows stay unset: each request writes its own tokens as a prefill of all but the
+  // last and a decode append of the last.
+  std::vector<int64_t> cu_seqlens_q, cu_seqlens_k;
+  int64_t shared_prefix = 0;
+
+  bool batched() const { return !cu_seqlens_q.empty(); }
+  int64_t requests() const { return batched() ? static_cast<int64_t>(cu_seqlens_q.size()) - 1 : 1; }
+  // Request b's context length and first row of k and v.
+  int64_t request_seq(int64_t b) const {
+    return batched() ? cu_seqlens_k[static_cast<size_t>(b + 1)] - cu_seqlens_k[static_cast<size_t>(b)]
+                     : seq;
+  }
+  int64_t request_key0(int64_t b) const {
+    return batched() ? cu_seqlens_k[static_cast<size_t>(b)] : 0;
+  }
+  // The request of query token t.
+  int64_t request_of(int64_t t) const;
 };
 
 struct RankStepOutput {
@@ -170,13 +195,36 @@ GpuStatus validate_inputs(const DcpInputs& in, const DcpConfig& cfg);
 // the cache a TP rank holds: its dcp rank, rows (in.physical_rows, or just enough for S), the
 // KV heads its group reads, shapes and storage format;
 Result<KvCacheSpec> rank_cache_spec(const DcpInputs& in, const DcpConfig& cfg, int64_t tp_rank);
-// the block table of a paged rank cache (cfg.page_size > 0; empty otherwise): spec.table_pages()
-// distinct pool pages in an order drawn from cfg.page_seed and the rank;
-std::vector<int32_t> rank_block_table(const DcpConfig& cfg, const KvCacheSpec& spec);
+// the pages of a paged cache (cfg.page_size > 0), as an allocator of the widened slot space hands
+// them out. The group's pools are pool_pages pages of P = page_size rows; virtual page v is slots
+// [v P N, (v + 1) P N) of the widened space (P a multiple of I), pool page v of every rank, so one
+// block table serves every rank and slot s lives on rank owner(s) at pool row v P + row(s) mod P.
+// Request b holds ceil(S_b / (P N)) pages in row b of `tables` (-1 past them): the shared
+// prefix's shared_pages whole pages first, the same for every request, then its own. Pages come
+// off a free list shuffled from cfg.page_seed, and the pool keeps one free page for every two
+// used: a fragmented pool, as an engine's allocator leaves it. Empty when not paged;
+struct PagePlan {
+  int64_t page_size = 0, pool_pages = 0;
+  int64_t stride = 0;        // table entries per request: the longest request's pages
+  int64_t shared_pages = 0;  // leading pages every request holds
+  std::vector<int32_t> tables;  // [requests, stride]
+  // Request b's table.
+  const int32_t* table(int64_t b) const { return tables.data() + b * stride; }
+  // The first position of request b it writes itself: 0 for request 0, after the shared pages
+  // for the rest.
+  int64_t write_from(int64_t b, int64_t ranks) const {
+    return b == 0 ? 0 : shared_pages * page_size * ranks;
+  }
+};
+Result<PagePlan> plan_pages(const DcpInputs& in, const DcpConfig& cfg);
+// the widened slot of position pos of a request holding `table`: the allocator's numbering, whose
+// owner and row (layout.hpp) are the rank and pool row that store it;
+int64_t widened_slot(const PagePlan& plan, const int32_t* table, const DcpLayout& lay, int64_t pos);
 // the scales of the KV heads the spec stores ([spec.kv_heads] each, or none);
 KvScales rank_kv_scales(const DcpInputs& in, const KvCacheSpec& spec);
-// the KV writes that build the cache, in order (in.chunks, or one chunk of S);
-std::vector<int64_t> write_chunks(const DcpInputs& in);
+// request b's KV writes, in order, from position `from` (in.chunks, or one chunk of S, for one
+// request; a prefill and a decode append for a request of a batch);
+std::vector<int64_t> write_chunks(const DcpInputs& in, int64_t b = 0, int64_t from = 0);
 // chunk [pos0, pos0 + len) of the model-wide K and V cut down to the spec's KV heads, as a
 // writer hands it to every rank: k [len, kv_heads, Dk], v [len, kv_heads, Dv] (empty for a
 // shared latent), bytes of the inputs' elements (in.k.dtype);
@@ -185,7 +233,9 @@ struct ChunkRows {
   std::vector<uint8_t> k, v;
   bool quantize = false;  // in.k.quantize
 };
-ChunkRows chunk_rows(const DcpInputs& in, const KvCacheSpec& spec, int64_t pos0, int64_t len);
+// (request b's positions in a batch)
+ChunkRows chunk_rows(const DcpInputs& in, const KvCacheSpec& spec, int64_t pos0, int64_t len,
+                     int64_t b = 0);
 // that the rank's DCP-group communicator (rank comm_rank of comm_size) is the one tp_rank needs;
 GpuStatus check_group_comm(const DcpGeometry& geo, int64_t tp_rank, int64_t comm_rank,
                            int64_t comm_size);

@@ -24,6 +24,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -48,77 +49,99 @@ template <class Device>
 struct DeviceCache {
   KvCacheSpec spec;
   typename Device::template Buffer<uint8_t> k, v;  // elements of spec.dtype; v empty for a latent
-  typename Device::template Buffer<uint8_t> written;
+  typename Device::template Buffer<uint8_t> written;         // [pool rows]
   typename Device::template Buffer<float> k_scale, v_scale;  // [kv_heads] each; empty: none
-  typename Device::template Buffer<int32_t> block_table;     // [table_pages]; empty: not paged
-  KvView view() {
+  // [requests, table_pages] (plan_pages); empty: not paged
+  typename Device::template Buffer<int32_t> block_table;
+  // The view of request b's rows (b's block table).
+  KvView view(int64_t b = 0) {
     return kv_view(spec, k.data(), v.data(), written.data(),
                    k_scale.size() > 0 ? k_scale.data() : nullptr,
                    v_scale.size() > 0 ? v_scale.data() : nullptr,
-                   block_table.size() > 0 ? block_table.data() : nullptr);
+                   block_table.size() > 0 ? block_table.data() + b * spec.table_pages() : nullptr);
   }
 };
 
 // An empty cache of the spec on the device, with the dequantization scales of its KV heads and,
-// paged, its block table (kv_view.hpp): nothing written.
+// paged, its requests' block tables (kv_view.hpp; shared_pages: their shared prefix's): nothing
+// written.
 template <class Device>
 Result<DeviceCache<Device>> alloc_device_cache(Device& dev, const KvCacheSpec& spec,
                                                const KvScales& scales = {},
-                                               const std::vector<int32_t>& block_table = {}) {
+                                               const std::vector<int32_t>& block_tables = {},
+                                               int64_t shared_pages = 0) {
   DCP_GPU_TRY(validate_cache_spec(spec));
   DCP_GPU_TRY(validate_cache_scales(spec, scales));
-  DCP_GPU_TRY(validate_block_table(spec, block_table));
+  DCP_GPU_TRY(validate_block_tables(spec, block_tables, shared_pages));
   const KvCacheSizes n = kv_cache_bytes(spec);
   DCP_GPU_ASSIGN(k, dev.template alloc<uint8_t>(static_cast<size_t>(n.k)));
   DCP_GPU_ASSIGN(v, dev.template alloc<uint8_t>(static_cast<size_t>(n.v)));
   DCP_GPU_ASSIGN(written, dev.template alloc<uint8_t>(static_cast<size_t>(n.written)));
   DCP_GPU_ASSIGN(ks, dev.upload(scales.k));
   DCP_GPU_ASSIGN(vs, dev.upload(scales.v));
-  DCP_GPU_ASSIGN(bt, dev.upload(block_table));
+  DCP_GPU_ASSIGN(bt, dev.upload(block_tables));
   return DeviceCache<Device>{spec,          std::move(k),  std::move(v), std::move(written),
                              std::move(ks), std::move(vs), std::move(bt)};
 }
 
-// Stores the tokens of the chunk (its tensors in the device's memory) the cache's rank owns.
+// Stores the tokens of the chunk (its tensors in the device's memory) the cache's rank owns, at
+// request b's rows.
 template <class Device>
-GpuStatus write_device_chunk(Device& dev, DeviceCache<Device>& cache, const KvChunk& chunk) {
-  DCP_GPU_ASSIGN(a, kv_write_args(cache.spec, cache.view(), chunk));
+GpuStatus write_device_chunk(Device& dev, DeviceCache<Device>& cache, const KvChunk& chunk,
+                             int64_t b = 0) {
+  DCP_GPU_ASSIGN(a, kv_write_args(cache.spec, cache.view(b), chunk));
   if (a.len == 0) return {};
   return dev.kv_write(a);
 }
 
-// The first row of [0, rows) never written, or -1 (flags: the cache's written array).
-inline int64_t first_unwritten_row(const std::vector<uint8_t>& flags, int64_t rows) {
-  for (int64_t r = 0; r < rows; ++r)
-    if (flags[static_cast<size_t>(r)] == 0) return r;
+// The first row of [0, rows) whose pool row (through a block table of page_size rows, or none)
+// was never written, or -1 (flags: the cache's written array).
+inline int64_t first_unwritten_row(const std::vector<uint8_t>& flags, int64_t rows,
+                                   const int32_t* table = nullptr, int64_t page_size = 0) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t slot = table != nullptr ? int64_t{table[r / page_size]} * page_size + r % page_size : r;
+    if (flags[static_cast<size_t>(slot)] == 0) return r;
+  }
   return -1;
 }
 
 // Replays in's KV writes into the rank's cache on the device (one chunk's copy at a time: the
-// writes of make_chunks are at most a chunked-prefill's length); checks that every row the
-// context needs was written.
+// writes of make_chunks are at most a chunked-prefill's length), request by request in a batch,
+// each from the first position it does not share; checks that every row each request reads was
+// written.
 template <class Device>
 Result<DeviceCache<Device>> build_device_cache(Device& dev, const DcpInputs& in,
                                                const DcpConfig& cfg, int64_t tp_rank) {
   DCP_GPU_ASSIGN(spec, rank_cache_spec(in, cfg, tp_rank));
-  DCP_GPU_ASSIGN(
-      cache, alloc_device_cache(dev, spec, rank_kv_scales(in, spec), rank_block_table(cfg, spec)));
-  int64_t pos0 = 0;
-  for (const int64_t len : write_chunks(in)) {
-    ChunkRows c = chunk_rows(in, spec, pos0, len);
-    DCP_GPU_ASSIGN(kc, dev.upload(std::move(c.k)));
-    DCP_GPU_ASSIGN(vc, dev.upload(std::move(c.v)));
-    DCP_GPU_TRY(write_device_chunk(dev, cache,
-                                   KvChunk{pos0, len, c.dtype, kc.data(),
-                                           spec.shared_latent ? nullptr : vc.data(), c.quantize}));
-    DCP_GPU_TRY(dev.sync());  // the chunk buffers are freed next
-    pos0 += len;
+  DCP_GPU_ASSIGN(plan, plan_pages(in, cfg));
+  DCP_GPU_ASSIGN(cache, alloc_device_cache(dev, spec, rank_kv_scales(in, spec), plan.tables,
+                                           plan.shared_pages));
+  for (int64_t b = 0; b < in.requests(); ++b) {
+    int64_t pos0 = plan.write_from(b, cfg.layout.ranks);
+    for (const int64_t len : write_chunks(in, b, pos0)) {
+      ChunkRows c = chunk_rows(in, spec, pos0, len, b);
+      DCP_GPU_ASSIGN(kc, dev.upload(std::move(c.k)));
+      DCP_GPU_ASSIGN(vc, dev.upload(std::move(c.v)));
+      DCP_GPU_TRY(write_device_chunk(
+          dev, cache,
+          KvChunk{pos0, len, c.dtype, kc.data(), spec.shared_latent ? nullptr : vc.data(),
+                  c.quantize},
+          b));
+      DCP_GPU_TRY(dev.sync());  // the chunk buffers are freed next
+      pos0 += len;
+    }
   }
   DCP_GPU_ASSIGN(flags, dev.download(cache.written));
-  const int64_t missing = first_unwritten_row(flags, cfg.layout.count(spec.rank, in.seq));
-  if (missing >= 0)
-    return DCP_GPU_ERROR("kv cache: rank ", spec.rank, " row ", missing, " (position ",
-                         cfg.layout.position(spec.rank, missing), ") was never written");
+  for (int64_t b = 0; b < in.requests(); ++b) {
+    const int64_t missing =
+        first_unwritten_row(flags, cfg.layout.count(spec.rank, in.request_seq(b)),
+                            plan.tables.empty() ? nullptr : plan.table(b), spec.page_size);
+    if (missing >= 0)
+      return DCP_GPU_ERROR("kv cache: rank ", spec.rank, " row ", missing, " (position ",
+                           cfg.layout.position(spec.rank, missing),
+                           in.batched() ? " of request " + std::to_string(b) : std::string(),
+                           ") was never written");
+  }
   return cache;
 }
 
@@ -161,6 +184,12 @@ Result<RankStepOutput> device_step(Device& dev, const DcpInputs& in, const DcpCo
                                                                  in.sink.begin() + head0 + Hg)
                                             : std::vector<float>{}));
   DCP_GPU_ASSIGN(topk, dev.upload(in.topk));
+  // A batch: each token's request, the requests' lengths, their block tables (the cache's).
+  std::vector<int64_t> req, req_seq;
+  for (int64_t t = 0; in.batched() && t < T; ++t) req.push_back(in.request_of(t));
+  for (int64_t b = 0; in.batched() && b < in.requests(); ++b) req_seq.push_back(in.request_seq(b));
+  DCP_GPU_ASSIGN(req_d, dev.upload(req));
+  DCP_GPU_ASSIGN(req_seq_d, dev.upload(req_seq));
   DCP_GPU_ASSIGN(po, dev.template alloc<float>(static_cast<size_t>(T * Hg * dv)));
   DCP_GPU_ASSIGN(pl, dev.template alloc<float>(static_cast<size_t>(T * Hg)));
   PartialAttentionParams p = rank_attention_params(in, cfg, geo, cache.spec, tp_rank);
@@ -169,6 +198,12 @@ Result<RankStepOutput> device_step(Device& dev, const DcpInputs& in, const DcpCo
   p.kv = cache.view();
   p.sink = sink_here ? sink.data() : nullptr;
   p.topk = in.topk.empty() ? nullptr : topk.data();
+  if (in.batched()) {
+    p.req = req_d.data();
+    p.req_seq = req_seq_d.data();
+    p.req_tables = cache.block_table.data();
+    p.table_stride = cache.spec.table_pages();
+  }
   p.o = po.data();
   p.lse = pl.data();
   DCP_GPU_TRY(validate_partial_attention(p));  // the device adds its own limits

@@ -64,6 +64,9 @@ enum class Mutant : uint8_t {
   k_scale_twice,    // the K scale folded in twice (dequantized keys scaled again)
   v_scale_missing,  // the output uses the stored values: V scale not applied
   v_scale_twice,    // the V scale applied twice
+  // A batch's paged-cache metadata, as engines build it (a radix cache's shared prefix).
+  global_lengths,          // a rank reads as many rows as the request has global positions
+  prefix_pages_without_n,  // a shared prefix counted in pages of P tokens, not virtual pages of P N
   // Tokens lost or doubled (the fp32 model).
   drop_token,       // the highest-scoring visible key of each row is skipped
   duplicate_token,  // ... or counted twice
@@ -118,6 +121,8 @@ inline constexpr MutantInfo kMutantCatalogue[] = {
     {Mutant::k_scale_twice, "k_scale_twice", "kv scales"},
     {Mutant::v_scale_missing, "v_scale_missing", "kv scales"},
     {Mutant::v_scale_twice, "v_scale_twice", "kv scales"},
+    {Mutant::global_lengths, "global_lengths", "batch"},
+    {Mutant::prefix_pages_without_n, "prefix_pages_without_n", "batch"},
     {Mutant::drop_token, "drop_token", "tokens", kInModel},
     {Mutant::duplicate_token, "duplicate_token", "tokens", kInModel},
     {Mutant::lost_token, "lost_token", "tokens", kInModel},

@@ -90,15 +90,25 @@ bool buggy_keys(Mutant m) {
   return in_family(
       m, {Mutant::causal_on_local_rows, Mutant::window_on_local_rows, Mutant::window_off_by_one,
           Mutant::topk_as_local_rows, Mutant::topk_pad_last_rank, Mutant::count_off_by_one,
-          Mutant::split_boundary_duplicate});
+          Mutant::split_boundary_duplicate, Mutant::global_lengths});
+}
+
+// The rows the rank's cache has room for in query t's request: its pages, or all rows unpaged.
+int64_t allocated_rows(const PartialAttentionParams& p, int64_t t) {
+  const gpu::KvView kv = body::token_view(p, t);
+  if (kv.block_table == nullptr) return kv.rows;
+  const int64_t pages = (kv.rows + kv.page - 1) / kv.page;
+  int64_t held = 0;
+  while (held < pages && kv.block_table[held] >= 0) ++held;
+  return held * kv.page;
 }
 
 // The rank-local rows query t attends to, in order, as a kernel with bug m finds them.
 std::vector<int64_t> visible_rows(Mutant m, const PartialAttentionParams& p, int64_t t) {
   std::vector<int64_t> rows;
   const gpu::DcpLayout& lay = p.layout;
-  const int64_t qp = p.q_pos[t];
-  const int64_t hi = p.causal ? std::min(p.seq, qp + 1) : p.seq;
+  const int64_t qp = p.q_pos[t], seq = body::token_seq(p, t), rows_t = lay.count(p.rank, seq);
+  const int64_t hi = p.causal ? std::min(seq, qp + 1) : seq;
   const int64_t first = m == Mutant::window_off_by_one ? qp - p.window : qp - p.window + 1;
   const int64_t lo = p.window > 0 ? std::max<int64_t>(0, first) : 0;
   const int64_t shift = m == Mutant::count_off_by_one ? 1 : 0;  // count(r, x) over [0, x]
@@ -107,12 +117,12 @@ std::vector<int64_t> visible_rows(Mutant m, const PartialAttentionParams& p, int
     for (int64_t x = 0; x < p.topk_k; ++x) {
       const int64_t pos = p.topk[t * p.topk_k + x];
       if (pos == -1 && m == Mutant::topk_pad_last_rank) {
-        if (p.rank == lay.ranks - 1 && p.rows > 0) rows.push_back(p.rows - 1);
+        if (p.rank == lay.ranks - 1 && rows_t > 0) rows.push_back(rows_t - 1);
         continue;
       }
       if (pos < lo || pos >= hi) continue;
       if (m == Mutant::topk_as_local_rows) {
-        if (pos < p.rows) rows.push_back(pos);
+        if (pos < rows_t) rows.push_back(pos);
         continue;
       }
       if (lay.owner(pos) == p.rank) rows.push_back(lay.row(pos));
@@ -120,7 +130,9 @@ std::vector<int64_t> visible_rows(Mutant m, const PartialAttentionParams& p, int
     std::sort(rows.begin(), rows.end());
   } else {
     int64_t r_lo = lay.count(p.rank, lo + shift), r_hi = lay.count(p.rank, hi + shift);
-    if (m == Mutant::causal_on_local_rows && p.causal) r_hi = std::min(p.rows, qp + 1);
+    if (m == Mutant::causal_on_local_rows && p.causal) r_hi = std::min(rows_t, qp + 1);
+    if (m == Mutant::global_lengths)  // as many rows as global positions, within its pages
+      r_hi = std::min(r_lo + (hi - lo), allocated_rows(p, t));
     if (m == Mutant::window_on_local_rows && p.window > 0) r_lo = lo;
     for (int64_t r = r_lo; r < r_hi; ++r) rows.push_back(r);
   }
@@ -152,12 +164,14 @@ void buggy_attention(Mutant m, const PartialAttentionParams& p) {
   std::vector<float> num(static_cast<size_t>(dv));
   for (int64_t t = 0; t < p.tokens; ++t) {
     std::vector<int64_t> rows = visible_rows(Mutant::none, p, t);
+    const gpu::KvView kv = body::token_view(p, t);
+    const int64_t rows_t = p.layout.count(p.rank, body::token_seq(p, t));
     std::vector<char> masked;  // softcap_after_mask: which of the rank's rows the masks remove
     if (m == Mutant::softcap_after_mask && p.softcap > 0.0f) {
-      masked.assign(static_cast<size_t>(p.rows), 1);
+      masked.assign(static_cast<size_t>(rows_t), 1);
       for (const int64_t r : rows) masked[static_cast<size_t>(r)] = 0;
-      rows.resize(static_cast<size_t>(p.rows));
-      for (int64_t r = 0; r < p.rows; ++r) rows[static_cast<size_t>(r)] = r;
+      rows.resize(static_cast<size_t>(rows_t));
+      for (int64_t r = 0; r < rows_t; ++r) rows[static_cast<size_t>(r)] = r;
     }
     const auto nk = static_cast<int64_t>(rows.size());
     for (int64_t h = 0; h < H; ++h) {
@@ -172,8 +186,8 @@ void buggy_attention(Mutant m, const PartialAttentionParams& p) {
         for (int64_t x = t0; x < t1; ++x) {
           const int64_t row = rows[static_cast<size_t>(x)];
           float dot = 0.0f;
-          for (int64_t i = 0; i < dk; ++i) dot += q[i] * p.kv.key(row, g, i);
-          float sc = dot * (p.scale * p.kv.k_scale_of(g));  // the K scale folded in, as the body
+          for (int64_t i = 0; i < dk; ++i) dot += q[i] * kv.key(row, g, i);
+          float sc = dot * (p.scale * kv.k_scale_of(g));  // the K scale folded in, as the body
           if (p.softcap > 0.0f) sc = p.softcap * std::tanh(sc / p.softcap);
           if (!masked.empty() && masked[static_cast<size_t>(row)]) sc = -p.softcap;
           sc = gpu::to_base_units(base, sc);
@@ -189,7 +203,7 @@ void buggy_attention(Mutant m, const PartialAttentionParams& p) {
           a.z += w;
           const int64_t row = rows[static_cast<size_t>(x)];
           for (int64_t i = 0; i < dv; ++i) {
-            const float n = num[static_cast<size_t>(i)] + w * p.kv.value(row, g, i);
+            const float n = num[static_cast<size_t>(i)] + w * kv.value(row, g, i);
             num[static_cast<size_t>(i)] = m == Mutant::bf16_accumulation ? gpu::round_bf16(n) : n;
           }
         }
@@ -206,7 +220,7 @@ void buggy_attention(Mutant m, const PartialAttentionParams& p) {
       float* o = p.o + (t * H + h) * dv;
       std::copy(num.begin(), num.end(), o);
       p.lse[t * H + h] = gpu::finish(base, a, o, dv);
-      for (int64_t i = 0; i < dv; ++i) o[i] *= p.kv.v_scale_of(g);  // the V scale, as the body
+      for (int64_t i = 0; i < dv; ++i) o[i] *= kv.v_scale_of(g);  // the V scale, as the body
     }
   }
 }
@@ -273,7 +287,7 @@ GpuStatus MutantDevice::kv_write(const body::KvWrite& a) {
             c.set_stored_value(row, g, x, e);
         }
     }
-    c.written[row] = 1;
+    c.written[c.slot(row)] = 1;
   }
   return {};
 }
@@ -302,6 +316,7 @@ GpuStatus MutantDevice::attention_with_args(PartialAttentionParams p) {
     return sq;
   };
   std::vector<float> twice;
+  std::vector<int32_t> tables;
   switch (m_) {
     case Mutant::k_scale_missing:
       p.kv.k_scale = nullptr;
@@ -317,8 +332,30 @@ GpuStatus MutantDevice::attention_with_args(PartialAttentionParams p) {
       twice = squared(p.kv.v_scale);
       if (!twice.empty()) p.kv.v_scale = twice.data();
       break;
-    case Mutant::block_table_ignored:
+    case Mutant::block_table_ignored:  // a batch's tables made the identity too
       p.kv.block_table = nullptr;
+      if (p.req != nullptr) {
+        tables.resize(static_cast<size_t>(in_.requests() * p.table_stride));
+        for (size_t i = 0; i < tables.size(); ++i)
+          tables[i] = static_cast<int32_t>(static_cast<int64_t>(i) % p.table_stride);
+        p.req_tables = tables.data();
+      }
+      break;
+    case Mutant::prefix_pages_without_n:  // the shared prefix counted in pages of P, not P N
+      if (p.req != nullptr) {
+        tables.assign(p.req_tables, p.req_tables + in_.requests() * p.table_stride);
+        const auto held = [&](int64_t b) {
+          int64_t n = 0;
+          while (n < p.table_stride && tables[static_cast<size_t>(b * p.table_stride + n)] >= 0)
+            ++n;
+          return n;
+        };
+        const int64_t shared = in_.shared_prefix / p.kv.page;
+        for (int64_t b = 1; b < in_.requests(); ++b)
+          for (int64_t j = 0; j < std::min({shared, held(0), held(b)}); ++j)
+            tables[static_cast<size_t>(b * p.table_stride + j)] = tables[static_cast<size_t>(j)];
+        p.req_tables = tables.data();
+      }
       break;
     case Mutant::scale_missing:
       p.scale = 1.0f;

@@ -140,6 +140,9 @@ class PluginDevice : public gpu::HostDevice {
 
   gpu::GpuStatus partial_attention(const gpu::PartialAttentionParams& p) {
     if (!p_.has_partial()) return HostDevice::partial_attention(p);
+    if (p.req != nullptr)
+      return DCP_GPU_ERROR("plug-in: ABI ", DCPV_ABI_VERSION,
+                           "'s partial level takes one request's keys; this step is a batch");
     const int64_t T = p.tokens, H = p.heads, dk = p.head_dim, dv = p.v_dim, n = p.rows;
     const bool latent = p.kv.v == p.kv.k;
     std::vector<int64_t> k_pos(static_cast<size_t>(n));

@@ -212,6 +212,47 @@ std::optional<dcp::oracle::Case> make_case_unless(const CaseSpec& s, KvHolding h
   return c;
 }
 
+std::vector<dcp::oracle::Case> make_batch_cases(const CaseSpec& spec,
+                                                const std::vector<int64_t>& seqs,
+                                                const std::vector<int64_t>& tokens,
+                                                int64_t shared_prefix) {
+  std::vector<dcp::oracle::Case> out;
+  for (size_t b = 0; b < seqs.size(); ++b) {
+    CaseSpec sb = spec;
+    sb.seq = seqs[b];
+    sb.tokens = tokens[b];
+    sb.seed = spec.seed + b;
+    dcp::oracle::Case c = make_case(sb);
+    if (b > 0) {
+      const dcp::oracle::Case& c0 = out.front();
+      c.sink = c0.sink;
+      // Request 0's scales over this request's stored elements (value / own scale, exact).
+      const auto rescale = [](dcp::oracle::KvTensor& x, const std::vector<double>& own,
+                              const std::vector<double>& to) {
+        if (own.empty()) return;
+        const int64_t width = x.shape[2], heads = x.shape[1];
+        for (int64_t i = 0; i < x.numel(); ++i) {
+          const size_t g = own.size() == 1 ? 0 : static_cast<size_t>(i / width % heads);
+          x.data[static_cast<size_t>(i)] = x.data[static_cast<size_t>(i)] / own[g] * to[g];
+        }
+      };
+      rescale(c.k, c.k_scale, c0.k_scale);
+      if (!c.shared_latent()) rescale(c.v, c.v_scale, c0.v_scale);
+      c.k_scale = c0.k_scale;
+      c.v_scale = c0.v_scale;
+      // The shared prefix: request 0's keys and values.
+      const auto share = [&](dcp::oracle::KvTensor& x, const dcp::oracle::KvTensor& x0) {
+        const int64_t row = x.shape[1] * x.shape[2];
+        std::copy_n(x0.data.begin(), shared_prefix * row, x.data.begin());
+      };
+      share(c.k, c0.k);
+      if (!c.shared_latent()) share(c.v, c0.v);
+    }
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
 std::string describe(const CaseSpec& s) {
   std::ostringstream os;
   static const char* styles[] = {"normal", "peaked", "wide", "ties", "tiny", "extreme"};

@@ -13,6 +13,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "oracle/case.hpp"
 
@@ -67,6 +68,15 @@ dcp::oracle::Case make_case(const CaseSpec& spec, KvHolding holding = KvHolding:
 std::optional<dcp::oracle::Case> make_case_unless(const CaseSpec& spec, KvHolding holding,
                                                   const std::function<bool()>& stop);
 
+// A decode batch's requests (dcp_bridge.hpp, check_dcp_batch): request b is make_case of the spec
+// with seqs[b] keys, tokens[b] queries and seed spec.seed + b, then made to agree with request 0
+// where a batch shares: its sink and scales are request 0's (its stored elements kept, so its
+// values are those times request 0's scales), and its first shared_prefix keys and values are
+// request 0's (shared_prefix <= every seqs[b]). K and V held as doubles.
+std::vector<dcp::oracle::Case> make_batch_cases(const CaseSpec& spec,
+                                                const std::vector<int64_t>& seqs,
+                                                const std::vector<int64_t>& tokens,
+                                                int64_t shared_prefix);
 // One line that rebuilds the spec, for reproduce messages.
 std::string describe(const CaseSpec& spec);
 

@@ -299,6 +299,121 @@ DcpCheck check_dcp(const Case& c, const gpu::DcpConfig& cfg, const std::vector<i
   return judge_dcp(c, cfg, *run, check_partials, backend.claim, watch);
 }
 
+oracle::Expected<gpu::DcpInputs> to_dcp_batch_inputs(const std::vector<Case>& requests,
+                                                     int64_t shared_prefix) {
+  if (requests.empty()) return DCP_ERROR("batch: no requests");
+  std::vector<gpu::DcpInputs> parts;
+  for (const Case& c : requests) parts.push_back(to_dcp_inputs(c, {}));
+  const gpu::DcpInputs& first = parts.front();
+  gpu::DcpInputs in = first;
+  in.q.clear();
+  in.q_pos.clear();
+  in.topk.clear();
+  in.cu_seqlens_q = {0};
+  in.cu_seqlens_k = {0};
+  in.shared_prefix = shared_prefix;
+  const gpu::AttentionDims& d = first.dims;
+  std::vector<uint8_t> k, v;
+  const auto append = [](std::vector<uint8_t>& to, const gpu::KvSource& x) {
+    to.insert(to.end(), x.bytes_at(0), x.bytes_at(x.numel));
+  };
+  for (size_t b = 0; b < parts.size(); ++b) {
+    const gpu::DcpInputs& r = parts[b];
+    const auto differs = [&](const char* field) {
+      return DCP_ERROR("batch: request ", b, "'s ", field, " differs from request 0's");
+    };
+    if (r.dims.q_heads != d.q_heads || r.dims.kv_heads != d.kv_heads ||
+        r.dims.head_dim != d.head_dim || r.dims.v_dim != d.v_dim ||
+        r.dims.shared_latent != d.shared_latent)
+      return differs("heads or dimensions");
+    if (r.kv_dtype != first.kv_dtype || r.k.dtype != first.k.dtype) return differs("kv dtype");
+    if (r.k_scale != first.k_scale || r.v_scale != first.v_scale) return differs("k/v scales");
+    if (r.sink != first.sink) return differs("sink");
+    if (r.scale != first.scale || r.causal != first.causal || r.window != first.window ||
+        r.softcap != first.softcap || r.topk_k != first.topk_k)
+      return differs("variant (scale, masks, softcap, top-k)");
+    in.q.insert(in.q.end(), r.q.begin(), r.q.end());
+    in.q_pos.insert(in.q_pos.end(), r.q_pos.begin(), r.q_pos.end());
+    in.topk.insert(in.topk.end(), r.topk.begin(), r.topk.end());
+    append(k, r.k);
+    if (!d.shared_latent) append(v, r.v);
+    in.cu_seqlens_q.push_back(in.cu_seqlens_q.back() + r.dims.tokens);
+    in.cu_seqlens_k.push_back(in.cu_seqlens_k.back() + r.seq);
+  }
+  in.dims.tokens = in.cu_seqlens_q.back();
+  in.seq = in.cu_seqlens_k.back();
+  const auto owned = [&](std::vector<uint8_t> bytes, int64_t width) {
+    auto held = std::make_shared<std::vector<uint8_t>>(std::move(bytes));
+    gpu::KvSource x = gpu::KvSource::borrowed(first.k.dtype, held->data(),
+                                              in.seq * d.kv_heads * width, held);
+    x.quantize = first.k.quantize;
+    return x;
+  };
+  in.k = owned(std::move(k), d.head_dim);
+  in.v = d.shared_latent ? gpu::KvSource{} : owned(std::move(v), d.v_dim);
+  return in;
+}
+
+DcpCheck check_dcp_batch(const std::vector<Case>& requests, int64_t shared_prefix,
+                         const gpu::DcpConfig& cfg, const DcpBackend& backend, bool check_partials,
+                         const oracle::Watch& watch) {
+  DcpCheck out;
+  oracle::Expected<gpu::DcpInputs> in = to_dcp_batch_inputs(requests, shared_prefix);
+  if (!in) {
+    out.oracle_error = true;
+    out.report = in.status().message() + "\n";
+    return out;
+  }
+  gpu::Result<gpu::GroupRun> run = backend ? backend(*in, cfg) : gpu::run_dcp_threads(*in, cfg);
+  if (!run) {
+    out.backend_error = true;
+    out.report = "backend: " + run.status().message() + " (" + run.status().where() + ")\n";
+    return out;
+  }
+  return judge_dcp_batch(requests, cfg, *run, check_partials, backend.claim, watch);
+}
+
+DcpCheck judge_dcp_batch(const std::vector<Case>& requests, const gpu::DcpConfig& cfg,
+                         const gpu::GroupRun& run, bool check_partials, const ClaimFn& claim,
+                         const oracle::Watch& watch) {
+  DcpCheck out;
+  out.pass = out.pass_statistical = true;
+  // Request b's rows of the output and of every rank's partial: [t0, t1) of the first dimension.
+  const auto rows = [](const std::vector<float>& x, int64_t width, int64_t t0, int64_t t1) {
+    return std::vector<float>(x.begin() + t0 * width, x.begin() + t1 * width);
+  };
+  int64_t tokens = 0;
+  for (const Case& c : requests) tokens += c.tokens();
+  std::string report;
+  int64_t t0 = 0;
+  for (size_t b = 0; b < requests.size(); ++b) {
+    const Case& c = requests[b];
+    const int64_t t1 = t0 + c.tokens(), Hq = c.q_heads(), dv = c.v_dim;
+    gpu::GroupRun rb;
+    rb.o = rows(run.o, Hq * dv, t0, t1);
+    rb.lse = rows(run.lse, Hq, t0, t1);
+    for (size_t r = 0; r < run.partial_o.size(); ++r) {
+      const auto hg = static_cast<int64_t>(run.partial_lse[r].size()) / tokens;
+      rb.partial_o.push_back(rows(run.partial_o[r], hg * dv, t0, t1));
+      rb.partial_lse.push_back(rows(run.partial_lse[r], hg, t0, t1));
+    }
+    t0 = t1;
+    const DcpCheck cb = judge_dcp(c, cfg, rb, check_partials, claim, watch);
+    if (cb.interrupted) return cb;
+    out.pass = out.pass && cb.pass;
+    out.pass_statistical = out.pass_statistical && cb.pass_statistical;
+    out.max_ratio = std::max(out.max_ratio, cb.max_ratio);
+    out.max_stat_ratio = std::max(out.max_stat_ratio, cb.max_stat_ratio);
+    out.oracle_error = out.oracle_error || cb.oracle_error;
+    std::istringstream lines(cb.report);
+    for (std::string line; std::getline(lines, line);)
+      report += "request " + std::to_string(b) + ": " + line + "\n";
+    if (b == 0 || cb.full.max_ratio() > out.full.max_ratio()) out.full = cb.full;
+  }
+  out.report = report;
+  return out;
+}
+
 std::string describe(const gpu::DcpConfig& cfg) {
   std::ostringstream os;
   os << "tp=" << cfg.tp_size << " N=" << cfg.layout.ranks << " I=" << cfg.layout.interleave

@@ -65,6 +65,10 @@ oracle::Status validate_setup(const DcpSetup& s, const SetupNames& n) {
   DCP_TRY(range(n.tile, g.tile, int64_t{1}, kMaxSeq));
   DCP_TRY(range(n.splits, g.splits, int64_t{1}, kMaxSeq));
   DCP_TRY(range(n.page_size, g.page_size, int64_t{0}, kMaxSeq));
+  if (g.page_size > 0 && g.page_size % g.layout.interleave != 0)
+    return DCP_ERROR(n.page_size, " ", g.page_size, " is not a multiple of ", n.interleave, " ",
+                     g.layout.interleave, " (a virtual page of page_size N slots holds whole "
+                     "interleave blocks)");
   if (c.kv_scale != KvScale::none && !oracle::is_fp8(c.kv_dtype))
     return DCP_ERROR(n.kv_scale, ": scales are for fp8 caches; K/V are ",
                      oracle::dtype_name(c.kv_dtype));
@@ -81,12 +85,51 @@ oracle::Status validate_setup(const DcpSetup& s, const SetupNames& n) {
   }
   if (sum != c.seq)
     return DCP_ERROR(n.chunks, ": lengths sum to ", sum, "; expected ", n.seq, " ", c.seq);
+  if (s.batch.empty()) {
+    if (s.shared_prefix != 0)
+      return DCP_ERROR(n.shared_prefix, " ", s.shared_prefix, ": a shared prefix needs ",
+                       n.batch, " of at least 2 requests");
+    return {};
+  }
+  if (static_cast<int64_t>(s.batch.size()) > kMaxBatch)
+    return DCP_ERROR(n.batch, ": ", s.batch.size(), " requests; expected at most ", kMaxBatch);
+  if (g.page_size <= 0)
+    return DCP_ERROR(n.batch, ": a batch in one step keeps its requests in a paged pool; set ",
+                     n.page_size);
+  int64_t longest = 0, shortest = kMaxSeq;
+  for (size_t b = 0; b < s.batch.size(); ++b) {
+    if (s.batch[b] < 0 || s.batch[b] > kMaxSeq)
+      return DCP_ERROR(n.batch, ": element [", b, "] = ", s.batch[b], "; expected 0 .. ", kMaxSeq);
+    longest = std::max(longest, s.batch[b]);
+    shortest = std::min(shortest, s.batch[b]);
+  }
+  if (c.seq != longest)
+    return DCP_ERROR(n.seq, " ", c.seq, ": expected the longest request's ", longest, " keys");
+  if (s.shared_prefix < 0 || s.shared_prefix > shortest)
+    return DCP_ERROR(n.shared_prefix, " ", s.shared_prefix, ": expected 0 .. ", shortest,
+                     ", the shortest request's context");
   return {};
+}
+
+std::vector<oracle::Case> batch_cases(const DcpSetup& s) {
+  const std::vector<int64_t> tokens(s.batch.size(), s.spec.tokens);
+  return make_batch_cases(s.spec, s.batch, tokens, s.shared_prefix);
+}
+
+DcpCheck check_dcp_setup(const DcpSetup& s, const DcpBackend& backend,
+                         const oracle::Watch& watch) {
+  if (s.batch.empty()) return check_dcp(make_case(s.spec), s.cfg, s.chunks, backend, true, watch);
+  return check_dcp_batch(batch_cases(s), s.shared_prefix, s.cfg, backend, true, watch);
 }
 
 std::string describe(const DcpSetup& s) {
   std::ostringstream os;
   os << describe(s.spec) << " | " << describe(s.cfg) << " | chunks=" << s.chunks.size();
+  if (!s.batch.empty()) {
+    os << " | batch=";
+    for (size_t b = 0; b < s.batch.size(); ++b) os << (b > 0 ? "," : "") << s.batch[b];
+    os << " shared_prefix=" << s.shared_prefix;
+  }
   return os.str();
 }
 
@@ -144,7 +187,12 @@ nlohmann::json to_json(const DcpSetup& s) {
                    {"tf32", g.math.tf32},
                    {"partial", std::string(gpu::format_name(g.math.partial))},
                    {"merge", std::string(gpu::format_name(g.math.merge))}};
-  return {{"spec", spec}, {"config", cfg}, {"chunks", s.chunks}};
+  nlohmann::json out = {{"spec", spec}, {"config", cfg}, {"chunks", s.chunks}};
+  if (!s.batch.empty()) {  // absent: one request (entries pinned before batches read the same)
+    out["batch"] = s.batch;
+    out["shared_prefix"] = s.shared_prefix;
+  }
+  return out;
 }
 
 namespace {
@@ -273,7 +321,7 @@ oracle::Expected<DcpSetup> setup_from_json(const nlohmann::json& j) {
   DcpSetup s;
   const FieldReader top(j, "");
   DCP_TRY(top.object());
-  DCP_TRY(top.only({"spec", "config", "chunks"}));
+  DCP_TRY(top.only({"spec", "config", "chunks", "batch", "shared_prefix"}));
   DCP_TRY(top.present("spec"));
   const FieldReader c = top.child("spec");
   DCP_TRY(c.object());
@@ -375,6 +423,10 @@ oracle::Expected<DcpSetup> setup_from_json(const nlohmann::json& j) {
   DCP_TRY(get_math(g, q.math));
   q.base = to_gpu_base(p.lse_base);
   DCP_TRY(top.get("chunks", s.chunks));
+  if (top.has("batch") || top.has("shared_prefix")) {  // both, or neither (one request)
+    DCP_TRY(top.get("batch", s.batch));
+    DCP_TRY(top.get("shared_prefix", s.shared_prefix));
+  }
   DCP_TRY(validate_setup(s, kJsonNames));
   return s;
 }

@@ -16,6 +16,7 @@
 #include "gpu/dcp_step.hpp"
 #include "oracle/status.hpp"
 #include "properties/case_gen.hpp"
+#include "properties/dcp_bridge.hpp"
 
 namespace dcp::props {
 
@@ -23,7 +24,20 @@ struct DcpSetup {
   CaseSpec spec;
   gpu::DcpConfig cfg;
   std::vector<int64_t> chunks;  // KV write lengths summing to spec.seq
+  // A decode batch in one step over one paged pool (cfg.page_size > 0): request b holds batch[b]
+  // keys and spec.tokens queries, its values from seed spec.seed + b, and every request's first
+  // shared_prefix keys are request 0's (make_batch_cases). Empty: one request of spec.seq keys
+  // written in `chunks`; a batch's requests write their own (DcpInputs' batch), and spec.seq is
+  // the longest request's.
+  std::vector<int64_t> batch;
+  int64_t shared_prefix = 0;
 };
+
+// Runs the setup on the backend and judges it (check_dcp, or check_dcp_batch for a batch).
+DcpCheck check_dcp_setup(const DcpSetup& s, const DcpBackend& backend = nullptr,
+                         const oracle::Watch& watch = {});
+// A batch setup's requests (make_batch_cases).
+std::vector<oracle::Case> batch_cases(const DcpSetup& s);
 
 // The documented ranges of a setup (docs/cli.md, "Limits and caps"); memory is judged from the
 // whole setup (footprint.hpp). They keep every count finite and every product of the layout
@@ -37,13 +51,14 @@ inline constexpr int64_t kMaxExtent = 1 << 20;        // T, Hq, Hkv, Dk, Dv
 // entry (kJsonNames), or the command-line flags that set them (tools/flags.hpp, kFlagNames).
 struct SetupNames {
   const char *tokens, *q_heads, *kv_heads, *head_dim, *v_dim, *seq, *window, *softcap, *topk,
-      *tp_size, *dcp_size, *interleave, *tile, *splits, *chunks, *merge, *page_size, *kv_scale;
+      *tp_size, *dcp_size, *interleave, *tile, *splits, *chunks, *merge, *page_size, *kv_scale,
+      *batch, *shared_prefix;
 };
 inline constexpr SetupNames kJsonNames{
     "spec.tokens",       "spec.q_heads",      "spec.kv_heads", "spec.head_dim", "spec.v_dim",
     "spec.seq",          "spec.window",       "spec.softcap",  "spec.topk",     "config.tp_size",
     "config.dcp_size",   "config.interleave", "config.tile",   "config.splits", "chunks",
-    "config.math.merge", "config.page_size",  "spec.kv_scale"};
+    "config.math.merge", "config.page_size",  "spec.kv_scale", "batch",          "shared_prefix"};
 
 // Whether the production path can run the setup and the oracle can state it: every range
 // above, the divisibility of heads and ranks, chunk writes of positive lengths summing to S, a
@@ -53,6 +68,10 @@ inline constexpr SetupNames kJsonNames{
 // for more top-k positions or splits than there are keys, to exercise padding and empty splits;
 // the command line refuses those as requests that make no sense, tools/run_cmd.cpp.)
 oracle::Status validate_setup(const DcpSetup& s, const SetupNames& names);
+
+// The most requests a batch holds (this many of kMaxSeq keys each still count their keys in
+// int64_t).
+inline constexpr int64_t kMaxBatch = 4096;
 
 // The longest KV write make_chunks draws: a chunked prefill's chunk as engines size it (2K-8K
 // tokens). Each rank holds one write's rows at a time, so this bounds the writes' memory at any
@@ -76,6 +95,7 @@ struct DcpLimits {
   int64_t max_head_dim = 32;
   int64_t max_v_dim = 16;
   bool softcap = true, sink = true, topk = true, window = true, shared_latent = true;
+  bool batch = true;  // the batch property (dcp-batch): several requests in one step
   std::vector<oracle::DType> q_dtypes{oracle::DType::f32, oracle::DType::bf16, oracle::DType::f16};
   std::vector<oracle::DType> kv_dtypes{oracle::DType::f32, oracle::DType::bf16, oracle::DType::f16,
                                        oracle::DType::f8e4m3, oracle::DType::f8e5m2};

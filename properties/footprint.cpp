@@ -91,6 +91,18 @@ Footprint finish(double bytes, double work, const char* what) {
 }  // namespace
 
 Footprint dcp_check_footprint(const DcpSetup& s, KvHolding holding) {
+  if (!s.batch.empty()) {
+    // A batch holds every request at once: bounded by one request with all of their keys and
+    // queries (its work counts every query against every key, more than the batch's).
+    DcpSetup all = s;
+    all.batch.clear();
+    all.shared_prefix = 0;
+    all.spec.seq = 0;
+    for (const int64_t x : s.batch) all.spec.seq += x;
+    all.spec.tokens *= static_cast<int64_t>(s.batch.size());
+    all.chunks = {all.spec.seq};
+    return dcp_check_footprint(all, holding);
+  }
   const CaseSpec& c = s.spec;
   const double T = d(c.tokens), Hq = d(c.q_heads), Hkv = d(c.kv_heads), Dk = d(c.head_dim),
                Dv = d(c.v_dim), S = d(c.seq), K = d(c.topk);

@@ -54,7 +54,7 @@ oracle::Expected<std::vector<PinnedEntry>> load_pinned(const std::string& path) 
 PinnedReplay replay_pinned(const std::vector<PinnedEntry>& entries, const DcpBackend& backend) {
   PinnedReplay out;
   for (const PinnedEntry& e : entries) {
-    const DcpCheck chk = check_dcp(make_case(e.setup.spec), e.setup.cfg, e.setup.chunks, backend);
+    const DcpCheck chk = check_dcp_setup(e.setup, backend);
     if (!chk.pass) out.failures.push_back(e.why + " | " + describe(e.setup) + " | " + chk.report);
     ++out.count;
   }

@@ -197,6 +197,17 @@ inline gpu::KernelMath draw_kernel_math(gpu::DcpConfig& cfg, const CaseSpec& spe
   return m;
 }
 
+// Draws a paged cache into cfg (always, or one case in three): pages of m I rows, m from 1 to
+// max(1, 64 / I), and the seed of the pool's order.
+inline void draw_paging(gpu::DcpConfig& cfg, bool always) {
+  const int64_t I = cfg.layout.interleave;
+  const int64_t m = *rc::gen::weightedOneOf<int64_t>(
+      {{always ? 0 : 2, rc::gen::just<int64_t>(0)},
+       {1, rc::gen::inRange<int64_t>(1, std::max<int64_t>(1, 64 / I) + 1)}});
+  cfg.page_size = m * I;
+  if (cfg.page_size > 0) cfg.page_seed = *rc::gen::arbitrary<uint64_t>();
+}
+
 inline rc::Gen<DcpSetup> gen_dcp_setup(DcpLimits lim, CacheKind kind = CacheKind::values) {
   using dcp::oracle::DType;
   using dcp::oracle::LseBase;
@@ -264,11 +275,10 @@ inline rc::Gen<DcpSetup> gen_dcp_setup(DcpLimits lim, CacheKind kind = CacheKind
                                                                    {1, gpu::StorageFormat::f16}});
     cfg.math = draw_kernel_math(cfg, p);
     s.chunks = make_chunks(p.seq, *rc::gen::arbitrary<uint64_t>());
-    // A paged cache one case in three, pages of 1 to 64 rows in a fragmented pool
-    // (rank_block_table). Drawn last, so every earlier draw is the one it was before paging.
-    cfg.page_size = *rc::gen::weightedOneOf<int64_t>(
-        {{2, rc::gen::just<int64_t>(0)}, {1, rc::gen::inRange<int64_t>(1, 65)}});
-    if (cfg.page_size > 0) cfg.page_seed = *rc::gen::arbitrary<uint64_t>();
+    // A paged cache one case in three, pages of I to about 64 rows (a multiple of I) in a
+    // fragmented pool (plan_pages). Drawn last, so every earlier draw is the one it was before
+    // paging.
+    draw_paging(cfg, false);
     return s;
   });
 }

@@ -84,6 +84,53 @@ void dcp_path_property(const DcpBackend& backend, const DcpLimits& lim, CacheKin
   }
 }
 
+void dcp_batch_property(const DcpBackend& backend, const DcpLimits& lim) {
+  // The step's shape, variant, formats and options as dcp-path draws them (fp8 caches with their
+  // scales in half the cases, where the limits allow both), then a batch over a paged pool.
+  const bool values = !cache_formats(lim, CacheKind::values).empty();
+  const bool fp8 = !cache_formats(lim, CacheKind::fp8).empty();
+  const CacheKind kind = values && fp8 ? *rc::gen::element(CacheKind::values, CacheKind::fp8)
+                         : values      ? CacheKind::values
+                                       : CacheKind::fp8;
+  DcpSetup s = *gen_dcp_setup(lim, kind);
+  gpu::DcpConfig& cfg = s.cfg;
+  if (cfg.page_size == 0) draw_paging(cfg, true);
+  // Every logit offset by +-100 is a per-request construction a shared prefix would mix.
+  if (s.spec.values == ValueStyle::extreme) s.spec.values = ValueStyle::normal;
+  const int64_t n = cfg.layout.ranks, most = std::min<int64_t>(300, lim.max_seq);
+  const int64_t requests = *rc::gen::inRange<int64_t>(2, 5);
+  for (int64_t b = 0; b < requests; ++b)
+    s.batch.push_back(*rc::gen::weightedOneOf<int64_t>(
+        {{1, rc::gen::inRange<int64_t>(0, std::min(n, most) + 1)},
+         {4, rc::gen::inRange<int64_t>(0, most + 1)}}));
+  const int64_t shortest = *std::min_element(s.batch.begin(), s.batch.end());
+  // The prefix a radix cache matched: none, part of the shortest request, or all of it.
+  s.shared_prefix = *rc::gen::weightedOneOf<int64_t>(
+      {{1, rc::gen::just<int64_t>(0)},
+       {2, rc::gen::inRange<int64_t>(0, shortest + 1)},
+       {2, rc::gen::just<int64_t>(int64_t{shortest})}});
+  s.spec.seq = *std::max_element(s.batch.begin(), s.batch.end());
+  s.chunks = s.spec.seq > 0 ? std::vector<int64_t>{s.spec.seq} : std::vector<int64_t>{};
+  if (cfg.math.exp == gpu::ExpImpl::poly3)  // as draw_kernel_math: at most 128 rescales a row
+    cfg.tile = std::max(cfg.tile, (s.spec.seq + kPoly3MaxRescales - 1) / kPoly3MaxRescales);
+  std::string lens;
+  for (const int64_t x : s.batch) lens += (lens.empty() ? "" : ",") + std::to_string(x);
+  set_current_case("S=" + lens + " shared=" + std::to_string(s.shared_prefix) + " N=" +
+                   std::to_string(n) + " I=" + std::to_string(cfg.layout.interleave) + " page=" +
+                   std::to_string(cfg.page_size) + " tp=" + std::to_string(cfg.tp_size) +
+                   " Hq=" + std::to_string(s.spec.q_heads) + " Hkv=" +
+                   std::to_string(s.spec.kv_heads) + fp8_cache(s.spec));
+  const DcpCheck chk = check_dcp_setup(s, backend);
+  RC_CLASSIFY(s.shared_prefix >= cfg.page_size * n, "shares a page");
+  if (!gated(chk)) {
+    set_current_case(current_case() + (chk.backend_error  ? " | backend error"
+                                       : chk.oracle_error ? " | oracle error"
+                                       : chk.pass         ? " | suspect"
+                                                          : " | bound violated"));
+    RC_FAIL(describe(s) + "\n" + chk.report + "pin: " + to_json(s).dump());
+  }
+}
+
 void mla_slice_property() {
   MlaSpec s;
   gpu::DcpConfig cfg;
@@ -181,11 +228,17 @@ void kv_write_property() {
   const bool latent = *rc::gen::arbitrary<bool>();
   const bool scaled = *rc::gen::arbitrary<bool>();
   const bool from_values = *rc::gen::arbitrary<bool>();
-  // Paged one case in two: pages of 1 to 16 rows in a fragmented pool (rank_block_table).
+  // Paged one case in two: pages of 1 to 4 times I rows in a fragmented pool (plan_pages).
   gpu::DcpConfig paging;
-  paging.page_size = *rc::gen::weightedOneOf<int64_t>(
-      {{1, rc::gen::just<int64_t>(0)}, {1, rc::gen::inRange<int64_t>(1, 17)}});
+  paging.layout = l;
+  paging.page_size = l.interleave * *rc::gen::weightedOneOf<int64_t>(
+                                        {{1, rc::gen::just<int64_t>(0)},
+                                         {1, rc::gen::inRange<int64_t>(1, 5)}});
   paging.page_seed = *rc::gen::arbitrary<uint64_t>();
+  gpu::DcpInputs context;  // the plan's view of the context: one request of seq tokens
+  context.seq = seq;
+  const gpu::Result<gpu::PagePlan> plan = gpu::plan_pages(context, paging);
+  RC_ASSERT(plan.ok());
   // Scales anywhere in [2^-12, 2^8): a stored value c in {1, 2} times a scale is exact in fp32
   // (c is a power of two), so quantizing it back gives c exactly in every format.
   const auto draw_scales = [&] {
@@ -227,10 +280,10 @@ void kv_write_property() {
     gpu::KvCacheSpec spec{l, r, rows, heads, 0, dk, dv, latent, fmt};
     if (paging.page_size > 0) {
       spec.page_size = paging.page_size;
-      spec.pool_pages = spec.table_pages() + (spec.table_pages() + 1) / 2;
+      spec.pool_pages = plan->pool_pages;
     }
     gpu::HostDevice dev(nullptr);
-    const std::vector<int32_t> table = gpu::rank_block_table(paging, spec);
+    const std::vector<int32_t>& table = plan->tables;
     gpu::Result<gpu::HostKvCache> c = gpu::alloc_device_cache(dev, spec, scales, table);
     RC_ASSERT(c.ok());
     int64_t pos0 = 0;
@@ -250,7 +303,15 @@ void kv_write_property() {
     for (int64_t p = 0; p < seq; ++p)
       if (oracle::dcp_owner(p, l.ranks, l.interleave) == r) mine.push_back(p);
     const auto held = static_cast<int64_t>(mine.size());
-    const auto written = [&](int64_t row) { return c->written[static_cast<size_t>(row)] != 0; };
+    // Row r lives in pool row table[r / P] P + r mod P (computed here from the table, not by the
+    // view).
+    const int64_t P = spec.page_size;
+    const auto pool_row = [&](int64_t row) {
+      return P > 0 ? int64_t{table[static_cast<size_t>(row / P)]} * P + row % P : row;
+    };
+    const auto written = [&](int64_t row) {
+      return c->written[static_cast<size_t>(pool_row(row))] != 0;
+    };
     int64_t contiguous_rows = 0;  // rows written from row 0 without gaps
     while (contiguous_rows < rows && written(contiguous_rows)) ++contiguous_rows;
     RC_ASSERT(contiguous_rows == held);
@@ -270,13 +331,8 @@ void kv_write_property() {
           for (int64_t i = 0; i < dv; ++i) RC_ASSERT(view.value(row, g, i) == code(p, kBits + i));
       }
     }
-    // Row r lives in pool row table[r / P] P + r mod P (computed here from the table, not by the
-    // view), and the pool rows no held row maps to (the free pages, the tails of pages) stay
-    // zero: writes land in the block table's pages only.
-    const int64_t P = spec.page_size;
-    const auto pool_row = [&](int64_t row) {
-      return P > 0 ? int64_t{table[static_cast<size_t>(row / P)]} * P + row % P : row;
-    };
+    // The pool rows no held row maps to (the free pages, the tails of pages) stay zero and
+    // unflagged: writes land in the block table's pages only.
     std::vector<char> used(static_cast<size_t>(spec.pool_rows()), 0);
     for (int64_t row = 0; row < held; ++row) used[static_cast<size_t>(pool_row(row))] = 1;
     const int64_t e = gpu::format_bytes(fmt), k_row = heads * dk * e, v_row = heads * dv * e;
@@ -285,6 +341,7 @@ void kv_write_property() {
                 code(mine[static_cast<size_t>(row)], 0));
     for (int64_t slot = 0; slot < spec.pool_rows(); ++slot) {
       if (used[static_cast<size_t>(slot)]) continue;
+      RC_ASSERT(c->written[static_cast<size_t>(slot)] == 0);
       for (int64_t b = 0; b < k_row; ++b)
         RC_ASSERT(c->k[static_cast<size_t>(slot * k_row + b)] == 0);
       for (int64_t b = 0; !latent && b < v_row; ++b)
@@ -323,6 +380,11 @@ std::vector<SuiteProperty> property_suite(const DcpBackend& backend, const DcpLi
                    "the same with fp8 KV caches (E4M3, E5M2) and no, per-tensor or per-head "
                    "scales",
                    [backend, lim] { dcp_path_property(backend, lim, CacheKind::fp8); }});
+  if (lim.batch)
+    dcp.push_back({"dcp-batch",
+                   "a decode batch over one fragmented paged pool, sharing a prefix's pages: "
+                   "each request's output and partials within its own oracle's bound",
+                   [backend, lim] { dcp_batch_property(backend, lim); }});
   std::vector<SuiteProperty> rest = {
       {"mla-slice", "the absorbed-MLA slice on the DCP path equals the unabsorbed oracle",
        mla_slice_property},

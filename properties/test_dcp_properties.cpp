@@ -37,6 +37,12 @@ RC_GTEST_PROP(DcpHostPath, Fp8CachesWithinDerivedBound, ()) {
   dcp_path_property(nullptr, {}, CacheKind::fp8);
 }
 
+// A decode batch over one paged pool, sharing a prefix's pages: each request judged alone.
+RC_GTEST_PROP(DcpHostPath, BatchWithSharedPrefixWithinDerivedBound, ()) {
+  set_property_bound(BoundTier::statistical);
+  dcp_batch_property(nullptr);
+}
+
 TEST(DcpHostPath, PinnedCounterexamples) {
   const auto replay = replay_pinned(std::string(DCP_FIXTURES_DIR) + "/dcp/pinned.json", nullptr);
   ASSERT_TRUE(replay.ok()) << replay.status().message();

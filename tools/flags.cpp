@@ -134,6 +134,8 @@ constexpr FieldFlag kFieldFlags[] = {
     {"AttentionDims.kv_heads", "--kv-heads"},
     {"AttentionDims.head_dim", "--head-dim"},
     {"AttentionDims.v_dim", "--v-dim"},
+    {"DcpInputs.shared_prefix", "--shared-prefix"},
+    {"DcpConfig.page_size", "--page-size"},
     {"DcpInputs.seq", "--seq"},
     {"DcpInputs.topk_k", "--topk"},
     {"DcpInputs.window", "--window"},

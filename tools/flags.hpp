@@ -28,8 +28,8 @@ namespace dcp::tools {
 using props::kMaxExtent;
 using props::kMaxInterleave;
 using props::kMaxRanks;
+using props::kMaxBatch;  // --batch: requests of one step
 using props::kMaxSeq;
-inline constexpr int64_t kMaxBatch = 4096;            // --batch: requests of one step
 inline constexpr int64_t kMaxCases = 1000000;         // --cases of run, properties, mutants
 inline constexpr int64_t kMaxIters = 100000;          // sweep -n and -w
 inline constexpr int64_t kMaxTimeoutSeconds = 86400;  // --timeout: a day
@@ -76,7 +76,8 @@ void add_latent_flag(CLI::App* cmd, std::optional<bool>& latent);
 inline constexpr props::SetupNames kFlagNames{
     "--tokens", "--heads",   "--kv-heads",       "--head-dim",    "--v-dim",     "--seq",
     "--window", "--softcap", "--topk",           "--tp-size",     "--dcp-size",  "--interleave",
-    "--tile",   "--splits",  "the chunk writes", "--merge-dtype", "--page-size", "--kv-scale"};
+    "--tile",   "--splits",  "the chunk writes", "--merge-dtype", "--page-size", "--kv-scale",
+    "--batch",  "--shared-prefix"};
 std::string in_flag_terms(std::string message);
 
 }  // namespace dcp::tools

@@ -58,7 +58,8 @@ const std::vector<std::pair<std::string, bool props::DcpLimits::*>>& features() 
       {"sink", &props::DcpLimits::sink},
       {"topk", &props::DcpLimits::topk},
       {"window", &props::DcpLimits::window},
-      {"latent", &props::DcpLimits::shared_latent}};
+      {"latent", &props::DcpLimits::shared_latent},
+      {"batch", &props::DcpLimits::batch}};
   return f;
 }
 
@@ -81,7 +82,7 @@ std::optional<std::string> read_limits(DrawOptions& o) {
                                  [&](const auto& f) { return f.first == w; });
     if (it == features().end())
       return "--without: unknown feature '" + w +
-             "'; expected softcap, sink, topk, window or latent";
+             "'; expected softcap, sink, topk, window, latent or batch";
     lim.*(it->second) = false;
     names += (names.empty() ? "" : ",") + w;
   }
@@ -150,7 +151,8 @@ void add_draw_flags(CLI::App* cmd, DrawOptions& d) {
       ->capture_default_str();
   cmd->add_option("--without", d.without,
                   "Features the implementation lacks, never drawn (softcap, sink, topk, window, "
-                  "latent); pinned entries using them are not replayed")
+                  "latent; batch: no dcp-batch property); pinned entries using them are not "
+                  "replayed")
       ->delimiter(',');
   cmd->add_option("--q-dtypes", d.q_dtypes, "Query formats drawn (f32, bf16, f16; default all)")
       ->delimiter(',');

@@ -216,8 +216,14 @@ const std::vector<CaseFlag>& case_flag_table() {
       {"--interleave", "I, tokens per block dealt to a rank (1: round-robin)",
        &CaseOptions::interleave, 1, static_cast<double>(kMaxInterleave)},
       {"--seq", "S, context length (tokens)", &CaseOptions::seq, 0, kSeq},
-      {"--batch", "B, requests per step (contexts from S/2 to S)", &CaseOptions::batch, 1,
-       static_cast<double>(kMaxBatch)},
+      {"--batch",
+       "B, requests (contexts from S/2 to S): run one after another, or with --page-size in one "
+       "step over one paged pool",
+       &CaseOptions::batch, 1, static_cast<double>(kMaxBatch)},
+      {"--shared-prefix",
+       "L, tokens every request of a --batch in one step shares (a radix cache's match: its whole "
+       "pages are kept once)",
+       &CaseOptions::shared_prefix, 0, kSeq},
       {"--tokens", "T, query tokens per request", &CaseOptions::tokens, 1, kExtent},
       {"--heads", "Hq, query heads of the model", &CaseOptions::heads, 1, kExtent},
       {"--kv-heads", "Hkv, KV heads (divides Hq)", &CaseOptions::kv_heads, 1, kExtent},
@@ -434,15 +440,25 @@ oracle::Expected<RunCase> configured_case(const CaseOptions& o, uint64_t seed, i
   // The chunk writes are drawn when a request is made (batch_request), after the plan has
   // checked the memory: a context of 10^12 tokens would need gigabytes for its chunk list alone.
   // Any drawn list is valid; one whole write stands for it here.
-  DcpSetup setup{.spec = *spec, .cfg = *cfg, .chunks = {spec->seq}};
+  DcpSetup setup{.spec = *spec, .cfg = *cfg, .chunks = {spec->seq}, .batch = {}, .shared_prefix = 0};
   setup.cfg.base = props::to_gpu_base(spec->lse_base);
   // Every range and combination, named by its flag, before anything runs.
   DCP_TRY(props::validate_setup(setup, names));
   DCP_TRY(check_requests(setup, names));
-  return RunCase{setup,
-                 (p ? std::string(p->name) + " " : "") + variant_of(*spec) + math_tag(cfg->math) +
-                     (cfg->page_size > 0 ? "+page" + std::to_string(cfg->page_size) : ""),
-                 pick(o.batch, int64_t{1})};
+  RunCase rc{setup,
+             (p ? std::string(p->name) + " " : "") + variant_of(*spec) + math_tag(cfg->math) +
+                 (cfg->page_size > 0 ? "+page" + std::to_string(cfg->page_size) : ""),
+             pick(o.batch, int64_t{1})};
+  rc.one_step = rc.batch > 1 && cfg->page_size > 0;
+  rc.shared_prefix = pick(o.shared_prefix, int64_t{0});
+  if (rc.shared_prefix > 0 && !rc.one_step)
+    return DCP_ERROR(names.shared_prefix, " ", rc.shared_prefix, ": a shared prefix is a batch's "
+                     "in one step; give ", names.batch, " of at least 2 and ", names.page_size);
+  if (rc.one_step) {
+    DCP_TRY(props::validate_setup(batch_step(rc), names));
+    if (rc.shared_prefix > 0) rc.variant += "+prefix" + std::to_string(rc.shared_prefix);
+  }
+  return rc;
 }
 
 std::string case_flags(const CaseOptions& o) {
@@ -474,6 +490,13 @@ int64_t request_seq(const RunCase& rc, int64_t b) {
 }
 }  // namespace
 
+DcpSetup batch_step(const RunCase& rc) {
+  DcpSetup r = rc.setup;
+  for (int64_t b = 0; b < rc.batch; ++b) r.batch.push_back(request_seq(rc, b));
+  r.shared_prefix = rc.shared_prefix;
+  return r;
+}
+
 DcpSetup batch_request(const RunCase& rc, int64_t b) {
   DcpSetup r = rc.setup;
   if (b > 0) {
@@ -492,9 +515,14 @@ std::optional<std::string> over_budget(const RunCase& rc, const Limits& lim,
                                        const std::string& flags) {
   props::Footprint most;  // requests run one after another: the largest peak, the summed work
   double work = 0;
-  for (int64_t b = 0; b < rc.batch; ++b) {
+  if (rc.one_step) {  // every request at once
+    most = props::dcp_check_footprint(batch_step(rc), props::KvHolding::doubles);
+    work = most.work;
+  }
+  for (int64_t b = 0; !rc.one_step && b < rc.batch; ++b) {
     // Chunk writes differ with the seed (--cases): budget for the longest make_chunks draws.
-    DcpSetup s{.spec = rc.setup.spec, .cfg = rc.setup.cfg, .chunks = {}};
+    DcpSetup s{.spec = rc.setup.spec, .cfg = rc.setup.cfg, .chunks = {}, .batch = {},
+               .shared_prefix = 0};
     s.spec.seq = request_seq(rc, b);
     s.chunks = {std::min(s.spec.seq, props::kMaxWriteChunk)};
     const props::Footprint f = props::dcp_check_footprint(s, props::KvHolding::stored);
@@ -728,12 +756,16 @@ class LocalRunner final : public RequestRunner {
   RequestResult run(const DcpSetup& s, size_t row, const oracle::Watch& watch,
                     std::ostream&) override {
     RequestResult r;
-    const auto c = props::make_case_unless(s.spec, props::KvHolding::stored, watch.stop);
-    if (!c) {
-      r.chk.interrupted = true;
-      return r;
+    if (!s.batch.empty()) {
+      r.chk = props::check_dcp_setup(s, backend_, watch);
+    } else {
+      const auto c = props::make_case_unless(s.spec, props::KvHolding::stored, watch.stop);
+      if (!c) {
+        r.chk.interrupted = true;
+        return r;
+      }
+      r.chk = props::check_dcp(*c, s.cfg, s.chunks, backend_, true, watch);
     }
-    r.chk = props::check_dcp(*c, s.cfg, s.chunks, backend_, true, watch);
     if (r.chk.oracle_error) {
       r.code = kExitBadInput;
       r.refusal = "row " + std::to_string(row) + ": the oracle cannot judge this case: " +
@@ -792,8 +824,19 @@ class MpiRunner final : public RequestRunner {
 RequestResult MpiRunner::run(const DcpSetup& s, size_t row, const oracle::Watch& watch,
                              std::ostream& err) {
   RequestResult out;
-  const oracle::Case c = props::make_case(s.spec, props::KvHolding::stored);
-  const gpu::DcpInputs in = props::to_dcp_inputs(c, s.chunks);
+  // One request, or a batch in one step (its requests' cases, concatenated for the path).
+  const std::vector<oracle::Case> cases =
+      s.batch.empty() ? std::vector<oracle::Case>{} : props::batch_cases(s);
+  const oracle::Case c =
+      s.batch.empty() ? props::make_case(s.spec, props::KvHolding::stored) : oracle::Case{};
+  oracle::Expected<gpu::DcpInputs> batched = gpu::DcpInputs{};
+  if (!cases.empty()) batched = props::to_dcp_batch_inputs(cases, s.shared_prefix);
+  if (!batched) {
+    out.code = kExitBadInput;
+    out.refusal = "row " + std::to_string(row) + ": " + batched.status().message();
+    return out;
+  }
+  const gpu::DcpInputs in = cases.empty() ? props::to_dcp_inputs(c, s.chunks) : *batched;
 #ifdef DCP_HAVE_NCCL_MPI
   gpu::Result<gpu::MpiRun> run =
       nccl_ ? gpu::run_dcp_nccl_mpi(in, s.cfg) : gpu::run_dcp_mpi(in, s.cfg);
@@ -812,7 +855,8 @@ RequestResult MpiRunner::run(const DcpSetup& s, size_t row, const oracle::Watch&
     out.code = kExitFail;
     why = where + run.status().message();
   } else if (run->root) {
-    out.chk = props::judge_dcp(c, s.cfg, run->group, true, nullptr, watch);
+    out.chk = cases.empty() ? props::judge_dcp(c, s.cfg, run->group, true, nullptr, watch)
+                            : props::judge_dcp_batch(cases, s.cfg, run->group, true, nullptr, watch);
     if (out.chk.oracle_error) {
       out.code = kExitBadInput;  // not the implementation's fault: the oracle cannot bound it
       why = "row " + std::to_string(row) + ": the oracle cannot judge this case: " +
@@ -857,13 +901,14 @@ RowOutcome run_row(const RunOptions& o, const RunCase& rc, size_t index, Request
                    const oracle::Watch& watch, std::ostream& err) {
   RowOutcome out;
   out.row.rc = &rc;
-  for (int64_t b = 0; b < rc.batch; ++b) {
-    DcpSetup s = batch_request(rc, b);
+  const int64_t steps = rc.one_step ? 1 : rc.batch;  // a batch in one step, or request by request
+  for (int64_t b = 0; b < steps; ++b) {
+    DcpSetup s = rc.one_step ? batch_step(rc) : batch_request(rc, b);
     s.cfg.deadline = std::chrono::seconds(o.timeout_s);
     oracle::Watch request{.progress = nullptr, .stop = watch.stop};
     if (watch.progress)
       request.progress = [&](int64_t done, int64_t total) {
-        watch.progress(b * total + done, rc.batch * total);
+        watch.progress(b * total + done, steps * total);
       };
     RequestResult r = runner.run(s, index, request, err);
     if (r.code != kExitOk) return {r.code, std::move(r.refusal), {}};

@@ -3,8 +3,10 @@
 // With no case flags it runs the representative sweep (several N, layouts, variants, both
 // combine strategies, gather and replicate-q, GQA and MLA-latent shapes); with flags it runs one
 // configured case (or --cases K of them, seeds seed .. seed + K - 1), each of --batch B requests
-// with ragged context lengths. Every request is judged on the assembled output and on every
-// rank's partial, each within its derived bound.
+// with ragged context lengths: one step after another, or with --page-size one step of the whole
+// batch over one paged pool (--shared-prefix L: the requests share their first L tokens' whole
+// pages). Every request is judged on the assembled output and on every rank's partial, each
+// within its derived bound.
 //
 //   RunOptions opt;  opt.dcp_size = 4;  opt.comm_backend = "a2a";
 //   int code = run_dcp(opt, machine_limits(), std::cout, std::cerr);   // 0, 1 or 2 (command.hpp)
@@ -28,7 +30,7 @@ namespace dcp::tools {
 struct CaseOptions {
   std::optional<std::string> preset;
   std::optional<int64_t> dcp_size, tp_size, interleave, seq, batch, tokens, heads, kv_heads,
-      head_dim, v_dim, window, topk, splits, tile, page_size;
+      head_dim, v_dim, window, topk, splits, tile, page_size, shared_prefix;
   std::optional<double> softcap;
   std::optional<std::string> comm_backend, lse_base, dtype, kv_dtype, kv_scale, out_dtype, order;
   // The kernels' arithmetic (gpu/kernels/kernel_math.hpp).
@@ -61,6 +63,10 @@ struct RunCase {
   props::DcpSetup setup;
   std::string variant;
   int64_t batch = 1;
+  // The batch runs in one step over one paged pool (--page-size with --batch > 1), its requests
+  // sharing their first shared_prefix tokens.
+  bool one_step = false;
+  int64_t shared_prefix = 0;
 };
 
 // Registers the case-shaping flags on a subcommand.
@@ -84,6 +90,9 @@ std::optional<std::string> over_budget(const RunCase& rc, const Limits& lim,
 // between S/2 and S) and its own values and chunk writes. Requests are made one at a time, as
 // they run: a batch's chunk lists together can outgrow the memory one request needs.
 props::DcpSetup batch_request(const RunCase& rc, int64_t b);
+// The whole batch as one step's setup (rc.one_step): the requests' contexts as batch_request
+// gives them, values from the row's seed, the shared prefix.
+props::DcpSetup batch_step(const RunCase& rc);
 
 // The flags that were given, as they would be typed (" --preset k3-mla --seq 4096 ...").
 std::string case_flags(const CaseOptions& o);

@@ -36,6 +36,7 @@ struct PartialAttentionParams {
   int64_t q_heads_total = 0, kv_heads_total = 0;
   const int64_t* q_pos = nullptr;  // [tokens] global positions of the queries
   int64_t seq = 0;                 // S, the global context length (positions 0 .. S-1 exist)
+                                   // (a batch: its longest request's)
 
   // This rank's cache, read through kv (kv_view.hpp): kv.kv_heads local KV heads from global
   // head kv_head0, v_dim values per head.
@@ -44,6 +45,15 @@ struct PartialAttentionParams {
   KvView kv;
   int64_t rows = 0;  // rows holding positions < seq: layout.count(rank, seq)
   int64_t kv_head0 = 0, v_dim = 0;
+
+  // A batch of requests over one paged pool (dcp_step.hpp, DcpInputs' batch): token t belongs to
+  // request req[t], whose context is req_seq[req[t]] positions (q_pos, topk and the masks count
+  // positions within the request), its rows placed through block table req_tables + req[t] *
+  // table_stride (it replaces kv.block_table). nullptr: one request of seq positions.
+  const int64_t* req = nullptr;       // [tokens]
+  const int64_t* req_seq = nullptr;   // [requests]
+  const int32_t* req_tables = nullptr;  // [requests, table_stride]
+  int64_t table_stride = 0;
 
   // The case's variant (global positions, natural-log units).
   float scale = 0.0f;    // softmax scale; the body folds each KV head's k_scale into it (scale *

@@ -94,19 +94,29 @@ DCP_HD inline void kv_write(const KvWrite& a, int64_t x) {
     else
       a.cache.set_stored_value(row, h, c - dk, e);
   }
-  if (h == 0 && c == 0) a.cache.written[row] = 1;
+  if (h == 0 && c == 0) a.cache.written[a.cache.slot(row)] = 1;
 }
 
 // ---- partial attention ------------------------------------------------------------------------
+
+// Query t's context length (its request's in a batch) and the view of its request's rows.
+DCP_HD inline int64_t token_seq(const PartialAttentionParams& p, int64_t t) {
+  return p.req != nullptr ? p.req_seq[p.req[t]] : p.seq;
+}
+DCP_HD inline KvView token_view(const PartialAttentionParams& p, int64_t t) {
+  KvView v = p.kv;
+  if (p.req != nullptr) v.block_table = p.req_tables + p.req[t] * p.table_stride;
+  return v;
+}
 
 // The key range [lo, hi) of global positions the masks leave query t (empty when hi <= lo).
 struct KeyRange {
   int64_t lo = 0, hi = 0;
 };
 DCP_HD inline KeyRange key_range(const PartialAttentionParams& p, int64_t t) {
-  const int64_t qp = p.q_pos[t];
+  const int64_t qp = p.q_pos[t], seq = token_seq(p, t);
   KeyRange r;
-  r.hi = p.causal ? (p.seq < qp + 1 ? p.seq : qp + 1) : p.seq;
+  r.hi = p.causal ? (seq < qp + 1 ? seq : qp + 1) : seq;
   r.lo = p.window > 0 ? (qp - p.window + 1 > 0 ? qp - p.window + 1 : 0) : 0;
   return r;
 }
@@ -156,6 +166,7 @@ DCP_HD void partial_attention_as(Block& blk, const PartialAttentionParams& p,
                                  const AttentionBlock& b, int64_t row_block, int64_t sp) {
   const int64_t t = row_block / p.heads, h = row_block % p.heads;
   const int64_t dk = p.head_dim, dv = p.v_dim;
+  const KvView kv = token_view(p, t);
   const int tid = blk.tid(), nt = blk.size();
   const Exponential base{p.base, p.exp};
   float* const qs = b.qs;
@@ -179,8 +190,8 @@ DCP_HD void partial_attention_as(Block& blk, const PartialAttentionParams& p,
   const int64_t group = p.q_heads_total / p.kv_heads_total;
   const int64_t g = (p.head0 + h) / group - p.kv_head0;  // global map, then local
   const int64_t k0 = nk * sp / p.splits, k1 = nk * (sp + 1) / p.splits;
-  const float logit_scale = p.scale * p.kv.k_scale_of(g);  // exact without a K scale
-  const float v_scale = p.kv.v_scale_of(g);
+  const float logit_scale = p.scale * kv.k_scale_of(g);  // exact without a K scale
+  const float v_scale = kv.v_scale_of(g);
 
   MergeAcc a;  // running (m, z) of this split, identical in every thread
   float local[kMaxVPerThread];
@@ -195,7 +206,7 @@ DCP_HD void partial_attention_as(Block& blk, const PartialAttentionParams& p,
       const int64_t row = list != nullptr ? list[x] : r_lo + x;
       float dot = 0.0f;
       for (int64_t i = 0; i < dk; ++i)
-        dot += qs[i] * product_operand(p.tf32, p.kv.template key_as<F>(row, g, i));
+        dot += qs[i] * product_operand(p.tf32, kv.template key_as<F>(row, g, i));
       float sc = dot * logit_scale;
       if (p.softcap > 0.0f) sc = p.softcap * tanhf(sc / p.softcap);
       sc = to_base_units(p.base, sc);
@@ -216,7 +227,7 @@ DCP_HD void partial_attention_as(Block& blk, const PartialAttentionParams& p,
       for (int64_t x = t0; x < t1; ++x) {  // P rounded for the P.V product only
         const int64_t row = list != nullptr ? list[x] : r_lo + x;
         n += product_operand(p.tf32, round_to(p.p_cast, s[x - t0])) *
-             product_operand(p.tf32, p.kv.template value_as<F>(row, g, i));
+             product_operand(p.tf32, kv.template value_as<F>(row, g, i));
       }
       num[j] = n;
     }

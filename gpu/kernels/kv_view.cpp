@@ -30,19 +30,42 @@ GpuStatus validate_cache_spec(const KvCacheSpec& s) {
   return {};
 }
 
-GpuStatus validate_block_table(const KvCacheSpec& spec, const std::vector<int32_t>& table) {
-  if (table.size() != static_cast<size_t>(spec.table_pages()))
-    return DCP_GPU_ERROR("kv cache: block table holds ", table.size(), " pages; expected ",
-                         spec.table_pages(), " (ceil(", spec.physical_rows, " rows / page_size ",
-                         spec.page_size, "))");
+GpuStatus validate_block_tables(const KvCacheSpec& spec, const std::vector<int32_t>& tables,
+                                int64_t shared_pages) {
+  const int64_t stride = spec.table_pages();
+  if (spec.page_size <= 0 || stride == 0) {
+    if (!tables.empty())
+      return DCP_GPU_ERROR("kv cache: ", tables.size(), " block table entries for a cache that ",
+                           spec.page_size <= 0 ? "is not paged" : "holds no rows");
+    return {};
+  }
+  if (tables.empty() || tables.size() % static_cast<size_t>(stride) != 0)
+    return DCP_GPU_ERROR("kv cache: block tables hold ", tables.size(),
+                         " entries; expected a multiple of ", stride, " (ceil(",
+                         spec.physical_rows, " rows / page_size ", spec.page_size, ")) per request");
+  if (shared_pages < 0 || shared_pages > stride)
+    return DCP_GPU_ERROR("kv cache: ", shared_pages, " shared pages outside [0, ", stride, "]");
   std::vector<char> used(static_cast<size_t>(spec.pool_pages), 0);
-  for (size_t i = 0; i < table.size(); ++i) {
-    const int64_t p = table[i];
+  for (size_t i = 0; i < tables.size(); ++i) {
+    const int64_t b = static_cast<int64_t>(i) / stride, j = static_cast<int64_t>(i) % stride;
+    const int64_t p = tables[i];
+    if (p == -1) {
+      if (j + 1 < stride && tables[i + 1] != -1)
+        return DCP_GPU_ERROR("kv cache: block table [", b, ", ", j,
+                             "] = -1 before a page; a request's pages come first");
+      continue;
+    }
     if (p < 0 || p >= spec.pool_pages)
-      return DCP_GPU_ERROR("kv cache: block table [", i, "] = ", p, "; expected a page in [0, ",
-                           spec.pool_pages, ")");
+      return DCP_GPU_ERROR("kv cache: block table [", b, ", ", j, "] = ", p,
+                           "; expected a page in [0, ", spec.pool_pages, ") or -1");
+    if (j < shared_pages) {
+      if (b > 0 && p != tables[static_cast<size_t>(j)])
+        return DCP_GPU_ERROR("kv cache: block table [", b, ", ", j, "] = ", p,
+                             "; a shared page must be request 0's, ", tables[static_cast<size_t>(j)]);
+      if (b > 0) continue;
+    }
     if (used[static_cast<size_t>(p)]++)
-      return DCP_GPU_ERROR("kv cache: block table [", i, "] = ", p,
+      return DCP_GPU_ERROR("kv cache: block table [", b, ", ", j, "] = ", p,
                            ", a page already holding other rows");
   }
   return {};

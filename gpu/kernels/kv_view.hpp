@@ -68,17 +68,19 @@ struct KvScales {
 };
 GpuStatus validate_cache_scales(const KvCacheSpec& spec, const KvScales& scales);
 
-// Checks a paged cache's block table: spec.table_pages() distinct pages of the pool (empty when
-// the cache is not paged).
-GpuStatus validate_block_table(const KvCacheSpec& spec, const std::vector<int32_t>& table);
+// Checks a paged cache's block tables [requests, spec.table_pages()] (empty when the cache is not
+// paged): each row a request's pool pages, then -1; the first shared_pages entries request 0's in
+// every row (a shared prefix's pages); every other page in one place only.
+GpuStatus validate_block_tables(const KvCacheSpec& spec, const std::vector<int32_t>& tables,
+                                int64_t shared_pages = 0);
 
 // Element addressing of one rank's cache in some device's memory: k [rows, kv_heads, head_dim],
 // v [rows, kv_heads, v_head_stride] of which the first v_dim are V (v == k, v_head_stride ==
 // head_dim for a shared latent), elements of `dtype` as storage_format.hpp holds them (2 bytes a
-// bf16 component), written [rows] 1 where a token was stored; k_scale, v_scale [kv_heads] the
+// bf16 component), written [pool rows] 1 where a token was stored; k_scale, v_scale [kv_heads] the
 // dequantization scales of the local KV heads (nullptr: 1; v_scale == k_scale for a latent);
 // block_table [ceil(rows / page)] the pool page of each page of rows (nullptr: k and v hold the
-// rows in order). k and v are indexed by pool row, `written` by row.
+// rows in order). k, v and `written` are indexed by pool row.
 struct KvView {
   void* k = nullptr;
   void* v = nullptr;
@@ -162,7 +164,7 @@ struct KvCacheSizes {
 inline KvCacheSizes kv_cache_bytes(const KvCacheSpec& s) {
   const int64_t e = format_bytes(s.dtype), pool = s.pool_rows();
   return {pool * s.kv_heads * s.head_dim * e, s.shared_latent ? 0 : pool * s.kv_heads * s.v_dim * e,
-          s.physical_rows};
+          s.pool_rows()};
 }
 
 }  // namespace dcp::gpu

@@ -26,8 +26,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!entries) return 0;
   for (const dcp::props::PinnedEntry& e : *entries) {
     if (dcp::props::dcp_check_footprint(e.setup).work > kMaxReplayWork) continue;
-    const dcp::props::DcpCheck chk =
-        dcp::props::check_dcp(dcp::props::make_case(e.setup.spec), e.setup.cfg, e.setup.chunks);
+    const dcp::props::DcpCheck chk = dcp::props::check_dcp_setup(e.setup);
     if (chk.backend_error) {
       std::fprintf(stderr, "fuzz_pinned: a validated entry failed on the backend: %s\n",
                    chk.report.c_str());

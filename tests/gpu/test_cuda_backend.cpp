@@ -234,6 +234,7 @@ TEST(CudaBackend, DcpPathPropertyWithinDerivedBound) {
   EXPECT_TRUE(rc::check("dcp-path on cuda single-gpu", [&] { dcp_path_property(cuda); }));
   EXPECT_TRUE(rc::check("dcp-fp8 on cuda single-gpu",
                         [&] { dcp_path_property(cuda, {}, CacheKind::fp8); }));
+  EXPECT_TRUE(rc::check("dcp-batch on cuda single-gpu", [&] { dcp_batch_property(cuda); }));
 }
 
 TEST(CudaBackend, PinnedCounterexamples) {

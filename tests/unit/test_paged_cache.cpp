@@ -1,6 +1,7 @@
-// A paged rank cache (gpu/kernels/kv_view.hpp, gpu/dcp_step.hpp): the spec's and block table's
-// checks, the pool order rank_block_table draws (pinned, so that it is the same on every
-// platform), and the address a view gives a row.
+// A paged rank cache (gpu/kernels/kv_view.hpp, gpu/dcp_step.hpp): the spec's and block tables'
+// checks, the pages plan_pages hands out (the pool's order pinned, so that it is the same on
+// every platform; a batch's shared prefix; the widened slot numbering), and the address a view
+// gives a row.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -33,32 +34,89 @@ TEST(PagedCache, SpecAndBlockTableChecksNameWhatIsWrong) {
   EXPECT_EQ(s.table_pages(), 4);
   EXPECT_EQ(s.pool_rows(), 18);
   EXPECT_TRUE(dcp::gpu::validate_cache_spec(s).ok());
-  EXPECT_TRUE(dcp::gpu::validate_block_table(s, {5, 0, 3, 1}).ok());
-  const auto refused = [&](const std::vector<int32_t>& t, const std::string& says) {
-    const dcp::gpu::GpuStatus st = dcp::gpu::validate_block_table(s, t);
+  EXPECT_TRUE(dcp::gpu::validate_block_tables(s, {5, 0, 3, 1}).ok());
+  // Two requests sharing their first page, the second holding two pages.
+  EXPECT_TRUE(dcp::gpu::validate_block_tables(s, {5, 0, 3, 1, 5, 2, -1, -1}, 1).ok());
+  const auto refused = [&](const std::vector<int32_t>& t, const std::string& says,
+                           int64_t shared = 0) {
+    const dcp::gpu::GpuStatus st = dcp::gpu::validate_block_tables(s, t, shared);
     ASSERT_FALSE(st.ok());
     EXPECT_NE(st.message().find(says), std::string::npos) << st.message();
   };
-  refused({5, 0, 3}, "holds 3 pages; expected 4");
-  refused({5, 0, 6, 1}, "block table [2] = 6; expected a page in [0, 6)");
-  refused({5, 0, 5, 1}, "block table [2] = 5, a page already holding other rows");
+  refused({5, 0, 3}, "hold 3 entries; expected a multiple of 4");
+  refused({5, 0, 6, 1}, "block table [0, 2] = 6; expected a page in [0, 6) or -1");
+  refused({5, 0, 5, 1}, "block table [0, 2] = 5, a page already holding other rows");
+  refused({5, -1, 3, 1}, "block table [0, 1] = -1 before a page");
+  refused({5, 0, 3, 1, 2, 4, -1, -1}, "block table [1, 0] = 2; a shared page must be request 0's",
+          1);
+  refused({5, 0, 3, 1, 5, 2, -1, -1}, "block table [1, 0] = 5, a page already holding", 0);
   s.pool_pages = 3;
   EXPECT_FALSE(dcp::gpu::validate_cache_spec(s).ok());
   s.page_size = -1;
   EXPECT_FALSE(dcp::gpu::validate_cache_spec(s).ok());
 }
 
-TEST(PagedCache, RankBlockTableIsAPinnedShuffleOfThePool) {
+TEST(PagedCache, PlanPagesIsAPinnedShuffleOfThePool) {
   dcp::gpu::DcpConfig cfg;
+  cfg.layout = {2, 1};
   cfg.page_size = 3;
   cfg.page_seed = 1;
-  const std::vector<int32_t> r0 = dcp::gpu::rank_block_table(cfg, paged_spec(0));
-  const std::vector<int32_t> r1 = dcp::gpu::rank_block_table(cfg, paged_spec(1));
-  EXPECT_TRUE(dcp::gpu::validate_block_table(paged_spec(0), r0).ok());
-  EXPECT_TRUE(dcp::gpu::validate_block_table(paged_spec(1), r1).ok());
-  EXPECT_EQ(r0, (std::vector<int32_t>{5, 4, 0, 2}));
-  EXPECT_NE(r0, r1);  // each rank its own order
-  EXPECT_EQ(dcp::gpu::rank_block_table(cfg, paged_spec(0)), r0);
+  dcp::gpu::DcpInputs in;
+  in.seq = 20;  // 10 rows a rank: 4 pages of 3, a pool of 6
+  const dcp::gpu::Result<dcp::gpu::PagePlan> plan = dcp::gpu::plan_pages(in, cfg);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->pool_pages, 6);
+  EXPECT_EQ(plan->stride, 4);
+  EXPECT_TRUE(dcp::gpu::validate_block_tables(paged_spec(0), plan->tables).ok());
+  EXPECT_EQ(plan->tables, (std::vector<int32_t>{5, 4, 0, 2}));
+  EXPECT_EQ(dcp::gpu::plan_pages(in, cfg)->tables, plan->tables);  // a function of the seed
+  cfg.page_seed = 2;
+  EXPECT_NE(dcp::gpu::plan_pages(in, cfg)->tables, plan->tables);
+}
+
+// Three requests of 20, 13 and 7 tokens sharing a prefix of 7 over N = 2, I = 1, pages of 3 rows
+// (virtual pages of 6 slots): one whole virtual page is shared, and held once.
+TEST(PagedCache, ABatchSharesThePrefixsWholeVirtualPagesOnly) {
+  dcp::gpu::DcpConfig cfg;
+  cfg.layout = {2, 1};
+  cfg.page_size = 3;
+  cfg.page_seed = 7;
+  dcp::gpu::DcpInputs in;
+  in.cu_seqlens_q = {0, 1, 2, 3};
+  in.cu_seqlens_k = {0, 20, 33, 40};
+  in.seq = 40;
+  in.shared_prefix = 7;
+  const dcp::gpu::Result<dcp::gpu::PagePlan> plan = dcp::gpu::plan_pages(in, cfg);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->shared_pages, 1);
+  EXPECT_EQ(plan->stride, 4);  // ceil(20 / 6)
+  // Pages used: 4 (request 0) + 3 - 1 + 2 - 1 = 7; the pool one free page for every two more.
+  EXPECT_EQ(plan->pool_pages, 11);
+  const auto held = [&](int64_t b) {
+    int64_t n = 0;
+    while (n < plan->stride && plan->table(b)[n] >= 0) ++n;
+    return n;
+  };
+  EXPECT_EQ(held(0), 4);
+  EXPECT_EQ(held(1), 3);  // ceil(13 / 6)
+  EXPECT_EQ(held(2), 2);
+  EXPECT_EQ(plan->table(1)[0], plan->table(0)[0]);
+  EXPECT_EQ(plan->table(2)[0], plan->table(0)[0]);
+  EXPECT_EQ(plan->write_from(0, 2), 0);
+  EXPECT_EQ(plan->write_from(2, 2), 6);  // the shared prefix's 7th token is request 2's own
+  KvCacheSpec spec = paged_spec();
+  spec.pool_pages = plan->pool_pages;
+  EXPECT_TRUE(dcp::gpu::validate_block_tables(spec, plan->tables, plan->shared_pages).ok());
+  // The widened slot of each request position: its owner and row are the rank and pool row the
+  // request's view stores it at.
+  for (int64_t b = 0; b < 3; ++b)
+    for (int64_t pos = 0; pos < in.request_seq(b); ++pos) {
+      const int64_t slot = dcp::gpu::widened_slot(*plan, plan->table(b), cfg.layout, pos);
+      EXPECT_EQ(cfg.layout.owner(slot), cfg.layout.owner(pos));
+      const dcp::gpu::KvView view = dcp::gpu::kv_view(spec, nullptr, nullptr, nullptr, nullptr,
+                                                      nullptr, plan->table(b));
+      EXPECT_EQ(cfg.layout.row(slot), view.slot(cfg.layout.row(pos)));
+    }
 }
 
 TEST(PagedCache, AViewAddressesRowRInPageTableOfRByPSlot) {
