@@ -366,7 +366,20 @@ Footprint suite_case_footprint(const DcpLimits& lim) {
   s.cfg.splits = 4;
   s.cfg.page_size = 64;  // pages of up to 64 rows: a pool of up to 1.5 times the rows and a page
   s.chunks = {s.spec.seq};
-  return dcp_check_footprint(s);
+  Footprint most = dcp_check_footprint(s);
+  if (lim.batch) {  // dcp-batch: up to 4 requests of up to min(300, max_seq) keys at once
+    DcpSetup b = s;
+    b.spec.seq = std::min<int64_t>(300, lim.max_seq);
+    b.batch.assign(4, b.spec.seq);
+    b.chunks = {b.spec.seq};
+    const Footprint f = dcp_check_footprint(b);
+    if (f.bytes > most.bytes) {
+      most.bytes = f.bytes;
+      most.largest = f.largest;
+    }
+    most.work = std::max(most.work, f.work);
+  }
+  return most;
 }
 
 std::vector<SuiteProperty> property_suite(const DcpBackend& backend, const DcpLimits& lim) {

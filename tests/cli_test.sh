@@ -54,9 +54,32 @@ one_line_stderr "run --junit into a missing folder"
 expect 0 "run, fp8 cache with per-head scales" -- "$bin" run --kv-dtype fp8e5m2 --kv-scale head --cases 2
 contains "$tmp/out" "causal+kv=e5m2/head" "run, fp8: the variant names the cache"
 contains "$tmp/out" "# run: OK" "run, fp8 verdict"
-expect 0 "run, paged caches" -- "$bin" run --page-size 16 --interleave 3 --cases 2
-contains "$tmp/out" "causal+page16" "run, paged: the variant names the page size"
+expect 0 "run, paged caches" -- "$bin" run --page-size 18 --interleave 3 --cases 2
+contains "$tmp/out" "causal+page18" "run, paged: the variant names the page size"
 contains "$tmp/out" "# run: OK" "run, paged verdict"
+expect 2 "run, a page not a multiple of I" -- "$bin" run --page-size 16 --interleave 3
+contains "$tmp/err" "--page-size 16 is not a multiple of --interleave 3" \
+  "run, page size: the error names both flags"
+# A batch in one step over one paged pool, sharing a prefix's pages; its requests in the shape.
+expect 0 "run, paged batch with a shared prefix" -- "$bin" run --seq 600 --dcp-size 4 --interleave 2 \
+  --batch 3 --page-size 4 --shared-prefix 250 --kv-dtype fp8e5m2 --kv-scale head --cases 2
+contains "$tmp/out" "+page4+prefix250" "run, paged batch: the variant names the shared prefix"
+contains "$tmp/out" "3x1x8/2x64/64" "run, paged batch: the shape counts the requests"
+contains "$tmp/out" "# run: OK" "run, paged batch verdict"
+expect 2 "run, a shared prefix without a paged batch" -- "$bin" run --batch 2 --shared-prefix 8
+contains "$tmp/err" "--shared-prefix 8: a shared prefix is a batch's in one step" \
+  "run, shared prefix: the error names the flag"
+expect 2 "run, a shared prefix longer than a request" -- "$bin" run --seq 100 --batch 2 \
+  --page-size 2 --shared-prefix 90
+contains "$tmp/err" "--shared-prefix 90: expected 0 .. 75" "run, shared prefix: the range"
+# layout prints a paged allocation and checks it.
+expect 0 "layout, paged allocation" -- "$bin" layout --dcp-size 2 --seq 24 --page-size 2 \
+  --batch 3 --shared-prefix 9 --len 0
+contains "$tmp/out" "a pool of 17 pages a rank (2 shared)" "layout, paged: pool pages by hand"
+contains "$tmp/out" "# paged: 0 of 60 tokens misplaced" "layout, paged: every token placed"
+contains "$tmp/out" "OK shared" "layout, paged: shared pages marked"
+expect 2 "layout, a page not a multiple of I" -- "$bin" layout --interleave 2 --seq 8 --page-size 3
+contains "$tmp/err" "--page-size 3 is not a multiple of --interleave 2" "layout, paged: page size"
 expect 0 "run, tf32 over a2a" -- "$bin" run --dcp-size 4 --comm-backend a2a --tf32 --p-cast f16 --partial-dtype f16 --sink --quiet
 contains "$tmp/out" "# run: OK" "run, tf32 verdict"
 

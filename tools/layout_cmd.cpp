@@ -7,7 +7,11 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "gpu/dcp_step.hpp"
+#include "gpu/kernels/kv_view.hpp"
 #include "gpu/kernels/layout.hpp"
 #include "tools/flags.hpp"
 #include "tools/table.hpp"
@@ -25,6 +29,9 @@ struct LayoutOptions {
   int64_t interleave = 1;  // I
   int64_t offset = 0;      // a, the chunk's first global position
   std::optional<int64_t> len, seq;
+  // A paged allocation of --batch requests of contexts from S/2 to S (as `run` makes them).
+  int64_t page_size = 0, batch = 1, shared_prefix = 0;
+  uint64_t page_seed = 1;
 };
 
 // The chunk length: --len, or two full cycles of I N positions (capped to the table's limit).
@@ -125,8 +132,115 @@ bool print_context(const gpu::DcpLayout& lay, int64_t seq, const LayoutWidths& w
   return rows_sum == seq;
 }
 
+// Request b's context: S - floor(b S / (2 B)), as `run --batch` makes them.
+int64_t context_of(int64_t seq, int64_t b, int64_t batch) { return seq - b * seq / (2 * batch); }
+
+// The pages plan_pages hands a batch out of the group's pools (gpu/dcp_step.hpp): one line a
+// token of each request, its widened slot, owner, virtual page, pool page and pool row. Checks
+// that the slot's owner is the position's, that the request's view (its block table) finds the
+// token at the slot's row, and that no pool row of any rank holds two tokens, apart from a shared
+// page's, held once for every request. Returns the lines that failed, or nullopt with the error
+// that stops the table.
+std::optional<int64_t> print_paged(const LayoutOptions& o, const gpu::DcpLayout& lay,
+                                   std::ostream& out, std::ostream& err) {
+  gpu::DcpInputs in;
+  int64_t total = 0;
+  in.seq = *o.seq;
+  if (o.batch > 1) {
+    in.cu_seqlens_q = {0};
+    in.cu_seqlens_k = {0};
+    for (int64_t b = 0; b < o.batch; ++b) {
+      in.cu_seqlens_q.push_back(b + 1);
+      in.cu_seqlens_k.push_back(in.cu_seqlens_k.back() + context_of(*o.seq, b, o.batch));
+    }
+    in.seq = in.cu_seqlens_k.back();
+  }
+  total = in.seq;
+  in.shared_prefix = o.shared_prefix;
+  gpu::DcpConfig cfg;
+  cfg.layout = lay;
+  cfg.tp_size = lay.ranks;
+  cfg.page_size = o.page_size;
+  cfg.page_seed = o.page_seed;
+  const int64_t shortest = context_of(*o.seq, o.batch - 1, o.batch);
+  std::string why;
+  if (o.page_size % lay.interleave != 0)
+    why = "--page-size " + std::to_string(o.page_size) + " is not a multiple of --interleave " +
+          std::to_string(lay.interleave) + " (a virtual page of page_size N slots holds whole "
+          "interleave blocks)";
+  else if (o.shared_prefix > 0 && o.batch < 2)
+    why = "--shared-prefix " + std::to_string(o.shared_prefix) + ": needs --batch of at least 2";
+  else if (o.shared_prefix > shortest)
+    why = "--shared-prefix " + std::to_string(o.shared_prefix) + ": more than the shortest "
+          "request's " + std::to_string(shortest) + " tokens";
+  else if (total > kMaxTableLen)
+    why = "the batch's " + std::to_string(total) + " tokens: more than the " +
+          std::to_string(kMaxTableLen) + " lines the table prints (a smaller --seq or --batch)";
+  if (!why.empty()) {
+    err << "dcp-verify layout: " << why << "\n";
+    return std::nullopt;
+  }
+  const gpu::Result<gpu::PagePlan> plan = gpu::plan_pages(in, cfg);
+  if (!plan) {
+    err << "dcp-verify layout: " << plan.status().message() << "\n";
+    return std::nullopt;
+  }
+  const int64_t P = plan->page_size, virtual_page = P * lay.ranks;
+  out << "# paged allocation: " << o.batch << " request(s) of S_b = S - floor(b S / (2 B)) tokens"
+      << (o.shared_prefix > 0 ? ", sharing the first " + std::to_string(o.shared_prefix) : "")
+      << "; pages of P=" << P << " rows, virtual pages of P N = " << virtual_page
+      << " slots; a pool of " << plan->pool_pages << " pages a rank (" << plan->shared_pages
+      << " shared), in an order drawn from --page-seed " << o.page_seed << "\n"
+      << "#  slot = table[p / (P N)] P N + p mod (P N) (the widened slot); owner(slot) = owner(p); "
+         "pool_row = table[row(p) / P] P + row(p) mod P = row(slot)\n";
+  const Table t(2, {{"req", 5, Align::right, 0},
+                    {"pos", 7, Align::right, 0},
+                    {"slot", 9, Align::right, 0},
+                    {"owner", 7, Align::right, 0},
+                    {"vpage", 7, Align::right, 0},
+                    {"pool_page", 11, Align::right, 0},
+                    {"pool_row", 10, Align::right, 0},
+                    {"verdict", 0, Align::left, 2}});
+  t.print_header(out);
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> held(  // [rank][pool row]: (req, pos)
+      static_cast<size_t>(lay.ranks),
+      std::vector<std::pair<int64_t, int64_t>>(static_cast<size_t>(plan->pool_pages * P), {-1, -1}));
+  int64_t wrong = 0;
+  for (int64_t b = 0; b < in.requests(); ++b) {
+    const int32_t* table = plan->table(b);
+    gpu::KvView view;
+    view.block_table = table;
+    view.page = P;
+    for (int64_t pos = 0; pos < in.request_seq(b); ++pos) {
+      const int64_t slot = gpu::widened_slot(*plan, table, lay, pos);
+      const int64_t owner = lay.owner(slot), pool_row = lay.row(slot);
+      bool ok = owner == lay.owner(pos) && view.slot(lay.row(pos)) == pool_row;
+      auto& cell = held[static_cast<size_t>(owner)][static_cast<size_t>(pool_row)];
+      const bool shared_page = pos < plan->shared_pages * virtual_page;
+      if (cell.first >= 0 && !(shared_page && cell.second == pos)) ok = false;  // two tokens
+      if (cell.first < 0) cell = {b, pos};
+      if (!ok) ++wrong;
+      t.print_row(out, {std::to_string(b), std::to_string(pos), std::to_string(slot),
+                        std::to_string(owner), std::to_string(pos / virtual_page),
+                        std::to_string(table[pos / virtual_page]), std::to_string(pool_row),
+                        ok ? (shared_page && b > 0 ? "OK shared" : "OK") : "WRONG"});
+    }
+  }
+  out << "# paged: " << wrong << " of " << total
+      << " tokens misplaced (slot owner, view row, or a pool row holding two tokens)\n";
+  return wrong;
+}
+
 // Every flag is range-checked as it is parsed (flags.hpp), so the layout is valid here.
-int run_layout(const LayoutOptions& o, std::ostream& out) {
+int run_layout(const LayoutOptions& o, std::ostream& out, std::ostream& err) {
+  if (o.page_size > 0 && !o.seq) {
+    err << "dcp-verify layout: --page-size: needs --seq, the context it allocates\n";
+    return kExitBadInput;
+  }
+  if (o.page_size == 0 && (o.batch > 1 || o.shared_prefix > 0)) {
+    err << "dcp-verify layout: --batch, --shared-prefix: a paged allocation's; give --page-size\n";
+    return kExitBadInput;
+  }
   const gpu::DcpLayout lay{o.ranks, o.interleave};
   const int64_t a = o.offset, len = chunk_len(o), end = a + len;
   const LayoutWidths w(std::max(end, o.seq.value_or(0)));
@@ -137,7 +251,13 @@ int run_layout(const LayoutOptions& o, std::ostream& out) {
   const int64_t inverse_wrong = print_positions(lay, a, end, w, out);
   const ShareCheck shares = print_shares(lay, a, len, w, out);
   const bool seq_ok = !o.seq || print_context(lay, *o.seq, w, out);
-  const bool ok = inverse_wrong == 0 && shares.wrong == 0 && shares.sum == len && seq_ok;
+  std::optional<int64_t> paged_wrong = 0;
+  if (o.page_size > 0) {
+    paged_wrong = print_paged(o, lay, out, err);
+    if (!paged_wrong) return kExitBadInput;
+  }
+  const bool ok = inverse_wrong == 0 && shares.wrong == 0 && shares.sum == len && seq_ok &&
+                  *paged_wrong == 0;
   out << "# checks: position(owner(p), row(p)) == p wrong for " << inverse_wrong << " of " << len
       << " positions; shares wrong for " << shares.wrong << " of " << lay.ranks
       << " ranks; shares sum to " << shares.sum << " (expected L = " << len << ")\n"
@@ -166,7 +286,22 @@ Command add_layout_command(CLI::App& app) {
       ->check(int_in(0, kMaxTableLen));
   cmd->add_option("--seq", o->seq, "S, a context length: rows each rank needs for it")
       ->check(int_in(0, kMaxPosition));
-  return {cmd, [o](const Limits&) { return run_layout(*o, std::cout); }};
+  cmd->add_option("--page-size", o->page_size,
+                  "P: with --seq, print a paged allocation: the widened slot, rank, pool page "
+                  "and pool row of every token (0: none)")
+      ->check(int_in(0, kMaxTableLen));
+  cmd->add_option("--batch", o->batch,
+                  "B, requests of the paged allocation (contexts from S/2 to S, as run makes them)")
+      ->check(int_in(1, kMaxTableLen))
+      ->capture_default_str();
+  cmd->add_option("--shared-prefix", o->shared_prefix,
+                  "L, tokens the requests share (their whole virtual pages are held once)")
+      ->check(int_in(0, kMaxTableLen))
+      ->capture_default_str();
+  cmd->add_option("--page-seed", o->page_seed, "The pool's shuffled order")
+      ->check(seed_value())
+      ->capture_default_str();
+  return {cmd, [o](const Limits&) { return run_layout(*o, std::cout, std::cerr); }};
 }
 
 }  // namespace dcp::tools

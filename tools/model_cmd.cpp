@@ -66,6 +66,7 @@ constexpr double kNvlink4GBpsPerDirection = 450.0;
 // A small-message collective on 8 NVLink4 GPUs: NCCL alltoall_perf, 10.6 us at 128 B on 8x H20,
 // the same NVLink4/NVSwitch generation (section 1d).
 constexpr double kCollectiveLatencyUs = 10.6;
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;  // the capacity line's unit of cache
 
 constexpr double kLseBytes = 4.0;  // b_L: LSE is fp32 on every path
 constexpr double kGiga = 1e9, kTera = 1e12, kMicro = 1e-6;
@@ -237,6 +238,13 @@ void print_header(const ModelOptions& o, const Model& m, std::ostream& out) {
       << m.kvh_tp << " -> " << m.kvh_dcp << "; KV bytes per token "
       << format("%.0f -> %.0f", m.kv_token_bytes(m.kvh_tp), m.kv_token_bytes(m.kvh_dcp))
       << " (TP alone -> DCP)\n"
+      << format(
+             "#  capacity: 1 GiB of KV cache a rank (per layer) holds %.0f tokens under TP alone "
+             "and %.0f under DCP: the rank's rows, a 1/N share of the context, count N times in "
+             "the widened slot space (x%.3g: N only where TP alone replicated the KV heads)\n",
+             kGiB / m.kv_token_bytes(m.kvh_tp),
+             kGiB / m.kv_token_bytes(m.kvh_dcp) * static_cast<double>(s.dcp),
+             m.kv_token_bytes(m.kvh_tp) / m.kv_token_bytes(m.kvh_dcp) * static_cast<double>(s.dcp))
       << format(
              "#  hardware: HBM %g GB/s, tensor cores %g TFLOP/s, link %g GB/s per direction, "
              "%g us per collective (defaults: H200, survey-performance.md sections 1a, 1d)\n",

@@ -17,6 +17,7 @@
 #include "oracle/case_file.hpp"
 #include "properties/dcp_bridge.hpp"
 #include "properties/dcp_setup.hpp"
+#include "properties/dcp_setup.hpp"
 #include "properties/footprint.hpp"
 
 namespace dcp::props {
@@ -35,7 +36,7 @@ double measured_peak_bytes(Work work) {
 }
 
 double check_peak_bytes(const DcpSetup& s) {
-  return measured_peak_bytes([&] { return check_dcp(make_case(s.spec), s.cfg, s.chunks).pass; });
+  return measured_peak_bytes([&] { return check_dcp_setup(s).pass; });
 }
 
 DcpSetup setup(int64_t tokens, int64_t heads, int64_t kv_heads, int64_t dk, int64_t dv, int64_t seq,
@@ -72,6 +73,13 @@ TEST(Footprint, BoundsThePeakMemoryOfACheck) {
   DcpSetup tile = setup(1, 4, 1, 8, 8, 100, 2, 4);
   tile.cfg.tile = int64_t{1} << 24;  // 64 MiB of scratch on each of 4 ranks
   expect_within("tile scratch (--tile 2^24)", tile);
+  // A batch in one step: every request's case, the concatenated inputs and the pool at once.
+  DcpSetup batch = setup(2, 8, 2, 64, 64, 30000, 4, 4);
+  batch.cfg.page_size = 16;
+  batch.batch = {30000, 20000, 10000};
+  batch.shared_prefix = 8000;
+  batch.chunks = {30000};
+  expect_within("a batch of 3 over a paged pool", batch);
 }
 
 // The certify tier holds MPFR numbers of 266 bits: its merge states dominate a case with many
