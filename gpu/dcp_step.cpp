@@ -1,8 +1,8 @@
 #include "gpu/dcp_step.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <climits>
+#include <cmath>
 #include <cstring>
 
 namespace dcp::gpu {
@@ -67,15 +67,18 @@ namespace {
 // A batch's offsets, its paging and its shared prefix: what validate_inputs adds for a batch.
 GpuStatus validate_batch(const DcpInputs& in, const DcpConfig& cfg) {
   const std::vector<int64_t>&cq = in.cu_seqlens_q, &ck = in.cu_seqlens_k;
-  if (cq.size() < 2 || ck.size() != cq.size())
-    return DCP_GPU_ERROR("tensor 'cu_seqlens_k': ", ck.size(), " elements; expected cu_seqlens_q's ",
-                         cq.size(), " (B + 1, B >= 1)");
+  if (cq.size() < 2)
+    return DCP_GPU_ERROR("tensor 'cu_seqlens_q': ", cq.size(), " elements; expected B + 1, B >= 1");
+  if (ck.size() != cq.size())
+    return DCP_GPU_ERROR("tensor 'cu_seqlens_k': ", ck.size(),
+                         " elements; expected cu_seqlens_q's ", cq.size(), " (B + 1)");
   if (cq.front() != 0 || ck.front() != 0)
     return DCP_GPU_ERROR("tensors 'cu_seqlens_q', 'cu_seqlens_k': must start at 0");
   for (size_t b = 1; b < cq.size(); ++b) {
     if (cq[b] <= cq[b - 1])
       return DCP_GPU_ERROR("tensor 'cu_seqlens_q': element [", b, "] = ", cq[b],
-                           "; expected more than element [", b - 1, "] (a query token per request)");
+                           "; expected more than element [", b - 1,
+                           "] (a query token per request)");
     if (ck[b] < ck[b - 1])
       return DCP_GPU_ERROR("tensor 'cu_seqlens_k': element [", b, "] = ", ck[b],
                            "; expected at least element [", b - 1, "]");
@@ -90,13 +93,14 @@ GpuStatus validate_batch(const DcpInputs& in, const DcpConfig& cfg) {
     return DCP_GPU_ERROR("DcpConfig.page_size: a batch keeps its requests in a paged pool; got ",
                          cfg.page_size);
   if (!in.chunks.empty() || in.physical_rows != 0)
-    return DCP_GPU_ERROR("DcpInputs.chunks, physical_rows: set for a batch, whose requests write "
-                         "their own tokens into pages");
+    return DCP_GPU_ERROR(
+        "DcpInputs.chunks, physical_rows: set for a batch, whose requests write "
+        "their own tokens into pages");
   int64_t shortest = in.request_seq(0);
   for (int64_t b = 1; b < in.requests(); ++b) shortest = std::min(shortest, in.request_seq(b));
   if (in.shared_prefix < 0 || in.shared_prefix > shortest)
-    return DCP_GPU_ERROR("DcpInputs.shared_prefix: got ", in.shared_prefix,
-                         "; expected [0, ", shortest, "], the shortest request's context");
+    return DCP_GPU_ERROR("DcpInputs.shared_prefix: got ", in.shared_prefix, "; expected [0, ",
+                         shortest, "], the shortest request's context");
   // The requests hold the same tokens in the prefix, as the one copy the cache keeps says.
   const AttentionDims& d = in.dims;
   const auto same_prefix = [&](const KvSource& x, int64_t width, const char* name) -> GpuStatus {
@@ -167,6 +171,8 @@ GpuStatus validate_inputs(const DcpInputs& in, const DcpConfig& cfg) {
                            "; expected >= 0");
   }
   if (in.batched()) DCP_GPU_TRY(validate_batch(in, cfg));
+  if (!in.batched() && !in.cu_seqlens_k.empty())
+    return DCP_GPU_ERROR("tensor 'cu_seqlens_k': given without cu_seqlens_q (a batch needs both)");
   if (in.shared_prefix != 0 && !in.batched())
     return DCP_GPU_ERROR("DcpInputs.shared_prefix: got ", in.shared_prefix,
                          "; a shared prefix needs a batch (cu_seqlens_q, cu_seqlens_k)");
@@ -261,6 +267,22 @@ Result<KvCacheSpec> rank_cache_spec(const DcpInputs& in, const DcpConfig& cfg, i
 Result<PagePlan> plan_pages(const DcpInputs& in, const DcpConfig& cfg) {
   PagePlan plan;
   if (cfg.page_size <= 0) return plan;
+  DCP_GPU_TRY(validate_layout(cfg.layout));
+  if (in.batched() && in.cu_seqlens_k.size() != in.cu_seqlens_q.size())
+    return DCP_GPU_ERROR("tensor 'cu_seqlens_k': ", in.cu_seqlens_k.size(),
+                         " elements; expected cu_seqlens_q's ", in.cu_seqlens_q.size());
+  if (cfg.page_size % cfg.layout.interleave != 0)
+    return DCP_GPU_ERROR("DcpConfig.page_size: got ", cfg.page_size,
+                         "; expected a multiple of the interleave ", cfg.layout.interleave);
+  int64_t shortest = in.request_seq(0);
+  for (int64_t b = 0; b < in.requests(); ++b) {
+    if (in.request_seq(b) < 0)
+      return DCP_GPU_ERROR("kv cache: request ", b, " has ", in.request_seq(b), " keys");
+    shortest = std::min(shortest, in.request_seq(b));
+  }
+  if (in.shared_prefix < 0 || in.shared_prefix > shortest)
+    return DCP_GPU_ERROR("DcpInputs.shared_prefix: got ", in.shared_prefix, "; expected [0, ",
+                         shortest, "]");
   const PageCounts c = page_counts(in, cfg);
   plan.page_size = cfg.page_size;
   plan.pool_pages = c.used + (c.used + 1) / 2;

@@ -169,8 +169,9 @@ struct DcpInputs {
   int64_t requests() const { return batched() ? static_cast<int64_t>(cu_seqlens_q.size()) - 1 : 1; }
   // Request b's context length and first row of k and v.
   int64_t request_seq(int64_t b) const {
-    return batched() ? cu_seqlens_k[static_cast<size_t>(b + 1)] - cu_seqlens_k[static_cast<size_t>(b)]
-                     : seq;
+    return batched()
+               ? cu_seqlens_k[static_cast<size_t>(b + 1)] - cu_seqlens_k[static_cast<size_t>(b)]
+               : seq;
   }
   int64_t request_key0(int64_t b) const {
     return batched() ? cu_seqlens_k[static_cast<size_t>(b)] : 0;
@@ -205,8 +206,8 @@ Result<KvCacheSpec> rank_cache_spec(const DcpInputs& in, const DcpConfig& cfg, i
 // used: a fragmented pool, as an engine's allocator leaves it. Empty when not paged;
 struct PagePlan {
   int64_t page_size = 0, pool_pages = 0;
-  int64_t stride = 0;        // table entries per request: the longest request's pages
-  int64_t shared_pages = 0;  // leading pages every request holds
+  int64_t stride = 0;           // table entries per request: the longest request's pages
+  int64_t shared_pages = 0;     // leading pages every request holds
   std::vector<int32_t> tables;  // [requests, stride]
   // Request b's table.
   const int32_t* table(int64_t b) const { return tables.data() + b * stride; }

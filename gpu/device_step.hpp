@@ -23,6 +23,7 @@
 //   Result<RankStepOutput> r = device_step(dev, inputs, cfg, tp_rank);
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -53,6 +54,8 @@ struct DeviceCache {
   typename Device::template Buffer<float> k_scale, v_scale;  // [kv_heads] each; empty: none
   // [requests, table_pages] (plan_pages); empty: not paged
   typename Device::template Buffer<int32_t> block_table;
+  std::vector<int64_t>
+      request_pages;  // the pages each request's table holds (host); empty: not paged
   // The view of request b's rows (b's block table).
   KvView view(int64_t b = 0) {
     return kv_view(spec, k.data(), v.data(), written.data(),
@@ -80,8 +83,13 @@ Result<DeviceCache<Device>> alloc_device_cache(Device& dev, const KvCacheSpec& s
   DCP_GPU_ASSIGN(ks, dev.upload(scales.k));
   DCP_GPU_ASSIGN(vs, dev.upload(scales.v));
   DCP_GPU_ASSIGN(bt, dev.upload(block_tables));
-  return DeviceCache<Device>{spec,          std::move(k),  std::move(v), std::move(written),
-                             std::move(ks), std::move(vs), std::move(bt)};
+  std::vector<int64_t> pages;
+  for (size_t i = 0; i < block_tables.size(); ++i) {
+    if (i % static_cast<size_t>(spec.table_pages()) == 0) pages.push_back(0);
+    if (block_tables[i] >= 0) ++pages.back();
+  }
+  return DeviceCache<Device>{spec,          std::move(k),  std::move(v),  std::move(written),
+                             std::move(ks), std::move(vs), std::move(bt), std::move(pages)};
 }
 
 // Stores the tokens of the chunk (its tensors in the device's memory) the cache's rank owns, at
@@ -89,6 +97,17 @@ Result<DeviceCache<Device>> alloc_device_cache(Device& dev, const KvCacheSpec& s
 template <class Device>
 GpuStatus write_device_chunk(Device& dev, DeviceCache<Device>& cache, const KvChunk& chunk,
                              int64_t b = 0) {
+  const auto requests = static_cast<int64_t>(std::max<size_t>(1, cache.request_pages.size()));
+  if (b < 0 || b >= requests)
+    return DCP_GPU_ERROR("kv write: request ", b, " outside the cache's ", requests, " requests");
+  const KvCacheSpec& s = cache.spec;
+  const int64_t need = s.layout.count(s.rank, chunk.pos0 + chunk.len);
+  if (!cache.request_pages.empty() && chunk.len > 0 &&
+      need > cache.request_pages[static_cast<size_t>(b)] * s.page_size)
+    return DCP_GPU_ERROR("kv write: rank ", s.rank, " needs row ", need - 1, " for chunk [",
+                         chunk.pos0, ", ", chunk.pos0 + chunk.len, ") of request ", b,
+                         ", whose pages hold ",
+                         cache.request_pages[static_cast<size_t>(b)] * s.page_size, " rows");
   DCP_GPU_ASSIGN(a, kv_write_args(cache.spec, cache.view(b), chunk));
   if (a.len == 0) return {};
   return dev.kv_write(a);
@@ -99,16 +118,17 @@ GpuStatus write_device_chunk(Device& dev, DeviceCache<Device>& cache, const KvCh
 inline int64_t first_unwritten_row(const std::vector<uint8_t>& flags, int64_t rows,
                                    const int32_t* table = nullptr, int64_t page_size = 0) {
   for (int64_t r = 0; r < rows; ++r) {
-    const int64_t slot = table != nullptr ? int64_t{table[r / page_size]} * page_size + r % page_size : r;
+    const int64_t slot =
+        table != nullptr ? int64_t{table[r / page_size]} * page_size + r % page_size : r;
     if (flags[static_cast<size_t>(slot)] == 0) return r;
   }
   return -1;
 }
 
 // Replays in's KV writes into the rank's cache on the device (one chunk's copy at a time: the
-// writes of make_chunks are at most a chunked-prefill's length), request by request in a batch,
-// each from the first position it does not share; checks that every row each request reads was
-// written.
+// writes of make_chunks are at most a chunked-prefill's length; a batch's request writes all but
+// its last token at once), request by request in a batch, each from the first position it does
+// not share; checks that every row each request reads was written.
 template <class Device>
 Result<DeviceCache<Device>> build_device_cache(Device& dev, const DcpInputs& in,
                                                const DcpConfig& cfg, int64_t tp_rank) {
@@ -122,11 +142,10 @@ Result<DeviceCache<Device>> build_device_cache(Device& dev, const DcpInputs& in,
       ChunkRows c = chunk_rows(in, spec, pos0, len, b);
       DCP_GPU_ASSIGN(kc, dev.upload(std::move(c.k)));
       DCP_GPU_ASSIGN(vc, dev.upload(std::move(c.v)));
-      DCP_GPU_TRY(write_device_chunk(
-          dev, cache,
-          KvChunk{pos0, len, c.dtype, kc.data(), spec.shared_latent ? nullptr : vc.data(),
-                  c.quantize},
-          b));
+      DCP_GPU_TRY(write_device_chunk(dev, cache,
+                                     KvChunk{pos0, len, c.dtype, kc.data(),
+                                             spec.shared_latent ? nullptr : vc.data(), c.quantize},
+                                     b));
       DCP_GPU_TRY(dev.sync());  // the chunk buffers are freed next
       pos0 += len;
     }

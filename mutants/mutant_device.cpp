@@ -429,6 +429,20 @@ GpuStatus MutantDevice::attention_with_keys(PartialAttentionParams p) {
   p.topk_k = k;
   p.causal = false;  // the list already holds exactly the keys to read
   p.window = 0;
+  // global_lengths reads rows past the request's own: their positions lie past its length, so
+  // the body's range (positions below the request's length) is widened to every row it holds.
+  std::vector<int64_t> wide;
+  if (m_ == Mutant::global_lengths) {
+    const gpu::DcpLayout& lay = p.layout;
+    const int64_t rows = std::max(p.kv.rows, p.table_stride * p.kv.page);
+    const int64_t seq = (rows / lay.interleave + 1) * lay.interleave * lay.ranks;
+    p.seq = seq;
+    p.rows = lay.count(p.rank, seq);
+    if (p.req != nullptr) {
+      wide.assign(static_cast<size_t>(in_.requests()), seq);
+      p.req_seq = wide.data();
+    }
+  }
   return HostDevice::partial_attention(p);
 }
 

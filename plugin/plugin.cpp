@@ -358,6 +358,10 @@ props::DcpBackend plugin_step_backend(const Plugin& p) {
   auto run = [p](const gpu::DcpInputs& in,
                  const gpu::DcpConfig& cfg) -> gpu::Result<gpu::GroupRun> {
     DCP_GPU_TRY(gpu::validate_inputs(in, cfg));
+    if (in.batched())
+      return DCP_GPU_ERROR("plug-in: ABI ", DCPV_ABI_VERSION,
+                           "'s step level takes one request; this step is a batch of ",
+                           in.requests());
     DCP_GPU_ASSIGN(geo, gpu::DcpGeometry::create(cfg, in.dims));
     const gpu::AttentionDims& d = in.dims;
     const int64_t N = cfg.layout.ranks, T = d.tokens, Hq = d.q_heads, dv = d.v_dim, S = in.seq;

@@ -220,7 +220,7 @@ std::vector<dcp::oracle::Case> make_batch_cases(const CaseSpec& spec,
   for (size_t b = 0; b < seqs.size(); ++b) {
     CaseSpec sb = spec;
     sb.seq = seqs[b];
-    sb.tokens = tokens[b];
+    sb.tokens = b < tokens.size() ? tokens[b] : spec.tokens;
     sb.seed = spec.seed + b;
     dcp::oracle::Case c = make_case(sb);
     if (b > 0) {
@@ -241,9 +241,11 @@ std::vector<dcp::oracle::Case> make_batch_cases(const CaseSpec& spec,
       c.k_scale = c0.k_scale;
       c.v_scale = c0.v_scale;
       // The shared prefix: request 0's keys and values.
+      // (At most the shorter of the two: shared_prefix is every request's by contract.)
+      const int64_t shared = std::min({shared_prefix, seqs[0], seqs[b]});
       const auto share = [&](dcp::oracle::KvTensor& x, const dcp::oracle::KvTensor& x0) {
         const int64_t row = x.shape[1] * x.shape[2];
-        std::copy_n(x0.data.begin(), shared_prefix * row, x.data.begin());
+        std::copy_n(x0.data.begin(), std::max<int64_t>(0, shared) * row, x.data.begin());
       };
       share(c.k, c0.k);
       if (!c.shared_latent()) share(c.v, c0.v);

@@ -72,7 +72,8 @@ std::optional<dcp::oracle::Case> make_case_unless(const CaseSpec& spec, KvHoldin
 // with seqs[b] keys, tokens[b] queries and seed spec.seed + b, then made to agree with request 0
 // where a batch shares: its sink and scales are request 0's (its stored elements kept, so its
 // values are those times request 0's scales), and its first shared_prefix keys and values are
-// request 0's (shared_prefix <= every seqs[b]). K and V held as doubles.
+// request 0's (shared_prefix <= every seqs[b]; a longer one stops at the shorter request).
+// tokens[b] queries (spec.tokens past its end). K and V held as doubles.
 std::vector<dcp::oracle::Case> make_batch_cases(const CaseSpec& spec,
                                                 const std::vector<int64_t>& seqs,
                                                 const std::vector<int64_t>& tokens,

@@ -344,8 +344,8 @@ oracle::Expected<gpu::DcpInputs> to_dcp_batch_inputs(const std::vector<Case>& re
   in.seq = in.cu_seqlens_k.back();
   const auto owned = [&](std::vector<uint8_t> bytes, int64_t width) {
     auto held = std::make_shared<std::vector<uint8_t>>(std::move(bytes));
-    gpu::KvSource x = gpu::KvSource::borrowed(first.k.dtype, held->data(),
-                                              in.seq * d.kv_heads * width, held);
+    gpu::KvSource x =
+        gpu::KvSource::borrowed(first.k.dtype, held->data(), in.seq * d.kv_heads * width, held);
     x.quantize = first.k.quantize;
     return x;
   };
@@ -384,6 +384,22 @@ DcpCheck judge_dcp_batch(const std::vector<Case>& requests, const gpu::DcpConfig
   };
   int64_t tokens = 0;
   for (const Case& c : requests) tokens += c.tokens();
+  // The run's shapes, before any of it is sliced: O [T, Hq, Dv] and LSE [T, Hq] over the batch's
+  // tokens, a partial of whole token rows on every rank.
+  const Case& c0 = requests.front();
+  bool shaped = run.o.size() == static_cast<size_t>(tokens * c0.q_heads() * c0.v_dim) &&
+                run.lse.size() == static_cast<size_t>(tokens * c0.q_heads()) &&
+                run.partial_o.size() == run.partial_lse.size();
+  for (size_t r = 0; shaped && r < run.partial_lse.size(); ++r)
+    shaped = run.partial_lse[r].size() % static_cast<size_t>(tokens) == 0 &&
+             run.partial_o[r].size() == run.partial_lse[r].size() * static_cast<size_t>(c0.v_dim);
+  if (!shaped) {
+    out.pass = out.pass_statistical = false;
+    out.backend_error = true;
+    out.report = "backend: the run's output is not shaped for the batch's " +
+                 std::to_string(tokens) + " query tokens\n";
+    return out;
+  }
   std::string report;
   int64_t t0 = 0;
   for (size_t b = 0; b < requests.size(); ++b) {

@@ -67,7 +67,8 @@ oracle::Status validate_setup(const DcpSetup& s, const SetupNames& n) {
   DCP_TRY(range(n.page_size, g.page_size, int64_t{0}, kMaxSeq));
   if (g.page_size > 0 && g.page_size % g.layout.interleave != 0)
     return DCP_ERROR(n.page_size, " ", g.page_size, " is not a multiple of ", n.interleave, " ",
-                     g.layout.interleave, " (a virtual page of page_size N slots holds whole "
+                     g.layout.interleave,
+                     " (a virtual page of page_size N slots holds whole "
                      "interleave blocks)");
   if (c.kv_scale != KvScale::none && !oracle::is_fp8(c.kv_dtype))
     return DCP_ERROR(n.kv_scale, ": scales are for fp8 caches; K/V are ",
@@ -87,8 +88,10 @@ oracle::Status validate_setup(const DcpSetup& s, const SetupNames& n) {
     return DCP_ERROR(n.chunks, ": lengths sum to ", sum, "; expected ", n.seq, " ", c.seq);
   if (s.batch.empty()) {
     if (s.shared_prefix != 0)
-      return DCP_ERROR(n.shared_prefix, " ", s.shared_prefix, ": a shared prefix needs ",
-                       n.batch, " of at least 2 requests");
+      return DCP_ERROR(n.shared_prefix, " ", s.shared_prefix,
+                       ": a shared prefix is a batch's; "
+                       "give ",
+                       n.batch);
     return {};
   }
   if (static_cast<int64_t>(s.batch.size()) > kMaxBatch)
@@ -116,8 +119,7 @@ std::vector<oracle::Case> batch_cases(const DcpSetup& s) {
   return make_batch_cases(s.spec, s.batch, tokens, s.shared_prefix);
 }
 
-DcpCheck check_dcp_setup(const DcpSetup& s, const DcpBackend& backend,
-                         const oracle::Watch& watch) {
+DcpCheck check_dcp_setup(const DcpSetup& s, const DcpBackend& backend, const oracle::Watch& watch) {
   if (s.batch.empty()) return check_dcp(make_case(s.spec), s.cfg, s.chunks, backend, true, watch);
   return check_dcp_batch(batch_cases(s), s.shared_prefix, s.cfg, backend, true, watch);
 }
@@ -459,6 +461,7 @@ std::optional<std::string> outside(const DcpSetup& s, const DcpLimits& lim) {
   if (!lim.topk && p.topk > 0) return "uses top-k";
   if (!lim.window && p.window > 0) return "uses a window";
   if (!lim.shared_latent && p.shared_latent) return "uses a shared latent";
+  if (!lim.batch && !s.batch.empty()) return "is a batch";
   if (!among(lim.q_dtypes, p.q_dtype)) return "q is " + std::string(oracle::dtype_name(p.q_dtype));
   if (!among(lim.kv_dtypes, p.kv_dtype))
     return "K/V are " + std::string(oracle::dtype_name(p.kv_dtype));

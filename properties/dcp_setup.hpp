@@ -58,7 +58,7 @@ inline constexpr SetupNames kJsonNames{
     "spec.tokens",       "spec.q_heads",      "spec.kv_heads", "spec.head_dim", "spec.v_dim",
     "spec.seq",          "spec.window",       "spec.softcap",  "spec.topk",     "config.tp_size",
     "config.dcp_size",   "config.interleave", "config.tile",   "config.splits", "chunks",
-    "config.math.merge", "config.page_size",  "spec.kv_scale", "batch",          "shared_prefix"};
+    "config.math.merge", "config.page_size",  "spec.kv_scale", "batch",         "shared_prefix"};
 
 // Whether the production path can run the setup and the oracle can state it: every range
 // above, the divisibility of heads and ranks, chunk writes of positive lengths summing to S, a

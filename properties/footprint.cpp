@@ -97,8 +97,10 @@ Footprint dcp_check_footprint(const DcpSetup& s, KvHolding holding) {
     DcpSetup all = s;
     all.batch.clear();
     all.shared_prefix = 0;
+    // Each request's keys rounded up to whole virtual pages: the pool holds those.
+    const int64_t vpage = std::max<int64_t>(1, s.cfg.page_size * s.cfg.layout.ranks);
     all.spec.seq = 0;
-    for (const int64_t x : s.batch) all.spec.seq += x;
+    for (const int64_t x : s.batch) all.spec.seq += (x + vpage - 1) / vpage * vpage;
     all.spec.tokens *= static_cast<int64_t>(s.batch.size());
     all.chunks = {all.spec.seq};
     return dcp_check_footprint(all, holding);

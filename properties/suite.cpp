@@ -100,26 +100,26 @@ void dcp_batch_property(const DcpBackend& backend, const DcpLimits& lim) {
   const int64_t n = cfg.layout.ranks, most = std::min<int64_t>(300, lim.max_seq);
   const int64_t requests = *rc::gen::inRange<int64_t>(2, 5);
   for (int64_t b = 0; b < requests; ++b)
-    s.batch.push_back(*rc::gen::weightedOneOf<int64_t>(
-        {{1, rc::gen::inRange<int64_t>(0, std::min(n, most) + 1)},
-         {4, rc::gen::inRange<int64_t>(0, most + 1)}}));
+    s.batch.push_back(
+        *rc::gen::weightedOneOf<int64_t>({{1, rc::gen::inRange<int64_t>(0, std::min(n, most) + 1)},
+                                          {4, rc::gen::inRange<int64_t>(0, most + 1)}}));
   const int64_t shortest = *std::min_element(s.batch.begin(), s.batch.end());
   // The prefix a radix cache matched: none, part of the shortest request, or all of it.
-  s.shared_prefix = *rc::gen::weightedOneOf<int64_t>(
-      {{1, rc::gen::just<int64_t>(0)},
-       {2, rc::gen::inRange<int64_t>(0, shortest + 1)},
-       {2, rc::gen::just<int64_t>(int64_t{shortest})}});
+  s.shared_prefix =
+      *rc::gen::weightedOneOf<int64_t>({{1, rc::gen::just<int64_t>(0)},
+                                        {2, rc::gen::inRange<int64_t>(0, shortest + 1)},
+                                        {2, rc::gen::just<int64_t>(int64_t{shortest})}});
   s.spec.seq = *std::max_element(s.batch.begin(), s.batch.end());
   s.chunks = s.spec.seq > 0 ? std::vector<int64_t>{s.spec.seq} : std::vector<int64_t>{};
   if (cfg.math.exp == gpu::ExpImpl::poly3)  // as draw_kernel_math: at most 128 rescales a row
     cfg.tile = std::max(cfg.tile, (s.spec.seq + kPoly3MaxRescales - 1) / kPoly3MaxRescales);
   std::string lens;
   for (const int64_t x : s.batch) lens += (lens.empty() ? "" : ",") + std::to_string(x);
-  set_current_case("S=" + lens + " shared=" + std::to_string(s.shared_prefix) + " N=" +
-                   std::to_string(n) + " I=" + std::to_string(cfg.layout.interleave) + " page=" +
-                   std::to_string(cfg.page_size) + " tp=" + std::to_string(cfg.tp_size) +
-                   " Hq=" + std::to_string(s.spec.q_heads) + " Hkv=" +
-                   std::to_string(s.spec.kv_heads) + fp8_cache(s.spec));
+  set_current_case("S=" + lens + " shared=" + std::to_string(s.shared_prefix) +
+                   " N=" + std::to_string(n) + " I=" + std::to_string(cfg.layout.interleave) +
+                   " page=" + std::to_string(cfg.page_size) + " tp=" + std::to_string(cfg.tp_size) +
+                   " Hq=" + std::to_string(s.spec.q_heads) +
+                   " Hkv=" + std::to_string(s.spec.kv_heads) + fp8_cache(s.spec));
   const DcpCheck chk = check_dcp_setup(s, backend);
   RC_CLASSIFY(s.shared_prefix >= cfg.page_size * n, "shares a page");
   if (!gated(chk)) {
@@ -231,9 +231,9 @@ void kv_write_property() {
   // Paged one case in two: pages of 1 to 4 times I rows in a fragmented pool (plan_pages).
   gpu::DcpConfig paging;
   paging.layout = l;
-  paging.page_size = l.interleave * *rc::gen::weightedOneOf<int64_t>(
-                                        {{1, rc::gen::just<int64_t>(0)},
-                                         {1, rc::gen::inRange<int64_t>(1, 5)}});
+  paging.page_size =
+      l.interleave * *rc::gen::weightedOneOf<int64_t>(
+                         {{1, rc::gen::just<int64_t>(0)}, {1, rc::gen::inRange<int64_t>(1, 5)}});
   paging.page_seed = *rc::gen::arbitrary<uint64_t>();
   gpu::DcpInputs context;  // the plan's view of the context: one request of seq tokens
   context.seq = seq;

@@ -214,6 +214,70 @@ TEST(DcpHostPath, BadConfigurationsAreOneLineErrors) {
   EXPECT_NE(run.status().message().find("tensor 'k'"), std::string::npos);
 }
 
+// A batch the path cannot run, or inputs that contradict themselves, is a one-line error naming
+// the tensor or field; a batch setup survives its pinned JSON form.
+TEST(DcpHostPath, BadBatchesAreOneLineErrors) {
+  CaseSpec spec;
+  spec.q_heads = 2;
+  spec.kv_heads = 1;
+  spec.seq = 40;
+  const std::vector<oracle::Case> cases = make_batch_cases(spec, {40, 30}, {1, 2}, 20);
+  gpu::DcpConfig cfg;
+  cfg.tp_size = 2;
+  cfg.layout = {2, 1};
+  cfg.page_size = 4;
+  const gpu::DcpInputs good = *to_dcp_batch_inputs(cases, 20);
+  ASSERT_TRUE(gpu::run_dcp_threads(good, cfg).ok());
+  const auto refused = [&](const gpu::DcpInputs& in, const gpu::DcpConfig& c,
+                           const std::string& needle) {
+    gpu::Result<gpu::GroupRun> run = gpu::run_dcp_threads(in, c);
+    ASSERT_FALSE(run.ok()) << needle;
+    EXPECT_NE(run.status().message().find(needle), std::string::npos) << run.status().message();
+    EXPECT_EQ(run.status().message().find('\n'), std::string::npos);
+  };
+  gpu::DcpConfig flat = cfg;
+  flat.page_size = 0;
+  refused(good, flat, "DcpConfig.page_size: a batch keeps its requests in a paged pool");
+  gpu::DcpInputs in = good;
+  in.shared_prefix = 31;
+  refused(in, cfg, "DcpInputs.shared_prefix: got 31; expected [0, 30]");
+  in = good;
+  in.cu_seqlens_k = {0, 40, 69};
+  refused(in, cfg, "tensor 'cu_seqlens_k': ends at 69; expected the 70 keys of k");
+  in = good;
+  in.cu_seqlens_q = {0, 3, 3};
+  refused(in, cfg, "tensor 'cu_seqlens_q': element [2] = 3; expected more than element [1]");
+  // Request 1's prefix must be request 0's: the one copy the cache keeps says so.
+  std::vector<oracle::Case> other = cases;
+  other[1].k.data[5 * 8] += 1.0;  // position 5 (Hkv 1, Dk 8)
+  refused(*to_dcp_batch_inputs(other, 20), cfg,
+          "tensor 'k': request 1 position 5 differs from request 0's inside the shared prefix");
+  // Scales and sinks are the batch's: requests that disagree are refused before anything runs.
+  other = cases;
+  other[1].sink = {1.0, 2.0};
+  const oracle::Expected<gpu::DcpInputs> mixed = to_dcp_batch_inputs(other, 20);
+  ASSERT_FALSE(mixed.ok());
+  EXPECT_NE(mixed.status().message().find("request 1's sink differs"), std::string::npos);
+
+  DcpSetup s;
+  s.spec = spec;
+  s.cfg = cfg;
+  s.batch = {40, 30};
+  s.shared_prefix = 20;
+  s.chunks = {40};
+  const oracle::Expected<DcpSetup> back = setup_from_json(to_json(s));
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->batch, s.batch);
+  EXPECT_EQ(back->shared_prefix, 20);
+  EXPECT_TRUE(check_dcp_setup(*back).pass);
+  s.cfg.page_size = 0;
+  const oracle::Status st = validate_setup(s, kJsonNames);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("batch: a batch in one step keeps its requests in a paged pool"),
+            std::string::npos)
+      << st.message();
+}
+
 // Every term of the kernels' arithmetic is stated: the path run with one KernelMath choice and
 // judged with a claim that leaves it out (the default in its place) is FAILED or SUSPECT on
 // decode-sized fp32 cases, while the claim that states it passes them all. (That each term's

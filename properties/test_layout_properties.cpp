@@ -46,6 +46,37 @@ TEST(Layout, WidenedCapacityIsPhysicalRowsTimesRanks) {
   EXPECT_NE(over0.message().find("logical capacity 32"), std::string::npos) << over0.message();
 }
 
+// A batch's write goes to its request's pages only: a request outside the tables, or a chunk past
+// the pages its table holds, is refused before anything is written.
+TEST(Layout, ABatchWritesInsideItsRequestsPagesOnly) {
+  const DcpLayout l{2, 1};
+  // Rows of the longest request: 8 in pages of 2; request 1 holds 2 pages, the first shared.
+  gpu::KvCacheSpec spec{l, 0, 8, 1, 0, 1, 1, true, gpu::StorageFormat::f32};
+  spec.page_size = 2;
+  spec.pool_pages = 8;
+  gpu::HostDevice dev(nullptr);
+  gpu::Result<gpu::HostKvCache> c =
+      gpu::alloc_device_cache(dev, spec, {}, {3, 0, 5, 6, 3, 1, -1, -1}, 1);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->request_pages, (std::vector<int64_t>{4, 2}));
+  std::vector<float> k(16, 1.0f);
+  const gpu::KvChunk fits{0, 8, gpu::StorageFormat::f32, k.data()};  // rows 0-3 of rank 0
+  EXPECT_TRUE(gpu::write_device_chunk(dev, *c, fits, 1).ok());
+  const gpu::GpuStatus past =
+      gpu::write_device_chunk(dev, *c, gpu::KvChunk{0, 9, gpu::StorageFormat::f32, k.data()}, 1);
+  ASSERT_FALSE(past.ok());
+  EXPECT_NE(past.message().find("of request 1, whose pages hold 4 rows"), std::string::npos)
+      << past.message();
+  const gpu::GpuStatus outside = gpu::write_device_chunk(dev, *c, fits, 2);
+  ASSERT_FALSE(outside.ok());
+  EXPECT_NE(outside.message().find("request 2 outside the cache's 2 requests"), std::string::npos)
+      << outside.message();
+  // Rank 0's rows 0-3 went to pool rows 6, 7 (page 3) and 2, 3 (page 1); nothing else.
+  for (int64_t r = 0; r < spec.pool_rows(); ++r)
+    EXPECT_EQ(c->written[static_cast<size_t>(r)], r == 2 || r == 3 || r == 6 || r == 7 ? 1 : 0)
+        << "pool row " << r;
+}
+
 TEST(Layout, ExamplesFromTheHeader) {
   const DcpLayout l{4, 2};
   EXPECT_EQ(l.owner(5), 2);

@@ -53,7 +53,7 @@ contains "$tmp/out" "# run: FAILED" "the planted bug fails a configured run"
 # Plug-ins that cannot be driven: exit 2, one line naming --impl.
 echo "not a library" >"$tmp/text.so"
 for args in "--impl $tmp/missing.so" "--impl $tmp/text.so" "--impl $good --backend cuda" \
-            "--impl $good --exp poly3"; do
+            "--impl $good --exp poly3" "--impl $good --batch 2 --page-size 4"; do
   # shellcheck disable=SC2086
   expect 2 "run $args" -- "$bin" run $args
   one_line_stderr "run $args"

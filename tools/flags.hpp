@@ -25,10 +25,10 @@ namespace dcp::tools {
 // whole configuration (budget.hpp). The setup's own are properties/dcp_setup.hpp's: --dcp-size
 // and --tp-size, --interleave, --seq and --window, and --tokens, --heads, --kv-heads, --head-dim,
 // --v-dim.
+using props::kMaxBatch;  // --batch: requests of one step
 using props::kMaxExtent;
 using props::kMaxInterleave;
 using props::kMaxRanks;
-using props::kMaxBatch;  // --batch: requests of one step
 using props::kMaxSeq;
 inline constexpr int64_t kMaxCases = 1000000;         // --cases of run, properties, mutants
 inline constexpr int64_t kMaxIters = 100000;          // sweep -n and -w
@@ -74,10 +74,10 @@ void add_latent_flag(CLI::App* cmd, std::optional<bool>& latent);
 // the pairs, in one place: props::validate_setup is handed kFlagNames, and in_flag_terms
 // rewrites every library message before a command prints it (refuse, a row's report).
 inline constexpr props::SetupNames kFlagNames{
-    "--tokens", "--heads",   "--kv-heads",       "--head-dim",    "--v-dim",     "--seq",
-    "--window", "--softcap", "--topk",           "--tp-size",     "--dcp-size",  "--interleave",
-    "--tile",   "--splits",  "the chunk writes", "--merge-dtype", "--page-size", "--kv-scale",
-    "--batch",  "--shared-prefix"};
+    "--tokens",      "--heads",      "--kv-heads", "--head-dim", "--v-dim",
+    "--seq",         "--window",     "--softcap",  "--topk",     "--tp-size",
+    "--dcp-size",    "--interleave", "--tile",     "--splits",   "the chunk writes",
+    "--merge-dtype", "--page-size",  "--kv-scale", "--batch",    "--shared-prefix"};
 std::string in_flag_terms(std::string message);
 
 }  // namespace dcp::tools

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <iomanip>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -166,13 +167,16 @@ std::optional<int64_t> print_paged(const LayoutOptions& o, const gpu::DcpLayout&
   std::string why;
   if (o.page_size % lay.interleave != 0)
     why = "--page-size " + std::to_string(o.page_size) + " is not a multiple of --interleave " +
-          std::to_string(lay.interleave) + " (a virtual page of page_size N slots holds whole "
+          std::to_string(lay.interleave) +
+          " (a virtual page of page_size N slots holds whole "
           "interleave blocks)";
   else if (o.shared_prefix > 0 && o.batch < 2)
     why = "--shared-prefix " + std::to_string(o.shared_prefix) + ": needs --batch of at least 2";
   else if (o.shared_prefix > shortest)
-    why = "--shared-prefix " + std::to_string(o.shared_prefix) + ": more than the shortest "
-          "request's " + std::to_string(shortest) + " tokens";
+    why = "--shared-prefix " + std::to_string(o.shared_prefix) +
+          ": more than the shortest "
+          "request's " +
+          std::to_string(shortest) + " tokens";
   else if (total > kMaxTableLen)
     why = "the batch's " + std::to_string(total) + " tokens: more than the " +
           std::to_string(kMaxTableLen) + " lines the table prints (a smaller --seq or --batch)";
@@ -202,9 +206,8 @@ std::optional<int64_t> print_paged(const LayoutOptions& o, const gpu::DcpLayout&
                     {"pool_row", 10, Align::right, 0},
                     {"verdict", 0, Align::left, 2}});
   t.print_header(out);
-  std::vector<std::vector<std::pair<int64_t, int64_t>>> held(  // [rank][pool row]: (req, pos)
-      static_cast<size_t>(lay.ranks),
-      std::vector<std::pair<int64_t, int64_t>>(static_cast<size_t>(plan->pool_pages * P), {-1, -1}));
+  // (rank, pool row) -> the (request, position) it holds: at most kMaxTableLen entries.
+  std::map<std::pair<int64_t, int64_t>, std::pair<int64_t, int64_t>> held;
   int64_t wrong = 0;
   for (int64_t b = 0; b < in.requests(); ++b) {
     const int32_t* table = plan->table(b);
@@ -215,10 +218,9 @@ std::optional<int64_t> print_paged(const LayoutOptions& o, const gpu::DcpLayout&
       const int64_t slot = gpu::widened_slot(*plan, table, lay, pos);
       const int64_t owner = lay.owner(slot), pool_row = lay.row(slot);
       bool ok = owner == lay.owner(pos) && view.slot(lay.row(pos)) == pool_row;
-      auto& cell = held[static_cast<size_t>(owner)][static_cast<size_t>(pool_row)];
       const bool shared_page = pos < plan->shared_pages * virtual_page;
-      if (cell.first >= 0 && !(shared_page && cell.second == pos)) ok = false;  // two tokens
-      if (cell.first < 0) cell = {b, pos};
+      const auto [cell, fresh] = held.try_emplace({owner, pool_row}, b, pos);
+      if (!fresh && !(shared_page && cell->second.second == pos)) ok = false;  // two tokens
       if (!ok) ++wrong;
       t.print_row(out, {std::to_string(b), std::to_string(pos), std::to_string(slot),
                         std::to_string(owner), std::to_string(pos / virtual_page),
@@ -256,8 +258,8 @@ int run_layout(const LayoutOptions& o, std::ostream& out, std::ostream& err) {
     paged_wrong = print_paged(o, lay, out, err);
     if (!paged_wrong) return kExitBadInput;
   }
-  const bool ok = inverse_wrong == 0 && shares.wrong == 0 && shares.sum == len && seq_ok &&
-                  *paged_wrong == 0;
+  const bool ok =
+      inverse_wrong == 0 && shares.wrong == 0 && shares.sum == len && seq_ok && *paged_wrong == 0;
   out << "# checks: position(owner(p), row(p)) == p wrong for " << inverse_wrong << " of " << len
       << " positions; shares wrong for " << shares.wrong << " of " << lay.ranks
       << " ranks; shares sum to " << shares.sum << " (expected L = " << len << ")\n"

@@ -440,7 +440,8 @@ oracle::Expected<RunCase> configured_case(const CaseOptions& o, uint64_t seed, i
   // The chunk writes are drawn when a request is made (batch_request), after the plan has
   // checked the memory: a context of 10^12 tokens would need gigabytes for its chunk list alone.
   // Any drawn list is valid; one whole write stands for it here.
-  DcpSetup setup{.spec = *spec, .cfg = *cfg, .chunks = {spec->seq}, .batch = {}, .shared_prefix = 0};
+  DcpSetup setup{
+      .spec = *spec, .cfg = *cfg, .chunks = {spec->seq}, .batch = {}, .shared_prefix = 0};
   setup.cfg.base = props::to_gpu_base(spec->lse_base);
   // Every range and combination, named by its flag, before anything runs.
   DCP_TRY(props::validate_setup(setup, names));
@@ -452,8 +453,10 @@ oracle::Expected<RunCase> configured_case(const CaseOptions& o, uint64_t seed, i
   rc.one_step = rc.batch > 1 && cfg->page_size > 0;
   rc.shared_prefix = pick(o.shared_prefix, int64_t{0});
   if (rc.shared_prefix > 0 && !rc.one_step)
-    return DCP_ERROR(names.shared_prefix, " ", rc.shared_prefix, ": a shared prefix is a batch's "
-                     "in one step; give ", names.batch, " of at least 2 and ", names.page_size);
+    return DCP_ERROR(names.shared_prefix, " ", rc.shared_prefix,
+                     ": a shared prefix is a batch's "
+                     "in one step; give ",
+                     names.batch, " of at least 2 and ", names.page_size);
   if (rc.one_step) {
     DCP_TRY(props::validate_setup(batch_step(rc), names));
     if (rc.shared_prefix > 0) rc.variant += "+prefix" + std::to_string(rc.shared_prefix);
@@ -521,8 +524,8 @@ std::optional<std::string> over_budget(const RunCase& rc, const Limits& lim,
   }
   for (int64_t b = 0; !rc.one_step && b < rc.batch; ++b) {
     // Chunk writes differ with the seed (--cases): budget for the longest make_chunks draws.
-    DcpSetup s{.spec = rc.setup.spec, .cfg = rc.setup.cfg, .chunks = {}, .batch = {},
-               .shared_prefix = 0};
+    DcpSetup s{
+        .spec = rc.setup.spec, .cfg = rc.setup.cfg, .chunks = {}, .batch = {}, .shared_prefix = 0};
     s.spec.seq = request_seq(rc, b);
     s.chunks = {std::min(s.spec.seq, props::kMaxWriteChunk)};
     const props::Footprint f = props::dcp_check_footprint(s, props::KvHolding::stored);
@@ -855,8 +858,9 @@ RequestResult MpiRunner::run(const DcpSetup& s, size_t row, const oracle::Watch&
     out.code = kExitFail;
     why = where + run.status().message();
   } else if (run->root) {
-    out.chk = cases.empty() ? props::judge_dcp(c, s.cfg, run->group, true, nullptr, watch)
-                            : props::judge_dcp_batch(cases, s.cfg, run->group, true, nullptr, watch);
+    out.chk = cases.empty()
+                  ? props::judge_dcp(c, s.cfg, run->group, true, nullptr, watch)
+                  : props::judge_dcp_batch(cases, s.cfg, run->group, true, nullptr, watch);
     if (out.chk.oracle_error) {
       out.code = kExitBadInput;  // not the implementation's fault: the oracle cannot bound it
       why = "row " + std::to_string(row) + ": the oracle cannot judge this case: " +
@@ -994,6 +998,11 @@ int run_dcp(const RunOptions& o, const Limits& lim, std::ostream& out, std::ostr
     return impl->preferred();
   }();
   if (!backend) return refuse("run", backend.status().message(), err);
+  if (o.impl && o.batch.value_or(1) > 1 && o.page_size.value_or(0) > 0)
+    return refuse("run",
+                  "--impl: a plug-in (ABI 1) takes one request per step; --batch with --page-size "
+                  "runs the batch in one step (without --page-size its requests run one by one)",
+                  err);
   if (o.impl && o.math_given())
     return refuse("run",
                   "--impl: the plug-in states its own arithmetic (its claim); --exp, --p-cast, "

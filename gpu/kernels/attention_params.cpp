@@ -27,9 +27,9 @@ GpuStatus validate_partial_attention(const PartialAttentionParams& p) {
   if (p.q == nullptr || p.q_pos == nullptr || p.o == nullptr || p.lse == nullptr ||
       (p.rows > 0 && (p.kv.k == nullptr || p.kv.v == nullptr)))
     return DCP_GPU_ERROR("partial attention: a required tensor pointer is null");
-  if (p.req != nullptr && (p.req_seq == nullptr || p.kv.page < 1 ||
-                           (p.rows > 0 && (p.req_tables == nullptr ||
-                                           p.table_stride * p.kv.page < p.rows))))
+  if (p.req != nullptr &&
+      (p.req_seq == nullptr || p.kv.page < 1 ||
+       (p.rows > 0 && (p.req_tables == nullptr || p.table_stride * p.kv.page < p.rows))))
     return DCP_GPU_ERROR("partial attention: a batch needs req_seq, req_tables and table_stride ",
                          p.table_stride, " pages of ", p.kv.page, " rows covering the rank's ",
                          p.rows, " rows");

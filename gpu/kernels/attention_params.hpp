@@ -50,8 +50,8 @@ struct PartialAttentionParams {
   // request req[t], whose context is req_seq[req[t]] positions (q_pos, topk and the masks count
   // positions within the request), its rows placed through block table req_tables + req[t] *
   // table_stride (it replaces kv.block_table). nullptr: one request of seq positions.
-  const int64_t* req = nullptr;       // [tokens]
-  const int64_t* req_seq = nullptr;   // [requests]
+  const int64_t* req = nullptr;         // [tokens]
+  const int64_t* req_seq = nullptr;     // [requests]
   const int32_t* req_tables = nullptr;  // [requests, table_stride]
   int64_t table_stride = 0;
 

@@ -41,8 +41,8 @@ GpuStatus validate_block_tables(const KvCacheSpec& spec, const std::vector<int32
   }
   if (tables.empty() || tables.size() % static_cast<size_t>(stride) != 0)
     return DCP_GPU_ERROR("kv cache: block tables hold ", tables.size(),
-                         " entries; expected a multiple of ", stride, " (ceil(",
-                         spec.physical_rows, " rows / page_size ", spec.page_size, ")) per request");
+                         " entries; expected a multiple of ", stride, " (ceil(", spec.physical_rows,
+                         " rows / page_size ", spec.page_size, ")) per request");
   if (shared_pages < 0 || shared_pages > stride)
     return DCP_GPU_ERROR("kv cache: ", shared_pages, " shared pages outside [0, ", stride, "]");
   std::vector<char> used(static_cast<size_t>(spec.pool_pages), 0);
@@ -61,7 +61,8 @@ GpuStatus validate_block_tables(const KvCacheSpec& spec, const std::vector<int32
     if (j < shared_pages) {
       if (b > 0 && p != tables[static_cast<size_t>(j)])
         return DCP_GPU_ERROR("kv cache: block table [", b, ", ", j, "] = ", p,
-                             "; a shared page must be request 0's, ", tables[static_cast<size_t>(j)]);
+                             "; a shared page must be request 0's, ",
+                             tables[static_cast<size_t>(j)]);
       if (b > 0) continue;
     }
     if (used[static_cast<size_t>(p)]++)

@@ -152,8 +152,8 @@ TEST(EmulatedCudaStep, DcpPathPropertyWithinDerivedBound) {
       rc::check("dcp-path on the emulated CUDA step", [&] { dcp_path_property(emulated); }));
   EXPECT_TRUE(rc::check("dcp-fp8 on the emulated CUDA step",
                         [&] { dcp_path_property(emulated, {}, CacheKind::fp8); }));
-  EXPECT_TRUE(rc::check("dcp-batch on the emulated CUDA step",
-                        [&] { dcp_batch_property(emulated); }));
+  EXPECT_TRUE(
+      rc::check("dcp-batch on the emulated CUDA step", [&] { dcp_batch_property(emulated); }));
 }
 
 // With the GPU's block size, on shapes of real models: GQA with every variant, the MLA latent

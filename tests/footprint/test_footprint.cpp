@@ -17,7 +17,6 @@
 #include "oracle/case_file.hpp"
 #include "properties/dcp_bridge.hpp"
 #include "properties/dcp_setup.hpp"
-#include "properties/dcp_setup.hpp"
 #include "properties/footprint.hpp"
 
 namespace dcp::props {

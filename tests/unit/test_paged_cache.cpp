@@ -113,8 +113,8 @@ TEST(PagedCache, ABatchSharesThePrefixsWholeVirtualPagesOnly) {
     for (int64_t pos = 0; pos < in.request_seq(b); ++pos) {
       const int64_t slot = dcp::gpu::widened_slot(*plan, plan->table(b), cfg.layout, pos);
       EXPECT_EQ(cfg.layout.owner(slot), cfg.layout.owner(pos));
-      const dcp::gpu::KvView view = dcp::gpu::kv_view(spec, nullptr, nullptr, nullptr, nullptr,
-                                                      nullptr, plan->table(b));
+      const dcp::gpu::KvView view =
+          dcp::gpu::kv_view(spec, nullptr, nullptr, nullptr, nullptr, nullptr, plan->table(b));
       EXPECT_EQ(cfg.layout.row(slot), view.slot(cfg.layout.row(pos)));
     }
 }
