@@ -62,6 +62,18 @@ int64_t DcpInputs::request_of(int64_t t) const {
   return static_cast<int64_t>(it - cu_seqlens_q.begin()) - 1;
 }
 
+int64_t DcpInputs::longest_request() const {
+  int64_t most = 0;
+  for (int64_t b = 0; b < requests(); ++b) most = std::max(most, request_seq(b));
+  return most;
+}
+
+int64_t DcpInputs::shortest_request() const {
+  int64_t least = request_seq(0);
+  for (int64_t b = 1; b < requests(); ++b) least = std::min(least, request_seq(b));
+  return least;
+}
+
 namespace {
 
 // A batch's offsets, its paging and its shared prefix: what validate_inputs adds for a batch.
@@ -96,8 +108,7 @@ GpuStatus validate_batch(const DcpInputs& in, const DcpConfig& cfg) {
     return DCP_GPU_ERROR(
         "DcpInputs.chunks, physical_rows: set for a batch, whose requests write "
         "their own tokens into pages");
-  int64_t shortest = in.request_seq(0);
-  for (int64_t b = 1; b < in.requests(); ++b) shortest = std::min(shortest, in.request_seq(b));
+  const int64_t shortest = in.shortest_request();
   if (in.shared_prefix < 0 || in.shared_prefix > shortest)
     return DCP_GPU_ERROR("DcpInputs.shared_prefix: got ", in.shared_prefix, "; expected [0, ",
                          shortest, "], the shortest request's context");
@@ -210,8 +221,7 @@ namespace {
 // The rows a rank keeps for the context: in.physical_rows, or just enough for the longest request.
 int64_t spec_rows(const DcpInputs& in, const DcpLayout& lay) {
   if (in.physical_rows > 0) return in.physical_rows;
-  int64_t longest = 0;
-  for (int64_t b = 0; b < in.requests(); ++b) longest = std::max(longest, in.request_seq(b));
+  const int64_t longest = in.longest_request();
   const int64_t cycle = lay.interleave * lay.ranks;
   return (longest + cycle - 1) / cycle * lay.interleave;
 }
@@ -274,12 +284,10 @@ Result<PagePlan> plan_pages(const DcpInputs& in, const DcpConfig& cfg) {
   if (cfg.page_size % cfg.layout.interleave != 0)
     return DCP_GPU_ERROR("DcpConfig.page_size: got ", cfg.page_size,
                          "; expected a multiple of the interleave ", cfg.layout.interleave);
-  int64_t shortest = in.request_seq(0);
-  for (int64_t b = 0; b < in.requests(); ++b) {
+  for (int64_t b = 0; b < in.requests(); ++b)
     if (in.request_seq(b) < 0)
       return DCP_GPU_ERROR("kv cache: request ", b, " has ", in.request_seq(b), " keys");
-    shortest = std::min(shortest, in.request_seq(b));
-  }
+  const int64_t shortest = in.shortest_request();
   if (in.shared_prefix < 0 || in.shared_prefix > shortest)
     return DCP_GPU_ERROR("DcpInputs.shared_prefix: got ", in.shared_prefix, "; expected [0, ",
                          shortest, "]");
@@ -375,8 +383,7 @@ PartialAttentionParams rank_attention_params(const DcpInputs& in, const DcpConfi
   p.head0 = geo.group_head0(tp_rank);
   p.q_heads_total = d.q_heads;
   p.kv_heads_total = d.kv_heads;
-  int64_t longest = 0;
-  for (int64_t b = 0; b < in.requests(); ++b) longest = std::max(longest, in.request_seq(b));
+  const int64_t longest = in.longest_request();
   p.seq = longest;
   p.layout = cfg.layout;
   p.rank = geo.dcp_rank(tp_rank);

@@ -178,6 +178,9 @@ struct DcpInputs {
   }
   // The request of query token t.
   int64_t request_of(int64_t t) const;
+  // The longest request's context length (0 at least) and the shortest's.
+  int64_t longest_request() const;
+  int64_t shortest_request() const;
 };
 
 struct RankStepOutput {

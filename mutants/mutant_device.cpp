@@ -93,14 +93,18 @@ bool buggy_keys(Mutant m) {
           Mutant::split_boundary_duplicate, Mutant::global_lengths});
 }
 
+// The pages a request's block table holds: its leading entries before the -1 padding, of `stride`.
+int64_t pages_held(const int32_t* table, int64_t stride) {
+  int64_t held = 0;
+  while (held < stride && table[held] >= 0) ++held;
+  return held;
+}
+
 // The rows the rank's cache has room for in query t's request: its pages, or all rows unpaged.
 int64_t allocated_rows(const PartialAttentionParams& p, int64_t t) {
   const gpu::KvView kv = body::token_view(p, t);
   if (kv.block_table == nullptr) return kv.rows;
-  const int64_t pages = (kv.rows + kv.page - 1) / kv.page;
-  int64_t held = 0;
-  while (held < pages && kv.block_table[held] >= 0) ++held;
-  return held * kv.page;
+  return pages_held(kv.block_table, (kv.rows + kv.page - 1) / kv.page) * kv.page;
 }
 
 // The rank-local rows query t attends to, in order, as a kernel with bug m finds them.
@@ -345,10 +349,7 @@ GpuStatus MutantDevice::attention_with_args(PartialAttentionParams p) {
       if (p.req != nullptr) {
         tables.assign(p.req_tables, p.req_tables + in_.requests() * p.table_stride);
         const auto held = [&](int64_t b) {
-          int64_t n = 0;
-          while (n < p.table_stride && tables[static_cast<size_t>(b * p.table_stride + n)] >= 0)
-            ++n;
-          return n;
+          return pages_held(tables.data() + b * p.table_stride, p.table_stride);
         };
         const int64_t shared = in_.shared_prefix / p.kv.page;
         for (int64_t b = 1; b < in_.requests(); ++b)

@@ -28,6 +28,18 @@ bool gated(const DcpCheck& chk) {
 
 void set_current_case(std::string s) { g_current_case = std::move(s); }
 
+// A DCP check that is not inside the asserted tier fails the property with `message`, the case
+// line saying how: the backend refused (one of its own guards), the oracle could not judge, or
+// the bound (sound, or only the statistical one).
+void fail_unless_gated(const DcpCheck& chk, const std::string& message) {
+  if (gated(chk)) return;
+  set_current_case(current_case() + (chk.backend_error  ? " | backend error"
+                                     : chk.oracle_error ? " | oracle error"
+                                     : chk.pass         ? " | suspect"
+                                                        : " | bound violated"));
+  RC_FAIL(message);
+}
+
 std::string layout_case(const DcpLayout& l, const char* what, int64_t x) {
   return "N=" + std::to_string(l.ranks) + " I=" + std::to_string(l.interleave) + " " + what + "=" +
          std::to_string(x);
@@ -74,14 +86,7 @@ void dcp_path_property(const DcpBackend& backend, const DcpLimits& lim, CacheKin
   RC_CLASSIFY(s.cfg.layout.ranks > 8, "N > 8");
   RC_CLASSIFY(s.spec.seq < s.cfg.layout.ranks, "S < N");
   RC_CLASSIFY(s.cfg.strategy == gpu::CommStrategy::a2a, "a2a");
-  if (!gated(chk)) {
-    // How it failed: the backend refused (one of its own guards) or the oracle's bound.
-    set_current_case(current_case() + (chk.backend_error  ? " | backend error"
-                                       : chk.oracle_error ? " | oracle error"
-                                       : chk.pass         ? " | suspect"
-                                                          : " | bound violated"));
-    RC_FAIL(describe(s) + "\n" + chk.report + "pin: " + to_json(s).dump());
-  }
+  fail_unless_gated(chk, describe(s) + "\n" + chk.report + "pin: " + to_json(s).dump());
 }
 
 void dcp_batch_property(const DcpBackend& backend, const DcpLimits& lim) {
@@ -122,13 +127,7 @@ void dcp_batch_property(const DcpBackend& backend, const DcpLimits& lim) {
                    " Hkv=" + std::to_string(s.spec.kv_heads) + fp8_cache(s.spec));
   const DcpCheck chk = check_dcp_setup(s, backend);
   RC_CLASSIFY(s.shared_prefix >= cfg.page_size * n, "shares a page");
-  if (!gated(chk)) {
-    set_current_case(current_case() + (chk.backend_error  ? " | backend error"
-                                       : chk.oracle_error ? " | oracle error"
-                                       : chk.pass         ? " | suspect"
-                                                          : " | bound violated"));
-    RC_FAIL(describe(s) + "\n" + chk.report + "pin: " + to_json(s).dump());
-  }
+  fail_unless_gated(chk, describe(s) + "\n" + chk.report + "pin: " + to_json(s).dump());
 }
 
 void mla_slice_property() {
@@ -157,13 +156,7 @@ void mla_slice_property() {
                    " T=" + std::to_string(s.tokens) + " heads=" + std::to_string(s.heads) +
                    " kv_lora=" + std::to_string(s.kv_lora) + " rope=" + std::to_string(s.rope));
   const DcpCheck chk = check_mla(s, cfg);
-  if (!gated(chk)) {
-    set_current_case(current_case() + (chk.backend_error  ? " | backend error"
-                                       : chk.oracle_error ? " | oracle error"
-                                       : chk.pass         ? " | suspect"
-                                                          : " | bound violated"));
-    RC_FAIL(describe(s) + " | " + describe(cfg) + "\n" + chk.report);
-  }
+  fail_unless_gated(chk, describe(s) + " | " + describe(cfg) + "\n" + chk.report);
 }
 
 void layout_bijection_property() {
