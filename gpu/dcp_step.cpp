@@ -86,11 +86,20 @@ GpuStatus validate_batch(const DcpInputs& in, const DcpConfig& cfg) {
                          " elements; expected cu_seqlens_q's ", cq.size(), " (B + 1)");
   if (cq.front() != 0 || ck.front() != 0)
     return DCP_GPU_ERROR("tensors 'cu_seqlens_q', 'cu_seqlens_k': must start at 0");
+  const auto requests = static_cast<int64_t>(cq.size()) - 1;
+  if (in.retired < 0 || in.retired >= requests)
+    return DCP_GPU_ERROR("DcpInputs.retired: got ", in.retired, "; expected [0, ", requests,
+                         "), a live request at least");
   for (size_t b = 1; b < cq.size(); ++b) {
-    if (cq[b] <= cq[b - 1])
+    const bool live = static_cast<int64_t>(b) > in.retired;
+    if (live && cq[b] <= cq[b - 1])
       return DCP_GPU_ERROR("tensor 'cu_seqlens_q': element [", b, "] = ", cq[b],
                            "; expected more than element [", b - 1,
-                           "] (a query token per request)");
+                           "] (a query token per live request)");
+    if (!live && cq[b] != cq[b - 1])
+      return DCP_GPU_ERROR("tensor 'cu_seqlens_q': element [", b, "] = ", cq[b],
+                           "; expected element [", b - 1, "]'s ", cq[b - 1], " (request ", b - 1,
+                           " is retired: no query token)");
     if (ck[b] < ck[b - 1])
       return DCP_GPU_ERROR("tensor 'cu_seqlens_k': element [", b, "] = ", ck[b],
                            "; expected at least element [", b - 1, "]");
@@ -187,6 +196,9 @@ GpuStatus validate_inputs(const DcpInputs& in, const DcpConfig& cfg) {
   if (in.shared_prefix != 0 && !in.batched())
     return DCP_GPU_ERROR("DcpInputs.shared_prefix: got ", in.shared_prefix,
                          "; a shared prefix needs a batch (cu_seqlens_q, cu_seqlens_k)");
+  if (in.retired != 0 && !in.batched())
+    return DCP_GPU_ERROR("DcpInputs.retired: got ", in.retired,
+                         "; retired requests need a batch (cu_seqlens_q, cu_seqlens_k)");
   if (!in.sink.empty() && in.sink.size() != static_cast<size_t>(d.q_heads))
     return size_err("sink", in.sink.size(), d.q_heads);
   if (in.topk_k < 0) return DCP_GPU_ERROR("DcpInputs.topk_k: got ", in.topk_k, "; expected >= 0");
@@ -310,12 +322,24 @@ Result<PagePlan> plan_pages(const DcpInputs& in, const DcpConfig& cfg) {
   for (size_t i = 0; i < free_list.size(); ++i) free_list[i] = static_cast<int32_t>(i);
   for (size_t i = free_list.size(); i > 1; --i)  // Fisher-Yates
     std::swap(free_list[i - 1], free_list[static_cast<size_t>(next() % i)]);
-  size_t taken = 0;
+  if (in.retired < 0 || in.retired >= in.requests())
+    return DCP_GPU_ERROR("DcpInputs.retired: got ", in.retired, "; expected [0, ", in.requests(),
+                         ")");
+  size_t taken = 0, reused = 0;
+  // The next free page: a freed one while any is left (the last freed first), else a new one.
+  const auto next_page = [&] {
+    return reused < plan.freed.size() ? plan.freed[plan.freed.size() - ++reused]
+                                      : free_list[taken++];
+  };
   plan.tables.assign(static_cast<size_t>(in.requests() * plan.stride), -1);
   for (int64_t b = 0; b < in.requests(); ++b) {
+    if (b == in.retired && b > 0)  // the retired requests finish: their own pages are freed
+      for (int64_t r = 0; r < in.retired; ++r)
+        for (int64_t j = c.shared; j < c.pages[static_cast<size_t>(r)]; ++j)
+          plan.freed.push_back(plan.tables[static_cast<size_t>(r * plan.stride + j)]);
     int32_t* t = plan.tables.data() + b * plan.stride;
     for (int64_t j = 0; j < c.pages[static_cast<size_t>(b)]; ++j)
-      t[j] = j < c.shared && b > 0 ? plan.tables[static_cast<size_t>(j)] : free_list[taken++];
+      t[j] = j < c.shared && b > 0 ? plan.tables[static_cast<size_t>(j)] : next_page();
   }
   return plan;
 }

@@ -164,6 +164,12 @@ struct DcpInputs {
   // last and a decode append of the last.
   std::vector<int64_t> cu_seqlens_q, cu_seqlens_k;
   int64_t shared_prefix = 0;
+  // Requests [0, retired) finished in an earlier step: they hold no query token here (their
+  // cu_seqlens_q ranges are empty), their tokens were written, and then their pages were freed —
+  // all but the shared prefix's, which the live requests still hold — before the live requests
+  // took theirs. A freed page goes to the next request that needs one (plan_pages), stale rows
+  // and all, as an engine's allocator reuses blocks between steps.
+  int64_t retired = 0;
 
   bool batched() const { return !cu_seqlens_q.empty(); }
   int64_t requests() const { return batched() ? static_cast<int64_t>(cu_seqlens_q.size()) - 1 : 1; }
@@ -206,12 +212,15 @@ Result<KvCacheSpec> rank_cache_spec(const DcpInputs& in, const DcpConfig& cfg, i
 // Request b holds ceil(S_b / (P N)) pages in row b of `tables` (-1 past them): the shared
 // prefix's shared_pages whole pages first, the same for every request, then its own. Pages come
 // off a free list shuffled from cfg.page_seed, and the pool keeps one free page for every two
-// used: a fragmented pool, as an engine's allocator leaves it. Empty when not paged;
+// used: a fragmented pool, as an engine's allocator leaves it. The retired requests (DcpInputs)
+// take their pages first; their own pages then go back on the free list, in front, so the live
+// requests reuse them before any page never used. Empty when not paged;
 struct PagePlan {
   int64_t page_size = 0, pool_pages = 0;
   int64_t stride = 0;           // table entries per request: the longest request's pages
   int64_t shared_pages = 0;     // leading pages every request holds
   std::vector<int32_t> tables;  // [requests, stride]
+  std::vector<int32_t> freed;   // the retired requests' own pages, freed before the live ones'
   // Request b's table.
   const int32_t* table(int64_t b) const { return tables.data() + b * stride; }
   // The first position of request b it writes itself: 0 for request 0, after the shared pages

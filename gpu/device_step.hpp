@@ -66,16 +66,16 @@ struct DeviceCache {
 };
 
 // An empty cache of the spec on the device, with the dequantization scales of its KV heads and,
-// paged, its requests' block tables (kv_view.hpp; shared_pages: their shared prefix's): nothing
-// written.
+// paged, its requests' block tables (kv_view.hpp; shared_pages: their shared prefix's; retired:
+// the requests that freed their pages before the rest took theirs): nothing written.
 template <class Device>
 Result<DeviceCache<Device>> alloc_device_cache(Device& dev, const KvCacheSpec& spec,
                                                const KvScales& scales = {},
                                                const std::vector<int32_t>& block_tables = {},
-                                               int64_t shared_pages = 0) {
+                                               int64_t shared_pages = 0, int64_t retired = 0) {
   DCP_GPU_TRY(validate_cache_spec(spec));
   DCP_GPU_TRY(validate_cache_scales(spec, scales));
-  DCP_GPU_TRY(validate_block_tables(spec, block_tables, shared_pages));
+  DCP_GPU_TRY(validate_block_tables(spec, block_tables, shared_pages, retired));
   const KvCacheSizes n = kv_cache_bytes(spec);
   DCP_GPU_ASSIGN(k, dev.template alloc<uint8_t>(static_cast<size_t>(n.k)));
   DCP_GPU_ASSIGN(v, dev.template alloc<uint8_t>(static_cast<size_t>(n.v)));
@@ -128,15 +128,24 @@ inline int64_t first_unwritten_row(const std::vector<uint8_t>& flags, int64_t ro
 // Replays in's KV writes into the rank's cache on the device (one chunk's copy at a time: the
 // writes of make_chunks are at most a chunked-prefill's length; a batch's request writes all but
 // its last token at once), request by request in a batch, each from the first position it does
-// not share; checks that every row each request reads was written.
+// not share; frees the retired requests' pages when the first live request starts (their rows
+// keep their stale values; only their `written` flags are cleared); checks that every row each
+// live request reads was written.
 template <class Device>
 Result<DeviceCache<Device>> build_device_cache(Device& dev, const DcpInputs& in,
                                                const DcpConfig& cfg, int64_t tp_rank) {
   DCP_GPU_ASSIGN(spec, rank_cache_spec(in, cfg, tp_rank));
   DCP_GPU_ASSIGN(plan, plan_pages(in, cfg));
   DCP_GPU_ASSIGN(cache, alloc_device_cache(dev, spec, rank_kv_scales(in, spec), plan.tables,
-                                           plan.shared_pages));
+                                           plan.shared_pages, in.retired));
   for (int64_t b = 0; b < in.requests(); ++b) {
+    if (b == in.retired && !plan.freed.empty()) {  // the retired requests free their pages
+      DCP_GPU_ASSIGN(flags, dev.download(cache.written));
+      for (const int32_t page : plan.freed)
+        std::fill_n(flags.begin() + int64_t{page} * spec.page_size, spec.page_size, uint8_t{0});
+      DCP_GPU_ASSIGN(cleared, dev.upload(std::move(flags)));
+      cache.written = std::move(cleared);
+    }
     int64_t pos0 = plan.write_from(b, cfg.layout.ranks);
     for (const int64_t len : write_chunks(in, b, pos0)) {
       ChunkRows c = chunk_rows(in, spec, pos0, len, b);
@@ -151,10 +160,11 @@ Result<DeviceCache<Device>> build_device_cache(Device& dev, const DcpInputs& in,
     }
   }
   DCP_GPU_ASSIGN(flags, dev.download(cache.written));
-  for (int64_t b = 0; b < in.requests(); ++b) {
-    const int64_t missing =
-        first_unwritten_row(flags, cfg.layout.count(spec.rank, in.request_seq(b)),
-                            plan.tables.empty() ? nullptr : plan.table(b), spec.page_size);
+  DCP_GPU_ASSIGN(tables, dev.download(cache.block_table));  // as the readers will find the rows
+  for (int64_t b = in.retired; b < in.requests(); ++b) {
+    const int64_t missing = first_unwritten_row(
+        flags, cfg.layout.count(spec.rank, in.request_seq(b)),
+        tables.empty() ? nullptr : tables.data() + b * spec.table_pages(), spec.page_size);
     if (missing >= 0)
       return DCP_GPU_ERROR("kv cache: rank ", spec.rank, " row ", missing, " (position ",
                            cfg.layout.position(spec.rank, missing),

@@ -67,6 +67,12 @@ enum class Mutant : uint8_t {
   // A batch's paged-cache metadata, as engines build it (a radix cache's shared prefix).
   global_lengths,          // a rank reads as many rows as the request has global positions
   prefix_pages_without_n,  // a shared prefix counted in pages of P tokens, not virtual pages of P N
+  shared_pages_freed,      // a retired request frees the shared prefix's pages too (no reference
+                           // count): the next live request takes them and writes over the prefix
+  partial_page_shared,     // the prefix's last, partly filled page shared too: written twice,
+                           // each request's own tokens after the prefix over another's
+  block_table_by_position,  // the attention finds a row's page by its position / P, not its slot's
+                            // virtual page (row / P)
   // Tokens lost or doubled (the fp32 model).
   drop_token,       // the highest-scoring visible key of each row is skipped
   duplicate_token,  // ... or counted twice
@@ -123,6 +129,9 @@ inline constexpr MutantInfo kMutantCatalogue[] = {
     {Mutant::v_scale_twice, "v_scale_twice", "kv scales"},
     {Mutant::global_lengths, "global_lengths", "batch"},
     {Mutant::prefix_pages_without_n, "prefix_pages_without_n", "batch"},
+    {Mutant::shared_pages_freed, "shared_pages_freed", "batch"},
+    {Mutant::partial_page_shared, "partial_page_shared", "batch"},
+    {Mutant::block_table_by_position, "block_table_by_position", "batch"},
     {Mutant::drop_token, "drop_token", "tokens", kInModel},
     {Mutant::duplicate_token, "duplicate_token", "tokens", kInModel},
     {Mutant::lost_token, "lost_token", "tokens", kInModel},

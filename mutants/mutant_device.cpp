@@ -233,9 +233,15 @@ void buggy_attention(Mutant m, const PartialAttentionParams& p) {
 
 class MutantDevice : public gpu::HostDevice {
  public:
-  MutantDevice(gpu::Communicator& comm, Mutant m, const gpu::DcpInputs& in)
-      : HostDevice(&comm), m_(m), in_(in) {}
+  MutantDevice(gpu::Communicator& comm, Mutant m, const gpu::DcpInputs& in,
+               const gpu::DcpConfig& cfg)
+      : HostDevice(&comm), m_(m), in_(in), cfg_(cfg) {}
 
+  using HostDevice::upload;
+  // The cache's block tables (its one int32 upload) as an allocator with the bug writes them.
+  gpu::Result<Buffer<int32_t>> upload(const std::vector<int32_t>& host) {
+    return HostDevice::upload(buggy_tables(host));
+  }
   GpuStatus kv_write(const body::KvWrite& a);
   GpuStatus partial_attention(const PartialAttentionParams& p);
   GpuStatus agrs_scale(const body::AgRsScale<Schedule>& a);
@@ -248,9 +254,38 @@ class MutantDevice : public gpu::HostDevice {
   GpuStatus attention_with_keys(PartialAttentionParams p);
   void attention_buggy_split_merge(const PartialAttentionParams& p);
   void corrupt_empty_partials(const PartialAttentionParams& p) const;
+  std::vector<int32_t> buggy_tables(std::vector<int32_t> tables) const;
   Mutant m_;
   const gpu::DcpInputs& in_;
+  const gpu::DcpConfig& cfg_;
 };
+
+std::vector<int32_t> MutantDevice::buggy_tables(std::vector<int32_t> t) const {
+  if (t.empty() || !in_family(m_, {Mutant::shared_pages_freed, Mutant::partial_page_shared}))
+    return t;
+  const gpu::Result<gpu::PagePlan> plan = gpu::plan_pages(in_, cfg_);
+  if (!plan || plan->tables != t) return t;
+  const int64_t stride = plan->stride, shared = plan->shared_pages;
+  const auto held = [&](int64_t b) { return pages_held(t.data() + b * stride, stride); };
+  const auto entry = [&](int64_t b, int64_t j) -> int32_t& {
+    return t[static_cast<size_t>(b * stride + j)];
+  };
+  if (m_ == Mutant::shared_pages_freed && in_.retired > 0) {
+    // The shared pages freed last, so handed out first: the first live request with pages of its
+    // own takes them as its own.
+    for (int64_t b = in_.retired; b < in_.requests(); ++b) {
+      if (held(b) <= shared) continue;
+      for (int64_t i = 0; i < std::min(shared, held(b) - shared); ++i)
+        entry(b, shared + i) = entry(0, i);
+      break;
+    }
+  }
+  const int64_t virtual_page = cfg_.page_size * cfg_.layout.ranks;
+  if (m_ == Mutant::partial_page_shared && in_.shared_prefix % virtual_page != 0)
+    for (int64_t b = 1; b < in_.requests(); ++b)  // request 0's partly shared page in every table
+      if (held(0) > shared && held(b) > shared) entry(b, shared) = entry(0, shared);
+  return t;
+}
 
 // layout.hpp's share and inverse with the layout family's bugs, as a cache write uses them.
 GpuStatus MutantDevice::kv_write(const body::KvWrite& a) {
@@ -356,6 +391,30 @@ GpuStatus MutantDevice::attention_with_args(PartialAttentionParams p) {
           for (int64_t j = 0; j < std::min({shared, held(0), held(b)}); ++j)
             tables[static_cast<size_t>(b * p.table_stride + j)] = tables[static_cast<size_t>(j)];
         p.req_tables = tables.data();
+      }
+      break;
+    case Mutant::block_table_by_position:  // a table per row: pool row of page position / P
+      if (p.kv.block_table != nullptr) {
+        const int64_t P = p.kv.page,
+                      stride = p.req != nullptr ? p.table_stride : (p.kv.rows + P - 1) / P;
+        const int32_t* src = p.req != nullptr ? p.req_tables : p.kv.block_table;
+        const int64_t requests = p.req != nullptr ? in_.requests() : 1;
+        tables.assign(static_cast<size_t>(requests * stride * P), -1);
+        for (int64_t b = 0; b < requests; ++b) {
+          const int32_t* t = src + b * stride;
+          const int64_t pages = pages_held(t, stride);
+          for (int64_t r = 0; pages > 0 && r < stride * P; ++r) {
+            const int64_t page = std::min(p.layout.position(p.rank, r) / P, pages - 1);
+            tables[static_cast<size_t>(b * stride * P + r)] =
+                static_cast<int32_t>(t[page] * P + r % P);
+          }
+        }
+        p.kv.page = 1;
+        p.kv.block_table = tables.data();
+        if (p.req != nullptr) {
+          p.req_tables = tables.data();
+          p.table_stride = stride * P;
+        }
       }
       break;
     case Mutant::scale_missing:
@@ -555,7 +614,7 @@ bool planted_in_step(Mutant m) { return m != Mutant::none && (mutant_info(m).whe
 gpu::RankStep mutant_step(Mutant m) {
   return [m](gpu::Communicator& comm, const gpu::DcpInputs& in, const gpu::DcpConfig& cfg,
              int64_t tp_rank) -> gpu::Result<gpu::RankStepOutput> {
-    MutantDevice dev(comm, m, in);
+    MutantDevice dev(comm, m, in, cfg);
     return gpu::device_step(dev, in, cfg, tp_rank);
   };
 }

@@ -300,8 +300,11 @@ DcpCheck check_dcp(const Case& c, const gpu::DcpConfig& cfg, const std::vector<i
 }
 
 oracle::Expected<gpu::DcpInputs> to_dcp_batch_inputs(const std::vector<Case>& requests,
-                                                     int64_t shared_prefix) {
+                                                     const BatchSharing& sharing) {
   if (requests.empty()) return DCP_ERROR("batch: no requests");
+  if (sharing.retired < 0 || sharing.retired >= static_cast<int64_t>(requests.size()))
+    return DCP_ERROR("batch: ", sharing.retired, " retired requests; expected 0 .. ",
+                     requests.size() - 1, " (a live request at least)");
   std::vector<gpu::DcpInputs> parts;
   for (const Case& c : requests) parts.push_back(to_dcp_inputs(c, {}));
   const gpu::DcpInputs& first = parts.front();
@@ -311,7 +314,8 @@ oracle::Expected<gpu::DcpInputs> to_dcp_batch_inputs(const std::vector<Case>& re
   in.topk.clear();
   in.cu_seqlens_q = {0};
   in.cu_seqlens_k = {0};
-  in.shared_prefix = shared_prefix;
+  in.shared_prefix = sharing.shared_prefix;
+  in.retired = sharing.retired;
   const gpu::AttentionDims& d = first.dims;
   std::vector<uint8_t> k, v;
   const auto append = [](std::vector<uint8_t>& to, const gpu::KvSource& x) {
@@ -332,12 +336,15 @@ oracle::Expected<gpu::DcpInputs> to_dcp_batch_inputs(const std::vector<Case>& re
     if (r.scale != first.scale || r.causal != first.causal || r.window != first.window ||
         r.softcap != first.softcap || r.topk_k != first.topk_k)
       return differs("variant (scale, masks, softcap, top-k)");
-    in.q.insert(in.q.end(), r.q.begin(), r.q.end());
-    in.q_pos.insert(in.q_pos.end(), r.q_pos.begin(), r.q_pos.end());
-    in.topk.insert(in.topk.end(), r.topk.begin(), r.topk.end());
+    const bool live = static_cast<int64_t>(b) >= sharing.retired;
+    if (live) {
+      in.q.insert(in.q.end(), r.q.begin(), r.q.end());
+      in.q_pos.insert(in.q_pos.end(), r.q_pos.begin(), r.q_pos.end());
+      in.topk.insert(in.topk.end(), r.topk.begin(), r.topk.end());
+    }
     append(k, r.k);
     if (!d.shared_latent) append(v, r.v);
-    in.cu_seqlens_q.push_back(in.cu_seqlens_q.back() + r.dims.tokens);
+    in.cu_seqlens_q.push_back(in.cu_seqlens_q.back() + (live ? r.dims.tokens : 0));
     in.cu_seqlens_k.push_back(in.cu_seqlens_k.back() + r.seq);
   }
   in.dims.tokens = in.cu_seqlens_q.back();
@@ -354,11 +361,11 @@ oracle::Expected<gpu::DcpInputs> to_dcp_batch_inputs(const std::vector<Case>& re
   return in;
 }
 
-DcpCheck check_dcp_batch(const std::vector<Case>& requests, int64_t shared_prefix,
+DcpCheck check_dcp_batch(const std::vector<Case>& requests, const BatchSharing& sharing,
                          const gpu::DcpConfig& cfg, const DcpBackend& backend, bool check_partials,
                          const oracle::Watch& watch) {
   DcpCheck out;
-  oracle::Expected<gpu::DcpInputs> in = to_dcp_batch_inputs(requests, shared_prefix);
+  oracle::Expected<gpu::DcpInputs> in = to_dcp_batch_inputs(requests, sharing);
   if (!in) {
     out.oracle_error = true;
     out.report = in.status().message() + "\n";
@@ -370,20 +377,29 @@ DcpCheck check_dcp_batch(const std::vector<Case>& requests, int64_t shared_prefi
     out.report = "backend: " + run.status().message() + " (" + run.status().where() + ")\n";
     return out;
   }
-  return judge_dcp_batch(requests, cfg, *run, check_partials, backend.claim, watch);
+  return judge_dcp_batch(requests, sharing.retired, cfg, *run, check_partials, backend.claim,
+                         watch);
 }
 
-DcpCheck judge_dcp_batch(const std::vector<Case>& requests, const gpu::DcpConfig& cfg,
-                         const gpu::GroupRun& run, bool check_partials, const ClaimFn& claim,
-                         const oracle::Watch& watch) {
+DcpCheck judge_dcp_batch(const std::vector<Case>& requests, int64_t retired,
+                         const gpu::DcpConfig& cfg, const gpu::GroupRun& run, bool check_partials,
+                         const ClaimFn& claim, const oracle::Watch& watch) {
   DcpCheck out;
   out.pass = out.pass_statistical = true;
+  if (retired < 0 || retired >= static_cast<int64_t>(requests.size())) {
+    out.pass = out.pass_statistical = false;
+    out.oracle_error = true;
+    out.report = "batch: " + std::to_string(retired) + " retired of " +
+                 std::to_string(requests.size()) + " requests; a live request at least\n";
+    return out;
+  }
   // Request b's rows of the output and of every rank's partial: [t0, t1) of the first dimension.
   const auto rows = [](const std::vector<float>& x, int64_t width, int64_t t0, int64_t t1) {
     return std::vector<float>(x.begin() + t0 * width, x.begin() + t1 * width);
   };
   int64_t tokens = 0;
-  for (const Case& c : requests) tokens += c.tokens();
+  for (size_t b = static_cast<size_t>(retired); b < requests.size(); ++b)
+    tokens += requests[b].tokens();
   // The run's shapes, before any of it is sliced: O [T, Hq, Dv] and LSE [T, Hq] over the batch's
   // tokens, a partial of whole token rows on every rank.
   const Case& c0 = requests.front();
@@ -402,7 +418,7 @@ DcpCheck judge_dcp_batch(const std::vector<Case>& requests, const gpu::DcpConfig
   }
   std::string report;
   int64_t t0 = 0;
-  for (size_t b = 0; b < requests.size(); ++b) {
+  for (size_t b = static_cast<size_t>(retired); b < requests.size(); ++b) {
     const Case& c = requests[b];
     const int64_t t1 = t0 + c.tokens(), Hq = c.q_heads(), dv = c.v_dim;
     gpu::GroupRun rb;
@@ -424,7 +440,8 @@ DcpCheck judge_dcp_batch(const std::vector<Case>& requests, const gpu::DcpConfig
     std::istringstream lines(cb.report);
     for (std::string line; std::getline(lines, line);)
       report += "request " + std::to_string(b) + ": " + line + "\n";
-    if (b == 0 || cb.full.max_ratio() > out.full.max_ratio()) out.full = cb.full;
+    if (b == static_cast<size_t>(retired) || cb.full.max_ratio() > out.full.max_ratio())
+      out.full = cb.full;
   }
   out.report = report;
   return out;

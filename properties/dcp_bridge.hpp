@@ -103,24 +103,34 @@ DcpCheck judge_dcp(const oracle::Case& c, const gpu::DcpConfig& cfg, const gpu::
                    bool check_partials, const ClaimFn& claim = nullptr,
                    const oracle::Watch& watch = {});
 
+// What a batch's requests share and which of them finished (DcpInputs): every request's first
+// shared_prefix keys and values are request 0's; requests [0, retired) finished before the step
+// (their queries dropped, their pages freed and reused by the live ones).
+struct BatchSharing {
+  int64_t shared_prefix = 0;
+  int64_t retired = 0;
+};
+
 // A decode batch: one request per case (the same heads, dimensions, formats, scales, sink and
 // variant; each its own context, queries and top-k), every request's first shared_prefix keys
 // and values equal to request 0's. The production path's inputs for it (DcpInputs' batch: the
-// queries and contexts concatenated, cu_seqlens_q and cu_seqlens_k); the first difference from
-// request 0 is an error naming the request and the field.
+// live requests' queries and every request's context concatenated, cu_seqlens_q and
+// cu_seqlens_k); the first difference from request 0 is an error naming the request and the
+// field.
 oracle::Expected<gpu::DcpInputs> to_dcp_batch_inputs(const std::vector<oracle::Case>& requests,
-                                                     int64_t shared_prefix);
+                                                     const BatchSharing& sharing);
 
-// Runs the batch in one step (cfg paged) and judges each request's rows of the output and of every
-// rank's partial against the oracle of that request alone: its own logical sequence, whatever
-// pages the cache shares. The report's lines name the request.
-DcpCheck check_dcp_batch(const std::vector<oracle::Case>& requests, int64_t shared_prefix,
+// Runs the batch in one step (cfg paged) and judges each live request's rows of the output and of
+// every rank's partial against the oracle of that request alone: its own logical sequence,
+// whatever pages the cache shares or reuses. The report's lines name the request.
+DcpCheck check_dcp_batch(const std::vector<oracle::Case>& requests, const BatchSharing& sharing,
                          const gpu::DcpConfig& cfg, const DcpBackend& backend = nullptr,
                          bool check_partials = true, const oracle::Watch& watch = {});
 
-// Judges a finished batch run (its rows in the order of `requests`), as check_dcp_batch does.
-DcpCheck judge_dcp_batch(const std::vector<oracle::Case>& requests, const gpu::DcpConfig& cfg,
-                         const gpu::GroupRun& run, bool check_partials,
+// Judges a finished batch run (its rows those of requests [retired, B) in order), as
+// check_dcp_batch does.
+DcpCheck judge_dcp_batch(const std::vector<oracle::Case>& requests, int64_t retired,
+                         const gpu::DcpConfig& cfg, const gpu::GroupRun& run, bool check_partials,
                          const ClaimFn& claim = nullptr, const oracle::Watch& watch = {});
 
 std::string describe(const gpu::DcpConfig& cfg);

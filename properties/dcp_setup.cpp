@@ -92,6 +92,9 @@ oracle::Status validate_setup(const DcpSetup& s, const SetupNames& n) {
                        ": a shared prefix is a batch's; "
                        "give ",
                        n.batch);
+    if (s.retired != 0)
+      return DCP_ERROR(n.retired, " ", s.retired, ": retired requests are a batch's; give ",
+                       n.batch);
     return {};
   }
   if (static_cast<int64_t>(s.batch.size()) > kMaxBatch)
@@ -111,6 +114,9 @@ oracle::Status validate_setup(const DcpSetup& s, const SetupNames& n) {
   if (s.shared_prefix < 0 || s.shared_prefix > shortest)
     return DCP_ERROR(n.shared_prefix, " ", s.shared_prefix, ": expected 0 .. ", shortest,
                      ", the shortest request's context");
+  if (s.retired < 0 || s.retired >= static_cast<int64_t>(s.batch.size()))
+    return DCP_ERROR(n.retired, " ", s.retired, ": expected 0 .. ", s.batch.size() - 1,
+                     " (a live request at least)");
   return {};
 }
 
@@ -121,7 +127,7 @@ std::vector<oracle::Case> batch_cases(const DcpSetup& s) {
 
 DcpCheck check_dcp_setup(const DcpSetup& s, const DcpBackend& backend, const oracle::Watch& watch) {
   if (s.batch.empty()) return check_dcp(make_case(s.spec), s.cfg, s.chunks, backend, true, watch);
-  return check_dcp_batch(batch_cases(s), s.shared_prefix, s.cfg, backend, true, watch);
+  return check_dcp_batch(batch_cases(s), {s.shared_prefix, s.retired}, s.cfg, backend, true, watch);
 }
 
 std::string describe(const DcpSetup& s) {
@@ -131,6 +137,7 @@ std::string describe(const DcpSetup& s) {
     os << " | batch=";
     for (size_t b = 0; b < s.batch.size(); ++b) os << (b > 0 ? "," : "") << s.batch[b];
     os << " shared_prefix=" << s.shared_prefix;
+    if (s.retired > 0) os << " retired=" << s.retired;
   }
   return os.str();
 }
@@ -193,6 +200,7 @@ nlohmann::json to_json(const DcpSetup& s) {
   if (!s.batch.empty()) {  // absent: one request (entries pinned before batches read the same)
     out["batch"] = s.batch;
     out["shared_prefix"] = s.shared_prefix;
+    if (s.retired > 0) out["retired"] = s.retired;  // absent: none (pins before it read the same)
   }
   return out;
 }
@@ -323,7 +331,7 @@ oracle::Expected<DcpSetup> setup_from_json(const nlohmann::json& j) {
   DcpSetup s;
   const FieldReader top(j, "");
   DCP_TRY(top.object());
-  DCP_TRY(top.only({"spec", "config", "chunks", "batch", "shared_prefix"}));
+  DCP_TRY(top.only({"spec", "config", "chunks", "batch", "shared_prefix", "retired"}));
   DCP_TRY(top.present("spec"));
   const FieldReader c = top.child("spec");
   DCP_TRY(c.object());
@@ -429,6 +437,7 @@ oracle::Expected<DcpSetup> setup_from_json(const nlohmann::json& j) {
     DCP_TRY(top.get("batch", s.batch));
     DCP_TRY(top.get("shared_prefix", s.shared_prefix));
   }
+  if (top.has("retired")) DCP_TRY(top.get("retired", s.retired));  // absent: none
   DCP_TRY(validate_setup(s, kJsonNames));
   return s;
 }

@@ -31,6 +31,9 @@ struct DcpSetup {
   // the longest request's.
   std::vector<int64_t> batch;
   int64_t shared_prefix = 0;
+  // Requests [0, retired) of the batch finished before the step: written, then their pages freed
+  // and reused by the live ones (DcpInputs.retired); their queries are not run.
+  int64_t retired = 0;
 };
 
 // Runs the setup on the backend and judges it (check_dcp, or check_dcp_batch for a batch).
@@ -52,13 +55,15 @@ inline constexpr int64_t kMaxExtent = 1 << 20;        // T, Hq, Hkv, Dk, Dv
 struct SetupNames {
   const char *tokens, *q_heads, *kv_heads, *head_dim, *v_dim, *seq, *window, *softcap, *topk,
       *tp_size, *dcp_size, *interleave, *tile, *splits, *chunks, *merge, *page_size, *kv_scale,
-      *batch, *shared_prefix;
+      *batch, *shared_prefix, *retired;
 };
 inline constexpr SetupNames kJsonNames{
-    "spec.tokens",       "spec.q_heads",      "spec.kv_heads", "spec.head_dim", "spec.v_dim",
-    "spec.seq",          "spec.window",       "spec.softcap",  "spec.topk",     "config.tp_size",
-    "config.dcp_size",   "config.interleave", "config.tile",   "config.splits", "chunks",
-    "config.math.merge", "config.page_size",  "spec.kv_scale", "batch",         "shared_prefix"};
+    "spec.tokens",      "spec.q_heads",   "spec.kv_heads",   "spec.head_dim",
+    "spec.v_dim",       "spec.seq",       "spec.window",     "spec.softcap",
+    "spec.topk",        "config.tp_size", "config.dcp_size", "config.interleave",
+    "config.tile",      "config.splits",  "chunks",          "config.math.merge",
+    "config.page_size", "spec.kv_scale",  "batch",           "shared_prefix",
+    "retired"};
 
 // Whether the production path can run the setup and the oracle can state it: every range
 // above, the divisibility of heads and ranks, chunk writes of positive lengths summing to S, a

@@ -114,6 +114,10 @@ void dcp_batch_property(const DcpBackend& backend, const DcpLimits& lim) {
       *rc::gen::weightedOneOf<int64_t>({{1, rc::gen::just<int64_t>(0)},
                                         {2, rc::gen::inRange<int64_t>(0, shortest + 1)},
                                         {2, rc::gen::just<int64_t>(int64_t{shortest})}});
+  // Requests that finished before the step: written, then their pages freed and reused by the
+  // live ones, stale rows and all.
+  s.retired = *rc::gen::weightedOneOf<int64_t>(
+      {{2, rc::gen::just<int64_t>(0)}, {3, rc::gen::inRange<int64_t>(1, requests)}});
   s.spec.seq = *std::max_element(s.batch.begin(), s.batch.end());
   s.chunks = s.spec.seq > 0 ? std::vector<int64_t>{s.spec.seq} : std::vector<int64_t>{};
   if (cfg.math.exp == gpu::ExpImpl::poly3)  // as draw_kernel_math: at most 128 rescales a row
@@ -121,12 +125,14 @@ void dcp_batch_property(const DcpBackend& backend, const DcpLimits& lim) {
   std::string lens;
   for (const int64_t x : s.batch) lens += (lens.empty() ? "" : ",") + std::to_string(x);
   set_current_case("S=" + lens + " shared=" + std::to_string(s.shared_prefix) +
-                   " N=" + std::to_string(n) + " I=" + std::to_string(cfg.layout.interleave) +
+                   " retired=" + std::to_string(s.retired) + " N=" + std::to_string(n) +
+                   " I=" + std::to_string(cfg.layout.interleave) +
                    " page=" + std::to_string(cfg.page_size) + " tp=" + std::to_string(cfg.tp_size) +
                    " Hq=" + std::to_string(s.spec.q_heads) +
                    " Hkv=" + std::to_string(s.spec.kv_heads) + fp8_cache(s.spec));
   const DcpCheck chk = check_dcp_setup(s, backend);
   RC_CLASSIFY(s.shared_prefix >= cfg.page_size * n, "shares a page");
+  RC_CLASSIFY(s.retired > 0, "reuses freed pages");
   fail_unless_gated(chk, describe(s) + "\n" + chk.report + "pin: " + to_json(s).dump());
 }
 

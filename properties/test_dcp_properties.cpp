@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "gpu/comm/comm_threads.hpp"
+#include "gpu/host/host_device.hpp"
 #include "properties/dcp_bridge.hpp"
 #include "properties/pinned.hpp"
 #include "properties/rc_gen.hpp"
@@ -226,7 +227,7 @@ TEST(DcpHostPath, BadBatchesAreOneLineErrors) {
   cfg.tp_size = 2;
   cfg.layout = {2, 1};
   cfg.page_size = 4;
-  const gpu::DcpInputs good = *to_dcp_batch_inputs(cases, 20);
+  const gpu::DcpInputs good = *to_dcp_batch_inputs(cases, {20});
   ASSERT_TRUE(gpu::run_dcp_threads(good, cfg).ok());
   const auto refused = [&](const gpu::DcpInputs& in, const gpu::DcpConfig& c,
                            const std::string& needle) {
@@ -247,15 +248,20 @@ TEST(DcpHostPath, BadBatchesAreOneLineErrors) {
   in = good;
   in.cu_seqlens_q = {0, 3, 3};
   refused(in, cfg, "tensor 'cu_seqlens_q': element [2] = 3; expected more than element [1]");
+  in = good;
+  in.retired = 2;
+  refused(in, cfg, "DcpInputs.retired: got 2; expected [0, 2), a live request at least");
+  in.retired = 1;  // request 0 retired, yet holding a query token
+  refused(in, cfg, "tensor 'cu_seqlens_q': element [1] = 1; expected element [0]'s 0");
   // Request 1's prefix must be request 0's: the one copy the cache keeps says so.
   std::vector<oracle::Case> other = cases;
   other[1].k.data[5 * 8] += 1.0;  // position 5 (Hkv 1, Dk 8)
-  refused(*to_dcp_batch_inputs(other, 20), cfg,
+  refused(*to_dcp_batch_inputs(other, {20}), cfg,
           "tensor 'k': request 1 position 5 differs from request 0's inside the shared prefix");
   // Scales and sinks are the batch's: requests that disagree are refused before anything runs.
   other = cases;
   other[1].sink = {1.0, 2.0};
-  const oracle::Expected<gpu::DcpInputs> mixed = to_dcp_batch_inputs(other, 20);
+  const oracle::Expected<gpu::DcpInputs> mixed = to_dcp_batch_inputs(other, {20});
   ASSERT_FALSE(mixed.ok());
   EXPECT_NE(mixed.status().message().find("request 1's sink differs"), std::string::npos);
 
@@ -270,12 +276,60 @@ TEST(DcpHostPath, BadBatchesAreOneLineErrors) {
   EXPECT_EQ(back->batch, s.batch);
   EXPECT_EQ(back->shared_prefix, 20);
   EXPECT_TRUE(check_dcp_setup(*back).pass);
+  s.retired = 1;
+  const oracle::Expected<DcpSetup> retired = setup_from_json(to_json(s));
+  ASSERT_TRUE(retired.ok()) << retired.status().message();
+  EXPECT_EQ(retired->retired, 1);
+  EXPECT_TRUE(check_dcp_setup(*retired).pass);
+  s.retired = 2;
+  EXPECT_NE(validate_setup(s, kJsonNames).message().find("retired 2: expected 0 .. 1"),
+            std::string::npos);
+  s.retired = 0;
   s.cfg.page_size = 0;
   const oracle::Status st = validate_setup(s, kJsonNames);
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("batch: a batch in one step keeps its requests in a paged pool"),
             std::string::npos)
       << st.message();
+}
+
+// A retired request's pages are reused by the live ones with their stale rows: the live
+// requests' outputs stay within their oracles' bounds, the rows nobody rewrote still hold the
+// retired request's values, and only their `written` flags are cleared.
+TEST(DcpHostPath, ReusedPagesKeepStaleRowsAndTheLiveRequestsIgnoreThem) {
+  CaseSpec spec;
+  spec.q_heads = 2;
+  spec.kv_heads = 1;
+  spec.seq = 60;
+  gpu::DcpConfig cfg;
+  cfg.tp_size = 2;
+  cfg.layout = {2, 1};
+  cfg.page_size = 4;  // virtual pages of 8 slots
+  const std::vector<oracle::Case> cases = make_batch_cases(spec, {60, 21, 13}, {1, 1, 1}, 10);
+  const BatchSharing sharing{.shared_prefix = 10, .retired = 1};
+  EXPECT_TRUE(check_dcp_batch(cases, sharing, cfg).pass);
+  const gpu::DcpInputs in = *to_dcp_batch_inputs(cases, sharing);
+  const gpu::PagePlan plan = *gpu::plan_pages(in, cfg);
+  ASSERT_FALSE(plan.freed.empty());
+  gpu::HostDevice dev(nullptr);
+  gpu::Result<gpu::HostKvCache> cache = gpu::build_device_cache(dev, in, cfg, 0);
+  ASSERT_TRUE(cache.ok()) << cache.status().message();
+  // Pool rows of rank 0 the live requests write: their own pages' rows below their lengths.
+  std::vector<char> live(static_cast<size_t>(cache->spec.pool_rows()), 0);
+  for (int64_t b = 1; b < 3; ++b)
+    for (int64_t r = 0; r < cfg.layout.count(0, in.request_seq(b)); ++r)
+      live[static_cast<size_t>(cache->view(b).slot(r))] = 1;
+  gpu::KvView pool = cache->view();  // addressed by pool row
+  pool.block_table = nullptr;
+  int64_t stale = 0;
+  for (const int32_t page : plan.freed)
+    for (int64_t x = 0; x < cfg.page_size; ++x) {
+      const int64_t row = int64_t{page} * cfg.page_size + x;
+      if (live[static_cast<size_t>(row)]) continue;
+      EXPECT_EQ(cache->written[static_cast<size_t>(row)], 0) << "pool row " << row;
+      stale += pool.key(row, 0, 0) != 0.0f ? 1 : 0;
+    }
+  EXPECT_GT(stale, 0);  // request 0's values, left where a live request does not write
 }
 
 // Every term of the kernels' arithmetic is stated: the path run with one KernelMath choice and

@@ -72,12 +72,29 @@ contains "$tmp/err" "--shared-prefix 8: a shared prefix is a batch's in one step
 expect 2 "run, a shared prefix longer than a request" -- "$bin" run --seq 100 --batch 2 \
   --page-size 2 --shared-prefix 90
 contains "$tmp/err" "--shared-prefix 90: expected 0 .. 75" "run, shared prefix: the range"
+# Requests that finished before the step: their pages freed and reused by the live ones.
+expect 0 "run, paged batch with retired requests" -- "$bin" run --seq 400 --dcp-size 2 \
+  --batch 3 --page-size 8 --shared-prefix 100 --retired 2 --cases 2
+contains "$tmp/out" "+page8+prefix100+retired2" "run, retired: the variant names them"
+contains "$tmp/out" "# run: OK" "run, retired verdict"
+expect 2 "run, retired without a paged batch" -- "$bin" run --batch 2 --retired 1
+contains "$tmp/err" "--retired 1: retired requests are a batch's in one step" \
+  "run, retired: the error names the flag"
+expect 2 "run, every request retired" -- "$bin" run --batch 2 --page-size 4 --retired 2
+contains "$tmp/err" "--retired 2: expected 0 .. 1 (a live request at least)" "run, retired: the range"
 # layout prints a paged allocation and checks it.
 expect 0 "layout, paged allocation" -- "$bin" layout --dcp-size 2 --seq 24 --page-size 2 \
   --batch 3 --shared-prefix 9 --len 0
 contains "$tmp/out" "a pool of 17 pages a rank (2 shared)" "layout, paged: pool pages by hand"
 contains "$tmp/out" "# paged: 0 of 60 tokens misplaced" "layout, paged: every token placed"
 contains "$tmp/out" "OK shared" "layout, paged: shared pages marked"
+expect 0 "layout, retired requests' pages reused" -- "$bin" layout --dcp-size 2 --seq 24 \
+  --page-size 2 --batch 3 --shared-prefix 9 --retired 1 --len 0
+contains "$tmp/out" "OK reused" "layout, retired: reused pages marked"
+contains "$tmp/out" "# paged: 0 of 60 tokens misplaced" "layout, retired: every token placed"
+expect 2 "layout, every request retired" -- "$bin" layout --seq 24 --page-size 2 --batch 2 \
+  --retired 2
+contains "$tmp/err" "--retired 2: expected fewer than --batch 2" "layout, retired: the range"
 expect 2 "layout, a page not a multiple of I" -- "$bin" layout --interleave 2 --seq 8 --page-size 3
 contains "$tmp/err" "--page-size 3 is not a multiple of --interleave 2" "layout, paged: page size"
 expect 0 "run, tf32 over a2a" -- "$bin" run --dcp-size 4 --comm-backend a2a --tf32 --p-cast f16 --partial-dtype f16 --sink --quiet

@@ -135,6 +135,7 @@ constexpr FieldFlag kFieldFlags[] = {
     {"AttentionDims.head_dim", "--head-dim"},
     {"AttentionDims.v_dim", "--v-dim"},
     {"DcpInputs.shared_prefix", "--shared-prefix"},
+    {"DcpInputs.retired", "--retired"},
     {"DcpConfig.page_size", "--page-size"},
     {"DcpInputs.seq", "--seq"},
     {"DcpInputs.topk_k", "--topk"},

@@ -77,7 +77,8 @@ inline constexpr props::SetupNames kFlagNames{
     "--tokens",      "--heads",      "--kv-heads", "--head-dim", "--v-dim",
     "--seq",         "--window",     "--softcap",  "--topk",     "--tp-size",
     "--dcp-size",    "--interleave", "--tile",     "--splits",   "the chunk writes",
-    "--merge-dtype", "--page-size",  "--kv-scale", "--batch",    "--shared-prefix"};
+    "--merge-dtype", "--page-size",  "--kv-scale", "--batch",    "--shared-prefix",
+    "--retired"};
 std::string in_flag_terms(std::string message);
 
 }  // namespace dcp::tools

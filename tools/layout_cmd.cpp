@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -31,7 +32,7 @@ struct LayoutOptions {
   int64_t offset = 0;      // a, the chunk's first global position
   std::optional<int64_t> len, seq;
   // A paged allocation of --batch requests of contexts from S/2 to S (as `run` makes them).
-  int64_t page_size = 0, batch = 1, shared_prefix = 0;
+  int64_t page_size = 0, batch = 1, shared_prefix = 0, retired = 0;
   uint64_t page_seed = 1;
 };
 
@@ -151,13 +152,14 @@ std::optional<int64_t> print_paged(const LayoutOptions& o, const gpu::DcpLayout&
     in.cu_seqlens_q = {0};
     in.cu_seqlens_k = {0};
     for (int64_t b = 0; b < o.batch; ++b) {
-      in.cu_seqlens_q.push_back(b + 1);
+      in.cu_seqlens_q.push_back(std::max<int64_t>(0, b + 1 - o.retired));  // retired: no query
       in.cu_seqlens_k.push_back(in.cu_seqlens_k.back() + context_of(*o.seq, b, o.batch));
     }
     in.seq = in.cu_seqlens_k.back();
   }
   total = in.seq;
   in.shared_prefix = o.shared_prefix;
+  in.retired = o.retired;
   gpu::DcpConfig cfg;
   cfg.layout = lay;
   cfg.tp_size = lay.ranks;
@@ -172,6 +174,9 @@ std::optional<int64_t> print_paged(const LayoutOptions& o, const gpu::DcpLayout&
           "interleave blocks)";
   else if (o.shared_prefix > 0 && o.batch < 2)
     why = "--shared-prefix " + std::to_string(o.shared_prefix) + ": needs --batch of at least 2";
+  else if (o.retired > 0 && o.retired >= o.batch)
+    why = "--retired " + std::to_string(o.retired) + ": expected fewer than --batch " +
+          std::to_string(o.batch) + " (a live request at least)";
   else if (o.shared_prefix > shortest)
     why = "--shared-prefix " + std::to_string(o.shared_prefix) +
           ": more than the shortest "
@@ -192,6 +197,9 @@ std::optional<int64_t> print_paged(const LayoutOptions& o, const gpu::DcpLayout&
   const int64_t P = plan->page_size, virtual_page = P * lay.ranks;
   out << "# paged allocation: " << o.batch << " request(s) of S_b = S - floor(b S / (2 B)) tokens"
       << (o.shared_prefix > 0 ? ", sharing the first " + std::to_string(o.shared_prefix) : "")
+      << (o.retired > 0 ? ", the first " + std::to_string(o.retired) +
+                              " retired (their own pages freed, then reused)"
+                        : "")
       << "; pages of P=" << P << " rows, virtual pages of P N = " << virtual_page
       << " slots; a pool of " << plan->pool_pages << " pages a rank (" << plan->shared_pages
       << " shared), in an order drawn from --page-seed " << o.page_seed << "\n"
@@ -209,7 +217,12 @@ std::optional<int64_t> print_paged(const LayoutOptions& o, const gpu::DcpLayout&
   // (rank, pool row) -> the (request, position) it holds: at most kMaxTableLen entries.
   std::map<std::pair<int64_t, int64_t>, std::pair<int64_t, int64_t>> held;
   int64_t wrong = 0;
+  const std::set<int32_t> freed(plan->freed.begin(), plan->freed.end());
   for (int64_t b = 0; b < in.requests(); ++b) {
+    if (b == in.retired)  // the retired requests' own pages are free again: drop their tokens
+      std::erase_if(held, [&](const auto& e) {
+        return e.second.second >= plan->shared_pages * virtual_page;
+      });
     const int32_t* table = plan->table(b);
     gpu::KvView view;
     view.block_table = table;
@@ -225,7 +238,11 @@ std::optional<int64_t> print_paged(const LayoutOptions& o, const gpu::DcpLayout&
       t.print_row(out, {std::to_string(b), std::to_string(pos), std::to_string(slot),
                         std::to_string(owner), std::to_string(pos / virtual_page),
                         std::to_string(table[pos / virtual_page]), std::to_string(pool_row),
-                        ok ? (shared_page && b > 0 ? "OK shared" : "OK") : "WRONG"});
+                        !ok                                      ? "WRONG"
+                        : b < in.retired                         ? "OK retired"
+                        : shared_page && b > 0                   ? "OK shared"
+                        : freed.count(table[pos / virtual_page]) ? "OK reused"
+                                                                 : "OK"});
     }
   }
   out << "# paged: " << wrong << " of " << total
@@ -239,8 +256,9 @@ int run_layout(const LayoutOptions& o, std::ostream& out, std::ostream& err) {
     err << "dcp-verify layout: --page-size: needs --seq, the context it allocates\n";
     return kExitBadInput;
   }
-  if (o.page_size == 0 && (o.batch > 1 || o.shared_prefix > 0)) {
-    err << "dcp-verify layout: --batch, --shared-prefix: a paged allocation's; give --page-size\n";
+  if (o.page_size == 0 && (o.batch > 1 || o.shared_prefix > 0 || o.retired > 0)) {
+    err << "dcp-verify layout: --batch, --shared-prefix, --retired: a paged allocation's; give "
+           "--page-size\n";
     return kExitBadInput;
   }
   const gpu::DcpLayout lay{o.ranks, o.interleave};
@@ -298,6 +316,11 @@ Command add_layout_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--shared-prefix", o->shared_prefix,
                   "L, tokens the requests share (their whole virtual pages are held once)")
+      ->check(int_in(0, kMaxTableLen))
+      ->capture_default_str();
+  cmd->add_option("--retired", o->retired,
+                  "R, the first requests of the batch, finished: their own pages freed and "
+                  "reused by the rest")
       ->check(int_in(0, kMaxTableLen))
       ->capture_default_str();
   cmd->add_option("--page-seed", o->page_seed, "The pool's shuffled order")

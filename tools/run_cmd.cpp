@@ -224,6 +224,10 @@ const std::vector<CaseFlag>& case_flag_table() {
        "L, tokens every request of a --batch in one step shares (a radix cache's match: its whole "
        "pages are kept once)",
        &CaseOptions::shared_prefix, 0, kSeq},
+      {"--retired",
+       "R, the first requests of a --batch in one step that finished before it: written, then "
+       "their pages freed and reused by the live ones (their queries not run)",
+       &CaseOptions::retired, 0, static_cast<double>(kMaxBatch)},
       {"--tokens", "T, query tokens per request", &CaseOptions::tokens, 1, kExtent},
       {"--heads", "Hq, query heads of the model", &CaseOptions::heads, 1, kExtent},
       {"--kv-heads", "Hkv, KV heads (divides Hq)", &CaseOptions::kv_heads, 1, kExtent},
@@ -457,9 +461,15 @@ oracle::Expected<RunCase> configured_case(const CaseOptions& o, uint64_t seed, i
                      ": a shared prefix is a batch's "
                      "in one step; give ",
                      names.batch, " of at least 2 and ", names.page_size);
+  rc.retired = pick(o.retired, int64_t{0});
+  if (rc.retired > 0 && !rc.one_step)
+    return DCP_ERROR(names.retired, " ", rc.retired,
+                     ": retired requests are a batch's in one step; give ", names.batch,
+                     " of at least 2 and ", names.page_size);
   if (rc.one_step) {
     DCP_TRY(props::validate_setup(batch_step(rc), names));
     if (rc.shared_prefix > 0) rc.variant += "+prefix" + std::to_string(rc.shared_prefix);
+    if (rc.retired > 0) rc.variant += "+retired" + std::to_string(rc.retired);
   }
   return rc;
 }
@@ -497,6 +507,7 @@ DcpSetup batch_step(const RunCase& rc) {
   DcpSetup r = rc.setup;
   for (int64_t b = 0; b < rc.batch; ++b) r.batch.push_back(request_seq(rc, b));
   r.shared_prefix = rc.shared_prefix;
+  r.retired = rc.retired;
   return r;
 }
 
@@ -833,7 +844,7 @@ RequestResult MpiRunner::run(const DcpSetup& s, size_t row, const oracle::Watch&
   const oracle::Case c =
       s.batch.empty() ? props::make_case(s.spec, props::KvHolding::stored) : oracle::Case{};
   oracle::Expected<gpu::DcpInputs> batched = gpu::DcpInputs{};
-  if (!cases.empty()) batched = props::to_dcp_batch_inputs(cases, s.shared_prefix);
+  if (!cases.empty()) batched = props::to_dcp_batch_inputs(cases, {s.shared_prefix, s.retired});
   if (!batched) {
     out.code = kExitBadInput;
     out.refusal = "row " + std::to_string(row) + ": " + batched.status().message();
@@ -858,9 +869,9 @@ RequestResult MpiRunner::run(const DcpSetup& s, size_t row, const oracle::Watch&
     out.code = kExitFail;
     why = where + run.status().message();
   } else if (run->root) {
-    out.chk = cases.empty()
-                  ? props::judge_dcp(c, s.cfg, run->group, true, nullptr, watch)
-                  : props::judge_dcp_batch(cases, s.cfg, run->group, true, nullptr, watch);
+    out.chk = cases.empty() ? props::judge_dcp(c, s.cfg, run->group, true, nullptr, watch)
+                            : props::judge_dcp_batch(cases, s.retired, s.cfg, run->group, true,
+                                                     nullptr, watch);
     if (out.chk.oracle_error) {
       out.code = kExitBadInput;  // not the implementation's fault: the oracle cannot bound it
       why = "row " + std::to_string(row) + ": the oracle cannot judge this case: " +

@@ -30,7 +30,7 @@ namespace dcp::tools {
 struct CaseOptions {
   std::optional<std::string> preset;
   std::optional<int64_t> dcp_size, tp_size, interleave, seq, batch, tokens, heads, kv_heads,
-      head_dim, v_dim, window, topk, splits, tile, page_size, shared_prefix;
+      head_dim, v_dim, window, topk, splits, tile, page_size, shared_prefix, retired;
   std::optional<double> softcap;
   std::optional<std::string> comm_backend, lse_base, dtype, kv_dtype, kv_scale, out_dtype, order;
   // The kernels' arithmetic (gpu/kernels/kernel_math.hpp).
@@ -64,9 +64,10 @@ struct RunCase {
   std::string variant;
   int64_t batch = 1;
   // The batch runs in one step over one paged pool (--page-size with --batch > 1), its requests
-  // sharing their first shared_prefix tokens.
+  // sharing their first shared_prefix tokens; the first `retired` finished before the step.
   bool one_step = false;
   int64_t shared_prefix = 0;
+  int64_t retired = 0;
 };
 
 // Registers the case-shaping flags on a subcommand.

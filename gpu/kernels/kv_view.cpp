@@ -31,7 +31,7 @@ GpuStatus validate_cache_spec(const KvCacheSpec& s) {
 }
 
 GpuStatus validate_block_tables(const KvCacheSpec& spec, const std::vector<int32_t>& tables,
-                                int64_t shared_pages) {
+                                int64_t shared_pages, int64_t retired) {
   const int64_t stride = spec.table_pages();
   if (spec.page_size <= 0 || stride == 0) {
     if (!tables.empty())
@@ -45,6 +45,12 @@ GpuStatus validate_block_tables(const KvCacheSpec& spec, const std::vector<int32
                          " rows / page_size ", spec.page_size, ")) per request");
   if (shared_pages < 0 || shared_pages > stride)
     return DCP_GPU_ERROR("kv cache: ", shared_pages, " shared pages outside [0, ", stride, "]");
+  if (retired < 0 || (retired > 0 && retired >= static_cast<int64_t>(tables.size()) / stride))
+    return DCP_GPU_ERROR("kv cache: ", retired, " retired requests; expected fewer than the ",
+                         static_cast<int64_t>(tables.size()) / stride, " tables");
+  // Who holds each page: kRetired, kLive (a retired request's page freed and reused by a live
+  // one holds both), or both as a shared page.
+  constexpr char kRetired = 1, kLive = 2;
   std::vector<char> used(static_cast<size_t>(spec.pool_pages), 0);
   for (size_t i = 0; i < tables.size(); ++i) {
     const int64_t b = static_cast<int64_t>(i) / stride, j = static_cast<int64_t>(i) % stride;
@@ -65,9 +71,11 @@ GpuStatus validate_block_tables(const KvCacheSpec& spec, const std::vector<int32
                              tables[static_cast<size_t>(j)]);
       if (b > 0) continue;
     }
-    if (used[static_cast<size_t>(p)]++)
+    const char holder = j < shared_pages ? kRetired | kLive : b < retired ? kRetired : kLive;
+    if (used[static_cast<size_t>(p)] & holder)
       return DCP_GPU_ERROR("kv cache: block table [", b, ", ", j, "] = ", p,
                            ", a page already holding other rows");
+    used[static_cast<size_t>(p)] |= holder;
   }
   return {};
 }

@@ -70,9 +70,11 @@ GpuStatus validate_cache_scales(const KvCacheSpec& spec, const KvScales& scales)
 
 // Checks a paged cache's block tables [requests, spec.table_pages()] (empty when the cache is not
 // paged): each row a request's pool pages, then -1; the first shared_pages entries request 0's in
-// every row (a shared prefix's pages); every other page in one place only.
+// every row (a shared prefix's pages); every other page in one place only among the first
+// `retired` rows (requests that finished and freed their pages) and in one place only among the
+// rest (a freed page may be held again by a live request, never a shared one).
 GpuStatus validate_block_tables(const KvCacheSpec& spec, const std::vector<int32_t>& tables,
-                                int64_t shared_pages = 0);
+                                int64_t shared_pages = 0, int64_t retired = 0);
 
 // Element addressing of one rank's cache in some device's memory: k [rows, kv_heads, head_dim],
 // v [rows, kv_heads, v_head_stride] of which the first v_dim are V (v == k, v_head_stride ==

@@ -119,6 +119,44 @@ TEST(PagedCache, ABatchSharesThePrefixsWholeVirtualPagesOnly) {
     }
 }
 
+// The same batch with request 0 retired before the step: its own pages (all but the shared one)
+// are freed and handed to the live requests first, the last freed first; the shared page stays.
+TEST(PagedCache, ARetiredRequestsPagesAreReusedButNotTheSharedOnes) {
+  dcp::gpu::DcpConfig cfg;
+  cfg.layout = {2, 1};
+  cfg.page_size = 3;
+  cfg.page_seed = 7;
+  dcp::gpu::DcpInputs in;
+  in.cu_seqlens_q = {0, 0, 1, 2};
+  in.cu_seqlens_k = {0, 20, 33, 40};
+  in.seq = 40;
+  in.shared_prefix = 7;
+  in.retired = 1;
+  const dcp::gpu::Result<dcp::gpu::PagePlan> plan = dcp::gpu::plan_pages(in, cfg);
+  ASSERT_TRUE(plan.ok());
+  const int32_t* r0 = plan->table(0);
+  EXPECT_EQ(plan->freed, (std::vector<int32_t>{r0[1], r0[2], r0[3]}));
+  EXPECT_EQ(plan->table(1)[0], r0[0]);  // the shared page, still held
+  EXPECT_EQ(plan->table(1)[1], r0[3]);  // request 1's own pages: the freed ones, last first
+  EXPECT_EQ(plan->table(1)[2], r0[2]);
+  EXPECT_EQ(plan->table(2)[0], r0[0]);
+  EXPECT_EQ(plan->table(2)[1], r0[1]);
+  KvCacheSpec spec = paged_spec();
+  spec.pool_pages = plan->pool_pages;
+  EXPECT_TRUE(dcp::gpu::validate_block_tables(spec, plan->tables, plan->shared_pages, 1).ok());
+  // Read as if no request had retired, the reuse is a page held twice; a live request holding a
+  // shared page as its own is refused whatever retired.
+  EXPECT_FALSE(dcp::gpu::validate_block_tables(spec, plan->tables, plan->shared_pages, 0).ok());
+  std::vector<int32_t> bad = plan->tables;
+  bad[static_cast<size_t>(plan->stride + 1)] = r0[0];
+  const dcp::gpu::GpuStatus st = dcp::gpu::validate_block_tables(spec, bad, plan->shared_pages, 1);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("block table [1, 1]"), std::string::npos) << st.message();
+  // Every request retired, or none live: refused by name.
+  in.retired = 3;
+  EXPECT_FALSE(dcp::gpu::plan_pages(in, cfg).ok());
+}
+
 TEST(PagedCache, AViewAddressesRowRInPageTableOfRByPSlot) {
   const KvCacheSpec s = paged_spec();
   const std::vector<int32_t> table = {5, 0, 3, 1};
