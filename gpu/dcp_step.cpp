@@ -303,6 +303,9 @@ Result<PagePlan> plan_pages(const DcpInputs& in, const DcpConfig& cfg) {
   if (in.shared_prefix < 0 || in.shared_prefix > shortest)
     return DCP_GPU_ERROR("DcpInputs.shared_prefix: got ", in.shared_prefix, "; expected [0, ",
                          shortest, "]");
+  if (in.retired < 0 || in.retired >= in.requests())
+    return DCP_GPU_ERROR("DcpInputs.retired: got ", in.retired, "; expected [0, ", in.requests(),
+                         ")");
   const PageCounts c = page_counts(in, cfg);
   plan.page_size = cfg.page_size;
   plan.pool_pages = c.used + (c.used + 1) / 2;
@@ -322,9 +325,6 @@ Result<PagePlan> plan_pages(const DcpInputs& in, const DcpConfig& cfg) {
   for (size_t i = 0; i < free_list.size(); ++i) free_list[i] = static_cast<int32_t>(i);
   for (size_t i = free_list.size(); i > 1; --i)  // Fisher-Yates
     std::swap(free_list[i - 1], free_list[static_cast<size_t>(next() % i)]);
-  if (in.retired < 0 || in.retired >= in.requests())
-    return DCP_GPU_ERROR("DcpInputs.retired: got ", in.retired, "; expected [0, ", in.requests(),
-                         ")");
   size_t taken = 0, reused = 0;
   // The next free page: a freed one while any is left (the last freed first), else a new one.
   const auto next_page = [&] {

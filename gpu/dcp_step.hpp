@@ -23,6 +23,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string_view>
@@ -69,6 +70,11 @@ struct DcpConfig {
   // (plan_pages): a fragmented pool, as an engine's block allocator leaves it.
   int64_t page_size = 0;
   uint64_t page_seed = 0;
+  // Polled between the step's KV writes and kernels, and by the host device between the
+  // attention's rows, from every rank's thread at once (so it must be safe to call that way):
+  // once it says true, the step ends with an error saying where (the CLI's Ctrl-C). Empty: the
+  // step runs to its end.
+  std::function<bool()> stop;
 };
 
 // Model-wide shapes.

@@ -92,6 +92,12 @@ Result<DeviceCache<Device>> alloc_device_cache(Device& dev, const KvCacheSpec& s
                              std::move(ks), std::move(vs), std::move(bt), std::move(pages)};
 }
 
+// An error once cfg.stop says so (DcpConfig::stop): the step ends at `where`.
+inline GpuStatus stop_point(const DcpConfig& cfg, const char* where) {
+  if (cfg.stop && cfg.stop()) return DCP_GPU_ERROR("stopped ", where);
+  return {};
+}
+
 // Stores the tokens of the chunk (its tensors in the device's memory) the cache's rank owns, at
 // request b's rows.
 template <class Device>
@@ -148,6 +154,7 @@ Result<DeviceCache<Device>> build_device_cache(Device& dev, const DcpInputs& in,
     }
     int64_t pos0 = plan.write_from(b, cfg.layout.ranks);
     for (const int64_t len : write_chunks(in, b, pos0)) {
+      DCP_GPU_TRY(stop_point(cfg, "between the KV writes"));
       ChunkRows c = chunk_rows(in, spec, pos0, len, b);
       DCP_GPU_ASSIGN(kc, dev.upload(std::move(c.k)));
       DCP_GPU_ASSIGN(vc, dev.upload(std::move(c.v)));
@@ -236,10 +243,12 @@ Result<RankStepOutput> device_step(Device& dev, const DcpInputs& in, const DcpCo
   p.o = po.data();
   p.lse = pl.data();
   DCP_GPU_TRY(validate_partial_attention(p));  // the device adds its own limits
+  DCP_GPU_TRY(stop_point(cfg, "before the attention"));
   DCP_GPU_TRY(dev.partial_attention(p));
   DCP_GPU_TRY(dev.round(po.data(), T * Hg * dv, cfg.math.partial));  // the partial as stored
 
   // 3. Combine, handing each rank back its own H_loc heads.
+  DCP_GPU_TRY(stop_point(cfg, "before the combine"));
   DCP_GPU_ASSIGN(sched, make_schedule<Schedule>(N, cfg.order, cfg.order_seed));
   DCP_GPU_ASSIGN(o, dev.template alloc<float>(static_cast<size_t>(T * Hl * dv)));
   DCP_GPU_ASSIGN(lse, dev.template alloc<float>(static_cast<size_t>(T * Hl)));

@@ -509,7 +509,7 @@ GpuStatus MutantDevice::attention_with_keys(PartialAttentionParams p) {
 // The production attention blocks, then the split partials merged with the buggy merge.
 void MutantDevice::attention_buggy_split_merge(const PartialAttentionParams& p) {
   std::vector<float> split_o, split_lse;
-  attention_blocks(p, split_o, split_lse);
+  if (!attention_blocks(p, split_o, split_lse).ok()) return;  // stopped: the step ends there
   const int64_t rows = p.tokens * p.heads, dv = p.v_dim;
   for (int64_t x = 0; x < rows; ++x) {
     MergeAcc total = MergeAcc::from_partial(split_lse[static_cast<size_t>(x)]);

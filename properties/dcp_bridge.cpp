@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
+#include <mutex>
 #include <sstream>
 
 #include "oracle/shard.hpp"
@@ -286,16 +288,41 @@ DcpCheck judge_dcp(const Case& c, const gpu::DcpConfig& cfg, const gpu::GroupRun
   return out;
 }
 
+namespace {
+
+// The backend's run of the inputs, stopped by the watch's stop as well (DcpConfig::stop). Every
+// rank polls it from its own thread; the watch's hooks are called one at a time.
+gpu::Result<gpu::GroupRun> run_backend(const gpu::DcpInputs& in, const gpu::DcpConfig& cfg,
+                                       const DcpBackend& backend, const oracle::Watch& watch) {
+  gpu::DcpConfig c = cfg;
+  if (watch.stop)
+    c.stop = [stop = watch.stop, one = std::make_shared<std::mutex>()] {
+      const std::lock_guard<std::mutex> lock(*one);
+      return stop();
+    };
+  return backend ? backend(in, c) : gpu::run_dcp_threads(in, c);
+}
+
+// A backend's failure: interrupted when the watch stopped it, else the backend's error.
+DcpCheck backend_failure(const gpu::GpuStatus& st, const oracle::Watch& watch) {
+  DcpCheck out;
+  if (watch.stop && watch.stop()) {
+    out.interrupted = true;
+    out.report = "interrupted: the step stopped before its verdict (" + st.message() + ")\n";
+    return out;
+  }
+  out.backend_error = true;
+  out.report = "backend: " + st.message() + " (" + st.where() + ")\n";
+  return out;
+}
+
+}  // namespace
+
 DcpCheck check_dcp(const Case& c, const gpu::DcpConfig& cfg, const std::vector<int64_t>& chunks,
                    const DcpBackend& backend, bool check_partials, const oracle::Watch& watch) {
   const gpu::DcpInputs in = to_dcp_inputs(c, chunks);
-  gpu::Result<gpu::GroupRun> run = backend ? backend(in, cfg) : gpu::run_dcp_threads(in, cfg);
-  if (!run) {
-    DcpCheck out;
-    out.backend_error = true;
-    out.report = "backend: " + run.status().message() + " (" + run.status().where() + ")\n";
-    return out;
-  }
+  gpu::Result<gpu::GroupRun> run = run_backend(in, cfg, backend, watch);
+  if (!run) return backend_failure(run.status(), watch);
   return judge_dcp(c, cfg, *run, check_partials, backend.claim, watch);
 }
 
@@ -371,12 +398,8 @@ DcpCheck check_dcp_batch(const std::vector<Case>& requests, const BatchSharing& 
     out.report = in.status().message() + "\n";
     return out;
   }
-  gpu::Result<gpu::GroupRun> run = backend ? backend(*in, cfg) : gpu::run_dcp_threads(*in, cfg);
-  if (!run) {
-    out.backend_error = true;
-    out.report = "backend: " + run.status().message() + " (" + run.status().where() + ")\n";
-    return out;
-  }
+  gpu::Result<gpu::GroupRun> run = run_backend(*in, cfg, backend, watch);
+  if (!run) return backend_failure(run.status(), watch);
   return judge_dcp_batch(requests, sharing.retired, cfg, *run, check_partials, backend.claim,
                          watch);
 }

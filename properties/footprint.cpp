@@ -97,6 +97,7 @@ Footprint dcp_check_footprint(const DcpSetup& s, KvHolding holding) {
     DcpSetup all = s;
     all.batch.clear();
     all.shared_prefix = 0;
+    all.retired = 0;
     // Each request's keys rounded up to whole virtual pages: the pool holds those.
     const int64_t vpage = std::max<int64_t>(1, s.cfg.page_size * s.cfg.layout.ranks);
     all.spec.seq = 0;

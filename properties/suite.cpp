@@ -394,8 +394,9 @@ std::vector<SuiteProperty> property_suite(const DcpBackend& backend, const DcpLi
                    [backend, lim] { dcp_path_property(backend, lim, CacheKind::fp8); }});
   if (lim.batch)
     dcp.push_back({"dcp-batch",
-                   "a decode batch over one fragmented paged pool, sharing a prefix's pages: "
-                   "each request's output and partials within its own oracle's bound",
+                   "a decode batch over one fragmented paged pool, sharing a prefix's pages and "
+                   "reusing freed ones: each live request's output and partials within its own "
+                   "oracle's bound",
                    [backend, lim] { dcp_batch_property(backend, lim); }});
   std::vector<SuiteProperty> rest = {
       {"mla-slice", "the absorbed-MLA slice on the DCP path equals the unabsorbed oracle",

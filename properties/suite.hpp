@@ -54,7 +54,8 @@ BoundTier property_bound();
 // kind: the caches drawn (value formats: dcp-path; fp8 with scales: dcp-fp8).
 void dcp_path_property(const DcpBackend& backend, const DcpLimits& lim = {},
                        CacheKind kind = CacheKind::values);
-// A decode batch of 2-4 requests over one paged pool with a shared prefix (check_dcp_batch).
+// A decode batch of 2-4 requests over one paged pool with a shared prefix, some of them retired
+// before the step, their pages reused (check_dcp_batch).
 void dcp_batch_property(const DcpBackend& backend, const DcpLimits& lim = {});
 void mla_slice_property();
 void layout_bijection_property();

@@ -109,9 +109,22 @@ TEST(DcpHostPath, AWatchSeesTheWholeJudgementAndStopsIt) {
   EXPECT_EQ(total, 4 * pairs);
   EXPECT_EQ(last, total);
 
-  // After 1 poll: inside the output's reference; after 20: past its 6 key blocks (3 per KV head,
-  // of at least 1024 keys) and its bound's 8 rows, inside a shard's judgement.
-  for (const int after : {1, 20}) {
+  // The stop is polled by the production step first (between its writes and kernels, and
+  // between the attention's rows on every rank), then by the oracle.
+  int step_polls = 0;
+  bool judging = false;
+  oracle::Watch counted;
+  counted.progress = [&](int64_t, int64_t) { judging = true; };
+  counted.stop = [&] {
+    step_polls += judging ? 0 : 1;
+    return false;
+  };
+  EXPECT_TRUE(check_dcp(c, cfg, {spec.seq}, nullptr, true, counted).pass);
+  EXPECT_GE(step_polls, 4 * 3);  // every rank: its write, before its attention and its combine
+  // After 1 poll: inside the production step; after step_polls + 1: inside the output's
+  // reference; after step_polls + 20: past its 6 key blocks (3 per KV head, of at least 1024
+  // keys) and its bound's 8 rows, inside a shard's judgement.
+  for (const int after : {1, step_polls + 1, step_polls + 20}) {
     int polls = 0;
     oracle::Watch stop;
     stop.stop = [&] { return ++polls > after; };
@@ -119,6 +132,7 @@ TEST(DcpHostPath, AWatchSeesTheWholeJudgementAndStopsIt) {
     EXPECT_TRUE(cut.interrupted) << "stopped after " << after << " polls";
     EXPECT_FALSE(cut.pass);
     EXPECT_FALSE(cut.oracle_error);
+    EXPECT_EQ(cut.report.find("the step stopped") != std::string::npos, after == 1) << cut.report;
   }
 }
 

@@ -28,8 +28,8 @@ GpuStatus HostDevice::kv_write(const body::KvWrite& a) {
   return {};
 }
 
-void HostDevice::attention_blocks(const PartialAttentionParams& p, std::vector<float>& split_o,
-                                  std::vector<float>& split_lse) {
+GpuStatus HostDevice::attention_blocks(const PartialAttentionParams& p, std::vector<float>& split_o,
+                                       std::vector<float>& split_lse) {
   const int64_t rows = p.tokens * p.heads;
   split_o.assign(static_cast<size_t>(p.splits * rows * p.v_dim), 0.0f);
   split_lse.assign(static_cast<size_t>(p.splits * rows), 0.0f);
@@ -49,12 +49,18 @@ void HostDevice::attention_blocks(const PartialAttentionParams& p, std::vector<f
                                s.data()};
   HostBlock blk(p.v_dim);
   for (int64_t sp = 0; sp < p.splits; ++sp)
-    for (int64_t row = 0; row < rows; ++row) body::partial_attention(blk, p, b, row, sp);
+    for (int64_t row = 0; row < rows; ++row) {
+      if (stop_ && stop_())
+        return DCP_GPU_ERROR("stopped in the attention on rank ", p.rank, " (split ", sp, ", row ",
+                             row, " of ", rows, ")");
+      body::partial_attention(blk, p, b, row, sp);
+    }
+  return {};
 }
 
 GpuStatus HostDevice::partial_attention(const PartialAttentionParams& p) {
   std::vector<float> split_o, split_lse;
-  attention_blocks(p, split_o, split_lse);
+  DCP_GPU_TRY(attention_blocks(p, split_o, split_lse));
   const body::SplitCombine c = body::split_combine_of(p, split_o.data(), split_lse.data());
   for (int64_t x = 0; x < c.rows; ++x) body::split_combine(c, x, 0, 1);
   return {};
@@ -110,7 +116,7 @@ Result<HostKvCache> build_rank_cache(const DcpInputs& in, const DcpConfig& cfg, 
 
 Result<RankStepOutput> run_tp_rank(Communicator& comm, const DcpInputs& in, const DcpConfig& cfg,
                                    int64_t tp_rank, const std::vector<float>* q) {
-  HostDevice dev(&comm);
+  HostDevice dev(&comm, cfg.stop);
   return device_step(dev, in, cfg, tp_rank, q);
 }
 

@@ -46,7 +46,9 @@ class HostDevice {
   using Schedule = ReduceScheduleOf<kMaxHostRanks>;
 
   // comm: the rank's DCP-group communicator; nullptr for a device that only builds caches.
-  explicit HostDevice(Communicator* comm) : comm_(comm) {}
+  // stop: polled between the attention's rows (DcpConfig::stop); empty: never.
+  explicit HostDevice(Communicator* comm, std::function<bool()> stop = {})
+      : comm_(comm), stop_(std::move(stop)) {}
 
   int64_t rank() const { return comm_ != nullptr ? comm_->rank() : 0; }
   int64_t size() const { return comm_ != nullptr ? comm_->size() : 1; }
@@ -71,9 +73,10 @@ class HostDevice {
   GpuStatus kv_write(const body::KvWrite& a);
   GpuStatus partial_attention(const PartialAttentionParams& p);
   // partial_attention's first kernel: every (token, head, split) block of p into the split
-  // partials split_o [splits, T, heads, Dv] and split_lse [splits, T, heads] (sized here).
-  static void attention_blocks(const PartialAttentionParams& p, std::vector<float>& split_o,
-                               std::vector<float>& split_lse);
+  // partials split_o [splits, T, heads, Dv] and split_lse [splits, T, heads] (sized here); an
+  // error, part done, once stop says so.
+  GpuStatus attention_blocks(const PartialAttentionParams& p, std::vector<float>& split_o,
+                             std::vector<float>& split_lse);
   GpuStatus agrs_scale(const body::AgRsScale<Schedule>& a);
   GpuStatus a2a_pack(const body::A2aPack& a);
   GpuStatus a2a_combine(const body::A2aCombine<Schedule>& a);
@@ -85,6 +88,7 @@ class HostDevice {
  private:
   Result<Communicator*> comm(const char* what);
   Communicator* comm_;
+  std::function<bool()> stop_;
 };
 
 // A rank's cache in host memory.
