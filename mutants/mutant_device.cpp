@@ -235,7 +235,7 @@ class MutantDevice : public gpu::HostDevice {
  public:
   MutantDevice(gpu::Communicator& comm, Mutant m, const gpu::DcpInputs& in,
                const gpu::DcpConfig& cfg)
-      : HostDevice(&comm), m_(m), in_(in), cfg_(cfg) {}
+      : HostDevice(&comm, cfg.stop), m_(m), in_(in), cfg_(cfg) {}
 
   using HostDevice::upload;
   // The cache's block tables (its one int32 upload) as an allocator with the bug writes them.
@@ -252,7 +252,7 @@ class MutantDevice : public gpu::HostDevice {
   GpuStatus attention_with_args(PartialAttentionParams p);
   GpuStatus attention_per_head(const PartialAttentionParams& p);
   GpuStatus attention_with_keys(PartialAttentionParams p);
-  void attention_buggy_split_merge(const PartialAttentionParams& p);
+  GpuStatus attention_buggy_split_merge(const PartialAttentionParams& p);
   void corrupt_empty_partials(const PartialAttentionParams& p) const;
   std::vector<int32_t> buggy_tables(std::vector<int32_t> tables) const;
   Mutant m_;
@@ -339,7 +339,7 @@ GpuStatus MutantDevice::partial_attention(const PartialAttentionParams& p) {
   if (buggy_keys(m_)) return attention_with_keys(p);
   if (m_ == Mutant::gqa_head_mod || m_ == Mutant::gqa_local_ratio) return attention_per_head(p);
   if (buggy_merges(m_)) {
-    attention_buggy_split_merge(p);
+    DCP_GPU_TRY(attention_buggy_split_merge(p));
     corrupt_empty_partials(p);
     return {};
   }
@@ -507,9 +507,9 @@ GpuStatus MutantDevice::attention_with_keys(PartialAttentionParams p) {
 }
 
 // The production attention blocks, then the split partials merged with the buggy merge.
-void MutantDevice::attention_buggy_split_merge(const PartialAttentionParams& p) {
+GpuStatus MutantDevice::attention_buggy_split_merge(const PartialAttentionParams& p) {
   std::vector<float> split_o, split_lse;
-  if (!attention_blocks(p, split_o, split_lse).ok()) return;  // stopped: the step ends there
+  DCP_GPU_TRY(attention_blocks(p, split_o, split_lse));
   const int64_t rows = p.tokens * p.heads, dv = p.v_dim;
   for (int64_t x = 0; x < rows; ++x) {
     MergeAcc total = MergeAcc::from_partial(split_lse[static_cast<size_t>(x)]);
@@ -521,6 +521,7 @@ void MutantDevice::attention_buggy_split_merge(const PartialAttentionParams& p) 
                  &split_o[static_cast<size_t>((sp * rows + x) * dv)], dv);
     p.lse[x] = finish(m_, p.base, total, o, dv);
   }
+  return {};
 }
 
 // Empty partials as the empty-shard bugs report them.

@@ -291,22 +291,30 @@ DcpCheck judge_dcp(const Case& c, const gpu::DcpConfig& cfg, const gpu::GroupRun
 namespace {
 
 // The backend's run of the inputs, stopped by the watch's stop as well (DcpConfig::stop). Every
-// rank polls it from its own thread; the watch's hooks are called one at a time.
+// rank polls it from its own thread; the watch's hooks are called one at a time. `stopped`: the
+// stop said true.
 gpu::Result<gpu::GroupRun> run_backend(const gpu::DcpInputs& in, const gpu::DcpConfig& cfg,
-                                       const DcpBackend& backend, const oracle::Watch& watch) {
+                                       const DcpBackend& backend, const oracle::Watch& watch,
+                                       bool& stopped) {
   gpu::DcpConfig c = cfg;
+  auto said = std::make_shared<bool>(false);  // written and read under the mutex
+  auto one = std::make_shared<std::mutex>();
   if (watch.stop)
-    c.stop = [stop = watch.stop, one = std::make_shared<std::mutex>()] {
+    c.stop = [stop = watch.stop, one, said] {
       const std::lock_guard<std::mutex> lock(*one);
-      return stop();
+      *said = *said || stop();
+      return *said;
     };
-  return backend ? backend(in, c) : gpu::run_dcp_threads(in, c);
+  gpu::Result<gpu::GroupRun> run = backend ? backend(in, c) : gpu::run_dcp_threads(in, c);
+  const std::lock_guard<std::mutex> lock(*one);
+  stopped = *said;
+  return run;
 }
 
 // A backend's failure: interrupted when the watch stopped it, else the backend's error.
-DcpCheck backend_failure(const gpu::GpuStatus& st, const oracle::Watch& watch) {
+DcpCheck backend_failure(const gpu::GpuStatus& st, bool stopped) {
   DcpCheck out;
-  if (watch.stop && watch.stop()) {
+  if (stopped) {
     out.interrupted = true;
     out.report = "interrupted: the step stopped before its verdict (" + st.message() + ")\n";
     return out;
@@ -321,8 +329,9 @@ DcpCheck backend_failure(const gpu::GpuStatus& st, const oracle::Watch& watch) {
 DcpCheck check_dcp(const Case& c, const gpu::DcpConfig& cfg, const std::vector<int64_t>& chunks,
                    const DcpBackend& backend, bool check_partials, const oracle::Watch& watch) {
   const gpu::DcpInputs in = to_dcp_inputs(c, chunks);
-  gpu::Result<gpu::GroupRun> run = run_backend(in, cfg, backend, watch);
-  if (!run) return backend_failure(run.status(), watch);
+  bool stopped = false;
+  gpu::Result<gpu::GroupRun> run = run_backend(in, cfg, backend, watch, stopped);
+  if (!run) return backend_failure(run.status(), stopped);
   return judge_dcp(c, cfg, *run, check_partials, backend.claim, watch);
 }
 
@@ -398,8 +407,9 @@ DcpCheck check_dcp_batch(const std::vector<Case>& requests, const BatchSharing& 
     out.report = in.status().message() + "\n";
     return out;
   }
-  gpu::Result<gpu::GroupRun> run = run_backend(*in, cfg, backend, watch);
-  if (!run) return backend_failure(run.status(), watch);
+  bool stopped = false;
+  gpu::Result<gpu::GroupRun> run = run_backend(*in, cfg, backend, watch, stopped);
+  if (!run) return backend_failure(run.status(), stopped);
   return judge_dcp_batch(requests, sharing.retired, cfg, *run, check_partials, backend.claim,
                          watch);
 }
