@@ -74,18 +74,31 @@ TEST(PagedCache, PlanPagesIsAPinnedShuffleOfThePool) {
   EXPECT_NE(dcp::gpu::plan_pages(in, cfg)->tables, plan->tables);
 }
 
-// Three requests of 20, 13 and 7 tokens sharing a prefix of 7 over N = 2, I = 1, pages of 3 rows
-// (virtual pages of 6 slots): one whole virtual page is shared, and held once.
-TEST(PagedCache, ABatchSharesThePrefixsWholeVirtualPagesOnly) {
+// Three requests of 20, 13 and 7 tokens sharing a prefix of 7, one query token each but the
+// first `retired`, which have none; over N = 2, I = 1, pages of 3 rows (three_request_config).
+dcp::gpu::DcpInputs three_requests(int64_t retired) {
+  dcp::gpu::DcpInputs in;
+  in.cu_seqlens_q = {0};
+  for (int64_t b = 0; b < 3; ++b) in.cu_seqlens_q.push_back(std::max<int64_t>(0, b + 1 - retired));
+  in.cu_seqlens_k = {0, 20, 33, 40};
+  in.seq = 40;
+  in.shared_prefix = 7;
+  in.retired = retired;
+  return in;
+}
+dcp::gpu::DcpConfig three_request_config() {
   dcp::gpu::DcpConfig cfg;
   cfg.layout = {2, 1};
   cfg.page_size = 3;
   cfg.page_seed = 7;
-  dcp::gpu::DcpInputs in;
-  in.cu_seqlens_q = {0, 1, 2, 3};
-  in.cu_seqlens_k = {0, 20, 33, 40};
-  in.seq = 40;
-  in.shared_prefix = 7;
+  return cfg;
+}
+
+// Three requests of 20, 13 and 7 tokens sharing a prefix of 7 over N = 2, I = 1, pages of 3 rows
+// (virtual pages of 6 slots): one whole virtual page is shared, and held once.
+TEST(PagedCache, ABatchSharesThePrefixsWholeVirtualPagesOnly) {
+  const dcp::gpu::DcpConfig cfg = three_request_config();
+  const dcp::gpu::DcpInputs in = three_requests(0);
   const dcp::gpu::Result<dcp::gpu::PagePlan> plan = dcp::gpu::plan_pages(in, cfg);
   ASSERT_TRUE(plan.ok());
   EXPECT_EQ(plan->shared_pages, 1);
@@ -122,16 +135,8 @@ TEST(PagedCache, ABatchSharesThePrefixsWholeVirtualPagesOnly) {
 // The same batch with request 0 retired before the step: its own pages (all but the shared one)
 // are freed and handed to the live requests first, the last freed first; the shared page stays.
 TEST(PagedCache, ARetiredRequestsPagesAreReusedButNotTheSharedOnes) {
-  dcp::gpu::DcpConfig cfg;
-  cfg.layout = {2, 1};
-  cfg.page_size = 3;
-  cfg.page_seed = 7;
-  dcp::gpu::DcpInputs in;
-  in.cu_seqlens_q = {0, 0, 1, 2};
-  in.cu_seqlens_k = {0, 20, 33, 40};
-  in.seq = 40;
-  in.shared_prefix = 7;
-  in.retired = 1;
+  const dcp::gpu::DcpConfig cfg = three_request_config();
+  dcp::gpu::DcpInputs in = three_requests(1);
   const dcp::gpu::Result<dcp::gpu::PagePlan> plan = dcp::gpu::plan_pages(in, cfg);
   ASSERT_TRUE(plan.ok());
   const int32_t* r0 = plan->table(0);
