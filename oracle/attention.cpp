@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <mutex>
-#include <thread>
 #include <type_traits>
 
 #include "oracle/parallel.hpp"
@@ -315,7 +314,7 @@ Expected<std::vector<MergeState<dd>>> attend_rows_watched(const Case& c, const K
   for (int64_t t = 0; t < T; ++t)
     for (int64_t j : visible_keys(c, t))
       if (!filter || filter(j)) keys[static_cast<size_t>(t)].push_back(j);
-  const int64_t threads = std::max(1u, std::thread::hardware_concurrency());
+  const int64_t threads = hardware_threads();
   std::vector<BlockTask> tasks;
   std::vector<size_t> first(static_cast<size_t>(T * Hkv) + 1);  // each row group's first task
   for (int64_t t = 0; t < T; ++t) {

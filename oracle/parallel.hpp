@@ -1,9 +1,11 @@
-// parallel.hpp — a blocking parallel loop over [0, n) on all hardware threads.
+// parallel.hpp — a blocking parallel loop over [0, n) on the threads this process may run on.
 //
 //   parallel_for(rows, [&](int64_t r) { out[r] = work(r); });   // r is visited exactly once
 // Rows are handed out dynamically (an atomic counter), so uneven rows balance across threads.
 // `on_thread_exit` runs on each worker thread after its last row (to free thread-local caches).
 #pragma once
+
+#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
@@ -16,6 +18,16 @@
 
 namespace dcp::oracle {
 
+// The CPUs this process may run on: its affinity mask (what mpirun's binding, taskset or a
+// cgroup's cpuset leave it), else the machine's hardware threads. Processes of an MPI job bound
+// one to a core then each run one thread, not every one of the node's.
+inline int64_t hardware_threads() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
 struct NoThreadExit {
   void operator()() const {}
 };
@@ -25,7 +37,7 @@ struct NoThreadExit {
 // If no further thread can be started, the threads there are do all the rows.
 template <class Fn, class OnExit = NoThreadExit>
 void parallel_for(int64_t n, Fn&& fn, OnExit on_thread_exit = {}) {
-  const int64_t threads = std::min<int64_t>(n, std::max(1u, std::thread::hardware_concurrency()));
+  const int64_t threads = std::min<int64_t>(n, hardware_threads());
   if (threads <= 1) {
     for (int64_t i = 0; i < n; ++i) fn(i);
     return;

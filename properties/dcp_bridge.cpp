@@ -213,7 +213,7 @@ oracle::Arithmetic host_claim(const gpu::DcpConfig& cfg, bool partial) {
 }
 
 DcpCheck judge_dcp(const Case& c, const gpu::DcpConfig& cfg, const gpu::GroupRun& run,
-                   bool check_partials, const ClaimFn& claim, const oracle::Watch& watch) {
+                   const JudgedParts& parts, const ClaimFn& claim, const oracle::Watch& watch) {
   const auto claim_for = [&](bool partial) {
     return claim ? claim(cfg, partial) : host_claim(cfg, partial);
   };
@@ -238,24 +238,31 @@ DcpCheck judge_dcp(const Case& c, const gpu::DcpConfig& cfg, const gpu::GroupRun
       if (cmp->pass()) rep << what << ": SUSPECT: " << cmp->statistical_summary() << "\n";
     }
   };
-  const bool partials = check_partials && !run.partial_o.empty();
+  const bool partials = parts.partials && !run.partial_o.empty();
   int64_t pairs = 0;  // (row, key) pairs of the output's reference, for a progress hook
   if (watch.progress)
     for (int64_t t = 0; t < T; ++t)
       pairs += static_cast<int64_t>(oracle::visible_keys(c, t).size()) * Hq;
-  PhasedWatch phases(watch, pairs * (partials ? 4 : 2));
+  // Two phases (reference, bound) of the output's pairs, and of the shards' (all of them
+  // together count the output's; one of N about 1/N of it).
+  const int64_t shard_pairs = !partials       ? 0
+                              : parts.tp_rank ? pairs / std::max<int64_t>(1, cfg.layout.ranks)
+                                              : pairs;
+  PhasedWatch phases(watch, 2 * ((parts.output ? pairs : 0) + shard_pairs));
   const auto interrupted = [&] {
     out.interrupted = true;
     out.report = "interrupted: the oracle stopped before its verdict\n";
     return out;
   };
-  const Judge full(c, claim_for(false), phases);
-  if (phases.stopped()) return interrupted();
-  if (!full.bound) out.oracle_error = true;
-  oracle::Expected<oracle::Comparison> fc =
-      full.compare(from_float(run.o, {T, Hq, dv}), from_float(run.lse, {T, Hq}), 0, Hq);
-  if (fc) out.full = *fc;
-  note("output", fc);
+  if (parts.output) {
+    const Judge full(c, claim_for(false), phases);
+    if (phases.stopped()) return interrupted();
+    if (!full.bound) out.oracle_error = true;
+    oracle::Expected<oracle::Comparison> fc =
+        full.compare(from_float(run.o, {T, Hq, dv}), from_float(run.lse, {T, Hq}), 0, Hq);
+    if (fc) out.full = *fc;
+    note("output", fc);
+  }
 
   if (partials) {
     const gpu::AttentionDims dims{T, Hq, c.kv_heads(), c.head_dim(), dv, c.shared_latent()};
@@ -263,15 +270,21 @@ DcpCheck judge_dcp(const Case& c, const gpu::DcpConfig& cfg, const gpu::GroupRun
     if (!geo) {
       rep << "geometry: " << geo.status().message() << "\n";
       ok = false;
+    } else if (parts.tp_rank && (*parts.tp_rank < 0 || *parts.tp_rank >= geo->tp)) {
+      rep << "JudgedParts.tp_rank: " << *parts.tp_rank << " is not a TP rank in [0, " << geo->tp
+          << ")\n";
+      ok = false;
     } else {
       // One oracle shard per dcp rank serves every DCP group (they differ only in heads).
       for (int64_t r = 0; r < geo->n; ++r) {
+        if (parts.tp_rank && *parts.tp_rank % geo->n != r) continue;
         const Judge shard(
             oracle::shard_case(c, cfg.layout.ranks, cfg.layout.interleave, r, gpu::kSinkRank),
             claim_for(true), phases);
         if (phases.stopped()) return interrupted();
         if (!shard.bound) out.oracle_error = true;
         for (int64_t tp_rank = r; tp_rank < geo->tp; tp_rank += geo->n) {
+          if (parts.tp_rank && *parts.tp_rank != tp_rank) continue;
           const auto& po = run.partial_o[static_cast<size_t>(tp_rank)];
           const auto& pl = run.partial_lse[static_cast<size_t>(tp_rank)];
           note("partial of tp rank " + std::to_string(tp_rank) + " (dcp rank " + std::to_string(r) +
@@ -332,7 +345,9 @@ DcpCheck check_dcp(const Case& c, const gpu::DcpConfig& cfg, const std::vector<i
   bool stopped = false;
   gpu::Result<gpu::GroupRun> run = run_backend(in, cfg, backend, watch, stopped);
   if (!run) return backend_failure(run.status(), stopped);
-  return judge_dcp(c, cfg, *run, check_partials, backend.claim, watch);
+  return judge_dcp(c, cfg, *run,
+                   {.output = true, .partials = check_partials, .tp_rank = std::nullopt},
+                   backend.claim, watch);
 }
 
 oracle::Expected<gpu::DcpInputs> to_dcp_batch_inputs(const std::vector<Case>& requests,
@@ -410,13 +425,15 @@ DcpCheck check_dcp_batch(const std::vector<Case>& requests, const BatchSharing& 
   bool stopped = false;
   gpu::Result<gpu::GroupRun> run = run_backend(*in, cfg, backend, watch, stopped);
   if (!run) return backend_failure(run.status(), stopped);
-  return judge_dcp_batch(requests, sharing.retired, cfg, *run, check_partials, backend.claim,
-                         watch);
+  return judge_dcp_batch(requests, sharing.retired, cfg, *run,
+                         {.output = true, .partials = check_partials, .tp_rank = std::nullopt},
+                         backend.claim, watch);
 }
 
 DcpCheck judge_dcp_batch(const std::vector<Case>& requests, int64_t retired,
-                         const gpu::DcpConfig& cfg, const gpu::GroupRun& run, bool check_partials,
-                         const ClaimFn& claim, const oracle::Watch& watch) {
+                         const gpu::DcpConfig& cfg, const gpu::GroupRun& run,
+                         const JudgedParts& parts, const ClaimFn& claim,
+                         const oracle::Watch& watch) {
   DcpCheck out;
   out.pass = out.pass_statistical = true;
   if (retired < 0 || retired >= static_cast<int64_t>(requests.size())) {
@@ -449,7 +466,6 @@ DcpCheck judge_dcp_batch(const std::vector<Case>& requests, int64_t retired,
                  std::to_string(tokens) + " query tokens\n";
     return out;
   }
-  std::string report;
   int64_t t0 = 0;
   for (size_t b = static_cast<size_t>(retired); b < requests.size(); ++b) {
     const Case& c = requests[b];
@@ -463,21 +479,28 @@ DcpCheck judge_dcp_batch(const std::vector<Case>& requests, int64_t retired,
       rb.partial_lse.push_back(rows(run.partial_lse[r], hg, t0, t1));
     }
     t0 = t1;
-    const DcpCheck cb = judge_dcp(c, cfg, rb, check_partials, claim, watch);
+    DcpCheck cb = judge_dcp(c, cfg, rb, parts, claim, watch);
     if (cb.interrupted) return cb;
-    out.pass = out.pass && cb.pass;
-    out.pass_statistical = out.pass_statistical && cb.pass_statistical;
-    out.max_ratio = std::max(out.max_ratio, cb.max_ratio);
-    out.max_stat_ratio = std::max(out.max_stat_ratio, cb.max_stat_ratio);
-    out.oracle_error = out.oracle_error || cb.oracle_error;
     std::istringstream lines(cb.report);
+    cb.report.clear();
     for (std::string line; std::getline(lines, line);)
-      report += "request " + std::to_string(b) + ": " + line + "\n";
+      cb.report += "request " + std::to_string(b) + ": " + line + "\n";
+    merge_judgements(out, cb);
     if (b == static_cast<size_t>(retired) || cb.full.max_ratio() > out.full.max_ratio())
       out.full = cb.full;
   }
-  out.report = report;
   return out;
+}
+
+void merge_judgements(DcpCheck& into, const DcpCheck& part) {
+  into.pass = into.pass && part.pass;
+  into.pass_statistical = into.pass_statistical && part.pass_statistical;
+  into.max_ratio = std::max(into.max_ratio, part.max_ratio);
+  into.max_stat_ratio = std::max(into.max_stat_ratio, part.max_stat_ratio);
+  into.backend_error = into.backend_error || part.backend_error;
+  into.oracle_error = into.oracle_error || part.oracle_error;
+  into.interrupted = into.interrupted || part.interrupted;
+  into.report += part.report;
 }
 
 std::string describe(const gpu::DcpConfig& cfg) {

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -96,11 +97,21 @@ DcpCheck check_dcp(const oracle::Case& c, const gpu::DcpConfig& cfg,
                    const std::vector<int64_t>& chunks, const DcpBackend& backend = nullptr,
                    bool check_partials = true, const oracle::Watch& watch = {});
 
+// The parts of a finished run a judgement compares: the assembled output, and the partials of
+// every TP rank or of one. A process of an MPI job judges its own share (its rank's partial; rank
+// 0 the output too), so the oracle's work is split among the job's processes.
+struct JudgedParts {
+  bool output = true;
+  bool partials = true;
+  std::optional<int64_t> tp_rank;  // only this TP rank's partial; nullopt: every rank's
+};
+
 // Judges a finished run (for backends run elsewhere, such as MPI ranks gathered on one process)
-// within the bounds of `claim` (nullptr: host_claim). A run without partials (an implementation
-// that returns only the output) is judged on its output. `watch` as for check_dcp.
+// within the bounds of `claim` (nullptr: host_claim): the parts `parts` names. A run without
+// partials (an implementation that returns only the output) is judged on its output. `watch` as
+// for check_dcp. DcpCheck::full is the output's comparison when `parts` includes the output.
 DcpCheck judge_dcp(const oracle::Case& c, const gpu::DcpConfig& cfg, const gpu::GroupRun& run,
-                   bool check_partials, const ClaimFn& claim = nullptr,
+                   const JudgedParts& parts, const ClaimFn& claim = nullptr,
                    const oracle::Watch& watch = {});
 
 // What a batch's requests share and which of them finished (DcpInputs): every request's first
@@ -127,11 +138,17 @@ DcpCheck check_dcp_batch(const std::vector<oracle::Case>& requests, const BatchS
                          const gpu::DcpConfig& cfg, const DcpBackend& backend = nullptr,
                          bool check_partials = true, const oracle::Watch& watch = {});
 
-// Judges a finished batch run (its rows those of requests [retired, B) in order), as
-// check_dcp_batch does.
+// Judges the parts `parts` names of a finished batch run (its rows those of requests
+// [retired, B) in order), as check_dcp_batch does.
 DcpCheck judge_dcp_batch(const std::vector<oracle::Case>& requests, int64_t retired,
-                         const gpu::DcpConfig& cfg, const gpu::GroupRun& run, bool check_partials,
-                         const ClaimFn& claim = nullptr, const oracle::Watch& watch = {});
+                         const gpu::DcpConfig& cfg, const gpu::GroupRun& run,
+                         const JudgedParts& parts, const ClaimFn& claim = nullptr,
+                         const oracle::Watch& watch = {});
+
+// Folds `part`, the judgement of other parts of the same run (another process's share), into
+// `into`: both must pass, the worst ratios and the flags of either, the reports one after the
+// other. `into.full` stays (the output is judged once).
+void merge_judgements(DcpCheck& into, const DcpCheck& part);
 
 std::string describe(const gpu::DcpConfig& cfg);
 // The kernel arithmetic that differs from the defaults ("exp=poly3 p_cast=bf16 tf32"); empty

@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <thread>
 #include <vector>
 
 #include "gpu/kernels/storage_format.hpp"
+#include "oracle/parallel.hpp"
 #include "properties/dcp_bridge.hpp"
 
 namespace dcp::props {
@@ -71,7 +71,7 @@ double case_elements(double T, double Hq, double Hkv, double Dk, double Dv, doub
 // The oracle judging one part of a case (a reference and its bound, or a shard's), while the
 // case stays in memory; `real` is the bytes of one number of the tier (kDd or kCertifyReal).
 Terms judge_terms(double T, double Hq, double Dv, double S, double case_bytes, double real) {
-  const double threads = std::max(1u, std::thread::hardware_concurrency());
+  const double threads = static_cast<double>(oracle::hardware_threads());
   Terms t;
   // shard_case copies the whole case and adds its own top-k list [T, keys of the shard].
   t.add(case_bytes + T * S * kI64, "the oracle's copy of the case for a rank's shard");

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <iomanip>
 #include <iostream>
 #include <limits>
@@ -799,6 +801,38 @@ class LocalRunner final : public RequestRunner {
 // slower or busier machine. Peers waiting for rank 0's verdict allow for that long.
 constexpr double kSlowestJudgeRate = 7e6;
 
+// A process's judgement of its share on the wire: pass, pass_statistical, backend_error,
+// oracle_error and interrupted (one byte each), max_ratio and max_stat_ratio, then the report's
+// bytes. The output's comparison (DcpCheck::full) is rank 0's own and does not travel.
+constexpr size_t kJudgementFixed = 5 + 2 * sizeof(double);
+
+std::vector<uint8_t> pack_judgement(const props::DcpCheck& c) {
+  std::vector<uint8_t> b(kJudgementFixed + c.report.size());
+  const bool flags[] = {c.pass, c.pass_statistical, c.backend_error, c.oracle_error, c.interrupted};
+  for (size_t i = 0; i < 5; ++i) b[i] = flags[i] ? 1 : 0;
+  std::memcpy(&b[5], &c.max_ratio, sizeof(double));
+  std::memcpy(&b[5 + sizeof(double)], &c.max_stat_ratio, sizeof(double));
+  std::memcpy(b.data() + kJudgementFixed, c.report.data(), c.report.size());
+  return b;
+}
+
+props::DcpCheck unpack_judgement(const std::vector<uint8_t>& b) {
+  props::DcpCheck c;
+  if (b.size() < kJudgementFixed) {  // not what pack_judgement sends: a failure, said so
+    c.backend_error = true;
+    c.report = "gathering the judgements: a message of " + std::to_string(b.size()) +
+               " bytes, expected at least " + std::to_string(kJudgementFixed) + "\n";
+    return c;
+  }
+  bool* flags[] = {&c.pass, &c.pass_statistical, &c.backend_error, &c.oracle_error, &c.interrupted};
+  for (size_t i = 0; i < 5; ++i) *flags[i] = b[i] != 0;
+  std::memcpy(&c.max_ratio, &b[5], sizeof(double));
+  std::memcpy(&c.max_stat_ratio, &b[5 + sizeof(double)], sizeof(double));
+  c.report.assign(reinterpret_cast<const char*>(b.data()) + kJudgementFixed,
+                  b.size() - kJudgementFixed);
+  return c;
+}
+
 // One rank per process (--comm mpi, or nccl under mpirun). A request ends with the code every
 // rank ends the run with (0: go on), the same on every rank, and on rank 0 the check; rank 0
 // prints the one line that says why the run ends; a peer that never arrives ends the job here
@@ -838,6 +872,7 @@ class MpiRunner final : public RequestRunner {
 RequestResult MpiRunner::run(const DcpSetup& s, size_t row, const oracle::Watch& watch,
                              std::ostream& err) {
   RequestResult out;
+  const int64_t me = gpu::mpi_world_rank();
   // One request, or a batch in one step (its requests' cases, concatenated for the path).
   const std::vector<oracle::Case> cases =
       s.batch.empty() ? std::vector<oracle::Case>{} : props::batch_cases(s);
@@ -857,27 +892,35 @@ RequestResult MpiRunner::run(const DcpSetup& s, size_t row, const oracle::Watch&
 #else
   gpu::Result<gpu::MpiRun> run = gpu::run_dcp_mpi(in, s.cfg);
 #endif
-  const std::string where =
-      "row " + std::to_string(row) + ": rank " + std::to_string(gpu::mpi_world_rank()) + ": ";
+  const std::string where = "row " + std::to_string(row) + ": rank " + std::to_string(me) + ": ";
   if (!run && gpu::mpi_deadline_passed()) {
     // A peer that never arrived cannot agree on anything: end the job from here.
     refuse("run", where + run.status().message(), err);
     gpu::mpi_abort(kExitTimeout);
   }
+  // Every process judges its share: its own TP rank's partial against the oracle on its shard,
+  // and rank 0 the assembled output too. The shards' oracles, half of the judging, run side by
+  // side; rank 0's progress line counts its own share.
   std::string why;
+  props::DcpCheck mine;
   if (!run) {
     out.code = kExitFail;
     why = where + run.status().message();
-  } else if (run->root) {
-    out.chk = cases.empty() ? props::judge_dcp(c, s.cfg, run->group, true, nullptr, watch)
-                            : props::judge_dcp_batch(cases, s.retired, s.cfg, run->group, true,
-                                                     nullptr, watch);
-    if (out.chk.oracle_error) {
+  } else {
+    const props::JudgedParts parts{.output = run->root, .partials = true, .tp_rank = me};
+    const oracle::Watch own =
+        run->root ? watch : oracle::Watch{.progress = nullptr, .stop = watch.stop};
+    mine = cases.empty()
+               ? props::judge_dcp(c, s.cfg, run->group, parts, nullptr, own)
+               : props::judge_dcp_batch(cases, s.retired, s.cfg, run->group, parts, nullptr, own);
+    if (mine.oracle_error) {
       out.code = kExitBadInput;  // not the implementation's fault: the oracle cannot bound it
-      why = "row " + std::to_string(row) + ": the oracle cannot judge this case: " +
-            out.chk.report.substr(0, out.chk.report.find('\n'));
+      why = "row " + std::to_string(row) + ": the oracle cannot judge this case (rank " +
+            std::to_string(me) + "): " + mine.report.substr(0, mine.report.find('\n'));
     }
   }
+  // Rank 0 has the most to judge (the output, about as much as every shard together, and its
+  // own shard): the peers wait for its verdict that much longer.
   const auto judging = std::chrono::milliseconds(
       static_cast<int64_t>(1000.0 * props::dcp_check_footprint(s).work / kSlowestJudgeRate));
   const gpu::Result<gpu::MpiVerdict> v = gpu::mpi_agree(out.code, why, s.cfg.deadline, judging);
@@ -885,8 +928,22 @@ RequestResult MpiRunner::run(const DcpSetup& s, size_t row, const oracle::Watch&
     refuse("run", where + v.status().message(), err);
     gpu::mpi_abort(kExitTimeout);
   }
-  if (v->code != kExitOk && gpu::mpi_world_rank() == 0) refuse("run", v->message, err);
-  out.code = v->code;
+  if (v->code != kExitOk) {
+    if (me == 0) refuse("run", v->message, err);
+    out.code = v->code;
+    return out;
+  }
+  // Every share judged: each process's judgement to rank 0, folded into the output's there.
+  const std::vector<uint8_t> packed = pack_judgement(mine);
+  const auto all = gpu::mpi_gather_bytes(packed, "gathering the judgements", s.cfg.deadline);
+  if (!all) {
+    refuse("run", where + all.status().message(), err);
+    gpu::mpi_abort(kExitTimeout);
+  }
+  if (me != 0) return out;
+  out.chk = mine;
+  for (size_t p = 1; p < all->size(); ++p)
+    props::merge_judgements(out.chk, unpack_judgement((*all)[p]));
   return out;
 }
 #endif

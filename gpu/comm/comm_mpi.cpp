@@ -19,6 +19,7 @@ namespace {
 constexpr int kDataTag = 101;    // collective payloads between the members of a group
 constexpr int kNoticeTag = 102;  // a rank's failure notice, to every other rank
 constexpr int kAgreeTag = 103;   // outcomes and verdicts of mpi_agree
+constexpr int kGatherTag = 104;  // sizes and bytes of mpi_gather_bytes
 // The longest message carried between ranks (a notice or a verdict): one line, cut beyond this.
 constexpr size_t kMaxText = 1000;
 // Waits poll: 20 us between tests at first, doubling up to 2 ms, so that a rank waiting for a
@@ -429,6 +430,43 @@ Result<MpiVerdict> mpi_agree(int code, const std::string& message,
   return MpiVerdict{o.code, o.rank, o.text};
 }
 
+Result<std::vector<std::vector<uint8_t>>> mpi_gather_bytes(std::span<const uint8_t> mine,
+                                                           const char* what,
+                                                           std::chrono::milliseconds deadline) {
+  const int64_t world = mpi_world_size(), me = mpi_world_rank();
+  // Round 1: every size to rank 0 (8 bytes each); round 2: the bytes, as many as each said.
+  const uint64_t size = mine.size();
+  std::vector<uint8_t> size_bytes(sizeof size);
+  std::memcpy(size_bytes.data(), &size, sizeof size);
+  std::vector<std::span<const uint8_t>> out(static_cast<size_t>(world));
+  std::vector<size_t> want(static_cast<size_t>(world), 0);
+  if (me == 0)
+    std::fill(want.begin(), want.end(), sizeof size);
+  else
+    out[0] = size_bytes;
+  out[static_cast<size_t>(me)] = size_bytes;
+  want[static_cast<size_t>(me)] = sizeof size;
+  // A sender's message may wait for rank 0 to take it: it waits twice as long, so that a rank
+  // that never arrives is named by rank 0.
+  const std::chrono::milliseconds wait = me == 0 ? deadline : 2 * deadline;
+  DCP_GPU_ASSIGN(sizes, exchange(0, world, me, out, want, kGatherTag, what, wait, false));
+  std::fill(want.begin(), want.end(), 0);
+  std::fill(out.begin(), out.end(), std::span<const uint8_t>());
+  if (me == 0)
+    for (int64_t j = 0; j < world; ++j) {
+      uint64_t n = 0;
+      std::memcpy(&n, sizes[static_cast<size_t>(j)].data(), sizeof n);
+      want[static_cast<size_t>(j)] = static_cast<size_t>(n);
+    }
+  else
+    out[0] = mine;
+  out[static_cast<size_t>(me)] = mine;
+  want[static_cast<size_t>(me)] = mine.size();
+  DCP_GPU_ASSIGN(all, exchange(0, world, me, out, want, kGatherTag, what, wait, false));
+  if (me != 0) return std::vector<std::vector<uint8_t>>{};
+  return all;
+}
+
 Result<MpiRun> run_dcp_mpi(const DcpInputs& in, const DcpConfig& cfg) {
   const int64_t world = mpi_world_size(), me = mpi_world_rank();
   // Every process checks the same inputs and configuration: these fail everywhere alike.
@@ -475,9 +513,12 @@ Result<MpiRun> gather_on_root(const DcpInputs& in, const DcpConfig& cfg,
                                (me == 0 ? 2 : 3) * cfg.deadline, true));
   MpiRun run;
   run.root = me == 0;
-  if (!run.root) return run;
   const AttentionDims& d = in.dims;
   run.group = empty_group_run(geo, d);
+  if (!run.root) {  // this rank's own output and partial, in their places
+    place_rank_output(geo, d, me, mine, run.group);
+    return run;
+  }
   for (int64_t tp_rank = 0; tp_rank < world; ++tp_rank) {
     const uint8_t* p = all[static_cast<size_t>(tp_rank)].data();
     RankStepOutput ro;

@@ -14,8 +14,9 @@
 //
 //   DCP_GPU_TRY(mpi_init(&argc, &argv));
 //   Result<MpiRun> run = run_dcp_mpi(inputs, cfg);    // every process, same inputs
-//   if (run->root) judge(run->group);                 // world rank 0 holds the assembled result
+//   judge(run->group);                // rank 0 holds the assembled result, the others their own
 //   Result<MpiVerdict> v = mpi_agree(code, why, cfg.deadline);   // every rank: the same verdict
+//   mpi_gather_bytes(my_judgement, "gathering judgements", cfg.deadline);  // all on rank 0
 //   mpi_finalize();
 #pragma once
 
@@ -24,6 +25,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "gpu/comm/communicator.hpp"
 #include "gpu/dcp_step.hpp"
@@ -85,8 +87,18 @@ Result<MpiVerdict> mpi_agree(int code, const std::string& message,
                              std::chrono::milliseconds deadline,
                              std::chrono::milliseconds root_work = {});
 
+// Every world rank's bytes on rank 0, by world rank (rank 0's own included); the other ranks
+// get an empty list. Every rank calls it; the sizes may differ. Rank 0 waits `deadline` for the
+// others, they twice as long (a large message waits for rank 0 to take it); the error names
+// `what` and the ranks that did not arrive.
+Result<std::vector<std::vector<uint8_t>>> mpi_gather_bytes(std::span<const uint8_t> mine,
+                                                           const char* what,
+                                                           std::chrono::milliseconds deadline);
+
 struct MpiRun {
-  bool root = false;  // world rank 0: `group` holds the assembled output and all partials
+  // World rank 0: `group` holds the assembled output and every rank's partial. Another rank:
+  // its own heads of the output and its own partial, in their places; the rest zero.
+  bool root = false;
   GroupRun group;
 };
 

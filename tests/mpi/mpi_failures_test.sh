@@ -44,9 +44,10 @@ one_line "bad input on every rank" "not a multiple of --dcp-size 3"
 run_job "world size checked before the header" 2 -- -np 4 "$bin" run --comm mpi --tp-size 2 --dcp-size 2
 one_line "world size checked before the header" "4 processes but --tp-size is 2"
 [ -s "$tmp/out" ] && { echo "FAIL: the header was printed before the world-size check"; failures=$((failures + 1)); }
-# Rank 0 alone judges: its refusal must reach rank 1 before rank 1 starts the next case.
-run_job "an oracle refusal on rank 0" 2 -- -np 2 "$bin" run --comm mpi --dcp-size 2 --head-dim 65536 --v-dim 4 --seq 8 --cases 3
-one_line "an oracle refusal on rank 0" "the oracle cannot judge"
+# An oracle refusal (every rank judges its share; rank 0 the output too) ends both ranks before
+# either starts the next case.
+run_job "an oracle refusal" 2 -- -np 2 "$bin" run --comm mpi --dcp-size 2 --head-dim 65536 --v-dim 4 --seq 8 --cases 3
+one_line "an oracle refusal" "the oracle cannot judge"
 
 # start_long_job [FLAGS...]: a run of a million small cases in the background (job=its pid),
 # returning once it has printed its second row.
