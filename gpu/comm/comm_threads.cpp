@@ -14,32 +14,32 @@ class ThreadGroup::RankComm final : public Communicator {
   GpuStatus all_gather(std::span<const float> send, std::span<float> recv) override {
     const int64_t n = size();
     DCP_GPU_TRY(check_collective("all_gather", n, send.size(), recv.size(), 1, n));
-    DCP_GPU_TRY(rv_->publish(rank_, send.data(), send.size()));
+    DCP_GPU_TRY(rv_->publish(rank_, send.data(), send.size(), "all_gather"));
     for (int64_t s = 0; s < n; ++s)
       std::copy_n(peer(s), send.size(), recv.data() + s * send.size());
-    return rv_->barrier(rank_);
+    return rv_->barrier(rank_, "all_gather");
   }
 
   GpuStatus all_to_all(std::span<const float> send, std::span<float> recv) override {
     const int64_t n = size();
     DCP_GPU_TRY(check_collective("all_to_all", n, send.size(), recv.size(), n, n));
-    DCP_GPU_TRY(rv_->publish(rank_, send.data(), send.size()));
+    DCP_GPU_TRY(rv_->publish(rank_, send.data(), send.size(), "all_to_all"));
     const size_t count = send.size() / static_cast<size_t>(n);
     for (int64_t s = 0; s < n; ++s)
       std::copy_n(peer(s) + rank_ * count, count, recv.data() + s * count);
-    return rv_->barrier(rank_);
+    return rv_->barrier(rank_, "all_to_all");
   }
 
   GpuStatus reduce_scatter_sum(std::span<const float> send, std::span<float> recv,
                                const SumSpec& how) override {
     const int64_t n = size();
     DCP_GPU_TRY(check_collective("reduce_scatter", n, send.size(), recv.size(), n, 1));
-    DCP_GPU_TRY(rv_->publish(rank_, send.data(), send.size()));
+    DCP_GPU_TRY(rv_->publish(rank_, send.data(), send.size(), "reduce_scatter"));
     const size_t count = recv.size();
     std::vector<const float*> blocks(static_cast<size_t>(n));
     for (int64_t s = 0; s < n; ++s) blocks[static_cast<size_t>(s)] = peer(s) + rank_ * count;
     sum_blocks_ordered(blocks, static_cast<int64_t>(count), how, recv);
-    return rv_->barrier(rank_);
+    return rv_->barrier(rank_, "reduce_scatter");
   }
 
  private:

@@ -2,14 +2,17 @@
 //
 // Ranks publish a buffer (any address space: host memory for the threads communicator, device
 // memory for the single-GPU one), meet at a barrier, read what they need from their peers'
-// buffers, and meet again before anyone may reuse a buffer. The barrier waits with a deadline;
+// buffers, and meet again before anyone may reuse a buffer. The barrier's deadline counts from
+// the last arrival, not from each waiter's own: ranks that share one device reach a collective
+// far apart when their shards differ, and a fast rank must not give up on a slow but moving
+// group; only a group where nobody arrived for the whole deadline has a rank stopped or hung.
 // abort() (called when any rank fails) releases every waiter with an error, so a failed rank
 // never leaves the others hanging.
 //
 //   Rendezvous rv(4, "threads");
-//   DCP_GPU_TRY(rv.publish(rank, send.data(), send.size()));  // barrier, sizes agree
+//   DCP_GPU_TRY(rv.publish(rank, send.data(), send.size(), "all_gather"));  // sizes agree
 //   const float* peer = static_cast<const float*>(rv.peer(s));
-//   DCP_GPU_TRY(rv.barrier(rank));                            // peers done reading
+//   DCP_GPU_TRY(rv.barrier(rank, "all_gather"));                            // peers done reading
 #pragma once
 
 #include <chrono>
@@ -37,17 +40,19 @@ class RankGroup {
 
 class Rendezvous final : public RankGroup {
  public:
-  // `transport` names the communicator in errors; a peer that does not arrive within `deadline`
-  // fails the collective.
+  // `transport` names the communicator in errors; a collective fails when no rank has arrived
+  // for `deadline` while some have not.
   Rendezvous(int64_t ranks, std::string transport,
              std::chrono::milliseconds deadline = kDefaultCollectiveDeadline);
   int64_t size() const { return ranks_; }
   void abort(const std::string& why) override;
   bool released(int64_t rank) const override;
-  GpuStatus barrier(int64_t rank);
+  // Waits for every rank; `what` (the collective) names it in a timeout, with the ranks that
+  // did not arrive.
+  GpuStatus barrier(int64_t rank, const char* what);
   // Publishes rank's buffer of `count` elements, waits for all peers, and checks that they
   // publish the same count.
-  GpuStatus publish(int64_t rank, const void* buffer, size_t count);
+  GpuStatus publish(int64_t rank, const void* buffer, size_t count, const char* what);
   // A peer's published buffer (valid between publish and the next barrier).
   const void* peer(int64_t rank) const { return buffer_[static_cast<size_t>(rank)]; }
 
@@ -58,6 +63,7 @@ class Rendezvous final : public RankGroup {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   int64_t arrived_ = 0;
+  std::chrono::steady_clock::time_point last_arrival_;  // of the current barrier's ranks
   uint64_t generation_ = 0;
   bool aborted_ = false;
   std::string abort_reason_;

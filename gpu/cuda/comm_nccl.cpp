@@ -1,5 +1,6 @@
 #include "gpu/cuda/comm_nccl.hpp"
 
+#include <algorithm>
 #include <thread>
 
 #include "gpu/cuda/cuda_status.hpp"
@@ -90,7 +91,9 @@ class NcclGroup::RankComm final : public DeviceCommunicator {
     if (!st) {
       kill();
       g_->abort("rank " + std::to_string(rank_) + ": " + st.message());
+      return st;
     }
+    g_->arrive(rank_);
     return st;
   }
   GpuStatus enqueue_all_to_all(const float* send, int64_t count, float* recv) {
@@ -112,12 +115,13 @@ class NcclGroup::RankComm final : public DeviceCommunicator {
   // Polls the stream until the collective is done, NCCL reports an error, the group is aborted,
   // or the deadline passes; the last three abort this rank's communicator.
   GpuStatus wait(const char* what) {
-    const auto until = std::chrono::steady_clock::now() + g_->deadline_;
+    const auto start = std::chrono::steady_clock::now();
     for (;;) {
       const cudaError_t e = cudaStreamQuery(stream_);
       if (e == cudaSuccess) return {};
       std::string why;
       ncclResult_t async = ncclSuccess;
+      if (sticky_error(e)) end_on_sticky_error(e, what, stream_, __FILE__, __LINE__);
       if (e != cudaErrorNotReady) {
         why = std::string("device work failed: ") + cudaGetErrorName(e) + ": " +
               cudaGetErrorString(e);
@@ -129,8 +133,10 @@ class NcclGroup::RankComm final : public DeviceCommunicator {
         kill();
         std::lock_guard<std::mutex> lock(g_->mu_);
         return DCP_GPU_ERROR("nccl communicator aborted: ", g_->abort_reason_);
-      } else if (std::chrono::steady_clock::now() > until) {
-        why = "still running after " + std::to_string(g_->deadline_.count()) + " ms";
+      } else if (std::chrono::steady_clock::now() > g_->gives_up(start)) {
+        why = g_->missing(rank_) + " did not arrive within " +
+              std::to_string(std::chrono::duration<double>(g_->deadline_).count()) +
+              " s of the last arrival (stopped or hung; DcpConfig.deadline sets the wait)";
       }
       if (!why.empty()) {
         kill();
@@ -153,7 +159,37 @@ class NcclGroup::RankComm final : public DeviceCommunicator {
 };
 
 NcclGroup::NcclGroup(int64_t ranks, std::chrono::milliseconds deadline)
-    : ranks_(ranks), deadline_(deadline), comms_(static_cast<size_t>(ranks)) {}
+    : ranks_(ranks),
+      deadline_(deadline),
+      entered_(static_cast<size_t>(ranks), 0),
+      last_arrival_(std::chrono::steady_clock::now()),
+      comms_(static_cast<size_t>(ranks)) {}
+
+void NcclGroup::arrive(int64_t rank) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++entered_[static_cast<size_t>(rank)];
+  last_arrival_ = std::chrono::steady_clock::now();
+}
+
+std::chrono::steady_clock::time_point NcclGroup::gives_up(
+    std::chrono::steady_clock::time_point start) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return std::max(start, last_arrival_) + deadline_;
+}
+
+std::string NcclGroup::missing(int64_t rank) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<int64_t> behind;
+  int64_t here = 0;  // ranks this process drives
+  for (int64_t r = 0; r < ranks_; ++r) {
+    if (comms_[static_cast<size_t>(r)] == nullptr) continue;
+    ++here;
+    if (entered_[static_cast<size_t>(r)] < entered_[static_cast<size_t>(rank)]) behind.push_back(r);
+  }
+  if (here == 1) return "a peer (the ranks of other processes; their own errors name them)";
+  if (behind.empty()) return "a peer (every rank of this process entered; NCCL did not finish)";
+  return rank_list(behind);
+}
 
 NcclGroup::~NcclGroup() {
   // Live communicators are aborted when the group failed (abort is local to a rank), and

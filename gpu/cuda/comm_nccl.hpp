@@ -50,8 +50,20 @@ class NcclGroup final : public RankGroup {
  private:
   class RankComm;
   NcclGroup(int64_t ranks, std::chrono::milliseconds deadline);
+  // A rank of this process enters a collective (its own work done): the group's deadline
+  // counts from the last such arrival, so a rank that waits for slower but moving peers on the
+  // same device is not timed out.
+  void arrive(int64_t rank);
+  // When a wait that began at `start` gives up: deadline_ after the later of its start and the
+  // last arrival.
+  std::chrono::steady_clock::time_point gives_up(std::chrono::steady_clock::time_point start);
+  // The ranks of this process that have not reached rank's collective ("rank 2", "ranks 1, 3"),
+  // or, where its peers run in other processes, that they are there to ask.
+  std::string missing(int64_t rank);
   int64_t ranks_;
   std::chrono::milliseconds deadline_;
+  std::vector<int64_t> entered_;  // [ranks] collectives entered by each rank of this process
+  std::chrono::steady_clock::time_point last_arrival_;
   std::atomic<bool> aborted_{false};
   mutable std::mutex mu_;
   std::string abort_reason_;

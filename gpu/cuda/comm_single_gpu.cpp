@@ -18,14 +18,14 @@ class SingleGpuGroup::RankComm final : public DeviceCommunicator {
   cudaStream_t stream() const override { return stream_; }
 
   GpuStatus all_gather(const float* send, int64_t count, float* recv) override {
-    DCP_GPU_TRY(publish(send, count));
+    DCP_GPU_TRY(publish(send, count, "all_gather"));
     GpuStatus st;
     for (int64_t s = 0; s < size() && st; ++s) st = copy(recv + s * count, peer(s), count);
     return finish("all_gather", st);
   }
 
   GpuStatus all_to_all(const float* send, int64_t count, float* recv) override {
-    DCP_GPU_TRY(publish(send, size() * count));
+    DCP_GPU_TRY(publish(send, size() * count, "all_to_all"));
     GpuStatus st;
     for (int64_t s = 0; s < size() && st; ++s)
       st = copy(recv + s * count, peer(s) + rank_ * count, count);
@@ -36,7 +36,7 @@ class SingleGpuGroup::RankComm final : public DeviceCommunicator {
                                const SumSpec& how) override {
     Result<ReduceSchedule> sched = make_schedule<ReduceSchedule>(size(), how.order, how.seed);
     if (!sched) return fail(sched.status());
-    DCP_GPU_TRY(publish(send, size() * count));
+    DCP_GPU_TRY(publish(send, size() * count, "reduce_scatter"));
     std::vector<const float*> blocks(static_cast<size_t>(size()));
     for (int64_t s = 0; s < size(); ++s) blocks[static_cast<size_t>(s)] = peer(s) + rank_ * count;
     return finish("reduce_scatter",
@@ -59,18 +59,18 @@ class SingleGpuGroup::RankComm final : public DeviceCommunicator {
   }
   // The send buffer is complete once the rank's stream is idle (its own kernels: the device-work
   // deadline); then the peers meet (the collective deadline).
-  GpuStatus publish(const float* send, int64_t count) {
-    if (count < 0) return fail(DCP_GPU_ERROR("collective: count ", count, " is negative"));
-    GpuStatus st = wait_stream(stream_, kDeviceWorkDeadline, "single-gpu collective");
+  GpuStatus publish(const float* send, int64_t count, const char* what) {
+    if (count < 0) return fail(DCP_GPU_ERROR(what, ": count ", count, " is negative"));
+    GpuStatus st = wait_stream(stream_, kDeviceWorkDeadline, what);
     if (!st) return fail(st);
-    return g_->rv_.publish(rank_, send, static_cast<size_t>(count));
+    return g_->rv_.publish(rank_, send, static_cast<size_t>(count), what);
   }
   // Waits for this rank's copies or sums (st: whether they were enqueued), then for every
   // peer's, before any buffer is reused.
   GpuStatus finish(const char* what, GpuStatus st) {
     if (st) st = wait_stream(stream_, g_->deadline_, what);
     if (!st) fail(st);
-    GpuStatus met = g_->rv_.barrier(rank_);
+    GpuStatus met = g_->rv_.barrier(rank_, what);
     return st ? met : st;
   }
   SingleGpuGroup* g_;

@@ -2,7 +2,8 @@
 //
 // Every runtime call of the CUDA backend goes through DCP_CUDA_TRY, which turns a failure into
 // a one-line error naming the call, the runtime's error name and its text, at the caller's
-// file:line. Waits for device work poll with a deadline instead of blocking forever.
+// file:line; a sticky fault (the context is lost) ends the process at once, naming the kernel
+// last launched. Waits for device work poll with a deadline instead of blocking forever.
 //
 //   DCP_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream));
 //   DCP_GPU_TRY(wait_stream(stream, kDefaultCollectiveDeadline, "all_gather"));
@@ -18,8 +19,30 @@
 
 namespace dcp::gpu {
 
+// The exit code of a process ended by a sticky CUDA fault (sysexits' EX_SOFTWARE): distinct
+// from a failed check (1), bad input (2), a time-out (124) and Ctrl-C (130).
+inline constexpr int kExitStickyFault = 70;
+
+// Whether a CUDA error leaves the process's context unusable, so that every later CUDA call of
+// the process fails too: a fault inside a kernel (an illegal or misaligned address, an illegal
+// instruction, a device-side assert, a trap, a hardware stack error, an invalid program
+// counter, a launch failure or time-out).
+bool sticky_error(cudaError_t e);
+
+// Records a kernel launch on `stream` (`kernel` a literal, such as "partial attention"), so that
+// a sticky fault found later names the kernel most likely at fault.
+void note_launch(const char* kernel, cudaStream_t stream);
+
+// Ends the process on a sticky error: one line on stderr naming the error, the call that found
+// it and its file:line, and the last kernel launched on `stream` (nullptr: in the process), then
+// exit kExitStickyFault. A caller that went on would run on a lost context and report every
+// later failure as its own, and a property would shrink to a wrong case.
+[[noreturn]] void end_on_sticky_error(cudaError_t e, const char* call, cudaStream_t stream,
+                                      const char* file, int line);
+
 inline GpuStatus cuda_status(cudaError_t e, const char* call, const char* file, int line) {
   if (e == cudaSuccess) return {};
+  if (sticky_error(e)) end_on_sticky_error(e, call, nullptr, file, line);
   return GpuStatus(gpu_message(call, ": ", cudaGetErrorName(e), ": ", cudaGetErrorString(e)), file,
                    line);
 }
@@ -28,8 +51,9 @@ inline GpuStatus cuda_status(cudaError_t e, const char* call, const char* file, 
 // takes seconds); waits for peers use the communicators' collective deadline.
 inline constexpr std::chrono::milliseconds kDeviceWorkDeadline{600000};
 
-// Waits until the stream's work is done, polling; a fault in that work is returned as an error,
-// and so is work still running after `deadline` (named by `what`).
+// Waits until the stream's work is done, polling; a fault in that work is returned as an error
+// (a sticky one ends the process: end_on_sticky_error), and so is work still running after
+// `deadline` (named by `what`).
 GpuStatus wait_stream(cudaStream_t stream, std::chrono::milliseconds deadline, const char* what);
 
 // Why this process cannot run on `needed` CUDA devices (no driver, no device, too few), or

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "gpu/cuda/cuda_status.hpp"
+#include "gpu/cuda/device_arena.hpp"
 #include "gpu/cuda/device_buffer.hpp"
 #include "gpu/cuda/kernels.hpp"
 #include "gpu/device_step.hpp"
@@ -20,17 +21,26 @@ class CudaDevice {
   using Buffer = DeviceBuffer<T>;
   using Schedule = ReduceSchedule;
 
-  explicit CudaDevice(DeviceCommunicator& comm) : comm_(comm), s_(comm.stream()) {}
+  // The buffers of the step come from the rank's arena; once the step's buffers are gone (they
+  // are the step's locals) and the stream is idle, their blocks are reusable. If the stream never
+  // goes idle (a hung kernel) they stay pending: never reused while work may read them.
+  CudaDevice(DeviceCommunicator& comm, int64_t tp_rank)
+      : comm_(comm), s_(comm.stream()), arena_(device_arena(comm.device(), tp_rank)) {}
+  CudaDevice(const CudaDevice&) = delete;
+  CudaDevice& operator=(const CudaDevice&) = delete;
+  ~CudaDevice() {
+    if (wait_stream(s_, kDeviceWorkDeadline, "step end")) arena_.settle(s_);
+  }
 
   int64_t rank() const { return comm_.rank(); }
   int64_t size() const { return comm_.size(); }
   template <class T>
   Result<Buffer<T>> alloc(size_t n) {
-    return DeviceBuffer<T>::create(n, s_);
+    return DeviceBuffer<T>::create(n, s_, &arena_);
   }
   template <class T>
   Result<Buffer<T>> upload(const std::vector<T>& host) {
-    return DeviceBuffer<T>::upload(std::span<const T>(host), s_);
+    return DeviceBuffer<T>::upload(std::span<const T>(host), s_, &arena_);
   }
   template <class T>
   Result<std::vector<T>> download(const Buffer<T>& b) {
@@ -72,6 +82,7 @@ class CudaDevice {
   static size_t bytes(int64_t floats) { return static_cast<size_t>(floats) * sizeof(float); }
   DeviceCommunicator& comm_;
   cudaStream_t s_;
+  BlockCache& arena_;
 };
 
 }  // namespace
@@ -86,7 +97,7 @@ Result<RankStepOutput> cuda_run_tp_rank(DeviceCommunicator& comm, const DcpInput
   DCP_CUDA_TRY(cudaDeviceGetDefaultMemPool(&pool, comm.device()));
   uint64_t keep_all = UINT64_MAX;
   DCP_CUDA_TRY(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all));
-  CudaDevice dev(comm);
+  CudaDevice dev(comm, tp_rank);
   return device_step(dev, in, cfg, tp_rank);
 }
 

@@ -99,8 +99,12 @@ __global__ void round_kernel(float* x, int64_t n, StorageFormat dtype) {
   if (i < n) x[i] = round_to(dtype, x[i]);
 }
 
-GpuStatus launched(const char* what) {
+// After a launch of `what` on `stream`: records it (a sticky fault found later names it) and
+// returns the launch's error.
+GpuStatus launched(const char* what, cudaStream_t stream) {
+  note_launch(what, stream);
   const cudaError_t e = cudaGetLastError();
+  if (sticky_error(e)) end_on_sticky_error(e, what, stream, __FILE__, __LINE__);
   if (e != cudaSuccess)
     return DCP_GPU_ERROR(what, ": launch failed: ", cudaGetErrorName(e), ": ",
                          cudaGetErrorString(e));
@@ -137,7 +141,7 @@ GpuStatus launch_kv_write(const body::KvWrite& a, cudaStream_t stream) {
   if (a.len == 0) return {};
   kv_write_kernel<<<blocks_for(body::kv_write_threads(a), kElementThreads), kElementThreads, 0,
                     stream>>>(a);
-  return launched("kv write");
+  return launched("kv write", stream);
 }
 
 GpuStatus launch_partial_attention(const PartialAttentionParams& p, cudaStream_t stream) {
@@ -156,7 +160,7 @@ GpuStatus launch_partial_attention(const PartialAttentionParams& p, cudaStream_t
     DCP_GPU_TRY(scratch.alloc(&topk_counts, p.tokens));
     topk_rows_kernel<<<blocks_for(p.tokens, kElementThreads), kElementThreads, 0, stream>>>(
         p, topk_rows, topk_counts);
-    DCP_GPU_TRY(launched("top-k rows"));
+    DCP_GPU_TRY(launched("top-k rows", stream));
   }
   body::AttentionBlock b;
   b.topk_rows = topk_rows;
@@ -165,27 +169,27 @@ GpuStatus launch_partial_attention(const PartialAttentionParams& p, cudaStream_t
   b.split_lse = split_lse;
   partial_attention_kernel<<<dim3(static_cast<unsigned>(rows), static_cast<unsigned>(p.splits)),
                              kAttentionThreads, smem, stream>>>(p, b);
-  DCP_GPU_TRY(launched("partial attention"));
+  DCP_GPU_TRY(launched("partial attention", stream));
   const body::SplitCombine c = body::split_combine_of(p, split_o, split_lse);
   split_combine_kernel<<<static_cast<unsigned>(rows), kAttentionThreads, 0, stream>>>(c);
-  return launched("split combine");
+  return launched("split combine", stream);
 }
 
 GpuStatus launch_agrs_scale(const body::AgRsScale<ReduceSchedule>& a, cudaStream_t stream) {
   agrs_scale_kernel<<<static_cast<unsigned>(a.shape.dest_rows()), kAttentionThreads, 0, stream>>>(
       a);
-  return launched("ag_rs scale");
+  return launched("ag_rs scale", stream);
 }
 
 GpuStatus launch_a2a_pack(const body::A2aPack& a, cudaStream_t stream) {
   a2a_pack_kernel<<<static_cast<unsigned>(a.shape.dest_rows()), kAttentionThreads, 0, stream>>>(a);
-  return launched("a2a pack");
+  return launched("a2a pack", stream);
 }
 
 GpuStatus launch_a2a_combine(const body::A2aCombine<ReduceSchedule>& a, cudaStream_t stream) {
   a2a_combine_kernel<<<static_cast<unsigned>(a.shape.tokens * a.shape.local_heads),
                        kAttentionThreads, 0, stream>>>(a);
-  return launched("a2a combine");
+  return launched("a2a combine", stream);
 }
 
 GpuStatus launch_ordered_sum(const float* const* blocks, int64_t count, const ReduceSchedule& sched,
@@ -195,13 +199,13 @@ GpuStatus launch_ordered_sum(const float* const* blocks, int64_t count, const Re
   std::copy(blocks, blocks + sched.ranks, b.p);
   ordered_sum_kernel<<<blocks_for(count, kElementThreads), kElementThreads, 0, stream>>>(
       b, count, sched, accum, out);
-  return launched("ordered sum");
+  return launched("ordered sum", stream);
 }
 
 GpuStatus launch_round(float* x, int64_t n, StorageFormat dtype, cudaStream_t stream) {
   if (dtype == StorageFormat::f32 || n == 0) return {};
   round_kernel<<<blocks_for(n, kElementThreads), kElementThreads, 0, stream>>>(x, n, dtype);
-  return launched("round");
+  return launched("round", stream);
 }
 
 }  // namespace dcp::gpu

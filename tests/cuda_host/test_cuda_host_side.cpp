@@ -1,11 +1,14 @@
 // The CUDA backend's host side where there is no GPU: the launchers refuse bad shapes through
 // the shared checks before touching a device, and the device runner fails with the runtime's
-// reason instead of falling back to the host.
+// reason instead of falling back to the host; a sticky fault ends the process naming the kernel.
 #include <gtest/gtest.h>
 
+#include <map>
+#include <string>
 #include <vector>
 
 #include "gpu/cuda/cuda_status.hpp"
+#include "gpu/cuda/device_arena.hpp"
 #include "gpu/cuda/kernels.hpp"
 #include "gpu/cuda/run_cuda.hpp"
 #include "tests/support/attention_params.hpp"
@@ -57,6 +60,108 @@ TEST(CudaRunner, NoDeviceIsAnErrorNamingTheRuntimesReason) {
     EXPECT_NE(r.status().message().find("no CUDA device: "), std::string::npos)
         << r.status().message();
   }
+}
+
+// A rank's arena: a step whose shapes were seen before allocates nothing; a block given back is
+// not reused until its stream is settled (work may still read it); a small buffer does not take
+// a block over twice its size; when allocating fails, the free blocks are released first.
+TEST(DeviceArena, ASecondStepAllocatesNothing) {
+  std::map<void*, size_t> live;  // host stand-ins for device blocks
+  size_t limit = 1 << 20;       // the "device" memory
+  size_t used = 0;
+  std::vector<std::vector<char>> store;
+  BlockCache cache(
+      [&](size_t bytes) -> void* {
+        if (used + bytes > limit) return nullptr;
+        store.emplace_back(bytes);
+        used += bytes;
+        live[store.back().data()] = bytes;
+        return store.back().data();
+      },
+      [&](void* p) {
+        used -= live.at(p);
+        live.erase(p);
+      });
+  const int stream_a = 0, stream_b = 0;  // two tokens
+  const std::vector<size_t> step = {4096, 256, 256, 65536, 12};
+  auto run_step = [&](const void* stream) {
+    std::vector<std::pair<void*, size_t>> held;
+    for (const size_t bytes : step) {
+      size_t got = 0;
+      void* p = cache.take(bytes, &got);
+      ASSERT_NE(p, nullptr);
+      EXPECT_GE(got, bytes);
+      EXPECT_LE(got, 2 * bytes);
+      held.push_back({p, got});
+    }
+    for (const auto& [p, got] : held) cache.give(p, got, stream);
+  };
+  run_step(&stream_a);
+  EXPECT_EQ(cache.allocations(), 5);
+  run_step(&stream_a);  // not settled: the first step's blocks may still be read
+  EXPECT_EQ(cache.allocations(), 10);
+  cache.settle(&stream_b);  // another stream's settling frees none of them
+  run_step(&stream_b);
+  EXPECT_EQ(cache.allocations(), 15);
+  cache.settle(&stream_a);
+  cache.settle(&stream_b);
+  run_step(&stream_a);  // every size found free
+  EXPECT_EQ(cache.allocations(), 15);
+  size_t got = 0;
+  void* big = cache.take(65536, &got);  // the free 64 KiB blocks serve it; none is spent on 12 B
+  EXPECT_EQ(got, 65536u);
+  void* tiny = cache.take(12, &got);
+  EXPECT_LE(got, 24u);
+  cache.give(big, 65536, &stream_a);
+  cache.give(tiny, got, &stream_a);
+  cache.settle(&stream_a);
+  // Out of memory with blocks free: they are released and the allocation is tried again.
+  limit = used + 100000;
+  void* huge = cache.take(200000, &got);
+  EXPECT_NE(huge, nullptr);
+  EXPECT_EQ(cache.allocations(), 16);
+  limit = used;  // nothing left and nothing free: out of memory is nullptr, not a throw
+  EXPECT_EQ(cache.take(1, &got), nullptr);
+}
+
+// Faults inside a kernel poison the context for every later call; other errors do not.
+TEST(CudaStickyFault, TheKernelFaultsAreSticky) {
+  for (const cudaError_t e :
+       {cudaErrorIllegalAddress, cudaErrorMisalignedAddress, cudaErrorIllegalInstruction,
+        cudaErrorAssert, cudaErrorLaunchFailure, cudaErrorHardwareStackError})
+    EXPECT_TRUE(sticky_error(e)) << cudaGetErrorName(e);
+  for (const cudaError_t e : {cudaSuccess, cudaErrorNotReady, cudaErrorInvalidValue,
+                              cudaErrorMemoryAllocation, cudaErrorNoDevice})
+    EXPECT_FALSE(sticky_error(e)) << cudaGetErrorName(e);
+}
+
+// A sticky fault ends the process with kExitStickyFault and one line naming the error, the call
+// that found it and the kernel last launched on that stream (or in the process); a non-sticky
+// error stays a value.
+TEST(CudaStickyFaultDeathTest, EndsTheProcessNamingTheKernel) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const auto stream = reinterpret_cast<cudaStream_t>(0x10);  // a name only: never used
+  const auto other = reinterpret_cast<cudaStream_t>(0x20);
+  EXPECT_EXIT(
+      {
+        note_launch("partial attention", stream);
+        note_launch("ordered sum", other);
+        end_on_sticky_error(cudaErrorIllegalAddress, "all_gather", stream, "comm.cpp", 7);
+      },
+      ::testing::ExitedWithCode(kExitStickyFault),
+      "sticky CUDA fault cudaErrorIllegalAddress .* found by all_gather at comm.cpp:7; the last "
+      "kernel launched on its stream: partial attention\\. The CUDA context is lost");
+  EXPECT_EXIT(
+      {
+        note_launch("split combine", stream);
+        (void)cuda_status(cudaErrorAssert, "cudaDeviceSynchronize()", "x.cpp", 3);
+      },
+      ::testing::ExitedWithCode(kExitStickyFault),
+      "cudaErrorAssert .* found by cudaDeviceSynchronize\\(\\) at x.cpp:3; the last kernel "
+      "launched in the process: split combine");
+  const GpuStatus st = cuda_status(cudaErrorInvalidValue, "cudaMemcpyAsync(...)", "y.cpp", 9);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("cudaErrorInvalidValue"), std::string::npos) << st.message();
 }
 
 }  // namespace
