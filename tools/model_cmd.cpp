@@ -56,15 +56,16 @@
 namespace dcp::tools {
 namespace {
 
-// Default hardware: one H200 SXM in an 8-GPU NVLink4 node, from the reference
-// survey-performance.md. Peaks, not achieved figures: pass measured ones to model a real kernel.
-constexpr double kH200HbmGBps = 4800.0;  // HBM3e peak, 4.8 TB/s (section 1a, "HBM peak")
-// Dense BF16 tensor-core peak, ~989 TFLOP/s (section 1a; the 1979 on spec pages is the sparse one).
+// Default hardware: one H200 SXM in an 8-GPU NVLink4 node. Quoted peaks, not measured here and
+// not achieved figures: pass measured ones to model a real kernel (docs/cli.md, "model", links
+// each source).
+constexpr double kH200HbmGBps = 4800.0;  // HBM3e peak, 4.8 TB/s (NVIDIA's H200 product page)
+// Dense BF16 tensor-core peak, ~989 TFLOP/s (the 1979 on spec pages is the one with sparsity).
 constexpr double kH200Bf16DenseTflops = 989.0;
-// NVLink4: 900 GB/s bidirectional per GPU, 450 GB/s per direction (section 1a).
+// NVLink4: 900 GB/s bidirectional per GPU, 450 GB/s per direction.
 constexpr double kNvlink4GBpsPerDirection = 450.0;
-// A small-message collective on 8 NVLink4 GPUs: NCCL alltoall_perf, 10.6 us at 128 B on 8x H20,
-// the same NVLink4/NVSwitch generation (section 1d).
+// A small-message collective on 8 NVLink4 GPUs: NCCL's alltoall_perf, 10.6 us at 128 B on 8x H20
+// (the same NVLink4/NVSwitch generation), as reported in DeepEP's issue 303.
 constexpr double kCollectiveLatencyUs = 10.6;
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;  // the capacity line's unit of cache
 
@@ -247,7 +248,8 @@ void print_header(const ModelOptions& o, const Model& m, std::ostream& out) {
              m.kv_token_bytes(m.kvh_tp) / m.kv_token_bytes(m.kvh_dcp) * static_cast<double>(s.dcp))
       << format(
              "#  hardware: HBM %g GB/s, tensor cores %g TFLOP/s, link %g GB/s per direction, "
-             "%g us per collective (defaults: H200, survey-performance.md sections 1a, 1d)\n",
+             "%g us per collective (defaults: quoted H200 and NVLink4 peaks and an 8-GPU NCCL "
+             "all-to-all, not measured here; docs/cli.md, model)\n",
              hw.hbm_gbps, hw.tflops, hw.link_gbps, hw.latency_us)
       << "#  T_attn = max(B s M_KV / HBM, 2 B T H s (Dk+Dv) / TFLOPs): TP alone H = H_loc, "
          "s = S; DCP H = Hg, s = ceil(S/N)\n";
