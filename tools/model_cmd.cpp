@@ -31,7 +31,7 @@
 //   b_O is --partial-dtype (default f32), b_L = 4 (LSE in fp32).
 //   T_comm       latency x collectives + bytes / link bandwidth (per direction); 0 when N = 1.
 //
-// Payoff (the design, "计算量、显存与通信分析"): T_attn(S) - T_attn(S/N) > T_comm. Both attention
+// Payoff (lesson 07, docs/07_communication.md): T_attn(S) - T_attn(S/N) > T_comm. Both attention
 // times are linear in S (ignoring the ceil), T_attn(S) = c_tp S and T_attn(S/N) = c_dcp S / N,
 // and T_comm does not depend on S, so DCP pays for S > S* = T_comm / (c_tp - c_dcp / N), and
 // never when c_tp <= c_dcp / N.
