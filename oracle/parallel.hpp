@@ -5,7 +5,9 @@
 // `on_thread_exit` runs on each worker thread after its last row (to free thread-local caches).
 #pragma once
 
+#ifdef __linux__
 #include <sched.h>
+#endif
 
 #include <algorithm>
 #include <atomic>
@@ -22,9 +24,11 @@ namespace dcp::oracle {
 // cgroup's cpuset leave it), else the machine's hardware threads. Processes of an MPI job bound
 // one to a core then each run one thread, not every one of the node's.
 inline int64_t hardware_threads() {
+#ifdef __linux__
   cpu_set_t set;
   CPU_ZERO(&set);
   if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+#endif
   return std::max(1u, std::thread::hardware_concurrency());
 }
 

@@ -222,6 +222,7 @@ DcpCheck judge_dcp(const Case& c, const gpu::DcpConfig& cfg, const gpu::GroupRun
   std::ostringstream rep;
   bool ok = true, ok_stat = true;
   auto note = [&](const std::string& what, const oracle::Expected<oracle::Comparison>& cmp) {
+    ++out.comparisons;
     if (!cmp) {
       ok = ok_stat = false;
       rep << what << ": " << cmp.status().message() << "\n";
@@ -500,6 +501,7 @@ void merge_judgements(DcpCheck& into, const DcpCheck& part) {
   into.backend_error = into.backend_error || part.backend_error;
   into.oracle_error = into.oracle_error || part.oracle_error;
   into.interrupted = into.interrupted || part.interrupted;
+  into.comparisons += part.comparisons;
   into.report += part.report;
 }
 

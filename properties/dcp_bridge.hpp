@@ -57,6 +57,9 @@ struct DcpCheck {
   bool backend_error = false, oracle_error = false;
   // The caller's watch stopped the oracle before its verdict: no verdict (pass is false).
   bool interrupted = false;
+  // Comparisons made: the output's and each judged partial's, of every request (a process of an
+  // MPI job counts its share; the job's sum is one process's count).
+  int64_t comparisons = 0;
 };
 
 // The arithmetic a backend claims for a configuration: for the final output, or for one rank's

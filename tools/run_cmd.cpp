@@ -581,6 +581,7 @@ struct RowResult {
   bool suspect = false;     // a request over its statistical bound (SUSPECT where it passes)
   double stat_ratio = 0.0;  // the largest error / statistical bound of the row's requests
   bool judged = true;       // every request produced output to compare (no backend error)
+  int64_t comparisons = 0;  // the output's and the partials' comparisons of every request
   std::string report;       // failing and suspect requests' reports
   const char* verdict() const { return !pass ? "FAILED" : suspect ? "SUSPECT" : "OK"; }
 };
@@ -621,6 +622,7 @@ nlohmann::json row_json(size_t index, const RowResult& r) {
           {"bound", judged(w.bound)},
           {"ratio", judged(r.worst.max_ratio)},
           {"stat_ratio", judged(r.stat_ratio)},
+          {"comparisons", r.comparisons},
           {"verdict", r.verdict()},
           {"pass", r.pass},
           {"report", r.report},
@@ -802,16 +804,21 @@ class LocalRunner final : public RequestRunner {
 constexpr double kSlowestJudgeRate = 7e6;
 
 // A process's judgement of its share on the wire: pass, pass_statistical, backend_error,
-// oracle_error and interrupted (one byte each), max_ratio and max_stat_ratio, then the report's
-// bytes. The output's comparison (DcpCheck::full) is rank 0's own and does not travel.
-constexpr size_t kJudgementFixed = 5 + 2 * sizeof(double);
+// oracle_error and interrupted (one byte each), max_ratio and max_stat_ratio, the count of
+// comparisons, then the report's bytes. The output's comparison (DcpCheck::full) is rank 0's own
+// and does not travel.
+constexpr size_t kJudgementFlags = 5;
+constexpr size_t kJudgementFixed = kJudgementFlags + 2 * sizeof(double) + sizeof(int64_t);
 
 std::vector<uint8_t> pack_judgement(const props::DcpCheck& c) {
   std::vector<uint8_t> b(kJudgementFixed + c.report.size());
-  const bool flags[] = {c.pass, c.pass_statistical, c.backend_error, c.oracle_error, c.interrupted};
-  for (size_t i = 0; i < 5; ++i) b[i] = flags[i] ? 1 : 0;
-  std::memcpy(&b[5], &c.max_ratio, sizeof(double));
-  std::memcpy(&b[5 + sizeof(double)], &c.max_stat_ratio, sizeof(double));
+  const bool flags[kJudgementFlags] = {c.pass, c.pass_statistical, c.backend_error, c.oracle_error,
+                                       c.interrupted};
+  for (size_t i = 0; i < kJudgementFlags; ++i) b[i] = flags[i] ? 1 : 0;
+  uint8_t* p = b.data() + kJudgementFlags;
+  std::memcpy(p, &c.max_ratio, sizeof(double));
+  std::memcpy(p + sizeof(double), &c.max_stat_ratio, sizeof(double));
+  std::memcpy(p + 2 * sizeof(double), &c.comparisons, sizeof(int64_t));
   std::memcpy(b.data() + kJudgementFixed, c.report.data(), c.report.size());
   return b;
 }
@@ -824,10 +831,13 @@ props::DcpCheck unpack_judgement(const std::vector<uint8_t>& b) {
                " bytes, expected at least " + std::to_string(kJudgementFixed) + "\n";
     return c;
   }
-  bool* flags[] = {&c.pass, &c.pass_statistical, &c.backend_error, &c.oracle_error, &c.interrupted};
-  for (size_t i = 0; i < 5; ++i) *flags[i] = b[i] != 0;
-  std::memcpy(&c.max_ratio, &b[5], sizeof(double));
-  std::memcpy(&c.max_stat_ratio, &b[5 + sizeof(double)], sizeof(double));
+  bool* flags[kJudgementFlags] = {&c.pass, &c.pass_statistical, &c.backend_error, &c.oracle_error,
+                                  &c.interrupted};
+  for (size_t i = 0; i < kJudgementFlags; ++i) *flags[i] = b[i] != 0;
+  const uint8_t* p = b.data() + kJudgementFlags;
+  std::memcpy(&c.max_ratio, p, sizeof(double));
+  std::memcpy(&c.max_stat_ratio, p + sizeof(double), sizeof(double));
+  std::memcpy(&c.comparisons, p + 2 * sizeof(double), sizeof(int64_t));
   c.report.assign(reinterpret_cast<const char*>(b.data()) + kJudgementFixed,
                   b.size() - kJudgementFixed);
   return c;
@@ -898,39 +908,47 @@ RequestResult MpiRunner::run(const DcpSetup& s, size_t row, const oracle::Watch&
     refuse("run", where + run.status().message(), err);
     gpu::mpi_abort(kExitTimeout);
   }
+  // Two agreements: first on the step, so that a rank whose step failed ends the row on every
+  // rank before anyone judges (rank 0 would otherwise wait for a healthy peer still judging and
+  // name it as missing); then on the judgements (an oracle refusal on any rank). A failed
+  // agreement names this rank's own error too.
+  const auto agree = [&](int code, const std::string& why, std::chrono::milliseconds root_work) {
+    const gpu::Result<gpu::MpiVerdict> v = gpu::mpi_agree(code, why, s.cfg.deadline, root_work);
+    if (!v) {
+      refuse("run", where + v.status().message() + (why.empty() ? "" : "; this rank: " + why), err);
+      gpu::mpi_abort(kExitTimeout);
+    }
+    if (v->code != kExitOk && me == 0) refuse("run", v->message, err);
+    return v->code;
+  };
+  if (const int code = agree(run ? kExitOk : kExitFail,
+                             run ? std::string() : where + run.status().message(), {});
+      code != kExitOk) {
+    out.code = code;
+    return out;
+  }
   // Every process judges its share: its own TP rank's partial against the oracle on its shard,
   // and rank 0 the assembled output too. The shards' oracles, half of the judging, run side by
   // side; rank 0's progress line counts its own share.
+  const props::JudgedParts parts{.output = run->root, .partials = true, .tp_rank = me};
+  const oracle::Watch own =
+      run->root ? watch : oracle::Watch{.progress = nullptr, .stop = watch.stop};
+  const props::DcpCheck mine =
+      cases.empty()
+          ? props::judge_dcp(c, s.cfg, run->group, parts, nullptr, own)
+          : props::judge_dcp_batch(cases, s.retired, s.cfg, run->group, parts, nullptr, own);
   std::string why;
-  props::DcpCheck mine;
-  if (!run) {
-    out.code = kExitFail;
-    why = where + run.status().message();
-  } else {
-    const props::JudgedParts parts{.output = run->root, .partials = true, .tp_rank = me};
-    const oracle::Watch own =
-        run->root ? watch : oracle::Watch{.progress = nullptr, .stop = watch.stop};
-    mine = cases.empty()
-               ? props::judge_dcp(c, s.cfg, run->group, parts, nullptr, own)
-               : props::judge_dcp_batch(cases, s.retired, s.cfg, run->group, parts, nullptr, own);
-    if (mine.oracle_error) {
-      out.code = kExitBadInput;  // not the implementation's fault: the oracle cannot bound it
-      why = "row " + std::to_string(row) + ": the oracle cannot judge this case (rank " +
-            std::to_string(me) + "): " + mine.report.substr(0, mine.report.find('\n'));
-    }
-  }
-  // Rank 0 has the most to judge (the output, about as much as every shard together, and its
-  // own shard): the peers wait for its verdict that much longer.
+  if (mine.oracle_error)  // not the implementation's fault: the oracle cannot bound it
+    why = "row " + std::to_string(row) + ": the oracle cannot judge this case (rank " +
+          std::to_string(me) + "): " + mine.report.substr(0, mine.report.find('\n'));
+  // Rank 0 judges the most (the output, about as much as every shard together, and its own
+  // shard; a peer's share is about 1/N of that, done before rank 0's): the peers wait that much
+  // longer for its verdict.
   const auto judging = std::chrono::milliseconds(
       static_cast<int64_t>(1000.0 * props::dcp_check_footprint(s).work / kSlowestJudgeRate));
-  const gpu::Result<gpu::MpiVerdict> v = gpu::mpi_agree(out.code, why, s.cfg.deadline, judging);
-  if (!v) {
-    refuse("run", where + v.status().message(), err);
-    gpu::mpi_abort(kExitTimeout);
-  }
-  if (v->code != kExitOk) {
-    if (me == 0) refuse("run", v->message, err);
-    out.code = v->code;
+  if (const int code = agree(mine.oracle_error ? kExitBadInput : kExitOk, why, judging);
+      code != kExitOk) {
+    out.code = code;
     return out;
   }
   // Every share judged: each process's judgement to rank 0, folded into the output's there.
@@ -991,6 +1009,7 @@ RowOutcome run_row(const RunOptions& o, const RunCase& rc, size_t index, Request
     }
     const props::DcpCheck& chk = r.chk;
     if (chk.max_ratio >= out.row.worst.max_ratio) out.row.worst = chk;
+    out.row.comparisons += chk.comparisons;
     out.row.stat_ratio = std::max(out.row.stat_ratio, chk.max_stat_ratio);
     if (chk.full.o_elements == 0) out.row.judged = false;
     if (!chk.pass || !chk.pass_statistical) {

@@ -4,8 +4,9 @@
 // memory for the single-GPU one), meet at a barrier, read what they need from their peers'
 // buffers, and meet again before anyone may reuse a buffer. The barrier's deadline counts from
 // the last arrival, not from each waiter's own: ranks that share one device reach a collective
-// far apart when their shards differ, and a fast rank must not give up on a slow but moving
-// group; only a group where nobody arrived for the whole deadline has a rank stopped or hung.
+// far apart when their shards differ, and in a group of three or more a fast rank does not give
+// up while its peers keep arriving; it gives up once nobody has arrived for the whole deadline
+// (with two ranks the last arrival is the waiter's own, as with a per-waiter deadline).
 // abort() (called when any rank fails) releases every waiter with an error, so a failed rank
 // never leaves the others hanging.
 //

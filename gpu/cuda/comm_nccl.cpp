@@ -134,9 +134,10 @@ class NcclGroup::RankComm final : public DeviceCommunicator {
         std::lock_guard<std::mutex> lock(g_->mu_);
         return DCP_GPU_ERROR("nccl communicator aborted: ", g_->abort_reason_);
       } else if (std::chrono::steady_clock::now() > g_->gives_up(start)) {
-        why = g_->missing(rank_) + " did not arrive within " +
-              std::to_string(std::chrono::duration<double>(g_->deadline_).count()) +
-              " s of the last arrival (stopped or hung; DcpConfig.deadline sets the wait)";
+        why = gpu_message(g_->missing(rank_), " did not arrive within ",
+                          std::chrono::duration<double>(g_->deadline_).count(),
+                          " s of the last arrival (stopped or hung; DcpConfig.deadline sets the "
+                          "wait)");
       }
       if (!why.empty()) {
         kill();

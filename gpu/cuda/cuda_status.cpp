@@ -71,16 +71,17 @@ void end_on_sticky_error(cudaError_t e, const char* call, cudaStream_t stream, c
                "is lost: the process ends (exit %d)\n",
                cudaGetErrorName(e), cudaGetErrorString(e), call, file, line, kernel.c_str(),
                kExitStickyFault);
-  std::fflush(stderr);
+  std::fflush(nullptr);  // what the process printed so far reaches its file or pipe
   std::_Exit(kExitStickyFault);
 }
 
-GpuStatus wait_stream(cudaStream_t stream, std::chrono::milliseconds deadline, const char* what) {
+GpuStatus wait_stream(cudaStream_t stream, std::chrono::milliseconds deadline, const char* what,
+                      const char* file, int line) {
   const auto until = std::chrono::steady_clock::now() + deadline;
   for (;;) {
     const cudaError_t e = cudaStreamQuery(stream);
     if (e == cudaSuccess) return {};
-    if (sticky_error(e)) end_on_sticky_error(e, what, stream, __FILE__, __LINE__);
+    if (sticky_error(e)) end_on_sticky_error(e, what, stream, file, line);
     if (e != cudaErrorNotReady)
       return DCP_GPU_ERROR(what, ": device work failed: ", cudaGetErrorName(e), ": ",
                            cudaGetErrorString(e));

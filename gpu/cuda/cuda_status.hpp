@@ -54,7 +54,9 @@ inline constexpr std::chrono::milliseconds kDeviceWorkDeadline{600000};
 // Waits until the stream's work is done, polling; a fault in that work is returned as an error
 // (a sticky one ends the process: end_on_sticky_error), and so is work still running after
 // `deadline` (named by `what`).
-GpuStatus wait_stream(cudaStream_t stream, std::chrono::milliseconds deadline, const char* what);
+// `file` and `line` default to the caller's, so a fault names where it was waited for.
+GpuStatus wait_stream(cudaStream_t stream, std::chrono::milliseconds deadline, const char* what,
+                      const char* file = __builtin_FILE(), int line = __builtin_LINE());
 
 // Why this process cannot run on `needed` CUDA devices (no driver, no device, too few), or
 // nothing when it can.

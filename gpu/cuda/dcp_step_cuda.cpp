@@ -21,26 +21,29 @@ class CudaDevice {
   using Buffer = DeviceBuffer<T>;
   using Schedule = ReduceSchedule;
 
-  // The buffers of the step come from the rank's arena; once the step's buffers are gone (they
-  // are the step's locals) and the stream is idle, their blocks are reusable. If the stream never
-  // goes idle (a hung kernel) they stay pending: never reused while work may read them.
+  // The buffers of the step come from the rank's arena; once they are gone (they are the
+  // step's locals) and the stream is idle, their blocks are reusable. If the stream never goes
+  // idle (a hung kernel) they stay pending: never reused while work may read them.
   CudaDevice(DeviceCommunicator& comm, int64_t tp_rank)
-      : comm_(comm), s_(comm.stream()), arena_(device_arena(comm.device(), tp_rank)) {}
+      : comm_(comm),
+        s_(comm.stream()),
+        arena_(device_arena(comm.device(), tp_rank)),
+        lease_{&arena_, arena_.begin_step()} {}
   CudaDevice(const CudaDevice&) = delete;
   CudaDevice& operator=(const CudaDevice&) = delete;
   ~CudaDevice() {
-    if (wait_stream(s_, kDeviceWorkDeadline, "step end")) arena_.settle(s_);
+    if (wait_stream(s_, kDeviceWorkDeadline, "step end")) arena_.settle(lease_.step);
   }
 
   int64_t rank() const { return comm_.rank(); }
   int64_t size() const { return comm_.size(); }
   template <class T>
   Result<Buffer<T>> alloc(size_t n) {
-    return DeviceBuffer<T>::create(n, s_, &arena_);
+    return DeviceBuffer<T>::create(n, s_, lease_);
   }
   template <class T>
   Result<Buffer<T>> upload(const std::vector<T>& host) {
-    return DeviceBuffer<T>::upload(std::span<const T>(host), s_, &arena_);
+    return DeviceBuffer<T>::upload(std::span<const T>(host), s_, lease_);
   }
   template <class T>
   Result<std::vector<T>> download(const Buffer<T>& b) {
@@ -83,6 +86,7 @@ class CudaDevice {
   DeviceCommunicator& comm_;
   cudaStream_t s_;
   BlockCache& arena_;
+  ArenaLease lease_;
 };
 
 }  // namespace

@@ -4,9 +4,10 @@
 // ranks that share it, about 30 times a step).
 //
 //   BlockCache& arena = device_arena(device, tp_rank);
-//   Result<DeviceBuffer<float>> b = DeviceBuffer<float>::create(n, stream, &arena);
-//   ...                                    // b's destructor gives its block back (pending)
-//   DCP_GPU_TRY(wait_stream(stream, ...));  arena.settle(stream);   // now reusable
+//   const ArenaLease lease{&arena, arena.begin_step()};
+//   Result<DeviceBuffer<float>> b = DeviceBuffer<float>::create(n, stream, lease);
+//   ...                                      // b's destructor gives its block back (pending)
+//   if (wait_stream(stream, ...)) arena.settle(lease.step);   // the stream is idle: reusable
 #pragma once
 
 #include <cstddef>
@@ -20,10 +21,14 @@
 namespace dcp::gpu {
 
 // The bookkeeping, free of CUDA so that it is tested without a device: blocks free for reuse,
-// and blocks given back while the work of a stream may still read them (pending until that
-// stream is idle: settle).
+// and blocks given back by a step whose work may still read them (pending until that step is
+// settled, its stream idle).
 class BlockCache {
  public:
+  struct Block {
+    void* p = nullptr;  // nullptr: out of memory
+    size_t bytes = 0;   // at least what was asked
+  };
   using Allocate = std::function<void*(size_t bytes)>;  // nullptr when out of memory
   using Release = std::function<void(void* p)>;
   BlockCache(Allocate allocate, Release release)
@@ -34,46 +39,55 @@ class BlockCache {
     for (const auto& [bytes, p] : free_) release_(p);
   }
 
-  // A block of at least `bytes` (its size in *got): the smallest free block of at most
-  // kMaxSlack times that, else a new one. When the allocation fails, every free block is
-  // released and it is tried once more; nullptr: out of memory even then.
-  void* take(size_t bytes, size_t* got) {
+  // A token for the blocks of one step (never reused, unlike a stream's handle).
+  uint64_t begin_step() {
+    const std::lock_guard<std::mutex> lock(mu_);
+    return ++steps_;
+  }
+  // A block of at least `bytes`: the smallest free block of at most kMaxSlack times that, else
+  // a new one. When the allocation fails, every free block is released and it is tried once
+  // more (the allocator itself may reclaim elsewhere first).
+  Block take(size_t bytes) {
     const std::lock_guard<std::mutex> lock(mu_);
     const auto it = free_.lower_bound(bytes);
     if (it != free_.end() && it->first <= kMaxSlack * bytes) {
-      *got = it->first;
-      void* p = it->second;
+      const Block b{it->second, it->first};
       free_.erase(it);
-      return p;
+      return b;
     }
     void* p = allocate_(bytes);
     if (p == nullptr && !free_.empty()) {
-      for (const auto& [size, q] : free_) release_(q);
-      free_.clear();
+      release_free();
       p = allocate_(bytes);
     }
-    if (p == nullptr) return nullptr;
+    if (p == nullptr) return {};
     ++allocations_;
-    *got = bytes;
-    return p;
+    return {p, bytes};
   }
-  // A block taken from this cache, given back by work queued on `stream` (a token: the cache
-  // never calls CUDA): reused only after settle(stream).
-  void give(void* p, size_t bytes, const void* stream) {
+  // A block taken from this cache, given back by `step`: reused only after settle(step).
+  void give(Block b, uint64_t step) {
     const std::lock_guard<std::mutex> lock(mu_);
-    pending_.push_back({p, bytes, stream});
+    pending_.push_back({b, step});
   }
-  // `stream` is idle: the blocks it gave back may be reused.
-  void settle(const void* stream) {
+  // `step`'s work is done: the blocks it gave back may be reused.
+  void settle(uint64_t step) {
     const std::lock_guard<std::mutex> lock(mu_);
     std::vector<Pending> still;
-    for (const Pending& b : pending_) {
-      if (b.stream == stream)
-        free_.emplace(b.bytes, b.p);
+    for (const Pending& q : pending_) {
+      if (q.step == step)
+        free_.emplace(q.block.bytes, q.block.p);
       else
-        still.push_back(b);
+        still.push_back(q);
     }
     pending_ = std::move(still);
+  }
+  // Releases the free blocks unless another thread holds the cache (a sibling rank short of
+  // memory asks; waiting could deadlock two ranks asking each other). Whether it did.
+  bool release_free_if_idle() {
+    const std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+    if (!lock.owns_lock()) return false;
+    release_free();
+    return true;
   }
   // Blocks allocated so far (a step whose shapes were seen before adds none).
   int64_t allocations() const {
@@ -86,21 +100,34 @@ class BlockCache {
   // small buffer, and sizes that differ a little between steps (another sequence length) reuse.
   static constexpr size_t kMaxSlack = 2;
   struct Pending {
-    void* p;
-    size_t bytes;
-    const void* stream;
+    Block block;
+    uint64_t step;
   };
+  void release_free() {  // with mu_ held
+    for (const auto& [size, p] : free_) release_(p);
+    free_.clear();
+  }
   Allocate allocate_;
   Release release_;
   mutable std::mutex mu_;
   std::multimap<size_t, void*> free_;  // by size
   std::vector<Pending> pending_;
   int64_t allocations_ = 0;
+  uint64_t steps_ = 0;
+};
+
+// Where a buffer's block comes from and goes back to: a rank's arena, for one step.
+struct ArenaLease {
+  BlockCache* cache = nullptr;  // nullptr: cudaMalloc and cudaFree
+  uint64_t step = 0;
 };
 
 // The arena of TP rank `rank` on `device` in this process: cudaMalloc'd blocks (plain device
 // memory, which NCCL's same-process peer path can reach), created on first use and kept until
-// the process ends (never destroyed: the runtime may be gone by static destruction).
+// the process ends (never destroyed: the runtime may be gone by static destruction). Short of
+// memory, it first releases the free blocks of the device's other arenas and trims the device's
+// stream-ordered pool, then tries again; a sticky fault met allocating ends the process
+// (cuda_status.hpp).
 BlockCache& device_arena(int device, int64_t rank);
 
 }  // namespace dcp::gpu

@@ -23,56 +23,51 @@ class DeviceBuffer {
  public:
   DeviceBuffer() = default;
   DeviceBuffer(DeviceBuffer&& o) noexcept
-      : p_(std::exchange(o.p_, nullptr)),
-        n_(o.n_),
-        block_(o.block_),
-        arena_(o.arena_),
-        stream_(o.stream_) {}
+      : p_(std::exchange(o.p_, nullptr)), n_(o.n_), block_(o.block_), lease_(o.lease_) {}
   DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
     std::swap(p_, o.p_);
     std::swap(n_, o.n_);
     std::swap(block_, o.block_);
-    std::swap(arena_, o.arena_);
-    std::swap(stream_, o.stream_);
+    std::swap(lease_, o.lease_);
     return *this;
   }
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
   ~DeviceBuffer() {
     if (p_ == nullptr) return;
-    if (arena_ != nullptr)
-      arena_->give(p_, block_, stream_);  // reusable once the stream is idle (settle)
+    if (lease_.cache != nullptr)
+      lease_.cache->give({p_, block_}, lease_.step);  // reusable once the step is settled
     else
       cudaFree(p_);
   }
 
-  // n elements, zero-filled on `stream` (n = 0 holds no memory): from `arena` when given (its
-  // block goes back there, pending until the caller settles the stream), else cudaMalloc'd.
-  static Result<DeviceBuffer> create(size_t n, cudaStream_t stream, BlockCache* arena = nullptr) {
+  // n elements, zero-filled on `stream` (n = 0 holds no memory): a block of the lease's arena
+  // (it goes back there, pending until the caller settles the step), or, without one, cudaMalloc.
+  static Result<DeviceBuffer> create(size_t n, cudaStream_t stream, ArenaLease lease = {}) {
     DeviceBuffer b;
     b.n_ = n;
     if (n == 0) return b;
-    if (arena != nullptr) {
-      void* p = arena->take(n * sizeof(T), &b.block_);
-      if (p == nullptr)
-        return DCP_GPU_ERROR("device buffer: out of device memory for ", n * sizeof(T),
-                             " bytes (the arena released its free blocks and tried again)");
-      b.p_ = static_cast<T*>(p);
-      b.arena_ = arena;
-      b.stream_ = stream;
-    } else {
+    if (lease.cache == nullptr) {
       DCP_CUDA_TRY(cudaMalloc(reinterpret_cast<void**>(&b.p_), n * sizeof(T)));
       DCP_CUDA_TRY(cudaMemsetAsync(b.p_, 0, n * sizeof(T), stream));
       DCP_CUDA_TRY(cudaStreamSynchronize(stream));
       return b;
     }
+    const BlockCache::Block block = lease.cache->take(n * sizeof(T));
+    if (block.p == nullptr)
+      return DCP_GPU_ERROR("device buffer: out of device memory for ", n * sizeof(T),
+                           " bytes (the device's arenas released their free blocks and the "
+                           "allocation was tried again)");
+    b.p_ = static_cast<T*>(block.p);
+    b.block_ = block.bytes;
+    b.lease_ = lease;
     // Stream-ordered: whatever reads the buffer runs on this stream after it, or waits for it.
     DCP_CUDA_TRY(cudaMemsetAsync(b.p_, 0, n * sizeof(T), stream));
     return b;
   }
   static Result<DeviceBuffer> upload(std::span<const T> host, cudaStream_t stream,
-                                     BlockCache* arena = nullptr) {
-    Result<DeviceBuffer> b = create(host.size(), stream, arena);
+                                     ArenaLease lease = {}) {
+    Result<DeviceBuffer> b = create(host.size(), stream, lease);
     if (!b) return b;
     if (!host.empty()) {
       DCP_CUDA_TRY(
@@ -98,9 +93,8 @@ class DeviceBuffer {
  private:
   T* p_ = nullptr;
   size_t n_ = 0;
-  size_t block_ = 0;               // the arena block's bytes (at least n_ * sizeof(T))
-  BlockCache* arena_ = nullptr;    // where the block goes back; nullptr: cudaFree
-  cudaStream_t stream_ = nullptr;  // the stream whose work may still use it
+  size_t block_ = 0;  // the arena block's bytes (at least n_ * sizeof(T))
+  ArenaLease lease_;  // where the block goes back; no cache: cudaFree
 };
 
 }  // namespace dcp::gpu

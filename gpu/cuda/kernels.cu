@@ -102,9 +102,11 @@ __global__ void round_kernel(float* x, int64_t n, StorageFormat dtype) {
 // After a launch of `what` on `stream`: records it (a sticky fault found later names it) and
 // returns the launch's error.
 GpuStatus launched(const char* what, cudaStream_t stream) {
-  note_launch(what, stream);
+  // A fault of an earlier kernel may surface at this launch: it is named before this one is
+  // recorded.
   const cudaError_t e = cudaGetLastError();
   if (sticky_error(e)) end_on_sticky_error(e, what, stream, __FILE__, __LINE__);
+  note_launch(what, stream);
   if (e != cudaSuccess)
     return DCP_GPU_ERROR(what, ": launch failed: ", cudaGetErrorName(e), ": ",
                          cudaGetErrorString(e));

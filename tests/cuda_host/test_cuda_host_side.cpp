@@ -63,11 +63,11 @@ TEST(CudaRunner, NoDeviceIsAnErrorNamingTheRuntimesReason) {
 }
 
 // A rank's arena: a step whose shapes were seen before allocates nothing; a block given back is
-// not reused until its stream is settled (work may still read it); a small buffer does not take
+// not reused until its step is settled (work may still read it); a small buffer does not take
 // a block over twice its size; when allocating fails, the free blocks are released first.
 TEST(DeviceArena, ASecondStepAllocatesNothing) {
   std::map<void*, size_t> live;  // host stand-ins for device blocks
-  size_t limit = 1 << 20;       // the "device" memory
+  size_t limit = 1 << 20;        // the "device" memory
   size_t used = 0;
   std::vector<std::vector<char>> store;
   BlockCache cache(
@@ -82,46 +82,46 @@ TEST(DeviceArena, ASecondStepAllocatesNothing) {
         used -= live.at(p);
         live.erase(p);
       });
-  const int stream_a = 0, stream_b = 0;  // two tokens
-  const std::vector<size_t> step = {4096, 256, 256, 65536, 12};
-  auto run_step = [&](const void* stream) {
-    std::vector<std::pair<void*, size_t>> held;
-    for (const size_t bytes : step) {
-      size_t got = 0;
-      void* p = cache.take(bytes, &got);
-      ASSERT_NE(p, nullptr);
-      EXPECT_GE(got, bytes);
-      EXPECT_LE(got, 2 * bytes);
-      held.push_back({p, got});
+  const std::vector<size_t> sizes = {4096, 256, 256, 65536, 12};
+  auto run_step = [&](uint64_t step) {
+    std::vector<BlockCache::Block> held;
+    for (const size_t bytes : sizes) {
+      const BlockCache::Block b = cache.take(bytes);
+      ASSERT_NE(b.p, nullptr);
+      EXPECT_GE(b.bytes, bytes);
+      EXPECT_LE(b.bytes, 2 * bytes);
+      held.push_back(b);
     }
-    for (const auto& [p, got] : held) cache.give(p, got, stream);
+    for (const BlockCache::Block& b : held) cache.give(b, step);
   };
-  run_step(&stream_a);
+  const uint64_t a = cache.begin_step(), b = cache.begin_step();
+  EXPECT_NE(a, b);
+  run_step(a);
   EXPECT_EQ(cache.allocations(), 5);
-  run_step(&stream_a);  // not settled: the first step's blocks may still be read
+  run_step(a);  // not settled: the first step's blocks may still be read
   EXPECT_EQ(cache.allocations(), 10);
-  cache.settle(&stream_b);  // another stream's settling frees none of them
-  run_step(&stream_b);
+  cache.settle(b);  // another step's settling frees none of them
+  run_step(b);
   EXPECT_EQ(cache.allocations(), 15);
-  cache.settle(&stream_a);
-  cache.settle(&stream_b);
-  run_step(&stream_a);  // every size found free
+  cache.settle(a);
+  cache.settle(b);
+  const uint64_t c = cache.begin_step();
+  run_step(c);  // every size found free
   EXPECT_EQ(cache.allocations(), 15);
-  size_t got = 0;
-  void* big = cache.take(65536, &got);  // the free 64 KiB blocks serve it; none is spent on 12 B
-  EXPECT_EQ(got, 65536u);
-  void* tiny = cache.take(12, &got);
-  EXPECT_LE(got, 24u);
-  cache.give(big, 65536, &stream_a);
-  cache.give(tiny, got, &stream_a);
-  cache.settle(&stream_a);
+  const BlockCache::Block big = cache.take(65536);  // a free 64 KiB block; none spent on 12 B
+  EXPECT_EQ(big.bytes, 65536u);
+  const BlockCache::Block tiny = cache.take(12);
+  EXPECT_LE(tiny.bytes, 24u);
+  cache.give(big, c);
+  cache.give(tiny, c);
+  cache.settle(c);
   // Out of memory with blocks free: they are released and the allocation is tried again.
   limit = used + 100000;
-  void* huge = cache.take(200000, &got);
-  EXPECT_NE(huge, nullptr);
+  EXPECT_NE(cache.take(200000).p, nullptr);
   EXPECT_EQ(cache.allocations(), 16);
-  limit = used;  // nothing left and nothing free: out of memory is nullptr, not a throw
-  EXPECT_EQ(cache.take(1, &got), nullptr);
+  EXPECT_TRUE(cache.release_free_if_idle());  // nothing free left to release, and not busy
+  limit = used;  // nothing left and nothing free: out of memory is a null block, not a throw
+  EXPECT_EQ(cache.take(1).p, nullptr);
 }
 
 // Faults inside a kernel poison the context for every later call; other errors do not.
