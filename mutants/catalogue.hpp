@@ -1,5 +1,5 @@
 // catalogue.hpp — the mutation catalogue: plausible DCP bugs, each with one name, planted
-// where the project can prove its checks catch them (docs/10_mutants.md):
+// where the project can prove its checks catch them (docs/mutants.md):
 //   step    in the production DCP step, at the device seam (mutant_device.hpp: the host device
 //           with one kernel or its arguments changed); `dcp-verify mutants` runs the property
 //           suite against each and must kill every one;
@@ -86,7 +86,7 @@ inline constexpr unsigned kInStep = 1, kInModel = 2;
 struct MutantInfo {
   Mutant id;
   std::string_view name;    // as --only and --bug take it
-  std::string_view family;  // the bug class (docs/10_mutants.md)
+  std::string_view family;  // the bug class (docs/mutants.md)
   unsigned where = kInStep;
 };
 

@@ -1,6 +1,6 @@
 // playground.js — the numbers of docs/playground/index.html, computed as dcp-verify computes them:
 // the layout (gpu/kernels/layout.hpp, `dcp-verify layout`), the merge of two partials under a
-// shift of one shard's LSE (lesson 03), and the break-even model (tools/model_cmd.cpp,
+// shift of one shard's LSE (lesson 04), and the break-even model (tools/model_cmd.cpp,
 // `dcp-verify model`). tests/docs/playground_test.sh sets the inputs through the page's query
 // string and compares what the page shows with the CLI's output for the same inputs.
 "use strict";

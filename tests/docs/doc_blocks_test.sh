@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs the command blocks of the lessons (docs/[0-9][0-9]_*.md) and the README, so the docs
+# Runs the command blocks of the lessons (docs/[0-9][0-9]_*.md), their evidence appendices
+# (docs/evidence/), the mutation catalogue (docs/mutants.md) and the README, so the docs
 # cannot drift from the code. Usage: doc_blocks_test.sh REPO_ROOT BUILD_DIR [FILE...]
 #
 # Conventions (docs/00_start_here.md, "Conventions of these lessons"):
@@ -15,7 +16,9 @@ set -u
 repo=$1
 build=$2
 shift 2
-if [ $# -gt 0 ]; then files=("$@"); else files=("$repo"/docs/[0-9][0-9]_*.md "$repo/README.md"); fi
+if [ $# -gt 0 ]; then files=("$@"); else
+  files=("$repo"/docs/[0-9][0-9]_*.md "$repo"/docs/evidence/*.md "$repo/docs/mutants.md" "$repo/README.md")
+fi
 
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT

@@ -7,7 +7,7 @@ import re
 import pytest
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
-FILES = ["docs/11_gate_your_own_kernel.md", "python/README.md"]
+FILES = ["docs/10_gate_your_own_kernel.md", "python/README.md"]
 
 
 def blocks():
