@@ -7,7 +7,8 @@ Usage: doc_structure_test.py REPO_ROOT
 - Links: each `[text](target)` in README.md, python/README.md and docs/**/*.md whose target is
   not a URL must name an existing file; a `#fragment` must be the anchor of a heading of that
   file (GitHub's rule: lower case, punctuation other than '-' and '_' dropped, spaces to '-',
-  a repeated heading gets -1, -2, ...). Links inside code blocks are not links.
+  a repeated heading gets -1, -2, ...). Links inside code blocks are not links. A link labelled
+  with a lesson number ("[05 — ...]", "[lesson 05]") must lead to that lesson's file.
 - Cores: a lesson's core is its text before its first `## Exercises` heading (or before
   `## What to run next`, or the whole file). It must be at most CORE_LIMIT_BYTES.
 - Appendices: a lesson docs/NN_name.md whose appendix docs/evidence/NN_name.md exists links to
@@ -82,6 +83,12 @@ def main():
                     continue
                 if fragment and dest.suffix == ".md" and fragment not in anchors(dest):
                     problems.append(f"{where}: link to {target}: no heading with anchor #{fragment}")
+                # A link labelled with a lesson's number ("[05 — ...]", "[lesson 05]") must lead to
+                # that lesson: the lessons were renumbered once, and labels drift.
+                said = re.match(r"^!?\[(?:[Ll]esson )?(\d\d)\b", m.group(0))
+                lesson = re.match(r"^(\d\d)_", dest.name)
+                if said and lesson and said.group(1) != lesson.group(1):
+                    problems.append(f"{where}: link labelled {said.group(1)} leads to {dest.name}")
 
     lessons = sorted(docs.glob("[0-9][0-9]_*.md"))
     for lesson in lessons:
