@@ -8,6 +8,8 @@
 #   tools/, docs/, include/ and plugin/ point at the repository's, so relative paths work and
 #   outputs stay out of the tree. The block must exit 0 unless an `<!-- exit: N -->` line stands right above the fence.
 #   `<!-- expect: TEXT -->` lines right above the fence: TEXT must appear in the block's stdout.
+#   A ```text block right after a run block (only blank lines between) is its shown output: each
+#   of its lines must be a line the block printed, wall-clock figures aside (shown_output.py).
 #   `<!-- run: python -->` above a ```python block runs it with /usr/bin/python3 the same way.
 #   Both find tools/py (dcp_st: safetensors with numpy) on PYTHONPATH. (`<!-- run: dcp_verify -->`
 #   blocks need the Python package: tests/python/test_docs.py runs those.)
@@ -25,7 +27,7 @@ trap 'rm -rf "$scratch"' EXIT
 ln -s "$build" "$scratch/build"
 for d in fixtures tools docs include plugin; do ln -s "$repo/$d" "$scratch/$d"; done
 
-passed=0 failed=0
+passed=0 failed=0 shown=0
 for f in "${files[@]}"; do
   [ -f "$f" ] || continue
   # Split the file into blocks: for each runnable fence, write its body and its directives.
@@ -57,7 +59,16 @@ while i < len(lines):
         runnable = lang == "sh" or (lang == "python" and d["run"] == "python")
         if runnable:
             n += 1
-            d.update(lang=lang, line=start, body=body)
+            d.update(lang=lang, line=start, body=body, shown=None)
+            # A ```text block right after it (blank lines between, nothing else) is its output.
+            k = j + 1
+            while k < len(lines) and not lines[k].strip():
+                k += 1
+            if k < len(lines) and re.match(r"^```text\s*$", lines[k]):
+                e = k + 1
+                while e < len(lines) and not lines[e].startswith("```"):
+                    e += 1
+                d["shown"] = dict(line=k + 2, lines=lines[k + 1:e])
             json.dump(d, open(f"{out}/{n:03d}.json", "w"))
         pending = []
         i = j + 1
@@ -74,6 +85,7 @@ import json, shlex, sys
 d = json.load(open(sys.argv[1]))
 open(sys.argv[1] + ".body", "w").write(d["body"])
 open(sys.argv[1] + ".expect", "w").write("\n".join(d["expect"]) + ("\n" if d["expect"] else ""))
+json.dump(d["shown"], open(sys.argv[1] + ".shown", "w"))
 print(f"lang={shlex.quote(d['lang'])} line={d['line']} want={d['exit']}")
 PY
 )"
@@ -92,6 +104,9 @@ PY
       [ -n "$text" ] || continue
       grep -qF -- "$text" "$scratch/out" || { ok=0; echo "FAILED $where: '$text' not in the output"; }
     done <"$spec.expect"
+    python3 "$repo/tests/docs/shown_output.py" "$spec.shown" "$scratch/out" "$scratch/err" \
+      "${f#"$repo"/}" "$repo" "$build" || ok=0
+    [ "$(cat "$spec.shown")" = null ] || shown=$((shown + 1))
     if [ "$ok" -eq 1 ]; then
       echo "ok      $where"
       passed=$((passed + 1))
@@ -102,7 +117,7 @@ PY
     fi
   done
 done
-echo "doc blocks: $passed passed, $failed failed"
+echo "doc blocks: $passed passed, $failed failed; $shown shown outputs compared with what their block printed"
 # A run in which nothing ran proves nothing.
 [ "$passed" -gt 0 ] || { echo "doc blocks: no block ran"; exit 1; }
 [ "$failed" -eq 0 ]

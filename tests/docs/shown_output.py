@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""A lesson's shown output, checked against what its block printed.
+
+Usage: shown_output.py SHOWN.json STDOUT STDERR DOC REPO_ROOT BUILD_DIR
+
+SHOWN.json holds the ```text block that follows a run block ({"line": N, "lines": [...]}, or
+null when none follows). Every shown line must be a line the block printed (stdout or stderr),
+compared with runs of blanks collapsed, wall-clock figures masked (see TIME) and the absolute
+paths of this checkout written as the lessons write them (BUILD_DIR/ as build/, REPO_ROOT/ as
+nothing). A line that is only "..." (or "# ...") marks trimmed output; a line starting with
+"$ " shows a command. Exit 1, naming the first lines that differ and the printed line closest to
+each, when the shown output has drifted from what the code prints."""
+import difflib
+import json
+import os
+import re
+import sys
+
+# Wall-clock figures vary from run to run and machine to machine, so they are compared as a mask:
+# "time: 3.3 s" anywhere, and in a table with a time(s) or time(us) column (mutants, properties,
+# sweep) every number with one or two decimals and every speedup ("1.41x"). Errors, bounds and
+# ratios print three or more significant decimals or an exponent, so they stay compared.
+TIME = re.compile(r"(time: )\d+(?:\.\d+)? ?s\b")
+TIMED_TABLE = re.compile(r"time\((s|us)\)")
+TIMED_VALUE = re.compile(r"(?<![\w.])\d+\.\d{1,2}x?(?![\w.])")
+
+
+def normal(line, timed):
+    line = TIME.sub(r"\1#", " ".join(line.split()))
+    return TIMED_VALUE.sub("#", line) if timed else line
+
+
+def main():
+    shown = json.load(open(sys.argv[1]))
+    if not shown:
+        return 0
+    timed = any(TIMED_TABLE.search(line) for line in shown["lines"])
+    repo, build = (os.path.realpath(p) + "/" for p in sys.argv[5:7])
+    printed = set()
+    for path in sys.argv[2:4]:
+        for line in open(path, encoding="utf-8", errors="replace"):
+            line = line.replace(build, "build/").replace(repo, "")
+            printed.add(normal(line, timed))
+    drifted = []
+    for n, line in enumerate(shown["lines"]):
+        text = normal(line, timed)
+        if not text or text.lstrip("# ") == "..." or text.startswith("$ "):
+            continue
+        if text not in printed:
+            drifted.append((shown["line"] + n, line))
+    for where, line in drifted[:3]:
+        print(f"FAILED {sys.argv[4]}:{where}: shown output not printed: {line.strip()}")
+        near = difflib.get_close_matches(normal(line, timed), printed, n=1, cutoff=0.5)
+        if near:
+            print(f"  closest printed line: {near[0]}")
+    if len(drifted) > 3:
+        print(f"  ... and {len(drifted) - 3} more shown lines")
+    return 1 if drifted else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
