@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the command blocks of the lessons (docs/[0-9][0-9]_*.md), their evidence appendices
-# (docs/evidence/), the mutation catalogue (docs/mutants.md) and the README, so the docs
-# cannot drift from the code. Usage: doc_blocks_test.sh REPO_ROOT BUILD_DIR [FILE...]
+# (docs/evidence/), the mutation catalogue (docs/mutants.md), the command-line reference
+# (docs/cli.md) and the README, so the docs cannot drift from the code. Usage: doc_blocks_test.sh REPO_ROOT BUILD_DIR [FILE...]
 #
 # Conventions (docs/00_start_here.md, "Conventions of these lessons"):
 #   ```sh blocks run with bash -euo pipefail, in a scratch directory where build/, fixtures/,
@@ -10,18 +10,23 @@
 #   `<!-- expect: TEXT -->` lines right above the fence: TEXT must appear in the block's stdout.
 #   A ```text block right after a run block (only blank lines between) is its shown output: each
 #   of its lines must be a line the block printed, wall-clock figures aside (shown_output.py).
+#   A ```console block is a session: its "$ " lines run (dcp-verify, also after mpirun -np P, as
+#   build/bin/dcp-verify), and its other lines are their shown output, checked the same way.
 #   `<!-- run: python -->` above a ```python block runs it with /usr/bin/python3 the same way.
 #   Both find tools/py (dcp_st: safetensors with numpy) on PYTHONPATH. (`<!-- run: dcp_verify -->`
 #   blocks need the Python package: tests/python/test_docs.py runs those.)
-#   Blocks of any other language (text, console, cpp) are shown, not run.
+#   Blocks of any other language (text, cpp) are shown, not run.
 set -u
 repo=$1
 build=$2
 shift 2
 if [ $# -gt 0 ]; then files=("$@"); else
-  files=("$repo"/docs/[0-9][0-9]_*.md "$repo"/docs/evidence/*.md "$repo/docs/mutants.md" "$repo/README.md")
+  files=("$repo"/docs/[0-9][0-9]_*.md "$repo"/docs/evidence/*.md "$repo/docs/mutants.md" "$repo/docs/cli.md"
+         "$repo/README.md")
 fi
 
+# mpirun in a console block: allowed as root, and more processes than cores (tests/mpi does the same).
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 ln -s "$build" "$scratch/build"
@@ -56,7 +61,27 @@ while i < len(lines):
             if k == "exit": d["exit"] = int(v)
             elif k == "expect": d["expect"].append(v)
             else: d[k] = v
-        runnable = lang == "sh" or (lang == "python" and d["run"] == "python")
+        runnable = lang in ("sh", "console") or (lang == "python" and d["run"] == "python")
+        if lang == "console":
+            # A session: "$ " lines are commands (a trailing \ continues one), the rest is what
+            # they print. Each command runs in turn; one that crashes or is not found (exit 126
+            # or more) fails the block, any other exit is judged by the output shown.
+            script, shown, k, block = ["set +e"], [], 0, lines[start:j]
+            while k < len(block):
+                if not block[k].startswith("$ "):
+                    shown.append(block[k])
+                    k += 1
+                    continue
+                command = block[k][2:]
+                shown.append(block[k])
+                while command.endswith("\\") and k + 1 < len(block):
+                    k += 1
+                    command = command[:-1] + " " + block[k].strip()
+                    shown.append("$ " + block[k])
+                command = re.sub(r"^(mpirun -np \d+ )?dcp-verify ", r"\1build/bin/dcp-verify ", command)
+                script += [command, 's=$?; [ "$s" -lt 126 ] || exit "$s"']
+                k += 1
+            body = "\n".join(script + ["exit 0"]) + "\n"
         if runnable:
             n += 1
             d.update(lang=lang, line=start, body=body, shown=None)
@@ -64,7 +89,9 @@ while i < len(lines):
             k = j + 1
             while k < len(lines) and not lines[k].strip():
                 k += 1
-            if k < len(lines) and re.match(r"^```text\s*$", lines[k]):
+            if lang == "console":
+                d["shown"] = dict(line=start + 1, lines=shown)
+            elif k < len(lines) and re.match(r"^```text\s*$", lines[k]):
                 e = k + 1
                 while e < len(lines) and not lines[e].startswith("```"):
                     e += 1
