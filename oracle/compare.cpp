@@ -31,13 +31,17 @@ void update(Worst& w, double ratio, double got, double expected, double error, d
   }
 }
 
+// A NaN without its sign bit (set or not by the instruction that made it), so reports are stable.
+double unsigned_nan(double x) { return std::isnan(x) ? std::fabs(x) : x; }
+
 std::string describe(const char* name, const Worst& w, int64_t violations, int64_t elements) {
   std::ostringstream os;
   os.precision(6);
   os << name << ": max err/bound " << w.ratio << " at (t=" << w.index[0] << ", h=" << w.index[1];
   if (w.index[2] >= 0) os << ", i=" << w.index[2];
-  os << ") got " << w.got << " expected " << w.expected << " err " << w.error << " bound "
-     << w.bound << "; " << violations << "/" << elements << " over bound";
+  os << ") got " << unsigned_nan(w.got) << " expected " << unsigned_nan(w.expected) << " err "
+     << unsigned_nan(w.error) << " bound " << w.bound << "; " << violations << "/" << elements
+     << " over bound";
   return os.str();
 }
 

@@ -247,6 +247,33 @@ contains "$tmp/out" "# check: FAILED" "wrong base verdict"
 "$make_result" --case "$case_gqa" --out "$tmp/bad.safetensors" --impl model --dcp-size 4 --interleave 2 --bug lost_token --partials
 expect 1 "check, a token lost on rank 3" -- "$bin" check --case "$case_gqa" --result "$tmp/bad.safetensors" --quiet --junit "$tmp/check.xml"
 contains "$tmp/out" "wrong partial on rank 3)" "lost token: the rank is named"
+# A NaN reads "nan" whatever its sign bit (which the instruction that made it chooses), so two
+# runs of one failure print the same report.
+if PYTHONPATH="$(dirname "$0")/../tools/py" /usr/bin/python3 - "$tmp/ref.safetensors" \
+    "$tmp/nan.safetensors" <<'PY'
+import sys
+import numpy as np
+import dcp_st
+tensors, metadata = dcp_st.load(sys.argv[1])
+o = tensors["o"].copy()
+o.flat[0] = np.copysign(np.nan, -1.0)
+assert np.signbit(o.flat[0])
+tensors["o"] = o
+dcp_st.save(sys.argv[2], tensors, metadata)
+PY
+then
+  expect 1 "check, a NaN with its sign bit set" -- "$bin" check --case "$case_gqa" --result "$tmp/nan.safetensors"
+  contains "$tmp/out" "): got nan, expected" "a negative NaN prints as nan"
+  if grep -q -- "-nan" "$tmp/out"; then
+    echo "FAIL: a NaN printed with its sign: $(grep -m1 -- -nan "$tmp/out")"
+    failures=$((failures + 1))
+  else
+    passes=$((passes + 1))
+  fi
+else
+  echo "FAIL: could not write a result with a negative NaN"
+  failures=$((failures + 1))
+fi
 # --junit: one test case per part (the output, then each rank), the failing ones as <failure>.
 if python3 - "$tmp/check.xml" <<'PY'
 import sys, xml.etree.ElementTree as ET

@@ -7,10 +7,12 @@
 //   t.print_row(out, {"0", "1024", "OK"}); // "   0    1024  OK"
 #pragma once
 
+#include <cmath>
 #include <cstdio>
 #include <iosfwd>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 namespace dcp::tools {
@@ -40,9 +42,13 @@ class Table {
   std::vector<Column> columns_;
 };
 
-// A number as printf would write it, for a cell ("%.3e").
+// A number as printf would write it, for a cell ("%.3e"). A NaN prints as "nan" whatever its
+// sign bit, which depends on the instruction that produced it, so the same run reads the same.
 template <class T>
 std::string cell(const char* format, T x) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (std::isnan(x)) x = std::fabs(x);
+  }
   char buf[64];
   std::snprintf(buf, sizeof buf, format, x);
   return buf;
