@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the command blocks of the lessons (docs/[0-9][0-9]_*.md), their evidence appendices
 # (docs/evidence/), the mutation catalogue (docs/mutants.md), the command-line reference
-# (docs/cli.md) and the README, so the docs cannot drift from the code. Usage: doc_blocks_test.sh REPO_ROOT BUILD_DIR [FILE...]
+# (docs/cli.md) and the README, so the docs cannot drift from the code.
+# Usage: doc_blocks_test.sh REPO_ROOT BUILD_DIR [FILE...]
 #
 # Conventions (docs/00_start_here.md, "Conventions of these lessons"):
 #   ```sh blocks run with bash -euo pipefail, in a scratch directory where build/, fixtures/,
@@ -21,11 +22,11 @@ repo=$1
 build=$2
 shift 2
 if [ $# -gt 0 ]; then files=("$@"); else
-  files=("$repo"/docs/[0-9][0-9]_*.md "$repo"/docs/evidence/*.md "$repo/docs/mutants.md" "$repo/docs/cli.md"
-         "$repo/README.md")
+  files=("$repo"/docs/[0-9][0-9]_*.md "$repo"/docs/evidence/*.md "$repo/docs/mutants.md"
+         "$repo/docs/cli.md" "$repo/README.md")
 fi
 
-# mpirun in a console block: allowed as root, and more processes than cores (tests/mpi does the same).
+# mpirun in a console block: allowed as root, and more processes than cores (as in tests/mpi).
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
@@ -85,7 +86,8 @@ while i < len(lines):
         if runnable:
             n += 1
             d.update(lang=lang, line=start, body=body, shown=None)
-            # A ```text block right after it (blank lines between, nothing else) is its output.
+            # A console block shows its own output; otherwise a ```text block right after the
+            # block (blank lines between, nothing else) is its output.
             k = j + 1
             while k < len(lines) and not lines[k].strip():
                 k += 1
