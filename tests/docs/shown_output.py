@@ -19,7 +19,8 @@ import sys
 # Wall-clock figures vary from run to run and machine to machine, so they are compared as a mask:
 # "time: 3.3 s" anywhere, and in a table with a time(s) or time(us) column (mutants, properties,
 # sweep) every number with one or two decimals and every speedup ("1.41x"). Errors, bounds and
-# ratios print three or more significant decimals or an exponent, so they stay compared.
+# ratios print three or more significant decimals or an exponent, so they stay compared. Whether a
+# table is timed is read from what the block printed: a shown excerpt may elide the header.
 TIME = re.compile(r"(time: )\d+(?:\.\d+)? ?s\b")
 TIMED_TABLE = re.compile(r"time\((s|us)\)")
 TIMED_VALUE = re.compile(r"(?<![\w.])\d+\.\d{1,2}x?(?![\w.])")
@@ -34,13 +35,13 @@ def main():
     shown = json.load(open(sys.argv[1]))
     if not shown:
         return 0
-    timed = any(TIMED_TABLE.search(line) for line in shown["lines"])
     repo, build = (os.path.realpath(p) + "/" for p in sys.argv[5:7])
-    printed = set()
+    output = []
     for path in sys.argv[2:4]:
         for line in open(path, encoding="utf-8", errors="replace"):
-            line = line.replace(build, "build/").replace(repo, "")
-            printed.add(normal(line, timed))
+            output.append(line.replace(build, "build/").replace(repo, ""))
+    timed = any(TIMED_TABLE.search(line) for line in output + shown["lines"])
+    printed = {normal(line, timed) for line in output}
     drifted = []
     for n, line in enumerate(shown["lines"]):
         text = normal(line, timed)
