@@ -174,12 +174,39 @@ function drawModel() {
 }
 
 // The query string sets any input by its id (?n=4&i=2&a=3&len=13&preset=llama3-70b&log2s=17).
-function applyQuery() {
-  const q = new URLSearchParams(window.location.search);
-  for (const [k, v] of q) {
-    const el = $(k);
-    if (el !== null && (el.tagName === "INPUT" || el.tagName === "SELECT")) el.value = v;
+// A value the input cannot hold is refused, not clamped or snapped: the page names the key, what
+// it expected and the value it kept, one line each (#query-problems).
+function refusal(el, v) {
+  if (el.tagName === "SELECT") {
+    const offered = [...el.options].map((o) => o.value);
+    return offered.includes(v) ? null : `expected one of ${offered.join(", ")}`;
   }
+  const lo = el.getAttribute("min"), hi = el.getAttribute("max");
+  const step = Number(el.getAttribute("step") || 1);
+  const range = hi === null ? `a number ≥ ${lo}` : `a number in [${lo}, ${hi}]`;
+  const x = v.trim() === "" ? NaN : Number(v);
+  if (!Number.isFinite(x) || x < Number(lo) || (hi !== null && x > Number(hi))) {
+    return `expected ${range}`;
+  }
+  const q = (x - Number(lo)) / step;
+  if (el.type === "range" && Math.abs(q - Math.round(q)) > 1e-9) {
+    return `expected ${range} in steps of ${step}`;
+  }
+  return null;
+}
+
+function applyQuery() {
+  const problems = [];
+  const inputs = [...document.querySelectorAll("input, select")].map((e) => e.id);
+  for (const [k, v] of new URLSearchParams(window.location.search)) {
+    const el = inputs.includes(k) ? $(k) : null;
+    const why = el === null ? `not an input of this page (${inputs.join(", ")})` : refusal(el, v);
+    if (why === null) el.value = v;
+    else problems.push(`query ${k}=${v}: ${why}` + (el === null ? "" : `; kept ${el.value}`));
+  }
+  const box = $("query-problems");
+  box.textContent = problems.join("\n");
+  box.hidden = problems.length === 0;
 }
 
 function typeset() {

@@ -3,7 +3,8 @@
 # through its query string, the numbers it shows must equal dcp-verify's for the same inputs
 # (`layout`: each rank's share of a chunk and the rows it fills; `model`: the two attention
 # times, the communication, the speedup, whether DCP pays, the break-even length), and its
-# merge of two shifted partials must equal the formula's. Saves a screenshot of the page in OUT.
+# merge of two shifted partials must equal the formula's; a query it cannot hold is refused by
+# name. Saves a screenshot of the page in OUT.
 # Exit 77 (a skip, with its reason) where Chromium is not installed.
 # Usage: playground_test.sh REPO_ROOT path/to/dcp-verify OUT_DIR
 set -u
@@ -34,6 +35,8 @@ import re, sys
 page, cli, what = open(sys.argv[1]).read(), open(sys.argv[2]).read(), sys.argv[3]
 if 'data-ready="yes"' not in page:
     sys.exit(f"FAIL: layout {what}: the page's script did not finish")
+if '<p id="query-problems" hidden="">' not in page:
+    sys.exit(f"FAIL: layout {what}: the page refused a valid query")
 shown = {int(r): (int(s), rows) for r, s, rows in
          re.findall(r'id="share-(\d+)">(\d+)</td><td id="rows-\d+">(\[[^<]*\))', page)}
 table = cli.split("# chunk shares")[1].split("# context")[0] if "# context" in cli else cli.split("# chunk shares")[1]
@@ -60,6 +63,8 @@ import re, sys
 page, cli, what = open(sys.argv[1]).read(), open(sys.argv[2]).read(), sys.argv[3]
 if 'data-ready="yes"' not in page:
     sys.exit(f"FAIL: model {what}: the page's script did not finish")
+if '<p id="query-problems" hidden="">' not in page:
+    sys.exit(f"FAIL: model {what}: the page refused a valid query")
 def shown(i):
     m = re.search(rf'id="{i}" class="out">([^<]*)<', page)
     return m.group(1) if m else None
@@ -87,6 +92,24 @@ if got != want:
     sys.exit(f"FAIL: shift c = {c}: page {got}, expected {want}")
 PY
 done
+# A query the inputs cannot hold is refused, one line per key naming it, and the page shows what
+# it shows for no query at all (nothing clamped, snapped or left half drawn).
+dom "" > "$work/default.html"
+dom "preset=nope&tflops=abc&n=99&latency=10.63&zz=1&i=&a=2.5" > "$work/page.html"
+python3 - "$work/page.html" "$work/default.html" <<'PY' || fail=1
+import re, sys
+page, default = open(sys.argv[1]).read(), open(sys.argv[2]).read()
+if 'data-ready="yes"' not in page:
+    sys.exit("FAIL: bad query: the page's script did not finish")
+box = re.search(r'<p id="query-problems">(.*?)</p>', page, re.S)
+lines = box.group(1).splitlines() if box else []
+keys = [re.match(r"query (\w+)=", l).group(1) for l in lines if re.match(r"query \w+=", l)]
+if keys != ["preset", "tflops", "n", "latency", "zz", "i", "a"]:
+    sys.exit(f"FAIL: bad query: problems {lines}")
+outputs = lambda html: re.findall(r'id="[\w-]+" class="out">[^<]*<|id="(?:share|rows)-\d+">[^<]*<', html)
+if outputs(page) != outputs(default):
+    sys.exit("FAIL: bad query: the page's numbers differ from its defaults")
+PY
 # The page typesets its formulas with KaTeX where Debian's libjs-katex is installed.
 if [ -f /usr/share/javascript/katex/katex.min.js ]; then
   dom "" | grep -q 'class="katex"' || { echo "FAIL: KaTeX is installed but typeset nothing"; fail=1; }
@@ -95,5 +118,5 @@ timeout 60 "$chromium" --headless --no-sandbox --disable-gpu --virtual-time-budg
   --user-data-dir="$work/profile" --hide-scrollbars --window-size=1000,1750 \
   --screenshot="$out/playground.png" "$page" >/dev/null 2>&1
 [ -s "$out/playground.png" ] || { echo "FAIL: no screenshot written"; fail=1; }
-[ "$fail" = 0 ] && echo "playground: OK (layout 5, model 5, shift 4; screenshot $out/playground.png)"
+[ "$fail" = 0 ] && echo "playground: OK (layout 5, model 5, shift 4, bad query 1; screenshot $out/playground.png)"
 exit "$fail"
