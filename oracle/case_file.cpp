@@ -3,6 +3,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <set>
 
 namespace dcp::oracle {
@@ -435,6 +436,11 @@ Expected<DcpResult> result_from_file(const StFile& f, const Case& c, std::string
   auto sp = positive_int(source, f, "splits", 1);
   if (!sp) return sp.status();
   r.splits = *sp;
+  // The merge counts its partials, N ranks of `splits` pieces and a sink, in int64.
+  if (r.dcp_size > (std::numeric_limits<int64_t>::max() - 1) / r.splits) {
+    return DCP_ERROR(source, ": metadata 'dcp_size' = ", r.dcp_size, " and 'splits' = ", r.splits,
+                     "; expected at most 2^63 - 2 partials in all");
+  }
   auto tile = positive_int(source, f, "tile", 1);
   if (!tile) return tile.status();
   if (md.count("sink_rank")) {

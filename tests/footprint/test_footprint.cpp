@@ -15,6 +15,7 @@
 
 #include "oracle/attention.hpp"
 #include "oracle/case_file.hpp"
+#include "oracle/tolerance.hpp"
 #include "properties/dcp_bridge.hpp"
 #include "properties/dcp_setup.hpp"
 #include "properties/footprint.hpp"
@@ -98,6 +99,34 @@ TEST(Footprint, BoundsThePeakMemoryOfACertifyReference) {
       measured_peak_bytes([&] { return oracle::reference(c, oracle::Tier::certify).ok(); });
   std::printf("  %-34s peak %8.1f MiB  bound %8.1f MiB  peak/bound %.2f  (largest: %s)\n",
               "certify merge states (T 64, Hq 64)", got / (1 << 20), f.bytes / (1 << 20),
+              got / f.bytes, f.largest.c_str());
+  EXPECT_LE(got, f.bytes);
+}
+
+// A claimed N is not bounded by its case (a result file's dcp_size): the bound of a layout with
+// far more ranks than keys holds a state per rank that holds keys, not per rank claimed (500,000
+// ranks times Dv = 256 doubles were 1 GiB a row, and a dcp_size of 30 million ran the machine
+// out of memory).
+TEST(Footprint, BoundsThePeakMemoryOfABoundOverMoreRanksThanKeys) {
+  CaseSpec spec;
+  spec.tokens = 4;
+  spec.q_heads = 8;
+  spec.kv_heads = 1;
+  spec.head_dim = 16;
+  spec.v_dim = 256;
+  spec.seq = 64;
+  spec.seed = 5;
+  const oracle::Case c = make_case(spec);
+  oracle::Arithmetic a;
+  a.shards = 500'000;
+  a.layout = oracle::Ownership{a.shards, 1, {}};
+  const Footprint f = judge_footprint(c, 1, oracle::Tier::fast);
+  const double got = measured_peak_bytes([&] {
+    const auto ref = oracle::reference(c);
+    return ref.ok() && oracle::derive_bound(c, *ref, a).ok();
+  });
+  std::printf("  %-34s peak %8.1f MiB  bound %8.1f MiB  peak/bound %.2f  (largest: %s)\n",
+              "bound over 500,000 claimed ranks", got / (1 << 20), f.bytes / (1 << 20),
               got / f.bytes, f.largest.c_str());
   EXPECT_LE(got, f.bytes);
 }
