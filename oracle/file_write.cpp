@@ -50,12 +50,14 @@ Status write_all(int fd, std::span<const uint8_t> bytes, const std::string& show
   return {};
 }
 
-// A device or a pipe named as the output (/dev/null, /dev/stdout, a FIFO) is written in place:
-// renaming a file over it would replace the device node. A FIFO without a reader is an error,
-// not a wait.
+// A device or a pipe named as the output (/dev/null, /dev/stdout, a FIFO), or this process's
+// own standard output or error, is written in place, after what stdio has printed there:
+// renaming a file over it would replace the device node, or the link (/dev/stdout) that led to
+// it. A FIFO without a reader is an error, not a wait.
 Status write_in_place(const std::string& path, std::span<const uint8_t> bytes,
                       const std::string& shown) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+  std::fflush(nullptr);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return DCP_ERROR(shown, ": cannot open for writing: ", std::strerror(errno));
   ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
   Status st = write_all(fd, bytes, shown);
@@ -65,13 +67,24 @@ Status write_in_place(const std::string& path, std::span<const uint8_t> bytes,
 
 }  // namespace
 
+bool written_in_place(const struct stat& target) {
+  if (!S_ISREG(target.st_mode)) return true;
+  for (const int fd : {STDOUT_FILENO, STDERR_FILENO}) {
+    struct stat stream {};
+    if (::fstat(fd, &stream) == 0 && stream.st_dev == target.st_dev &&
+        stream.st_ino == target.st_ino)
+      return true;
+  }
+  return false;
+}
+
 Status write_whole_file(const std::string& path, std::span<const uint8_t> bytes) {
   if (path.empty()) return DCP_ERROR("cannot write a file with an empty name");
   const std::string shown = printable(path);
   struct stat target {};
   const bool exists = ::stat(path.c_str(), &target) == 0;
   if (exists && S_ISDIR(target.st_mode)) return DCP_ERROR(shown, ": is a folder");
-  if (exists && !S_ISREG(target.st_mode)) return write_in_place(path, bytes, shown);
+  if (exists && written_in_place(target)) return write_in_place(path, bytes, shown);
 
   const std::filesystem::path p(path);
   const std::filesystem::path dir = p.has_parent_path() ? p.parent_path() : ".";

@@ -7,10 +7,13 @@
 // back while it is written). A file replaced keeps its permissions; a new one gets 0666 less
 // the umask. A target that is a symbolic link to a file is replaced by the new file (the file
 // the link pointed to is left as it was); a device or a pipe (/dev/null, /dev/stdout, a FIFO
-// with a reader) is written in place.
+// with a reader), or the process's own standard output or error whatever it is (/dev/stdout
+// when stdout is a file), is written in place, appended after what was printed there.
 //
 //   DCP_TRY(write_whole_file("ref.safetensors", serialize_safetensors(file)));
 #pragma once
+
+#include <sys/stat.h>
 
 #include <cstdint>
 #include <span>
@@ -21,5 +24,9 @@
 namespace dcp::oracle {
 
 Status write_whole_file(const std::string& path, std::span<const uint8_t> bytes);
+
+// Whether an existing target (its stat, links followed) is written in place rather than
+// replaced: not a regular file, or the file this process's stdout or stderr writes to.
+bool written_in_place(const struct stat& target);
 
 }  // namespace dcp::oracle

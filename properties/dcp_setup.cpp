@@ -5,6 +5,7 @@
 #include <cmath>
 #include <initializer_list>
 #include <iterator>
+#include <limits>
 #include <random>
 #include <sstream>
 #include <utility>
@@ -52,6 +53,14 @@ oracle::Status validate_setup(const DcpSetup& s, const SetupNames& n) {
   DCP_TRY(range(n.window, c.window, int64_t{0}, kMaxSeq));
   if (!(c.softcap >= 0.0) || !std::isfinite(c.softcap))
     return DCP_ERROR(n.softcap, ": got ", c.softcap, "; expected a finite number >= 0");
+  // The kernels keep the cap in fp32 (DcpInputs::softcap): outside fp32's normal range it would
+  // become 0 (no cap), inf or a subnormal, not the cap the oracle applies.
+  if (c.softcap != 0.0 && (c.softcap < std::numeric_limits<float>::min() ||
+                           c.softcap > std::numeric_limits<float>::max()))
+    return DCP_ERROR(n.softcap, ": got ", c.softcap,
+                     "; expected 0 (none) or a normal fp32 number, in [",
+                     std::numeric_limits<float>::min(), ", ", std::numeric_limits<float>::max(),
+                     "] (the kernels keep the cap in fp32)");
   DCP_TRY(range(n.topk, c.topk, int64_t{0}, kMaxSeq));
   DCP_TRY(range(n.dcp_size, g.layout.ranks, int64_t{1}, kMaxRanks));
   DCP_TRY(range(n.tp_size, g.tp_size, int64_t{1}, kMaxRanks));

@@ -44,6 +44,9 @@ oracle::Expected<std::vector<PinnedEntry>> load_pinned(const std::string& path) 
   if (size > kMaxPinnedFileBytes)
     return DCP_ERROR("pinned counterexamples '", path, "': ", size, " bytes; expected at most ",
                      kMaxPinnedFileBytes);
+  if (size == 0)
+    return DCP_ERROR("pinned counterexamples '", path,
+                     "': an empty file; expected a non-empty JSON array");
   std::ifstream f(path, std::ios::binary);
   std::ostringstream text;
   if (!f || !(text << f.rdbuf()))

@@ -4,11 +4,12 @@
 # changed (their checksums are compared before and after every command). One section per class
 # of failure that once happened: data loss, aborts, endless runs, silent clamping, wrong blame,
 # accepted nonsense. Prints how many bad inputs it tried.
-# Usage: bad_input_test.sh path/to/dcp-verify path/to/fixtures path/to/make_result
+# Usage: bad_input_test.sh path/to/dcp-verify path/to/fixtures path/to/make_result path/to/plugin.so
 set -u
 bin=$1
 fixtures=$2
 make_result=$3
+plugin=$4
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 limit=10
@@ -18,12 +19,14 @@ tried=0
 # Inputs the commands read, copied so that a command that writes them cannot harm the repository.
 cp "$fixtures/cases/gqa_causal_bf16.safetensors" "$tmp/case.safetensors"
 cp "$fixtures/dcp/pinned.json" "$tmp/pinned.json"
+cp "$plugin" "$tmp/plugin.so"
 "$make_result" --case "$tmp/case.safetensors" --out "$tmp/result.safetensors" --impl model \
   --dcp-size 2 >/dev/null || { echo "FAIL: make_result"; exit 1; }
 echo '{"keep": "this report"}' >"$tmp/old.json"
 ln -s "$tmp/case.safetensors" "$tmp/link-to-case.safetensors"
 ln "$tmp/result.safetensors" "$tmp/hardlink-to-result.safetensors"
-inputs=("$tmp/case.safetensors" "$tmp/pinned.json" "$tmp/result.safetensors" "$tmp/old.json")
+inputs=("$tmp/case.safetensors" "$tmp/pinned.json" "$tmp/result.safetensors" "$tmp/old.json"
+        "$tmp/plugin.so")
 sums() { sha256sum "${inputs[@]}"; }
 sums >"$tmp/sums.before"
 
@@ -78,7 +81,17 @@ says "--result" "check --json is the result"
 bad "check --json is the case" -- "$bin" check --case "$case" --result "$result" --json "$case"
 bad "check --json is a hard link to the result" -- "$bin" check --case "$case" --result "$result" --json "$tmp/hardlink-to-result.safetensors"
 bad "properties --json is the pinned file" -- "$bin" properties --pinned "$tmp/pinned.json" --json "$tmp/pinned.json" --cases 1
+bad "run --json is the --impl plug-in" -- "$bin" run --impl "$tmp/plugin.so" --seq 16 --json "$tmp/plugin.so"
+says "--impl" "run --json is the --impl plug-in"
+bad "properties --junit is the --impl plug-in" -- "$bin" properties --impl "$tmp/plugin.so" --cases 1 --junit "$tmp/plugin.so"
+says "--impl" "properties --junit is the --impl plug-in"
+bad "check --json and --junit one new file" -- "$bin" check --case "$case" --result "$result" --json "$tmp/r.out" --junit "$tmp/./r.out"
+says "one report would replace the other" "check --json and --junit one new file"
+bad "run --json and --junit one file" -- "$bin" run --json "$tmp/old.json" --junit "$tmp/old.json"
 bad "run --json is a folder" -- "$bin" run --json "$tmp"
+bad "run --json: a name too long, refused before the run" -- "$bin" run --seq 16 --json "$tmp/$(printf 'a%.0s' {1..300})"
+says "File name too long" "run --json: a name too long"
+[ -s "$tmp/out" ] && { echo "FAIL: run --json: a name too long: the run ran first"; failures=$((failures + 1)); }
 bad "run --bound names no tier" -- "$bin" run --bound loose
 bad "check --bound names no tier" -- "$bin" check --case "$case" --result "$result" --bound 0.5
 mkdir -p "$tmp/locked" && echo '{}' >"$tmp/locked/r.json" && chmod 555 "$tmp/locked"
@@ -110,6 +123,9 @@ bad "sweep: too many sizes" -- "$bin" sweep -b 1 -e 16777216 -f 1.0000001
 bad "sweep: -f one ulp above 1" -- "$bin" sweep -b 1 -e 16777216 -f 1.0000000000000002
 bad "properties --pinned a folder" -- "$bin" properties --pinned "$tmp"
 says "a folder" "properties --pinned a folder"
+: >"$tmp/empty-pinned.json"
+bad "properties --pinned an empty file" -- "$bin" properties --pinned "$tmp/empty-pinned.json"
+says "an empty file; expected a non-empty JSON array" "properties --pinned an empty file"
 python3 - "$tmp/pinned.json" "$tmp/huge.json" <<'PY'
 import json, sys
 entries = json.load(open(sys.argv[1]))
@@ -128,6 +144,26 @@ bad "check: a case that is a device, not a file" -- "$bin" check --case /dev/zer
 bad "reference: a case that is a folder" -- "$bin" reference --case "$tmp" --out "$tmp/r.safetensors"
 bad "properties --cases beyond the cap" -- "$bin" properties --cases 1000001
 bad "mutants --cases beyond the cap" -- "$bin" mutants --cases 99999999999
+
+# A result's dcp_size is not bounded by its case: the oracle's memory is that of the row's keys,
+# a merge no bound can hold is said before any row is computed, and N x splits must count.
+"$bin" reference --case "$case" --out "$tmp/ref.safetensors" >/dev/null 2>&1 ||
+  { echo "FAIL: reference"; failures=$((failures + 1)); }
+python3 - "$tmp/ref.safetensors" "$tmp" <<'PY'
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+header = json.loads(raw[8:8 + n])
+for name, size in [("dcp30m", "30000000"), ("dcpmax", str(2**63 - 1))]:
+    header["__metadata__"]["dcp_size"] = size
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    open(f"{sys.argv[2]}/{name}.safetensors", "wb").write(struct.pack("<Q", len(text)) + text + raw[8 + n:])
+PY
+bad "check: a result claiming 30 million ranks" -- "$bin" check --case "$case" --result "$tmp/dcp30m.safetensors"
+says "no bound holds in any row" "check: a result claiming 30 million ranks"
+bad "check: a result claiming 2^63 - 1 ranks" -- "$bin" check --case "$case" --result "$tmp/dcpmax.safetensors"
+says "'dcp_size'" "check: a result claiming 2^63 - 1 ranks"
 
 echo "== endless runs"
 bad "sweep -n 3000000000" -- "$bin" sweep -n 3000000000 -b 16 -e 16
@@ -154,6 +190,11 @@ for v in "0x10" "1e3" "+4" " 4" "4.0" "four"; do
 done
 bad "--softcap inf" -- "$bin" run --softcap 1e999
 bad "--softcap nan" -- "$bin" run --softcap nan
+# The kernels keep the cap in fp32: a cap fp32 cannot hold as a normal number is refused, not
+# judged as a failure of the kernels.
+bad "--softcap below fp32's normals" -- "$bin" run --softcap 1e-300
+says "normal fp32" "--softcap below fp32's normals"
+bad "--softcap above fp32's range" -- "$bin" run --softcap 1e300
 bad "sweep -f 1" -- "$bin" sweep -f 1
 bad "--quiet=2x" -- "$bin" run --quiet=2x
 bad "--latent=false-seq" -- "$bin" model --latent=false-seq 4096
@@ -203,6 +244,11 @@ says "setup.config.math.merge: got f16; a2a merges in fp32" "pinned 16-bit sum w
 bad "pinned mistyped field: no raw json exception" -- "$bin" properties --pinned "$tmp/typo.json" --only pinned
 says "spec.seq: expected an integer" "pinned mistyped field"
 
+bad "properties: ranges beyond memory, blamed on the ranges" -- "$bin" properties --cases 1 --max-dcp 256 --max-seq 65536 --max-head-dim 256 --max-v-dim 256
+says "--max-dcp 256 --max-seq 65536 --max-head-dim 256 --max-v-dim 256: the largest case they draw needs" "properties: ranges beyond memory"
+bad "cases: ranges beyond memory, blamed on the ranges" -- "$bin" cases --count 1 --out "$tmp" --max-dcp 256 --max-seq 65536
+says "--max-dcp 256 --max-seq 65536: the largest case" "cases: ranges beyond memory"
+
 echo "== accepted nonsense: combinations refused up front, before any output"
 bad "--topk beyond the context" -- "$bin" run --topk 5000 --seq 100
 says "--topk" "--topk beyond the context"
@@ -213,7 +259,16 @@ bad "--json ''" -- "$bin" run --json ""
 bad "check --json ''" -- "$bin" check --case "$case" --result "$result" --json ""
 bad "--v-dim above --head-dim for a latent" -- "$bin" run --latent --head-dim 8 --v-dim 16
 bad "sweep --seq" -- "$bin" sweep --seq 5
+bad "sweep --shared-prefix" -- "$bin" sweep -b 64 -e 64 --shared-prefix 4
+says "run --batch --page-size" "sweep --shared-prefix: what to run instead"
 bad "sweep -e below -b" -- "$bin" sweep -b 100 -e 10
+for args in "--seq 64 --page-size 3 --interleave 2" "--seq 4096 --batch 2 --page-size 4" \
+            "--seq 64 --batch 4 --shared-prefix 64 --page-size 4" \
+            "--seq 64 --batch 4 --retired 4 --page-size 4"; do
+  # shellcheck disable=SC2086
+  bad "layout $args" -- "$bin" layout $args
+  [ -s "$tmp/out" ] && { echo "FAIL: layout $args: printed tables before its error"; failures=$((failures + 1)); }
+done
 for b in "--heads 6 --kv-heads 4" "--dcp-size 4 --tp-size 6" "--heads 6 --dcp-size 4"; do
   # shellcheck disable=SC2086
   bad "run $b" -- "$bin" run $b
@@ -228,6 +283,15 @@ timeout "$limit" "$bin" info --json "$tmp/pipe" >/dev/null 2>&1
 wait "$reader"
 if [ ! -p "$tmp/pipe" ] || ! grep -q '"dcp-verify/info/1"' "$tmp/from-pipe"; then
   echo "FAIL: --json into a pipe replaced the pipe or wrote nothing through it"
+  failures=$((failures + 1))
+fi
+# So is this process's own standard output, through a link to it (as /dev/stdout is) when it is a
+# file: the report follows what was printed, and the link stays a link.
+ln -s /proc/self/fd/1 "$tmp/my-stdout"
+timeout "$limit" "$bin" info --json "$tmp/my-stdout" >"$tmp/stdout-file" 2>&1
+if [ ! -L "$tmp/my-stdout" ] || ! grep -q '^# dcp-verify info' "$tmp/stdout-file" ||
+   ! grep -q '"dcp-verify/info/1"' "$tmp/stdout-file"; then
+  echo "FAIL: --json through a link to stdout (a file) replaced the link or lost the table"
   failures=$((failures + 1))
 fi
 timeout "$limit" "$bin" run --preset k3-mla --latent=false --seq 64 >"$tmp/out" 2>&1

@@ -26,6 +26,9 @@ contains "$tmp/out" "tier-bits" "selfcheck table header"
 expect 0 "run, configured case" -- "$bin" run --dcp-size 4 --tp-size 8 --heads 16 --kv-heads 4 --interleave 3 --comm-backend a2a --replicate-q --seq 300 --tokens 2 --window 50 --softcap 20 --sink --topk 40 --lse-base 2 --order rand --splits 2 --cases 3 --seed 9
 contains "$tmp/out" "rows: 3  passed: 3  suspect: 0  failed: 0" "configured rows pass"
 contains "$tmp/out" "--seed 9" "configured seed echoed"
+# An empty context (S = 0, as --seq documents): no key to attend to, with or without a sink.
+expect 0 "run, empty context with a sink" -- "$bin" run --seq 0 --sink --dcp-size 2
+contains "$tmp/out" "# run: OK" "run, empty context: verdict"
 expect 0 "run, k3-mla preset" -- "$bin" run --preset k3-mla --seq 256 --quiet
 contains "$tmp/out" "# run: OK" "k3 preset verdict"
 # The kernels' arithmetic as engines ship it, each choice stated in the claim the run is judged
@@ -476,6 +479,10 @@ expect 0 "properties ranges" -- "$bin" properties --seed 5 --cases 30 --only pin
   --max-dcp 3 --max-seq 40 --without softcap,sink,topk --kv-dtypes bf16 --lse-bases e
 contains "$tmp/out" "outside the drawn limits, not replayed" "properties ranges: pinned filtered"
 contains "$tmp/out" "# reproduce: dcp-verify properties --backend host --seed 5 --cases 30 --only pinned,dcp-path --max-dcp 3 --max-seq 40 --without softcap,sink,topk --kv-dtypes bf16 --lse-bases e" "properties ranges: reproduce"
+# A pinned file of one's own is part of what reproduces the run.
+cp "$fixtures/dcp/pinned.json" "$tmp/my-pinned.json"
+expect 0 "properties, own pinned file" -- "$bin" properties --seed 5 --cases 1 --only pinned --pinned "$tmp/my-pinned.json"
+contains "$tmp/out" "# reproduce: dcp-verify properties --backend host --seed 5 --cases 1 --only pinned --pinned $tmp/my-pinned.json" "properties: reproduce names --pinned"
 # fp8 caches only: dcp-path has nothing to draw and is left out; dcp-fp8 runs.
 expect 0 "properties, fp8 caches only" -- "$bin" properties --seed 3 --cases 20 --kv-dtypes fp8e4m3,fp8e5m2
 contains "$tmp/out" "   dcp-fp8                20  OK" "properties: dcp-fp8 runs"

@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # The C plug-in ABI (include/dcp_verify/impl.h) end to end: the example plug-in passes the property
 # suite and the run sweep within the bound of its claim, its copy with a planted bug (a strict
-# causal mask) is caught with a shrunk case and a reproduce line that replays it, and plug-ins
-# that cannot be driven are refused in one line naming --impl.
-# Usage: plugin_test.sh path/to/dcp-verify path/to/libdcpv_example.so path/to/libdcpv_example_bug.so
+# causal mask) is caught with a shrunk case and a reproduce line that replays it, a level that
+# reports an error fails its rows with its message and no err/bound, and plug-ins that cannot be
+# driven are refused in one line naming --impl.
+# Usage: plugin_test.sh path/to/dcp-verify path/to/libdcpv_example.so \
+#          path/to/libdcpv_example_bug.so path/to/libdcpv_example_fails.so
 set -u
 bin=$1
 good=$2
 buggy=$3
+failing=$4
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 passes=0
@@ -49,6 +52,14 @@ expect 1 "planted bug, replayed" -- "$bin" $line
 contains "$tmp/out" "FAILED" "the reproduce line replays the failure"
 expect 1 "planted bug, run" -- "$bin" run --impl "$buggy" --seq 300 --quiet
 contains "$tmp/out" "# run: FAILED" "the planted bug fails a configured run"
+
+# A level that reports an error: the row fails with the plug-in's message; nothing was compared,
+# so there is no err/bound to report (not 0).
+expect 1 "a failing level, run" -- "$bin" run --impl "$failing" --seq 16 --dcp-size 2 --json "$tmp/fails.json"
+contains "$tmp/out" "planted failure: the kernel launch reported an error" "the level's message is shown"
+contains "$tmp/out" "max err/bound: -  max err/stat: -" "no err/bound for rows never compared"
+if python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); sys.exit(not (d["max_ratio"] is None and d["max_stat_ratio"] is None and d["failed"] == 1))' "$tmp/fails.json"
+then passes=$((passes + 1)); else echo "FAIL: run --json of a failing level: max_ratio not null"; failures=$((failures + 1)); fi
 
 # Plug-ins that cannot be driven: exit 2, one line naming --impl.
 echo "not a library" >"$tmp/text.so"

@@ -401,10 +401,9 @@ bool write_check_json(const CheckOptions& o, const std::vector<Request>& reqs,
 
 int run_check(const CheckOptions& o, const Limits& lim, const Job& job = {}) {
   auto bad = [](const std::string& why) { return refuse("check", why, std::cerr); };
-  for (const auto& [flag, path] : {std::pair{"--json", o.json_path}, {"--junit", o.junit_path}})
-    if (const auto why =
-            output_error(flag, path, {{"--case", o.case_path}, {"--result", o.result_path}}))
-      return bad(*why);
+  if (const auto why = reports_error(o.json_path, o.junit_path,
+                                     {{"--case", o.case_path}, {"--result", o.result_path}}))
+    return bad(*why);
   const auto t0 = std::chrono::steady_clock::now();
   // Both files are held in memory while the parts are judged (the case's K and V in place).
   props::Footprint files =

@@ -15,6 +15,7 @@
 #include "gpu/dcp_step.hpp"
 #include "gpu/kernels/kv_view.hpp"
 #include "gpu/kernels/layout.hpp"
+#include "oracle/status.hpp"
 #include "tools/flags.hpp"
 #include "tools/table.hpp"
 
@@ -137,16 +138,17 @@ bool print_context(const gpu::DcpLayout& lay, int64_t seq, const LayoutWidths& w
 // Request b's context: S - floor(b S / (2 B)), as `run --batch` makes them.
 int64_t context_of(int64_t seq, int64_t b, int64_t batch) { return seq - b * seq / (2 * batch); }
 
-// The pages plan_pages hands a batch out of the group's pools (gpu/dcp_step.hpp): one line a
-// token of each request, its widened slot, owner, virtual page, pool page and pool row. Checks
-// that the slot's owner is the position's, that the request's view (its block table) finds the
-// token at the slot's row, and that no pool row of any rank holds two tokens, apart from a shared
-// page's, held once for every request. Returns the lines that failed, or nullopt with the error
-// that stops the table.
-std::optional<int64_t> print_paged(const LayoutOptions& o, const gpu::DcpLayout& lay,
-                                   std::ostream& out, std::ostream& err) {
+// A paged allocation of `run --batch`'s requests over the group's pools (gpu/dcp_step.hpp):
+// the batch's inputs and plan_pages' pages, planned before anything is printed.
+struct PagedBatch {
   gpu::DcpInputs in;
-  int64_t total = 0;
+  gpu::PagePlan plan;
+};
+
+// The batch of --seq, --batch, --shared-prefix and --retired planned, or why it cannot be (one
+// line, naming the flag).
+oracle::Expected<PagedBatch> plan_paged(const LayoutOptions& o, const gpu::DcpLayout& lay) {
+  gpu::DcpInputs in;
   in.seq = *o.seq;
   if (o.batch > 1) {
     in.cu_seqlens_q = {0};
@@ -157,7 +159,6 @@ std::optional<int64_t> print_paged(const LayoutOptions& o, const gpu::DcpLayout&
     }
     in.seq = in.cu_seqlens_k.back();
   }
-  total = in.seq;
   in.shared_prefix = o.shared_prefix;
   in.retired = o.retired;
   gpu::DcpConfig cfg;
@@ -166,42 +167,44 @@ std::optional<int64_t> print_paged(const LayoutOptions& o, const gpu::DcpLayout&
   cfg.page_size = o.page_size;
   cfg.page_seed = o.page_seed;
   const int64_t shortest = context_of(*o.seq, o.batch - 1, o.batch);
-  std::string why;
   if (o.page_size % lay.interleave != 0)
-    why = "--page-size " + std::to_string(o.page_size) + " is not a multiple of --interleave " +
-          std::to_string(lay.interleave) +
-          " (a virtual page of page_size N slots holds whole "
-          "interleave blocks)";
-  else if (o.shared_prefix > 0 && o.batch < 2)
-    why = "--shared-prefix " + std::to_string(o.shared_prefix) + ": needs --batch of at least 2";
-  else if (o.retired > 0 && o.retired >= o.batch)
-    why = "--retired " + std::to_string(o.retired) + ": expected fewer than --batch " +
-          std::to_string(o.batch) + " (a live request at least)";
-  else if (o.shared_prefix > shortest)
-    why = "--shared-prefix " + std::to_string(o.shared_prefix) +
-          ": more than the shortest "
-          "request's " +
-          std::to_string(shortest) + " tokens";
-  else if (total > kMaxTableLen)
-    why = "the batch's " + std::to_string(total) + " tokens: more than the " +
-          std::to_string(kMaxTableLen) + " lines the table prints (a smaller --seq or --batch)";
-  if (!why.empty()) {
-    err << "dcp-verify layout: " << why << "\n";
-    return std::nullopt;
-  }
-  const gpu::Result<gpu::PagePlan> plan = gpu::plan_pages(in, cfg);
-  if (!plan) {
-    err << "dcp-verify layout: " << plan.status().message() << "\n";
-    return std::nullopt;
-  }
-  const int64_t P = plan->page_size, virtual_page = P * lay.ranks;
+    return DCP_ERROR("--page-size ", o.page_size, " is not a multiple of --interleave ",
+                     lay.interleave, " (a virtual page of page_size N slots holds whole "
+                     "interleave blocks)");
+  if (o.shared_prefix > 0 && o.batch < 2)
+    return DCP_ERROR("--shared-prefix ", o.shared_prefix, ": needs --batch of at least 2");
+  if (o.retired > 0 && o.retired >= o.batch)
+    return DCP_ERROR("--retired ", o.retired, ": expected fewer than --batch ", o.batch,
+                     " (a live request at least)");
+  if (o.shared_prefix > shortest)
+    return DCP_ERROR("--shared-prefix ", o.shared_prefix, ": more than the shortest request's ",
+                     shortest, " tokens");
+  if (in.seq > kMaxTableLen)
+    return DCP_ERROR("the batch's ", in.seq, " tokens: more than the ", kMaxTableLen,
+                     " lines the table prints (a smaller --seq or --batch)");
+  gpu::Result<gpu::PagePlan> plan = gpu::plan_pages(in, cfg);
+  if (!plan) return DCP_ERROR(plan.status().message());
+  return PagedBatch{std::move(in), std::move(*plan)};
+}
+
+// The pages of a planned batch: one line a token of each request, its widened slot, owner,
+// virtual page, pool page and pool row. Checks that the slot's owner is the position's, that the
+// request's view (its block table) finds the token at the slot's row, and that no pool row of
+// any rank holds two tokens, apart from a shared page's, held once for every request. Returns
+// the lines that failed.
+int64_t print_paged(const LayoutOptions& o, const gpu::DcpLayout& lay, const PagedBatch& batch,
+                    std::ostream& out) {
+  const gpu::DcpInputs& in = batch.in;
+  const gpu::PagePlan& plan = batch.plan;
+  const int64_t total = in.seq;
+  const int64_t P = plan.page_size, virtual_page = P * lay.ranks;
   out << "# paged allocation: " << o.batch << " request(s) of S_b = S - floor(b S / (2 B)) tokens"
       << (o.shared_prefix > 0 ? ", sharing the first " + std::to_string(o.shared_prefix) : "")
       << (o.retired > 0 ? ", the first " + std::to_string(o.retired) +
                               " retired (their own pages freed, then reused)"
                         : "")
       << "; pages of P=" << P << " rows, virtual pages of P N = " << virtual_page
-      << " slots; a pool of " << plan->pool_pages << " pages a rank (" << plan->shared_pages
+      << " slots; a pool of " << plan.pool_pages << " pages a rank (" << plan.shared_pages
       << " shared), in an order drawn from --page-seed " << o.page_seed << "\n"
       << "#  slot = table[p / (P N)] P N + p mod (P N) (the widened slot); owner(slot) = owner(p); "
          "pool_row = table[row(p) / P] P + row(p) mod P = row(slot)\n";
@@ -217,21 +220,21 @@ std::optional<int64_t> print_paged(const LayoutOptions& o, const gpu::DcpLayout&
   // (rank, pool row) -> the (request, position) it holds: at most kMaxTableLen entries.
   std::map<std::pair<int64_t, int64_t>, std::pair<int64_t, int64_t>> held;
   int64_t wrong = 0;
-  const std::set<int32_t> freed(plan->freed.begin(), plan->freed.end());
+  const std::set<int32_t> freed(plan.freed.begin(), plan.freed.end());
   for (int64_t b = 0; b < in.requests(); ++b) {
     if (b == in.retired)  // the retired requests' own pages are free again: drop their tokens
       std::erase_if(held, [&](const auto& e) {
-        return e.second.second >= plan->shared_pages * virtual_page;
+        return e.second.second >= plan.shared_pages * virtual_page;
       });
-    const int32_t* table = plan->table(b);
+    const int32_t* table = plan.table(b);
     gpu::KvView view;
     view.block_table = table;
     view.page = P;
     for (int64_t pos = 0; pos < in.request_seq(b); ++pos) {
-      const int64_t slot = gpu::widened_slot(*plan, table, lay, pos);
+      const int64_t slot = gpu::widened_slot(plan, table, lay, pos);
       const int64_t owner = lay.owner(slot), pool_row = lay.row(slot);
       bool ok = owner == lay.owner(pos) && view.slot(lay.row(pos)) == pool_row;
-      const bool shared_page = pos < plan->shared_pages * virtual_page;
+      const bool shared_page = pos < plan.shared_pages * virtual_page;
       const auto [cell, fresh] = held.try_emplace({owner, pool_row}, b, pos);
       if (!fresh && !(shared_page && cell->second.second == pos)) ok = false;  // two tokens
       if (!ok) ++wrong;
@@ -262,6 +265,16 @@ int run_layout(const LayoutOptions& o, std::ostream& out, std::ostream& err) {
     return kExitBadInput;
   }
   const gpu::DcpLayout lay{o.ranks, o.interleave};
+  // Every refusal before the first line of output.
+  std::optional<PagedBatch> batch;
+  if (o.page_size > 0) {
+    oracle::Expected<PagedBatch> planned = plan_paged(o, lay);
+    if (!planned) {
+      err << "dcp-verify layout: " << planned.status().message() << "\n";
+      return kExitBadInput;
+    }
+    batch = std::move(*planned);
+  }
   const int64_t a = o.offset, len = chunk_len(o), end = a + len;
   const LayoutWidths w(std::max(end, o.seq.value_or(0)));
   out << "# dcp-verify layout  N=" << lay.ranks << "  I=" << lay.interleave << "  chunk [" << a
@@ -271,13 +284,9 @@ int run_layout(const LayoutOptions& o, std::ostream& out, std::ostream& err) {
   const int64_t inverse_wrong = print_positions(lay, a, end, w, out);
   const ShareCheck shares = print_shares(lay, a, len, w, out);
   const bool seq_ok = !o.seq || print_context(lay, *o.seq, w, out);
-  std::optional<int64_t> paged_wrong = 0;
-  if (o.page_size > 0) {
-    paged_wrong = print_paged(o, lay, out, err);
-    if (!paged_wrong) return kExitBadInput;
-  }
+  const int64_t paged_wrong = batch ? print_paged(o, lay, *batch, out) : 0;
   const bool ok =
-      inverse_wrong == 0 && shares.wrong == 0 && shares.sum == len && seq_ok && *paged_wrong == 0;
+      inverse_wrong == 0 && shares.wrong == 0 && shares.sum == len && seq_ok && paged_wrong == 0;
   out << "# checks: position(owner(p), row(p)) == p wrong for " << inverse_wrong << " of " << len
       << " positions; shares wrong for " << shares.wrong << " of " << lay.ranks
       << " ranks; shares sum to " << shares.sum << " (expected L = " << len << ")\n"

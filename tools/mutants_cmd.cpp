@@ -213,8 +213,7 @@ int finish_mutants(const MutantsOptions& o, uint64_t seed, const Row& clean, int
 
 int run_mutants(const MutantsOptions& o, const Limits& lim) {
   auto bad = [](const std::string& why) { return refuse("mutants", why, std::cerr); };
-  if (const auto why = output_error("--json", o.json_path, {})) return bad(*why);
-  if (const auto why = output_error("--junit", o.junit_path, {})) return bad(*why);
+  if (const auto why = reports_error(o.json_path, o.junit_path, {})) return bad(*why);
   const auto picked = chosen_mutants(o);
   if (!picked) return bad(picked.status().message());
   const std::vector<mutants::MutantInfo>& chosen = *picked;

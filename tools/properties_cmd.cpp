@@ -125,6 +125,22 @@ std::optional<std::string> read_limits(DrawOptions& o) {
   return std::nullopt;
 }
 
+// Why the draws cannot run here: the largest case the ranges draw must fit in memory (said of
+// the range flags given, or of the default ranges), and `cases` of them within the work limit
+// (said of the count flag).
+std::optional<std::string> draws_over_limits(const DrawOptions& d, double cases,
+                                             const std::string& count_flag, const Limits& lim) {
+  props::Footprint one = props::suite_case_footprint(d.limits);
+  const double work = one.work * cases;
+  one.work = 0.0;
+  if (const auto why = over_limits(one, lim))
+    return (d.limit_flags.empty() ? std::string("the default ranges") : d.limit_flags.substr(1)) +
+           ": the largest case they draw " + *why;
+  one.work = work;
+  if (const auto why = over_limits(one, lim)) return count_flag + ": " + *why;
+  return std::nullopt;
+}
+
 // The properties that drive a plug-in: the DCP path's, through its partial and combine levels,
 // and the same body through its step level (the others exercise this project's own MLA slice,
 // layout and KV writes, which a plug-in does not replace).
@@ -178,6 +194,7 @@ std::string reproduce_line(const PropertiesOptions& o, uint64_t seed, const std:
   if (!only.empty()) os << " --only " << only;
   if (o.bound != "sound") os << " --bound " << o.bound;
   if (o.impl) os << " --impl " << *o.impl;
+  if (o.pinned) os << " --pinned " << *o.pinned;
   os << o.draws.limit_flags;
   return os.str();
 }
@@ -286,9 +303,8 @@ int run_properties(PropertiesOptions& o, const Limits& lim) {
   auto bad = [](const std::string& why) { return refuse("properties", why, std::cerr); };
   if (const auto why = read_limits(o.draws)) return bad(*why);
   const std::string pinned = o.pinned.value_or(installed_data_file("pinned.json"));
-  if (const auto why = output_error("--json", o.json_path, {{"--pinned", pinned}}))
-    return bad(*why);
-  if (const auto why = output_error("--junit", o.junit_path, {{"--pinned", pinned}}))
+  if (const auto why = reports_error(o.json_path, o.junit_path,
+                                     {{"--pinned", pinned}, {"--impl", o.impl.value_or("")}}))
     return bad(*why);
   std::string impl_label;
   std::optional<ImplBackends> impl;
@@ -363,10 +379,10 @@ int run_properties(PropertiesOptions& o, const Limits& lim) {
       if (const auto why = over_limits(props::dcp_check_footprint(pins[i].setup), lim))
         return bad("--pinned '" + pinned + "': entry " + std::to_string(i) + ": " + *why);
   }
-  props::Footprint planned = props::suite_case_footprint(o.draws.limits);
-  planned.work *= static_cast<double>(o.cases) * static_cast<double>(suite.size());
-  if (const auto why = over_limits(planned, lim))
-    return bad("--cases " + std::to_string(o.cases) + ": " + *why);
+  if (const auto why = draws_over_limits(
+          o.draws, static_cast<double>(o.cases) * static_cast<double>(suite.size()),
+          "--cases " + std::to_string(o.cases), lim))
+    return bad(*why);
   silence_rapidcheck_banner();
   std::ostream& out = std::cout;
   out << "# dcp-verify properties  backend=" << o.backend << "  seed=" << seed
@@ -411,10 +427,9 @@ int run_cases(CasesOptions& o, const Limits& lim) {
   std::error_code ec;
   if (!std::filesystem::is_directory(o.out, ec))
     return bad("--out " + o.out + ": not an existing folder");
-  props::Footprint planned = props::suite_case_footprint(o.draws.limits);
-  planned.work *= static_cast<double>(o.count);
-  if (const auto why = over_limits(planned, lim))
-    return bad("--count " + std::to_string(o.count) + ": " + *why);
+  if (const auto why = draws_over_limits(o.draws, static_cast<double>(o.count),
+                                         "--count " + std::to_string(o.count), lim))
+    return bad(*why);
   // The dcp-path property's cases, or dcp-fp8's when --kv-dtypes gives only fp8 formats.
   const props::CacheKind kind =
       props::cache_formats(o.draws.limits, props::CacheKind::values).empty()

@@ -45,6 +45,12 @@ using props::KvScale;
 // Request b > 0 of a batch draws its values from seed * stride + b, apart from other cases' seeds.
 constexpr uint64_t kRequestSeedStride = 1000003;
 
+// One write of a whole context of S tokens, standing for the writes a request draws when it is
+// made (batch_request); an empty context has none.
+std::vector<int64_t> whole_context_write(int64_t seq) {
+  return seq > 0 ? std::vector<int64_t>{seq} : std::vector<int64_t>{};
+}
+
 std::string variant_of(const CaseSpec& s) {
   std::string v = s.causal ? "causal" : "full";
   if (s.explicit_pos) v += "+pos";
@@ -107,7 +113,7 @@ DcpSetup make_row(CaseSpec spec, int64_t tp, int64_t n, int64_t il, gpu::CommStr
   s.cfg.strategy = st;
   s.cfg.replicate_q = repl;
   s.cfg.base = props::to_gpu_base(spec.lse_base);
-  s.chunks = {spec.seq};  // batch_request draws the writes
+  s.chunks = whole_context_write(spec.seq);  // batch_request draws the writes
   s.spec = spec;
   return s;
 }
@@ -447,7 +453,8 @@ oracle::Expected<RunCase> configured_case(const CaseOptions& o, uint64_t seed, i
   // checked the memory: a context of 10^12 tokens would need gigabytes for its chunk list alone.
   // Any drawn list is valid; one whole write stands for it here.
   DcpSetup setup{
-      .spec = *spec, .cfg = *cfg, .chunks = {spec->seq}, .batch = {}, .shared_prefix = 0};
+      .spec = *spec, .cfg = *cfg, .chunks = whole_context_write(spec->seq), .batch = {},
+      .shared_prefix = 0};
   setup.cfg.base = props::to_gpu_base(spec->lse_base);
   // Every range and combination, named by its flag, before anything runs.
   DCP_TRY(props::validate_setup(setup, names));
@@ -1024,6 +1031,7 @@ RowOutcome run_row(const RunOptions& o, const RunCase& rc, size_t index, Request
 // What the rows came to, for the summary and the report.
 struct RunTotals {
   int64_t done = 0, failed = 0, suspect = 0;  // suspect: rows SUSPECT, not FAILED
+  int64_t judged = 0;  // rows with a comparison: the worst ratios are theirs (none: "-", null)
   double worst = 0.0, worst_stat = 0.0, seconds = 0.0;
   nlohmann::json rows = nlohmann::json::array();
 };
@@ -1033,10 +1041,14 @@ int finish_run(const RunOptions& o, const Plan& plan, const RunTotals& t, std::o
   const bool stopped = t.done < plan.count;
   // The rows that fail the tier gating the exit code.
   const int64_t gated = t.failed + (o.bound == "statistical" ? t.suspect : 0);
+  const auto worst_cell = [&](double x) { return t.judged > 0 ? cell("%.4f", x) : "-"; };
+  const auto worst_json = [&](double x) {
+    return t.judged > 0 ? json_number(x) : nlohmann::json(nullptr);
+  };
   out << "# rows: " << t.done << "  passed: " << t.done - t.failed - t.suspect
       << "  suspect: " << t.suspect << "  failed: " << t.failed
-      << "  max err/bound: " << cell("%.4f", t.worst)
-      << "  max err/stat: " << cell("%.4f", t.worst_stat) << "  time: " << cell("%.1f", t.seconds)
+      << "  max err/bound: " << worst_cell(t.worst)
+      << "  max err/stat: " << worst_cell(t.worst_stat) << "  time: " << cell("%.1f", t.seconds)
       << " s";
   if (stopped) out << "  (interrupted: " << plan.count - t.done << " rows not run)";
   out << "\n# bound: " << o.bound << " gates the exit; a row is SUSPECT over its statistical bound"
@@ -1059,8 +1071,8 @@ int finish_run(const RunOptions& o, const Plan& plan, const RunTotals& t, std::o
                                    {"failed", t.failed},
                                    {"suspect", t.suspect},
                                    {"bound", o.bound},
-                                   {"max_ratio", json_number(t.worst)},
-                                   {"max_stat_ratio", json_number(t.worst_stat)},
+                                   {"max_ratio", worst_json(t.worst)},
+                                   {"max_stat_ratio", worst_json(t.worst_stat)},
                                    {"seconds", t.seconds},
                                    {"reproduce", reproduce_line(o)},
                                    {"interrupted", stopped},
@@ -1101,8 +1113,9 @@ int run_dcp(const RunOptions& o, const Limits& lim, std::ostream& out, std::ostr
     return kExitBadInput;
   };
   const oracle::Expected<Plan> planned = [&]() -> oracle::Expected<Plan> {
-    if (const auto why = output_error("--json", o.json_path, {})) return DCP_ERROR(*why);
-    if (const auto why = output_error("--junit", o.junit_path, {})) return DCP_ERROR(*why);
+    if (const auto why =
+            reports_error(o.json_path, o.junit_path, {{"--impl", o.impl.value_or("")}}))
+      return DCP_ERROR(*why);
     return plan_rows(o, runner->world, runner->share(lim));
   }();
   if (const auto why = runner->agree(planned, std::chrono::seconds(o.timeout_s), err))
@@ -1144,8 +1157,11 @@ int run_dcp(const RunOptions& o, const Limits& lim, std::ostream& out, std::ostr
     ++t.done;
     t.failed += r.row.pass ? 0 : 1;
     t.suspect += r.row.pass && r.row.suspect ? 1 : 0;
-    t.worst = std::max(t.worst, r.row.worst.max_ratio);
-    t.worst_stat = std::max(t.worst_stat, r.row.stat_ratio);
+    if (r.row.judged) {
+      ++t.judged;
+      t.worst = std::max(t.worst, r.row.worst.max_ratio);
+      t.worst_stat = std::max(t.worst_stat, r.row.stat_ratio);
+    }
     if (o.json_path || o.junit_path) t.rows.push_back(row_json(static_cast<size_t>(i), r.row));
     if (o.quiet && r.row.pass && !r.row.suspect) continue;
     progress.clear();

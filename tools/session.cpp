@@ -76,13 +76,17 @@ std::optional<std::string> output_error(const FileFlag& out,
   if (path.empty()) return flag + ": expected a file name, got ''";
   struct stat o {};
   const bool exists = ::stat(path.c_str(), &o) == 0;
+  // A name the system cannot look up (too long, a loop of links, a file where a folder is
+  // expected) cannot be created either.
+  if (!exists && errno != ENOENT)
+    return flag + ": cannot write '" + shown + "': " + std::strerror(errno);
   if (exists && S_ISDIR(o.st_mode)) return flag + ": '" + shown + "' is a folder";
   // Without creating anything. A file is replaced by a new one made in its folder
   // (oracle/file_write.hpp), so the folder must be writable whether or not the file exists; a
   // device or a pipe is written in place, so it must be writable itself.
   const std::filesystem::path p(path);
   const std::filesystem::path dir = p.has_parent_path() ? p.parent_path() : ".";
-  const bool in_place = exists && !S_ISREG(o.st_mode);
+  const bool in_place = exists && oracle::written_in_place(o);
   if (in_place ? ::access(path.c_str(), W_OK) != 0 : ::access(dir.c_str(), W_OK | X_OK) != 0)
     return flag + ": cannot write '" + shown + "': " + std::strerror(errno);
   if (exists) {
@@ -102,6 +106,33 @@ std::optional<std::string> output_error(std::string_view flag,
                                         std::initializer_list<FileFlag> inputs) {
   if (!path) return std::nullopt;
   return output_error(FileFlag{flag, *path}, inputs);
+}
+
+std::optional<std::string> reports_error(const std::optional<std::string>& json,
+                                         const std::optional<std::string>& junit,
+                                         std::initializer_list<FileFlag> inputs) {
+  if (const auto why = output_error("--json", json, inputs)) return why;
+  if (const auto why = output_error("--junit", junit, inputs)) return why;
+  if (!json || !junit) return std::nullopt;
+  // One file named twice: the second report would replace the first. Compared as the files they
+  // will be (an existing one by device and inode, a new one by its folder's and its own name);
+  // a stream written in place takes both.
+  struct stat a {};
+  struct stat b {};
+  const bool a_exists = ::stat(json->c_str(), &a) == 0, b_exists = ::stat(junit->c_str(), &b) == 0;
+  bool same = false;
+  if (a_exists && b_exists) {
+    same = a.st_dev == b.st_dev && a.st_ino == b.st_ino && !oracle::written_in_place(a);
+  } else if (!a_exists && !b_exists) {
+    std::error_code ea, eb;
+    const auto pa = std::filesystem::weakly_canonical(std::filesystem::absolute(*json), ea);
+    const auto pb = std::filesystem::weakly_canonical(std::filesystem::absolute(*junit), eb);
+    same = !ea && !eb && pa == pb;
+  }
+  if (same)
+    return "--junit: '" + oracle::printable(*junit) + "' is the --json file '" +
+           oracle::printable(*json) + "'; one report would replace the other";
+  return std::nullopt;
 }
 
 std::string installed_data_file(const std::string& name) {

@@ -72,6 +72,12 @@ std::optional<std::string> output_error(std::string_view flag,
                                         const std::optional<std::string>& path,
                                         std::initializer_list<FileFlag> inputs);
 
+// Both reports' paths (--json, --junit; either may be absent) checked as output_error does, and
+// not one file named twice.
+std::optional<std::string> reports_error(const std::optional<std::string>& json,
+                                         const std::optional<std::string>& junit,
+                                         std::initializer_list<FileFlag> inputs);
+
 // A data file installed with dcp-verify: <the executable's folder>/../share/dcp-verify/NAME (the
 // build tree has the same layout as an installation).
 std::string installed_data_file(const std::string& name);

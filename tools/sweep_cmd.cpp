@@ -290,6 +290,10 @@ int run_sweep(const SweepOptions& o, const Limits& lim) {
   if (o.seq) return bad("--seq: the sweep sets S itself; use -b/--min-seq and -e/--max-seq");
   if (o.batch)
     return bad("--batch: the sweep times one request per step; run --batch checks batches");
+  if (o.shared_prefix || o.retired)
+    return bad(std::string(o.shared_prefix ? "--shared-prefix" : "--retired") +
+               ": a batch's in one step, and the sweep times one request per step; run --batch "
+               "--page-size checks them");
   if (o.max_seq < o.min_seq)
     return bad("-e/--max-seq: got " + std::to_string(o.max_seq) + "; expected -b .. 2^24");
   CaseOptions shape = o;

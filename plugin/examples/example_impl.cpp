@@ -9,10 +9,12 @@
 //   step      the whole step: every rank's partial over the tokens it owns (copied out of the
 //             model-wide cache, as a rank holds them), then their merge, head by head
 //
-// Built twice by CMake: libdcpv_example.so, and libdcpv_example_bug.so with DCPV_EXAMPLE_BUG
+// Built three times by CMake: libdcpv_example.so; libdcpv_example_bug.so with DCPV_EXAMPLE_BUG
 // defined, which plants a bug engines have shipped: the causal mask compares strictly (key pos <
-// query pos), so every query loses its own token. The ctest plugin.* tests prove the first passes
-// the property suite and the second is caught with a shrunk case.
+// query pos), so every query loses its own token; and libdcpv_example_fails.so, whose partial
+// level reports an error, as a failed kernel launch would. The ctest plugin.* tests prove the
+// first passes the property suite, the second is caught with a shrunk case, and the third's
+// rows fail with its message and no err/bound.
 #include <dcp_verify/impl.h>
 
 #include <cmath>
@@ -85,6 +87,10 @@ bool visible(const dcpv_partial_args& a, int64_t t, int64_t qp, int64_t kp) {
 
 int example_partial(void*, const dcpv_partial_args* args, char* err, size_t err_len) {
   const dcpv_partial_args& a = *args;
+#ifdef DCPV_EXAMPLE_FAILS
+  std::snprintf(err, err_len, "planted failure: the kernel launch reported an error");
+  return 1;
+#endif
   if (a.q.dtype != DCPV_F32 || a.k.dtype == DCPV_I64) {
     std::snprintf(err, err_len, "unexpected dtypes (q %d, k %d)", a.q.dtype, a.k.dtype);
     return 1;
