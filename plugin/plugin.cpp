@@ -1,11 +1,18 @@
 #include "plugin/plugin.hpp"
 
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <optional>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -18,6 +25,83 @@ namespace {
 
 // Room for a plug-in's one-line reason.
 constexpr size_t kErrBytes = 512;
+
+// The level calls in flight, on any thread: one that has not returned by its deadline ends the
+// process (kExitLevelTimeout), since nothing can stop a thread inside the plug-in's own code. One
+// watchdog thread, started with the first call, over a state never destroyed, so that the
+// process's exit cannot race it.
+class LevelWatch {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  static LevelWatch& get() {
+    static LevelWatch* const watch = new LevelWatch();
+    return *watch;
+  }
+
+  // A call of `what` (the implementation, the level, the rank) allowed `limit`; returns its key.
+  uint64_t begin(std::string what, std::chrono::milliseconds limit) {
+    const std::lock_guard<std::mutex> lock(m_);
+    calls_[next_] = Call{std::move(what), Clock::now() + limit, limit};
+    cv_.notify_one();
+    return next_++;
+  }
+
+  void end(uint64_t key) {
+    const std::lock_guard<std::mutex> lock(m_);
+    calls_.erase(key);
+  }
+
+ private:
+  struct Call {
+    std::string what;
+    Clock::time_point deadline;
+    std::chrono::milliseconds limit;
+  };
+
+  LevelWatch() { std::thread([this] { watch(); }).detach(); }
+
+  [[noreturn]] void watch() {
+    std::unique_lock<std::mutex> lock(m_);
+    for (;;) {
+      if (calls_.empty()) {
+        cv_.wait(lock);
+        continue;
+      }
+      const auto first = std::min_element(calls_.begin(), calls_.end(), [](auto& a, auto& b) {
+        return a.second.deadline < b.second.deadline;
+      });
+      if (Clock::now() < first->second.deadline) {
+        cv_.wait_until(lock, first->second.deadline);
+        continue;
+      }
+      char limit[32];
+      std::snprintf(limit, sizeof limit, "%.3g",
+                    std::chrono::duration<double>(first->second.limit).count());
+      const std::string line = "dcp-verify: " + first->second.what + " did not return within " +
+                               limit + " s (--timeout); the process ends, as nothing can stop " +
+                               "a thread inside the plug-in\n";
+      std::fflush(stdout);
+      [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, line.data(), line.size());
+      std::_Exit(kExitLevelTimeout);
+    }
+  }
+
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::map<uint64_t, Call> calls_;
+  uint64_t next_ = 0;
+};
+
+// Calls a level of the plug-in (fn) under the watch.
+template <class Level>
+int watched(std::string what, std::chrono::milliseconds limit, Level fn) {
+  LevelWatch& watch = LevelWatch::get();
+  const uint64_t key = watch.begin(std::move(what), limit);
+  const int rc = fn();
+  watch.end(key);
+  return rc;
+}
 
 // What a plug-in wrote into its error buffer, as one line (it may forget the terminator).
 std::string reason(char (&err)[kErrBytes]) {
@@ -136,7 +220,8 @@ const float* or_null(const std::vector<float>& s) { return s.empty() ? nullptr :
 // The host device with the plug-in's levels in place of the production kernels.
 class PluginDevice : public gpu::HostDevice {
  public:
-  PluginDevice(gpu::Communicator& comm, const Plugin& p) : HostDevice(&comm), p_(p) {}
+  PluginDevice(gpu::Communicator& comm, const Plugin& p, std::chrono::milliseconds deadline)
+      : HostDevice(&comm), p_(p), deadline_(deadline) {}
 
   gpu::GpuStatus partial_attention(const gpu::PartialAttentionParams& p) {
     if (!p_.has_partial()) return HostDevice::partial_attention(p);
@@ -190,9 +275,10 @@ class PluginDevice : public gpu::HostDevice {
     a.o = dense(p.o, DCPV_F32, {T, H, dv});
     a.lse = dense(p.lse, DCPV_F32, {T, H});
     char err[kErrBytes] = {};
-    if (p_.impl->partial(p_.impl->self, &a, err, sizeof err) != 0)
-      return DCP_GPU_ERROR("implementation '", p_.impl->name, "' (", p_.path,
-                           "): level partial on dcp rank ", p.rank, " failed: ", reason(err));
+    const std::string what = "implementation '" + std::string(p_.impl->name) + "' (" + p_.path +
+                             "): level partial on dcp rank " + std::to_string(p.rank);
+    if (watched(what, deadline_, [&] { return p_.impl->partial(p_.impl->self, &a, err, sizeof err); }) != 0)
+      return DCP_GPU_ERROR(what, " failed: ", reason(err));
     return {};
   }
 
@@ -212,14 +298,16 @@ class PluginDevice : public gpu::HostDevice {
     a.o = dense(c.o, DCPV_F32, {T, H, dv});
     a.lse = dense(c.lse, DCPV_F32, {T, H});
     char err[kErrBytes] = {};
-    if (p_.impl->combine(p_.impl->self, &a, err, sizeof err) != 0)
-      return DCP_GPU_ERROR("implementation '", p_.impl->name, "' (", p_.path,
-                           "): level combine on dcp rank ", rank(), " failed: ", reason(err));
+    const std::string what = "implementation '" + std::string(p_.impl->name) + "' (" + p_.path +
+                             "): level combine on dcp rank " + std::to_string(rank());
+    if (watched(what, deadline_, [&] { return p_.impl->combine(p_.impl->self, &a, err, sizeof err); }) != 0)
+      return DCP_GPU_ERROR(what, " failed: ", reason(err));
     return {};
   }
 
  private:
   const Plugin& p_;
+  std::chrono::milliseconds deadline_;
 };
 
 // A claim field outside its range, named as impl.h names it.
@@ -354,9 +442,9 @@ oracle::Arithmetic plugin_step_claim(const Plugin& p, const gpu::DcpConfig& cfg,
   return a;
 }
 
-props::DcpBackend plugin_step_backend(const Plugin& p) {
-  auto run = [p](const gpu::DcpInputs& in,
-                 const gpu::DcpConfig& cfg) -> gpu::Result<gpu::GroupRun> {
+props::DcpBackend plugin_step_backend(const Plugin& p, std::chrono::milliseconds deadline) {
+  auto run = [p, deadline](const gpu::DcpInputs& in,
+                           const gpu::DcpConfig& cfg) -> gpu::Result<gpu::GroupRun> {
     DCP_GPU_TRY(gpu::validate_inputs(in, cfg));
     if (in.batched())
       return DCP_GPU_ERROR("plug-in: ABI ", DCPV_ABI_VERSION,
@@ -402,9 +490,10 @@ props::DcpBackend plugin_step_backend(const Plugin& p) {
     a.o_partial = dense(op.data(), DCPV_F32, {N, T, Hq, dv});
     a.lse_partial = dense(lp.data(), DCPV_F32, {N, T, Hq});
     char err[kErrBytes] = {};
-    if (p.impl->step(p.impl->self, &a, err, sizeof err) != 0)
-      return DCP_GPU_ERROR("implementation '", p.impl->name, "' (", p.path,
-                           "): level step failed: ", reason(err));
+    const std::string what =
+        "implementation '" + std::string(p.impl->name) + "' (" + p.path + "): level step";
+    if (watched(what, deadline, [&] { return p.impl->step(p.impl->self, &a, err, sizeof err); }) != 0)
+      return DCP_GPU_ERROR(what, " failed: ", reason(err));
     gpu::GroupRun out = gpu::empty_group_run(geo, d);
     out.o = std::move(o);
     out.lse = std::move(lse);
@@ -441,7 +530,7 @@ props::DcpBackend plugin_backend(const Plugin& p, std::chrono::milliseconds dead
     cfg.deadline = deadline;
     const gpu::RankStep step = [&p](gpu::Communicator& comm, const gpu::DcpInputs& inputs,
                                     const gpu::DcpConfig& c, int64_t tp_rank) {
-      PluginDevice dev(comm, p);
+      PluginDevice dev(comm, p, c.deadline);
       return gpu::device_step(dev, inputs, c, tp_rank);
     };
     return gpu::run_dcp_threads(in, cfg, step);

@@ -9,7 +9,7 @@
 // the plug-in's for its levels and the production path's for the rest.
 //
 //   oracle::Expected<Plugin> p = load_plugin("./libmine.so");
-//   props::DcpBackend b = plugin_backend(*p, deadline);
+//   props::DcpBackend b = plugin_backend(*p, deadline);        // each level call within deadline
 //   props::DcpCheck chk = props::check_dcp(c, cfg, chunks, b);   // names the level and the rank
 #pragma once
 
@@ -49,14 +49,20 @@ gpu::DcpConfig plugin_config(const Plugin& p, gpu::DcpConfig cfg);
 // What the step claims: the plug-in's claim for its levels, the production path's for the rest.
 oracle::Arithmetic plugin_claim(const Plugin& p, const gpu::DcpConfig& cfg, bool partial);
 
+// A level call that has not returned within `deadline` cannot be stopped: its thread is in the
+// plug-in's own code. The process then ends at once with one line on stderr naming the
+// implementation, the level and the rank, and this status (tools/command.hpp's kExitTimeout, as
+// timeout(1) reports a command that ran out of time), rather than hang; no report is written.
+inline constexpr int kExitLevelTimeout = 124;
+
 // The whole TP group on threads, each rank's device calling the plug-in's partial and combine
-// levels, collectives waiting at most `deadline`; judged by plugin_claim.
+// levels, each call and each collective allowed at most `deadline`; judged by plugin_claim.
 props::DcpBackend plugin_backend(const Plugin& p, std::chrono::milliseconds deadline);
 
-// The plug-in's step level: the whole decode step in one call, from the model-wide inputs (values
-// in their storage format) and the layout; its output, and every rank's partial where it returns
-// them, judged by its claim for the partial and the merge alike.
-props::DcpBackend plugin_step_backend(const Plugin& p);
+// The plug-in's step level: the whole decode step in one call (allowed at most `deadline`), from
+// the model-wide inputs (values in their storage format) and the layout; its output, and every
+// rank's partial where it returns them, judged by its claim for the partial and the merge alike.
+props::DcpBackend plugin_step_backend(const Plugin& p, std::chrono::milliseconds deadline);
 oracle::Arithmetic plugin_step_claim(const Plugin& p, const gpu::DcpConfig& cfg, bool partial);
 
 }  // namespace dcp::plugin

@@ -2,7 +2,8 @@
 # The C plug-in ABI (include/dcp_verify/impl.h) end to end: the example plug-in passes the property
 # suite and the run sweep within the bound of its claim, its copy with a planted bug (a strict
 # causal mask) is caught with a shrunk case and a reproduce line that replays it, a level that
-# reports an error fails its rows with its message and no err/bound, and plug-ins that cannot be
+# reports an error fails its rows with its message and no err/bound, a level that never returns
+# ends the process after --timeout (exit 124, one line naming it), and plug-ins that cannot be
 # driven are refused in one line naming --impl.
 # Usage: plugin_test.sh path/to/dcp-verify path/to/libdcpv_example.so \
 #          path/to/libdcpv_example_bug.so path/to/libdcpv_example_fails.so
@@ -60,6 +61,11 @@ contains "$tmp/out" "planted failure: the kernel launch reported an error" "the 
 contains "$tmp/out" "max err/bound: -  max err/stat: -" "no err/bound for rows never compared"
 if python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); sys.exit(not (d["max_ratio"] is None and d["max_stat_ratio"] is None and d["failed"] == 1))' "$tmp/fails.json"
 then passes=$((passes + 1)); else echo "FAIL: run --json of a failing level: max_ratio not null"; failures=$((failures + 1)); fi
+
+# A level that never returns cannot be stopped: after --timeout the process ends, naming it.
+expect 124 "a level that never returns" -- timeout -s KILL 120 "$bin" properties --impl "$failing" --only dcp-step --cases 1 --seed 1 --timeout 1
+one_line_stderr "a level that never returns"
+contains "$tmp/err" "level step did not return within 1 s (--timeout)" "the hung level is named"
 
 # Plug-ins that cannot be driven: exit 2, one line naming --impl.
 echo "not a library" >"$tmp/text.so"

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "plugin/plugin.hpp"
+#include "tools/command.hpp"
 
 #ifdef DCP_HAVE_CUDA_BACKEND
 #include "gpu/cuda/cuda_status.hpp"
@@ -11,6 +12,9 @@
 #endif
 
 namespace dcp::tools {
+
+static_assert(plugin::kExitLevelTimeout == kExitTimeout,
+              "a plug-in level past --timeout ends the process as a timed-out collective does");
 
 std::optional<std::string> unavailable(const std::string& backend, const std::string& comm) {
   const bool device_comm = comm == "single-gpu" || comm == "nccl";
@@ -86,7 +90,7 @@ oracle::Expected<ImplBackends> open_impl(const std::string& path, const std::str
   if (!p) return p.status();
   ImplBackends b;
   if (p->has_partial() || p->has_combine()) b.levels = plugin::plugin_backend(*p, deadline);
-  if (p->has_step()) b.step = plugin::plugin_step_backend(*p);
+  if (p->has_step()) b.step = plugin::plugin_step_backend(*p, deadline);
   b.label = std::string(p->impl->name) + " (" + path + ", " + p->levels() + ")";
   return b;
 }

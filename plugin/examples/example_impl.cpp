@@ -12,16 +12,19 @@
 // Built three times by CMake: libdcpv_example.so; libdcpv_example_bug.so with DCPV_EXAMPLE_BUG
 // defined, which plants a bug engines have shipped: the causal mask compares strictly (key pos <
 // query pos), so every query loses its own token; and libdcpv_example_fails.so, whose partial
-// level reports an error, as a failed kernel launch would. The ctest plugin.* tests prove the
-// first passes the property suite, the second is caught with a shrunk case, and the third's
-// rows fail with its message and no err/bound.
+// level reports an error, as a failed kernel launch would, and whose step level never returns.
+// The ctest plugin.* tests prove the first passes the property suite, the second is caught with
+// a shrunk case, and the third's rows fail with its message and no err/bound, and its hung step
+// ends the process after --timeout.
 #include <dcp_verify/impl.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -205,6 +208,9 @@ dcpv_tensor gather_rows(const dcpv_tensor& t, const std::vector<int64_t>& pos,
 }
 
 int example_step(void* self, dcpv_step_args* args, char* err, size_t err_len) {
+#ifdef DCPV_EXAMPLE_FAILS
+  for (;;) std::this_thread::sleep_for(std::chrono::hours(1));  // a kernel that never finishes
+#endif
   dcpv_step_args& s = *args;
   const int64_t N = s.ranks, T = s.tokens, Hq = s.q_heads, dv = s.v_dim;
   for (int64_t r = 0; r < N; ++r) {

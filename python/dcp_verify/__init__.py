@@ -553,11 +553,17 @@ def _serve(sock: socket.socket, proc: subprocess.Popen, impl: Any, name: str, le
             where = f" on dcp rank {fields['rank']}" if "rank" in fields else ""
             errors.append(f"level {op}{where} raised:\n{traceback.format_exc()}")
             line = " ".join(f"{type(e).__name__}: {e}".split())
-            _send_frame(sock, {"ok": False, "error": f"raised {line[:300]} (traceback in the report)"})
+            reply = ({"ok": False, "error": f"raised {line[:300]} (traceback in the report)"}, ())
         else:
-            _send_frame(sock, {"ok": True}, arrays)
+            reply = ({"ok": True}, arrays)
         finally:
             sock.settimeout(1.0)
+        try:
+            _send_frame(sock, *reply)
+        except OSError:
+            if proc.poll() is not None:  # dcp-verify ended while the level ran (--timeout)
+                return
+            raise
 
 
 def properties(impl: Any, seed: Optional[int] = None, cases: int = 100, *, arrays: str = "numpy",
@@ -572,7 +578,8 @@ def properties(impl: Any, seed: Optional[int] = None, cases: int = 100, *, array
 
     seed: the RapidCheck seed (random when None; the report's reproduce line has it). cases:
     cases per property. arrays: "numpy" or "torch", what the levels receive. timeout: seconds a
-    collective waits for a rank. ranges: what is drawn, for an implementation that supports less
+    collective waits for a rank and a level call may take (a level that takes longer ends the run:
+    TimeoutError naming it). ranges: what is drawn, for an implementation that supports less
     (max_ranks, max_groups, max_seq, max_head_dim, max_v_dim; softcap, sink, topk, window,
     shared_latent = False; q_dtypes from ("f32", "bf16", "f16"); kv_dtypes from those and
     ("fp8e4m3", "fp8e5m2"), an fp8 cache reaching the levels dequantized in float32, each stored
@@ -625,7 +632,10 @@ def properties(impl: Any, seed: Optional[int] = None, cases: int = 100, *, array
             err_text = f.read()
         if proc.returncode == 2 or not os.path.exists(report_path):
             line = (err_text.strip().splitlines() or [f"dcp-verify exited {proc.returncode}"])[-1]
-            raise ValueError(line.replace("dcp-verify ", "", 1).replace(_bridge(), "impl"))
+            line = line.replace("dcp-verify ", "", 1).replace(_bridge(), "impl")
+            if proc.returncode == 124:  # a level took longer than `timeout`
+                raise TimeoutError(line)
+            raise ValueError(line)
         with open(report_path) as f:
             raw = json.load(f)
     # dcp-verify's reproduce lines name the bridge; this run is reproduced by the Python call.

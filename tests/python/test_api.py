@@ -1,6 +1,7 @@
 """dcp_verify's Python API: reference, check, cases and properties, and how each refuses bad input."""
 
 import os
+import time
 
 import numpy as np
 import pytest
@@ -83,6 +84,17 @@ def test_an_exception_in_the_implementation_is_its_failure_with_traceback():
     assert "RuntimeError: kernel launch failed" in report.traceback
     assert "in combine" in report.traceback
     assert "level combine" in report.text
+
+
+class Slow(NumpyMerge):
+    def combine(self, a):
+        time.sleep(3)
+        return super().combine(a)
+
+
+def test_a_level_slower_than_the_timeout_ends_the_run_naming_it():
+    with pytest.raises(TimeoutError, match=r"level combine on dcp rank \d+ did not return within 1 s"):
+        dcp_verify.properties(Slow(), seed=2, cases=1, timeout=1)
 
 
 class WrongShape(NumpyMerge):
