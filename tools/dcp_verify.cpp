@@ -18,6 +18,7 @@
 #include <iostream>
 #include <new>
 
+#include "oracle/text.hpp"
 #include "tools/cli.hpp"
 #include "tools/command.hpp"
 
@@ -31,7 +32,7 @@ int main(int argc, char** argv) {
     std::cerr << "dcp-verify: out of memory (the machine ran short of what the command's "
                  "estimate allowed for; close other work or make the case smaller)\n";
   } catch (const std::exception& e) {
-    std::cerr << "dcp-verify: internal error: " << e.what() << "\n";
+    std::cerr << "dcp-verify: internal error: " << dcp::oracle::one_line(e.what()) << "\n";
   }
   return t::kExitBadInput;
 }

@@ -351,17 +351,13 @@ int run_properties(PropertiesOptions& o, const Limits& lim) {
     const bool levels = !impl || impl->levels;
     if (!known && ((levels && (name == "dcp-fp8" || name == "dcp-path")) ||
                    (step && (name == kImplStepFp8Property || name == kImplStepProperty)))) {
-      std::cerr << "dcp-verify properties: --only " << name << ": --kv-dtypes draws no "
-                << (fp8 ? "fp8 format (fp8e4m3, fp8e5m2)" : "16- or 32-bit format (f32, bf16, f16)")
-                << "\n";
-      return kExitBadInput;
+      return bad("--only " + name + ": --kv-dtypes draws no " +
+                 (fp8 ? "fp8 format (fp8e4m3, fp8e5m2)" : "16- or 32-bit format (f32, bf16, f16)"));
     }
     if (!known) {
       std::string names = "pinned";
       for (const auto& p : suite) names += ", " + p.name;
-      std::cerr << "dcp-verify properties: --only: unknown property '" << name << "'; expected "
-                << names << "\n";
-      return kExitBadInput;
+      return bad("--only: unknown property '" + name + "'; expected " + names);
     }
   }
   auto wanted = [&](const std::string& name) {

@@ -456,9 +456,12 @@ oracle::Expected<RunCase> configured_case(const CaseOptions& o, uint64_t seed, i
       .spec = *spec, .cfg = *cfg, .chunks = whole_context_write(spec->seq), .batch = {},
       .shared_prefix = 0};
   setup.cfg.base = props::to_gpu_base(spec->lse_base);
-  // Every range and combination, named by its flag, before anything runs.
-  DCP_TRY(props::validate_setup(setup, names));
-  DCP_TRY(check_requests(setup, names));
+  // Every range and combination, named by its flag, before anything runs; over MPI the TP size
+  // not given is the job's size.
+  props::SetupNames named = names;
+  if (world > 0 && !o.tp_size) named.tp_size = "--tp-size (the job's process count)";
+  DCP_TRY(props::validate_setup(setup, named));
+  DCP_TRY(check_requests(setup, named));
   RunCase rc{setup,
              (p ? std::string(p->name) + " " : "") + variant_of(*spec) + math_tag(cfg->math) +
                  (cfg->page_size > 0 ? "+page" + std::to_string(cfg->page_size) : ""),
