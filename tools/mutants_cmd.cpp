@@ -304,8 +304,17 @@ Command add_mutants_command(CLI::App& app) {
                   "Also write the report as JUnit XML, one test case per mutant (docs/cli.md)");
   add_switch(cmd, "--quiet", o->quiet, "Print survivors, false alarms and the summary only");
   add_bound_flag(cmd, o->bound);
-  return {cmd,
-          [o, list](const Limits& lim) { return *list ? list_mutants() : run_mutants(*o, lim); }};
+  return {cmd, [o, list, cmd](const Limits& lim) {
+            if (!*list) return run_mutants(*o, lim);
+            for (const char* flag : {"--only", "--cases", "--seed", "--timeout", "--json", "--junit",
+                                     "--quiet", "--bound"})
+              if (cmd->count(flag) > 0)
+                return refuse("mutants",
+                              std::string("--list prints the catalogue and exits; ") + flag +
+                                  " is a run's",
+                              std::cerr);
+            return list_mutants();
+          }};
 }
 
 }  // namespace dcp::tools
