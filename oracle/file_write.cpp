@@ -50,14 +50,31 @@ Status write_all(int fd, std::span<const uint8_t> bytes, const std::string& show
   return {};
 }
 
-// A device or a pipe named as the output (/dev/null, /dev/stdout, a FIFO), or this process's
-// own standard output or error, is written in place, after what stdio has printed there:
-// renaming a file over it would replace the device node, or the link (/dev/stdout) that led to
-// it. A FIFO without a reader is an error, not a wait.
+// This process's standard output or error, when `target` is the file it writes to: its
+// descriptor, else -1.
+int own_stream(const struct stat& target) {
+  for (const int fd : {STDOUT_FILENO, STDERR_FILENO}) {
+    struct stat stream {};
+    if (::fstat(fd, &stream) == 0 && stream.st_dev == target.st_dev &&
+        stream.st_ino == target.st_ino)
+      return fd;
+  }
+  return -1;
+}
+
+// The process's own stdout or stderr named as the output (/dev/stdout, even when it is a file):
+// written through its descriptor, after what stdio has printed there, so that what follows
+// lands after it (a new descriptor of the same file would have its own offset).
+Status write_own_stream(int fd, std::span<const uint8_t> bytes, const std::string& shown) {
+  std::fflush(nullptr);
+  return write_all(fd, bytes, shown);
+}
+
+// A device or a pipe named as the output (/dev/null, a FIFO) is written in place: renaming a
+// file over it would replace the device node. A FIFO without a reader is an error, not a wait.
 Status write_in_place(const std::string& path, std::span<const uint8_t> bytes,
                       const std::string& shown) {
-  std::fflush(nullptr);
-  const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_NONBLOCK | O_CLOEXEC);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return DCP_ERROR(shown, ": cannot open for writing: ", std::strerror(errno));
   ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
   Status st = write_all(fd, bytes, shown);
@@ -68,14 +85,7 @@ Status write_in_place(const std::string& path, std::span<const uint8_t> bytes,
 }  // namespace
 
 bool written_in_place(const struct stat& target) {
-  if (!S_ISREG(target.st_mode)) return true;
-  for (const int fd : {STDOUT_FILENO, STDERR_FILENO}) {
-    struct stat stream {};
-    if (::fstat(fd, &stream) == 0 && stream.st_dev == target.st_dev &&
-        stream.st_ino == target.st_ino)
-      return true;
-  }
-  return false;
+  return !S_ISREG(target.st_mode) || own_stream(target) >= 0;
 }
 
 Status write_whole_file(const std::string& path, std::span<const uint8_t> bytes) {
@@ -84,7 +94,10 @@ Status write_whole_file(const std::string& path, std::span<const uint8_t> bytes)
   struct stat target {};
   const bool exists = ::stat(path.c_str(), &target) == 0;
   if (exists && S_ISDIR(target.st_mode)) return DCP_ERROR(shown, ": is a folder");
-  if (exists && written_in_place(target)) return write_in_place(path, bytes, shown);
+  if (exists) {
+    if (const int fd = own_stream(target); fd >= 0) return write_own_stream(fd, bytes, shown);
+    if (!S_ISREG(target.st_mode)) return write_in_place(path, bytes, shown);
+  }
 
   const std::filesystem::path p(path);
   const std::filesystem::path dir = p.has_parent_path() ? p.parent_path() : ".";

@@ -7,8 +7,8 @@
 // back while it is written). A file replaced keeps its permissions; a new one gets 0666 less
 // the umask. A target that is a symbolic link to a file is replaced by the new file (the file
 // the link pointed to is left as it was); a device or a pipe (/dev/null, /dev/stdout, a FIFO
-// with a reader), or the process's own standard output or error whatever it is (/dev/stdout
-// when stdout is a file), is written in place, appended after what was printed there.
+// with a reader) is written in place, and the process's own standard output or error, whatever
+// it is (/dev/stdout when stdout is a file), through its descriptor, after what was printed.
 //
 //   DCP_TRY(write_whole_file("ref.safetensors", serialize_safetensors(file)));
 #pragma once

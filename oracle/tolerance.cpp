@@ -318,25 +318,28 @@ double statistical_gamma(const Units& un, double terms, double g) {
   return std::min(g, un.lambda * un.u * std::sqrt(terms) + ku * ku / (1.0 - ku));
 }
 
-// The ranks that hold keys of a row, numbered densely in rank order: slot[x] is key x's, count
-// how many. A row touches at most min(ranks, keys) ranks, and a claimed N is not bounded by the
-// case's size (a result file's dcp_size), so with more ranks than keys only the ranks that hold
-// some are numbered: the memory stays that of the row's keys.
+// The ranks of a row's partition, numbered 0 .. count - 1 in rank order. A row touches at most
+// min(ranks, keys) ranks, and a claimed N is not bounded by the case's size (a result file's
+// dcp_size), so with more ranks than keys only the ranks that hold some are numbered (held):
+// the memory stays that of the row's keys. Otherwise a rank is its own number.
 struct RankSlots {
-  std::vector<int64_t> slot;  // [keys]
+  const Ownership& own;
+  std::vector<int64_t> held;  // sorted; empty: every rank numbered
   int64_t count;
+  int64_t of(int64_t key) const {
+    const int64_t r = own.of(key);
+    return held.empty() ? r : std::lower_bound(held.begin(), held.end(), r) - held.begin();
+  }
 };
 
 RankSlots rank_slots(std::span<const int64_t> keys, const Ownership& own) {
-  RankSlots s{std::vector<int64_t>(keys.size()), own.ranks};
-  for (size_t x = 0; x < keys.size(); ++x) s.slot[x] = own.of(keys[x]);
-  if (own.ranks <= static_cast<int64_t>(keys.size())) return s;
-  std::vector<int64_t> held = s.slot;
+  if (own.ranks <= static_cast<int64_t>(keys.size())) return RankSlots{own, {}, own.ranks};
+  std::vector<int64_t> held(keys.size());
+  for (size_t x = 0; x < keys.size(); ++x) held[x] = own.of(keys[x]);
   std::sort(held.begin(), held.end());
   held.erase(std::unique(held.begin(), held.end()), held.end());
-  for (int64_t& r : s.slot) r = std::lower_bound(held.begin(), held.end(), r) - held.begin();
-  s.count = static_cast<int64_t>(held.size());
-  return s;
+  const auto count = static_cast<int64_t>(held.size());
+  return RankSlots{own, std::move(held), count};
 }
 
 // §4: the terms one accumulator sums. Every key of the row and the sink (n_eff), unless the
@@ -345,9 +348,9 @@ RankSlots rank_slots(std::span<const int64_t> keys, const Ownership& own) {
 // one partial) bound every accumulator's length.
 double accumulated_terms(const Units& un, std::span<const int64_t> keys, const RowLogits& in) {
   if (!un.a.layout || un.shards <= 1) return in.n_eff;
-  const RankSlots held = rank_slots(keys, *un.a.layout);
-  std::vector<int64_t> count(static_cast<size_t>(held.count), 0);
-  for (const int64_t r : held.slot) ++count[static_cast<size_t>(r)];
+  const RankSlots slots = rank_slots(keys, *un.a.layout);
+  std::vector<int64_t> count(static_cast<size_t>(slots.count), 0);
+  for (const int64_t p : keys) ++count[static_cast<size_t>(slots.of(p))];
   const int64_t busiest = count.empty() ? 0 : *std::max_element(count.begin(), count.end());
   return static_cast<double>(busiest + (in.sink ? 1 : 0));
 }
@@ -467,16 +470,16 @@ double max_abs_value(const Case& c, std::span<const int64_t> keys, int64_t g) {
 std::vector<double> exact_partials(const Case& c, std::span<const int64_t> keys, int64_t g,
                                    const KeyErrors& k, const Ownership& layout) {
   const int64_t dv = c.v_dim;
-  const RankSlots held = rank_slots(keys, layout);
-  std::vector<double> num(static_cast<size_t>(held.count * dv), 0.0);
+  const RankSlots slots = rank_slots(keys, layout);
+  std::vector<double> num(static_cast<size_t>(slots.count * dv), 0.0);
   std::vector<double> row_buf(static_cast<size_t>(std::max(c.head_dim(), dv)));
   for (size_t x = 0; x < keys.size(); ++x) {
-    double* row = &num[static_cast<size_t>(held.slot[x] * dv)];
+    double* row = &num[static_cast<size_t>(slots.of(keys[x]) * dv)];
     const double* v = c.v_row(keys[x], g, row_buf.data());
     for (int64_t i = 0; i < dv; ++i) row[i] += k.p[x] * v[i];
   }
   std::vector<double> a(static_cast<size_t>(dv), 0.0);
-  for (int64_t r = 0; r < held.count; ++r)
+  for (int64_t r = 0; r < slots.count; ++r)
     for (int64_t i = 0; i < dv; ++i) a[i] += std::fabs(num[r * dv + i]);
   return a;
 }
@@ -783,9 +786,13 @@ Expected<Bound> derive_bound(const Case& c, const Attention& ref, const Arithmet
   if (a.layout) DCP_TRY(check_layout(c, a));
   Units un = units_of(a);
   // §5: the merge's sum in merge_accum is the same in every row; where its gamma_N(u_m) is 1/2 or
-  // more no row can be bounded, and that is said before any row is computed.
+  // more no row that sees anything can be bounded, and that is said before any row is computed
+  // (a row that sees nothing, LSE -inf, is exact and needs no merge bound).
+  const bool sees_something = std::any_of(ref.lse.data.begin(), ref.lse.data.end(),
+                                          [](double l) { return std::isfinite(l); });
   if (const int64_t terms = merge_sum_terms(a);
-      un.shards > 1 && !(gamma_n(static_cast<double>(terms), un.u_m) < kMaxLogArg)) {
+      un.shards > 1 && sees_something &&
+      !(gamma_n(static_cast<double>(terms), un.u_m) < kMaxLogArg)) {
     return DCP_ERROR("tolerance: the merge of ", terms, " partials in merge_accum ",
                      dtype_name(a.merge_accum),
                      " has a relative error of 1/2 or more (gamma_N(u_m) = ",

@@ -71,17 +71,23 @@ class LevelWatch {
       const auto first = std::min_element(calls_.begin(), calls_.end(), [](auto& a, auto& b) {
         return a.second.deadline < b.second.deadline;
       });
-      if (Clock::now() < first->second.deadline) {
-        cv_.wait_until(lock, first->second.deadline);
+      // A copy: the call may end (and its entry go) while this thread waits.
+      const Clock::time_point deadline = first->second.deadline;
+      if (Clock::now() < deadline) {
+        cv_.wait_until(lock, deadline);
         continue;
       }
       char limit[32];
-      std::snprintf(limit, sizeof limit, "%.3g",
+      std::snprintf(limit, sizeof limit, "%g",
                     std::chrono::duration<double>(first->second.limit).count());
       const std::string line = "dcp-verify: " + first->second.what + " did not return within " +
                                limit + " s (--timeout); the process ends, as nothing can stop " +
                                "a thread inside the plug-in\n";
-      std::fflush(stdout);
+      // What was printed is kept, unless the hung thread holds stdout (then waiting would hang).
+      if (::ftrylockfile(stdout) == 0) {
+        ::fflush_unlocked(stdout);
+        ::funlockfile(stdout);
+      }
       [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, line.data(), line.size());
       std::_Exit(kExitLevelTimeout);
     }
@@ -93,14 +99,15 @@ class LevelWatch {
   uint64_t next_ = 0;
 };
 
-// Calls a level of the plug-in (fn) under the watch.
+// Calls a level of the plug-in (fn) under the watch; the call leaves it however fn returns.
 template <class Level>
 int watched(std::string what, std::chrono::milliseconds limit, Level fn) {
-  LevelWatch& watch = LevelWatch::get();
-  const uint64_t key = watch.begin(std::move(what), limit);
-  const int rc = fn();
-  watch.end(key);
-  return rc;
+  struct Watched {
+    LevelWatch& watch;
+    uint64_t key;
+    ~Watched() { watch.end(key); }
+  } call{LevelWatch::get(), LevelWatch::get().begin(std::move(what), limit)};
+  return fn();
 }
 
 // What a plug-in wrote into its error buffer, as one line (it may forget the terminator).
@@ -277,7 +284,8 @@ class PluginDevice : public gpu::HostDevice {
     char err[kErrBytes] = {};
     const std::string what = "implementation '" + std::string(p_.impl->name) + "' (" + p_.path +
                              "): level partial on dcp rank " + std::to_string(p.rank);
-    if (watched(what, deadline_, [&] { return p_.impl->partial(p_.impl->self, &a, err, sizeof err); }) != 0)
+    const auto call = [&] { return p_.impl->partial(p_.impl->self, &a, err, sizeof err); };
+    if (watched(what, deadline_, call) != 0)
       return DCP_GPU_ERROR(what, " failed: ", reason(err));
     return {};
   }
@@ -300,7 +308,8 @@ class PluginDevice : public gpu::HostDevice {
     char err[kErrBytes] = {};
     const std::string what = "implementation '" + std::string(p_.impl->name) + "' (" + p_.path +
                              "): level combine on dcp rank " + std::to_string(rank());
-    if (watched(what, deadline_, [&] { return p_.impl->combine(p_.impl->self, &a, err, sizeof err); }) != 0)
+    const auto call = [&] { return p_.impl->combine(p_.impl->self, &a, err, sizeof err); };
+    if (watched(what, deadline_, call) != 0)
       return DCP_GPU_ERROR(what, " failed: ", reason(err));
     return {};
   }
@@ -492,7 +501,8 @@ props::DcpBackend plugin_step_backend(const Plugin& p, std::chrono::milliseconds
     char err[kErrBytes] = {};
     const std::string what =
         "implementation '" + std::string(p.impl->name) + "' (" + p.path + "): level step";
-    if (watched(what, deadline, [&] { return p.impl->step(p.impl->self, &a, err, sizeof err); }) != 0)
+    const auto call = [&] { return p.impl->step(p.impl->self, &a, err, sizeof err); };
+    if (watched(what, deadline, call) != 0)
       return DCP_GPU_ERROR(what, " failed: ", reason(err));
     gpu::GroupRun out = gpu::empty_group_run(geo, d);
     out.o = std::move(o);

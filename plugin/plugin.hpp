@@ -51,8 +51,9 @@ oracle::Arithmetic plugin_claim(const Plugin& p, const gpu::DcpConfig& cfg, bool
 
 // A level call that has not returned within `deadline` cannot be stopped: its thread is in the
 // plug-in's own code. The process then ends at once with one line on stderr naming the
-// implementation, the level and the rank, and this status (tools/command.hpp's kExitTimeout, as
-// timeout(1) reports a command that ran out of time), rather than hang; no report is written.
+// implementation, the level and its rank (the step level has none), and this status
+// (tools/command.hpp's kExitTimeout, as timeout(1) reports a command that ran out of time),
+// rather than hang; no report is written.
 inline constexpr int kExitLevelTimeout = 124;
 
 // The whole TP group on threads, each rank's device calling the plug-in's partial and combine

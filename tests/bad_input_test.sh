@@ -289,12 +289,14 @@ if [ ! -p "$tmp/pipe" ] || ! grep -q '"dcp-verify/info/1"' "$tmp/from-pipe"; the
   failures=$((failures + 1))
 fi
 # So is this process's own standard output, through a link to it (as /dev/stdout is) when it is a
-# file: the report follows what was printed, and the link stays a link.
+# file: the report follows what was printed, what the shell writes next follows the report, and
+# the link stays a link.
 ln -s /proc/self/fd/1 "$tmp/my-stdout"
-timeout "$limit" "$bin" info --json "$tmp/my-stdout" >"$tmp/stdout-file" 2>&1
+{ timeout "$limit" "$bin" info --json "$tmp/my-stdout"; echo "after the report"; } >"$tmp/stdout-file" 2>&1
 if [ ! -L "$tmp/my-stdout" ] || ! grep -q '^# dcp-verify info' "$tmp/stdout-file" ||
-   ! grep -q '"dcp-verify/info/1"' "$tmp/stdout-file"; then
-  echo "FAIL: --json through a link to stdout (a file) replaced the link or lost the table"
+   ! grep -q '"schema": "dcp-verify/info/1"' "$tmp/stdout-file" ||
+   [ "$(tail -n 1 "$tmp/stdout-file")" != "after the report" ]; then
+  echo "FAIL: --json through a link to stdout (a file) replaced the link, lost the table or was overwritten"
   failures=$((failures + 1))
 fi
 timeout "$limit" "$bin" run --preset k3-mla --latent=false --seq 64 >"$tmp/out" 2>&1

@@ -306,11 +306,10 @@ Command add_mutants_command(CLI::App& app) {
   add_bound_flag(cmd, o->bound);
   return {cmd, [o, list, cmd](const Limits& lim) {
             if (!*list) return run_mutants(*o, lim);
-            for (const char* flag : {"--only", "--cases", "--seed", "--timeout", "--json", "--junit",
-                                     "--quiet", "--bound"})
-              if (cmd->count(flag) > 0)
+            for (const CLI::Option* flag : cmd->get_options())
+              if (flag->count() > 0 && flag->get_name() != "--list")
                 return refuse("mutants",
-                              std::string("--list prints the catalogue and exits; ") + flag +
+                              "--list prints the catalogue and exits; " + flag->get_name() +
                                   " is a run's",
                               std::cerr);
             return list_mutants();

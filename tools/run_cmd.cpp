@@ -1034,7 +1034,7 @@ RowOutcome run_row(const RunOptions& o, const RunCase& rc, size_t index, Request
 // What the rows came to, for the summary and the report.
 struct RunTotals {
   int64_t done = 0, failed = 0, suspect = 0;  // suspect: rows SUSPECT, not FAILED
-  int64_t judged = 0;  // rows with a comparison: the worst ratios are theirs (none: "-", null)
+  int64_t judged = 0;  // rows with comparisons: the worst ratios are theirs (none: "-", null)
   double worst = 0.0, worst_stat = 0.0, seconds = 0.0;
   nlohmann::json rows = nlohmann::json::array();
 };
@@ -1160,7 +1160,7 @@ int run_dcp(const RunOptions& o, const Limits& lim, std::ostream& out, std::ostr
     ++t.done;
     t.failed += r.row.pass ? 0 : 1;
     t.suspect += r.row.pass && r.row.suspect ? 1 : 0;
-    if (r.row.judged) {
+    if (r.row.comparisons > 0) {  // a batch row counts its requests that were compared
       ++t.judged;
       t.worst = std::max(t.worst, r.row.worst.max_ratio);
       t.worst_stat = std::max(t.worst_stat, r.row.stat_ratio);

@@ -27,7 +27,7 @@
  * returns 0 on success, or non-zero with a one-line reason in err (err_len bytes, NUL-terminated),
  * which dcp-verify reports as the implementation's failure, naming the level and the rank. A
  * call must return within --timeout seconds (default 300): one that does not cannot be stopped,
- * so dcp-verify then ends at once with exit 124 and a line naming the level and the rank.
+ * so dcp-verify then ends at once with exit 124 and a line naming the level (and its rank).
  *
  * Example (a complete plug-in: plugin/examples/example_impl.cpp):
  *   static dcpv_impl impl = {DCPV_ABI_VERSION, "mine", claim, NULL, my_partial, my_combine,

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import struct
 import subprocess
@@ -556,14 +557,16 @@ def _serve(sock: socket.socket, proc: subprocess.Popen, impl: Any, name: str, le
             reply = ({"ok": False, "error": f"raised {line[:300]} (traceback in the report)"}, ())
         else:
             reply = ({"ok": True}, arrays)
-        finally:
-            sock.settimeout(1.0)
         try:
             _send_frame(sock, *reply)
-        except OSError:
-            if proc.poll() is not None:  # dcp-verify ended while the level ran (--timeout)
-                return
-            raise
+        except OSError as e:
+            try:  # dcp-verify ended while the level ran (a level past --timeout ends it)
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                raise e from None
+            return
+        finally:
+            sock.settimeout(1.0)
 
 
 def properties(impl: Any, seed: Optional[int] = None, cases: int = 100, *, arrays: str = "numpy",
@@ -578,12 +581,14 @@ def properties(impl: Any, seed: Optional[int] = None, cases: int = 100, *, array
 
     seed: the RapidCheck seed (random when None; the report's reproduce line has it). cases:
     cases per property. arrays: "numpy" or "torch", what the levels receive. timeout: seconds a
-    collective waits for a rank and a level call may take (a level that takes longer ends the run:
-    TimeoutError naming it). ranges: what is drawn, for an implementation that supports less
-    (max_ranks, max_groups, max_seq, max_head_dim, max_v_dim; softcap, sink, topk, window,
-    shared_latent = False; q_dtypes from ("f32", "bf16", "f16"); kv_dtypes from those and
-    ("fp8e4m3", "fp8e5m2"), an fp8 cache reaching the levels dequantized in float32, each stored
-    value times its KV head's scale; lse_bases from ("e", "2")).
+    collective waits for a rank and a level call may take, counted from when the call is made
+    (the levels are served one at a time, so a call's time includes the wait for the calls
+    before it; a call that takes longer ends the run: TimeoutError naming it). ranges: what is
+    drawn, for an implementation that supports less (max_ranks, max_groups, max_seq,
+    max_head_dim, max_v_dim; softcap, sink, topk, window, shared_latent = False; q_dtypes from
+    ("f32", "bf16", "f16"); kv_dtypes from those and ("fp8e4m3", "fp8e5m2"), an fp8 cache
+    reaching the levels dequantized in float32, each stored value times its KV head's scale;
+    lse_bases from ("e", "2")).
     """
     levels = [lv for lv in _LEVELS if callable(getattr(impl, lv, None))]
     if not levels:
@@ -632,7 +637,7 @@ def properties(impl: Any, seed: Optional[int] = None, cases: int = 100, *, array
             err_text = f.read()
         if proc.returncode == 2 or not os.path.exists(report_path):
             line = (err_text.strip().splitlines() or [f"dcp-verify exited {proc.returncode}"])[-1]
-            line = line.replace("dcp-verify ", "", 1).replace(_bridge(), "impl")
+            line = re.sub(r"^dcp-verify:? ", "", line).replace(_bridge(), "impl")
             if proc.returncode == 124:  # a level took longer than `timeout`
                 raise TimeoutError(line)
             raise ValueError(line)
