@@ -59,7 +59,9 @@ class LevelWatch {
     std::chrono::milliseconds limit;
   };
 
-  LevelWatch() { std::thread([this] { watch(); }).detach(); }
+  LevelWatch() {
+    std::thread([this] { watch(); }).detach();
+  }
 
   [[noreturn]] void watch() {
     std::unique_lock<std::mutex> lock(m_);
@@ -108,6 +110,13 @@ int watched(std::string what, std::chrono::milliseconds limit, Level fn) {
     ~Watched() { watch.end(key); }
   } call{LevelWatch::get(), LevelWatch::get().begin(std::move(what), limit)};
   return fn();
+}
+
+// A level call as its errors and the watch name it: the implementation, its file, the level and,
+// on one rank, the rank.
+std::string level_call(const Plugin& p, const char* level, std::optional<int64_t> rank) {
+  return "implementation '" + std::string(p.impl->name) + "' (" + p.path + "): level " + level +
+         (rank ? " on dcp rank " + std::to_string(*rank) : std::string());
 }
 
 // What a plug-in wrote into its error buffer, as one line (it may forget the terminator).
@@ -282,11 +291,9 @@ class PluginDevice : public gpu::HostDevice {
     a.o = dense(p.o, DCPV_F32, {T, H, dv});
     a.lse = dense(p.lse, DCPV_F32, {T, H});
     char err[kErrBytes] = {};
-    const std::string what = "implementation '" + std::string(p_.impl->name) + "' (" + p_.path +
-                             "): level partial on dcp rank " + std::to_string(p.rank);
+    const std::string what = level_call(p_, "partial", p.rank);
     const auto call = [&] { return p_.impl->partial(p_.impl->self, &a, err, sizeof err); };
-    if (watched(what, deadline_, call) != 0)
-      return DCP_GPU_ERROR(what, " failed: ", reason(err));
+    if (watched(what, deadline_, call) != 0) return DCP_GPU_ERROR(what, " failed: ", reason(err));
     return {};
   }
 
@@ -306,11 +313,9 @@ class PluginDevice : public gpu::HostDevice {
     a.o = dense(c.o, DCPV_F32, {T, H, dv});
     a.lse = dense(c.lse, DCPV_F32, {T, H});
     char err[kErrBytes] = {};
-    const std::string what = "implementation '" + std::string(p_.impl->name) + "' (" + p_.path +
-                             "): level combine on dcp rank " + std::to_string(rank());
+    const std::string what = level_call(p_, "combine", rank());
     const auto call = [&] { return p_.impl->combine(p_.impl->self, &a, err, sizeof err); };
-    if (watched(what, deadline_, call) != 0)
-      return DCP_GPU_ERROR(what, " failed: ", reason(err));
+    if (watched(what, deadline_, call) != 0) return DCP_GPU_ERROR(what, " failed: ", reason(err));
     return {};
   }
 
@@ -499,11 +504,9 @@ props::DcpBackend plugin_step_backend(const Plugin& p, std::chrono::milliseconds
     a.o_partial = dense(op.data(), DCPV_F32, {N, T, Hq, dv});
     a.lse_partial = dense(lp.data(), DCPV_F32, {N, T, Hq});
     char err[kErrBytes] = {};
-    const std::string what =
-        "implementation '" + std::string(p.impl->name) + "' (" + p.path + "): level step";
+    const std::string what = level_call(p, "step", std::nullopt);
     const auto call = [&] { return p.impl->step(p.impl->self, &a, err, sizeof err); };
-    if (watched(what, deadline, call) != 0)
-      return DCP_GPU_ERROR(what, " failed: ", reason(err));
+    if (watched(what, deadline, call) != 0) return DCP_GPU_ERROR(what, " failed: ", reason(err));
     gpu::GroupRun out = gpu::empty_group_run(geo, d);
     out.o = std::move(o);
     out.lse = std::move(lse);

@@ -169,7 +169,8 @@ oracle::Expected<PagedBatch> plan_paged(const LayoutOptions& o, const gpu::DcpLa
   const int64_t shortest = context_of(*o.seq, o.batch - 1, o.batch);
   if (o.page_size % lay.interleave != 0)
     return DCP_ERROR("--page-size ", o.page_size, " is not a multiple of --interleave ",
-                     lay.interleave, " (a virtual page of page_size N slots holds whole "
+                     lay.interleave,
+                     " (a virtual page of page_size N slots holds whole "
                      "interleave blocks)");
   if (o.shared_prefix > 0 && o.batch < 2)
     return DCP_ERROR("--shared-prefix ", o.shared_prefix, ": needs --batch of at least 2");
@@ -223,9 +224,8 @@ int64_t print_paged(const LayoutOptions& o, const gpu::DcpLayout& lay, const Pag
   const std::set<int32_t> freed(plan.freed.begin(), plan.freed.end());
   for (int64_t b = 0; b < in.requests(); ++b) {
     if (b == in.retired)  // the retired requests' own pages are free again: drop their tokens
-      std::erase_if(held, [&](const auto& e) {
-        return e.second.second >= plan.shared_pages * virtual_page;
-      });
+      std::erase_if(
+          held, [&](const auto& e) { return e.second.second >= plan.shared_pages * virtual_page; });
     const int32_t* table = plan.table(b);
     gpu::KvView view;
     view.block_table = table;

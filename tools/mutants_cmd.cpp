@@ -308,10 +308,10 @@ Command add_mutants_command(CLI::App& app) {
             if (!*list) return run_mutants(*o, lim);
             for (const CLI::Option* flag : cmd->get_options())
               if (flag->count() > 0 && flag->get_name() != "--list")
-                return refuse("mutants",
-                              "--list prints the catalogue and exits; " + flag->get_name() +
-                                  " is a run's",
-                              std::cerr);
+                return refuse(
+                    "mutants",
+                    "--list prints the catalogue and exits; " + flag->get_name() + " is a run's",
+                    std::cerr);
             return list_mutants();
           }};
 }

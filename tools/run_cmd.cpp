@@ -452,9 +452,11 @@ oracle::Expected<RunCase> configured_case(const CaseOptions& o, uint64_t seed, i
   // The chunk writes are drawn when a request is made (batch_request), after the plan has
   // checked the memory: a context of 10^12 tokens would need gigabytes for its chunk list alone.
   // Any drawn list is valid; one whole write stands for it here.
-  DcpSetup setup{
-      .spec = *spec, .cfg = *cfg, .chunks = whole_context_write(spec->seq), .batch = {},
-      .shared_prefix = 0};
+  DcpSetup setup{.spec = *spec,
+                 .cfg = *cfg,
+                 .chunks = whole_context_write(spec->seq),
+                 .batch = {},
+                 .shared_prefix = 0};
   setup.cfg.base = props::to_gpu_base(spec->lse_base);
   // Every range and combination, named by its flag, before anything runs; over MPI the TP size
   // not given is the job's size.

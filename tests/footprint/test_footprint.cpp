@@ -39,28 +39,40 @@ double check_peak_bytes(const DcpSetup& s) {
   return measured_peak_bytes([&] { return check_dcp_setup(s).pass; });
 }
 
+CaseSpec shape(int64_t tokens, int64_t heads, int64_t kv_heads, int64_t dk, int64_t dv, int64_t seq,
+               uint64_t seed) {
+  CaseSpec spec;
+  spec.tokens = tokens;
+  spec.q_heads = heads;
+  spec.kv_heads = kv_heads;
+  spec.head_dim = dk;
+  spec.v_dim = dv;
+  spec.seq = seq;
+  spec.seed = seed;
+  return spec;
+}
+
 DcpSetup setup(int64_t tokens, int64_t heads, int64_t kv_heads, int64_t dk, int64_t dv, int64_t seq,
                int64_t n, int64_t tp, bool latent = false) {
   DcpSetup s;
-  s.spec.tokens = tokens;
-  s.spec.q_heads = heads;
-  s.spec.kv_heads = kv_heads;
-  s.spec.head_dim = dk;
-  s.spec.v_dim = dv;
-  s.spec.seq = seq;
+  s.spec = shape(tokens, heads, kv_heads, dk, dv, seq, 5);
   s.spec.shared_latent = latent;
-  s.spec.seed = 5;
   s.cfg.layout = {n, 1};
   s.cfg.tp_size = tp;
   s.chunks = make_chunks(seq, 5);
   return s;
 }
 
+// One line per case: the peak, the bound, their ratio and the bound's largest term.
+void print_peak(const char* what, double got, const Footprint& f) {
+  std::printf("  %-34s peak %8.1f MiB  bound %8.1f MiB  peak/bound %.2f  (largest: %s)\n", what,
+              got / (1 << 20), f.bytes / (1 << 20), got / f.bytes, f.largest.c_str());
+}
+
 void expect_within(const char* what, const DcpSetup& s) {
   const Footprint f = dcp_check_footprint(s);
   const double got = check_peak_bytes(s);
-  std::printf("  %-34s peak %8.1f MiB  bound %8.1f MiB  peak/bound %.2f  (largest: %s)\n", what,
-              got / (1 << 20), f.bytes / (1 << 20), got / f.bytes, f.largest.c_str());
+  print_peak(what, got, f);
   EXPECT_LE(got, f.bytes) << what << ": " << describe(s);
 }
 
@@ -85,21 +97,11 @@ TEST(Footprint, BoundsThePeakMemoryOfACheck) {
 // The certify tier holds MPFR numbers of 266 bits: its merge states dominate a case with many
 // rows of a wide V over few keys.
 TEST(Footprint, BoundsThePeakMemoryOfACertifyReference) {
-  CaseSpec spec;
-  spec.tokens = 64;
-  spec.q_heads = 64;
-  spec.kv_heads = 1;
-  spec.head_dim = 8;
-  spec.v_dim = 256;
-  spec.seq = 4;
-  spec.seed = 3;
-  const oracle::Case c = make_case(spec);
+  const oracle::Case c = make_case(shape(64, 64, 1, 8, 256, 4, 3));
   const Footprint f = judge_footprint(c, 1, oracle::Tier::certify);
   const double got =
       measured_peak_bytes([&] { return oracle::reference(c, oracle::Tier::certify).ok(); });
-  std::printf("  %-34s peak %8.1f MiB  bound %8.1f MiB  peak/bound %.2f  (largest: %s)\n",
-              "certify merge states (T 64, Hq 64)", got / (1 << 20), f.bytes / (1 << 20),
-              got / f.bytes, f.largest.c_str());
+  print_peak("certify merge states (T 64, Hq 64)", got, f);
   EXPECT_LE(got, f.bytes);
 }
 
@@ -108,15 +110,7 @@ TEST(Footprint, BoundsThePeakMemoryOfACertifyReference) {
 // ranks times Dv = 256 doubles were 1 GiB a row, and a dcp_size of 30 million ran the machine
 // out of memory).
 TEST(Footprint, BoundsThePeakMemoryOfABoundOverMoreRanksThanKeys) {
-  CaseSpec spec;
-  spec.tokens = 4;
-  spec.q_heads = 8;
-  spec.kv_heads = 1;
-  spec.head_dim = 16;
-  spec.v_dim = 256;
-  spec.seq = 64;
-  spec.seed = 5;
-  const oracle::Case c = make_case(spec);
+  const oracle::Case c = make_case(shape(4, 8, 1, 16, 256, 64, 5));
   oracle::Arithmetic a;
   a.shards = 500'000;
   a.layout = oracle::Ownership{a.shards, 1, {}};
@@ -125,9 +119,7 @@ TEST(Footprint, BoundsThePeakMemoryOfABoundOverMoreRanksThanKeys) {
     const auto ref = oracle::reference(c);
     return ref.ok() && oracle::derive_bound(c, *ref, a).ok();
   });
-  std::printf("  %-34s peak %8.1f MiB  bound %8.1f MiB  peak/bound %.2f  (largest: %s)\n",
-              "bound over 500,000 claimed ranks", got / (1 << 20), f.bytes / (1 << 20),
-              got / f.bytes, f.largest.c_str());
+  print_peak("bound over 500,000 claimed ranks", got, f);
   EXPECT_LE(got, f.bytes);
 }
 
