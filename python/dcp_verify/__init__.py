@@ -33,13 +33,19 @@ from typing import Any, Optional, Protocol, TypedDict
 
 import numpy as np
 
-from . import _core
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+try:
+    from . import _core
+except ImportError as e:  # a wheel built without its native parts, or for another Python
+    raise ImportError(
+        f"dcp_verify: its extension module dcp_verify._core does not load from {_HERE} ({e}); "
+        "the installed package lacks its native parts or was built for another Python: "
+        "install a wheel that tools/wheel built and checked") from None
 
 __all__ = ["Case", "Claim", "LevelArgs", "Report", "reference", "check", "cases", "properties",
            "binary"]
 __version__ = "0.1.0"
-
-_HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def binary() -> str:
