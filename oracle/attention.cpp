@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <mutex>
 #include <type_traits>
 
@@ -265,8 +266,12 @@ MergeState<Real> attend_row(const Case& c, int64_t t, int64_t h, std::span<const
   return st;
 }
 
+namespace {
+
+// attend_rows, with a gate (nullptr: none) asked before each row and told after it.
 template <class Real>
-std::vector<MergeState<Real>> attend_rows(const Case& c, const KeyFilter& filter, bool with_sink) {
+std::vector<MergeState<Real>> attend_rows_gated(const Case& c, const KeyFilter& filter,
+                                                bool with_sink, WatchGate* gate) {
   const int64_t T = c.tokens(), Hq = c.q_heads();
   std::vector<std::vector<int64_t>> keys(T);
   for (int64_t t = 0; t < T; ++t) {
@@ -276,8 +281,10 @@ std::vector<MergeState<Real>> attend_rows(const Case& c, const KeyFilter& filter
   }
   std::vector<MergeState<Real>> rows(T * Hq);
   auto row = [&](int64_t r) {
+    if (gate != nullptr && gate->stop()) return;
     const int64_t t = r / Hq, h = r % Hq;
     rows[r] = attend_row<Real>(c, t, h, keys[t], with_sink);
+    if (gate != nullptr) gate->finished(1);
   };
   if constexpr (std::is_same_v<Real, certify_real>) {
     parallel_for(T * Hq, row, FreeMpfrThreadCache{});
@@ -285,6 +292,13 @@ std::vector<MergeState<Real>> attend_rows(const Case& c, const KeyFilter& filter
     parallel_for(T * Hq, row);
   }
   return rows;
+}
+
+}  // namespace
+
+template <class Real>
+std::vector<MergeState<Real>> attend_rows(const Case& c, const KeyFilter& filter, bool with_sink) {
+  return attend_rows_gated<Real>(c, filter, with_sink, nullptr);
 }
 
 bool WatchGate::stop() {
@@ -377,12 +391,36 @@ Attention to_attention(const Case& c, const std::vector<MergeState<Real>>& rows)
   return a;
 }
 
+Status finite_attention(const Case& c, const Attention& a) {
+  const int64_t Hq = c.q_heads(), dv = c.v_dim;
+  for (int64_t r = 0; r < c.tokens() * Hq; ++r) {
+    bool finite = !std::isnan(a.lse.data[r]) && a.lse.data[r] != std::numeric_limits<double>::infinity();
+    for (int64_t i = 0; finite && i < dv; ++i) finite = std::isfinite(a.o.data[r * dv + i]);
+    if (!finite)
+      return DCP_ERROR("case: the attention of row (t, h) = (", r / Hq, ", ", r % Hq,
+                       ") is not finite (LSE ", a.lse.data[r],
+                       "): its logits overflow double (scale x q.k beyond 1.8e308); scale "
+                       "q, k or the softmax scale down");
+  }
+  return {};
+}
+
 Expected<Attention> reference(const Case& c, Tier tier, const Watch& watch) {
   DCP_TRY(validate(c));
-  if (tier == Tier::certify) return to_attention(c, attend_rows<certify_real>(c, nullptr, true));
-  auto rows = attend_rows_watched(c, nullptr, true, watch);
-  if (!rows) return rows.status();
-  return to_attention(c, *rows);
+  Attention a;
+  if (tier == Tier::certify) {
+    // Watched between rows: a row of a long case takes seconds in MPFR.
+    WatchGate gate(watch, c.tokens() * c.q_heads());
+    auto rows = attend_rows_gated<certify_real>(c, nullptr, true, &gate);
+    if (gate.stopped()) return DCP_ERROR("interrupted: ", gate.so_far("rows computed"));
+    a = to_attention(c, rows);
+  } else {
+    auto rows = attend_rows_watched(c, nullptr, true, watch);
+    if (!rows) return rows.status();
+    a = to_attention(c, *rows);
+  }
+  DCP_TRY(finite_attention(c, a));
+  return a;
 }
 
 #define DCP_INSTANTIATE(Real)                                                 \

@@ -89,7 +89,13 @@ class WatchGate {
 Expected<std::vector<MergeState<dd>>> attend_rows_watched(const Case& c, const KeyFilter& filter,
                                                           bool with_sink, const Watch& watch);
 
-// Validates the case and computes its full attention in the given tier.
+// Validates the case and computes its full attention in the given tier; refuses a case whose
+// attention is not finite (finite_attention).
 Expected<Attention> reference(const Case& c, Tier tier = Tier::fast, const Watch& watch = {});
+
+// A row's attention is a finite LSE and output, or -inf and 0 where it sees nothing; NaN or +inf
+// means its logits overflowed double (scale times q.k beyond 1.8e308), and no kernel can be
+// judged against that: an error naming the first such row.
+Status finite_attention(const Case& c, const Attention& a);
 
 }  // namespace dcp::oracle

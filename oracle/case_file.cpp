@@ -181,9 +181,11 @@ Expected<Case> case_from_file(StFile&& f, std::string_view source) {
        {std::pair{"k_scale", &c.k_scale}, std::pair{"v_scale", &c.v_scale}}) {
     if (!f.tensors.count(name)) continue;
     const StTensor& t = f.tensors.at(name);
-    if (t.dtype != DType::f32 || t.shape.size() > 1) {
+    // An empty scale would read as no scale at all, and the kernel be blamed for the difference.
+    if (t.dtype != DType::f32 || t.shape.size() > 1 || t.values.empty()) {
       return DCP_ERROR(source, ": tensor '", name, "': ", dtype_name(t.dtype), " ",
-                       shape_string(t.shape), "; expected F32 [] or [1] (per tensor) or [Hkv]");
+                       shape_string(t.shape), t.values.empty() ? " (no element)" : "",
+                       "; expected F32 [] or [1] (per tensor) or [Hkv]");
     }
     *scale = t.values;
   }
@@ -411,9 +413,13 @@ Expected<DcpResult> result_from_file(const StFile& f, const Case& c, std::string
   }
   if (has_op) {
     for (const char* key : {"dcp_size", "interleave"}) {
-      if (!md.count(key) && !(has_owner && std::string_view(key) == "interleave")) {
-        return DCP_ERROR(source, ": partials given without metadata '", key,
-                         "'; the oracle needs it (or tensor 'owner') to know each rank's keys");
+      const bool interleave = std::string_view(key) == "interleave";
+      if (!md.count(key) && !(has_owner && interleave)) {
+        // An owner map says where each key lives, not how many ranks there are.
+        return DCP_ERROR(source, ": partials given without metadata '", key, "'; the oracle needs ",
+                         interleave ? "it (or tensor 'owner') to know each rank's keys"
+                                    : "it to know how many partials there are (tensor 'owner' "
+                                      "does not replace it)");
       }
     }
   }

@@ -97,6 +97,13 @@ Status write_whole_file(const std::string& path, std::span<const uint8_t> bytes)
   if (exists) {
     if (const int fd = own_stream(target); fd >= 0) return write_own_stream(fd, bytes, shown);
     if (!S_ISREG(target.st_mode)) return write_in_place(path, bytes, shown);
+    // Renaming over a file needs only its folder's permission: a file this user may not write
+    // (mode 0444) is refused as opening it would be, not replaced.
+    if (::access(path.c_str(), W_OK) != 0) {
+      char mode[8];
+      std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(target.st_mode & 07777));
+      return DCP_ERROR(shown, ": not writable by this user (mode ", mode, ")");
+    }
   }
 
   const std::filesystem::path p(path);

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cerrno>
 #include <cmath>
@@ -64,42 +65,6 @@ std::string kind(const json& j) {
 std::string shown(const json& j) {
   if (j.is_number()) return j.dump();
   return kind(j);
-}
-
-// Well-formed UTF-8 (Unicode Table 3-7: no overlongs, no surrogates, nothing above U+10FFFF).
-bool valid_utf8(std::string_view s) {
-  size_t i = 0;
-  const size_t n = s.size();
-  auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
-  while (i < n) {
-    const unsigned char c = byte(i);
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    int len;
-    unsigned char lo = 0x80, hi = 0xbf;  // range of the second byte
-    if (c >= 0xc2 && c <= 0xdf) {
-      len = 2;
-    } else if (c >= 0xe0 && c <= 0xef) {
-      len = 3;
-      if (c == 0xe0) lo = 0xa0;
-      if (c == 0xed) hi = 0x9f;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-      len = 4;
-      if (c == 0xf0) lo = 0x90;
-      if (c == 0xf4) hi = 0x8f;
-    } else {
-      return false;
-    }
-    if (n - i < static_cast<size_t>(len)) return false;
-    if (byte(i + 1) < lo || byte(i + 1) > hi) return false;
-    for (int k = 2; k < len; ++k) {
-      if ((byte(i + static_cast<size_t>(k)) & 0xc0) != 0x80) return false;
-    }
-    i += static_cast<size_t>(len);
-  }
-  return true;
 }
 
 uint64_t load_le(const uint8_t* p, int n) {
@@ -501,6 +466,47 @@ Expected<StFile> parse_safetensors(const uint8_t* bytes, size_t size, std::strin
   return file;
 }
 
+namespace {
+
+// The files mapped now, for mapped_file_at: a fixed table (a handler can read it), its slots
+// claimed and freed with atomics. A file that finds no free slot is read as well, only not named.
+constexpr size_t kMappedSlots = 64;
+constexpr size_t kMappedPathBytes = 512;
+struct MappedSlot {
+  std::atomic<uintptr_t> begin{0};  // 0: free
+  std::atomic<uintptr_t> end{0};
+  char path[kMappedPathBytes] = {};
+};
+MappedSlot g_mapped[kMappedSlots];
+
+// Claims a slot for [p, p + size) of `path`; the slot's index, or kMappedSlots when none is free.
+size_t register_mapping(const void* p, size_t size, const std::string& path) {
+  for (size_t i = 0; i < kMappedSlots; ++i) {
+    uintptr_t expected = 0;
+    // Claimed with a begin of 1 (never a mapping's address) while the path is written.
+    if (!g_mapped[i].begin.compare_exchange_strong(expected, 1)) continue;
+    const std::string shown = printable(path);
+    const size_t n = std::min(shown.size(), kMappedPathBytes - 1);
+    std::memcpy(g_mapped[i].path, shown.data(), n);
+    g_mapped[i].path[n] = '\0';
+    g_mapped[i].end.store(reinterpret_cast<uintptr_t>(p) + size);
+    g_mapped[i].begin.store(reinterpret_cast<uintptr_t>(p));
+    return i;
+  }
+  return kMappedSlots;
+}
+
+}  // namespace
+
+const char* mapped_file_at(const void* p) {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  for (const MappedSlot& s : g_mapped) {
+    const uintptr_t begin = s.begin.load();
+    if (begin > 1 && a >= begin && a < s.end.load()) return s.path;
+  }
+  return nullptr;
+}
+
 Expected<StFile> read_safetensors(const std::string& path, const StReadOptions& options) {
   // A device or a pipe may never end (/dev/zero): only regular files are read.
   struct stat st {};
@@ -525,8 +531,11 @@ Expected<StFile> read_safetensors(const std::string& path, const StReadOptions& 
   ::close(fd);
   if (map == MAP_FAILED)
     return DCP_ERROR(printable(path), ": cannot map for reading: ", std::strerror(map_errno));
-  std::shared_ptr<const void> keep(map,
-                                   [size](const void* p) { ::munmap(const_cast<void*>(p), size); });
+  const size_t slot = register_mapping(map, size, path);
+  std::shared_ptr<const void> keep(map, [size, slot](const void* p) {
+    if (slot < kMappedSlots) g_mapped[slot].begin.store(0);
+    ::munmap(const_cast<void*>(p), size);
+  });
   ::madvise(map, size, MADV_SEQUENTIAL);
   return parse_safetensors(static_cast<const uint8_t*>(map), size, path, options, std::move(keep));
 }
@@ -534,10 +543,10 @@ Expected<StFile> read_safetensors(const std::string& path, const StReadOptions& 
 Status check_st_file(const StFile& file, std::string_view source) {
   const std::string src = printable(source);
   for (const auto& [key, value] : file.metadata) {
-    if (!valid_utf8(key)) {
+    if (!is_utf8(key)) {
       return DCP_ERROR(src, ": __metadata__ key ", in_quotes(key), " is not valid UTF-8");
     }
-    if (!valid_utf8(value)) {
+    if (!is_utf8(value)) {
       return DCP_ERROR(src, ": __metadata__ key ", in_quotes(key), ": value is not valid UTF-8");
     }
   }
@@ -546,7 +555,7 @@ Status check_st_file(const StFile& file, std::string_view source) {
     if (name == kMetadataKey) {
       return DCP_ERROR(where, ": the name is reserved for the metadata object");
     }
-    if (!valid_utf8(name)) return DCP_ERROR(where, ": the name is not valid UTF-8");
+    if (!is_utf8(name)) return DCP_ERROR(where, ": the name is not valid UTF-8");
     if (!known_dtype(t.dtype)) {
       return DCP_ERROR(where, ": dtype value ", static_cast<int>(t.dtype), " is not one of ",
                        kAcceptedDtypes);

@@ -13,7 +13,9 @@
 // ints), little-endian. A file is memory-mapped; tensors named in StReadOptions::in_place stay
 // there as stored (a long case's K and V: its file's bytes, not eight per element):
 //   auto f = read_safetensors(path, {.in_place = {"k", "v"}});   // f->tensors["k"].bytes
-// A mapped file that another process truncates while it is read ends the process (SIGBUS).
+// A mapped file that another process truncates while it is read raises SIGBUS on the next read of
+// a page it lost; mapped_file_at names the file for the handler that ends the process with a line
+// saying so (tools/session.hpp, install_fault_lines).
 #pragma once
 
 #include <cstddef>
@@ -73,6 +75,10 @@ Expected<StFile> parse_safetensors(const uint8_t* bytes, size_t size, std::strin
                                    const StReadOptions& options = {},
                                    std::shared_ptr<const void> keep = {});
 Expected<StFile> read_safetensors(const std::string& path, const StReadOptions& options = {});
+
+// The path of the file read_safetensors mapped at the address p (while its mapping lives), or
+// nullptr. Safe in a signal handler: no lock, no allocation.
+const char* mapped_file_at(const void* p);
 
 // Checks that `file` can be written: names and metadata are valid UTF-8 and no tensor is called
 // "__metadata__"; dims are non-negative and their product fits int64; floating dtypes hold

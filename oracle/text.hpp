@@ -25,4 +25,15 @@ std::string printable(std::string_view s);
 // one-line promise, applied where a command prints its error.
 std::string one_line(std::string_view message);
 
+// The length (1 to 4) of the well-formed UTF-8 sequence that starts at s[i], or 0 where none does
+// (Unicode 15, table 3-7: no overlong forms, no surrogates, nothing above U+10FFFF).
+size_t utf8_sequence(std::string_view s, size_t i);
+// Whether s is well-formed UTF-8 throughout.
+bool is_utf8(std::string_view s);
+
+// Text for a JSON or XML report, which hold UTF-8 only, while a Linux file name is any bytes:
+// each byte that is not part of a well-formed UTF-8 sequence written as the text \xNN, the rest
+// unchanged (nothing cut, no control character touched: the report's own encoder escapes those).
+std::string utf8_escaped(std::string_view s);
+
 }  // namespace dcp::oracle

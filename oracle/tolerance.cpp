@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <optional>
 #include <span>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -391,6 +392,21 @@ struct Merge {
 // §5: the terms of the cross-rank sum in merge_accum.
 int64_t merge_sum_terms(const Arithmetic& a) {
   return a.merge_terms > 0 ? std::min(a.merge_terms, a.shards) : a.shards;
+}
+
+// Why a merge cannot be bounded, naming the claim's fields that set it: its N terms (a result's
+// dcp_size times splits, and the sink's own part) summed in merge_accum make gamma_N(u_m), the
+// first-order factor of that sum's error, reach kMaxLogArg, beyond which the bound's logarithm
+// has no finite limit.
+std::string merge_unbounded(const Arithmetic& a, double u_m) {
+  const int64_t terms = merge_sum_terms(a);
+  const double g = gamma_n(static_cast<double>(terms), u_m);
+  std::ostringstream os;
+  os << "the merge of " << terms << " partials (the claim's dcp_size x splits, with the sink's "
+     << "own) summed in merge_accum " << dtype_name(a.merge_accum) << " cannot be bounded: its "
+     << "error factor gamma_N(u_m) = N u_m / (1 - N u_m) is " << g << ", not below "
+     << kMaxLogArg << " (a smaller dcp_size or splits, or a wider merge_accum)";
+  return os.str();
 }
 
 // §5: L_abs = M + ln n_eff + 1, a bound on |L_r| and |L|.
@@ -793,10 +809,7 @@ Expected<Bound> derive_bound(const Case& c, const Attention& ref, const Arithmet
   if (const int64_t terms = merge_sum_terms(a);
       un.shards > 1 && sees_something &&
       !(gamma_n(static_cast<double>(terms), un.u_m) < kMaxLogArg)) {
-    return DCP_ERROR("tolerance: the merge of ", terms, " partials in merge_accum ",
-                     dtype_name(a.merge_accum),
-                     " has a relative error of 1/2 or more (gamma_N(u_m) = ",
-                     gamma_n(static_cast<double>(terms), un.u_m), "); no bound holds in any row");
+    return DCP_ERROR("tolerance: ", merge_unbounded(a, un.u_m), "; no bound holds in any row");
   }
   // §4: a V scale (a shared latent's V is scaled by K's) costs one rounding of the accumulation.
   if (!c.v_scale.empty() || (c.shared_latent() && !c.k_scale.empty())) un.u_v = un.u_s;
@@ -834,13 +847,9 @@ Expected<Bound> derive_bound(const Case& c, const Attention& ref, const Arithmet
 
   for (int64_t r = 0; r < T * Hq; ++r) {
     b.kappa = std::max(b.kappa, kappa_row[r]);
-    if (!merge_ok[r]) {
-      const int64_t terms = merge_sum_terms(a);
-      return DCP_ERROR("tolerance: row (t=", r / Hq, ", h=", r % Hq, "): the merge of ", terms,
-                       " partials in merge_accum ", dtype_name(a.merge_accum),
-                       " has a relative error of 1/2 or more (gamma_N(u_m) = ",
-                       gamma_n(static_cast<double>(terms), un.u_m), "); no bound holds there");
-    }
+    if (!merge_ok[r])
+      return DCP_ERROR("tolerance: row (t=", r / Hq, ", h=", r % Hq, "): ",
+                       merge_unbounded(a, un.u_m), "; no bound holds there");
     if (kappa_row[r] > kMaxKappa) {
       const int64_t t = r / Hq, h = r % Hq;
       const std::string culprit =

@@ -1,9 +1,13 @@
 #include "plugin/plugin.hpp"
 
 #include <dlfcn.h>
+#include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
 #include <cmath>
 #include <condition_variable>
 #include <cstdio>
@@ -60,7 +64,16 @@ class LevelWatch {
   };
 
   LevelWatch() {
-    std::thread([this] { watch(); }).detach();
+    std::thread([this] {
+      // The signals that end the process go to the threads that handle them: while the main
+      // thread writes a report it holds them back (oracle/file_write), and this thread, which
+      // never does, must not take them (a SIGTERM here left the report's temporary behind).
+      sigset_t set;
+      sigemptyset(&set);
+      for (const int s : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&set, s);
+      pthread_sigmask(SIG_BLOCK, &set, nullptr);
+      watch();
+    }).detach();
   }
 
   [[noreturn]] void watch() {
@@ -101,22 +114,102 @@ class LevelWatch {
   uint64_t next_ = 0;
 };
 
-// Calls a level of the plug-in (fn) under the watch; the call leaves it however fn returns.
+// What ends the process inside a level: a crash (a signal the plug-in's code raised on the level's
+// thread: an invalid access, abort(), a trap) or a call of exit(). Either would otherwise end
+// dcp-verify silently, or with exit 0 and no verdict; instead one line on stderr names the
+// implementation, the level, the rank and the cause, and the process ends with kExitLevelCrash.
+// The level's description is the calling thread's (a crash is delivered to the thread that
+// raised it); exit() from another thread is named by the calls in flight.
+thread_local const char* t_level = nullptr;  // this thread's level call in flight, or null
+std::atomic<int> g_levels_in_flight{0};
+
+void write_stderr(const char* s) {
+  [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, s, std::strlen(s));
+}
+
+// The actions the guards replaced, restored for a signal that is not the plug-in's.
+struct sigaction g_previous[NSIG];
+
+extern "C" void on_level_crash(int sig, siginfo_t* info, void*) {
+  const char* what = t_level;
+  if (what == nullptr) {
+    // Not inside a plug-in's level: the signal as it was handled before (a fault runs again when
+    // the handler returns; a signal sent by raise() or abort() is sent again).
+    ::sigaction(sig, &g_previous[sig], nullptr);
+    if (info->si_code <= 0) ::raise(sig);
+    return;
+  }
+  write_stderr("dcp-verify: ");
+  write_stderr(what);
+  write_stderr(" crashed: ");
+  write_stderr(sig == SIGSEGV   ? "SIGSEGV (invalid memory access)"
+               : sig == SIGBUS  ? "SIGBUS (invalid memory access)"
+               : sig == SIGFPE  ? "SIGFPE (arithmetic trap)"
+               : sig == SIGILL  ? "SIGILL (illegal instruction)"
+               : sig == SIGABRT ? "SIGABRT (abort)"
+                                : "a fatal signal");
+  write_stderr("; the process ends, as nothing after a crash in the plug-in can be trusted\n");
+  ::_exit(kExitLevelCrash);
+}
+
+void on_exit_in_level() {
+  if (g_levels_in_flight.load() == 0) return;
+  std::fflush(stdout);  // a normal context: what was printed is kept
+  write_stderr("dcp-verify: ");
+  write_stderr(t_level != nullptr ? t_level : "an implementation's level");
+  write_stderr(" called exit() while its level ran; the process ends without a verdict "
+               "(status 1, never the plug-in's)\n");
+  ::_exit(kExitLevelCrash);
+}
+
+// Installed with the first level call (the atexit handler then runs before those registered
+// earlier, the process's own).
+void install_level_guards() {
+  static const bool installed = [] {
+    struct sigaction sa {};
+    sa.sa_sigaction = on_level_crash;
+    sa.sa_flags = SA_SIGINFO;
+    sigemptyset(&sa.sa_mask);
+    for (const int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT})
+      ::sigaction(sig, &sa, &g_previous[sig]);
+    std::atexit(on_exit_in_level);
+    return true;
+  }();
+  (void)installed;
+}
+
+// Calls a level of the plug-in (fn) under the watch; the call leaves it however fn returns. A C++
+// exception the plug-in lets out of its C function is the level's error, not a terminate().
 template <class Level>
-int watched(std::string what, std::chrono::milliseconds limit, Level fn) {
+int watched(std::string what, std::chrono::milliseconds limit, Level fn, std::string* thrown) {
+  install_level_guards();
   struct Watched {
     LevelWatch& watch;
     uint64_t key;
-    ~Watched() { watch.end(key); }
-  } call{LevelWatch::get(), LevelWatch::get().begin(std::move(what), limit)};
-  return fn();
+    const char* previous;
+    ~Watched() {
+      t_level = previous;
+      --g_levels_in_flight;
+      watch.end(key);
+    }
+  } call{LevelWatch::get(), LevelWatch::get().begin(what, limit), t_level};
+  ++g_levels_in_flight;
+  t_level = what.c_str();
+  try {
+    return fn();
+  } catch (const std::exception& e) {
+    *thrown = std::string("threw a C++ exception out of its C function: ") + e.what();
+  } catch (...) {
+    *thrown = "threw a C++ exception out of its C function";
+  }
+  return -1;
 }
 
 // A level call as its errors and the watch name it: the implementation, its file, the level and,
 // on one rank, the rank.
 std::string level_call(const Plugin& p, const char* level, std::optional<int64_t> rank) {
-  return "implementation '" + std::string(p.impl->name) + "' (" + p.path + "): level " + level +
-         (rank ? " on dcp rank " + std::to_string(*rank) : std::string());
+  return "implementation '" + oracle::printable(p.impl->name) + "' (" + oracle::printable(p.path) +
+         "): level " + level + (rank ? " on dcp rank " + std::to_string(*rank) : std::string());
 }
 
 // What a plug-in wrote into its error buffer, as one line (it may forget the terminator).
@@ -293,7 +386,9 @@ class PluginDevice : public gpu::HostDevice {
     char err[kErrBytes] = {};
     const std::string what = level_call(p_, "partial", p.rank);
     const auto call = [&] { return p_.impl->partial(p_.impl->self, &a, err, sizeof err); };
-    if (watched(what, deadline_, call) != 0) return DCP_GPU_ERROR(what, " failed: ", reason(err));
+    std::string thrown;
+    if (watched(what, deadline_, call, &thrown) != 0)
+      return DCP_GPU_ERROR(what, " failed: ", thrown.empty() ? reason(err) : thrown);
     return {};
   }
 
@@ -315,7 +410,9 @@ class PluginDevice : public gpu::HostDevice {
     char err[kErrBytes] = {};
     const std::string what = level_call(p_, "combine", rank());
     const auto call = [&] { return p_.impl->combine(p_.impl->self, &a, err, sizeof err); };
-    if (watched(what, deadline_, call) != 0) return DCP_GPU_ERROR(what, " failed: ", reason(err));
+    std::string thrown;
+    if (watched(what, deadline_, call, &thrown) != 0)
+      return DCP_GPU_ERROR(what, " failed: ", thrown.empty() ? reason(err) : thrown);
     return {};
   }
 
@@ -397,21 +494,42 @@ std::string Plugin::levels() const {
   return s;
 }
 
-oracle::Expected<Plugin> load_plugin(const std::string& path) {
+oracle::Expected<Plugin> load_plugin(const std::string& path, std::chrono::milliseconds limit) {
   // A bare file name would make dlopen search the library path; a plug-in is named by its path.
   const std::string where = path.find('/') == std::string::npos ? "./" + path : path;
-  void* h = dlopen(where.c_str(), RTLD_NOW | RTLD_LOCAL);
+  // dlopen of a FIFO or a device waits for a writer: only a regular file is opened.
+  struct stat st {};
+  if (::stat(where.c_str(), &st) != 0)
+    return DCP_ERROR("--impl ", path, ": cannot load: ", std::strerror(errno));
+  if (!S_ISREG(st.st_mode))
+    return DCP_ERROR("--impl ", path, ": not a regular file; expected a shared library");
+  // Loading runs the library's constructors, and dcpv_get_impl is its code: both under the
+  // watch, as a level is. The library is never unloaded (RTLD_NODELETE): a thread it started may
+  // still be running its code when the process ends.
+  const std::string what = "implementation " + oracle::printable(path) + ": loading it";
+  std::string thrown;
+  void* h = nullptr;
+  const dcpv_impl* impl = nullptr;
+  bool exported = true;
+  watched(what, limit, [&] {
+    h = dlopen(where.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+    if (h == nullptr) return 0;
+    using GetImpl = const dcpv_impl* (*)();
+    const auto get = reinterpret_cast<GetImpl>(dlsym(h, "dcpv_get_impl"));
+    exported = get != nullptr;
+    if (exported) impl = get();
+    return 0;
+  }, &thrown);
+  if (!thrown.empty()) return DCP_ERROR("--impl ", path, ": loading it ", thrown);
   if (h == nullptr) return DCP_ERROR("--impl ", path, ": cannot load: ", dlerror());
   Plugin p;
   p.path = path;
   p.handle = std::shared_ptr<void>(h, [](void* x) { dlclose(x); });
-  using GetImpl = const dcpv_impl* (*)();
-  const auto get = reinterpret_cast<GetImpl>(dlsym(h, "dcpv_get_impl"));
-  if (get == nullptr)
+  if (!exported)
     return DCP_ERROR("--impl ", path,
                      ": exports no dcpv_get_impl (include/dcp_verify/impl.h; declare it "
                      "extern \"C\" in C++)");
-  p.impl = get();
+  p.impl = impl;
   if (p.impl == nullptr) return DCP_ERROR("--impl ", path, ": dcpv_get_impl returned NULL");
   if (p.impl->abi_version != DCPV_ABI_VERSION)
     return DCP_ERROR("--impl ", path, ": ABI version ", p.impl->abi_version,
@@ -506,7 +624,9 @@ props::DcpBackend plugin_step_backend(const Plugin& p, std::chrono::milliseconds
     char err[kErrBytes] = {};
     const std::string what = level_call(p, "step", std::nullopt);
     const auto call = [&] { return p.impl->step(p.impl->self, &a, err, sizeof err); };
-    if (watched(what, deadline, call) != 0) return DCP_GPU_ERROR(what, " failed: ", reason(err));
+    std::string thrown;
+    if (watched(what, deadline, call, &thrown) != 0)
+      return DCP_GPU_ERROR(what, " failed: ", thrown.empty() ? reason(err) : thrown);
     gpu::GroupRun out = gpu::empty_group_run(geo, d);
     out.o = std::move(o);
     out.lse = std::move(lse);

@@ -34,10 +34,12 @@ struct Plugin {
   std::string levels() const;
 };
 
-// Opens the shared library and checks what it exports: dcpv_get_impl, the ABI version, at least
-// one level, and a claim whose fields are in range. One-line errors naming the path and what was
-// expected.
-oracle::Expected<Plugin> load_plugin(const std::string& path);
+// Opens the shared library (a regular file; never unloaded) and checks what it exports:
+// dcpv_get_impl, the ABI version, at least one level, and a claim whose fields are in range.
+// One-line errors naming the path and what was expected. Loading (its constructors, then
+// dcpv_get_impl) is watched as a level call is: allowed `limit`, and a crash or exit() in it ends
+// the process as one in a level does.
+oracle::Expected<Plugin> load_plugin(const std::string& path, std::chrono::milliseconds limit);
 
 // The configuration the plug-in's step runs under: the production path's kernels in their default
 // arithmetic (the plug-in states its own) and no split-KV of theirs where the plug-in's partial
@@ -55,6 +57,13 @@ oracle::Arithmetic plugin_claim(const Plugin& p, const gpu::DcpConfig& cfg, bool
 // (tools/command.hpp's kExitTimeout, as timeout(1) reports a command that ran out of time),
 // rather than hang; no report is written.
 inline constexpr int kExitLevelTimeout = 124;
+
+// A level (or the loading) that crashes (SIGSEGV, SIGBUS, SIGFPE, SIGILL, abort()) or calls exit()
+// ends the process with one line on stderr naming the implementation, the level, its rank and the
+// cause, and this status: the implementation failed, whatever status it asked exit() for. Rows
+// already printed stay printed where the process can still flush them (exit()); no report is
+// written. A stack overflow in a level is beyond this (the signal has no stack to run on).
+inline constexpr int kExitLevelCrash = 1;
 
 // The whole TP group on threads, each rank's device calling the plug-in's partial and combine
 // levels, each call and each collective allowed at most `deadline`; judged by plugin_claim.

@@ -1,7 +1,9 @@
 #include "properties/footprint.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "gpu/kernels/storage_format.hpp"
@@ -42,12 +44,16 @@ constexpr double kAttentionPasses = 5.0;
 
 double d(int64_t x) { return static_cast<double>(x); }
 
+// The terms of one phase, in a fixed array: suite_case_footprint evaluates hundreds of thousands
+// of setups, and a figure must cost no allocation.
 struct Terms {
-  std::vector<std::pair<double, const char*>> list;
-  void add(double bytes, const char* what) { list.emplace_back(bytes, what); }
+  static constexpr int kMax = 8;
+  std::array<std::pair<double, const char*>, kMax> list{};
+  int n = 0;
+  void add(double bytes, const char* what) { list[static_cast<size_t>(n++)] = {bytes, what}; }
   double sum() const {
     double s = 0;
-    for (const auto& [b, w] : list) s += b;
+    for (int i = 0; i < n; ++i) s += list[static_cast<size_t>(i)].first;
     return s;
   }
 };
@@ -57,9 +63,33 @@ const char* largest(std::initializer_list<const Terms*> phases) {
   double best = -1;
   const char* what = "";
   for (const Terms* t : phases)
-    for (const auto& [b, w] : t->list)
-      if (b > best) best = b, what = w;
+    for (int i = 0; i < t->n; ++i)
+      if (t->list[static_cast<size_t>(i)].first > best)
+        best = t->list[static_cast<size_t>(i)].first, what = t->list[static_cast<size_t>(i)].second;
   return what;
+}
+
+double ceil_div(double a, double b) { return std::ceil(a / b); }
+
+// Rows a rank's cache holds (rank_cache_spec, page_counts): a contiguous cache the longest
+// request's rows, whole cycles of I; a paged pool its used pages and one free page for every two,
+// where a batch's request uses its keys in whole virtual pages of P N slots and the pages of the
+// shared prefix's whole virtual pages once.
+double cache_rows(const DcpSetup& s) {
+  const double N = d(std::max<int64_t>(1, s.cfg.layout.ranks));
+  const double I = d(std::max<int64_t>(1, s.cfg.layout.interleave));
+  const double P = d(s.cfg.page_size);
+  double longest = d(s.spec.seq);
+  for (const int64_t x : s.batch) longest = std::max(longest, d(x));
+  const double rows = ceil_div(longest, I * N) * I;
+  if (P <= 0) return rows;
+  double used = ceil_div(rows, P);
+  if (!s.batch.empty()) {
+    const double shared = std::floor(d(s.shared_prefix) / (P * N));
+    used = shared;
+    for (const int64_t x : s.batch) used += ceil_div(d(x), P * N) - shared;
+  }
+  return (used + ceil_div(used, 2.0)) * P;
 }
 
 // q, K, V, the top-k lists, the positions and the sinks of a case, in elements.
@@ -91,24 +121,22 @@ Footprint finish(double bytes, double work, const char* what) {
 }  // namespace
 
 Footprint dcp_check_footprint(const DcpSetup& s, KvHolding holding) {
-  if (!s.batch.empty()) {
-    // A batch holds every request at once: bounded by one request with all of their keys and
-    // queries (its work counts every query against every key, more than the batch's).
-    DcpSetup all = s;
-    all.batch.clear();
-    all.shared_prefix = 0;
-    all.retired = 0;
-    // Each request's keys rounded up to whole virtual pages: the pool holds those.
-    const int64_t vpage = std::max<int64_t>(1, s.cfg.page_size * s.cfg.layout.ranks);
-    all.spec.seq = 0;
-    for (const int64_t x : s.batch) all.spec.seq += (x + vpage - 1) / vpage * vpage;
-    all.spec.tokens *= static_cast<int64_t>(s.batch.size());
-    all.chunks = {all.spec.seq};
-    return dcp_check_footprint(all, holding);
-  }
+  // A batch holds every request at once: counted as one request with all of their keys and
+  // queries (each request's case, the concatenated inputs; its oracle lists and work count every
+  // query against every key, more than the batch's), the batch's pool (cache_rows), and its
+  // largest KV write, the longest request's (write_chunks: each request writes its own keys).
   const CaseSpec& c = s.spec;
-  const double T = d(c.tokens), Hq = d(c.q_heads), Hkv = d(c.kv_heads), Dk = d(c.head_dim),
-               Dv = d(c.v_dim), S = d(c.seq), K = d(c.topk);
+  const bool batch = !s.batch.empty();
+  double keys = d(c.seq), max_chunk = keys;
+  if (batch) {
+    keys = 0.0;
+    for (const int64_t x : s.batch) keys += d(x);
+  } else if (!s.chunks.empty()) {
+    max_chunk = d(*std::max_element(s.chunks.begin(), s.chunks.end()));
+  }
+  const double requests = batch ? d(static_cast<int64_t>(s.batch.size())) : 1.0;
+  const double T = d(c.tokens) * requests, Hq = d(c.q_heads), Hkv = d(c.kv_heads),
+               Dk = d(c.head_dim), Dv = d(c.v_dim), S = keys, K = d(c.topk);
   const double kv_width = Dk + (c.shared_latent ? 0.0 : Dv);  // stored values per key and head
   const double elements = case_elements(T, Hq, Hkv, Dk, Dv, S, K, c.shared_latent);
   const double kv = S * Hkv * kv_width, other = elements - kv;
@@ -130,7 +158,8 @@ Footprint dcp_check_footprint(const DcpSetup& s, KvHolding holding) {
   } else {
     keep.add(kv * kF64, "the oracle's copy of K and V (doubles)");
   }
-  keep.add(T * Hq * Dk * kF32 + (d(static_cast<int64_t>(s.chunks.size())) + T * K + T) * kI64 +
+  keep.add(T * Hq * Dk * kF32 +
+               (d(static_cast<int64_t>(s.chunks.size() + s.batch.size())) + T * K + T) * kI64 +
                Hq * kF32,
            "the production path's queries, chunk list, top-k lists, positions and sinks");
   if (!borrowed) keep.add(kv * cache_bytes, "the production path's copy of K and V");
@@ -139,17 +168,12 @@ Footprint dcp_check_footprint(const DcpSetup& s, KvHolding holding) {
 
   // The geometry with plain arithmetic (create() may refuse it, but the figure comes first).
   const double N = d(std::max<int64_t>(1, s.cfg.layout.ranks));
-  const double I = d(std::max<int64_t>(1, s.cfg.layout.interleave));
   const double tp = std::max(N, d(s.cfg.tp_size));
   const double hg = std::max(1.0, N * Hq / tp);  // heads a rank attends with
   // KV heads a rank stores: its hg heads span at most ceil(hg / (Hq / Hkv)) + 1 of them.
   const double kvh = std::min(Hkv, std::ceil(hg * Hkv / Hq) + 1.0);
-  const double rows_used = (std::ceil(S / (I * N)) + 1.0) * I;  // physical rows per rank
-  // A paged cache's pool: its pages, and one free page for every two (rank_cache_spec).
-  const double P = d(s.cfg.page_size), pages = P > 0 ? std::ceil(rows_used / P) : 0.0;
-  const double rows = P > 0 ? (pages + std::ceil(pages / 2.0)) * P : rows_used;
-  const double max_chunk =
-      s.chunks.empty() ? S : d(*std::max_element(s.chunks.begin(), s.chunks.end()));
+  const double rows = cache_rows(s);
+  const double P = d(s.cfg.page_size), pages = P > 0 ? rows / P : 0.0;
   const double partial = T * hg * (Dv + 1.0) * kF32;
   Terms step;  // every TP rank's thread at once
   step.add(tp * (rows * kvh * kv_width * cache_bytes + pages * kI32),
@@ -168,8 +192,9 @@ Footprint dcp_check_footprint(const DcpSetup& s, KvHolding holding) {
 
   const bool step_peak = step.sum() > judge.sum();
   const double bytes = keep.sum() + std::max(step.sum(), judge.sum());
-  const double work =
-      kAttentionPasses * T * Hq * S * (Dk + Dv) + T * S * (N + 4.0) + tp * S * kvh * kv_width;
+  // Each request's queries against its own keys.
+  const double work = kAttentionPasses * d(c.tokens) * Hq * S * (Dk + Dv) +
+                      d(c.tokens) * S * (N + 4.0) + tp * S * kvh * kv_width;
   return finish(bytes, work, largest({&keep, step_peak ? &step : &judge}));
 }
 

@@ -152,6 +152,21 @@ inline rc::Gen<ModelConfig> gen_model_config_for(const CaseSpec& spec) {
   });
 }
 
+// The draws' extremes that suite_case_footprint (suite.cpp) enumerates; keep the two in step
+// (test_dcp_properties' FootprintCoversEveryDraw checks every draw against it).
+inline constexpr int64_t kMaxDrawnTokens = 3;          // T in [1, 3]
+inline constexpr int64_t kSmallGroup = 8;              // N <= 8: TP groups; TP <= 8: heads a rank
+inline constexpr int64_t kMaxHeadsPerRank = 3;         // Hq / TP in [1, 3] while TP <= 8, else 1
+inline constexpr int64_t kShortSeqLimit = 300;         // S < 300 but for the rare long cases
+inline constexpr int64_t kLongCaseMaxRows = 12;        // long cases only where Hq x T <= 12
+inline constexpr int64_t kMaxDrawnInterleave = 299;    // I in [1, 299]
+inline constexpr int64_t kMaxPageRows = 64;            // pages of m I rows, m <= max(1, 64 / I)
+inline constexpr int64_t kMaxDrawnTopk = 64;           // K in [1, 64]
+inline constexpr int64_t kMaxDrawnTile = 64;           // tile in [1, 64], more with poly3
+inline constexpr int64_t kMaxDrawnSplits = 4;          // split-KV pieces in [1, 4]
+inline constexpr int64_t kMaxBatchRequests = 4;        // dcp-batch: 2 to 4 requests
+inline constexpr int64_t kMaxBatchRequestKeys = 300;   // of up to min(300, max_seq) keys
+
 // Limits of the DCP property cases. Small shapes are drawn most often; large N, long contexts
 // and big interleaves appear with lower weight and with fewer heads so the CI tier stays fast.
 // Draws how a DCP step runs (combine strategy, q path, reduction order, tile, split-KV) into cfg,
@@ -163,8 +178,8 @@ inline void draw_step_options(gpu::DcpConfig& cfg, dcp::oracle::LseBase base) {
                                 gpu::ReduceOrder::random);
   cfg.order_seed = *rc::gen::arbitrary<uint64_t>();
   cfg.base = to_gpu_base(base);
-  cfg.tile = *rc::gen::inRange<int64_t>(1, 65);
-  cfg.splits = *rc::gen::inRange<int64_t>(1, 5);
+  cfg.tile = *rc::gen::inRange<int64_t>(1, kMaxDrawnTile + 1);
+  cfg.splits = *rc::gen::inRange<int64_t>(1, kMaxDrawnSplits + 1);
 }
 
 // The online-softmax rescales a row may see with the poly3 exponential (draw_kernel_math).
@@ -203,7 +218,7 @@ inline void draw_paging(gpu::DcpConfig& cfg, bool always) {
   const int64_t I = cfg.layout.interleave;
   const int64_t m = *rc::gen::weightedOneOf<int64_t>(
       {{always ? 0 : 2, rc::gen::just<int64_t>(0)},
-       {1, rc::gen::inRange<int64_t>(1, std::max<int64_t>(1, 64 / I) + 1)}});
+       {1, rc::gen::inRange<int64_t>(1, std::max<int64_t>(1, kMaxPageRows / I) + 1)}});
   cfg.page_size = m * I;
   if (cfg.page_size > 0) cfg.page_seed = *rc::gen::arbitrary<uint64_t>();
 }
@@ -217,34 +232,38 @@ inline rc::Gen<DcpSetup> gen_dcp_setup(DcpLimits lim, CacheKind kind = CacheKind
     gpu::DcpConfig& cfg = s.cfg;
     CaseSpec& p = s.spec;
     const int64_t n = *rc::gen::weightedOneOf<int64_t>(
-        {{8, rc::gen::inRange<int64_t>(1, std::min<int64_t>(9, lim.max_dcp + 1))},
-         {lim.max_dcp > 8 ? 1 : 0,
-          rc::gen::inRange<int64_t>(9, std::max<int64_t>(10, lim.max_dcp + 1))}});
-    const int64_t groups = n > 8 ? 1 : *rc::gen::inRange<int64_t>(1, lim.max_groups + 1);
+        {{8, rc::gen::inRange<int64_t>(1, std::min(kSmallGroup, lim.max_dcp) + 1)},
+         {lim.max_dcp > kSmallGroup ? 1 : 0,
+          rc::gen::inRange<int64_t>(kSmallGroup + 1,
+                                    std::max(kSmallGroup + 2, lim.max_dcp + 1))}});
+    const int64_t groups =
+        n > kSmallGroup ? 1 : *rc::gen::inRange<int64_t>(1, lim.max_groups + 1);
     cfg.tp_size = n * groups;
     cfg.layout.ranks = n;
-    const int64_t h_loc = cfg.tp_size > 8 ? 1 : *rc::gen::inRange<int64_t>(1, 4);
+    const int64_t h_loc =
+        cfg.tp_size > kSmallGroup ? 1 : *rc::gen::inRange<int64_t>(1, kMaxHeadsPerRank + 1);
     p.q_heads = cfg.tp_size * h_loc;
     std::vector<int64_t> divisors;
     for (int64_t d = 1; d <= p.q_heads; ++d)
       if (p.q_heads % d == 0) divisors.push_back(d);
     p.kv_heads = *rc::gen::elementOf(divisors);
-    p.tokens = *rc::gen::inRange<int64_t>(1, 4);
+    p.tokens = *rc::gen::inRange<int64_t>(1, kMaxDrawnTokens + 1);
     p.head_dim = *rc::gen::inRange<int64_t>(1, lim.max_head_dim + 1);
     p.shared_latent = lim.shared_latent && *rc::gen::weightedElement<bool>({{3, false}, {1, true}});
     const int64_t vmax = p.shared_latent ? std::min(lim.max_v_dim, p.head_dim) : lim.max_v_dim;
     p.v_dim = *rc::gen::inRange<int64_t>(1, vmax + 1);
-    const bool small = p.q_heads * p.tokens <= 12;
+    const bool small = p.q_heads * p.tokens <= kLongCaseMaxRows;
     p.seq = *rc::gen::weightedOneOf<int64_t>(
         {{2,
           rc::gen::inRange<int64_t>(0, std::min(n, lim.max_seq) + 1)},  // S <= N: ranks own nothing
-         {6, rc::gen::inRange<int64_t>(0, std::min<int64_t>(300, lim.max_seq + 1))},
-         {small && lim.max_seq >= 300 ? 1 : 0,
-          rc::gen::inRange<int64_t>(300, std::max<int64_t>(301, lim.max_seq + 1))}});
+         {6, rc::gen::inRange<int64_t>(0, std::min<int64_t>(kShortSeqLimit, lim.max_seq + 1))},
+         {small && lim.max_seq >= kShortSeqLimit ? 1 : 0,
+          rc::gen::inRange<int64_t>(kShortSeqLimit,
+                                    std::max<int64_t>(kShortSeqLimit + 1, lim.max_seq + 1))}});
     cfg.layout.interleave =
         *rc::gen::weightedOneOf<int64_t>({{3, rc::gen::just<int64_t>(1)},
                                           {3, rc::gen::inRange<int64_t>(2, 9)},
-                                          {1, rc::gen::inRange<int64_t>(9, 300)}});
+                                          {1, rc::gen::inRange<int64_t>(9, kMaxDrawnInterleave + 1)}});
     p.q_dtype = *rc::gen::elementOf(lim.q_dtypes);
     p.kv_dtype = *rc::gen::elementOf(kv_formats);
     if (kind == CacheKind::fp8)
@@ -261,7 +280,8 @@ inline rc::Gen<DcpSetup> gen_dcp_setup(DcpLimits lim, CacheKind kind = CacheKind
         lim.softcap ? *rc::gen::weightedElement<double>({{3, 0.0}, {1, 4.0}, {1, 30.0}}) : 0.0;
     p.sink = lim.sink && *rc::gen::weightedElement<bool>({{2, false}, {1, true}});
     p.topk = lim.topk ? *rc::gen::weightedOneOf<int64_t>(
-                            {{3, rc::gen::just<int64_t>(0)}, {1, rc::gen::inRange<int64_t>(1, 65)}})
+                            {{3, rc::gen::just<int64_t>(0)},
+                             {1, rc::gen::inRange<int64_t>(1, kMaxDrawnTopk + 1)}})
                       : 0;
     p.lse_base = *rc::gen::elementOf(lim.lse_bases);
     p.explicit_scale = *rc::gen::weightedElement<bool>({{3, false}, {1, true}});
@@ -281,6 +301,44 @@ inline rc::Gen<DcpSetup> gen_dcp_setup(DcpLimits lim, CacheKind kind = CacheKind
     draw_paging(cfg, false);
     return s;
   });
+}
+
+// Draws a decode batch as dcp-batch runs it: the step's shape, variant, formats and options as
+// gen_dcp_setup draws them (fp8 caches with their scales in half the cases, where the limits allow
+// both), then 2 to 4 requests of up to min(300, max_seq) keys over a paged pool, a shared prefix
+// and retired requests. Call inside a property body or a generator.
+inline DcpSetup draw_dcp_batch_setup(const DcpLimits& lim) {
+  const bool values = !cache_formats(lim, CacheKind::values).empty();
+  const bool fp8 = !cache_formats(lim, CacheKind::fp8).empty();
+  const CacheKind kind = values && fp8 ? *rc::gen::element(CacheKind::values, CacheKind::fp8)
+                         : values      ? CacheKind::values
+                                       : CacheKind::fp8;
+  DcpSetup s = *gen_dcp_setup(lim, kind);
+  gpu::DcpConfig& cfg = s.cfg;
+  if (cfg.page_size == 0) draw_paging(cfg, true);
+  // Every logit offset by +-100 is a per-request construction a shared prefix would mix.
+  if (s.spec.values == ValueStyle::extreme) s.spec.values = ValueStyle::normal;
+  const int64_t n = cfg.layout.ranks, most = std::min<int64_t>(kMaxBatchRequestKeys, lim.max_seq);
+  const int64_t requests = *rc::gen::inRange<int64_t>(2, kMaxBatchRequests + 1);
+  for (int64_t b = 0; b < requests; ++b)
+    s.batch.push_back(*rc::gen::weightedOneOf<int64_t>(
+        {{1, rc::gen::inRange<int64_t>(0, std::min(n, most) + 1)},
+         {4, rc::gen::inRange<int64_t>(0, most + 1)}}));
+  const int64_t shortest = *std::min_element(s.batch.begin(), s.batch.end());
+  // The prefix a radix cache matched: none, part of the shortest request, or all of it.
+  s.shared_prefix =
+      *rc::gen::weightedOneOf<int64_t>({{1, rc::gen::just<int64_t>(0)},
+                                        {2, rc::gen::inRange<int64_t>(0, shortest + 1)},
+                                        {2, rc::gen::just<int64_t>(int64_t{shortest})}});
+  // Requests that finished before the step: written, then their pages freed and reused by the
+  // live ones, stale rows and all.
+  s.retired = *rc::gen::weightedOneOf<int64_t>(
+      {{2, rc::gen::just<int64_t>(0)}, {3, rc::gen::inRange<int64_t>(1, requests)}});
+  s.spec.seq = *std::max_element(s.batch.begin(), s.batch.end());
+  s.chunks = s.spec.seq > 0 ? std::vector<int64_t>{s.spec.seq} : std::vector<int64_t>{};
+  if (cfg.math.exp == gpu::ExpImpl::poly3)  // as draw_kernel_math: at most 128 rescales a row
+    cfg.tile = std::max(cfg.tile, (s.spec.seq + kPoly3MaxRescales - 1) / kPoly3MaxRescales);
+  return s;
 }
 
 }  // namespace dcp::props

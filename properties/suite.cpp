@@ -90,38 +90,9 @@ void dcp_path_property(const DcpBackend& backend, const DcpLimits& lim, CacheKin
 }
 
 void dcp_batch_property(const DcpBackend& backend, const DcpLimits& lim) {
-  // The step's shape, variant, formats and options as dcp-path draws them (fp8 caches with their
-  // scales in half the cases, where the limits allow both), then a batch over a paged pool.
-  const bool values = !cache_formats(lim, CacheKind::values).empty();
-  const bool fp8 = !cache_formats(lim, CacheKind::fp8).empty();
-  const CacheKind kind = values && fp8 ? *rc::gen::element(CacheKind::values, CacheKind::fp8)
-                         : values      ? CacheKind::values
-                                       : CacheKind::fp8;
-  DcpSetup s = *gen_dcp_setup(lim, kind);
-  gpu::DcpConfig& cfg = s.cfg;
-  if (cfg.page_size == 0) draw_paging(cfg, true);
-  // Every logit offset by +-100 is a per-request construction a shared prefix would mix.
-  if (s.spec.values == ValueStyle::extreme) s.spec.values = ValueStyle::normal;
-  const int64_t n = cfg.layout.ranks, most = std::min<int64_t>(300, lim.max_seq);
-  const int64_t requests = *rc::gen::inRange<int64_t>(2, 5);
-  for (int64_t b = 0; b < requests; ++b)
-    s.batch.push_back(
-        *rc::gen::weightedOneOf<int64_t>({{1, rc::gen::inRange<int64_t>(0, std::min(n, most) + 1)},
-                                          {4, rc::gen::inRange<int64_t>(0, most + 1)}}));
-  const int64_t shortest = *std::min_element(s.batch.begin(), s.batch.end());
-  // The prefix a radix cache matched: none, part of the shortest request, or all of it.
-  s.shared_prefix =
-      *rc::gen::weightedOneOf<int64_t>({{1, rc::gen::just<int64_t>(0)},
-                                        {2, rc::gen::inRange<int64_t>(0, shortest + 1)},
-                                        {2, rc::gen::just<int64_t>(int64_t{shortest})}});
-  // Requests that finished before the step: written, then their pages freed and reused by the
-  // live ones, stale rows and all.
-  s.retired = *rc::gen::weightedOneOf<int64_t>(
-      {{2, rc::gen::just<int64_t>(0)}, {3, rc::gen::inRange<int64_t>(1, requests)}});
-  s.spec.seq = *std::max_element(s.batch.begin(), s.batch.end());
-  s.chunks = s.spec.seq > 0 ? std::vector<int64_t>{s.spec.seq} : std::vector<int64_t>{};
-  if (cfg.math.exp == gpu::ExpImpl::poly3)  // as draw_kernel_math: at most 128 rescales a row
-    cfg.tile = std::max(cfg.tile, (s.spec.seq + kPoly3MaxRescales - 1) / kPoly3MaxRescales);
+  const DcpSetup s = draw_dcp_batch_setup(lim);
+  const gpu::DcpConfig& cfg = s.cfg;
+  const int64_t n = cfg.layout.ranks;
   std::string lens;
   for (const int64_t x : s.batch) lens += (lens.empty() ? "" : ",") + std::to_string(x);
   set_current_case("S=" + lens + " shared=" + std::to_string(s.shared_prefix) +
@@ -349,36 +320,73 @@ void kv_write_property() {
   }
 }
 
-Footprint suite_case_footprint(const DcpLimits& lim) {
+SuiteFootprint suite_case_footprint(const DcpLimits& lim) {
+  // Every shape gen_dcp_setup and draw_dcp_batch_setup can draw, each count at the largest value
+  // the others allow, every interleave and page size: the footprint grows with heads, T, S, Dk,
+  // Dv, K, the tile, the splits and the caches' format, but not steadily with N, I and the pages
+  // (a rank's rows are whole cycles of I and whole pages), so those are enumerated. The other
+  // properties' cases (the MLA slice, the layout, the KV writes) take a few MB at most, within the
+  // footprint's base.
+  SuiteFootprint out;
   DcpSetup s;
-  s.spec.tokens = 3;  // T in [1, 4)
-  // tp * h_loc: tp <= max_dcp (h_loc 1), or <= 8 groups * 3 heads of 8 ranks below 9 ranks
-  s.spec.q_heads = std::max(lim.max_dcp, 8 * 3 * lim.max_groups);
-  s.spec.kv_heads = s.spec.q_heads;
-  s.spec.head_dim = lim.max_head_dim;
-  s.spec.v_dim = lim.max_v_dim;
-  s.spec.seq = lim.max_seq;
-  s.spec.topk = 64;                   // top-k in [1, 65)
-  s.cfg.layout = {lim.max_dcp, 299};  // interleave in [9, 300)
-  s.cfg.tp_size = std::max(lim.max_dcp, 8 * lim.max_groups);
-  s.cfg.tile = 64;
-  s.cfg.splits = 4;
-  s.cfg.page_size = 64;  // pages of up to 64 rows: a pool of up to 1.5 times the rows and a page
-  s.chunks = {s.spec.seq};
-  Footprint most = dcp_check_footprint(s);
-  if (lim.batch) {  // dcp-batch: up to 4 requests of up to min(300, max_seq) keys at once
-    DcpSetup b = s;
-    b.spec.seq = std::min<int64_t>(300, lim.max_seq);
-    b.batch.assign(4, b.spec.seq);
-    b.chunks = {b.spec.seq};
-    const Footprint f = dcp_check_footprint(b);
-    if (f.bytes > most.bytes) {
-      most.bytes = f.bytes;
-      most.largest = f.largest;
+  CaseSpec& p = s.spec;
+  p.head_dim = lim.max_head_dim;
+  p.v_dim = lim.max_v_dim;  // a separate V: more than a shared latent holds
+  p.topk = lim.topk ? kMaxDrawnTopk : 0;
+  p.kv_dtype = lim.kv_dtypes.front();
+  for (const oracle::DType t : lim.kv_dtypes)
+    if (oracle::dtype_bytes(t) > oracle::dtype_bytes(p.kv_dtype)) p.kv_dtype = t;
+  s.cfg.splits = kMaxDrawnSplits;
+  const auto consider = [&](DcpSetup& x) {
+    for (int64_t I = 1; I <= kMaxDrawnInterleave; ++I) {
+      x.cfg.layout.interleave = I;
+      const int64_t pages = std::max<int64_t>(1, kMaxPageRows / I);
+      for (int64_t m = x.batch.empty() ? 0 : 1; m <= pages; ++m) {
+        x.cfg.page_size = m * I;
+        const Footprint f = dcp_check_footprint(x);
+        if (f.bytes > out.most.bytes) {
+          out.most = f;
+          out.worst = x;
+        }
+      }
     }
-    most.work = std::max(most.work, f.work);
+  };
+  const int64_t short_seq = std::min(kShortSeqLimit - 1, lim.max_seq);
+  for (int64_t n = 1; n <= lim.max_dcp; ++n) {
+    const int64_t max_groups = n > kSmallGroup ? 1 : lim.max_groups;
+    for (int64_t groups = 1; groups <= max_groups; ++groups) {
+      const int64_t tp = n * groups, most_heads = tp > kSmallGroup ? 1 : kMaxHeadsPerRank;
+      s.cfg.layout.ranks = n;
+      s.cfg.tp_size = tp;
+      for (int64_t h = 1; h <= most_heads; ++h) {
+        p.q_heads = p.kv_heads = tp * h;
+        // The long cases (T x Hq <= 12), and the short ones at the most heads.
+        const int64_t long_tokens = std::min(kMaxDrawnTokens, kLongCaseMaxRows / p.q_heads);
+        std::vector<std::pair<int64_t, int64_t>> shapes;  // (T, S)
+        if (h == most_heads) shapes.emplace_back(kMaxDrawnTokens, short_seq);
+        if (lim.max_seq >= kShortSeqLimit && long_tokens >= 1)
+          shapes.emplace_back(long_tokens, lim.max_seq);
+        for (const auto& [T, S] : shapes) {
+          p.tokens = T;
+          p.seq = S;
+          // poly3 raises the tile to S / 128 keys (draw_kernel_math).
+          s.cfg.tile = std::max(kMaxDrawnTile, (S + kPoly3MaxRescales - 1) / kPoly3MaxRescales);
+          s.chunks = {S};
+          s.batch.clear();
+          consider(s);
+        }
+        if (lim.batch && h == most_heads) {  // dcp-batch: the most requests, each the longest
+          p.tokens = kMaxDrawnTokens;
+          p.seq = std::min(kMaxBatchRequestKeys, lim.max_seq);
+          s.cfg.tile = kMaxDrawnTile;
+          s.chunks = {p.seq};
+          s.batch.assign(kMaxBatchRequests, p.seq);
+          consider(s);
+        }
+      }
+    }
   }
-  return most;
+  return out;
 }
 
 std::vector<SuiteProperty> property_suite(const DcpBackend& backend, const DcpLimits& lim) {

@@ -33,10 +33,15 @@ struct SuiteProperty {
 // `lim`: what the DCP-path property draws (dcp_setup.hpp; the defaults: everything).
 std::vector<SuiteProperty> property_suite(const DcpBackend& backend, const DcpLimits& lim = {});
 
-// What one case of any property costs at most: the footprint of a setup with every maximum the
-// generators draw (rc_gen.hpp's DcpLimits and the bodies' own ranges) at once, for commands that
-// plan `cases` of them.
-Footprint suite_case_footprint(const DcpLimits& lim = {});
+// What one case of any property costs at most, for commands that plan `cases` of them: the
+// largest footprint over every shape the DCP generators can draw within `lim` (rc_gen.hpp:
+// gen_dcp_setup and draw_dcp_batch_setup, each count at its joint maximum, every interleave and
+// page size), and a setup that attains it (tests/footprint runs it and measures its peak).
+struct SuiteFootprint {
+  Footprint most;
+  DcpSetup worst;
+};
+SuiteFootprint suite_case_footprint(const DcpLimits& lim = {});
 
 // The shape of the case the running body drew, in one line ("S=40 N=3 I=2 T=1 Hq=4 ..."). Each
 // body sets it once its inputs are drawn; a runner that sees the body fail keeps it, and the last

@@ -44,6 +44,30 @@ RC_GTEST_PROP(DcpHostPath, BatchWithSharedPrefixWithinDerivedBound, ()) {
   dcp_batch_property(nullptr);
 }
 
+// suite_case_footprint enumerates the generators' extremes by hand (rc_gen.hpp's constants, beside
+// the draws): every setup they draw, under the default ranges and under wider ones, must be within
+// it, or `properties` could plan less memory than a case takes.
+RC_GTEST_PROP(SuiteFootprint, CoversEveryDraw, ()) {
+  static const std::vector<std::pair<DcpLimits, double>> plans = [] {
+    DcpLimits wide;
+    wide.max_dcp = 40;
+    wide.max_groups = 5;
+    wide.max_seq = 5000;
+    wide.max_head_dim = 64;
+    wide.max_v_dim = 48;
+    std::vector<std::pair<DcpLimits, double>> out;
+    for (const DcpLimits& lim : {DcpLimits{}, wide})
+      out.emplace_back(lim, suite_case_footprint(lim).most.bytes);
+    return out;
+  }();
+  const auto& [lim, most] = plans[*rc::gen::inRange<size_t>(0, plans.size())];
+  const int which = *rc::gen::inRange(0, 3);
+  const DcpSetup s = which == 2 ? draw_dcp_batch_setup(lim)
+                                : *gen_dcp_setup(lim, which == 0 ? CacheKind::values : CacheKind::fp8);
+  const Footprint f = dcp_check_footprint(s);
+  RC_ASSERT(f.bytes <= most);
+}
+
 TEST(DcpHostPath, PinnedCounterexamples) {
   const auto replay = replay_pinned(std::string(DCP_FIXTURES_DIR) + "/dcp/pinned.json", nullptr);
   ASSERT_TRUE(replay.ok()) << replay.status().message();

@@ -277,6 +277,37 @@ for b in "--heads 6 --kv-heads 4" "--dcp-size 4 --tp-size 6" "--heads 6 --dcp-si
   bad "run $b" -- "$bin" run $b
 done
 
+echo "== hardening, round two: hostile files, plug-ins and names"
+# A case whose k_scale has no element: refused, not read as "no scale" (the kernel was blamed).
+# A case whose logits overflow double (scale 1e308): refused by reference and check alike (reference
+# printed NaN and exited 0; check blamed the result).
+python3 - "$case" "$tmp" <<'PY'
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+header, data = json.loads(raw[8:8 + n]), raw[8 + n:]
+def write(name, h):
+    text = json.dumps(h).encode()
+    text += b" " * (-len(text) % 8)
+    open(f"{sys.argv[2]}/{name}.safetensors", "wb").write(struct.pack("<Q", len(text)) + text + data)
+empty = json.loads(json.dumps(header))
+empty["k_scale"] = {"dtype": "F32", "shape": [0], "data_offsets": [len(data), len(data)]}
+write("empty_scale", empty)
+huge = json.loads(json.dumps(header))
+huge["__metadata__"]["scale"] = "1e308"
+write("overflow", huge)
+PY
+bad "reference: k_scale with no element" -- "$bin" reference --case "$tmp/empty_scale.safetensors" --out "$tmp/x.safetensors"
+says "tensor 'k_scale'" "reference: k_scale with no element"
+bad "reference: logits beyond double" -- "$bin" reference --case "$tmp/overflow.safetensors" --out "$tmp/x.safetensors"
+says "overflow double" "reference: logits beyond double"
+bad "check: logits beyond double" -- "$bin" check --case "$tmp/overflow.safetensors" --result "$result"
+says "overflow double" "check: logits beyond double"
+# --impl a FIFO: dlopen would wait for a writer, --timeout or not.
+mkfifo "$tmp/fifo.so"
+bad "run --impl a FIFO" -- "$bin" run --impl "$tmp/fifo.so" --timeout 2
+says "not a regular file" "run --impl a FIFO"
+
 echo "== tables and flags that must be honoured (these succeed)"
 # A pipe (like /dev/null or /dev/stdout) named as the report is written into, not replaced.
 mkfifo "$tmp/pipe"
@@ -319,6 +350,21 @@ timeout "$limit" "$bin" layout --offset 1099511627776 --len 4 --dcp-size 1024 --
 if ! awk '/^  +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+  OK$/{ n++ } END { exit !(n == 4) }' "$tmp/out"; then
   echo "FAIL: layout table columns run together for large positions"
   head -8 "$tmp/out"
+  failures=$((failures + 1))
+fi
+
+# A case path that is not UTF-8 (legal on Linux): the reports are written, their strings valid
+# UTF-8 with the byte escaped (an internal error, and no report, before).
+odd=$(printf '%s/case-\xff.safetensors' "$tmp")
+cp "$case" "$odd"
+timeout "$limit" "$bin" check --case "$odd" --result "$result" --json "$tmp/odd.json" \
+  --junit "$tmp/odd.xml" >"$tmp/out" 2>&1
+if [ $? -ne 0 ] ||
+   ! python3 -c 'import json, sys; json.loads(open(sys.argv[1], "rb").read().decode("utf-8"))' "$tmp/odd.json" ||
+   ! python3 -c 'import sys, xml.dom.minidom as m; m.parse(sys.argv[1])' "$tmp/odd.xml" ||
+   ! grep -qF 'case-\\xff.safetensors' "$tmp/odd.json"; then
+  echo "FAIL: a case path with a byte that is not UTF-8"
+  tail -3 "$tmp/out"
   failures=$((failures + 1))
 fi
 

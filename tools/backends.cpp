@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <utility>
 
+#include "oracle/text.hpp"
 #include "plugin/plugin.hpp"
 #include "tools/command.hpp"
 
@@ -15,6 +16,8 @@ namespace dcp::tools {
 
 static_assert(plugin::kExitLevelTimeout == kExitTimeout,
               "a plug-in level past --timeout ends the process as a timed-out collective does");
+static_assert(plugin::kExitLevelCrash == kExitFail,
+              "a plug-in level that crashes or calls exit() failed, as a wrong result does");
 
 std::optional<std::string> unavailable(const std::string& backend, const std::string& comm) {
   const bool device_comm = comm == "single-gpu" || comm == "nccl";
@@ -86,12 +89,14 @@ oracle::Expected<ImplBackends> open_impl(const std::string& path, const std::str
         "--impl: a plug-in runs on --backend host --comm threads (its levels on the "
         "host device's threads); got --backend ",
         backend, " --comm ", comm);
-  oracle::Expected<plugin::Plugin> p = plugin::load_plugin(path);
+  oracle::Expected<plugin::Plugin> p = plugin::load_plugin(path, deadline);
   if (!p) return p.status();
   ImplBackends b;
   if (p->has_partial() || p->has_combine()) b.levels = plugin::plugin_backend(*p, deadline);
   if (p->has_step()) b.step = plugin::plugin_step_backend(*p, deadline);
-  b.label = std::string(p->impl->name) + " (" + path + ", " + p->levels() + ")";
+  // Escaped: a name or path with a newline would print a line of its own into the report.
+  b.label = oracle::printable(p->impl->name) + " (" + oracle::printable(path) + ", " + p->levels() +
+            ")";
   return b;
 }
 

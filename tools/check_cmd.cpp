@@ -11,6 +11,7 @@
 #include "oracle/batch.hpp"
 #include "oracle/case_file.hpp"
 #include "oracle/check.hpp"
+#include "oracle/text.hpp"
 #include "properties/footprint.hpp"
 #include "tools/flags.hpp"
 #include "tools/junit.hpp"
@@ -38,6 +39,7 @@ struct CheckOptions {
   std::optional<std::string> json_path;
   std::optional<std::string> junit_path;  // --junit: the report as JUnit XML (tools/junit.hpp)
   bool quiet = false;
+  int64_t timeout_s = kDefaultTimeoutSeconds;  // under mpirun: how long a process waits for peers
 };
 
 std::string lower(std::string_view s) {
@@ -157,6 +159,7 @@ std::string request_prefix(size_t requests, size_t b) {
 // The processes of the job judging the parts: one (every part here), or mpirun's P.
 struct Job {
   int64_t rank = 0, size = 1;
+  std::chrono::milliseconds deadline{0};  // how long a process waits for its peers (--timeout)
 };
 
 // Which process judges each part, the parts of every request in order (the output, then each
@@ -234,7 +237,8 @@ oracle::PartCheck unpack_part(const double* p) {
 void print_check_header(const CheckOptions& o, const std::vector<Request>& reqs, const Table& t) {
   const oracle::Case& c = reqs.front().c;
   std::ostream& out = std::cout;
-  out << "# dcp-verify check  case=" << o.case_path << "  result=" << o.result_path
+  out << "# dcp-verify check  case=" << oracle::printable(o.case_path)
+      << "  result=" << oracle::printable(o.result_path)
       << "  tier=" << o.tier << "\n";
   if (reqs.size() > 1) {
     int64_t tokens = 0, keys = 0;
@@ -401,45 +405,67 @@ bool write_check_json(const CheckOptions& o, const std::vector<Request>& reqs,
 
 int run_check(const CheckOptions& o, const Limits& lim, const Job& job = {}) {
   auto bad = [](const std::string& why) { return refuse("check", why, std::cerr); };
-  if (const auto why = reports_error(o.json_path, o.junit_path,
-                                     {{"--case", o.case_path}, {"--result", o.result_path}}))
-    return bad(*why);
   const auto t0 = std::chrono::steady_clock::now();
-  // Both files are held in memory while the parts are judged (the case's K and V in place).
-  props::Footprint files =
-      props::file_footprint(file_bytes(o.case_path), props::FileRead::case_in_place);
-  files.bytes += props::file_footprint(file_bytes(o.result_path)).bytes;
-  if (const auto why = over_limits(files, lim)) return bad("--case and --result: " + *why);
-  auto case_file = oracle::read_safetensors(o.case_path, oracle::kCaseReadOptions);
-  if (!case_file) return bad(case_file.status().message());
-  auto result_file = oracle::read_safetensors(o.result_path);
-  if (!result_file) return bad(result_file.status().message());
-  // A batch is judged request by request (docs/format.md, "Batches").
-  auto case_files = oracle::split_case_file(*case_file, o.case_path);
-  if (!case_files) return bad(case_files.status().message());
-  auto result_files = oracle::split_result_file(*result_file, *case_file, o.result_path);
-  if (!result_files) return bad(result_files.status().message());
-  const size_t B = case_files->size();
-  const oracle::Tier tier = o.tier == "certify" ? oracle::Tier::certify : oracle::Tier::fast;
-  std::vector<Request> reqs(B);
+  // The files read and checked, each request's case and result, before anything is judged; a
+  // refusal here is this process's, and under mpirun every process hears of it (below).
+  std::vector<Request> reqs;
+  oracle::Tier tier = oracle::Tier::fast;
   int64_t planned = 0;
   props::Footprint judge;
+  [[maybe_unused]] double work = 0.0;  // multiply-adds of every part (what MPI peers wait for)
+  const std::string refused = [&]() -> std::string {
+    if (const auto why = reports_error(o.json_path, o.junit_path,
+                                       {{"--case", o.case_path}, {"--result", o.result_path}}))
+      return *why;
+  // Both files are held in memory while the parts are judged (the case's K and V in place).
+    props::Footprint files =
+      props::file_footprint(file_bytes(o.case_path), props::FileRead::case_in_place);
+  files.bytes += props::file_footprint(file_bytes(o.result_path)).bytes;
+  if (const auto why = over_limits(files, lim)) return "--case and --result: " + *why;
+  auto case_file = oracle::read_safetensors(o.case_path, oracle::kCaseReadOptions);
+  if (!case_file) return case_file.status().message();
+  auto result_file = oracle::read_safetensors(o.result_path);
+  if (!result_file) return result_file.status().message();
+  // A batch is judged request by request (docs/format.md, "Batches").
+  auto case_files = oracle::split_case_file(*case_file, o.case_path);
+  if (!case_files) return case_files.status().message();
+  auto result_files = oracle::split_result_file(*result_file, *case_file, o.result_path);
+  if (!result_files) return result_files.status().message();
+  const size_t B = case_files->size();
+  tier = o.tier == "certify" ? oracle::Tier::certify : oracle::Tier::fast;
+  reqs.resize(B);
   for (size_t b = 0; b < B; ++b) {
     const std::string in = B > 1 ? " (request " + std::to_string(b) + ")" : "";
     auto c = oracle::case_from_file(std::move((*case_files)[b]), o.case_path + in);
-    if (!c) return bad(c.status().message());
+    if (!c) return c.status().message();
     auto r = oracle::result_from_file((*result_files)[b], *c, o.result_path + in);
-    if (!r) return bad(r.status().message());
+    if (!r) return r.status().message();
     reqs[b].planned = oracle::part_count(*r);
     planned += reqs[b].planned;
     // Requests are judged one after the other: the largest one's footprint is the peak.
     const props::Footprint one = props::judge_footprint(*c, reqs[b].planned, tier);
     if (one.bytes > judge.bytes) judge = one;
+    work += one.work;
     reqs[b].c = std::move(*c);
     reqs[b].r = std::move(*r);
   }
   judge.bytes += files.bytes;
-  if (const auto why = over_limits(judge, lim)) return bad("--case " + o.case_path + ": " + *why);
+  if (const auto why = over_limits(judge, lim)) return "--case " + o.case_path + ": " + *why;
+  return "";
+  }();
+#ifdef DCP_HAVE_MPI
+  if (job.size > 1) {
+    // Every process arrives here, with its refusal or none: one refusing ends them all, named.
+    const gpu::MpiVerdict v =
+        job_agree("check", refused.empty() ? kExitOk : kExitBadInput, refused, job.deadline);
+    if (v.code != kExitOk)
+      return bad(v.rank == job.rank ? "process " + std::to_string(job.rank) + ": " + refused
+                                    : "process " + std::to_string(v.rank) +
+                                          " refused its input, and the job ends: " + v.message);
+  }
+#endif
+  if (!refused.empty()) return bad(refused);
+  const size_t B = reqs.size();
   InterruptGuard guard;
   const std::vector<int64_t> owner = assign_parts(reqs, job.size);
   Progress progress("check",
@@ -477,8 +503,12 @@ int run_check(const CheckOptions& o, const Limits& lim, const Job& job = {}) {
     // Every process's parts to process 0, in part order; any error or Ctrl-C ends the job.
     const std::string me = "process " + std::to_string(job.rank);
     const std::string stopped_line = "# check: INTERRUPTED (" + me + "); nothing reported\n";
+    // The peers may still be judging: a process waits --timeout beyond the time the whole job's
+    // parts may take.
+    const JobWait wait{"check", stopped_line, job.deadline + judging_time(work),
+                       "the other processes' judgements"};
     const int code = !why.empty() ? kExitBadInput : interrupted() ? kExitInterrupted : kExitOk;
-    if (const int jc = job_code(code, stopped_line); jc != kExitOk) {
+    if (const int jc = job_code(code, wait); jc != kExitOk) {
       if (code == kExitInterrupted) std::cout << stopped_line;
       if (code == kExitBadInput) bad(me + ": " + why);
       return jc;
@@ -490,7 +520,7 @@ int run_check(const CheckOptions& o, const Limits& lim, const Job& job = {}) {
     MPI_Request req;
     MPI_Igather(mine.data(), static_cast<int>(mine.size()), MPI_DOUBLE, every.data(),
                 static_cast<int>(mine.size()), MPI_DOUBLE, 0, MPI_COMM_WORLD, &req);
-    wait_polling(&req, stopped_line);
+    wait_polling(&req, wait);
     if (job.rank != 0) return kExitOk;  // process 0 reports for the job
     size_t g = 0;
     for (size_t b = 0; b < B; ++b)
@@ -601,6 +631,7 @@ Command add_check_command(CLI::App& app) {
   cmd->add_option("--junit", o->junit_path,
                   "Also write the report as JUnit XML, one test case per part (docs/cli.md)");
   add_switch(cmd, "--quiet", o->quiet, "Print failing rows and the summary only");
+  add_timeout_flag(cmd, o->timeout_s);
   return {cmd, [o](const Limits& lim) {
 #ifdef DCP_HAVE_MPI
             // Under mpirun -np P the parts are shared among the processes (assign_parts) and
@@ -608,10 +639,17 @@ Command add_check_command(CLI::App& app) {
             if (launched_by_mpirun()) {
               if (const auto st = gpu::mpi_init(nullptr, nullptr); !st)
                 return refuse("check", st.message(), std::cerr);
-              const Job job{gpu::mpi_world_rank(), gpu::mpi_world_size()};
+              const Job job{gpu::mpi_world_rank(), gpu::mpi_world_size(),
+                            std::chrono::seconds(o->timeout_s)};
               Limits mine = lim;
               mine.memory_bytes /= static_cast<double>(gpu::mpi_node().size);
-              const int code = job.size > 1 ? run_check(*o, mine, job) : run_check(*o, lim);
+              int code = kExitOk;
+              if (job.size > 1) {
+                const auto differ = inputs_differ("check", job.deadline);
+                code = differ ? refuse("check", *differ, std::cerr) : run_check(*o, mine, job);
+              } else {
+                code = run_check(*o, lim);
+              }
               gpu::mpi_finalize(code);
               return code;
             }

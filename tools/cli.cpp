@@ -16,9 +16,37 @@
 #include "tools/reference_cmd.hpp"
 #include "tools/run_cmd.hpp"
 #include "tools/selfcheck.hpp"
+#include "tools/session.hpp"
 #include "tools/sweep_cmd.hpp"
 
 namespace dcp::tools {
+namespace {
+
+// The flags that name files a command reads: what the processes of an MPI job must agree on.
+constexpr const char* kInputFileFlags[] = {"--case", "--result", "--impl", "--pinned"};
+
+// The subcommand's flags as CLI11 writes them back (every flag given or with a default, one
+// "name=value" line each) and the input files they name.
+JobInputs job_inputs_of(const CLI::App& cmd) {
+  JobInputs in;
+  std::string line;
+  for (const char c : cmd.config_to_str(true, false)) {
+    if (c != '\n') {
+      line += c;
+    } else if (!line.empty()) {
+      in.flags.push_back(line);
+      line.clear();
+    }
+  }
+  for (const char* flag : kInputFileFlags) {
+    const CLI::Option* opt = cmd.get_option_no_throw(flag);
+    if (opt != nullptr && opt->count() > 0)
+      in.files.emplace_back(flag, opt->results().front());
+  }
+  return in;
+}
+
+}  // namespace
 
 std::vector<Command> add_commands(CLI::App& app) {
   // clang-format off
@@ -56,9 +84,11 @@ int run_cli(int argc, const char* const* argv, const Limits& limits) {
     std::cerr << "dcp-verify: " << oracle::printable(e.what()) << " (see --help)\n";
     return kExitBadInput;
   }
+  const Command* chosen = &commands.front();  // no subcommand: the default job
   for (const Command& c : commands)
-    if (*c.app) return c.run(limits);
-  return commands.front().run(limits);  // no subcommand: the default job
+    if (*c.app) chosen = &c;
+  set_job_inputs(job_inputs_of(*chosen->app));
+  return chosen->run(limits);
 }
 
 }  // namespace dcp::tools

@@ -241,7 +241,7 @@ bool write_reports(std::string_view command, const std::optional<std::string>& j
                    const std::optional<std::string>& junit_path, const json& report) {
   if (json_path && !write_json(command, *json_path, report)) return false;
   if (!junit_path) return true;
-  const std::string xml = junit_xml(report);
+  const std::string xml = junit_xml(utf8_json(report));
   const oracle::Status st = oracle::write_whole_file(
       *junit_path, std::span(reinterpret_cast<const uint8_t*>(xml.data()), xml.size()));
   if (!st) refuse(command, "--junit: " + st.message(), std::cerr);

@@ -226,7 +226,7 @@ int run_mutants(const MutantsOptions& o, const Limits& lim) {
   const std::vector<props::SuiteProperty> suite =
       props::property_suite(planted(mutants::Mutant::none));
   // The clean path and every mutant run the whole suite, at most.
-  props::Footprint planned = props::suite_case_footprint();
+  props::Footprint planned = props::suite_case_footprint().most;
   planned.work *= static_cast<double>(o.cases) * static_cast<double>(suite.size()) *
                   static_cast<double>(chosen.size() + 1);
   if (const auto why = over_limits(planned, lim))

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "oracle/case_file.hpp"
+#include "oracle/text.hpp"
 #include "properties/footprint.hpp"
 #include "properties/pinned.hpp"
 #include "properties/rc_gen.hpp"
@@ -130,7 +131,7 @@ std::optional<std::string> read_limits(DrawOptions& o) {
 // (said of the count flag).
 std::optional<std::string> draws_over_limits(const DrawOptions& d, double cases,
                                              const std::string& count_flag, const Limits& lim) {
-  props::Footprint one = props::suite_case_footprint(d.limits);
+  props::Footprint one = props::suite_case_footprint(d.limits).most;
   const double work = one.work * cases;
   one.work = 0.0;
   if (const auto why = over_limits(one, lim))
@@ -193,8 +194,8 @@ std::string reproduce_line(const PropertiesOptions& o, uint64_t seed, const std:
      << o.cases;
   if (!only.empty()) os << " --only " << only;
   if (o.bound != "sound") os << " --bound " << o.bound;
-  if (o.impl) os << " --impl " << *o.impl;
-  if (o.pinned) os << " --pinned " << *o.pinned;
+  if (o.impl) os << " --impl " << oracle::printable(*o.impl);
+  if (o.pinned) os << " --pinned " << oracle::printable(*o.pinned);
   os << o.draws.limit_flags;
   return os.str();
 }
@@ -226,7 +227,7 @@ Row replay_row(const std::vector<props::PinnedEntry>& pins, const std::string& p
   const props::PinnedReplay replay = props::replay_pinned(inside, backend);
   Row r;
   r.name = "pinned";
-  r.what = "pinned counterexamples (" + pinned + ")";
+  r.what = "pinned counterexamples (" + oracle::printable(pinned) + ")";
   if (inside.size() < pins.size())
     r.what += "; " + std::to_string(pins.size() - inside.size()) + " of " +
               std::to_string(pins.size()) + " outside the drawn limits, not replayed";
@@ -353,6 +354,12 @@ int run_properties(PropertiesOptions& o, const Limits& lim) {
                    (step && (name == kImplStepFp8Property || name == kImplStepProperty)))) {
       return bad("--only " + name + ": --kv-dtypes draws no " +
                  (fp8 ? "fp8 format (fp8e4m3, fp8e5m2)" : "16- or 32-bit format (f32, bf16, f16)"));
+    }
+    // dcp-batch exists, but not for this run: said so, not "unknown".
+    if (!known && name == "dcp-batch") {
+      return bad(impl ? "--only dcp-batch: a plug-in (ABI 1) takes one request per step; the batch "
+                        "property runs the production path only"
+                      : "--only dcp-batch: --without batch leaves the batch property out");
     }
     if (!known) {
       std::string names = "pinned";

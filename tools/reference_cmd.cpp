@@ -7,8 +7,10 @@
 
 #include "oracle/attention.hpp"
 #include "oracle/case_file.hpp"
+#include "oracle/text.hpp"
 #include "properties/footprint.hpp"
 #include "tools/backends.hpp"
+#include "tools/flags.hpp"
 #include "tools/session.hpp"
 
 #ifdef DCP_HAVE_MPI
@@ -23,6 +25,7 @@ namespace {
 
 struct ReferenceOptions {
   std::string case_path, out_path, tier = "fast";
+  int64_t timeout_s = kDefaultTimeoutSeconds;  // under mpirun: how long a process waits for peers
 };
 
 #ifdef DCP_HAVE_MPI
@@ -40,6 +43,7 @@ int run_reference_mpi(const ReferenceOptions& o, const Limits& lim, int64_t rank
   };
   int code = kExitOk;
   std::string why;
+  double work = 0.0;  // the whole case's, which bounds any process's share
   oracle::Expected<oracle::Case> c = oracle::Status();
   std::vector<oracle::MergeState<oracle::dd>> rows;
   InterruptGuard guard;
@@ -56,7 +60,11 @@ int run_reference_mpi(const ReferenceOptions& o, const Limits& lim, int64_t rank
     props::Footprint need =
         props::file_footprint(file_bytes(o.case_path), props::FileRead::case_in_place);
     c = oracle::load_case(o.case_path);
-    if (c) need.bytes += props::judge_footprint(*c, 1, oracle::Tier::fast).bytes;
+    if (c) {
+      const props::Footprint judge = props::judge_footprint(*c, 1, oracle::Tier::fast);
+      need.bytes += judge.bytes;
+      work = judge.work;
+    }
     if (!c) {
       why = c.status().message(), code = kExitBadInput;
     } else if (const auto over = over_limits(need, mine)) {
@@ -85,11 +93,15 @@ int run_reference_mpi(const ReferenceOptions& o, const Limits& lim, int64_t rank
   // Every process reaches this point; the job goes on only if all of them got here whole.
   const std::string stopped =
       "# reference: INTERRUPTED (process " + std::to_string(rank) + "); nothing written\n";
-  const int job = job_code(code, stopped);
+  // The peers may still be computing: a process waits --timeout beyond the case's work.
+  const JobWait wait{"reference", stopped,
+                     std::chrono::seconds(o.timeout_s) + judging_time(work),
+                     "the other processes' shares"};
+  const int job = job_code(code, wait);
   if (job != kExitOk) {
     if (code == kExitInterrupted) {
       std::cout << "# reference: INTERRUPTED (process " << rank << ": " << why << "); "
-                << o.out_path << " not written\n";
+                << oracle::printable(o.out_path) << " not written\n";
     } else if (code != kExitOk) {
       bad(why);
     }
@@ -108,7 +120,7 @@ int run_reference_mpi(const ReferenceOptions& o, const Limits& lim, int64_t rank
   MPI_Request req;
   MPI_Igather(packed.data(), static_cast<int>(packed.size()), MPI_DOUBLE, all.data(),
               static_cast<int>(packed.size()), MPI_DOUBLE, 0, MPI_COMM_WORLD, &req);
-  wait_polling(&req, stopped);
+  wait_polling(&req, wait);
   if (rank != 0) return kExitOk;
   for (int64_t q = 1; q < size; ++q)  // process q's keys follow process q - 1's
     for (int64_t r = 0; r < T * Hq; ++r) {
@@ -122,8 +134,10 @@ int run_reference_mpi(const ReferenceOptions& o, const Limits& lim, int64_t rank
       rows[static_cast<size_t>(r)] = oracle::combine(rows[static_cast<size_t>(r)], st);
     }
   const oracle::Attention ref = oracle::to_attention(*c, rows);
+  if (const auto st = oracle::finite_attention(*c, ref); !st) return bad(st.message());
   if (const auto st = oracle::save_attention(o.out_path, ref); !st) return bad(st.message());
-  std::cout << "reference: " << o.case_path << " -> " << o.out_path << "  o "
+  std::cout << "reference: " << oracle::printable(o.case_path) << " -> "
+            << oracle::printable(o.out_path) << "  o "
             << oracle::shape_string(ref.o.shape) << "  lse " << oracle::shape_string(ref.lse.shape)
             << " (base " << oracle::lse_base_name(ref.base) << ", tier fast, " << size
             << " processes)\n";
@@ -156,13 +170,14 @@ int run_reference(const ReferenceOptions& o, const Limits& lim) {
   auto ref = oracle::reference(*c, tier, watch);
   if (progress) progress->clear();
   if (!ref && interrupted()) {
-    std::cout << "# reference: INTERRUPTED (" << ref.status().message() << "); " << o.out_path
+    std::cout << "# reference: INTERRUPTED (" << oracle::one_line(ref.status().message()) << "); " << oracle::printable(o.out_path)
               << " not written\n";
     return kExitInterrupted;
   }
   if (!ref) return bad(ref.status().message());
   if (const auto st = oracle::save_attention(o.out_path, *ref); !st) return bad(st.message());
-  std::cout << "reference: " << o.case_path << " -> " << o.out_path << "  o "
+  std::cout << "reference: " << oracle::printable(o.case_path) << " -> "
+            << oracle::printable(o.out_path) << "  o "
             << oracle::shape_string(ref->o.shape) << "  lse "
             << oracle::shape_string(ref->lse.shape) << " (base " << oracle::lse_base_name(ref->base)
             << ", tier " << o.tier << ")\n";
@@ -180,14 +195,22 @@ Command add_reference_command(CLI::App& app) {
   cmd->add_option("--tier", o->tier, "fast (double-double) or certify (MPFR, 266 bits)")
       ->check(CLI::IsMember({"fast", "certify"}))
       ->capture_default_str();
+  add_timeout_flag(cmd, o->timeout_s);
   return {cmd, [o](const Limits& lim) {
 #ifdef DCP_HAVE_MPI
             if (launched_by_mpirun()) {
               if (const auto st = gpu::mpi_init(nullptr, nullptr); !st)
                 return refuse("reference", st.message(), std::cerr);
               const int64_t size = gpu::mpi_world_size();
-              const int code = size > 1 ? run_reference_mpi(*o, lim, gpu::mpi_world_rank(), size)
-                                        : run_reference(*o, lim);
+              int code = kExitOk;
+              if (size <= 1) {
+                code = run_reference(*o, lim);
+              } else if (const auto differ =
+                             inputs_differ("reference", std::chrono::seconds(o->timeout_s))) {
+                code = refuse("reference", *differ, std::cerr);
+              } else {
+                code = run_reference_mpi(*o, lim, gpu::mpi_world_rank(), size);
+              }
               gpu::mpi_finalize(code);
               return code;
             }

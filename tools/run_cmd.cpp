@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "gpu/run_threads.hpp"
+#include "oracle/text.hpp"
 #include "properties/case_gen.hpp"
 #include "properties/dcp_bridge.hpp"
 #include "properties/dcp_setup.hpp"
@@ -29,6 +30,7 @@
 #include "tools/table.hpp"
 #ifdef DCP_HAVE_MPI
 #include "gpu/comm/comm_mpi.hpp"
+#include "tools/mpi_jobs.hpp"
 #endif
 #ifdef DCP_HAVE_NCCL_MPI
 #include "gpu/cuda/comm_nccl_mpi.hpp"
@@ -581,7 +583,7 @@ std::string reproduce_line(const RunOptions& o) {
   os << case_flags(o);
   if (o.cases != 1) os << " --cases " << o.cases;
   if (o.bound != "sound") os << " --bound " << o.bound;
-  if (o.impl) os << " --impl " << *o.impl;
+  if (o.impl) os << " --impl " << oracle::printable(*o.impl);
   return os.str();
 }
 
@@ -809,12 +811,6 @@ class LocalRunner final : public RequestRunner {
 };
 
 #ifdef DCP_HAVE_MPI
-// The slowest rate at which rank 0 judges a request (multiply-adds of the footprint per second):
-// the fast tier and the host path together run at about 7e7 per second on one core of this
-// project's 2-core machine (a 100000-key case of 5e8 in 7 s); a tenth of that leaves room for a
-// slower or busier machine. Peers waiting for rank 0's verdict allow for that long.
-constexpr double kSlowestJudgeRate = 7e6;
-
 // A process's judgement of its share on the wire: pass, pass_statistical, backend_error,
 // oracle_error and interrupted (one byte each), max_ratio and max_stat_ratio, the count of
 // comparisons, then the report's bytes. The output's comparison (DcpCheck::full) is rank 0's own
@@ -874,6 +870,8 @@ class MpiRunner final : public RequestRunner {
   // verdict (the first refusal of any rank) decides for all, before anything is printed.
   std::optional<std::string> agree(const oracle::Expected<Plan>& planned,
                                    std::chrono::seconds timeout, std::ostream& err) override {
+    // First, that every process was given the same flags and files (the same on every rank).
+    if (const auto differ = inputs_differ("run", timeout)) return *differ;
     const auto v = gpu::mpi_agree(planned ? kExitOk : kExitBadInput,
                                   planned ? "" : planned.status().message(), timeout);
     if (!v) {
@@ -956,8 +954,7 @@ RequestResult MpiRunner::run(const DcpSetup& s, size_t row, const oracle::Watch&
   // Rank 0 judges the most (the output, about as much as every shard together, and its own
   // shard; a peer's share is about 1/N of that, done before rank 0's): the peers wait that much
   // longer for its verdict.
-  const auto judging = std::chrono::milliseconds(
-      static_cast<int64_t>(1000.0 * props::dcp_check_footprint(s).work / kSlowestJudgeRate));
+  const auto judging = judging_time(props::dcp_check_footprint(s).work);
   if (const int code = agree(mine.oracle_error ? kExitBadInput : kExitOk, why, judging);
       code != kExitOk) {
     out.code = code;

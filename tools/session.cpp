@@ -1,5 +1,6 @@
 #include "tools/session.hpp"
 
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 #include <span>
 
 #include "oracle/file_write.hpp"
+#include "oracle/safetensors.hpp"
 #include "oracle/text.hpp"
 #include "tools/command.hpp"
 #include "tools/flags.hpp"
@@ -28,7 +30,47 @@ extern "C" void on_sigint(int) {
   std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C ends the process
 }
 
+JobInputs g_job_inputs;  // set_job_inputs
+
 }  // namespace
+
+namespace {
+
+void write_err(const char* s) {
+  [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, s, std::strlen(s));
+}
+
+extern "C" void on_sigbus(int sig, siginfo_t* info, void*) {
+  const char* file = oracle::mapped_file_at(info->si_addr);
+  if (file == nullptr) {  // not a mapped input's page: the fault as it is
+    ::signal(sig, SIG_DFL);
+    return;  // the faulting access runs again, and ends the process as it would have
+  }
+  write_err("dcp-verify: ");
+  write_err(file);
+  write_err(": the file changed while it was read (truncated or rewritten by another program); "
+            "what it held can no longer be trusted\n");
+  ::_exit(kExitBadInput);
+}
+
+}  // namespace
+
+int stdout_written(int code) {
+  std::cout.flush();
+  if (std::cout && std::fflush(stdout) == 0 && !std::ferror(stdout)) return code;
+  const int err = errno;
+  std::cerr << "dcp-verify: standard output: write failed (" << std::strerror(err)
+            << "); the report is incomplete\n";
+  return code == kExitOk ? kExitBadInput : code;
+}
+
+void install_file_fault_line() {
+  struct sigaction sa {};
+  sa.sa_sigaction = on_sigbus;
+  sa.sa_flags = SA_SIGINFO;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGBUS, &sa, nullptr);
+}
 
 InterruptGuard::InterruptGuard() {
   g_interrupted = 0;
@@ -135,6 +177,9 @@ std::optional<std::string> reports_error(const std::optional<std::string>& json,
   return std::nullopt;
 }
 
+void set_job_inputs(JobInputs inputs) { g_job_inputs = std::move(inputs); }
+const JobInputs& job_inputs() { return g_job_inputs; }
+
 std::string installed_data_file(const std::string& name) {
   std::error_code ec;
   const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
@@ -148,8 +193,23 @@ double file_bytes(const std::string& path) {
                                                                : 0.0;
 }
 
+nlohmann::json utf8_json(const nlohmann::json& j) {
+  if (j.is_string()) return oracle::utf8_escaped(j.get_ref<const std::string&>());
+  if (j.is_array()) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& x : j) out.push_back(utf8_json(x));
+    return out;
+  }
+  if (j.is_object()) {
+    nlohmann::json out = nlohmann::json::object();
+    for (const auto& [key, x] : j.items()) out[oracle::utf8_escaped(key)] = utf8_json(x);
+    return out;
+  }
+  return j;
+}
+
 bool write_json(std::string_view command, const std::string& path, const nlohmann::json& report) {
-  const std::string text = report.dump(2) + "\n";
+  const std::string text = utf8_json(report).dump(2) + "\n";
   const oracle::Status st = oracle::write_whole_file(
       path, std::span(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
   if (!st) refuse(command, "--json: " + st.message(), std::cerr);
@@ -157,7 +217,10 @@ bool write_json(std::string_view command, const std::string& path, const nlohman
 }
 
 int refuse(std::string_view command, const std::string& why, std::ostream& err) {
-  err << "dcp-verify " << command << ": " << oracle::one_line(in_flag_terms(why)) << "\n";
+  // One write: the processes of an mpirun job share stderr, and pieces would interleave.
+  const std::string line = "dcp-verify " + std::string(command) + ": " +
+                           oracle::one_line(in_flag_terms(why)) + "\n";
+  err << line << std::flush;
   return kExitBadInput;
 }
 

@@ -20,6 +20,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace dcp::tools {
 
@@ -39,6 +41,17 @@ class InterruptGuard {
 
 // True once SIGINT arrived while an InterruptGuard was alive.
 bool interrupted();
+
+// For the process's life (main installs it): a read of a mapped input file that another program
+// truncated meanwhile (SIGBUS inside a mapping of oracle::read_safetensors) ends the process with
+// one line naming the file and kExitBadInput, not a bare "Bus error"; any other SIGBUS is left as
+// it is.
+void install_file_fault_line();
+
+// The command's exit status once its standard output is flushed: unchanged when everything
+// printed reached it, else kExitBadInput after one line naming the failure (a full disk lost the
+// report, which exit 0 would have hidden).
+int stdout_written(int code);
 
 class Progress {
  public:
@@ -78,6 +91,17 @@ std::optional<std::string> reports_error(const std::optional<std::string>& json,
                                          const std::optional<std::string>& junit,
                                          std::initializer_list<FileFlag> inputs);
 
+// What this process was asked to run, recorded by run_cli once the command line is parsed: the
+// subcommand's flags as the command line writes them back ("name=value" lines: every flag given
+// or with a default) and the input files they name (flag, path). Under mpirun the processes
+// compare them before they run together (mpi_jobs.hpp, inputs_differ).
+struct JobInputs {
+  std::vector<std::string> flags;
+  std::vector<std::pair<std::string, std::string>> files;
+};
+void set_job_inputs(JobInputs inputs);
+const JobInputs& job_inputs();
+
 // A data file installed with dcp-verify: <the executable's folder>/../share/dcp-verify/NAME (the
 // build tree has the same layout as an installation).
 std::string installed_data_file(const std::string& name);
@@ -88,6 +112,9 @@ double file_bytes(const std::string& path);
 // Writes a report whole or not at all (oracle/file_write.hpp); on failure prints
 // "dcp-verify COMMAND: --json: ..." (one line) on stderr and returns false.
 bool write_json(std::string_view command, const std::string& path, const nlohmann::json& report);
+// The report with every string and key valid UTF-8 (oracle::utf8_escaped: a file name's other bytes
+// as the text \xNN), which a JSON or XML report must hold; write_json and write_reports apply it.
+nlohmann::json utf8_json(const nlohmann::json& report);
 
 // Prints "dcp-verify COMMAND: WHY" as one line on err (oracle::one_line) and returns
 // kExitBadInput: how every command refuses bad input.

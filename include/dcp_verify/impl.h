@@ -27,7 +27,10 @@
  * returns 0 on success, or non-zero with a one-line reason in err (err_len bytes, NUL-terminated),
  * which dcp-verify reports as the implementation's failure, naming the level and the rank. A
  * call must return within --timeout seconds (default 300): one that does not cannot be stopped,
- * so dcp-verify then ends at once with exit 124 and a line naming the level (and its rank).
+ * so dcp-verify then ends at once with exit 124 and a line naming the level (and its rank). A call
+ * that crashes (an invalid access, abort()) or calls exit() ends dcp-verify with exit 1 and a line
+ * naming the implementation, the level, its rank and the signal; loading the library (its
+ * constructors, dcpv_get_impl) is held to the same. The library is never unloaded.
  *
  * Example (a complete plug-in: plugin/examples/example_impl.cpp):
  *   static dcpv_impl impl = {DCPV_ABI_VERSION, "mine", claim, NULL, my_partial, my_combine,

@@ -19,6 +19,7 @@
 #include "properties/dcp_bridge.hpp"
 #include "properties/dcp_setup.hpp"
 #include "properties/footprint.hpp"
+#include "properties/suite.hpp"
 
 namespace dcp::props {
 namespace {
@@ -92,6 +93,20 @@ TEST(Footprint, BoundsThePeakMemoryOfACheck) {
   batch.shared_prefix = 8000;
   batch.chunks = {30000};
   expect_within("a batch of 3 over a paged pool", batch);
+}
+
+// The property suite's plan (suite_case_footprint): the largest footprint of any shape the DCP
+// generators draw, attained by a setup they can draw. That setup, run, stays within it, and the
+// default suite plans within 8 GiB (it was refused on machines with less than 18.8 GiB free while a
+// batch's requests were counted as one KV write of all their keys, each rounded up to whole
+// virtual pages).
+TEST(Footprint, BoundsTheWorstCaseThePropertySuiteDraws) {
+  const SuiteFootprint plan = suite_case_footprint();
+  const double got = check_peak_bytes(plan.worst);
+  print_peak("the property suite's largest draw", got, plan.most);
+  std::printf("  (%s)\n", describe(plan.worst).c_str());
+  EXPECT_LE(got, plan.most.bytes) << describe(plan.worst);
+  EXPECT_LE(plan.most.bytes, 8.0 * (1 << 30)) << describe(plan.worst);
 }
 
 // The certify tier holds MPFR numbers of 266 bits: its merge states dominate a case with many
