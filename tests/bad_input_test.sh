@@ -308,6 +308,26 @@ mkfifo "$tmp/fifo.so"
 bad "run --impl a FIFO" -- "$bin" run --impl "$tmp/fifo.so" --timeout 2
 says "not a regular file" "run --impl a FIFO"
 
+# Standard output on a full device: the report is lost, so the exit says so (it was 0).
+bad "run > /dev/full" -- bash -c '"$0" run --dcp-size 2 --seq 64 >/dev/full' "$bin"
+says "standard output: write failed" "run > /dev/full"
+# A report this user may not write (mode 0444) is refused, not replaced by a rename; as root,
+# which may write it, the test runs as nobody (setpriv).
+mkdir -p "$tmp/ro" && cp "$tmp/old.json" "$tmp/ro/report.json" && chmod 0444 "$tmp/ro/report.json"
+as_user=()
+if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null; then
+  chown -R 65534:65534 "$tmp/ro"
+  chmod 0755 "$tmp"
+  as_user=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+fi
+if [ "$(id -u)" -ne 0 ] || [ ${#as_user[@]} -gt 0 ]; then
+  bad "run --json a 0444 file" -- "${as_user[@]}" "$bin" run --dcp-size 2 --seq 64 --json "$tmp/ro/report.json"
+  says "not writable by this user (mode 0444)" "run --json a 0444 file"
+  cmp -s "$tmp/old.json" "$tmp/ro/report.json" || { echo "FAIL: a 0444 report was replaced"; failures=$((failures + 1)); }
+else
+  echo "SKIP: run --json a 0444 file: running as root without setpriv to become another user"
+fi
+
 echo "== tables and flags that must be honoured (these succeed)"
 # A pipe (like /dev/null or /dev/stdout) named as the report is written into, not replaced.
 mkfifo "$tmp/pipe"

@@ -455,6 +455,21 @@ code=$(interrupt 2 "$bin" properties --seed 3 --cases 1000000 --only dcp-path)
 contains "$tmp/out" "INTERRUPTED" "properties interrupted: row"
 contains "$tmp/out" "# properties: INTERRUPTED" "properties interrupted: verdict"
 [ -s "$tmp/err" ] && { echo "FAIL: properties interrupted: stderr not empty"; cat "$tmp/err"; failures=$((failures + 1)); } || passes=$((passes + 1))
+# check --tier certify stops between rows (a row of 50,000 keys takes seconds in MPFR; it ran
+# to the end before). The case is written by tools/long-case (Debian's numpy).
+if /usr/bin/python3 -c "import numpy" 2>/dev/null &&
+   /usr/bin/python3 "$fixtures/../tools/long-case" "$tmp/long.safetensors" --seq 50000 --heads 16 \
+     --kv-heads 1 --head-dim 128 --tokens 4 >/dev/null &&
+   "$make_result" --case "$tmp/long.safetensors" --out "$tmp/long-result.safetensors" \
+     --impl model --dcp-size 2 >/dev/null; then
+  code=$(interrupt 1 "$bin" check --case "$tmp/long.safetensors" \
+    --result "$tmp/long-result.safetensors" --tier certify)
+  [ "$code" -eq 130 ] && passes=$((passes + 1)) || { echo "FAIL: check --tier certify interrupted: exit $code"; failures=$((failures + 1)); }
+  contains "$tmp/out" "# check: INTERRUPTED" "check --tier certify interrupted: verdict"
+else
+  echo "FAIL: could not write the long case for check --tier certify (numpy for /usr/bin/python3?)"
+  failures=$((failures + 1))
+fi
 
 # properties: the suite on the host backend, a reproduce line, the JSON report.
 expect 0 "properties" -- "$bin" properties --seed 5 --cases 30 --json "$tmp/props.json"

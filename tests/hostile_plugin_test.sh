@@ -63,6 +63,9 @@ ends "run, combine throws" 1 "threw a C++ exception out of its C function" -- \
 ends "properties, combine throws" 1 "threw a C++ exception" -- \
   env DCPV_MISBEHAVE=throw "$bin" properties --impl "$plugin" --cases 5 --timeout 5
 
+ends "properties, a step level throws std::bad_alloc" 1 "threw a C++ exception out of its C function: std::bad_alloc" -- \
+  env DCPV_MISBEHAVE=throw_step "$bin" properties --impl "$plugin" --cases 5 --timeout 5
+
 # A thread of the plug-in's still running its code at exit: the library stays loaded, the run
 # passes (exit 0, its verdict printed).
 tried=$((tried + 1))

@@ -41,10 +41,12 @@ void write_err(const char* s) {
 }
 
 extern "C" void on_sigbus(int sig, siginfo_t* info, void*) {
-  const char* file = oracle::mapped_file_at(info->si_addr);
-  if (file == nullptr) {  // not a mapped input's page: the fault as it is
+  const char* file = info->si_code > 0 ? oracle::mapped_file_at(info->si_addr) : nullptr;
+  if (file == nullptr) {  // not a mapped input's page: the signal as it is
     ::signal(sig, SIG_DFL);
-    return;  // the faulting access runs again, and ends the process as it would have
+    // A fault runs its access again when the handler returns; a signal that was sent is resent.
+    if (info->si_code <= 0) ::raise(sig);
+    return;
   }
   write_err("dcp-verify: ");
   write_err(file);

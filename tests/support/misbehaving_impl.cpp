@@ -3,6 +3,7 @@
 //   exit0       calls exit(0) inside the level        segv   writes through a null pointer
 //   abort       calls abort()                         fpe    raises SIGFPE
 //   throw       lets a C++ exception out of the level
+//   throw_step  a step level only, which lets std::bad_alloc out
 //   thread      starts a thread that still runs its code when the process ends
 //   block_load  blocks forever in dcpv_get_impl (loading)
 //   name        names itself with a newline and a fake verdict line
@@ -15,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <initializer_list>
+#include <new>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -77,6 +79,18 @@ const dcpv_impl kImpl = {
     nullptr,
 };
 
+int step_throws(void*, dcpv_step_args*, char*, size_t) { throw std::bad_alloc(); }
+
+const dcpv_impl kStep = {
+    DCPV_ABI_VERSION,
+    "misbehaving step",
+    dcpv_claim{1, 0, 0, 0.0, 0.0, DCPV_F32, 1, 1, DCPV_F32, DCPV_F32},
+    nullptr,
+    nullptr,
+    nullptr,
+    step_throws,
+};
+
 const dcpv_impl kNamed = {
     DCPV_ABI_VERSION,
     "misbehaving\n# run: OK",
@@ -93,5 +107,5 @@ extern "C" const dcpv_impl* dcpv_get_impl(void) {
   const std::string m = mode();
   if (m == "block_load")
     for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
-  return m == "name" ? &kNamed : &kImpl;
+  return m == "name" ? &kNamed : m == "throw_step" ? &kStep : &kImpl;
 }
