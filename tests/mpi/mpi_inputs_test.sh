@@ -15,36 +15,19 @@ cases=$4
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 limit=30
+passes=0
 failures=0
-tried=0
 
-# job WHAT WANT TEXT -- ARGS...: mpirun ARGS ends with exit WANT within the limit, and a line of
-# ours on stderr says TEXT.
-job() {
-  local what=$1 want=$2 text=$3
-  shift 4
-  tried=$((tried + 1))
-  local rc
-  timeout -s KILL "$limit" "$mpiexec" "$@" >"$tmp/out" 2>"$tmp/err"
-  rc=$?
-  if [ "$rc" -ne "$want" ]; then
-    echo "FAIL: $what: exit $rc, expected $want"
-    sed 's/^/  stderr: /' "$tmp/err" | head -6
-    failures=$((failures + 1))
-  elif ! grep -q "^dcp-verify.*$text" "$tmp/err"; then
-    echo "FAIL: $what: no line of ours saying '$text'"
-    sed 's/^/  stderr: /' "$tmp/err" | head -6
-    failures=$((failures + 1))
-  fi
-}
+# shellcheck source=../support/expect.sh
+source "$(dirname "$0")/../support/expect.sh"
 
 run=("$bin" run --comm mpi --dcp-size 2 --seq 64 --timeout 10)
-job "run, another --seed on process 1" 2 "--seed: process 1 was given 2, process 0 1" -- \
-  -np 1 "${run[@]}" --seed 1 : -np 1 "${run[@]}" --seed 2
-job "run, other --heads on process 1" 2 "--heads: process 1 was given 16, process 0 8" -- \
-  -np 1 "${run[@]}" --heads 8 : -np 1 "${run[@]}" --heads 16
-job "run, other --cases on process 1" 2 "--cases: process 1 was given 3, process 0 nothing (the default)" -- \
-  -np 1 "${run[@]}" : -np 1 "${run[@]}" --cases 3
+ends 2 "--seed: process 1 was given 2, process 0 1" "run, another --seed on process 1" -- \
+  "$mpiexec" -np 1 "${run[@]}" --seed 1 : -np 1 "${run[@]}" --seed 2
+ends 2 "--heads: process 1 was given 16, process 0 8" "run, other --heads on process 1" -- \
+  "$mpiexec" -np 1 "${run[@]}" --heads 8 : -np 1 "${run[@]}" --heads 16
+ends 2 "--cases: process 1 was given 3, process 0 nothing (the default)" \
+  "run, other --cases on process 1" -- "$mpiexec" -np 1 "${run[@]}" : -np 1 "${run[@]}" --cases 3
 
 # The same relative paths in four folders: b holds another result than a, d another case; c the
 # same case and result as a, but no reports/ folder for --json.
@@ -58,15 +41,14 @@ cp "$tmp/a/case.safetensors" "$tmp/b/case.safetensors"
 cp "$cases/latent_sink_topk_base2.safetensors" "$tmp/d/case.safetensors"  # another case
 cp "$tmp/a/case.safetensors" "$tmp/a/result.safetensors" "$tmp/c/"
 check=(check --case case.safetensors --result result.safetensors --timeout 10)
-job "check, another result file on process 1" 2 \
-  "--result: process 1's file is not process 0's" -- \
-  -np 1 -wdir "$tmp/a" "$bin" "${check[@]}" : -np 1 -wdir "$tmp/b" "$bin" "${check[@]}"
-job "reference, another case file on process 1" 2 "--case: process 1's file is not process 0's" -- \
-  -np 1 -wdir "$tmp/a" "$bin" reference --case case.safetensors --out ref.safetensors : \
+ends 2 "--result: process 1's file is not process 0's" "check, another result file on process 1" \
+  -- "$mpiexec" -np 1 -wdir "$tmp/a" "$bin" "${check[@]}" : -np 1 -wdir "$tmp/b" "$bin" "${check[@]}"
+ends 2 "--case: process 1's file is not process 0's" "reference, another case file on process 1" \
+  -- "$mpiexec" -np 1 -wdir "$tmp/a" "$bin" reference --case case.safetensors --out ref.safetensors : \
   -np 1 -wdir "$tmp/d" "$bin" reference --case case.safetensors --out ref.safetensors
 # The same flags and files, but process 1 cannot write its --json: it refuses, and every process
 # ends, naming it (the others waited forever before).
-job "check, process 1 refuses its --json" 2 "process 1" -- \
+ends 2 "process 1" "check, process 1 refuses its --json" -- "$mpiexec" \
   -np 1 -wdir "$tmp/a" "$bin" "${check[@]}" --json reports/check.json : \
   -np 1 -wdir "$tmp/c" "$bin" "${check[@]}" --json reports/check.json
 if [ "$(grep -c '^dcp-verify check' "$tmp/err")" -ne 2 ]; then
@@ -75,13 +57,8 @@ if [ "$(grep -c '^dcp-verify check' "$tmp/err")" -ne 2 ]; then
   failures=$((failures + 1))
 fi
 # And when they agree, the job runs (a control: the same folder for both).
-tried=$((tried + 1))
-if ! timeout -s KILL "$limit" "$mpiexec" -np 2 -wdir "$tmp/a" "$bin" "${check[@]}" >"$tmp/out" 2>&1 ||
-   ! grep -q '^# check: OK' "$tmp/out"; then
-  echo "FAIL: check over two processes given the same input"
-  tail -3 "$tmp/out"
-  failures=$((failures + 1))
-fi
+ends 0 "# check: OK" "check over two processes given the same input" -- \
+  "$mpiexec" -np 2 -wdir "$tmp/a" "$bin" "${check[@]}"
 
-echo "mpi inputs: $tried cases, $failures failures"
+echo "mpi inputs: $passes passed, $failures failures"
 [ "$failures" -eq 0 ]

@@ -1,4 +1,5 @@
-# expect.sh — assertions shared by the command-line test scripts (cli_test.sh, plugin_test.sh).
+# expect.sh — assertions shared by the command-line test scripts (cli_test.sh, plugin_test.sh,
+# hostile_plugin_test.sh, mpi/mpi_inputs_test.sh).
 # The caller sets tmp (a scratch folder), passes=0 and failures=0, and sources this file; each
 # assertion adds to one of the two counts.
 #   expect 0 "run, default sweep" -- "$bin" run      # exit status; stdout in $tmp/out
@@ -40,5 +41,25 @@ one_line_stderr() {
     echo "FAIL: $1: stderr is not one line"
     cat "$tmp/err"
     failures=$((failures + 1))
+  fi
+}
+
+# ends CODE TEXT DESCRIPTION -- COMMAND...: COMMAND, killed after $limit seconds (the caller sets
+# limit), exits CODE, and TEXT is on its stderr or stdout (the report).
+ends() {
+  local want=$1 text=$2 what=$3
+  shift 4
+  timeout -s KILL "$limit" "$@" >"$tmp/out" 2>"$tmp/err" </dev/null
+  local got=$?
+  if [ "$got" -ne "$want" ]; then
+    echo "FAIL: $what: exit $got, expected $want"
+    sed 's/^/  stderr: /' "$tmp/err" | tail -4
+    failures=$((failures + 1))
+  elif ! grep -qF -- "$text" "$tmp/err" "$tmp/out"; then
+    echo "FAIL: $what: neither stderr nor stdout says '$text'"
+    sed 's/^/  stderr: /' "$tmp/err" | tail -4
+    failures=$((failures + 1))
+  else
+    passes=$((passes + 1))
   fi
 }

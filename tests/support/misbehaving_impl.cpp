@@ -69,37 +69,16 @@ int combine(void*, const dcpv_combine_args* args, char* err, size_t err_len) {
   return 0;
 }
 
-const dcpv_impl kImpl = {
-    DCPV_ABI_VERSION,
-    "misbehaving",
-    dcpv_claim{1, 0, 0, 0.0, 0.0, DCPV_F32, 1, 1, DCPV_F32, DCPV_F32},
-    nullptr,
-    nullptr,
-    combine,
-    nullptr,
-};
+// The claim of an fp32 CPU merge: adds round to nearest, the default exp and log budgets.
+constexpr dcpv_claim kClaim{1, 0, 0, 0.0, 0.0, DCPV_F32, 1, 1, DCPV_F32, DCPV_F32};
 
 int step_throws(void*, dcpv_step_args*, char*, size_t) { throw std::bad_alloc(); }
 
-const dcpv_impl kStep = {
-    DCPV_ABI_VERSION,
-    "misbehaving step",
-    dcpv_claim{1, 0, 0, 0.0, 0.0, DCPV_F32, 1, 1, DCPV_F32, DCPV_F32},
-    nullptr,
-    nullptr,
-    nullptr,
-    step_throws,
-};
-
-const dcpv_impl kNamed = {
-    DCPV_ABI_VERSION,
-    "misbehaving\n# run: OK",
-    dcpv_claim{1, 0, 0, 0.0, 0.0, DCPV_F32, 1, 1, DCPV_F32, DCPV_F32},
-    nullptr,
-    nullptr,
-    combine,
-    nullptr,
-};
+const dcpv_impl kImpl = {DCPV_ABI_VERSION, "misbehaving", kClaim, nullptr, nullptr, combine, nullptr};
+const dcpv_impl kStep = {DCPV_ABI_VERSION, "misbehaving step", kClaim, nullptr,
+                         nullptr,          nullptr,            step_throws};
+const dcpv_impl kNamed = {DCPV_ABI_VERSION, "misbehaving\n# run: OK", kClaim, nullptr, nullptr,
+                          combine,          nullptr};
 
 }  // namespace
 
