@@ -303,6 +303,31 @@ bad "reference: logits beyond double" -- "$bin" reference --case "$tmp/overflow.
 says "overflow double" "reference: logits beyond double"
 bad "check: logits beyond double" -- "$bin" check --case "$tmp/overflow.safetensors" --result "$result"
 says "overflow double" "check: logits beyond double"
+# --only dcp-batch where the run cannot draw it: said why, not "unknown property".
+bad "properties --impl --only dcp-batch" -- "$bin" properties --impl "$tmp/plugin.so" --only dcp-batch
+says "a plug-in (ABI 1) takes one request per step" "properties --impl --only dcp-batch"
+bad "properties --without batch --only dcp-batch" -- "$bin" properties --without batch --only dcp-batch
+says "--without batch leaves the batch property out" "properties --without batch --only dcp-batch"
+# Partials with an owner map but no dcp_size: the map does not say how many ranks there are, and
+# the line does not claim it could.
+"$make_result" --case "$case" --out "$tmp/partials.safetensors" --impl model --dcp-size 2 \
+  --partials >/dev/null || { echo "FAIL: make_result --partials"; failures=$((failures + 1)); }
+python3 - "$tmp/partials.safetensors" "$tmp/owner_no_n.safetensors" <<'PY'
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+header, data = json.loads(raw[8:8 + n]), raw[8 + n:]
+seq = 100  # the case's keys
+for key in ("dcp_size", "interleave"):
+    header["__metadata__"].pop(key, None)
+header["owner"] = {"dtype": "I64", "shape": [seq], "data_offsets": [len(data), len(data) + 8 * seq]}
+data += b"".join(struct.pack("<q", p % 2) for p in range(seq))
+text = json.dumps(header).encode()
+text += b" " * (-len(text) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(text)) + text + data)
+PY
+bad "check: partials, an owner map, no dcp_size" -- "$bin" check --case "$case" --result "$tmp/owner_no_n.safetensors"
+says "(tensor 'owner' does not replace it)" "check: partials, an owner map, no dcp_size"
 # --impl a FIFO: dlopen would wait for a writer, --timeout or not.
 mkfifo "$tmp/fifo.so"
 bad "run --impl a FIFO" -- "$bin" run --impl "$tmp/fifo.so" --timeout 2
@@ -370,6 +395,19 @@ timeout "$limit" "$bin" layout --offset 1099511627776 --len 4 --dcp-size 1024 --
 if ! awk '/^  +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+  OK$/{ n++ } END { exit !(n == 4) }' "$tmp/out"; then
   echo "FAIL: layout table columns run together for large positions"
   head -8 "$tmp/out"
+  failures=$((failures + 1))
+fi
+
+# A path that would print a verdict line of its own: escaped in the header, so that a failing
+# check's stdout holds no "# check: OK" line.
+"$make_result" --case "$case" --out "$tmp/wrong.safetensors" --impl model --dcp-size 2 \
+  --bug merge_unweighted_mean --partials >/dev/null
+sneaky=$(printf '%s/case\n# check: OK\n.safetensors' "$tmp")
+cp "$case" "$sneaky"
+timeout "$limit" "$bin" check --case "$sneaky" --result "$tmp/wrong.safetensors" >"$tmp/out" 2>&1
+if [ $? -ne 1 ] || grep -qx '# check: OK' "$tmp/out" || ! grep -qF 'case\n# check: OK\n' "$tmp/out"; then
+  echo "FAIL: a case path with a newline and a verdict in it printed a line of its own"
+  head -3 "$tmp/out"
   failures=$((failures + 1))
 fi
 
