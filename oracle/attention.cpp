@@ -78,14 +78,17 @@ constexpr int64_t kBlocksPerThread = 4;
 constexpr int kDotLanes = 8;
 
 // out[i] = exp(x[i]) for dd arguments x[i] <= 0 (hi and lo in separate arrays): dd.hpp's exp, its
-// range checks as selects around exp_in_range, so that the loop vectorizes.
+// range checks as selects around exp_in_range, so that the loop vectorizes. A NaN argument (the
+// logits of a case that overflows double: inf - inf) stays NaN, for reference() to refuse the
+// case, and never reaches exp_in_range's conversion to an integer.
 [[gnu::always_inline]] inline void exp_nonpositive(const double* xh, const double* xl, double* oh,
                                                    double* ol, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
-    const bool under = xh[i] < kExpUnderflow;
-    const dd e = exp_in_range(under ? dd(0.0) : dd(xh[i], xl[i]));
-    oh[i] = under ? 0.0 : e.hi;
-    ol[i] = under ? 0.0 : e.lo;
+    const bool in_range = xh[i] >= kExpUnderflow;  // false for NaN
+    const dd e = exp_in_range(in_range ? dd(xh[i], xl[i]) : dd(0.0));
+    const double outside = xh[i] < kExpUnderflow ? 0.0 : xh[i];  // 0, or the NaN
+    oh[i] = in_range ? e.hi : outside;
+    ol[i] = in_range ? e.lo : outside;
   }
 }
 
