@@ -397,7 +397,8 @@ Attention to_attention(const Case& c, const std::vector<MergeState<Real>>& rows)
 Status finite_attention(const Case& c, const Attention& a) {
   const int64_t Hq = c.q_heads(), dv = c.v_dim;
   for (int64_t r = 0; r < c.tokens() * Hq; ++r) {
-    bool finite = !std::isnan(a.lse.data[r]) && a.lse.data[r] != std::numeric_limits<double>::infinity();
+    bool finite =
+        !std::isnan(a.lse.data[r]) && a.lse.data[r] != std::numeric_limits<double>::infinity();
     for (int64_t i = 0; finite && i < dv; ++i) finite = std::isfinite(a.o.data[r * dv + i]);
     if (!finite)
       return DCP_ERROR("case: the attention of row (t, h) = (", r / Hq, ", ", r % Hq,

@@ -404,8 +404,8 @@ std::string merge_unbounded(const Arithmetic& a, double u_m) {
   std::ostringstream os;
   os << "the merge of " << terms << " partials (the claim's dcp_size x splits, with the sink's "
      << "own) summed in merge_accum " << dtype_name(a.merge_accum) << " cannot be bounded: its "
-     << "error factor gamma_N(u_m) = N u_m / (1 - N u_m) is " << g << ", not below "
-     << kMaxLogArg << " (a smaller dcp_size or splits, or a wider merge_accum)";
+     << "error factor gamma_N(u_m) = N u_m / (1 - N u_m) is " << g << ", not below " << kMaxLogArg
+     << " (a smaller dcp_size or splits, or a wider merge_accum)";
   return os.str();
 }
 
@@ -848,8 +848,8 @@ Expected<Bound> derive_bound(const Case& c, const Attention& ref, const Arithmet
   for (int64_t r = 0; r < T * Hq; ++r) {
     b.kappa = std::max(b.kappa, kappa_row[r]);
     if (!merge_ok[r])
-      return DCP_ERROR("tolerance: row (t=", r / Hq, ", h=", r % Hq, "): ",
-                       merge_unbounded(a, un.u_m), "; no bound holds there");
+      return DCP_ERROR("tolerance: row (t=", r / Hq, ", h=", r % Hq,
+                       "): ", merge_unbounded(a, un.u_m), "; no bound holds there");
     if (kappa_row[r] > kMaxKappa) {
       const int64_t t = r / Hq, h = r % Hq;
       const std::string culprit =

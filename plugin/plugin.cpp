@@ -157,8 +157,9 @@ void on_exit_in_level() {
   std::fflush(stdout);  // a normal context: what was printed is kept
   write_stderr("dcp-verify: ");
   write_stderr(t_level != nullptr ? t_level : "an implementation's level");
-  write_stderr(" called exit() while its level ran; the process ends without a verdict "
-               "(status 1, never the plug-in's)\n");
+  write_stderr(
+      " called exit() while its level ran; the process ends without a verdict "
+      "(status 1, never the plug-in's)\n");
   ::_exit(kExitLevelCrash);
 }
 
@@ -511,15 +512,18 @@ oracle::Expected<Plugin> load_plugin(const std::string& path, std::chrono::milli
   void* h = nullptr;
   const dcpv_impl* impl = nullptr;
   bool exported = true;
-  watched(what, limit, [&] {
-    h = dlopen(where.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
-    if (h == nullptr) return 0;
-    using GetImpl = const dcpv_impl* (*)();
-    const auto get = reinterpret_cast<GetImpl>(dlsym(h, "dcpv_get_impl"));
-    exported = get != nullptr;
-    if (exported) impl = get();
-    return 0;
-  }, &thrown);
+  watched(
+      what, limit,
+      [&] {
+        h = dlopen(where.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+        if (h == nullptr) return 0;
+        using GetImpl = const dcpv_impl* (*)();
+        const auto get = reinterpret_cast<GetImpl>(dlsym(h, "dcpv_get_impl"));
+        exported = get != nullptr;
+        if (exported) impl = get();
+        return 0;
+      },
+      &thrown);
   if (!thrown.empty()) return DCP_ERROR("--impl ", path, ": loading it ", thrown);
   if (h == nullptr) return DCP_ERROR("--impl ", path, ": cannot load: ", dlerror());
   Plugin p;

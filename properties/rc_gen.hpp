@@ -154,18 +154,18 @@ inline rc::Gen<ModelConfig> gen_model_config_for(const CaseSpec& spec) {
 
 // The draws' extremes that suite_case_footprint (suite.cpp) enumerates; keep the two in step
 // (test_dcp_properties' FootprintCoversEveryDraw checks every draw against it).
-inline constexpr int64_t kMaxDrawnTokens = 3;          // T in [1, 3]
-inline constexpr int64_t kSmallGroup = 8;              // N <= 8: TP groups; TP <= 8: heads a rank
-inline constexpr int64_t kMaxHeadsPerRank = 3;         // Hq / TP in [1, 3] while TP <= 8, else 1
-inline constexpr int64_t kShortSeqLimit = 300;         // S < 300 but for the rare long cases
-inline constexpr int64_t kLongCaseMaxRows = 12;        // long cases only where Hq x T <= 12
-inline constexpr int64_t kMaxDrawnInterleave = 299;    // I in [1, 299]
-inline constexpr int64_t kMaxPageRows = 64;            // pages of m I rows, m <= max(1, 64 / I)
-inline constexpr int64_t kMaxDrawnTopk = 64;           // K in [1, 64]
-inline constexpr int64_t kMaxDrawnTile = 64;           // tile in [1, 64], more with poly3
-inline constexpr int64_t kMaxDrawnSplits = 4;          // split-KV pieces in [1, 4]
-inline constexpr int64_t kMaxBatchRequests = 4;        // dcp-batch: 2 to 4 requests
-inline constexpr int64_t kMaxBatchRequestKeys = 300;   // of up to min(300, max_seq) keys
+inline constexpr int64_t kMaxDrawnTokens = 3;         // T in [1, 3]
+inline constexpr int64_t kSmallGroup = 8;             // N <= 8: TP groups; TP <= 8: heads a rank
+inline constexpr int64_t kMaxHeadsPerRank = 3;        // Hq / TP in [1, 3] while TP <= 8, else 1
+inline constexpr int64_t kShortSeqLimit = 300;        // S < 300 but for the rare long cases
+inline constexpr int64_t kLongCaseMaxRows = 12;       // long cases only where Hq x T <= 12
+inline constexpr int64_t kMaxDrawnInterleave = 299;   // I in [1, 299]
+inline constexpr int64_t kMaxPageRows = 64;           // pages of m I rows, m <= max(1, 64 / I)
+inline constexpr int64_t kMaxDrawnTopk = 64;          // K in [1, 64]
+inline constexpr int64_t kMaxDrawnTile = 64;          // tile in [1, 64], more with poly3
+inline constexpr int64_t kMaxDrawnSplits = 4;         // split-KV pieces in [1, 4]
+inline constexpr int64_t kMaxBatchRequests = 4;       // dcp-batch: 2 to 4 requests
+inline constexpr int64_t kMaxBatchRequestKeys = 300;  // of up to min(300, max_seq) keys
 
 // Limits of the DCP property cases. Small shapes are drawn most often; large N, long contexts
 // and big interleaves appear with lower weight and with fewer heads so the CI tier stays fast.
@@ -234,10 +234,8 @@ inline rc::Gen<DcpSetup> gen_dcp_setup(DcpLimits lim, CacheKind kind = CacheKind
     const int64_t n = *rc::gen::weightedOneOf<int64_t>(
         {{8, rc::gen::inRange<int64_t>(1, std::min(kSmallGroup, lim.max_dcp) + 1)},
          {lim.max_dcp > kSmallGroup ? 1 : 0,
-          rc::gen::inRange<int64_t>(kSmallGroup + 1,
-                                    std::max(kSmallGroup + 2, lim.max_dcp + 1))}});
-    const int64_t groups =
-        n > kSmallGroup ? 1 : *rc::gen::inRange<int64_t>(1, lim.max_groups + 1);
+          rc::gen::inRange<int64_t>(kSmallGroup + 1, std::max(kSmallGroup + 2, lim.max_dcp + 1))}});
+    const int64_t groups = n > kSmallGroup ? 1 : *rc::gen::inRange<int64_t>(1, lim.max_groups + 1);
     cfg.tp_size = n * groups;
     cfg.layout.ranks = n;
     const int64_t h_loc =
@@ -260,10 +258,10 @@ inline rc::Gen<DcpSetup> gen_dcp_setup(DcpLimits lim, CacheKind kind = CacheKind
          {small && lim.max_seq >= kShortSeqLimit ? 1 : 0,
           rc::gen::inRange<int64_t>(kShortSeqLimit,
                                     std::max<int64_t>(kShortSeqLimit + 1, lim.max_seq + 1))}});
-    cfg.layout.interleave =
-        *rc::gen::weightedOneOf<int64_t>({{3, rc::gen::just<int64_t>(1)},
-                                          {3, rc::gen::inRange<int64_t>(2, 9)},
-                                          {1, rc::gen::inRange<int64_t>(9, kMaxDrawnInterleave + 1)}});
+    cfg.layout.interleave = *rc::gen::weightedOneOf<int64_t>(
+        {{3, rc::gen::just<int64_t>(1)},
+         {3, rc::gen::inRange<int64_t>(2, 9)},
+         {1, rc::gen::inRange<int64_t>(9, kMaxDrawnInterleave + 1)}});
     p.q_dtype = *rc::gen::elementOf(lim.q_dtypes);
     p.kv_dtype = *rc::gen::elementOf(kv_formats);
     if (kind == CacheKind::fp8)
@@ -321,9 +319,9 @@ inline DcpSetup draw_dcp_batch_setup(const DcpLimits& lim) {
   const int64_t n = cfg.layout.ranks, most = std::min<int64_t>(kMaxBatchRequestKeys, lim.max_seq);
   const int64_t requests = *rc::gen::inRange<int64_t>(2, kMaxBatchRequests + 1);
   for (int64_t b = 0; b < requests; ++b)
-    s.batch.push_back(*rc::gen::weightedOneOf<int64_t>(
-        {{1, rc::gen::inRange<int64_t>(0, std::min(n, most) + 1)},
-         {4, rc::gen::inRange<int64_t>(0, most + 1)}}));
+    s.batch.push_back(
+        *rc::gen::weightedOneOf<int64_t>({{1, rc::gen::inRange<int64_t>(0, std::min(n, most) + 1)},
+                                          {4, rc::gen::inRange<int64_t>(0, most + 1)}}));
   const int64_t shortest = *std::min_element(s.batch.begin(), s.batch.end());
   // The prefix a radix cache matched: none, part of the shortest request, or all of it.
   s.shared_prefix =

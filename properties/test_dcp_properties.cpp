@@ -62,8 +62,9 @@ RC_GTEST_PROP(SuiteFootprint, CoversEveryDraw, ()) {
   }();
   const auto& [lim, most] = plans[*rc::gen::inRange<size_t>(0, plans.size())];
   const int which = *rc::gen::inRange(0, 3);
-  const DcpSetup s = which == 2 ? draw_dcp_batch_setup(lim)
-                                : *gen_dcp_setup(lim, which == 0 ? CacheKind::values : CacheKind::fp8);
+  const DcpSetup s = which == 2
+                         ? draw_dcp_batch_setup(lim)
+                         : *gen_dcp_setup(lim, which == 0 ? CacheKind::values : CacheKind::fp8);
   const Footprint f = dcp_check_footprint(s);
   RC_ASSERT(f.bytes <= most);
 }

@@ -238,8 +238,7 @@ void print_check_header(const CheckOptions& o, const std::vector<Request>& reqs,
   const oracle::Case& c = reqs.front().c;
   std::ostream& out = std::cout;
   out << "# dcp-verify check  case=" << oracle::printable(o.case_path)
-      << "  result=" << oracle::printable(o.result_path)
-      << "  tier=" << o.tier << "\n";
+      << "  result=" << oracle::printable(o.result_path) << "  tier=" << o.tier << "\n";
   if (reqs.size() > 1) {
     int64_t tokens = 0, keys = 0;
     for (const Request& q : reqs) {
@@ -417,41 +416,41 @@ int run_check(const CheckOptions& o, const Limits& lim, const Job& job = {}) {
     if (const auto why = reports_error(o.json_path, o.junit_path,
                                        {{"--case", o.case_path}, {"--result", o.result_path}}))
       return *why;
-  // Both files are held in memory while the parts are judged (the case's K and V in place).
+    // Both files are held in memory while the parts are judged (the case's K and V in place).
     props::Footprint files =
-      props::file_footprint(file_bytes(o.case_path), props::FileRead::case_in_place);
-  files.bytes += props::file_footprint(file_bytes(o.result_path)).bytes;
-  if (const auto why = over_limits(files, lim)) return "--case and --result: " + *why;
-  auto case_file = oracle::read_safetensors(o.case_path, oracle::kCaseReadOptions);
-  if (!case_file) return case_file.status().message();
-  auto result_file = oracle::read_safetensors(o.result_path);
-  if (!result_file) return result_file.status().message();
-  // A batch is judged request by request (docs/format.md, "Batches").
-  auto case_files = oracle::split_case_file(*case_file, o.case_path);
-  if (!case_files) return case_files.status().message();
-  auto result_files = oracle::split_result_file(*result_file, *case_file, o.result_path);
-  if (!result_files) return result_files.status().message();
-  const size_t B = case_files->size();
-  tier = o.tier == "certify" ? oracle::Tier::certify : oracle::Tier::fast;
-  reqs.resize(B);
-  for (size_t b = 0; b < B; ++b) {
-    const std::string in = B > 1 ? " (request " + std::to_string(b) + ")" : "";
-    auto c = oracle::case_from_file(std::move((*case_files)[b]), o.case_path + in);
-    if (!c) return c.status().message();
-    auto r = oracle::result_from_file((*result_files)[b], *c, o.result_path + in);
-    if (!r) return r.status().message();
-    reqs[b].planned = oracle::part_count(*r);
-    planned += reqs[b].planned;
-    // Requests are judged one after the other: the largest one's footprint is the peak.
-    const props::Footprint one = props::judge_footprint(*c, reqs[b].planned, tier);
-    if (one.bytes > judge.bytes) judge = one;
-    work += one.work;
-    reqs[b].c = std::move(*c);
-    reqs[b].r = std::move(*r);
-  }
-  judge.bytes += files.bytes;
-  if (const auto why = over_limits(judge, lim)) return "--case " + o.case_path + ": " + *why;
-  return "";
+        props::file_footprint(file_bytes(o.case_path), props::FileRead::case_in_place);
+    files.bytes += props::file_footprint(file_bytes(o.result_path)).bytes;
+    if (const auto why = over_limits(files, lim)) return "--case and --result: " + *why;
+    auto case_file = oracle::read_safetensors(o.case_path, oracle::kCaseReadOptions);
+    if (!case_file) return case_file.status().message();
+    auto result_file = oracle::read_safetensors(o.result_path);
+    if (!result_file) return result_file.status().message();
+    // A batch is judged request by request (docs/format.md, "Batches").
+    auto case_files = oracle::split_case_file(*case_file, o.case_path);
+    if (!case_files) return case_files.status().message();
+    auto result_files = oracle::split_result_file(*result_file, *case_file, o.result_path);
+    if (!result_files) return result_files.status().message();
+    const size_t B = case_files->size();
+    tier = o.tier == "certify" ? oracle::Tier::certify : oracle::Tier::fast;
+    reqs.resize(B);
+    for (size_t b = 0; b < B; ++b) {
+      const std::string in = B > 1 ? " (request " + std::to_string(b) + ")" : "";
+      auto c = oracle::case_from_file(std::move((*case_files)[b]), o.case_path + in);
+      if (!c) return c.status().message();
+      auto r = oracle::result_from_file((*result_files)[b], *c, o.result_path + in);
+      if (!r) return r.status().message();
+      reqs[b].planned = oracle::part_count(*r);
+      planned += reqs[b].planned;
+      // Requests are judged one after the other: the largest one's footprint is the peak.
+      const props::Footprint one = props::judge_footprint(*c, reqs[b].planned, tier);
+      if (one.bytes > judge.bytes) judge = one;
+      work += one.work;
+      reqs[b].c = std::move(*c);
+      reqs[b].r = std::move(*r);
+    }
+    judge.bytes += files.bytes;
+    if (const auto why = over_limits(judge, lim)) return "--case " + o.case_path + ": " + *why;
+    return "";
   }();
 #ifdef DCP_HAVE_MPI
   if (job.size > 1) {

@@ -40,8 +40,7 @@ JobInputs job_inputs_of(const CLI::App& cmd) {
   }
   for (const char* flag : kInputFileFlags) {
     const CLI::Option* opt = cmd.get_option_no_throw(flag);
-    if (opt != nullptr && opt->count() > 0)
-      in.files.emplace_back(flag, opt->results().front());
+    if (opt != nullptr && opt->count() > 0) in.files.emplace_back(flag, opt->results().front());
   }
   return in;
 }

@@ -112,7 +112,8 @@ std::string first_difference(const std::vector<std::vector<uint8_t>>& all) {
     const std::vector<std::string> other = lines_of(all[q]);
     const std::string who = "process " + std::to_string(q);
     for (size_t i = 0; i < std::max(root.size(), other.size()); ++i) {
-      const std::string mine = i < root.size() ? root[i] : "", theirs = i < other.size() ? other[i] : "";
+      const std::string mine = i < root.size() ? root[i] : "",
+                        theirs = i < other.size() ? other[i] : "";
       if (mine == theirs) continue;
       const auto [name, value0] = split_item(mine.empty() ? theirs : mine);
       const auto [other_name, value_q] = split_item(theirs);
@@ -121,8 +122,8 @@ std::string first_difference(const std::vector<std::vector<uint8_t>>& all) {
                (theirs.empty() ? "nothing" : other_name) +
                "); every process of the job must be given the same command line";
       if (mine.find(" file=") != std::string::npos)
-        return name + ": " + who + "'s file is not process 0's (" + value_q + " against " +
-               value0 + "); every process must read the same file";
+        return name + ": " + who + "'s file is not process 0's (" + value_q + " against " + value0 +
+               "); every process must read the same file";
       return name + ": " + who + " was given " + value_q + ", process 0 " + value0 +
              "; every process of the job must be given the same flags";
     }
@@ -166,7 +167,8 @@ gpu::MpiVerdict job_agree(const std::string& command, int code, const std::strin
   const auto v = gpu::mpi_agree(code, message, deadline);
   if (!v) {
     std::fflush(stdout);
-    refuse(command, "process " + std::to_string(gpu::mpi_world_rank()) + ": " + v.status().message(),
+    refuse(command,
+           "process " + std::to_string(gpu::mpi_world_rank()) + ": " + v.status().message(),
            std::cerr);
     gpu::mpi_abort(kExitTimeout);
   }
@@ -176,9 +178,9 @@ gpu::MpiVerdict job_agree(const std::string& command, int code, const std::strin
 std::optional<std::string> inputs_differ(const std::string& command,
                                          std::chrono::milliseconds deadline) {
   const std::string mine = joined(canonical_inputs(command));
-  const auto all = gpu::mpi_gather_bytes(
-      std::span(reinterpret_cast<const uint8_t*>(mine.data()), mine.size()),
-      "comparing the processes' flags and files", deadline);
+  const auto all =
+      gpu::mpi_gather_bytes(std::span(reinterpret_cast<const uint8_t*>(mine.data()), mine.size()),
+                            "comparing the processes' flags and files", deadline);
   if (!all) {
     std::fflush(stdout);
     refuse(command,
@@ -187,7 +189,8 @@ std::optional<std::string> inputs_differ(const std::string& command,
     gpu::mpi_abort(kExitTimeout);
   }
   const std::string why = all->empty() ? "" : first_difference(*all);
-  const gpu::MpiVerdict v = job_agree(command, why.empty() ? kExitOk : kExitBadInput, why, deadline);
+  const gpu::MpiVerdict v =
+      job_agree(command, why.empty() ? kExitOk : kExitBadInput, why, deadline);
   if (v.code == kExitOk) return std::nullopt;
   return v.message;
 }

@@ -4,8 +4,9 @@
 // it), and waits that honour Ctrl-C and a deadline, so that no process waits forever.
 //
 //   if (const auto why = inputs_differ("check", deadline)) return refuse("check", *why, err);
-//   const gpu::MpiVerdict v = job_agree("check", code, why, deadline);  // the same on every process
-//   wait_polling(&req, {"check", "# check: INTERRUPTED (process 1); nothing judged\n", deadline});
+//   const gpu::MpiVerdict v = job_agree("check", code, why, deadline);  // the same on every
+//   process wait_polling(&req, {"check", "# check: INTERRUPTED (process 1); nothing judged\n",
+//   deadline});
 #pragma once
 
 #include <chrono>

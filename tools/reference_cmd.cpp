@@ -94,8 +94,7 @@ int run_reference_mpi(const ReferenceOptions& o, const Limits& lim, int64_t rank
   const std::string stopped =
       "# reference: INTERRUPTED (process " + std::to_string(rank) + "); nothing written\n";
   // The peers may still be computing: a process waits --timeout beyond the case's work.
-  const JobWait wait{"reference", stopped,
-                     std::chrono::seconds(o.timeout_s) + judging_time(work),
+  const JobWait wait{"reference", stopped, std::chrono::seconds(o.timeout_s) + judging_time(work),
                      "the other processes' shares"};
   const int job = job_code(code, wait);
   if (job != kExitOk) {
@@ -137,10 +136,9 @@ int run_reference_mpi(const ReferenceOptions& o, const Limits& lim, int64_t rank
   if (const auto st = oracle::finite_attention(*c, ref); !st) return bad(st.message());
   if (const auto st = oracle::save_attention(o.out_path, ref); !st) return bad(st.message());
   std::cout << "reference: " << oracle::printable(o.case_path) << " -> "
-            << oracle::printable(o.out_path) << "  o "
-            << oracle::shape_string(ref.o.shape) << "  lse " << oracle::shape_string(ref.lse.shape)
-            << " (base " << oracle::lse_base_name(ref.base) << ", tier fast, " << size
-            << " processes)\n";
+            << oracle::printable(o.out_path) << "  o " << oracle::shape_string(ref.o.shape)
+            << "  lse " << oracle::shape_string(ref.lse.shape) << " (base "
+            << oracle::lse_base_name(ref.base) << ", tier fast, " << size << " processes)\n";
   return kExitOk;
 }
 #endif
@@ -170,17 +168,16 @@ int run_reference(const ReferenceOptions& o, const Limits& lim) {
   auto ref = oracle::reference(*c, tier, watch);
   if (progress) progress->clear();
   if (!ref && interrupted()) {
-    std::cout << "# reference: INTERRUPTED (" << oracle::one_line(ref.status().message()) << "); " << oracle::printable(o.out_path)
-              << " not written\n";
+    std::cout << "# reference: INTERRUPTED (" << oracle::one_line(ref.status().message()) << "); "
+              << oracle::printable(o.out_path) << " not written\n";
     return kExitInterrupted;
   }
   if (!ref) return bad(ref.status().message());
   if (const auto st = oracle::save_attention(o.out_path, *ref); !st) return bad(st.message());
   std::cout << "reference: " << oracle::printable(o.case_path) << " -> "
-            << oracle::printable(o.out_path) << "  o "
-            << oracle::shape_string(ref->o.shape) << "  lse "
-            << oracle::shape_string(ref->lse.shape) << " (base " << oracle::lse_base_name(ref->base)
-            << ", tier " << o.tier << ")\n";
+            << oracle::printable(o.out_path) << "  o " << oracle::shape_string(ref->o.shape)
+            << "  lse " << oracle::shape_string(ref->lse.shape) << " (base "
+            << oracle::lse_base_name(ref->base) << ", tier " << o.tier << ")\n";
   return kExitOk;
 }
 

@@ -50,8 +50,9 @@ extern "C" void on_sigbus(int sig, siginfo_t* info, void*) {
   }
   write_err("dcp-verify: ");
   write_err(file);
-  write_err(": the file changed while it was read (truncated or rewritten by another program); "
-            "what it held can no longer be trusted\n");
+  write_err(
+      ": the file changed while it was read (truncated or rewritten by another program); "
+      "what it held can no longer be trusted\n");
   ::_exit(kExitBadInput);
 }
 
@@ -220,8 +221,8 @@ bool write_json(std::string_view command, const std::string& path, const nlohman
 
 int refuse(std::string_view command, const std::string& why, std::ostream& err) {
   // One write: the processes of an mpirun job share stderr, and pieces would interleave.
-  const std::string line = "dcp-verify " + std::string(command) + ": " +
-                           oracle::one_line(in_flag_terms(why)) + "\n";
+  const std::string line =
+      "dcp-verify " + std::string(command) + ": " + oracle::one_line(in_flag_terms(why)) + "\n";
   err << line << std::flush;
   return kExitBadInput;
 }

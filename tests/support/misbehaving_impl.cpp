@@ -59,7 +59,8 @@ int combine(void*, const dcpv_combine_args* args, char* err, size_t err_len) {
       for (int64_t i = 0; i < a.v_dim; ++i) {
         double o = 0.0;
         for (int64_t r = 0; r < a.ranks && z > 0.0; ++r)
-          o += std::exp(at(a.lse_partial, {r, t, h}) * unit - m_max) * at(a.o_partial, {r, t, h, i});
+          o +=
+              std::exp(at(a.lse_partial, {r, t, h}) * unit - m_max) * at(a.o_partial, {r, t, h, i});
         at(a.o, {t, h, i}) = static_cast<float>(z > 0.0 ? o / z : 0.0);
       }
       at(a.lse, {t, h}) = static_cast<float>(z > 0.0 ? (m_max + std::log(z)) / unit : -INFINITY);
@@ -74,11 +75,12 @@ constexpr dcpv_claim kClaim{1, 0, 0, 0.0, 0.0, DCPV_F32, 1, 1, DCPV_F32, DCPV_F3
 
 int step_throws(void*, dcpv_step_args*, char*, size_t) { throw std::bad_alloc(); }
 
-const dcpv_impl kImpl = {DCPV_ABI_VERSION, "misbehaving", kClaim, nullptr, nullptr, combine, nullptr};
-const dcpv_impl kStep = {DCPV_ABI_VERSION, "misbehaving step", kClaim, nullptr,
-                         nullptr,          nullptr,            step_throws};
-const dcpv_impl kNamed = {DCPV_ABI_VERSION, "misbehaving\n# run: OK", kClaim, nullptr, nullptr,
-                          combine,          nullptr};
+const dcpv_impl kImpl = {DCPV_ABI_VERSION, "misbehaving", kClaim, nullptr,
+                         nullptr,          combine,       nullptr};
+const dcpv_impl kStep = {DCPV_ABI_VERSION, "misbehaving step", kClaim, nullptr, nullptr,
+                         nullptr,          step_throws};
+const dcpv_impl kNamed = {
+    DCPV_ABI_VERSION, "misbehaving\n# run: OK", kClaim, nullptr, nullptr, combine, nullptr};
 
 }  // namespace
 

@@ -48,7 +48,8 @@ std::pair<int, std::string> in_child(Body body) {
   ::close(fds[1]);
   std::string err;
   char buf[512];
-  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) err.append(buf, static_cast<size_t>(n));
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;)
+    err.append(buf, static_cast<size_t>(n));
   ::close(fds[0]);
   int status = 0;
   ::waitpid(pid, &status, 0);
@@ -58,7 +59,8 @@ std::pair<int, std::string> in_child(Body body) {
 TEST(FileFaultLine, AMappedInputTruncatedWhileReadIsNamed) {
   const std::string path =
       (std::filesystem::temp_directory_path() / "dcp_session_truncated.safetensors").string();
-  constexpr int64_t kElements = 1 << 18;  // 1 MiB of data, far beyond the page left after truncation
+  constexpr int64_t kElements =
+      1 << 18;  // 1 MiB of data, far beyond the page left after truncation
   write_tensor_file(path, kElements);
   const auto [status, err] = in_child([&] {
     install_file_fault_line();
