@@ -245,10 +245,10 @@ namespace {
 
 const std::set<std::string> kResultTensors = {"o", "lse", "o_partial", "lse_partial", "owner"};
 const std::set<std::string> kResultMetadata = {
-    "accum",      "p_cast",      "merge_accum",    "partial_dtype",
-    "dcp_size",   "interleave",  "splits",         "sink_rank",
-    "lse_base",   "exp_rel_err", "log_rel_err",    "tile",
-    "lse_layout", "format",      "accum_rounding", "ftz"};
+    "accum",      "p_cast",      "merge_accum",    "merge_lse_accum", "partial_dtype",
+    "dcp_size",   "interleave",  "splits",         "sink_rank",       "lse_base",
+    "exp_rel_err", "log_rel_err", "tile",          "lse_layout",      "format",
+    "accum_rounding", "ftz"};
 
 // The largest claimed relative error of an exp or log: beyond it a "function" is no longer one,
 // and the first-order bound refuses long before (kappa > 0.1).
@@ -391,9 +391,9 @@ Expected<DcpResult> result_from_file(const StFile& f, const Case& c, std::string
   for (const auto& [key, value] : f.metadata) {
     if (!kResultMetadata.count(key) && key.rfind("x_", 0) != 0) {
       return DCP_ERROR(source, ": unknown metadata '", key,
-                       "'; expected accum, p_cast, merge_accum, partial_dtype, dcp_size, "
-                       "interleave, splits, sink_rank, lse_base, exp_rel_err, log_rel_err, tile, "
-                       "lse_layout, format or x_*");
+                       "'; expected accum, accum_rounding, ftz, p_cast, merge_accum, "
+                       "merge_lse_accum, partial_dtype, dcp_size, interleave, splits, sink_rank, "
+                       "lse_base, exp_rel_err, log_rel_err, tile, lse_layout, format or x_*");
     }
   }
   for (const char* required : {"o", "lse"}) {
@@ -518,6 +518,13 @@ Expected<DcpResult> result_from_file(const StFile& f, const Case& c, std::string
     if (!d) return d.status();
     a.merge_accum = *d;
   }
+  // The merge's weight sum (the merged LSE's and the denominator's), where it is not merge_accum:
+  // a bf16 reduce-scatter of the outputs beside an fp32 LSE merge (docs/tolerances.md section 5).
+  if (md.count("merge_lse_accum")) {
+    auto d = parse_format(source, "merge_lse_accum", md.at("merge_lse_accum"), Formats::half);
+    if (!d) return d.status();
+    a.merge_lse_accum = *d;
+  }
   // "nearest": every add of the accumulation rounds to nearest (CPU and CUDA-core kernels); "any"
   // (the default) admits tensor cores that truncate. Only nearest roundings are the statistical
   // tier's random ones (docs/tolerances.md section 10).
@@ -604,6 +611,7 @@ StFile result_to_file(const DcpResult& r, const Case& c) {
   f.metadata["ftz"] = a.ftz ? "1" : "0";
   f.metadata["p_cast"] = a.p_cast ? format_text(*a.p_cast) : "none";
   f.metadata["merge_accum"] = format_text(a.merge_accum);
+  if (a.merge_lse_accum) f.metadata["merge_lse_accum"] = format_text(*a.merge_lse_accum);
   f.metadata["dcp_size"] = std::to_string(r.dcp_size);
   if (r.owner.empty()) {
     f.metadata["interleave"] = std::to_string(r.interleave);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <optional>
 #include <span>
 #include <sstream>
@@ -92,11 +93,16 @@ struct Units {
   double u_out;      // the final O store
   double u_lse_out;  // the final LSE store
   int64_t shards;    // N >= 1
-  double u_m;        // the cross-rank sum
+  double u_m;        // the cross-rank sum of the outputs
+  double u_d;        // the cross-rank sum of the weights (the merged LSE's, the denominator's)
   // §10: accumulations round to nearest (not truncating MMA), so their roundings are the
   // statistical tier's random ones; lambda, the tail factor of its concentration bounds.
   bool nearest = false;
   double lambda = 0.0;
+  // §10: the accumulators may be taken to sum each partial's keys in position order: no top-k
+  // list, or lists in ascending order (a gather kernel sums them in the list's order); a rank's
+  // shard of a case is such a list.
+  bool position_order = true;
 
   // Error of ln(x) given ln x: absolute on [0.5, 2], ulps elsewhere; with a claimed log_rel_err
   // r, r max(1, |ln x|) (a log2 result's error r max(1, |log2 x|) is at most that once
@@ -141,8 +147,10 @@ Units units_of(const Arithmetic& a) {
                unit_roundoff(a.lse_out),
                std::max<int64_t>(1, a.shards),
                unit_roundoff(a.merge_accum),
+               unit_roundoff(a.merge_lse_accum.value_or(a.merge_accum)),
                !a.truncating_mma,
-               0.0};
+               0.0,
+               true};
 }
 
 // §3: an exponential with argument error arg_err: (1 + eps_exp) expm1(arg_err) + eps_exp.
@@ -158,12 +166,17 @@ struct RowLogits {
   std::vector<double> s;      // logits after softcap, natural-log units
   std::vector<double> s_pre;  // scale * q.k before softcap
   std::vector<double> a;      // scale * sum |q_k k_k|
+  // scale * max(sum of the positive q_k k_k, of the negative): the largest |sum| over any subset
+  // of the products, so of any partial sum of the dot (§10)
+  std::vector<double> a_max;
   bool sink = false;
   double sigma = 0.0;          // the sink logit (0 without a sink)
   double M = 0.0;              // largest |logit|, sink included
   double smax = 0.0;           // largest logit, sink included
   double n_eff = 0.0;          // keys plus the sink
   double dot_roundings = 0.0;  // Dk + kScaleRoundings, + kKScaleRoundings with a K scale (§3)
+  double dot_path = 0.0;       // Dk: the dot product's own roundings on one term's path (§10)
+  double q_side = 0.0;         // roundings of each product's operands: a scale on q, a K scale
 };
 
 // docs/tolerances.md §2, notation for one row (token t, head h).
@@ -177,6 +190,7 @@ RowLogits row_logits(const Case& c, int64_t t, int64_t h, std::span<const int64_
   in.s.resize(n);
   in.s_pre.resize(n);
   in.a.resize(n);
+  in.a_max.resize(n);
   in.M = in.sink ? std::fabs(in.sigma) : 0.0;
   in.smax = in.sink ? in.sigma : kNegInf;
   std::vector<double> row_buf(static_cast<size_t>(dk));
@@ -189,6 +203,8 @@ RowLogits row_logits(const Case& c, int64_t t, int64_t h, std::span<const int64_
     }
     in.s_pre[x] = tau * dot;
     in.a[x] = tau * absdot;
+    // sum of the positive products (absdot + dot) / 2, of the negative (absdot - dot) / 2
+    in.a_max[x] = tau * (absdot + std::fabs(dot)) / 2.0;
     in.s[x] = c.softcap > 0.0 ? c.softcap * std::tanh(in.s_pre[x] / c.softcap) : in.s_pre[x];
     in.M = std::max(in.M, std::fabs(in.s[x]));
     in.smax = std::max(in.smax, in.s[x]);
@@ -196,6 +212,8 @@ RowLogits row_logits(const Case& c, int64_t t, int64_t h, std::span<const int64_
   in.n_eff = static_cast<double>(n + (in.sink ? 1 : 0));
   in.dot_roundings =
       static_cast<double>(dk + kScaleRoundings + (c.k_scale.empty() ? 0 : kKScaleRoundings));
+  in.dot_path = static_cast<double>(dk);
+  in.q_side = static_cast<double>(1 + (c.k_scale.empty() ? 0 : kKScaleRoundings));
   return in;
 }
 
@@ -210,12 +228,19 @@ struct KeyErrors {
   // exp(L - smax) >= 1: the exact denominator in units of the largest logit's term (§4, the P
   // cast's floor).
   double l_ratio = 1.0;
-  // §10, the statistical tier: e_j split into a systematic part m_j and a random one of mean
-  // zero, at most b_j, from the rounded dot product of a round-to-nearest kernel (b_j = 0
-  // otherwise). Keys of equal logits share their roundings: group[x] numbers the key's logit.
-  std::vector<double> m, b;
+  // §10, the statistical tier: e_j split into a systematic part and random ones. In O: m_j, and
+  // the scale b_j of the random part, the exponential's error at the key (its mean, common to
+  // every key, cancels in O) and, in a round-to-nearest kernel, the dot product's roundings. In
+  // the LSE, where the exponential's mean does not cancel: m_lse_j and the dot's scale b_lse_j.
+  // Keys of equal logits share their roundings: group[x] numbers the key's logit.
+  std::vector<double> m, b, m_lse, b_lse;
   std::vector<int64_t> group;
   int64_t groups = 0;
+  double eps_exp = 0.0;  // the exponential's error bound: the sink's share of the keys' mean
+  double rho = 0.0;      // the rescales' relative error (§3), in O bounded apart (§10)
+  // §10: the rescale chain's total, (1 + rho)(R eps_exp + (1 + eps_exp) expm1(3u 2M)): the sum
+  // of |alpha_t - 1| over the rescales, times the largest product after one.
+  double rescale_walk = 0.0;
 };
 
 // §3, §5: R rescales by exponentials of the change of a running max within [-M, M], each with
@@ -228,10 +253,12 @@ double rescale_chain(double R, double eps_exp, double u, double M) {
 // §3, the rescales: the relative error rho a key's weight picks up from the online softmax's
 // rescale factors after it, R = ceil(S / tile) rescales of a context of S keys (one more for a
 // sink).
-double rescale_error(const Units& un, int64_t seq, bool sink, double M) {
+double rescale_count(const Units& un, int64_t seq, bool sink) {
   const int64_t tile = std::max<int64_t>(1, un.a.tile);
-  const double R = static_cast<double>((seq + tile - 1) / tile + (sink ? 1 : 0));
-  return rescale_chain(R, un.eps_exp, un.u, M);
+  return static_cast<double>((seq + tile - 1) / tile + (sink ? 1 : 0));
+}
+double rescale_error(const Units& un, int64_t seq, bool sink, double M) {
+  return rescale_chain(rescale_count(un, seq, sink), un.eps_exp, un.u, M);
 }
 
 // §3, the logit: Delta_j, from the dot product, the scales and the softcap.
@@ -257,24 +284,54 @@ KeyErrors key_errors(const Units& un, double softcap, int64_t seq, const RowLogi
   k.e.resize(n);
   k.m.resize(n);
   k.b.assign(n, 0.0);
+  k.m_lse.resize(n);
+  k.b_lse.assign(n, 0.0);
+  k.eps_exp = un.eps_exp;
+  k.rho = rho;
+  k.rescale_walk = (1.0 + rho) * (rescale_count(un, seq, in.sink) * un.eps_exp +
+                                  (1.0 + un.eps_exp) * std::expm1(kExpArgRoundings * un.u *
+                                                                  kRescaleArgRange * in.M));
   k.l_ratio = std::max(1.0, std::exp(L_ref - in.smax));
+  const double u = un.u;
+  // (1 + u)^k - 1
+  const auto grow = [u](double roundings) { return std::expm1(roundings * std::log1p(u)); };
   for (int64_t x = 0; x < n; ++x) {
     k.p[x] = std::exp(in.s[x] - L_ref);
     const double delta = logit_error(un, softcap, g_dot, in, x);
-    const double arg = kExpArgRoundings * un.u * (std::fabs(in.s[x]) + in.M);
+    const double arg = kExpArgRoundings * u * (std::fabs(in.s[x]) + in.M);
     if (in.s[x] - in.smax < kUnderflowArg) {
       k.e[x] = kLostWeight;
-      k.m[x] = kLostWeight;
+      // A lost weight takes no part in the cancellation of the exponential's mean (§10).
+      k.m[x] = kLostWeight + un.eps_exp;
+      k.m_lse[x] = kLostWeight;
     } else {
       k.e[x] = rescaled(exp_error(delta + arg, un.eps_exp));
       k.e_max = std::max(k.e_max, k.e[x]);
-      // §10: the weight's error is (1 + rho)(1 + eps)e^(d_s) e^(d) - 1 with d the dot product's
-      // rounding (mean zero, |d| <= d_r): e^d - 1 is its mean, at most e^(d_r) - 1 - d_r, plus a
-      // mean-zero part of at most 2(e^(d_r) - 1) - d_r.
-      const double d_r = un.nearest ? g_dot * in.a[x] : 0.0;
-      const double mean = std::expm1(d_r) - d_r;
-      k.b[x] = 2.0 * std::expm1(d_r) - d_r;
-      k.m[x] = mean + rescaled(exp_error(delta - d_r + arg, un.eps_exp)) * std::exp(d_r);
+      // §10: the weight's error is eps + lin + rho_j + rest: eps the exponential's at the key,
+      // lin the mean-zero linear part of the round-to-nearest roundings of its logit and
+      // exponent argument, rho_j its rescales (the caller bounds them), and rest the systematic
+      // part y_s of the argument error y, the nonlinear e^y - 1 - y, rho_j (e^y - 1) and
+      // eps (1 + rho_j) e^y - eps, each at its largest for |y| <= y_max = delta + arg.
+      const double y_max = delta + arg;
+      double y_sys = y_max, b_lin = 0.0;
+      if (un.nearest) {
+        // The logit: sum_i x_i prod_l (1 + delta_l) over the Dk dot roundings on term i's
+        // path, times the operands' q-side roundings, times two on the score (a scale, or
+        // scale * log2 e rounded and applied): the linear part sum_l delta_l C_l, with
+        // |C_l| <= a_max and sum_l |C_l| <= Dk a_j; the rest is systematic. The exponent
+        // argument's subtraction and product are random, its rounded log2 e is not.
+        const double a = in.a[x], dk = in.dot_path;
+        const double dot_rest = a * (grow(dk) - dk * u) + a * (1.0 + grow(dk)) * grow(in.q_side) +
+                                (std::fabs(in.s_pre[x]) + a * grow(dk + in.q_side)) * grow(2.0);
+        const double arg_abs = std::fabs(in.s[x]) + in.M;
+        y_sys = delta - g_dot * a + dot_rest + u * arg_abs;
+        b_lin = u * std::sqrt(dk * in.a_max[x] * a + 2.0 * arg_abs * arg_abs);
+      }
+      const double g_max = rescaled(std::expm1(y_max));
+      k.m[x] = y_sys + (std::expm1(y_max) - y_max) + rho * std::expm1(y_max) + un.eps_exp * g_max;
+      k.b[x] = std::hypot(un.eps_exp, b_lin);
+      k.m_lse[x] = k.m[x] + un.eps_exp + rho;
+      k.b_lse[x] = b_lin;
     }
     k.e_bar += k.p[x] * k.e[x];
   }
@@ -363,7 +420,11 @@ double accumulated_terms(const Units& un, std::span<const int64_t> keys, const R
 Coefficients accumulation(const Units& un, double n_acc) {
   const double g = gamma_n(kAccumRoundingsPerTerm * n_acc, un.u);
   const double c_O = un.shards > 1 ? g : g + un.eps_div + un.u_v;
-  return Coefficients{g, g + un.u_v, c_O, statistical_gamma(un, kAccumRoundingsPerTerm * n_acc, g)};
+  // §10: the statistical tier counts the adds and the rescales a tiled online softmax makes,
+  // n_acc + min(n_acc, ceil(n_acc / tile) + 1) roundings; the sound tier any tiling's 2 n_acc.
+  const double tile = static_cast<double>(std::max<int64_t>(1, un.a.tile));
+  const double rescales = std::min(n_acc, std::ceil(n_acc / tile) + 1.0);
+  return Coefficients{g, g + un.u_v, c_O, statistical_gamma(un, n_acc + rescales, g)};
 }
 
 // §4, the absolute floors: accumulator underflow (the denominator's 1 and the numerator's
@@ -426,6 +487,8 @@ std::optional<Merge> merge_terms(const Units& un, double n_eff, double L_abs) {
                      kPartialLseRoundings * un.u_s * L_abs +
                      unit_roundoff(un.a.partial_lse) * L_abs;
   const double g_N = gamma_n(N_m, un.u_m);
+  // The weights' sum, the denominator's and the merged LSE's, in merge_lse_accum.
+  const double g_N_den = gamma_n(N_m, un.u_d);
   // One merge exponential: exp(L_r - M) (a2a, both sums) or exp(L_r - L) (ag_rs, the numerator),
   // with its argument's rounding.
   const double eps_w = exp_error(kMergeArgRoundings * un.u_s * L_abs, un.eps_exp);
@@ -438,7 +501,7 @@ std::optional<Merge> merge_terms(const Units& un, double n_eff, double L_abs) {
   // denominator alone (the numerator's weights exp(L_r - L) are fresh exponentials): D_b carries
   // them as well as C (properties/test_dcp_properties.cpp found the gap with the poly3
   // exponential, whose 2^0 is not 1).
-  const double den = (1.0 + eps_w) * (1.0 + chain) * (1.0 + g_N) * (1.0 + g_tree) - 1.0;
+  const double den = (1.0 + eps_w) * (1.0 + chain) * (1.0 + g_N_den) * (1.0 + g_tree) - 1.0;
   // The merged LSE's log (of a sum up to N (1 + D_b)) and its add.
   const double log_N =
       un.eps_log(std::log(N) - std::log1p(-std::min(den, kMaxLogArg))) + un.u_s * L_abs;
@@ -481,23 +544,46 @@ double max_abs_value(const Case& c, std::span<const int64_t> keys, int64_t g) {
 }
 
 // §5, the exact partials: A_i = sum_r |sum_{j in r} P_j v_ji| = sum_r w_r |O_r,i| for the
-// layout's partition of the row's keys, each i of [Dv] (the sink adds no value). Evaluated in
-// double: each signed sum is off by at most kEvalRel S_i, which the caller adds.
-std::vector<double> exact_partials(const Case& c, std::span<const int64_t> keys, int64_t g,
-                                   const KeyErrors& k, const Ownership& layout) {
+// layout's partition of the row's keys, each i of [Dv] (the sink adds no value). §10, the walk:
+// W_i = max_r (max_b P_r,b - min_a P_r,a) over the prefix sums P_r,b of P_j v_ji in the position
+// order of rank r's keys (P_r,0 = 0), the largest |sum| of a run of keys contiguous in that order.
+// Evaluated in double: each signed sum is off by at most kEvalRel S_i, which the caller adds.
+// And the rescales' walk: B_i = sum_r max_b |sum_{j in r, j before b} P_j (v_ji - O_i)|, the
+// largest prefix of the keys' first-order coefficients in each rank's position order.
+struct PartialSums {
+  std::vector<double> a, walk, rescale_walk;  // [Dv] each
+};
+
+PartialSums partial_sums(const Case& c, std::span<const int64_t> keys, int64_t g, const double* o,
+                         const KeyErrors& k, const Ownership& layout) {
   const int64_t dv = c.v_dim;
   const RankSlots slots = rank_slots(keys, layout);
-  std::vector<double> num(static_cast<size_t>(slots.count * dv), 0.0);
+  const auto cells = static_cast<size_t>(slots.count * dv);
+  std::vector<double> num(cells, 0.0), hi(cells, 0.0), lo(cells, 0.0), coef(cells, 0.0),
+      coef_max(cells, 0.0);
   std::vector<double> row_buf(static_cast<size_t>(std::max(c.head_dim(), dv)));
-  for (size_t x = 0; x < keys.size(); ++x) {
-    double* row = &num[static_cast<size_t>(slots.of(keys[x]) * dv)];
+  for (size_t x = 0; x < keys.size(); ++x) {  // keys are in position order (visible_keys)
+    const auto at = static_cast<size_t>(slots.of(keys[x]) * dv);
     const double* v = c.v_row(keys[x], g, row_buf.data());
-    for (int64_t i = 0; i < dv; ++i) row[i] += k.p[x] * v[i];
+    for (int64_t i = 0; i < dv; ++i) {
+      const double sum = num[at + i] += k.p[x] * v[i];
+      hi[at + i] = std::max(hi[at + i], sum);
+      lo[at + i] = std::min(lo[at + i], sum);
+      const double b = coef[at + i] += k.p[x] * (v[i] - o[i]);
+      coef_max[at + i] = std::max(coef_max[at + i], std::fabs(b));
+    }
   }
-  std::vector<double> a(static_cast<size_t>(dv), 0.0);
-  for (int64_t r = 0; r < slots.count; ++r)
-    for (int64_t i = 0; i < dv; ++i) a[i] += std::fabs(num[r * dv + i]);
-  return a;
+  PartialSums out{std::vector<double>(static_cast<size_t>(dv), 0.0),
+                  std::vector<double>(static_cast<size_t>(dv), 0.0),
+                  std::vector<double>(static_cast<size_t>(dv), 0.0)};
+  for (int64_t r = 0; r < slots.count; ++r) {
+    for (int64_t i = 0; i < dv; ++i) {
+      out.a[i] += std::fabs(num[r * dv + i]);
+      out.walk[i] = std::max(out.walk[i], hi[r * dv + i] - lo[r * dv + i]);
+      out.rescale_walk[i] += coef_max[r * dv + i];
+    }
+  }
+  return out;
 }
 
 // One element's sums over the row's keys (§2, §3): T_key,i, S_i and S'_i = sum_j P_j (1 + e_j)
@@ -509,6 +595,8 @@ std::vector<double> exact_partials(const Case& c, std::span<const int64_t> keys,
 struct ElementSums {
   double t_key = 0.0, s = 0.0, s_weighted = 0.0;
   double t_sys = 0.0, t_rand = 0.0;
+  double t_pv = 0.0;   // sum_j P_j |v_ji - O_i| over the keys whose weight cannot underflow
+  double s_pos = 0.0;  // sum_j P_j max(v_ji, 0): S_i less it is the negative terms' (§10)
   double cast = 0.0, cast_rms = 0.0;
 };
 
@@ -531,7 +619,12 @@ std::vector<ElementSums> element_sums(const Case& c, std::span<const int64_t> ke
   const int64_t dv = c.v_dim;
   const size_t n = keys.size(), G = static_cast<size_t>(k.groups);
   std::vector<ElementSums> e(static_cast<size_t>(dv));
-  for (int64_t i = 0; i < dv; ++i) e[i].t_key = e[i].t_sys = k.p_sink * k.e_sink * std::fabs(o[i]);
+  // The sink's weight error, systematic; the keys' common exponential mean cancels in O but for
+  // the sink's share, P_sigma |O_i| of it (§10).
+  for (int64_t i = 0; i < dv; ++i) {
+    e[i].t_key = k.p_sink * k.e_sink * std::fabs(o[i]);
+    e[i].t_sys = k.p_sink * (k.e_sink + k.eps_exp) * std::fabs(o[i]);
+  }
   // The keys in group order (a counting sort; within a group, in key order).
   std::vector<size_t> start(G + 1, 0), order(n);
   for (size_t x = 0; x < n; ++x) ++start[static_cast<size_t>(k.group[x]) + 1];
@@ -541,7 +634,7 @@ std::vector<ElementSums> element_sums(const Case& c, std::span<const int64_t> ke
     for (size_t x = 0; x < n; ++x) order[next[static_cast<size_t>(k.group[x])]++] = x;
   }
   std::vector<double> t_key(dv, 0.0), t_sys(dv, 0.0), s(dv, 0.0), sw(dv, 0.0), cst(dv, 0.0),
-      gb(dv, 0.0), gc(dv, 0.0), rand2(dv, 0.0), cast2(dv, 0.0);
+      gb(dv, 0.0), gc(dv, 0.0), rand2(dv, 0.0), cast2(dv, 0.0), t_pv(dv, 0.0), s_pos(dv, 0.0);
   std::vector<double> row_buf(static_cast<size_t>(std::max(c.head_dim(), dv)));
   // Key x's terms; into the group sums gb, gc, or (a key alone in its group) straight into the
   // sums of squares.
@@ -549,12 +642,15 @@ std::vector<ElementSums> element_sums(const Case& c, std::span<const int64_t> ke
     const double* v = c.v_row(keys[x], g, row_buf.data());
     const double p = k.p[x], pe = p * (1.0 + k.e[x]), ek = k.e[x], mk = k.m[x], bk = k.b[x];
     const double cw = cast.of(pe);
+    const double kept = ek < kLostWeight ? 1.0 : 0.0;
     for (int64_t i = 0; i < dv; ++i) {
       const double av = std::fabs(v[i]);
       const double pv = p * std::fabs(v[i] - o[i]);
       t_key[i] += pv * ek;
       t_sys[i] += pv * mk;
+      t_pv[i] += pv * kept;
       s[i] += p * av;
+      s_pos[i] += p * std::max(v[i], 0.0);
       sw[i] += pe * av;
       cst[i] += cw * av;
       if (alone) {
@@ -589,6 +685,8 @@ std::vector<ElementSums> element_sums(const Case& c, std::span<const int64_t> ke
     e[i].s_weighted = sw[i];
     e[i].cast = cst[i];
     e[i].t_rand = std::sqrt(rand2[i]);
+    e[i].t_pv = t_pv[i];
+    e[i].s_pos = s_pos[i];
     e[i].cast_rms = std::sqrt(cast2[i]);
   }
   return e;
@@ -632,8 +730,15 @@ void o_bounds(const Case& c, std::span<const int64_t> keys, int64_t g, const dou
   const CastError cast_error{un.u_p, un.p_tiny * (1.0 + k.e_max) / (k.l_ratio * den_factor),
                              den_factor};
   const double cast_factor = (1.0 + co.g) * (1.0 + un.eps_div);
-  const std::vector<double> exact =
-      m && un.a.layout ? exact_partials(c, keys, g, k, *un.a.layout) : std::vector<double>();
+  // The exact partials (§5) where the layout is known, and the walk of the statistical tier
+  // (§10): over one accumulator's keys with N = 1, over each rank's where the layout names them,
+  // never for top-k rows (a gather kernel sums them in the list's order, not the positions').
+  const bool one_partial = un.shards <= 1;
+  const std::optional<Ownership> sums_layout =
+      one_partial ? std::optional<Ownership>(Ownership{1, 1, {}}) : un.a.layout;
+  const PartialSums parts =
+      sums_layout ? partial_sums(c, keys, g, o_ref, k, *sums_layout) : PartialSums{};
+  const bool walk = sums_layout.has_value() && un.position_order;
   const std::vector<ElementSums> sums = element_sums(c, keys, g, o_ref, k, cast_error);
   // The output's store, of the computed value within `b` of O_i.
   auto stored = [&](double b, double o) {
@@ -643,8 +748,20 @@ void o_bounds(const Case& c, std::span<const int64_t> keys, int64_t g, const dou
     const double o = o_ref[i];
     const ElementSums& e = sums[static_cast<size_t>(i)];
     const double first = e.t_key + co.c_S * e.s + co.c_O * std::fabs(o) + floor;
-    const double first_stat = std::min(e.t_key, e.t_sys + un.lambda * e.t_rand) +
-                              (co.c_S - co.g + co.g_stat) * e.s +
+    // §10: the computed numerator's partial sums are exact partial sums of the same keys within
+    // num_factor S'_i - S_i, the P cast's C_i and the floors. In any order and partition at most
+    // max(S+, S-) (the positive terms' sum, the negative's); where the accumulators sum runs of
+    // keys contiguous in position order, at most the walk W_i.
+    const double slack = num_factor * e.s_weighted - e.s + e.cast + floor + kEvalRel * e.s;
+    const double any_order = std::min(e.s, std::max(e.s_pos, e.s - e.s_pos) + slack);
+    const double runs = walk ? std::min(any_order, parts.walk[i] + slack) : any_order;
+    // The rescales: rho on every weight, or in runs of contiguous keys B_i times the chain's
+    // total (Abel summation over the tiles).
+    const double rescales =
+        walk ? std::min(k.rho * e.t_pv, k.rescale_walk * (parts.rescale_walk[i] + kEvalRel * e.s))
+             : k.rho * e.t_pv;
+    const double first_stat = std::min(e.t_key, e.t_sys + rescales + un.lambda * e.t_rand) +
+                              (co.c_S - co.g) * e.s + co.g_stat * runs +
                               (co.c_O - co.g + co.g_stat) * std::fabs(o) + floor;
     const double cast = cast_factor * e.cast;
     const double cast_stat = cast_factor * std::min(e.cast, un.lambda * e.cast_rms);
@@ -655,7 +772,7 @@ void o_bounds(const Case& c, std::span<const int64_t> keys, int64_t g, const dou
       // each computed numerator is within sum_j P_j |v_ji| ((1 + e_j) num_factor - 1) of the
       // exact one, so Q = (A + num_factor S' - S) / den_factor with A = sum_r |sum_{j in r} P_j
       // v_ji| the exact partials' where the layout is known, else A = S (any partition).
-      const double a = exact.empty() ? e.s : exact[i] + kEvalRel * e.s;
+      const double a = un.a.layout ? parts.a[i] + kEvalRel * e.s : e.s;
       // The P cast's subnormal floor is in C_i (with its relative part, counted twice).
       const double q =
           (std::min(a, e.s) + num_factor * e.s_weighted - e.s + floor) / den_factor + e.cast;
@@ -699,8 +816,8 @@ double statistical_lse_keys(const Units& un, const KeyErrors& k, const Coefficie
   std::vector<double> grp(static_cast<size_t>(k.groups), 0.0);
   double sys = k.p_sink * k.e_sink;
   for (size_t x = 0; x < k.p.size(); ++x) {
-    sys += k.p[x] * k.m[x];
-    grp[static_cast<size_t>(k.group[x])] += k.p[x] * k.b[x];
+    sys += k.p[x] * k.m_lse[x];
+    grp[static_cast<size_t>(k.group[x])] += k.p[x] * k.b_lse[x];
   }
   double rand2 = 0.0;
   for (double v : grp) rand2 += v * v;
@@ -768,6 +885,21 @@ std::string kappa_culprit(const Case& c, const Units& un, std::span<const int64_
   return "mostly " + worst.what + ": " + share;
 }
 
+// §10: every row's top-k list (padding aside) in ascending position order, or no list.
+bool topk_ascending(const Case& c) {
+  if (!c.has_topk()) return true;
+  for (int64_t t = 0; t < c.topk.dim(0); ++t) {
+    int64_t last = -1;
+    for (int64_t x = 0; x < c.topk.dim(1); ++x) {
+      const int64_t j = c.topk.at({t, x});
+      if (j == -1) continue;
+      if (j <= last) return false;
+      last = j;
+    }
+  }
+  return true;
+}
+
 // A claimed layout fits the case: one rank per key position, each in [0, ranks), and no more
 // ranks than partials merged.
 Status check_layout(const Case& c, const Arithmetic& a) {
@@ -819,6 +951,7 @@ Expected<Bound> derive_bound(const Case& c, const Attention& ref, const Arithmet
   // tail of 2 exp(-lambda^2 / 2): lambda makes their union kStatFalseAlarm.
   const double events = static_cast<double>(T * Hq) * (3.0 * static_cast<double>(dv) + 2.0);
   un.lambda = std::sqrt(2.0 * std::log(2.0 * std::max(1.0, events) / kStatFalseAlarm));
+  un.position_order = topk_ascending(c);
   b.o_stat = Tensor<double>({T, Hq, dv});
   b.lse_stat = Tensor<double>({T, Hq});
 

@@ -39,6 +39,10 @@ struct Arithmetic {
   DType partial_o = DType::f32;    // format of partial outputs O_r as exchanged (shards > 1)
   DType partial_lse = DType::f32;  // format of partial LSEs L_r as exchanged (shards > 1)
   DType merge_accum = DType::f32;  // format of the cross-rank sum (bf16 for a bf16 reduce-scatter)
+  // Format of the merge's weight sum sum_r exp(L_r - m): the merged LSE's argument and the
+  // denominator that normalizes O, where it is not merge_accum (a bf16 reduce-scatter of the
+  // scaled outputs beside an fp32 LSE merge, as engines' merges compute it). nullopt: merge_accum.
+  std::optional<DType> merge_lse_accum;
   DType out = DType::f32;          // format the final O is stored in
   DType lse_out = DType::f32;      // format the final LSE is stored in
   int64_t shards = 1;              // N partials merged over any tree (1: no merge)

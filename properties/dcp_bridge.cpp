@@ -205,6 +205,8 @@ oracle::Arithmetic host_claim(const gpu::DcpConfig& cfg, bool partial) {
     if (a.shards == 1 && !exact_single) a.shards = 2;
     a.partial_o = to_oracle_dtype(m.partial);
     a.merge_accum = to_oracle_dtype(m.merge);
+    // The weights' sum of either combine (MergeAcc's z) is fp32 beside any reduce-scatter format.
+    a.merge_lse_accum = oracle::DType::f32;
     a.merge_terms = cfg.layout.ranks;  // split-KV pieces merge in fp32 within their rank
     a.out = to_oracle_dtype(cfg.out_dtype);
     a.lse_out = a.out;

@@ -268,7 +268,7 @@ ModelOutput run_fp32_model(const Case& c, const ModelConfig& m) {
           };
           for (int64_t r : order) {
             w[r] = parts[r].lse == kNegInfF ? 0.0f : mex(parts[r].lse - mx);
-            sum += w[r];
+            sum = static_cast<float>(oracle::round_to(m.merge_lse_accum, sum + w[r]));
           }
           lse = mx + mlg(sum);
           for (int64_t r : order) {
@@ -310,6 +310,7 @@ oracle::Arithmetic claim_of(const ModelConfig& m) {
   a.tile = m.tile;
   a.partial_o = m.partial;
   a.merge_accum = m.merge_accum;
+  a.merge_lse_accum = m.merge_lse_accum;
   // The library's exp and log round to within 1 ulp and the perturbation adds at most one more
   // (the default budget of 2 ulp); a claimed error covers the approximation on top of them.
   if (m.exp_rel_err > 0.0) a.exp_rel_err = (1.0 + m.exp_rel_err) * (1.0 + kModelIntrinsicRel) - 1.0;
@@ -329,6 +330,7 @@ std::string describe(const ModelConfig& m) {
      << " out=" << dcp::oracle::dtype_name(m.out)
      << " partial=" << dcp::oracle::dtype_name(m.partial)
      << " merge_accum=" << dcp::oracle::dtype_name(m.merge_accum)
+     << " merge_lse_accum=" << dcp::oracle::dtype_name(m.merge_lse_accum)
      << " merge=" << (m.merge == Merge::ag_rs ? "ag_rs" : "a2a") << " reverse=" << m.reverse_merge
      << " bug=" << (m.bug == Bug::none ? "none" : mutants::mutant_info(m.bug).name)
      << " seed=" << m.seed;

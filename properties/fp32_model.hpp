@@ -62,6 +62,10 @@ struct ModelConfig {
   // reduce-scatter: every product and every partial sum rounded to it).
   oracle::DType partial = oracle::DType::f32;
   oracle::DType merge_accum = oracle::DType::f32;
+  // The format of the weight sum sum_r exp(L_r - m), every partial sum rounded to it: the merged
+  // LSE's argument and a2a's denominator (engines sum the weights in fp32 beside a bf16
+  // reduce-scatter of the outputs).
+  oracle::DType merge_lse_accum = oracle::DType::f32;
   Merge merge = Merge::ag_rs;
   bool reverse_merge = false;  // sum partials from the last rank down
   Bug bug = Bug::none;

@@ -134,6 +134,8 @@ inline rc::Gen<ModelConfig> gen_model_config() {
           {{4, DType::f32}, {2, DType::bf16}, {2, DType::f16}, {1, DType::f8e4m3}});
       m.merge_accum =
           *rc::gen::weightedElement<DType>({{2, DType::f32}, {1, DType::bf16}, {1, DType::f16}});
+      m.merge_lse_accum =
+          *rc::gen::weightedElement<DType>({{2, DType::f32}, {1, DType::bf16}, {1, DType::f16}});
     }
     m.seed = *rc::gen::arbitrary<uint64_t>();
     return m;

@@ -176,6 +176,13 @@ RC_GTEST_PROP(ToleranceSensitivity, UnclaimedBf16MergeFails, ()) {
       2, 4, [](ModelConfig& m) { m.merge_accum = oracle::DType::bf16; },
       [](oracle::Arithmetic& a) { a.merge_accum = oracle::DType::f32; });
 }
+// The merge's weight sum (the merged LSE's, a2a's denominator) in bf16, claimed as fp32 beside
+// an fp32 sum of the outputs: merge_lse_accum cannot be left out.
+RC_GTEST_PROP(ToleranceSensitivity, UnclaimedBf16LseMergeFails, ()) {
+  check_unclaimed_is_caught(
+      2, 8, [](ModelConfig& m) { m.merge_lse_accum = oracle::DType::bf16; },
+      [](oracle::Arithmetic& a) { a.merge_lse_accum = oracle::DType::f32; });
+}
 // Partials exchanged in bf16, claimed as fp32 ones.
 RC_GTEST_PROP(ToleranceSensitivity, UnclaimedBf16PartialsFail, ()) {
   check_unclaimed_is_caught(

@@ -358,9 +358,14 @@ expect 1 "check, fp8 cache, one token dropped" -- "$bin" check --case "$fp8" --r
 "$make_result" --case "$fp8" --out "$tmp/fp8.safetensors" "${fp8_rs8[@]}" --p-cast f8_e4m3 --out-dtype f8_e4m3
 expect 0 "check, fp8 cache, P and output in E4M3" -- "$bin" check --case "$fp8" --result "$tmp/fp8.safetensors"
 contains "$tmp/out" "P cast f8_e4m3, o f8_e4m3" "claim line names the fp8 formats"
-# An unweighted mean of the partials moves this output by 0.86 of the sound bound and 1.14 of the
-# statistical one (docs/tolerances.md section 10): SUSPECT, which fails only with --bound statistical.
+# An unweighted mean of the partials, its merged LSE summed in fp32 as claimed (merge_lse_accum):
+# 1.29 of the sound bound, FAILED.
 "$make_result" --case "$long" --out "$tmp/rs8.safetensors" "${rs8_long[@]}" --bug merge_unweighted_mean
+expect 1 "check, decode-scale bf16 DCP=8, unweighted mean, fp32 LSE merge" -- "$bin" check --case "$long" --result "$tmp/rs8.safetensors"
+# The same bug in a merge whose weights are summed in bf16 too moves the output by 0.88 of the
+# sound bound and 1.16 of the statistical one (docs/tolerances.md section 10): SUSPECT, which fails
+# only with --bound statistical.
+"$make_result" --case "$long" --out "$tmp/rs8.safetensors" "${rs8_long[@]}" --merge-lse-accum bf16 --bug merge_unweighted_mean
 expect 0 "check, decode-scale bf16 DCP=8, unweighted mean, sound bound" -- "$bin" check --case "$long" --result "$tmp/rs8.safetensors" --json "$tmp/suspect.json"
 contains "$tmp/out" "# check: SUSPECT (over the statistical bound, inside the sound one: output)" "unweighted mean: SUSPECT"
 contains "$tmp/out" "# bound: sound gates the exit; statistical tier's false-alarm probability <= 1.0e-08" "check states the false-alarm probability"

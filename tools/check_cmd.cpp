@@ -71,7 +71,9 @@ std::string claim_text(const oracle::DcpResult& r) {
      << (r.owner.empty() ? ", interleave " + std::to_string(r.interleave) : ", owner map")
      << ", splits " << r.splits << ", partials " << lower(oracle::dtype_name(a.partial_o)) << "/"
      << lower(oracle::dtype_name(a.partial_lse)) << " (" << r.partial_format_from << "), merge "
-     << lower(oracle::dtype_name(a.merge_accum)) << ", sink "
+     << lower(oracle::dtype_name(a.merge_accum))
+     << (a.merge_lse_accum ? ", merge lse " + lower(oracle::dtype_name(*a.merge_lse_accum)) : "")
+     << ", sink "
      << (r.sink_rank ? "on rank " + std::to_string(*r.sink_rank) : std::string("at the merge"))
      << ", tile " << a.tile << (a.tile == 1 ? " (any)" : "") << ", exp "
      << (a.exp_rel_err ? "rel err " + exact_text(*a.exp_rel_err) : "2 ulp") << ", log "
@@ -364,6 +366,7 @@ json request_report(const CheckOptions& o, const oracle::DcpResult& r,
         {"exp_rel_err", a.exp_rel_err ? json_number(*a.exp_rel_err) : json(nullptr)},
         {"log_rel_err", a.log_rel_err ? json_number(*a.log_rel_err) : json(nullptr)},
         {"merge_accum", lower(oracle::dtype_name(a.merge_accum))},
+        {"merge_lse_accum", lower(oracle::dtype_name(a.merge_lse_accum.value_or(a.merge_accum)))},
         {"dcp_size", r.dcp_size},
         {"interleave", r.owner.empty() ? json(r.interleave) : json(nullptr)},
         {"owner_map", !r.owner.empty()},

@@ -97,11 +97,13 @@ int main(int argc, char** argv) {
   bool tf32 = false, ftz = false;
   app.add_flag("--tf32", tf32, "model only: products' operands rounded to tf32 (accum tf32)");
   app.add_flag("--ftz", ftz, "model only: stores and the P cast flush subnormals to zero");
-  std::string partial_dtype = "f32", merge_accum = "f32";
+  std::string partial_dtype = "f32", merge_accum = "f32", merge_lse_accum = "f32";
   app.add_option("--partial-dtype", partial_dtype,
                  "model only: the partials' format (f32, bf16, f16)");
   app.add_option("--merge-accum", merge_accum,
                  "model only: the cross-rank products and sums rounded to this format");
+  app.add_option("--merge-lse-accum", merge_lse_accum,
+                 "model only: the merge's weight sum (the merged LSE's) rounded to this format");
   std::string p_cast = "none";
   app.add_option("--p-cast", p_cast, "model only: P rounded to this format before P.V")
       ->check(CLI::IsMember({"none", "bf16", "f16", "f8_e4m3", "f8_e5m2"}));
@@ -199,12 +201,15 @@ int main(int argc, char** argv) {
     m.ftz = ftz;
     const auto part = dcp::gpu::parse_format(partial_dtype);
     const auto sum = dcp::gpu::parse_format(merge_accum);
-    if (!part || !sum) {
-      std::cerr << "make_result: --partial-dtype/--merge-accum: expected f32, f16 or bf16\n";
+    const auto lse_sum = dcp::gpu::parse_format(merge_lse_accum);
+    if (!part || !sum || !lse_sum) {
+      std::cerr << "make_result: --partial-dtype/--merge-accum/--merge-lse-accum: expected f32, "
+                   "f16 or bf16\n";
       return 2;
     }
     m.partial = p::to_oracle_dtype(*part);
     m.merge_accum = p::to_oracle_dtype(*sum);
+    m.merge_lse_accum = p::to_oracle_dtype(*lse_sum);
     if (p_cast != "none") m.p_cast = formats.at(p_cast);
     auto result_of = [&](const dcp::oracle::Case& one, const p::ModelConfig& config) {
       dcp::oracle::DcpResult out = p::model_result(one, config, partials);
