@@ -329,7 +329,8 @@ KeyErrors key_errors(const Units& un, double softcap, int64_t seq, const RowLogi
       }
       const double g_max = rescaled(std::expm1(y_max));
       k.m[x] = y_sys + (std::expm1(y_max) - y_max) + rho * std::expm1(y_max) + un.eps_exp * g_max;
-      k.b[x] = std::hypot(un.eps_exp, b_lin);
+      // (not std::hypot: glibc 2.35 versions it anew, and the wheel promises glibc 2.34)
+      k.b[x] = std::sqrt(un.eps_exp * un.eps_exp + b_lin * b_lin);
       k.m_lse[x] = k.m[x] + un.eps_exp + rho;
       k.b_lse[x] = b_lin;
     }
@@ -491,11 +492,13 @@ std::optional<Merge> merge_terms(const Units& un, double n_eff, double L_abs) {
   const double g_N_den = gamma_n(N_m, un.u_d);
   // One merge exponential: exp(L_r - M) (a2a, both sums) or exp(L_r - L) (ag_rs, the numerator),
   // with its argument's rounding.
-  const double eps_w = exp_error(kMergeArgRoundings * un.u_s * L_abs, un.eps_exp);
+  // The merge's exponentials: its own claim (merge_exp_rel_err), else the kernel's.
+  const double eps_m = un.a.merge_exp_rel_err.value_or(un.eps_exp);
+  const double eps_w = exp_error(kMergeArgRoundings * un.u_s * L_abs, eps_m);
   // A merge may also run as a tree of unnormalized states (a2a's combine): each level rescales a
   // state by an exponential of the change of its max and adds, so a partial passes up to N - 1
   // rescales (their arguments telescope, as in §3) and 2N roundings in the accumulation format.
-  const double chain = rescale_chain(static_cast<double>(un.shards - 1), un.eps_exp, un.u_s, L_abs);
+  const double chain = rescale_chain(static_cast<double>(un.shards - 1), eps_m, un.u_s, L_abs);
   const double g_tree = gamma_n(kAccumRoundingsPerTerm * N, un.u_s);
   // ag_rs computes its merged LSE over such a tree too, and there the rescales reach the
   // denominator alone (the numerator's weights exp(L_r - L) are fresh exponentials): D_b carries

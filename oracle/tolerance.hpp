@@ -72,6 +72,10 @@ struct Arithmetic {
   // largest error of its log/log2 result relative to max(1, |result|). nullopt: the budgets.
   std::optional<double> exp_rel_err;
   std::optional<double> log_rel_err;
+  // The merge's own exp/exp2 (the weights exp(L_r - m) and a tree's rescales), where it is not
+  // the attention kernel's: a combine in the math library beside a kernel's vectorized
+  // polynomial. nullopt: exp_rel_err (or the budget).
+  std::optional<double> merge_exp_rel_err;
 };
 
 struct Bound {

@@ -115,7 +115,12 @@ ModelOutput run_fp32_model(const Case& c, const ModelConfig& m) {
   auto lg = [&](float x) { return approx.log(perturb(m.base2 ? std::log2(x) : std::log(x))); };
   // The merge's own exp/log pair; the merge_wrong_base bug uses the other base's.
   const bool merge_base2 = m.bug == Bug::merge_base_mismatch ? !m.base2 : m.base2;
-  auto mex = [&](float x) { return approx.exp(perturb(merge_base2 ? std::exp2(x) : std::exp(x))); };
+  ModelConfig merge_config = m;
+  if (m.merge_exp_rel_err) merge_config.exp_rel_err = *m.merge_exp_rel_err;
+  ApproximateIntrinsics merge_approx{merge_config, perturb};
+  auto mex = [&](float x) {
+    return merge_approx.exp(perturb(merge_base2 ? std::exp2(x) : std::exp(x)));
+  };
   auto mlg = [&](float x) { return approx.log(perturb(merge_base2 ? std::log2(x) : std::log(x))); };
 
   for (int64_t t = 0; t < T; ++t) {
@@ -315,6 +320,8 @@ oracle::Arithmetic claim_of(const ModelConfig& m) {
   // (the default budget of 2 ulp); a claimed error covers the approximation on top of them.
   if (m.exp_rel_err > 0.0) a.exp_rel_err = (1.0 + m.exp_rel_err) * (1.0 + kModelIntrinsicRel) - 1.0;
   if (m.log_rel_err > 0.0) a.log_rel_err = m.log_rel_err + kModelIntrinsicRel;
+  if (m.merge_exp_rel_err)
+    a.merge_exp_rel_err = (1.0 + *m.merge_exp_rel_err) * (1.0 + kModelIntrinsicRel) - 1.0;
   return a;
 }
 
@@ -324,6 +331,8 @@ std::string describe(const ModelConfig& m) {
      << " base2=" << m.base2 << " fma=" << m.fma << " pairwise=" << m.pairwise_dot
      << " perturb=" << m.perturb << " exp_rel_err=" << m.exp_rel_err
      << " log_rel_err=" << m.log_rel_err << " systematic=" << m.approx_systematic
+     << " merge_exp_rel_err="
+     << (m.merge_exp_rel_err ? std::to_string(*m.merge_exp_rel_err) : std::string("kernel's"))
      << " p_cast=" << (m.p_cast ? dcp::oracle::dtype_name(*m.p_cast) : "none") << " tf32=" << m.tf32
      << " ftz=" << m.ftz
      << " dequantize_to=" << (m.dequantize_to ? dcp::oracle::dtype_name(*m.dequantize_to) : "exact")

@@ -46,6 +46,10 @@ struct ModelConfig {
   double exp_rel_err = 0.0;
   double log_rel_err = 0.0;
   bool approx_systematic = false;
+  // The merge's own exp, where it is not the kernel's: off by up to this much (0: the library's,
+  // as a combine beside a kernel's vectorized exp), claimed as merge_exp_rel_err. nullopt: the
+  // kernel's exp.
+  std::optional<double> merge_exp_rel_err;
   std::optional<oracle::DType> p_cast;  // P rounded to this format before P.V
   // TF32 tensor cores: both operands of every q.k and P.V product rounded to tf32 first.
   bool tf32 = false;

@@ -136,6 +136,8 @@ inline rc::Gen<ModelConfig> gen_model_config() {
           *rc::gen::weightedElement<DType>({{2, DType::f32}, {1, DType::bf16}, {1, DType::f16}});
       m.merge_lse_accum =
           *rc::gen::weightedElement<DType>({{2, DType::f32}, {1, DType::bf16}, {1, DType::f16}});
+      m.merge_exp_rel_err = *rc::gen::weightedElement<std::optional<double>>(
+          {{2, std::nullopt}, {1, 0.0}, {1, 1e-5}});
     }
     m.seed = *rc::gen::arbitrary<uint64_t>();
     return m;

@@ -183,6 +183,17 @@ RC_GTEST_PROP(ToleranceSensitivity, UnclaimedBf16LseMergeFails, ()) {
       2, 8, [](ModelConfig& m) { m.merge_lse_accum = oracle::DType::bf16; },
       [](oracle::Arithmetic& a) { a.merge_lse_accum = oracle::DType::f32; });
 }
+// A merge whose own exponential is 10^-3 off (every result low), claimed as the library's
+// (merge_exp_rel_err at 2^-22): the merge's exp cannot be left out.
+RC_GTEST_PROP(ToleranceSensitivity, UnclaimedApproximateMergeExpFails, ()) {
+  check_unclaimed_is_caught(
+      2, 8,
+      [](ModelConfig& m) {
+        m.merge_exp_rel_err = kApprox;
+        m.approx_systematic = true;
+      },
+      [](oracle::Arithmetic& a) { a.merge_exp_rel_err = 0x1p-22; });
+}
 // Partials exchanged in bf16, claimed as fp32 ones.
 RC_GTEST_PROP(ToleranceSensitivity, UnclaimedBf16PartialsFail, ()) {
   check_unclaimed_is_caught(

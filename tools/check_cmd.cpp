@@ -76,7 +76,9 @@ std::string claim_text(const oracle::DcpResult& r) {
      << ", sink "
      << (r.sink_rank ? "on rank " + std::to_string(*r.sink_rank) : std::string("at the merge"))
      << ", tile " << a.tile << (a.tile == 1 ? " (any)" : "") << ", exp "
-     << (a.exp_rel_err ? "rel err " + exact_text(*a.exp_rel_err) : "2 ulp") << ", log "
+     << (a.exp_rel_err ? "rel err " + exact_text(*a.exp_rel_err) : "2 ulp")
+     << (a.merge_exp_rel_err ? " (merge's rel err " + exact_text(*a.merge_exp_rel_err) + ")" : "")
+     << ", log "
      << (a.log_rel_err ? "rel err " + exact_text(*a.log_rel_err) : "2^-21 / 3 ulp");
   return os.str();
 }
@@ -365,6 +367,8 @@ json request_report(const CheckOptions& o, const oracle::DcpResult& r,
         {"accum_rounding", a.truncating_mma ? "any" : "nearest"},
         {"exp_rel_err", a.exp_rel_err ? json_number(*a.exp_rel_err) : json(nullptr)},
         {"log_rel_err", a.log_rel_err ? json_number(*a.log_rel_err) : json(nullptr)},
+        {"merge_exp_rel_err",
+         a.merge_exp_rel_err ? json_number(*a.merge_exp_rel_err) : json(nullptr)},
         {"merge_accum", lower(oracle::dtype_name(a.merge_accum))},
         {"merge_lse_accum", lower(oracle::dtype_name(a.merge_lse_accum.value_or(a.merge_accum)))},
         {"dcp_size", r.dcp_size},

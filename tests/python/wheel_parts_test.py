@@ -5,11 +5,12 @@
 
 For each part the package cannot work without, a copy of the good wheel without it must fail the
 check (exit 1) with the part's name in its message; so must a wheel whose binary lost its
-executable bit, whose entry point is gone, or that carries the build machine's platform tag.
-The parts are listed here, not read from the checker, so a part the checker forgot fails this.
+executable bit, whose entry point is gone, that carries the build machine's platform tag, or whose
+tag needs a glibc newer than the one it promises. The parts are listed here, not read from the checker, so a part the checker forgot fails this.
 """
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -75,12 +76,17 @@ def main() -> int:
         problem = refused(os.path.join(scratch, plat), "not manylinux")
         if problem:
             problems.append(f"the build machine's platform tag: {problem}")
+        newer = re.sub(r"manylinux_\d+_\d+_", "manylinux_2_35_", name)
+        shutil.copy(good, os.path.join(scratch, newer))
+        problem = refused(os.path.join(scratch, newer), "needs glibc 2.35")
+        if problem:
+            problems.append(f"a tag of a newer glibc: {problem}")
     for p in problems:
         print(f"wheel_parts_test: FAIL: {p}")
-    checked = len(MISSING) + 3
+    checked = len(MISSING) + 4
     print(f"wheel_parts_test: {checked - len(problems)} of {checked} cases as expected "
           f"({len(MISSING)} parts removed one at a time, a lost executable bit, a non-manylinux tag, "
-          "the good wheel)")
+          "a newer glibc's tag, the good wheel)")
     return 1 if problems else 0
 
 

@@ -85,6 +85,12 @@ print(f"installed from {dcp_verify.__file__}; check: {report.verdict}; propertie
 """
 
 
+# The oldest C library the wheel installs on: glibc 2.34 (RHEL 9; Ubuntu 22.04 has 2.35), the
+# engines' CI images. A function of a newer glibc in any part (std::hypot is hypot@GLIBC_2.35)
+# makes auditwheel tag the wheel higher.
+MAX_GLIBC = (2, 34)
+
+
 class WheelError(Exception):
     pass
 
@@ -97,6 +103,12 @@ def check_name(path: str) -> None:
     if not m.group("plat").startswith("manylinux"):
         raise WheelError(f"{os.path.basename(path)}: platform tag '{m.group('plat')}' is the build "
                          "machine's, not manylinux (auditwheel repair was not run on it)")
+    glibc = re.match(r"manylinux_(\d+)_(\d+)_", m.group("plat"))
+    if glibc and (int(glibc.group(1)), int(glibc.group(2))) > MAX_GLIBC:
+        raise WheelError(f"{os.path.basename(path)}: platform tag '{m.group('plat')}' needs glibc "
+                         f"{glibc.group(1)}.{glibc.group(2)}, newer than the "
+                         f"{MAX_GLIBC[0]}.{MAX_GLIBC[1]} the wheel promises: a part links a newer "
+                         "symbol (auditwheel show names its version)")
 
 
 def check_parts(zf: zipfile.ZipFile) -> None:
