@@ -293,8 +293,11 @@ KeyErrors key_errors(const Units& un, double softcap, int64_t seq, const RowLogi
                                                                   kRescaleArgRange * in.M));
   k.l_ratio = std::max(1.0, std::exp(L_ref - in.smax));
   const double u = un.u;
-  // (1 + u)^k - 1
+  // (1 + u)^k - 1 for the dot's roundings on a path, the operands' q-side ones, both, and the
+  // score's two (§10): the same for every key.
   const auto grow = [u](double roundings) { return std::expm1(roundings * std::log1p(u)); };
+  const double grow_dot = grow(in.dot_path), grow_q = grow(in.q_side),
+               grow_path = grow(in.dot_path + in.q_side), grow_score = grow(2.0);
   for (int64_t x = 0; x < n; ++x) {
     k.p[x] = std::exp(in.s[x] - L_ref);
     const double delta = logit_error(un, softcap, g_dot, in, x);
@@ -321,8 +324,8 @@ KeyErrors key_errors(const Units& un, double softcap, int64_t seq, const RowLogi
         // |C_l| <= a_max and sum_l |C_l| <= Dk a_j; the rest is systematic. The exponent
         // argument's subtraction and product are random, its rounded log2 e is not.
         const double a = in.a[x], dk = in.dot_path;
-        const double dot_rest = a * (grow(dk) - dk * u) + a * (1.0 + grow(dk)) * grow(in.q_side) +
-                                (std::fabs(in.s_pre[x]) + a * grow(dk + in.q_side)) * grow(2.0);
+        const double dot_rest = a * (grow_dot - dk * u) + a * (1.0 + grow_dot) * grow_q +
+                                (std::fabs(in.s_pre[x]) + a * grow_path) * grow_score;
         const double arg_abs = std::fabs(in.s[x]) + in.M;
         y_sys = delta - g_dot * a + dot_rest + u * arg_abs;
         b_lin = u * std::sqrt(dk * in.a_max[x] * a + 2.0 * arg_abs * arg_abs);
@@ -557,37 +560,53 @@ struct PartialSums {
   std::vector<double> a, walk, rescale_walk;  // [Dv] each
 };
 
-PartialSums partial_sums(const Case& c, std::span<const int64_t> keys, int64_t g, const double* o,
-                         const KeyErrors& k, const Ownership& layout) {
-  const int64_t dv = c.v_dim;
-  const RankSlots slots = rank_slots(keys, layout);
-  const auto cells = static_cast<size_t>(slots.count * dv);
-  std::vector<double> num(cells, 0.0), hi(cells, 0.0), lo(cells, 0.0), coef(cells, 0.0),
-      coef_max(cells, 0.0);
-  std::vector<double> row_buf(static_cast<size_t>(std::max(c.head_dim(), dv)));
-  for (size_t x = 0; x < keys.size(); ++x) {  // keys are in position order (visible_keys)
-    const auto at = static_cast<size_t>(slots.of(keys[x]) * dv);
-    const double* v = c.v_row(keys[x], g, row_buf.data());
-    for (int64_t i = 0; i < dv; ++i) {
-      const double sum = num[at + i] += k.p[x] * v[i];
-      hi[at + i] = std::max(hi[at + i], sum);
-      lo[at + i] = std::min(lo[at + i], sum);
-      const double b = coef[at + i] += k.p[x] * (v[i] - o[i]);
-      coef_max[at + i] = std::max(coef_max[at + i], std::fabs(b));
+// Accumulates PartialSums one key at a time, the keys in position order: per rank slot and
+// element, the running sum of P_j v_ji and its extremes, and the running sum of P_j (v_ji - O_i)
+// and its largest magnitude.
+class PartialWalks {
+ public:
+  PartialWalks(const RankSlots& slots, int64_t dv)
+      : slots_(slots), dv_(dv), cells_(static_cast<size_t>(slots.count * dv)),
+        p_sum_(static_cast<size_t>(slots.count), 0.0), num_(cells_, 0.0), hi_(cells_, 0.0),
+        lo_(cells_, 0.0), coef_max_(cells_, 0.0) {}
+
+  void add(int64_t key, double p, const double* v, const double* o) {
+    const int64_t slot = slots_.of(key);
+    const auto at = static_cast<size_t>(slot * dv_);
+    // sum_j P_j (v_ji - O_i) = sum_j P_j v_ji - O_i sum_j P_j
+    const double p_sum = p_sum_[static_cast<size_t>(slot)] += p;
+    double* num = &num_[at];
+    double* hi = &hi_[at];
+    double* lo = &lo_[at];
+    double* coef_max = &coef_max_[at];
+    for (int64_t i = 0; i < dv_; ++i) {
+      const double sum = num[i] += p * v[i];
+      hi[i] = std::max(hi[i], sum);
+      lo[i] = std::min(lo[i], sum);
+      coef_max[i] = std::max(coef_max[i], std::fabs(sum - o[i] * p_sum));
     }
   }
-  PartialSums out{std::vector<double>(static_cast<size_t>(dv), 0.0),
-                  std::vector<double>(static_cast<size_t>(dv), 0.0),
-                  std::vector<double>(static_cast<size_t>(dv), 0.0)};
-  for (int64_t r = 0; r < slots.count; ++r) {
-    for (int64_t i = 0; i < dv; ++i) {
-      out.a[i] += std::fabs(num[r * dv + i]);
-      out.walk[i] = std::max(out.walk[i], hi[r * dv + i] - lo[r * dv + i]);
-      out.rescale_walk[i] += coef_max[r * dv + i];
+
+  PartialSums finish() const {
+    const auto n = static_cast<size_t>(dv_);
+    PartialSums out{std::vector<double>(n, 0.0), std::vector<double>(n, 0.0),
+                    std::vector<double>(n, 0.0)};
+    for (int64_t r = 0; r < slots_.count; ++r) {
+      for (int64_t i = 0; i < dv_; ++i) {
+        out.a[i] += std::fabs(num_[r * dv_ + i]);
+        out.walk[i] = std::max(out.walk[i], hi_[r * dv_ + i] - lo_[r * dv_ + i]);
+        out.rescale_walk[i] += coef_max_[r * dv_ + i];
+      }
     }
+    return out;
   }
-  return out;
-}
+
+ private:
+  const RankSlots& slots_;
+  int64_t dv_;
+  size_t cells_;
+  std::vector<double> p_sum_, num_, hi_, lo_, coef_max_;
+};
 
 // One element's sums over the row's keys (§2, §3): T_key,i, S_i and S'_i = sum_j P_j (1 + e_j)
 // |v_ji| (how large the computed summands may be).
@@ -617,8 +636,13 @@ struct CastError {
 // Every element's sums of a row (dv of them): one pass over the row's keys, each key's V row read
 // once for all its components; a group of keys of equal logits is visited together, so that its
 // random parts are summed, squared and added before the next.
+// With a layout, the same pass writes the row's PartialSums to *parts (a second pass over the
+// keys in position order where some logits are equal: their groups are visited apart). Without
+// `walk` (§10: no partial sums in position order) it sums t_pv and s_pos instead.
 std::vector<ElementSums> element_sums(const Case& c, std::span<const int64_t> keys, int64_t g,
-                                      const double* o, const KeyErrors& k, const CastError& cast) {
+                                      const double* o, const KeyErrors& k, const CastError& cast,
+                                      const std::optional<Ownership>& layout, bool walk,
+                                      PartialSums* parts) {
   const int64_t dv = c.v_dim;
   const size_t n = keys.size(), G = static_cast<size_t>(k.groups);
   std::vector<ElementSums> e(static_cast<size_t>(dv));
@@ -639,21 +663,32 @@ std::vector<ElementSums> element_sums(const Case& c, std::span<const int64_t> ke
   std::vector<double> t_key(dv, 0.0), t_sys(dv, 0.0), s(dv, 0.0), sw(dv, 0.0), cst(dv, 0.0),
       gb(dv, 0.0), gc(dv, 0.0), rand2(dv, 0.0), cast2(dv, 0.0), t_pv(dv, 0.0), s_pos(dv, 0.0);
   std::vector<double> row_buf(static_cast<size_t>(std::max(c.head_dim(), dv)));
+  const std::optional<RankSlots> slots =
+      layout ? std::optional<RankSlots>(rank_slots(keys, *layout)) : std::nullopt;
+  std::optional<PartialWalks> walks;
+  if (slots) walks.emplace(*slots, dv);
+  // Every key alone in its group: the first loop below visits them all in position order.
+  const bool fused = walks && G == n;
   // Key x's terms; into the group sums gb, gc, or (a key alone in its group) straight into the
   // sums of squares.
   const auto add_key = [&](size_t x, bool alone) {
     const double* v = c.v_row(keys[x], g, row_buf.data());
+    if (fused) walks->add(keys[x], k.p[x], v, o);
     const double p = k.p[x], pe = p * (1.0 + k.e[x]), ek = k.e[x], mk = k.m[x], bk = k.b[x];
     const double cw = cast.of(pe);
     const double kept = ek < kLostWeight ? 1.0 : 0.0;
+    if (!walk) {  // the sums the statistical bound takes in any order (o_bounds)
+      for (int64_t i = 0; i < dv; ++i) {
+        t_pv[i] += p * std::fabs(v[i] - o[i]) * kept;
+        s_pos[i] += p * std::max(v[i], 0.0);
+      }
+    }
     for (int64_t i = 0; i < dv; ++i) {
       const double av = std::fabs(v[i]);
       const double pv = p * std::fabs(v[i] - o[i]);
       t_key[i] += pv * ek;
       t_sys[i] += pv * mk;
-      t_pv[i] += pv * kept;
       s[i] += p * av;
-      s_pos[i] += p * std::max(v[i], 0.0);
       sw[i] += pe * av;
       cst[i] += cw * av;
       if (alone) {
@@ -691,6 +726,12 @@ std::vector<ElementSums> element_sums(const Case& c, std::span<const int64_t> ke
     e[i].t_pv = t_pv[i];
     e[i].s_pos = s_pos[i];
     e[i].cast_rms = std::sqrt(cast2[i]);
+  }
+  if (walks) {
+    if (!fused) {
+      for (size_t x = 0; x < n; ++x) walks->add(keys[x], k.p[x], c.v_row(keys[x], g, row_buf.data()), o);
+    }
+    *parts = walks->finish();
   }
   return e;
 }
@@ -739,10 +780,10 @@ void o_bounds(const Case& c, std::span<const int64_t> keys, int64_t g, const dou
   const bool one_partial = un.shards <= 1;
   const std::optional<Ownership> sums_layout =
       one_partial ? std::optional<Ownership>(Ownership{1, 1, {}}) : un.a.layout;
-  const PartialSums parts =
-      sums_layout ? partial_sums(c, keys, g, o_ref, k, *sums_layout) : PartialSums{};
+  PartialSums parts;
   const bool walk = sums_layout.has_value() && un.position_order;
-  const std::vector<ElementSums> sums = element_sums(c, keys, g, o_ref, k, cast_error);
+  const std::vector<ElementSums> sums =
+      element_sums(c, keys, g, o_ref, k, cast_error, sums_layout, walk, &parts);
   // The output's store, of the computed value within `b` of O_i.
   auto stored = [&](double b, double o) {
     return ((1.0 + un.u_out) * b + un.u_out * std::fabs(o)) * kEvalSlack;
@@ -756,13 +797,12 @@ void o_bounds(const Case& c, std::span<const int64_t> keys, int64_t g, const dou
     // max(S+, S-) (the positive terms' sum, the negative's); where the accumulators sum runs of
     // keys contiguous in position order, at most the walk W_i.
     const double slack = num_factor * e.s_weighted - e.s + e.cast + floor + kEvalRel * e.s;
-    const double any_order = std::min(e.s, std::max(e.s_pos, e.s - e.s_pos) + slack);
-    const double runs = walk ? std::min(any_order, parts.walk[i] + slack) : any_order;
-    // The rescales: rho on every weight, or in runs of contiguous keys B_i times the chain's
-    // total (Abel summation over the tiles).
+    const double runs = std::min(e.s, walk ? parts.walk[i] + slack
+                                           : std::max(e.s_pos, e.s - e.s_pos) + slack);
+    // The rescales: in runs of contiguous keys, B_i times the chain's total (Abel summation over
+    // the tiles); else rho on every weight.
     const double rescales =
-        walk ? std::min(k.rho * e.t_pv, k.rescale_walk * (parts.rescale_walk[i] + kEvalRel * e.s))
-             : k.rho * e.t_pv;
+        walk ? k.rescale_walk * (parts.rescale_walk[i] + kEvalRel * e.s) : k.rho * e.t_pv;
     const double first_stat = std::min(e.t_key, e.t_sys + rescales + un.lambda * e.t_rand) +
                               (co.c_S - co.g) * e.s + co.g_stat * runs +
                               (co.c_O - co.g + co.g_stat) * std::fabs(o) + floor;

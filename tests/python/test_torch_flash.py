@@ -27,7 +27,8 @@ def test_torch_flash_passes_with_its_claim(dtype, ranges):
 
 
 def test_bf16_kernel_without_its_exp_claim_is_caught():
-    """The claim is not decoration: the bf16 path's exp_u20 and bf16 P, unclaimed, violate the bound."""
+    """The claim is not decoration: the bf16 path's exponential and bf16 P, unclaimed, violate the
+    bound."""
     impl = TorchFlash(torch.bfloat16)
     impl.claim = {"accum": "f32", "accum_rounding": "nearest", "partial_dtype": "bf16"}
     report = dcp_verify.properties(impl, seed=11, cases=CASES, arrays="torch",
