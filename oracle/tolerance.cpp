@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <optional>
 #include <span>
 #include <sstream>
@@ -925,7 +924,19 @@ std::string kappa_culprit(const Case& c, const Units& un, std::span<const int64_
       terms.begin(), terms.end(), [](const Term& x, const Term& y) { return x.value < y.value; });
   char share[32];
   std::snprintf(share, sizeof share, "%.3g", worst.value);
-  return "mostly " + worst.what + ": " + share;
+  std::string why = "mostly " + worst.what + ": " + share;
+  // §3: where the rescales make most of the key weights' share (each of R = ceil(S / tile) costs
+  // the exponential's error), the kernel's own tile is the claim that sharpens it.
+  if (&worst == &terms.front() && 2.0 * k.rho > k.e_max) {
+    std::snprintf(share, sizeof share, "%.3g", k.rho);
+    why += std::string(", of which the online-softmax rescales ") + share + ": " +
+           std::to_string(static_cast<int64_t>(rescale_count(un, c.seq(), in.sink))) +
+           " of them with tile " + std::to_string(un.a.tile) +
+           (un.a.tile == 1 ? " (any tiling: one per key)" : "") +
+           ", each off by the exponential's error; claim the kernel's keys per online-softmax "
+           "block (tile)";
+  }
+  return why;
 }
 
 // §10: every row's top-k list (padding aside) in ascending position order, or no list.

@@ -418,6 +418,31 @@ TEST(ToleranceRefusal, NamesALayoutThatDoesNotFit) {
 
 // A claim too coarse for the first-order bound is refused with kappa and the term responsible; a
 // merge whose sum alone may be off by half is refused by name.
+// A kernel's exponential 10^-4 off over 2,000 keys: with any tiling (tile 1) the rescales charge
+// it once a key, (1 + 10^-4)^2000 - 1 = 0.22, and the refusal says so and names the tile claim;
+// with the kernel's own blocks of 512 keys the same claim is bounded.
+TEST(ToleranceRefusal, RescalesOfAnyTilingNameTheTileClaim) {
+  CaseSpec spec;
+  spec.seq = 2000;
+  spec.head_dim = 16;
+  spec.v_dim = 16;
+  const oracle::Case c = make_case(spec);
+  auto ref = oracle::reference(c);
+  ASSERT_TRUE(ref.ok());
+  oracle::Arithmetic a;
+  a.exp_rel_err = 1e-4;
+  auto b = oracle::derive_bound(c, *ref, a);
+  ASSERT_FALSE(b.ok());
+  const std::string why = b.status().message();
+  EXPECT_NE(why.find("of which the online-softmax rescales"), std::string::npos) << why;
+  EXPECT_NE(why.find("2000 of them with tile 1 (any tiling: one per key)"), std::string::npos)
+      << why;
+  EXPECT_NE(why.find("claim the kernel's keys per online-softmax block (tile)"), std::string::npos)
+      << why;
+  a.tile = 512;
+  EXPECT_TRUE(oracle::derive_bound(c, *ref, a).ok()) << "tile 512: 4 rescales";
+}
+
 TEST(ToleranceRefusal, NamesKappaAndTheClaimTermResponsible) {
   CaseSpec spec;
   spec.seq = 64;
