@@ -307,14 +307,14 @@ KeyErrors key_errors(const Units& un, double softcap, int64_t seq, const RowLogi
       k.m[x] = kLostWeight + un.eps_exp;
       k.m_lse[x] = kLostWeight;
     } else {
-      k.e[x] = rescaled(exp_error(delta + arg, un.eps_exp));
+      const double y_max = delta + arg;
+      k.e[x] = rescaled(exp_error(y_max, un.eps_exp));
       k.e_max = std::max(k.e_max, k.e[x]);
       // §10: the weight's error is eps + lin + rho_j + rest: eps the exponential's at the key,
       // lin the mean-zero linear part of the round-to-nearest roundings of its logit and
       // exponent argument, rho_j its rescales (the caller bounds them), and rest the systematic
       // part y_s of the argument error y, the nonlinear e^y - 1 - y, rho_j (e^y - 1) and
       // eps (1 + rho_j) e^y - eps, each at its largest for |y| <= y_max = delta + arg.
-      const double y_max = delta + arg;
       double y_sys = y_max, b_lin = 0.0;
       if (un.nearest) {
         // The logit: sum_i x_i prod_l (1 + delta_l) over the Dk dot roundings on term i's
@@ -329,8 +329,9 @@ KeyErrors key_errors(const Units& un, double softcap, int64_t seq, const RowLogi
         y_sys = delta - g_dot * a + dot_rest + u * arg_abs;
         b_lin = u * std::sqrt(dk * in.a_max[x] * a + 2.0 * arg_abs * arg_abs);
       }
-      const double g_max = rescaled(std::expm1(y_max));
-      k.m[x] = y_sys + (std::expm1(y_max) - y_max) + rho * std::expm1(y_max) + un.eps_exp * g_max;
+      const double e_y = std::expm1(y_max);
+      const double g_max = rescaled(e_y);
+      k.m[x] = y_sys + (e_y - y_max) + rho * e_y + un.eps_exp * g_max;
       // (not std::hypot: glibc 2.35 versions it anew, and the wheel promises glibc 2.34)
       k.b[x] = std::sqrt(un.eps_exp * un.eps_exp + b_lin * b_lin);
       k.m_lse[x] = k.m[x] + un.eps_exp + rho;
