@@ -63,7 +63,9 @@ ModelConfig draw_model(Rng& rng, const CaseSpec& spec) {
     return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
   };
   auto coin = [&](double p) { return std::bernoulli_distribution(p)(rng); };
-  auto one_of = [&](std::initializer_list<DType> v) { return *(v.begin() + pick(0, v.size() - 1)); };
+  auto one_of = [&](std::initializer_list<DType> v) {
+    return *(v.begin() + pick(0, v.size() - 1));
+  };
   ModelConfig m;
   m.shards = pick(1, 8);
   m.interleave = pick(1, 4);
@@ -109,15 +111,16 @@ dcp::gpu::DcpConfig draw_host(Rng& rng, const CaseSpec& spec) {
   cfg.layout.interleave = pick(1, 4);
   cfg.tp_size = cfg.layout.ranks;
   cfg.strategy = coin(0.5) ? dcp::gpu::CommStrategy::a2a : dcp::gpu::CommStrategy::ag_rs;
-  cfg.base = spec.lse_base == dcp::oracle::LseBase::two ? dcp::gpu::LseBase::two
-                                                         : dcp::gpu::LseBase::e;
+  cfg.base =
+      spec.lse_base == dcp::oracle::LseBase::two ? dcp::gpu::LseBase::two : dcp::gpu::LseBase::e;
   cfg.tile = pick(1, 64);
   cfg.splits = pick(1, 3);
   cfg.out_dtype = format();
   if (coin(0.5)) {
     cfg.math.exp = coin(0.5) ? dcp::gpu::ExpImpl::libm : dcp::gpu::ExpImpl::poly3;
     // poly3's 2^0 is not 1: the rescale count is bounded as the property suite bounds it.
-    if (cfg.math.exp == dcp::gpu::ExpImpl::poly3) cfg.tile = std::max<int64_t>(cfg.tile, (spec.seq + 127) / 128);
+    if (cfg.math.exp == dcp::gpu::ExpImpl::poly3)
+      cfg.tile = std::max<int64_t>(cfg.tile, (spec.seq + 127) / 128);
     cfg.math.p_cast = format();
     cfg.math.tf32 = spec.values == ValueStyle::normal && coin(0.25);
     cfg.math.partial = format();
@@ -151,12 +154,13 @@ void judge(const dcp::oracle::Case& c, const dcp::oracle::DcpResult& r, const st
 }
 
 void print(const char* name, const Tally& t) {
-  std::printf("%-10s cases %7lld  parts %8lld  rows %9lld  SUSPECT %lld  FAILED %lld  refused %lld"
-              "  (the tier allows %.2g SUSPECT parts)\n",
-              name, static_cast<long long>(t.cases), static_cast<long long>(t.parts),
-              static_cast<long long>(t.rows), static_cast<long long>(t.suspect),
-              static_cast<long long>(t.failed), static_cast<long long>(t.refused),
-              static_cast<double>(t.parts) * dcp::oracle::kStatFalseAlarm);
+  std::printf(
+      "%-10s cases %7lld  parts %8lld  rows %9lld  SUSPECT %lld  FAILED %lld  refused %lld"
+      "  (the tier allows %.2g SUSPECT parts)\n",
+      name, static_cast<long long>(t.cases), static_cast<long long>(t.parts),
+      static_cast<long long>(t.rows), static_cast<long long>(t.suspect),
+      static_cast<long long>(t.failed), static_cast<long long>(t.refused),
+      static_cast<double>(t.parts) * dcp::oracle::kStatFalseAlarm);
   if (!t.first.empty()) std::printf("  first alarm: %s\n", t.first.c_str());
 }
 
@@ -190,8 +194,10 @@ int main(int argc, char** argv) {
     }
     judge(*c, *r, dcp::props::describe(spec) + " " + dcp::props::describe(cfg), host);
   }
-  std::printf("# false_alarms: %d cases, seed %d; a part is SUSPECT over its statistical bound, "
-              "FAILED over its sound one\n", cases, seed);
+  std::printf(
+      "# false_alarms: %d cases, seed %d; a part is SUSPECT over its statistical bound, "
+      "FAILED over its sound one\n",
+      cases, seed);
   print("fp32 model", model);
   print("host path", host);
   return model.failed + host.failed > 0 ? 1 : 0;

@@ -245,10 +245,11 @@ namespace {
 
 const std::set<std::string> kResultTensors = {"o", "lse", "o_partial", "lse_partial", "owner"};
 const std::set<std::string> kResultMetadata = {
-    "accum",      "p_cast",      "merge_accum",    "merge_lse_accum", "partial_dtype",
-    "dcp_size",   "interleave",  "splits",         "sink_rank",       "lse_base",
-    "exp_rel_err", "log_rel_err", "tile",          "lse_layout",      "format",
-    "accum_rounding", "ftz",     "merge_exp_rel_err"};
+    "accum",         "p_cast",           "merge_accum", "merge_lse_accum",
+    "partial_dtype", "dcp_size",         "interleave",  "splits",
+    "sink_rank",     "lse_base",         "exp_rel_err", "log_rel_err",
+    "tile",          "lse_layout",       "format",      "accum_rounding",
+    "ftz",           "merge_exp_rel_err"};
 
 // The largest claimed relative error of an exp or log: beyond it a "function" is no longer one,
 // and the first-order bound refuses long before (kappa > 0.1).
@@ -536,9 +537,10 @@ Expected<DcpResult> result_from_file(const StFile& f, const Case& c, std::string
                        "\"; expected \"nearest\" or \"any\"");
     a.truncating_mma = v == "any";
   }
-  for (const auto& [key, field] : {std::pair{"exp_rel_err", &Arithmetic::exp_rel_err},
-                                   std::pair{"log_rel_err", &Arithmetic::log_rel_err},
-                                   std::pair{"merge_exp_rel_err", &Arithmetic::merge_exp_rel_err}}) {
+  for (const auto& [key, field] :
+       {std::pair{"exp_rel_err", &Arithmetic::exp_rel_err},
+        std::pair{"log_rel_err", &Arithmetic::log_rel_err},
+        std::pair{"merge_exp_rel_err", &Arithmetic::merge_exp_rel_err}}) {
     auto x = intrinsic_error(source, f, key);
     if (!x) return x.status();
     a.*field = *x;

@@ -287,9 +287,10 @@ KeyErrors key_errors(const Units& un, double softcap, int64_t seq, const RowLogi
   k.b_lse.assign(n, 0.0);
   k.eps_exp = un.eps_exp;
   k.rho = rho;
-  k.rescale_walk = (1.0 + rho) * (rescale_count(un, seq, in.sink) * un.eps_exp +
-                                  (1.0 + un.eps_exp) * std::expm1(kExpArgRoundings * un.u *
-                                                                  kRescaleArgRange * in.M));
+  k.rescale_walk =
+      (1.0 + rho) *
+      (rescale_count(un, seq, in.sink) * un.eps_exp +
+       (1.0 + un.eps_exp) * std::expm1(kExpArgRoundings * un.u * kRescaleArgRange * in.M));
   k.l_ratio = std::max(1.0, std::exp(L_ref - in.smax));
   const double u = un.u;
   // (1 + u)^k - 1 for the dot's roundings on a path, the operands' q-side ones, both, and the
@@ -566,9 +567,14 @@ struct PartialSums {
 class PartialWalks {
  public:
   PartialWalks(const RankSlots& slots, int64_t dv)
-      : slots_(slots), dv_(dv), cells_(static_cast<size_t>(slots.count * dv)),
-        p_sum_(static_cast<size_t>(slots.count), 0.0), num_(cells_, 0.0), hi_(cells_, 0.0),
-        lo_(cells_, 0.0), coef_max_(cells_, 0.0) {}
+      : slots_(slots),
+        dv_(dv),
+        cells_(static_cast<size_t>(slots.count * dv)),
+        p_sum_(static_cast<size_t>(slots.count), 0.0),
+        num_(cells_, 0.0),
+        hi_(cells_, 0.0),
+        lo_(cells_, 0.0),
+        coef_max_(cells_, 0.0) {}
 
   void add(int64_t key, double p, const double* v, const double* o) {
     const int64_t slot = slots_.of(key);
@@ -729,7 +735,8 @@ std::vector<ElementSums> element_sums(const Case& c, std::span<const int64_t> ke
   }
   if (walks) {
     if (!fused) {
-      for (size_t x = 0; x < n; ++x) walks->add(keys[x], k.p[x], c.v_row(keys[x], g, row_buf.data()), o);
+      for (size_t x = 0; x < n; ++x)
+        walks->add(keys[x], k.p[x], c.v_row(keys[x], g, row_buf.data()), o);
     }
     *parts = walks->finish();
   }
@@ -797,8 +804,8 @@ void o_bounds(const Case& c, std::span<const int64_t> keys, int64_t g, const dou
     // max(S+, S-) (the positive terms' sum, the negative's); where the accumulators sum runs of
     // keys contiguous in position order, at most the walk W_i.
     const double slack = num_factor * e.s_weighted - e.s + e.cast + floor + kEvalRel * e.s;
-    const double runs = std::min(e.s, walk ? parts.walk[i] + slack
-                                           : std::max(e.s_pos, e.s - e.s_pos) + slack);
+    const double runs =
+        std::min(e.s, walk ? parts.walk[i] + slack : std::max(e.s_pos, e.s - e.s_pos) + slack);
     // The rescales: in runs of contiguous keys, B_i times the chain's total (Abel summation over
     // the tiles); else rho on every weight.
     const double rescales =

@@ -78,8 +78,7 @@ std::string claim_text(const oracle::DcpResult& r) {
      << ", tile " << a.tile << (a.tile == 1 ? " (any)" : "") << ", exp "
      << (a.exp_rel_err ? "rel err " + exact_text(*a.exp_rel_err) : "2 ulp")
      << (a.merge_exp_rel_err ? " (merge's rel err " + exact_text(*a.merge_exp_rel_err) + ")" : "")
-     << ", log "
-     << (a.log_rel_err ? "rel err " + exact_text(*a.log_rel_err) : "2^-21 / 3 ulp");
+     << ", log " << (a.log_rel_err ? "rel err " + exact_text(*a.log_rel_err) : "2^-21 / 3 ulp");
   return os.str();
 }
 
