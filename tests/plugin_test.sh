@@ -67,6 +67,20 @@ expect 124 "a level that never returns" -- timeout -s KILL 120 "$bin" properties
 one_line_stderr "a level that never returns"
 contains "$tmp/err" "level step did not return within 1 s (--timeout)" "the hung level is named"
 
+# probe: the example's arithmetic (fp32, nearest, libm, no P cast, a two-pass softmax) measured
+# and printed as a claim in both vocabularies; its JSON has the same words.
+expect 0 "probe the example" -- "$bin" probe --impl "$good" --json "$tmp/probe.json"
+contains "$tmp/out" "accum f32  accum_rounding nearest  p_cast none  partial_dtype f32  tile 1  merge_accum f32  merge_lse_accum f32" "the probe's claim words"
+contains "$tmp/out" '{"accum":"f32","accum_rounding":"nearest"' "the probe's claim as an implementation's"
+if python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); sys.exit(not (d["schema"] == "dcp-verify/probe/1" and d["claim"]["p_cast"] == "none" and len(d["findings"]) == 9))' "$tmp/probe.json"
+then passes=$((passes + 1)); else echo "FAIL: probe --json"; failures=$((failures + 1)); fi
+# A level that fails ends the probe: exit 1, one line naming the experiment and the level.
+expect 1 "probe a failing level" -- "$bin" probe --impl "$failing"
+one_line_stderr "probe a failing level"
+contains "$tmp/err" "experiment 'pairs': implementation 'example'" "the failed probe names the experiment"
+expect 2 "probe --impl with the production path's flags" -- "$bin" probe --impl "$good" --p-cast bf16
+one_line_stderr "probe --impl --p-cast"
+
 # Plug-ins that cannot be driven: exit 2, one line naming --impl.
 echo "not a library" >"$tmp/text.so"
 for args in "--impl $tmp/missing.so" "--impl $tmp/text.so" "--impl $good --backend cuda" \

@@ -94,6 +94,8 @@ oracle::Expected<ImplBackends> open_impl(const std::string& path, const std::str
   ImplBackends b;
   if (p->has_partial() || p->has_combine()) b.levels = plugin::plugin_backend(*p, deadline);
   if (p->has_step()) b.step = plugin::plugin_step_backend(*p, deadline);
+  b.merges = p->has_combine() || (!b.levels && p->has_step());
+  b.attends = p->has_partial() || (!b.levels && p->has_step());
   // Escaped: a name or path with a newline would print a line of its own into the report.
   b.label =
       oracle::printable(p->impl->name) + " (" + oracle::printable(path) + ", " + p->levels() + ")";

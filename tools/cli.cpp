@@ -11,6 +11,7 @@
 #include "tools/info_cmd.hpp"
 #include "tools/layout_cmd.hpp"
 #include "tools/model_cmd.hpp"
+#include "tools/probe_cmd.hpp"
 #include "tools/mutants_cmd.hpp"
 #include "tools/properties_cmd.hpp"
 #include "tools/reference_cmd.hpp"
@@ -54,6 +55,7 @@ std::vector<Command> add_commands(CLI::App& app) {
       add_check_command(app),
       add_sweep_command(app),
       add_properties_command(app),
+      add_probe_command(app),
       add_cases_command(app),
       add_mutants_command(app),
       add_layout_command(app),

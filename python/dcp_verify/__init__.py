@@ -43,8 +43,8 @@ except ImportError as e:  # a wheel built without its native parts, or for anoth
         "the installed package lacks its native parts or was built for another Python: "
         "install a wheel that tools/wheel built and checked") from None
 
-__all__ = ["Case", "Claim", "LevelArgs", "Report", "reference", "check", "cases", "properties",
-           "binary"]
+__all__ = ["Case", "Claim", "LevelArgs", "Probe", "Report", "reference", "check", "cases",
+           "properties", "probe", "binary"]
 __version__ = "0.1.0"
 
 
@@ -575,6 +575,51 @@ def _serve(sock: socket.socket, proc: subprocess.Popen, impl: Any, name: str, le
             sock.settimeout(1.0)
 
 
+def _drive(impl: Any, name: str, levels: list, claim: dict, arrays: str, args: list[str],
+           failed: type = ValueError) -> tuple[dict, str, list[str]]:
+    """Runs `dcp-verify ARGS --impl <bridge> --json F`, serving the implementation's levels from
+    this process until it exits: (the JSON report, stdout, the levels' tracebacks). A refusal
+    raises ValueError, a level past --timeout TimeoutError, any other run that wrote no report
+    `failed` (with the implementation's last traceback where it raised)."""
+    parent, child = socket.socketpair()
+    errors: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="dcp_verify_") as tmp:
+        report_path = os.path.join(tmp, "report.json")
+        out_path, err_path = os.path.join(tmp, "stdout"), os.path.join(tmp, "stderr")
+        cmd = [binary(), *args, "--impl", _bridge(), "--json", report_path]
+        env = dict(os.environ, DCPV_BRIDGE_FD=str(child.fileno()))
+        with open(out_path, "w") as out, open(err_path, "w") as err:
+            proc = subprocess.Popen(cmd, stdout=out, stderr=err, pass_fds=(child.fileno(),),
+                                    env=env)
+            child.close()
+            try:
+                _serve(parent, proc, impl, name, levels, claim, arrays, errors)
+                proc.wait()
+            except BaseException:
+                proc.kill()
+                proc.wait()
+                raise
+            finally:
+                parent.close()
+        with open(out_path) as f:
+            text = f.read()
+        with open(err_path) as f:
+            err_text = f.read()
+        if proc.returncode == 2 or not os.path.exists(report_path):
+            line = (err_text.strip().splitlines() or [f"dcp-verify exited {proc.returncode}"])[-1]
+            line = re.sub(r"^dcp-verify:? ", "", line).replace(_bridge(), "impl")
+            if proc.returncode == 124:  # a level took longer than `timeout`
+                raise TimeoutError(line)
+            if proc.returncode == 2:
+                raise ValueError(line)
+            if errors and "(traceback in the report)" in line:
+                line += "\n" + errors[-1]
+            raise failed(line)
+        with open(report_path) as f:
+            raw = json.load(f)
+    return raw, text, errors
+
+
 def properties(impl: Any, seed: Optional[int] = None, cases: int = 100, *, arrays: str = "numpy",
                timeout: int = 120, **ranges: Any) -> Report:
     """Runs the DCP property suite on an implementation and judges it against the oracle.
@@ -616,39 +661,9 @@ def properties(impl: Any, seed: Optional[int] = None, cases: int = 100, *, array
     name = str(getattr(impl, "name", type(impl).__name__))
     reproduce = _call_text("properties", "impl", seed, "cases", cases, ranges,
                            {} if arrays == "numpy" else {"arrays": arrays})
-    parent, child = socket.socketpair()
-    errors: list[str] = []
-    with tempfile.TemporaryDirectory(prefix="dcp_verify_") as tmp:
-        report_path = os.path.join(tmp, "properties.json")
-        out_path, err_path = os.path.join(tmp, "stdout"), os.path.join(tmp, "stderr")
-        cmd = [binary(), "properties", "--impl", _bridge(), "--seed", str(seed), "--cases",
-               str(cases), "--timeout", str(timeout), "--json", report_path, *flags]
-        env = dict(os.environ, DCPV_BRIDGE_FD=str(child.fileno()))
-        with open(out_path, "w") as out, open(err_path, "w") as err:
-            proc = subprocess.Popen(cmd, stdout=out, stderr=err, pass_fds=(child.fileno(),),
-                                    env=env)
-            child.close()
-            try:
-                _serve(parent, proc, impl, name, levels, claim, arrays, errors)
-                proc.wait()
-            except BaseException:
-                proc.kill()
-                proc.wait()
-                raise
-            finally:
-                parent.close()
-        with open(out_path) as f:
-            text = f.read()
-        with open(err_path) as f:
-            err_text = f.read()
-        if proc.returncode == 2 or not os.path.exists(report_path):
-            line = (err_text.strip().splitlines() or [f"dcp-verify exited {proc.returncode}"])[-1]
-            line = re.sub(r"^dcp-verify:? ", "", line).replace(_bridge(), "impl")
-            if proc.returncode == 124:  # a level took longer than `timeout`
-                raise TimeoutError(line)
-            raise ValueError(line)
-        with open(report_path) as f:
-            raw = json.load(f)
+    raw, text, errors = _drive(impl, name, levels, claim, arrays,
+                               ["properties", "--seed", str(seed), "--cases", str(cases),
+                                "--timeout", str(timeout), *flags])
     # dcp-verify's reproduce lines name the bridge; this run is reproduced by the Python call.
     text = "\n".join(line if "reproduce: dcp-verify properties" not in line
                      else line[:line.index("reproduce:")] + "reproduce: " + reproduce
@@ -671,3 +686,51 @@ def properties(impl: Any, seed: Optional[int] = None, cases: int = 100, *, array
                   failed=[p["name"] for p in failed],
                   counterexample=counterexample,
                   reproduce=reproduce, traceback=tb if raised else None)
+
+
+class Probe:
+    """What probe measured: ``claim`` (a mapping to use as an implementation's ``claim``),
+    ``claim_words`` (the same in the result files' metadata words, with merge_exp_rel_err, which
+    only a result file states), ``findings`` (what was measured, the finding, its evidence),
+    ``text`` (the report as dcp-verify prints it) and ``raw`` (its JSON)."""
+
+    def __init__(self, raw: dict, text: str):
+        self.raw = raw
+        self.text = text
+        self.claim: Claim = dict(raw["claim"])  # type: ignore[assignment]
+        self.claim_words: str = raw["claim_words"]
+        self.findings: list[dict] = raw["findings"]
+
+    def __repr__(self) -> str:
+        return f"Probe({self.claim})"
+
+
+def probe(impl: Any, *, arrays: str = "numpy", timeout: int = 120, lse_base: str = "e") -> Probe:
+    """Measures an implementation's arithmetic with crafted cases and returns the claim to state
+    for it (docs/cli.md, `dcp-verify probe`): its exponential's accuracy, whether P is rounded
+    before P.V, its partial's format, nearest or truncating sums, its rescale tile and, where it
+    has a combine level, its merge's. impl: as for properties (its own claim is not used).
+    lse_base: "e" or "2", the base its levels are asked for.
+
+        impl.claim = dcp_verify.probe(impl).claim
+        assert dcp_verify.properties(impl, seed=1, cases=50).ok
+
+    A measurement is not a proof: the exponential's error is the largest over the arguments
+    tried. A level that raises ends the probe: RuntimeError with its traceback.
+    """
+    levels = [lv for lv in _LEVELS if callable(getattr(impl, lv, None))]
+    if not levels:
+        raise TypeError("impl: expected an object with a partial, combine or step method")
+    if arrays not in ("numpy", "torch"):
+        raise ValueError(f"arrays: expected 'numpy' or 'torch', got {arrays!r}")
+    if arrays == "torch":
+        import torch  # noqa: F401  (fails here, not inside a level, when torch is missing)
+    if lse_base not in ("e", "2"):
+        raise ValueError(f"lse_base: expected 'e' or '2', got {lse_base!r}")
+    if isinstance(timeout, bool) or not isinstance(timeout, int) or timeout < 1:
+        raise ValueError(f"timeout: expected an int >= 1 (seconds), got {timeout!r}")
+    name = str(getattr(impl, "name", type(impl).__name__))
+    raw, text, _ = _drive(impl, name, levels, _claim_fields(None), arrays,
+                          ["probe", "--lse-base", lse_base, "--timeout", str(timeout)],
+                          failed=RuntimeError)
+    return Probe(raw, text.replace(_bridge(), f"<{name}>"))

@@ -4,7 +4,8 @@ tolerance does not (docs/tolerances.md section 9).
 PyTorch's CPU flash-attention kernel computes each DCP rank's partial over the rank's own keys
 (key p on rank p mod N); a merge written in torch joins them: in fp32 (the fp32 pipeline), or as a
 bf16 reduce-scatter of the scaled outputs beside an fp32 LSE merge (the bf16 pipeline, as engines'
-DCP merges do). Each result is judged by dcp_verify.check with the claim that describes it:
+DCP merges do). Each result is judged by dcp_verify.check with the claim dcp_verify.probe measures
+of the pipeline (its kernel and its merge as levels), word for word:
 
   correct     the output and every partial: err/bound (sound) and err/stat (statistical), per
               part the worst element's; medians over the configurations; any FAILED or SUSPECT
@@ -30,43 +31,47 @@ import numpy as np
 import torch
 
 import dcp_verify
+import torch_flash
 
 _FLASH = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
-# PyTorch's CPU flash kernel splits the keys in blocks of 512 (kv_split_size) and rescales once a
-# block: tile 512. Its bf16 path's exponential, measured through the kernel (n keys of logit x
-# beside one of logit 0 make LSE = ln(1 + n exp(x)): 3,900 x in (-3.9, 0), n <= 50), is off by up
-# to 1.58e-4 relative, with a mean of -5e-5 (torch 2.15); its fp32 path's by at most 2.2e-7, inside
-# the default 2 ulp (docs/format.md, "Claims of measured kernels").
-_TILE = 512
-_BF16_EXP_REL_ERR = 1.6e-4
-_LIBRARY_EXP_REL_ERR = 2 * 2.0**-23  # 2 ulp of fp32
 _HEADS, _KV_HEADS, _DIM = 8, 2, 128
 _RANKS = (1, 2, 4, 8)
 _KEYS = (250, 700, 1500, 2700)
 BUGS = ("weight", "lse", "drop")
 
 
+class Levels(torch_flash.TorchFlash):
+    """A pipeline's kernel and merge as dcp_verify levels, for dcp_verify.probe: the same CPU flash
+    kernel per rank (torch_flash's partial) and this pipeline's merge as the combine."""
+
+    def __init__(self, pipe: "Pipeline"):
+        super().__init__(pipe.dtype)
+        self.pipe = pipe
+        self.name = f"sharpness-{pipe.name}"
+
+    def combine(self, a):
+        o_r = torch.as_tensor(a.o_partial)  # [N, T, H, Dv]
+        lse_r = torch.as_tensor(a.lse_partial) * (math.log(2.0) if a.lse_base == 1 else 1.0)
+        n, t, h, dv = o_r.shape
+        o, lse = merge(self.pipe, o_r.reshape(n, t * h, dv), lse_r.reshape(n, t * h))
+        return o.reshape(t, h, dv), (lse / math.log(2.0) if a.lse_base == 1 else lse).reshape(t, h)
+
+
 class Pipeline:
     """dtype: torch.float32 (fp32 partials merged in fp32) or torch.bfloat16 (bf16 partials, a bf16
-    reduce-scatter of the scaled outputs, the LSE merged in fp32, a bf16 output)."""
+    reduce-scatter of the scaled outputs, the LSE merged in fp32, a bf16 output). Its claim is what
+    dcp_verify.probe measures of its kernel and merge, word for word (nothing stated by hand)."""
 
     def __init__(self, dtype: torch.dtype):
         self.dtype = dtype
         self.bf16 = dtype == torch.bfloat16
         self.name = "bf16" if self.bf16 else "f32"
+        self.probe = dcp_verify.probe(Levels(self), arrays="torch")
+        words = self.probe.claim_words.split()
+        self.words = dict(zip(words[::2], words[1::2]))
 
     def claim(self, ranks: int) -> dict:
-        claim = {"accum": "f32", "accum_rounding": "nearest", "tile": _TILE,
-                 "dcp_size": ranks, "interleave": 1}
-        if self.bf16:
-            # The merge's exponential is torch.exp's in fp32 (within the default 2 ulp), not the
-            # kernel's.
-            claim.update(p_cast="bf16", exp_rel_err=_BF16_EXP_REL_ERR,
-                         merge_exp_rel_err=_LIBRARY_EXP_REL_ERR, merge_accum="bf16",
-                         merge_lse_accum="f32")
-        else:
-            claim.update(p_cast="none", merge_accum="f32")
-        return claim
+        return {**self.words, "dcp_size": ranks, "interleave": 1}
 
 
 def make_case(pipe: Pipeline, keys: int, seed: int) -> dict:
@@ -141,8 +146,6 @@ def result(pipe: Pipeline, ranks: int, o, lse, o_r=None, lse_r=None) -> dict:
         res.update(o_partial=o_r.numpy(), lse_partial=lse_r.numpy())
         if pipe.bf16:
             dtypes["o_partial"] = "BF16"
-    else:
-        res["partial_dtype"] = "bf16" if pipe.bf16 else "f32"
     if dtypes:
         res["dtypes"] = dtypes
     return res
@@ -172,6 +175,7 @@ def measure(pipe: Pipeline, count: int) -> dict:
     """Ratios of the correct results and detections of the subtle bugs over `count` configurations."""
     out = {"o": [], "o_stat": [], "lse": [], "lse_stat": [], "partial": [], "partial_stat": [],
            "false_alarms": 0, "close_alarms": 0, "configs": count,
+           "claim": pipe.probe.claim_words,
            "bugs": {b: {"dcp_verify": 0, "assert_close": 0, "assert_close_sees": 0, "cases": 0}
                     for b in BUGS}}
     for ranks, keys, seed in configurations(count):
@@ -207,7 +211,8 @@ def median(x: list) -> str:
 
 
 def table(results: list) -> str:
-    lines = ["pipeline  configs  O err/bound  O err/stat  LSE err/bound  LSE err/stat  "
+    lines = [f"{name} claim (dcp_verify.probe): {r['claim']}" for name, r in results]
+    lines += ["pipeline  configs  O err/bound  O err/stat  LSE err/bound  LSE err/stat  "
              "partial O err/bound  partial O err/stat  false alarms (dcp-verify / assert_close)"]
     for name, r in results:
         lines.append(f"{name:<9} {r['configs']:>7}  {median(r['o']):>11}  {median(r['o_stat']):>10}  "

@@ -108,6 +108,35 @@ def test_a_wrong_output_shape_is_the_implementations_failure():
     assert report.verdict == "ERROR" and "expected shape" in report.traceback
 
 
+def test_probe_measures_a_merge_and_claims_it():
+    """A combine-only implementation: the merge is its own and is measured (float64 inside: the
+    fp32 words); its partials are the suite's and nothing is claimed for them."""
+    probed = dcp_verify.probe(NumpyMerge())
+    assert probed.claim["merge_accum"] == "f32"
+    assert "merge_lse_accum f32" in probed.claim_words
+    assert "merge_exp_rel_err" not in probed.claim_words  # within the default
+    measured = {f["measured"]: f["finding"] for f in probed.findings}
+    assert measured["partial"] == "not measured"
+    assert measured["merge sums"] == "f32"
+    assert "<NumpyMerge>" in probed.text
+
+
+class SumsInBf16(NumpyMerge):
+    def combine(self, a):
+        o, lse = super().combine(a)
+        bits = o.astype(np.float32).view(np.uint32)  # the merged output rounded down to bf16
+        return (bits & 0xffff0000).view(np.float32), lse
+
+
+def test_probe_sees_a_coarse_merge():
+    assert dcp_verify.probe(SumsInBf16()).claim["merge_accum"] == "bf16"
+
+
+def test_probe_of_a_level_that_raises_is_a_runtime_error_with_its_traceback():
+    with pytest.raises(RuntimeError, match="kernel launch failed"):
+        dcp_verify.probe(Raises())
+
+
 @pytest.mark.parametrize("call,error,match", [
     (lambda: dcp_verify.reference({"q": np.zeros((1, 1, 4), np.float32)}), ValueError, "k"),
     (lambda: dcp_verify.reference(CASE, tier="exact"), ValueError, "tier"),
@@ -129,6 +158,10 @@ def test_a_wrong_output_shape_is_the_implementations_failure():
     (lambda: dcp_verify.properties(NumpyMerge(), kv_dtypes=("f8",)), ValueError, "kv-dtypes"),
     (lambda: dcp_verify.properties(NumpyMerge(), max_ranks=10**6), ValueError, "max-dcp"),
     (lambda: dcp_verify.cases(n=0), ValueError, "n"),
+    (lambda: dcp_verify.probe(object()), TypeError, "impl"),
+    (lambda: dcp_verify.probe(NumpyMerge(), lse_base="10"), ValueError, "lse_base"),
+    (lambda: dcp_verify.probe(NumpyMerge(), arrays="jax"), ValueError, "arrays"),
+    (lambda: dcp_verify.probe(NumpyMerge(), timeout=0), ValueError, "timeout"),
 ])
 def test_bad_input_is_refused_by_name(call, error, match):
     with pytest.raises(error, match=match):

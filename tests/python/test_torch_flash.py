@@ -26,6 +26,21 @@ def test_torch_flash_passes_with_its_claim(dtype, ranges):
     assert report.failed == []
 
 
+@pytest.mark.parametrize("dtype,ranges", [(torch.float32, TorchFlash.RANGES),
+                                          (torch.bfloat16, TorchFlash.RANGES_BF16)],
+                         ids=["f32", "bf16"])
+def test_torch_flash_passes_with_the_claim_the_probe_measures(dtype, ranges):
+    """Nothing stated by hand: dcp_verify.probe measures the kernel and the merge, and its claim
+    passes the suite (docs/format.md, "Claims of measured kernels")."""
+    impl = TorchFlash(dtype)
+    probed = dcp_verify.probe(impl, arrays="torch")
+    assert probed.claim["tile"] == 512, probed.text  # kv_split_size, seen through subnormals
+    assert probed.claim["p_cast"] == ("bf16" if dtype == torch.bfloat16 else "none"), probed.text
+    impl.claim = probed.claim
+    report = testing.assert_properties(impl, seed=11, cases=CASES, arrays="torch", **ranges)
+    assert report.verdict == "OK"
+
+
 def test_bf16_kernel_without_its_exp_claim_is_caught():
     """The claim is not decoration: the bf16 path's exponential and bf16 P, unclaimed, violate the
     bound."""

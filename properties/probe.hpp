@@ -1,0 +1,100 @@
+// probe.hpp — measures a black-box DCP implementation's arithmetic with crafted cases and states
+// it as a claim (the result files' words, docs/format.md): what a user would otherwise guess.
+//
+// Every experiment runs the implementation as the suite does (a DcpBackend: the production path,
+// a C plug-in, the Python bridge), on inputs whose exact answer is known in closed form, all of
+// them exact in bf16 so a kernel that narrows its inputs loses nothing:
+//   pairs   two keys of logits 0 and a (a in [-4.5, 0]) with V = -1 and +1, padded with keys whose
+//           weight underflows to 0 (a vectorized kernel's vector path runs): the LSE gives the
+//           kernel's own weight exp~(a) (to the LSE's resolution), hence its exponential's error;
+//           the O, (P' - 1) / (1 + p), tells whether P' was rounded before P.V (none, tf32, f16,
+//           bf16); the outputs' bits tell the partial's storage format;
+//   sums    16,384 keys of logit 0: half the V columns sum exactly (a control), half carry low bits
+//           that a truncating accumulator drops; their mean signed error tells nearest from
+//           truncating adds, where the output's format leaves the difference visible;
+//   tile    keys of two logits with the row's maximum at one position j: keys in tiles before j's
+//           are rescaled once (exp~(-d) exp~(-g)), keys in or after it weighted directly
+//           (exp~(-d-g)); the LSE as j moves steps at the tile boundaries (only where the
+//           exponential's errors are large enough to show: otherwise the tile does not matter);
+//   merge   two ranks with partials of known LSE gaps (where the implementation merges itself):
+//           the merged LSE gives the merge's exponential, the merged O its sums' format.
+// A measurement is not a proof: the exponential's error is the largest seen over the arguments
+// tried (the claim rounds it up to two digits), and each finding says what it rests on.
+//
+//   ProbeTarget t{backend, cfg, /*merge=*/true, "mine"};
+//   oracle::Expected<ProbeReport> r = probe(t);
+//   std::cout << probe_text(*r);      // findings, then the claim to paste
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "gpu/dcp_step.hpp"
+#include "oracle/status.hpp"
+#include "properties/dcp_bridge.hpp"
+
+namespace dcp::props {
+
+struct ProbeTarget {
+  DcpBackend backend;  // runs the implementation (nullptr: the production path)
+  // The configuration it runs under: the production path's arithmetic (math, tile) where that is
+  // what is probed, the LSE base the implementation is asked for, the combine (a plug-in's combine
+  // level runs on a2a). The probe sets the layout, TP size and shapes of each experiment.
+  gpu::DcpConfig cfg;
+  bool attend = true;  // the partials are its own (a plug-in with a partial or step level)
+  bool merge = true;   // the merge is its own (a plug-in with a combine or step level)
+  std::string label;   // shown in the report
+};
+
+// One measurement: what was measured, the finding, and what it rests on.
+struct ProbeFinding {
+  std::string what;
+  std::string finding;
+  std::string evidence;
+};
+
+// The claim the measurements support, in the result files' words. Defaults are the words'
+// defaults; merge fields are meaningful only when the merge was probed.
+struct ProbeClaim {
+  std::string accum = "f32";            // "f32" or "tf32" (P rounded to tf32 before P.V)
+  std::string accum_rounding = "any";   // "nearest" or "any"
+  std::string p_cast = "none";          // "none", "bf16" or "f16"
+  std::string partial_dtype = "f32";    // "f32", "bf16" or "f16"
+  double exp_rel_err = 0.0;             // 0: the default (2 ulp)
+  int64_t tile = 1;                     // 1: any tiling
+  bool merged = false;                  // the merge fields below were measured
+  std::string merge_accum = "f32";      // "f32", "bf16" or "f16": the scaled outputs' sum
+  std::string merge_lse_accum = "f32";  // "f32" or "bf16": the weights' sum
+  double merge_exp_rel_err = 0.0;       // 0: the default (exp_rel_err's)
+};
+
+struct ProbeReport {
+  std::string label;
+  std::string lse_base;  // "e" or "2"
+  std::vector<ProbeFinding> findings;
+  ProbeClaim claim;
+  int64_t calls = 0;  // implementation steps run
+};
+
+// Runs the experiments of what the implementation computes itself (the partial's where
+// target.attend, the merge's where target.merge; what it leaves to the production path keeps the
+// claim's defaults, as the suite judges that part by the production path's own claim). An error
+// names the experiment and carries the implementation's own message (a level that fails, a
+// malformed output).
+oracle::Expected<ProbeReport> probe(const ProbeTarget& target);
+
+// The claim as result metadata words ("accum f32  accum_rounding nearest ..."), as a Python
+// mapping for an implementation's `claim` (the plug-in ABI's fields only), and the report as text
+// (findings, then both claims) and as JSON (docs/cli.md).
+std::string claim_words(const ProbeClaim& c);
+std::string claim_python(const ProbeClaim& c);
+std::string probe_text(const ProbeReport& r);
+nlohmann::json probe_json(const ProbeReport& r);  // schema dcp-verify/probe/1
+
+// A relative error rounded up to two significant digits (1.234e-4 -> 1.3e-4): what a claim
+// states for a measured largest error.
+double round_up_2sig(double x);
+
+}  // namespace dcp::props
