@@ -942,7 +942,7 @@ std::string kappa_culprit(const Case& c, const Units& un, std::span<const int64_
            " of them with tile " + std::to_string(un.a.tile) +
            (un.a.tile == 1 ? " (any tiling: one per key)" : "") +
            ", each off by the exponential's error; claim the kernel's keys per online-softmax "
-           "block (tile)";
+           "block (tile), which dcp-verify probe measures";
   }
   return why;
 }

@@ -81,6 +81,10 @@ DType holding_format(const std::vector<float>& xs) {
   return DType::f32;
 }
 
+std::string format_word(DType f) {
+  return f == DType::bf16 ? "bf16" : f == DType::f16 ? "f16" : "f32";
+}
+
 // One experiment's inputs: T query tokens, H query heads over H KV heads (no GQA), S keys, every
 // vector kDim wide; no mask (not causal, no window), scale 1, every query at the last position.
 struct Grid {
@@ -382,6 +386,8 @@ CastVerdict judge_cast(const PairsResult& pr) {
 struct SumsVerdict {
   std::string rounding = "any";
   std::string evidence;
+  double l = 0.0;       // the row's weight sum, from its LSE (every row alike: all logits 0)
+  bool hidden = false;  // the outputs' spread hid the bias: any rounding, unless midpoints show it
 };
 oracle::Expected<SumsVerdict> run_sums(Prober& pr) {
   constexpr int64_t H = 8, S = 16384, kChunk = 16;
@@ -411,6 +417,7 @@ oracle::Expected<SumsVerdict> run_sums(Prober& pr) {
   auto out = pr.run("sums", std::move(g), 1);
   if (!out) return out.status();
   const std::vector<float>& o = out->partial_o.empty() ? out->o : out->partial_o[0];
+  const std::vector<float>& lse = out->partial_lse.empty() ? out->lse : out->partial_lse[0];
   double s[2] = {0, 0}, s2[2] = {0, 0}, beta = 0.0;
   int64_t n[2] = {0, 0};
   for (int64_t h = 0; h < H; ++h)
@@ -430,12 +437,14 @@ oracle::Expected<SumsVerdict> run_sums(Prober& pr) {
   beta /= static_cast<double>(n[1]);
   const double bias = mean[1] - mean[0], se = std::sqrt(var[0] + var[1]);
   SumsVerdict v;
+  v.l = std::exp(static_cast<double>(lse[0]) * pr.ln_base());
   std::ostringstream ev;
   ev << "bias of the low-bit sums " << sci(bias) << " +- " << sci(se) << " (standard error, "
      << "against exact-sum controls); adds truncating in chunks of " << kChunk << " keys would "
      << "show " << sci(beta);
   if (std::fabs(beta) < 8.0 * se) {
-    ev << ": the outputs' spread hides the difference, so any rounding is claimed";
+    ev << ": the outputs' spread hides the difference";
+    v.hidden = true;
   } else if (bias < beta / 2.0) {
     ev << ": truncating";
   } else if (std::fabs(bias) <= std::fabs(beta) / 4.0) {
@@ -443,6 +452,92 @@ oracle::Expected<SumsVerdict> run_sums(Prober& pr) {
     ev << ": round to nearest";
   } else {
     ev << ": a bias neither explains, so any rounding is claimed";
+  }
+  v.evidence = ev.str();
+  return v;
+}
+
+// The sums' rounding through a 16-bit output: each output's exact value, in the kernel's own
+// arithmetic (its weight of a logit-0 key cast as it casts P, over its weight sum l, read from the
+// LSE), set midway between an odd value of the output's format and the even one above it, from
+// V of 8 significant bits: pairs a + b = 2^f of 2^-9 .. 2^-3, above the running sum's ulp (about
+// 2^-10: smaller ones would vanish whole, a negative bias even for round-to-nearest) and with
+// bits below it, and five keys that make up the rest. The output then rounds to the even neighbour
+// where the fp32 result is exact, to either where its adds round to nearest (their errors take
+// either sign), and to the odd one below where they truncate (every error negative): the 16-bit
+// output shows the sign of the sums' error, which it could not show as a size.
+oracle::Expected<SumsVerdict> run_midpoints(Prober& pr, double w0_cast, double l, DType f) {
+  constexpr int64_t H = 8, S = 16384, kPairs = 8189, kExtras = 5, kChunk = 16;
+  const int p = significand_bits(f);
+  const double kappa = w0_cast / l;          // O = kappa * sum(v)
+  const double grid = std::ldexp(1.0, -16);  // the pairs' lowest bit: every sum a multiple
+  Grid g(1, H, S);
+  std::mt19937_64 rng(20261206);
+  std::vector<double> odd(static_cast<size_t>(H * kDim)), truncated(odd.size());
+  std::vector<int64_t> perm(static_cast<size_t>(S));
+  for (int64_t h = 0; h < H; ++h) g.qa(0, h, 0) = 1.0f;  // every key's logit 0
+  for (int64_t h = 0; h < H; ++h)
+    for (int64_t c = 0; c < kDim; ++c) {
+      const size_t e = static_cast<size_t>(h * kDim + c);
+      const double k = static_cast<double>(rng() % (uint64_t{1} << (p - 2)));
+      odd[e] = 0.5 + (2.0 * k + 1.0) * std::ldexp(1.0, -p);
+      const double mid = odd[e] + std::ldexp(1.0, -p - 1);
+      for (int64_t j = 0; j < S; ++j) perm[static_cast<size_t>(j)] = j;
+      std::shuffle(perm.begin(), perm.end(), rng);
+      std::vector<double> v(static_cast<size_t>(S), 0.0);
+      size_t at = 0;
+      double pairs = 0.0;
+      for (int64_t i = 0; i < kPairs; ++i) {
+        const int fe = -2 - static_cast<int>(rng() % 7);
+        const double q = static_cast<double>(rng() % 128) / 128.0;
+        v[static_cast<size_t>(perm[at++])] = std::ldexp(1.0 + q, fe - 1);
+        v[static_cast<size_t>(perm[at++])] = std::ldexp(1.0 - q, fe - 1);
+        pairs += std::ldexp(1.0, fe);
+      }
+      double rest = std::nearbyint((mid / kappa - pairs) / grid) * grid;
+      for (int64_t i = 0; i < kExtras && rest > 0.0; ++i) {
+        int ex;
+        std::frexp(rest, &ex);  // rest in [2^(ex-1), 2^ex): its top 8 bits
+        const double top = std::floor(std::ldexp(rest, 8 - ex)) * std::ldexp(1.0, ex - 8);
+        v[static_cast<size_t>(perm[at++])] = top;
+        rest -= top;
+      }
+      double chunk = 0.0, acc = 0.0;
+      for (int64_t j = 0; j < S; ++j) {
+        g.va(j, h, c) = static_cast<float>(v[static_cast<size_t>(j)]);
+        chunk += v[static_cast<size_t>(j)];
+        if ((j + 1) % kChunk == 0) acc = truncate_f32(acc + chunk), chunk = 0.0;
+      }
+      truncated[e] = kappa * acc;
+    }
+  auto out = pr.run("sums", std::move(g), 1);
+  if (!out) return out.status();
+  const std::vector<float>& o = out->partial_o.empty() ? out->o : out->partial_o[0];
+  int64_t up = 0, down = 0, far = 0, trunc_down = 0;
+  const double spacing = std::ldexp(1.0, -p);
+  for (size_t e = 0; e < odd.size(); ++e) {
+    const double x = o[e];
+    if (x == odd[e])
+      ++down;
+    else if (x == odd[e] + spacing)
+      ++up;
+    else
+      ++far;
+    if (oracle::round_to(f, truncated[e]) == odd[e]) ++trunc_down;
+  }
+  const int64_t n = static_cast<int64_t>(odd.size());
+  SumsVerdict v;
+  std::ostringstream ev;
+  ev << n << " outputs set midway between two " << format_word(f) << " values: " << up
+     << " rounded up, " << down << " down, " << far << " elsewhere (adds truncating in chunks of "
+     << kChunk << " keys: " << trunc_down << " down)";
+  if (far * 20 > n || 2 * trunc_down < n) {
+    ev << ": inconclusive, so any rounding is claimed";
+  } else if (up * 5 >= n) {
+    v.rounding = "nearest";
+    ev << ": round to nearest (or exact)";
+  } else {
+    ev << ": truncating";
   }
   v.evidence = ev.str();
   return v;
@@ -779,10 +874,6 @@ oracle::Expected<MergeVerdict> run_merge(Prober& pr, DType lse_format) {
   return v;
 }
 
-std::string format_word(DType f) {
-  return f == DType::bf16 ? "bf16" : f == DType::f16 ? "f16" : "f32";
-}
-
 }  // namespace
 
 double round_up_2sig(double x) {
@@ -827,6 +918,19 @@ oracle::Expected<ProbeReport> probe(const ProbeTarget& target) {
 
     auto sums = run_sums(pr);
     if (!sums) return sums.status();
+    if (sums->hidden && pairs->o_format != DType::f32) {  // the bias's sign, through midpoints
+      const double w0_cast =
+          c.p_cast == "bf16"  ? oracle::round_to(DType::bf16, pairs->w0)
+          : c.p_cast == "f16" ? oracle::round_to(DType::f16, pairs->w0)
+          : c.accum == "tf32" ? static_cast<double>(gpu::round_tf32(static_cast<float>(pairs->w0)))
+                              : pairs->w0;
+      auto mid = run_midpoints(pr, w0_cast, sums->l, pairs->o_format);
+      if (!mid) return mid.status();
+      mid->evidence = sums->evidence + "; " + mid->evidence;
+      sums = std::move(mid);
+    } else if (sums->hidden) {
+      sums->evidence += ", so any rounding is claimed";
+    }
     c.accum_rounding = sums->rounding;
     rep.findings.push_back({"sums' rounding", sums->rounding, sums->evidence});
 
@@ -880,8 +984,11 @@ std::string claim_words(const ProbeClaim& c) {
   os << "  tile " << c.tile;
   if (c.merged) {
     os << "  merge_accum " << c.merge_accum << "  merge_lse_accum " << c.merge_lse_accum;
-    if (c.merge_exp_rel_err > 0.0)
-      os << "  merge_exp_rel_err " << claim_number(c.merge_exp_rel_err);
+    // The word's default is exp_rel_err: a merge within 2 ulp beside a coarser kernel says so.
+    if (c.merge_exp_rel_err > 0.0 || c.exp_rel_err > 0.0)
+      os << "  merge_exp_rel_err "
+         << claim_number(c.merge_exp_rel_err > 0.0 ? c.merge_exp_rel_err
+                                                   : round_up_2sig(kDefaultExp));
   }
   return os.str();
 }

@@ -3,7 +3,10 @@
 // error or a larger tile than the path has) and, where the experiment can see it, exact.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "gpu/kernels/kernel_math.hpp"
+#include "oracle/dtype.hpp"
 #include "properties/probe.hpp"
 
 namespace dcp::props {
@@ -75,16 +78,92 @@ TEST(Probe, Bf16ReduceScatterIsTheMergesSumNotItsLse) {
 // A tile claim says "at least this many keys per tile": more than the kernel's would count too
 // few rescales. Where the experiments cannot tell, the probe claims less.
 TEST(Probe, TileIsNeverOverstated) {
-  for (const gpu::ExpImpl e : {gpu::ExpImpl::libm, gpu::ExpImpl::poly3})
-    for (const int64_t tile : {1, 16, 64, 1024}) {
-      gpu::KernelMath m;
-      m.exp = e;
-      const ProbeReport r = probe_path(m, tile);
-      EXPECT_LE(r.claim.tile, tile) << gpu::exp_impl_name(e) << "\n" << probe_text(r);
-      if (tile >= 64) {
-        EXPECT_EQ(r.claim.tile, tile) << gpu::exp_impl_name(e) << "\n" << probe_text(r);
-      }
+  const std::pair<gpu::ExpImpl, int64_t> paths[] = {{gpu::ExpImpl::libm, 1},
+                                                    {gpu::ExpImpl::libm, 64},
+                                                    {gpu::ExpImpl::poly3, 16},
+                                                    {gpu::ExpImpl::poly3, 1024}};
+  for (const auto& [e, tile] : paths) {
+    gpu::KernelMath m;
+    m.exp = e;
+    const ProbeReport r = probe_path(m, tile);
+    EXPECT_LE(r.claim.tile, tile) << gpu::exp_impl_name(e) << "\n" << probe_text(r);
+    if (tile >= 16) {
+      EXPECT_EQ(r.claim.tile, tile) << gpu::exp_impl_name(e) << "\n" << probe_text(r);
     }
+  }
+}
+
+// A one-rank attention whose P.V adds round toward zero (as tensor cores may), every other
+// operation in fp32 to nearest, O stored in `out`: the implementation the production path cannot
+// be, to see the probe call its sums truncating.
+props::DcpBackend truncating_backend(oracle::DType out) {
+  return props::DcpBackend(
+      [out](const gpu::DcpInputs& in, const gpu::DcpConfig& cfg) -> gpu::Result<gpu::GroupRun> {
+        if (cfg.layout.ranks != 1) return DCP_GPU_ERROR("one rank only");
+        const int64_t T = in.dims.tokens, H = in.dims.q_heads, D = in.dims.head_dim,
+                      Dv = in.dims.v_dim, S = in.seq;
+        const auto* k = static_cast<const float*>(in.k.data);
+        const auto* v = static_cast<const float*>(in.v.data);
+        gpu::GroupRun run;
+        run.o.assign(static_cast<size_t>(T * H * Dv), 0.0f);
+        run.lse.assign(static_cast<size_t>(T * H), 0.0f);
+        std::vector<float> p(static_cast<size_t>(S));
+        for (int64_t t = 0; t < T; ++t)
+          for (int64_t h = 0; h < H; ++h) {
+            float m = -INFINITY;
+            for (int64_t j = 0; j < S; ++j) {
+              float dot = 0.0f;
+              for (int64_t i = 0; i < D; ++i)
+                dot += in.q[(t * H + h) * D + i] * k[(j * H + h) * D + i];
+              p[static_cast<size_t>(j)] = dot * in.scale;
+              m = std::fmax(m, p[static_cast<size_t>(j)]);
+            }
+            float l = 0.0f;
+            for (float& x : p) l += (x = std::exp(x - m));
+            for (int64_t c = 0; c < Dv; ++c) {
+              float acc = 0.0f;
+              for (int64_t j = 0; j < S; ++j) {
+                const double exact =
+                    static_cast<double>(acc) +
+                    static_cast<double>(p[static_cast<size_t>(j)]) * v[(j * H + h) * Dv + c];
+                float r = static_cast<float>(exact);
+                if (std::fabs(static_cast<double>(r)) > std::fabs(exact))
+                  r = std::nextafter(r, 0.0f);
+                acc = r;
+              }
+              run.o[static_cast<size_t>((t * H + h) * Dv + c)] =
+                  static_cast<float>(oracle::round_to(out, acc / l));
+            }
+            run.lse[static_cast<size_t>(t * H + h)] = m + std::log(l);
+          }
+        run.partial_o = {run.o};
+        run.partial_lse = {run.lse};
+        return run;
+      });
+}
+
+TEST(Probe, TruncatingSumsAreClaimedAnyThroughEitherOutputFormat) {
+  for (const oracle::DType out : {oracle::DType::f32, oracle::DType::bf16}) {
+    ProbeTarget t;
+    t.backend = truncating_backend(out);
+    t.merge = false;
+    oracle::Expected<ProbeReport> r = probe(t);
+    ASSERT_TRUE(r) << r.status().message();
+    EXPECT_EQ(r->claim.accum_rounding, "any") << probe_text(*r);
+    const auto sums =
+        std::find_if(r->findings.begin(), r->findings.end(),
+                     [](const ProbeFinding& f) { return f.what == "sums' rounding"; });
+    ASSERT_NE(sums, r->findings.end());
+    EXPECT_NE(sums->evidence.find("truncating"), std::string::npos) << sums->evidence;
+  }
+}
+
+TEST(Probe, Bf16OutputsShowRoundToNearestThroughMidpoints) {
+  gpu::KernelMath m;
+  m.p_cast = gpu::StorageFormat::bf16;
+  m.partial = gpu::StorageFormat::bf16;
+  const ProbeReport r = probe_path(m, 64);
+  EXPECT_EQ(r.claim.accum_rounding, "nearest") << probe_text(r);
 }
 
 TEST(Probe, WithoutItsOwnLevelsNothingIsMeasured) {
