@@ -249,7 +249,7 @@ const std::set<std::string> kResultMetadata = {
     "partial_dtype", "dcp_size",         "interleave",  "splits",
     "sink_rank",     "lse_base",         "exp_rel_err", "log_rel_err",
     "tile",          "lse_layout",       "format",      "accum_rounding",
-    "ftz",           "merge_exp_rel_err"};
+    "ftz",           "merge_exp_rel_err", "kv_dequant"};
 
 // The largest claimed relative error of an exp or log: beyond it a "function" is no longer one,
 // and the first-order bound refuses long before (kappa > 0.1).
@@ -395,7 +395,7 @@ Expected<DcpResult> result_from_file(const StFile& f, const Case& c, std::string
                        "'; expected accum, accum_rounding, ftz, p_cast, merge_accum, "
                        "merge_lse_accum, partial_dtype, dcp_size, interleave, splits, sink_rank, "
                        "lse_base, exp_rel_err, merge_exp_rel_err, log_rel_err, tile, "
-                       "lse_layout, format or x_*");
+                       "kv_dequant, lse_layout, format or x_*");
     }
   }
   for (const char* required : {"o", "lse"}) {
@@ -527,6 +527,13 @@ Expected<DcpResult> result_from_file(const StFile& f, const Case& c, std::string
     if (!d) return d.status();
     a.merge_lse_accum = *d;
   }
+  // K and V dequantized into a format before the products, each element rounded once (an fp8
+  // cache read into a bf16 MMA); "none" (the default): the dequantized values are exact.
+  if (md.count("kv_dequant") && md.at("kv_dequant") != "none") {
+    auto d = parse_format(source, "kv_dequant", md.at("kv_dequant"), Formats::half);
+    if (!d) return d.status();
+    a.kv_dequant = *d;
+  }
   // "nearest": every add of the accumulation rounds to nearest (CPU and CUDA-core kernels); "any"
   // (the default) admits tensor cores that truncate. Only nearest roundings are the statistical
   // tier's random ones (docs/tolerances.md section 10).
@@ -616,6 +623,7 @@ StFile result_to_file(const DcpResult& r, const Case& c) {
   f.metadata["p_cast"] = a.p_cast ? format_text(*a.p_cast) : "none";
   f.metadata["merge_accum"] = format_text(a.merge_accum);
   if (a.merge_lse_accum) f.metadata["merge_lse_accum"] = format_text(*a.merge_lse_accum);
+  if (a.kv_dequant) f.metadata["kv_dequant"] = format_text(*a.kv_dequant);
   f.metadata["dcp_size"] = std::to_string(r.dcp_size);
   if (r.owner.empty()) {
     f.metadata["interleave"] = std::to_string(r.interleave);

@@ -86,7 +86,10 @@ struct Units {
   double eps_div;    // the division
   double tiny;       // absolute: a flush to zero in the accumulation format
   double u_p;        // P cast before P.V and tf32 operands of P.V: (1 + u_cast)(1 + u_tf32)^2 - 1
-  double u_v;        // a V scale applied to the output or to each dequantized value: u_s; else 0
+  double u_v;        // a V scale applied to the output or to each dequantized value: u_s; else 0,
+                     // and a claimed kv_dequant's rounding of each value on top
+  double u_kdq;      // a claimed kv_dequant's rounding of each key element; 0 without
+  double dq_floor;   // its absolute floor per element (a subnormal of kv_dequant); 0 without
   double p_tiny;     // absolute: P cast into the subnormal range; 0 when not cast
   double g_tf32;     // tf32 operands of each q.k product: gamma_2(2^-11); 0 without tf32
   double u_out;      // the final O store
@@ -140,6 +143,8 @@ Units units_of(const Arithmetic& a) {
                        std::pow(1.0 + tf32_roundoff(a), kTf32Operands) -
                    1.0,
                0.0,
+               0.0,
+               0.0,
                a.p_cast ? store_floor(a, *a.p_cast) : 0.0,
                gamma_n(kTf32Operands, tf32_roundoff(a)),
                unit_roundoff(a.out),
@@ -176,6 +181,7 @@ struct RowLogits {
   double dot_roundings = 0.0;  // Dk + kScaleRoundings, + kKScaleRoundings with a K scale (§3)
   double dot_path = 0.0;       // Dk: the dot product's own roundings on one term's path (§10)
   double q_side = 0.0;         // roundings of each product's operands: a scale on q, a K scale
+  double q_l1 = 0.0;           // scale * sum |q_k|: what an absolute error on each key element moves
 };
 
 // docs/tolerances.md §2, notation for one row (token t, head h).
@@ -193,6 +199,7 @@ RowLogits row_logits(const Case& c, int64_t t, int64_t h, std::span<const int64_
   in.M = in.sink ? std::fabs(in.sigma) : 0.0;
   in.smax = in.sink ? in.sigma : kNegInf;
   std::vector<double> row_buf(static_cast<size_t>(dk));
+  for (int64_t i = 0; i < dk; ++i) in.q_l1 += tau * std::fabs(q[i]);
   for (int64_t x = 0; x < n; ++x) {
     const double* kr = c.k.row(keys[x], g, row_buf.data());
     double dot = 0.0, absdot = 0.0;
@@ -262,7 +269,8 @@ double rescale_error(const Units& un, int64_t seq, bool sink, double M) {
 
 // §3, the logit: Delta_j, from the dot product, the scales and the softcap.
 double logit_error(const Units& un, double softcap, double g_dot, const RowLogits& in, int64_t x) {
-  double delta = (g_dot + un.g_tf32) * in.a[x] + in.dot_roundings * un.tiny;
+  double delta = (g_dot + un.g_tf32 + un.u_kdq) * in.a[x] + in.dot_roundings * un.tiny +
+                 un.dq_floor * in.q_l1;
   if (softcap > 0.0) {
     delta += kSoftcapRoundings * un.u * std::fabs(in.s_pre[x]) +
              (un.a.tanh_rel + un.u) * std::fabs(in.s[x]);
@@ -438,7 +446,8 @@ Coefficients accumulation(const Units& un, double n_acc) {
 // n_eff tiny max|v| more.
 double absolute_floor(const Units& un, double n_eff, double max_abs_v) {
   return (n_eff + kAccumExtraFlushes) * un.tiny * (1.0 + max_abs_v) +
-         (un.a.ftz ? n_eff * un.tiny * max_abs_v : 0.0) + store_floor(un.a, un.a.out);
+         (un.a.ftz ? n_eff * un.tiny * max_abs_v : 0.0) + store_floor(un.a, un.a.out) +
+         un.dq_floor;
 }
 
 // docs/tolerances.md §5, the merge of N > 1 partials, bounded without a first-order
@@ -919,13 +928,16 @@ std::string kappa_culprit(const Case& c, const Units& un, std::span<const int64_
   const std::vector<Term> terms = {
       {"the key weights (exp_rel_err, tile " + std::to_string(un.a.tile) +
            ", the logits in accum " + std::string(un.a.tf32 ? "TF32" : dtype_name(un.a.accum)) +
+           (un.a.kv_dequant ? ", keys dequantized to " + std::string(dtype_name(*un.a.kv_dequant))
+                            : std::string()) +
            ")",
        k.e_max + k.e_bar},
       {"the accumulation of " +
            std::to_string(static_cast<int64_t>(accumulated_terms(un, keys, in))) +
            " terms in accum " + std::string(dtype_name(un.a.accum)),
        3.0 * co.g},
-      {"the V scale", (one ? 2.0 : 1.0) * un.u_v},
+      {un.a.kv_dequant ? "the V's dequantization (kv_dequant) and scale" : "the V scale",
+       (one ? 2.0 : 1.0) * un.u_v},
       {"the division (div_ulps)", one ? un.eps_div : 0.0},
   };
   const Term& worst = *std::max_element(
@@ -1007,6 +1019,15 @@ Expected<Bound> derive_bound(const Case& c, const Attention& ref, const Arithmet
   }
   // §4: a V scale (a shared latent's V is scaled by K's) costs one rounding of the accumulation.
   if (!c.v_scale.empty() || (c.shared_latent() && !c.k_scale.empty())) un.u_v = un.u_s;
+  // §3, §4: K and V dequantized into kv_dequant, each element rounded once (relative u, absolute
+  // its subnormal floor): on the logit, u sum |q_k k_k| and the floor times sum |q_k|; on O, u on
+  // every value (with the V scale's rounding) and the floor.
+  if (a.kv_dequant) {
+    const double u_dq = unit_roundoff(*a.kv_dequant);
+    un.u_kdq = u_dq;
+    un.u_v = (1.0 + un.u_v) * (1.0 + u_dq) - 1.0;
+    un.dq_floor = store_floor(a, *a.kv_dequant);
+  }
   const double tau = c.scale ? *c.scale : 1.0 / std::sqrt(static_cast<double>(dk));
   // §10: the events the statistical tier counts, three per O element (the key weights, the
   // accumulation, the P cast) and two per row (the LSE's key weights and its sum), each with a

@@ -316,6 +316,7 @@ oracle::Arithmetic claim_of(const ModelConfig& m) {
   a.partial_o = m.partial;
   a.merge_accum = m.merge_accum;
   a.merge_lse_accum = m.merge_lse_accum;
+  a.kv_dequant = m.dequantize_to;
   // The library's exp and log round to within 1 ulp and the perturbation adds at most one more
   // (the default budget of 2 ulp); a claimed error covers the approximation on top of them.
   if (m.exp_rel_err > 0.0) a.exp_rel_err = (1.0 + m.exp_rel_err) * (1.0 + kModelIntrinsicRel) - 1.0;

@@ -56,9 +56,8 @@ struct ModelConfig {
   // Flush to zero: the P cast, the partials' and the output's stores give 0 for a result in
   // their subnormal range.
   bool ftz = false;
-  // A kernel that rounds an fp8 cache's dequantized keys and values (stored value times scale) to
-  // this format before its products. No claim admits it (the oracle takes the dequantized values
-  // as exact): a planted arithmetic for the sensitivity properties. nullopt: exact dequantization.
+  // A kernel that rounds its cache's dequantized keys and values (stored value times scale) to
+  // this format before its products, claimed as kv_dequant. nullopt: exact dequantization.
   std::optional<oracle::DType> dequantize_to;
   oracle::DType out = oracle::DType::f32;
   // The partials' O as exchanged (rounded to this format before the merge, and as reported in

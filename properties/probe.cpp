@@ -36,7 +36,8 @@ constexpr int64_t kPaddedKeys = 64;
 // A sample whose resolution is coarser than this says nothing about an exponential's error.
 constexpr double kUsefulResolution = 2e-5;
 
-// The spacing of fp32 values at |x| (its ulp), and of a format with `bits` significand bits.
+// The spacing of the values of a format with `bits` significand bits at |x| (its ulp), with
+// fp32's subnormal spacing as the floor (the probe reads fp32 values).
 double ulp_bits(double x, int bits) {
   if (x == 0.0 || !std::isfinite(x)) return std::ldexp(1.0, -149);
   int e;
@@ -73,16 +74,29 @@ std::string claim_number(double x) {
   return buf;
 }
 
-// The smallest format all values are exactly in: bf16, f16 or f32.
+// The narrowest format all values are exactly in: an fp8 one, bf16, f16 or f32.
 DType holding_format(const std::vector<float>& xs) {
-  for (const DType f : {DType::bf16, DType::f16})
-    if (std::all_of(xs.begin(), xs.end(), [f](float x) { return oracle::representable(f, x); }))
+  for (const DType f : {DType::f8e5m2, DType::f8e4m3, DType::bf16, DType::f16})
+    if (std::all_of(xs.begin(), xs.end(),
+                    [f](float x) { return oracle::round_to(f, x) == static_cast<double>(x); }))
       return f;
   return DType::f32;
 }
 
+// A format as the result files' metadata words name it.
 std::string format_word(DType f) {
-  return f == DType::bf16 ? "bf16" : f == DType::f16 ? "f16" : "f32";
+  switch (f) {
+    case DType::bf16:
+      return "bf16";
+    case DType::f16:
+      return "f16";
+    case DType::f8e4m3:
+      return "f8_e4m3";
+    case DType::f8e5m2:
+      return "f8_e5m2";
+    default:
+      return "f32";
+  }
 }
 
 // One experiment's inputs: T query tokens, H query heads over H KV heads (no GQA), S keys, every
@@ -136,6 +150,10 @@ struct Grid {
 struct Outputs {
   std::vector<std::vector<float>> partial_o, partial_lse;
   std::vector<float> o, lse;
+  // Rank 0's partial where the backend returned the partials, else the output (one rank: the
+  // same values through a merge of one).
+  const std::vector<float>& rank0_o() const { return partial_o.empty() ? o : partial_o[0]; }
+  const std::vector<float>& rank0_lse() const { return partial_lse.empty() ? lse : partial_lse[0]; }
 };
 
 class Prober {
@@ -151,7 +169,7 @@ class Prober {
     cfg.tp_size = ranks;
     cfg.page_size = 0;
     const gpu::DcpInputs in = std::move(g).inputs();
-    ++calls;
+    ++calls_;
     gpu::Result<gpu::GroupRun> r = t_.backend ? t_.backend(in, cfg) : gpu::run_dcp_threads(in, cfg);
     if (!r) return DCP_ERROR("experiment '", experiment, "': ", r.status().message());
     Outputs out;
@@ -168,29 +186,40 @@ class Prober {
       }
     if (static_cast<int64_t>(out.partial_o.size()) != ranks)
       out.partial_o.clear(), out.partial_lse.clear();
+    // Every exact value of every experiment is finite: a NaN or an infinity is the
+    // implementation's failure, never a measurement.
+    for (const auto& [name, xs] : {std::pair{"O", &out.o}, std::pair{"LSE", &out.lse}})
+      for (size_t i = 0; i < xs->size(); ++i)
+        if (!std::isfinite((*xs)[i]))
+          return DCP_ERROR("experiment '", experiment, "': the implementation's ", name,
+                           " element ", i, " is ", (*xs)[i], " where the exact value is finite");
     return out;
   }
 
+  int64_t calls() const { return calls_; }
+
+ private:
   const ProbeTarget& t_;
-  int64_t calls = 0;
+  int64_t calls_ = 0;
 };
 
 // A weight measured through an LSE: ln l = L, with l = w0 + p, w0 (the kernel's own weight of the
-// row's maximum) known. p's relative error e = p_obs / p - 1 and the resolution r of that, from the
-// LSE's storage (half an ulp of its format, a rounding of its log) and l's own fp32 rounding.
+// row's maximum) known to r0. p's relative error e = p_obs / p - 1 and the resolution r of that:
+// l's own fp32 rounding and its log's (2u), the LSE's storage (half an ulp of its format, and one
+// more for the log's result: 1.5 ulp), and w0's uncertainty.
 struct Weight {
   double a = 0, p = 0, p_obs = 0, e = 0, r = 0;
 };
 // `shift`: the row's maximum, in natural units, where the LSE is not relative to it (a merge's).
-Weight weight_of(double a, double lse_stored, double ln_base, double w0, DType lse_format,
-                 double shift = 0.0) {
+Weight weight_of(double a, double lse_stored, double ln_base, double w0, double r0,
+                 DType lse_format, double shift = 0.0) {
   Weight w;
   w.a = a;
   w.p = std::exp(a);
   const double l = std::exp(lse_stored * ln_base - shift);
   w.p_obs = l - w0;
   w.e = w.p_obs / w.p - 1.0;
-  w.r = l / w.p * (2.0 * kU32 + 1.5 * ulp_of(lse_format, lse_stored) * ln_base);
+  w.r = (l * (2.0 * kU32 + 1.5 * ulp_of(lse_format, lse_stored) * ln_base) + r0 * w0) / w.p;
   return w;
 }
 
@@ -215,6 +244,16 @@ ExpVerdict judge_exp(const std::vector<Weight>& ws, double e0, double r0, const 
   }
   ExpVerdict v;
   std::ostringstream ev;
+  if (n == 0) {
+    // No row resolves the exponential (a 16-bit LSE): the largest error each row admits.
+    double admitted = std::fabs(e0) + r0;
+    for (const Weight& w : ws) admitted = std::max(admitted, std::fabs(w.e) + w.r);
+    v.claim = round_up_2sig(kExpMargin * admitted);
+    v.evidence = "not resolved: every row's resolution is coarser than " + sci(kUsefulResolution) +
+                 " (the LSE's format); the largest error the rows admit, " + sci(admitted) +
+                 ", claimed with a quarter's margin";
+    return v;
+  }
   ev << "largest |error| " << sci(worst) << " (at " << fixed(at, 3) << "), mean "
      << sci(n > 0 ? sum / static_cast<double>(n) : 0.0) << ", over " << n << " arguments in ["
      << fixed(lo, 2) << ", 0] (" << what << "); resolution <= " << sci(res) << "; exp(0) off by "
@@ -263,22 +302,16 @@ oracle::Expected<PairsResult> run_pairs(Prober& pr) {
     }
     auto o = pr.run("pairs", std::move(g), 1);
     if (!o) return o.status();
-    const std::vector<float>& po = o->partial_o.empty() ? o->o : o->partial_o[0];
-    const std::vector<float>& pl = o->partial_lse.empty() ? o->lse : o->partial_lse[0];
-    all_o.insert(all_o.end(), po.begin(), po.end());
-    all_lse.insert(all_lse.end(), pl.begin(), pl.end());
-    outs.push_back({{po}, {pl}, {}, {}});
+    all_o.insert(all_o.end(), o->rank0_o().begin(), o->rank0_o().end());
+    all_lse.insert(all_lse.end(), o->rank0_lse().begin(), o->rank0_lse().end());
+    outs.push_back(std::move(*o));
   }
   PairsResult res;
   res.o_format = holding_format(all_o);
   res.lse_format = holding_format(all_lse);
   const double lb = pr.ln_base();
-  // exp~(0): l = 2 w0 on head 0 of the first grid, every token alike.
-  double w0 = 0.0;
-  for (int64_t t = 0; t < T; ++t)
-    w0 += std::exp(static_cast<double>(outs[0].partial_lse[0][static_cast<size_t>(t * H)]) * lb) /
-          2.0;
-  res.w0 = w0 / T;
+  // exp~(0): l = 2 w0 on head 0 of the first grid (token 0; every token computes the same row).
+  res.w0 = std::exp(static_cast<double>(outs[0].rank0_lse()[0]) * lb) / 2.0;
   const double l0 = 2.0 * res.w0;
   res.r0 = l0 / 2.0 * (2.0 * kU32 + 1.5 * ulp_of(res.lse_format, std::log(l0) / lb) * lb);
   for (size_t gi = 0; gi < xs.size(); ++gi)
@@ -286,8 +319,9 @@ oracle::Expected<PairsResult> run_pairs(Prober& pr) {
       for (int64_t h = gi == 0 ? 1 : 0; h < H; ++h) {
         const double a = -c_of(t) * xs[gi][static_cast<size_t>(h)];
         const size_t i = static_cast<size_t>(t * H + h);
-        res.weights.push_back(weight_of(a, outs[gi].partial_lse[0][i], lb, res.w0, res.lse_format));
-        res.o.push_back(outs[gi].partial_o[0][i * kDim]);
+        res.weights.push_back(
+            weight_of(a, outs[gi].rank0_lse()[i], lb, res.w0, res.r0, res.lse_format));
+        res.o.push_back(outs[gi].rank0_o()[i * kDim]);
       }
   return res;
 }
@@ -295,27 +329,27 @@ oracle::Expected<PairsResult> run_pairs(Prober& pr) {
 // How P reaches the P.V product: rounded to a format before it (raw weights, or weights already
 // divided by l), or not at all. The O of a pairs row under each, for its measured weights.
 struct CastModel {
-  std::string name;  // "none", "tf32", "f16", "bf16"
-  std::function<double(double)> round;
-  bool normalized;  // P / l rounded, not P
+  std::optional<DType> cast;  // nullopt: not rounded
+  bool tf32 = false;          // rounded to tf32 (a tf32 MMA's operand), not to `cast`
+  bool normalized = false;    // P / l rounded, not P
+  double round(double x) const {
+    if (tf32) return static_cast<double>(gpu::round_tf32(static_cast<float>(x)));
+    return cast ? oracle::round_to(*cast, x) : x;
+  }
+  std::string name() const { return tf32 ? "tf32" : cast ? format_word(*cast) : "none"; }
 };
+// The models from the finest to the coarsest rounding.
 std::vector<CastModel> cast_models() {
-  const auto tf32 = [](double x) {
-    return static_cast<double>(gpu::round_tf32(static_cast<float>(x)));
-  };
-  const auto f16 = [](double x) { return oracle::round_to(DType::f16, x); };
-  const auto bf = [](double x) { return oracle::round_to(DType::bf16, x); };
-  return {{"none", [](double x) { return x; }, false},
-          {"tf32", tf32, false},
-          {"tf32", tf32, true},
-          {"f16", f16, false},
-          {"f16", f16, true},
-          {"bf16", bf, false},
-          {"bf16", bf, true}};
+  std::vector<CastModel> m = {{std::nullopt, false, false}};
+  for (const bool normalized : {false, true}) m.push_back({std::nullopt, true, normalized});
+  for (const DType f : {DType::f16, DType::bf16, DType::f8e4m3, DType::f8e5m2})
+    for (const bool normalized : {false, true}) m.push_back({f, false, normalized});
+  return m;
 }
 
 struct CastVerdict {
-  std::string cast = "bf16";
+  std::optional<DType> cast;  // the P cast claimed (nullopt: none)
+  bool tf32 = false;          // tf32 P.V operands claimed (accum tf32)
   std::string evidence;
 };
 CastVerdict judge_cast(const PairsResult& pr) {
@@ -330,7 +364,7 @@ CastVerdict judge_cast(const PairsResult& pr) {
     for (size_t m = 0; m < models.size(); ++m) {
       const CastModel& cm = models[m];
       // Each end of the measured weight's interval: a cast whose rounding the interval straddles
-      // is not judged on this row.
+      // gets the whole spread as tolerance on this row.
       const double lo = w.p_obs - w.r * w.p, hi = w.p_obs + w.r * w.p;
       const auto model_o = [&](double p) {
         return cm.normalized ? cm.round(p / l) - cm.round(pr.w0 / l)
@@ -338,43 +372,49 @@ CastVerdict judge_cast(const PairsResult& pr) {
       };
       const double a = model_o(lo), b = model_o(hi);
       const double o_model = oracle::round_to(pr.o_format, 0.5 * (a + b));
+      // The sum, the division and the store of fp32 (4u of the terms), and the output format's
+      // rounding (a 16-bit output's own rounding may differ from the model's at a tie: 1 ulp).
       const double spread = std::fabs(a - b) + 4.0 * kU32 * (std::fabs(a) + 2.0);
       const double tol =
           spread + (pr.o_format == DType::f32 ? 2.0 : 1.0) * ulp_of(pr.o_format, o_model);
       if (std::fabs(static_cast<double>(pr.o[i]) - o_model) > tol) ++misses[m];
     }
   }
-  // A cast explains the outputs when one of its models misses none (0.5% allowed for rows at a
-  // rounding boundary of the output format); of those, the coarsest is claimed.
+  // A cast explains the outputs when one of its models misses none (one row in 200 allowed: an
+  // output at a rounding boundary of its format); of those, the coarsest is claimed.
   const int64_t allowed = used / 200;
-  const auto explains = [&](const std::string& name) {
-    for (size_t m = 0; m < models.size(); ++m)
-      if (models[m].name == name && misses[m] <= allowed) return true;
-    return false;
-  };
+  std::vector<std::string> names;
+  for (const CastModel& m : models)
+    if (std::find(names.begin(), names.end(), m.name()) == names.end()) names.push_back(m.name());
   const auto best_misses = [&](const std::string& name) {
     int64_t b = used;
     for (size_t m = 0; m < models.size(); ++m)
-      if (models[m].name == name) b = std::min(b, misses[m]);
+      if (models[m].name() == name) b = std::min(b, misses[m]);
     return b;
   };
   CastVerdict v;
-  std::vector<std::string> fitting;
-  for (const char* name : {"none", "tf32", "f16", "bf16"})
-    if (explains(name)) fitting.push_back(name);
   std::ostringstream ev;
-  for (const char* name : {"none", "tf32", "f16", "bf16"})
-    ev << (std::string(name) == "none" ? "" : ", ") << name << " misses " << best_misses(name);
+  const CastModel* coarsest = nullptr;
+  bool tf32_fits = false;
+  for (size_t i = 0; i < names.size(); ++i) {
+    ev << (i ? ", " : "") << names[i] << " misses " << best_misses(names[i]);
+    if (best_misses(names[i]) > allowed) continue;
+    for (const CastModel& m : models)
+      if (m.name() == names[i]) coarsest = &m;
+    tf32_fits = tf32_fits || names[i] == "tf32";
+  }
   ev << " of " << used << " outputs";
-  if (fitting.empty()) {
-    ev << ": no cast explains every output; the coarsest (bf16) claimed";
+  if (coarsest == nullptr) {
+    // No model: the coarsest word there is, which covers any rounding of 3 or more bits.
+    v.cast = DType::f8e5m2;
+    ev << ": no cast explains every output; the coarsest (f8_e5m2) claimed";
   } else {
-    v.cast = fitting.back();
-    if (v.cast == "f16" && explains("tf32")) {
-      v.cast = "tf32+f16";  // 11 bits either way: tf32's range and f16's, both claimed
+    v.cast = coarsest->cast;
+    v.tf32 = coarsest->tf32;
+    // tf32 and f16 keep 11 bits each (tf32 with fp32's range): where both fit, both are claimed.
+    if (v.cast == DType::f16 && tf32_fits) {
+      v.tf32 = true;
       ev << ": tf32 and f16 (both 11 bits) fit, both claimed";
-    } else if (fitting.size() > 1) {
-      ev << ": several fit, the coarsest claimed";
     }
   }
   v.evidence = ev.str();
@@ -386,39 +426,83 @@ CastVerdict judge_cast(const PairsResult& pr) {
 struct SumsVerdict {
   std::string rounding = "any";
   std::string evidence;
-  double l = 0.0;       // the row's weight sum, from its LSE (every row alike: all logits 0)
+  double l = 0.0, r_l = 0.0;  // the rows' weight sum from their LSE (all logits 0), its resolution
   bool hidden = false;  // the outputs' spread hid the bias: any rounding, unless midpoints show it
 };
+
+// Both sums experiments: 8 heads of 16,384 keys, every logit 0 (each weight exp~(0)).
+constexpr int64_t kSumsHeads = 8, kSumsKeys = 16384;
+
+// A truncating accumulator, as tensor cores may be one: products exact, runs of `chunk` keys
+// summed exactly and added into one of `accumulators` fp32 accumulators (each a contiguous block
+// of the keys) rounding toward zero, the accumulators then summed exactly. Fed the keys' values in
+// order, every 16 keys an MMA's k (m16n8k16: one truncating normalization per instruction, as
+// published measurements of NVIDIA tensor cores describe). kStrong, one accumulator, is the
+// largest bias such a kernel shows; kWeak, 8 accumulators (a row's keys split over 8 warps or
+// pieces), about an eighth of it, the smallest the probe must still tell from round-to-nearest.
+// A kernel that splits a row further truncates less than the probe can see.
+class Truncating {
+ public:
+  Truncating(int64_t accumulators, int64_t chunk)
+      : chunk_(chunk), block_(kSumsKeys / accumulators), acc_(static_cast<size_t>(accumulators)) {}
+  void add(int64_t j, double x) {
+    pending_ += x;
+    if ((j + 1) % chunk_ == 0) {
+      double& a = acc_[static_cast<size_t>(j / block_)];
+      a = truncate_f32(a + pending_);
+      pending_ = 0.0;
+    }
+  }
+  double total() const {
+    double t = pending_;
+    for (const double a : acc_) t += a;
+    return t;
+  }
+
+ private:
+  int64_t chunk_, block_;
+  std::vector<double> acc_;
+  double pending_ = 0.0;
+};
+constexpr int64_t kStrongAccumulators = 1, kStrongChunk = 16;
+constexpr int64_t kWeakAccumulators = 8, kWeakChunk = 16;
+
+// The statistical thresholds of the sums' verdicts, in standard errors: a truncating kernel's
+// bias at least kPower of them (else the outputs' spread hides it), a round-to-nearest one's
+// within kNoBias of 0.
+constexpr double kPower = 6.0, kNoBias = 3.0;
+
 oracle::Expected<SumsVerdict> run_sums(Prober& pr) {
-  constexpr int64_t H = 8, S = 16384, kChunk = 16;
+  constexpr int64_t H = kSumsHeads, S = kSumsKeys;
   constexpr int64_t kControl = kDim / 2;  // columns [0, 32) sum exactly; [32, 64) carry low bits
   Grid g(1, H, S);
   std::mt19937_64 rng(20261205);
-  std::vector<double> exact(static_cast<size_t>(H * kDim), 0.0);
-  std::vector<double> trunc_chunked(static_cast<size_t>(H * kDim), 0.0);
+  std::vector<double> exact(static_cast<size_t>(H * kDim), 0.0), strong(exact), weak(exact);
   for (int64_t h = 0; h < H; ++h) g.qa(0, h, 0) = 1.0f;  // every key's logit 0: P = exp~(0)
   for (int64_t h = 0; h < H; ++h)
     for (int64_t c = 0; c < kDim; ++c) {
-      double chunk = 0.0, acc = 0.0;
+      Truncating st(kStrongAccumulators, kStrongChunk), wk(kWeakAccumulators, kWeakChunk);
       const size_t e = static_cast<size_t>(h * kDim + c);
       for (int64_t j = 0; j < S; ++j) {
         // control: k / 8 (sums of at most 17 bits, exact in fp32); test: 8 significant bits at
-        // exponents 0 .. -8, whose low bits fall below the running sum's ulp.
+        // exponents 0 .. -8, whose low bits fall below the running sum's ulp (about 2^-10) while
+        // the values stay above it (smaller ones would vanish whole, a bias of round-to-nearest
+        // too).
         const double x = c < kControl ? static_cast<double>(1 + rng() % 8) / 8.0
                                       : std::ldexp(static_cast<double>(128 + rng() % 128) / 128.0,
                                                    -static_cast<int>(rng() % 9));
         g.va(j, h, c) = static_cast<float>(x);
         exact[e] += x;  // at most 30 significant bits: exact in double
-        chunk += x;
-        if ((j + 1) % kChunk == 0) acc = truncate_f32(acc + chunk), chunk = 0.0;
+        st.add(j, x);
+        wk.add(j, x);
       }
-      trunc_chunked[e] = acc;
+      strong[e] = st.total();
+      weak[e] = wk.total();
     }
   auto out = pr.run("sums", std::move(g), 1);
   if (!out) return out.status();
-  const std::vector<float>& o = out->partial_o.empty() ? out->o : out->partial_o[0];
-  const std::vector<float>& lse = out->partial_lse.empty() ? out->lse : out->partial_lse[0];
-  double s[2] = {0, 0}, s2[2] = {0, 0}, beta = 0.0;
+  const std::vector<float>& o = out->rank0_o();
+  double s[2] = {0, 0}, s2[2] = {0, 0}, beta_strong = 0.0, beta_weak = 0.0;
   int64_t n[2] = {0, 0};
   for (int64_t h = 0; h < H; ++h)
     for (int64_t c = 0; c < kDim; ++c) {
@@ -426,7 +510,10 @@ oracle::Expected<SumsVerdict> run_sums(Prober& pr) {
       const double rel = static_cast<double>(o[e]) / (exact[e] / S) - 1.0;
       const int side = c < kControl ? 0 : 1;
       s[side] += rel, s2[side] += rel * rel, ++n[side];
-      if (side == 1) beta += trunc_chunked[e] / exact[e] - 1.0;
+      if (side == 1) {
+        beta_strong += strong[e] / exact[e] - 1.0;
+        beta_weak += weak[e] / exact[e] - 1.0;
+      }
     }
   double mean[2], var[2];
   for (int i = 0; i < 2; ++i) {
@@ -434,20 +521,24 @@ oracle::Expected<SumsVerdict> run_sums(Prober& pr) {
     var[i] = std::max(0.0, s2[i] / static_cast<double>(n[i]) - mean[i] * mean[i]) /
              static_cast<double>(n[i] - 1);
   }
-  beta /= static_cast<double>(n[1]);
+  beta_strong /= static_cast<double>(n[1]);
+  beta_weak /= static_cast<double>(n[1]);
   const double bias = mean[1] - mean[0], se = std::sqrt(var[0] + var[1]);
   SumsVerdict v;
-  v.l = std::exp(static_cast<double>(lse[0]) * pr.ln_base());
+  const double lse = out->rank0_lse()[0];
+  v.l = std::exp(lse * pr.ln_base());
+  v.r_l = 2.0 * kU32 + 1.5 * ulp_bits(lse, 24) * pr.ln_base();
   std::ostringstream ev;
   ev << "bias of the low-bit sums " << sci(bias) << " +- " << sci(se) << " (standard error, "
-     << "against exact-sum controls); adds truncating in chunks of " << kChunk << " keys would "
-     << "show " << sci(beta);
-  if (std::fabs(beta) < 8.0 * se) {
+     << "against exact-sum controls); truncating adds would show " << sci(beta_strong) << " (one "
+     << "accumulator, every " << kStrongChunk << " keys) to " << sci(beta_weak) << " ("
+     << kWeakAccumulators << ", every " << kWeakChunk << ")";
+  if (bias < beta_weak / 2.0 && bias < -kNoBias * se) {
+    ev << ": truncating";
+  } else if (std::fabs(beta_weak) < kPower * se) {
     ev << ": the outputs' spread hides the difference";
     v.hidden = true;
-  } else if (bias < beta / 2.0) {
-    ev << ": truncating";
-  } else if (std::fabs(bias) <= std::fabs(beta) / 4.0) {
+  } else if (std::fabs(bias) <= std::max(kNoBias * se, std::fabs(beta_weak) / 2.0)) {
     v.rounding = "nearest";
     ev << ": round to nearest";
   } else {
@@ -457,85 +548,163 @@ oracle::Expected<SumsVerdict> run_sums(Prober& pr) {
   return v;
 }
 
-// The sums' rounding through a 16-bit output: each output's exact value, in the kernel's own
-// arithmetic (its weight of a logit-0 key cast as it casts P, over its weight sum l, read from the
-// LSE), set midway between an odd value of the output's format and the even one above it, from
-// V of 8 significant bits: pairs a + b = 2^f of 2^-9 .. 2^-3, above the running sum's ulp (about
-// 2^-10: smaller ones would vanish whole, a negative bias even for round-to-nearest) and with
-// bits below it, and five keys that make up the rest. The output then rounds to the even neighbour
-// where the fp32 result is exact, to either where its adds round to nearest (their errors take
-// either sign), and to the odd one below where they truncate (every error negative): the 16-bit
-// output shows the sign of the sums' error, which it could not show as a size.
-oracle::Expected<SumsVerdict> run_midpoints(Prober& pr, double w0_cast, double l, DType f) {
-  constexpr int64_t H = 8, S = 16384, kPairs = 8189, kExtras = 5, kChunk = 16;
-  const int p = significand_bits(f);
-  const double kappa = w0_cast / l;          // O = kappa * sum(v)
-  const double grid = std::ldexp(1.0, -16);  // the pairs' lowest bit: every sum a multiple
-  Grid g(1, H, S);
-  std::mt19937_64 rng(20261206);
-  std::vector<double> odd(static_cast<size_t>(H * kDim)), truncated(odd.size());
+// The sums' rounding through a 16-bit output. Each output's exact value in the kernel's own
+// arithmetic, O = kappa sum(v) with kappa its P of a logit-0 key over its weight sum l, is set
+// midway between an odd value of the output's format and the even one above it: the output then
+// rounds to the even neighbour where the fp32 result is exact, to either where its adds round to
+// nearest (their errors take either sign), and to the odd one below where they truncate (every
+// error negative). The 16-bit output shows the sign of the sums' error, which it could not show
+// as a size. kappa is known first from the LSE (l, to 1.5e-6) and then to about 10^-7 from
+// columns whose sums are exact in any order, set at a ladder of offsets around their midpoints:
+// the offset where they turn from rounding down to up is kappa's error.
+constexpr int64_t kMidAdjusters = 5;  // keys that make a column's sum its target exactly
+
+// One column's V: 8 significant bits per value, summing exactly to `target` (a multiple of
+// `grid`). exact: 0.25 on every key but the adjusters, every partial sum a multiple of 2^-10
+// below 2^14 (exact in fp32 in any order); else pairs a + b = 2^f of 2^-9 .. 2^-3, above the
+// running sum's ulp (about 2^-10: smaller ones would vanish whole, a negative bias even for
+// round-to-nearest) with bits below it. Keys in a random order.
+std::vector<double> column_values(double target, bool exact, std::mt19937_64& rng) {
+  constexpr int64_t S = kSumsKeys, kBulk = S - kMidAdjusters - 1;  // one key left 0
   std::vector<int64_t> perm(static_cast<size_t>(S));
+  for (int64_t j = 0; j < S; ++j) perm[static_cast<size_t>(j)] = j;
+  std::shuffle(perm.begin(), perm.end(), rng);
+  std::vector<double> v(static_cast<size_t>(S), 0.0);
+  size_t at = 0;
+  double bulk = 0.0;
+  for (int64_t i = 0; i < kBulk / 2; ++i) {
+    const int fe = -2 - static_cast<int>(rng() % 7);
+    const double q = exact ? 0.0 : static_cast<double>(rng() % 128) / 128.0;
+    const double scale = exact ? 0.25 : std::ldexp(1.0, fe - 1);
+    v[static_cast<size_t>(perm[at++])] = scale * (1.0 + q);
+    v[static_cast<size_t>(perm[at++])] = scale * (1.0 - q);
+    bulk += exact ? 0.5 : std::ldexp(1.0, fe);
+  }
+  double rest = target - bulk;
+  for (int64_t i = 0; i < kMidAdjusters && rest > 0.0; ++i) {
+    int ex;
+    std::frexp(rest, &ex);  // rest in [2^(ex-1), 2^ex): its top 8 bits
+    const double top = std::floor(std::ldexp(rest, 8 - ex)) * std::ldexp(1.0, ex - 8);
+    v[static_cast<size_t>(perm[at++])] = top;
+    rest -= top;
+  }
+  return v;
+}
+
+// A run of midpoint columns: column e's exact sum targets[e]; for each the output's side of its
+// midpoint, odd[e] + half its spacing: -1 down (to odd[e]), +1 up, 0 neither.
+oracle::Expected<std::vector<int>> midpoint_run(Prober& pr, const char* experiment,
+                                                const std::vector<double>& targets,
+                                                const std::vector<double>& odd, bool exact, int p,
+                                                std::mt19937_64& rng,
+                                                std::vector<double>* weak = nullptr) {
+  constexpr int64_t H = kSumsHeads, S = kSumsKeys;
+  Grid g(1, H, S);
   for (int64_t h = 0; h < H; ++h) g.qa(0, h, 0) = 1.0f;  // every key's logit 0
   for (int64_t h = 0; h < H; ++h)
     for (int64_t c = 0; c < kDim; ++c) {
       const size_t e = static_cast<size_t>(h * kDim + c);
-      const double k = static_cast<double>(rng() % (uint64_t{1} << (p - 2)));
-      odd[e] = 0.5 + (2.0 * k + 1.0) * std::ldexp(1.0, -p);
-      const double mid = odd[e] + std::ldexp(1.0, -p - 1);
-      for (int64_t j = 0; j < S; ++j) perm[static_cast<size_t>(j)] = j;
-      std::shuffle(perm.begin(), perm.end(), rng);
-      std::vector<double> v(static_cast<size_t>(S), 0.0);
-      size_t at = 0;
-      double pairs = 0.0;
-      for (int64_t i = 0; i < kPairs; ++i) {
-        const int fe = -2 - static_cast<int>(rng() % 7);
-        const double q = static_cast<double>(rng() % 128) / 128.0;
-        v[static_cast<size_t>(perm[at++])] = std::ldexp(1.0 + q, fe - 1);
-        v[static_cast<size_t>(perm[at++])] = std::ldexp(1.0 - q, fe - 1);
-        pairs += std::ldexp(1.0, fe);
-      }
-      double rest = std::nearbyint((mid / kappa - pairs) / grid) * grid;
-      for (int64_t i = 0; i < kExtras && rest > 0.0; ++i) {
-        int ex;
-        std::frexp(rest, &ex);  // rest in [2^(ex-1), 2^ex): its top 8 bits
-        const double top = std::floor(std::ldexp(rest, 8 - ex)) * std::ldexp(1.0, ex - 8);
-        v[static_cast<size_t>(perm[at++])] = top;
-        rest -= top;
-      }
-      double chunk = 0.0, acc = 0.0;
+      const std::vector<double> v = column_values(targets[e], exact, rng);
+      Truncating wk(kWeakAccumulators, kWeakChunk);
       for (int64_t j = 0; j < S; ++j) {
         g.va(j, h, c) = static_cast<float>(v[static_cast<size_t>(j)]);
-        chunk += v[static_cast<size_t>(j)];
-        if ((j + 1) % kChunk == 0) acc = truncate_f32(acc + chunk), chunk = 0.0;
+        wk.add(j, v[static_cast<size_t>(j)]);
       }
-      truncated[e] = kappa * acc;
+      if (weak != nullptr) (*weak)[e] = wk.total();
     }
-  auto out = pr.run("sums", std::move(g), 1);
+  auto out = pr.run(experiment, std::move(g), 1);
   if (!out) return out.status();
-  const std::vector<float>& o = out->partial_o.empty() ? out->o : out->partial_o[0];
-  int64_t up = 0, down = 0, far = 0, trunc_down = 0;
   const double spacing = std::ldexp(1.0, -p);
-  for (size_t e = 0; e < odd.size(); ++e) {
-    const double x = o[e];
-    if (x == odd[e])
-      ++down;
-    else if (x == odd[e] + spacing)
-      ++up;
-    else
-      ++far;
-    if (oracle::round_to(f, truncated[e]) == odd[e]) ++trunc_down;
+  std::vector<int> side(targets.size(), 0);
+  for (size_t e = 0; e < targets.size(); ++e) {
+    const double x = out->rank0_o()[e];
+    side[e] = x == odd[e] ? -1 : x == odd[e] + spacing ? 1 : 0;
   }
-  const int64_t n = static_cast<int64_t>(odd.size());
+  return side;
+}
+
+oracle::Expected<SumsVerdict> run_midpoints(Prober& pr, double w0_cast, double l, double r_kappa,
+                                            DType f) {
+  const int p = significand_bits(f);
+  const size_t n = static_cast<size_t>(kSumsHeads * kDim);
+  std::mt19937_64 rng(20261206);
+  std::vector<double> odd(n), mid(n);
+  for (size_t e = 0; e < n; ++e) {
+    odd[e] = 0.5 + (2.0 * static_cast<double>(rng() % (uint64_t{1} << (p - 2))) + 1.0) *
+                       std::ldexp(1.0, -p);
+    mid[e] = odd[e] + std::ldexp(1.0, -p - 1);
+  }
+  // 1. kappa: exact sums at offsets eps from -4 r_kappa to 4 r_kappa (on the 2^-10 grid of
+  // their sums): a column rounds up where kappa (1 + eps) exceeds kappa's true value.
+  const double kappa = w0_cast / l;
+  constexpr double kExactGrid = 0x1p-10;
+  std::vector<double> targets(n), eps(n);
+  for (size_t e = 0; e < n; ++e) {
+    const double want =
+        -4.0 * r_kappa + 8.0 * r_kappa * (static_cast<double>(e) + 0.5) / static_cast<double>(n);
+    targets[e] = std::nearbyint(mid[e] * (1.0 + want) / kappa / kExactGrid) * kExactGrid;
+    eps[e] = targets[e] * kappa / mid[e] - 1.0;
+  }
+  auto cal = midpoint_run(pr, "midpoints", targets, odd, true, p, rng);
+  if (!cal) return cal.status();
+  // kappa's true value is kappa (1 + delta): columns with eps > -delta round up. The threshold
+  // that misclassifies the fewest columns; its spread (the columns it gets wrong, a division's
+  // rounding apart) is the calibration's resolution.
+  std::vector<size_t> order(n);
+  for (size_t e = 0; e < n; ++e) order[e] = e;
+  std::sort(order.begin(), order.end(), [&](size_t x, size_t y) { return eps[x] < eps[y]; });
+  int64_t best = INT64_MAX, wrong = 0;
+  size_t cut = 0;
+  for (size_t e = 0; e < n; ++e) wrong += (*cal)[e] != 1 ? 1 : 0;  // cut 0: every column up
+  for (size_t k = 0; k <= n; ++k) {
+    if (wrong < best) best = wrong, cut = k;
+    if (k < n) wrong += (*cal)[order[k]] == -1 ? -1 : (*cal)[order[k]] == 1 ? 1 : 0;
+  }
   SumsVerdict v;
   std::ostringstream ev;
-  ev << n << " outputs set midway between two " << format_word(f) << " values: " << up
-     << " rounded up, " << down << " down, " << far << " elsewhere (adds truncating in chunks of "
-     << kChunk << " keys: " << trunc_down << " down)";
-  if (far * 20 > n || 2 * trunc_down < n) {
+  if (cut == 0 || cut == n || best * 10 > static_cast<int64_t>(n)) {
+    ev << "kappa not calibrated (" << best << " of " << n << " exact-sum columns off the "
+       << "ladder): inconclusive, so any rounding is claimed";
+    v.evidence = ev.str();
+    return v;
+  }
+  const double delta = -0.5 * (eps[order[cut - 1]] + eps[order[cut]]);
+  const double r_cal = std::fabs(eps[order[cut]] - eps[order[cut - 1]]) +
+                       static_cast<double>(best + 1) * 8.0 * r_kappa / static_cast<double>(n) +
+                       2.0 * kU32;
+  // 2. The test columns, at their midpoints under the calibrated kappa.
+  const double kappa_cal = kappa * (1.0 + delta);
+  constexpr double kPairsGrid = 0x1p-16;
+  for (size_t e = 0; e < n; ++e)
+    targets[e] = std::nearbyint(mid[e] / kappa_cal / kPairsGrid) * kPairsGrid;
+  std::vector<double> weak(n);
+  auto test = midpoint_run(pr, "midpoints", targets, odd, false, p, rng, &weak);
+  if (!test) return test.status();
+  // A truncating kernel's output falls below the midpoint by its bias; on the columns where that
+  // is more than twice the calibration's resolution (`robust`), it rounds down whatever kappa's
+  // error. Round-to-nearest errors take either sign: a fifth of those columns up and a fifth of
+  // all down at least. An exact sum rounds every output up (to even).
+  int64_t up = 0, down = 0, far = 0, robust = 0, robust_up = 0;
+  for (size_t e = 0; e < n; ++e) {
+    (*test)[e] == -1 ? ++down : (*test)[e] == 1 ? ++up : ++far;
+    if (kappa_cal * weak[e] < mid[e] * (1.0 - 2.0 * r_cal)) {
+      ++robust;
+      robust_up += (*test)[e] == 1 ? 1 : 0;
+    }
+  }
+  const int64_t ni = static_cast<int64_t>(n);
+  ev << "kappa calibrated to " << sci(r_cal) << " (exact sums, " << best
+     << " columns off the ladder); " << n << " outputs set midway between two " << format_word(f)
+     << " values: " << up << " rounded up, " << down << " down, " << far << " elsewhere; of the "
+     << robust << " that truncating adds (" << kWeakAccumulators << " accumulators every "
+     << kWeakChunk << " keys) would round down, " << robust_up << " up";
+  if (far * 20 > ni || robust * 2 < ni) {
     ev << ": inconclusive, so any rounding is claimed";
-  } else if (up * 5 >= n) {
+  } else if (robust_up * 5 >= robust && down * 5 >= ni) {
     v.rounding = "nearest";
-    ev << ": round to nearest (or exact)";
+    ev << ": round to nearest";
+  } else if (up == ni) {
+    ev << ": exact on these sums, which shows no rounding; any rounding is claimed";
   } else {
     ev << ": truncating";
   }
@@ -547,19 +716,56 @@ oracle::Expected<SumsVerdict> run_midpoints(Prober& pr, double w0_cast, double l
 
 struct TileVerdict {
   int64_t tile = 1;
+  bool resolved = false;  // one tile fits clearly best
+  bool flushed = false;   // the subnormal rescales came out 0: the kernel flushes to zero
   std::string evidence;
 };
+
+// Both tile experiments: rows of 2,048 keys, the row's maximum at position j = 16 i + 15 of row i
+// (odd, so every tile size below 16 puts a different count of keys before j's tile), 64 rows a
+// call.
+constexpr int64_t kTileKeys = 2048, kTileStride = 16, kTileRows = kTileKeys / kTileStride;
+constexpr int64_t kTileHeads = 64;
+int64_t max_position(int64_t row) { return row * kTileStride + kTileStride - 1; }
+
+// The tiles tried: powers of two below 16, then every multiple of 16 (FlashAttention-3's 176, 144,
+// 80 included) up to the row.
+std::vector<int64_t> tile_candidates() {
+  std::vector<int64_t> t = {1, 2, 4, 8};
+  for (int64_t k = 16; k <= kTileKeys; k += 16) t.push_back(k);
+  return t;
+}
+
+// Runs the tile rows: fill(grid, head, j) sets a head's row with its maximum at j; read(outputs,
+// head) gives the row's observable. One value per row, in row order.
+oracle::Expected<std::vector<double>> run_tile_rows(
+    Prober& pr, const std::function<void(Grid&, int64_t, int64_t)>& fill,
+    const std::function<double(const Outputs&, int64_t)>& read) {
+  std::vector<double> obs;
+  for (int64_t call = 0; call < kTileRows / kTileHeads; ++call) {
+    Grid g(1, kTileHeads, kTileKeys);
+    for (int64_t h = 0; h < kTileHeads; ++h) fill(g, h, max_position(call * kTileHeads + h));
+    auto o = pr.run("tile", std::move(g), 1);
+    if (!o) return o.status();
+    for (int64_t h = 0; h < kTileHeads; ++h) obs.push_back(read(*o, h));
+  }
+  return obs;
+}
+
 // How well a tile's model must fit to be believed: the LSE's rms residual (natural units; the
-// right model fits within 2.1e-5, the rounding of 2,048 adds, on the production path) and the
-// output's relative to its largest (within 1.5e-6 in fp32; a 16-bit output's own rounding, 4 u,
-// where it is coarser).
-constexpr double kLseFit = 1e-4, kOutputFit = 1e-4;
+// right model fits within 2.1e-5 on the production path, the rounding of 2,048 fp32 adds) and
+// the output's, relative to its largest (the right model within 1.5e-6 in fp32; a 16-bit
+// output's own rounding, 4 u, where that is coarser).
+constexpr double kLseFit = 5e-5, kOutputFit = 1e-5;
 
 // The tile whose model fits best (scores: rms residual and tile, each tile under one or more
-// rescale habits), where it fits at least twice as well as any other tile; else the smallest tile
-// that fits within twice the best (a smaller tile claims more rescales: never too few).
-TileVerdict pick_tile(const std::vector<std::pair<double, int64_t>>& scores, int64_t n,
-                      const std::string& what, double max_floor) {
+// rescale habits), where it fits within max_floor and at least twice as well as any other tile;
+// else, where some tile fits, the smallest tile that fits within twice the best (a smaller tile
+// claims more rescales: never too few); else any tiling.
+TileVerdict pick_tile(std::vector<std::pair<double, int64_t>> scores, const std::string& what,
+                      double max_floor) {
+  for (auto& [score, tile] : scores)
+    if (!std::isfinite(score)) score = INFINITY;
   std::vector<std::pair<double, int64_t>> sorted = scores;
   std::sort(sorted.begin(), sorted.end());
   const double floor = sorted[0].first;
@@ -569,15 +775,15 @@ TileVerdict pick_tile(const std::vector<std::pair<double, int64_t>>& scores, int
   std::ostringstream ev;
   ev << what << ": tile " << sorted[0].second << " fits within " << sci(floor) << " rms, the next ("
      << other.second << ") " << sci(other.first);
-  if (floor > max_floor) {
-    v.tile = 1;
-    ev << ": no tile fits (rms above " << sci(max_floor) << "); any tiling claimed";
+  if (!(floor <= max_floor)) {
+    ev << ": no tile fits (rms above " << sci(max_floor) << ")";
   } else if (floor < 0.5 * other.first) {
     v.tile = sorted[0].second;
+    v.resolved = true;
   } else {
-    v.tile = n;
-    for (const auto& [s, tile] : scores)
-      if (s <= 2.0 * floor) v.tile = std::min(v.tile, tile);
+    v.tile = kTileKeys;
+    for (const auto& [score, tile] : scores)
+      if (score <= 2.0 * floor) v.tile = std::min(v.tile, tile);
     ev << ": not resolved; the smallest fitting tile claimed";
   }
   v.evidence = ev.str();
@@ -585,89 +791,93 @@ TileVerdict pick_tile(const std::vector<std::pair<double, int64_t>>& scores, int
 }
 
 // The tile from the output: the row's maximum (logit 0, V 0) at position j, the other keys at
-// logits -97 (even, V 0) and -97.5 (odd, V 2^118). An odd key in a tile before j's is weighted
-// exp~(-0.5) and then rescaled by exp~(-97), a subnormal of about 9 bits; one in or after j's tile
-// is weighted exp~(-97.5) directly, another subnormal, rounded differently. The output is then
-// a pre + b post with pre, post the counts of odd keys each way (times w0 per tile boundary where
-// the kernel rescales at every boundary): the tile whose counts fit the outputs as j moves is the
-// kernel's. a and b are fitted, so no exponential is assumed; a kernel that flushes subnormals to
-// zero shows nothing here.
+// logits -97 (even, V 0) and -97.5 (odd, V 2^15, exact in every 16-bit format). An odd key in a
+// tile before j's is weighted exp~(-0.5) and then rescaled by exp~(-97), an fp32 subnormal of
+// about 9 bits; one in or after j's tile is weighted exp~(-97.5) directly, another subnormal,
+// rounded differently. The output is then a pre + b post with pre, post the counts of odd keys
+// each way (times w0 per tile boundary where the kernel rescales at every boundary): the tile whose
+// counts fit the outputs as j moves is the kernel's. a and b are fitted, so no exponential is
+// assumed. A kernel that flushes subnormals to zero outputs 0 here.
 oracle::Expected<TileVerdict> run_tile_subnormal(Prober& pr, double w0, DType o_format) {
-  constexpr int64_t n = 2048, kStride = 16, kRows = n / kStride, H = 64;
-  constexpr float kGap = 97.0f, kOdd = 0.5f, kBigV = 0x1p118f;  // odd sums stay below 2^127
-  std::vector<double> o_obs;
-  for (int64_t call = 0; call < kRows / H; ++call) {
-    Grid t(1, H, n);
-    for (int64_t h = 0; h < H; ++h) {
-      const int64_t jmax = (call * H + h) * kStride + kStride - 1;
-      t.qa(0, h, 0) = t.qa(0, h, 1) = 1.0f;
-      for (int64_t j = 0; j < n; ++j) {
-        if (j == jmax) continue;
-        t.ka(j, h, 0) = -kGap;
-        if (j % 2 == 1) {
-          t.ka(j, h, 1) = -kOdd;
-          for (int64_t c = 0; c < kDim; ++c) t.va(j, h, c) = kBigV;
+  constexpr float kGap = 97.0f, kOdd = 0.5f, kV = 0x1p15f;
+  auto obs = run_tile_rows(
+      pr,
+      [&](Grid& g, int64_t h, int64_t jmax) {
+        g.qa(0, h, 0) = g.qa(0, h, 1) = 1.0f;
+        for (int64_t j = 0; j < kTileKeys; ++j) {
+          if (j == jmax) continue;
+          g.ka(j, h, 0) = -kGap;
+          if (j % 2 == 1) {
+            g.ka(j, h, 1) = -kOdd;
+            for (int64_t c = 0; c < kDim; ++c) g.va(j, h, c) = kV;
+          }
         }
-      }
-    }
-    auto o = pr.run("tile", std::move(t), 1);
-    if (!o) return o.status();
-    const std::vector<float>& po = o->partial_o.empty() ? o->o : o->partial_o[0];
-    for (int64_t h = 0; h < H; ++h) o_obs.push_back(po[static_cast<size_t>(h * kDim)]);
+      },
+      [](const Outputs& o, int64_t h) { return o.rank0_o()[static_cast<size_t>(h * kDim)]; });
+  if (!obs) return obs.status();
+  double scale = 0.0;
+  for (const double o : *obs) scale = std::max(scale, std::fabs(o));
+  if (scale == 0.0) {
+    TileVerdict v;
+    v.flushed = true;
+    v.evidence = "every output 0: the subnormal weights were flushed to zero";
+    return v;
   }
   // Features of row j for a tile and a rescale habit: the odd keys before j's tile and the others,
   // each times w0 per boundary between its tile and j's (at every boundary; 1: where the maximum
   // moves only).
-  const auto features = [&](int64_t tile, double per_boundary, int64_t j, double* pre,
-                            double* post) {
+  struct Features {
+    double pre = 0.0, post = 0.0;
+  };
+  const auto features = [&](int64_t tile, double per_boundary, int64_t j) {
     const int64_t tj = j / tile;
-    *pre = *post = 0.0;
-    for (int64_t x = 1; x < n; x += 2) {
+    Features f;
+    for (int64_t x = 1; x < kTileKeys; x += 2) {
       if (x == j) continue;
       const int64_t tx = x / tile;
       if (tx < tj)
-        *pre += std::pow(per_boundary, static_cast<double>(tj - 1 - tx));
+        f.pre += std::pow(per_boundary, static_cast<double>(tj - 1 - tx));
       else
-        *post += std::pow(per_boundary, static_cast<double>(tj - tx));
+        f.post += std::pow(per_boundary, static_cast<double>(tj - tx));
     }
+    return f;
   };
-  double scale = 0.0;
-  for (const double o : o_obs) scale = std::max(scale, std::fabs(o));
-  TileVerdict v;
-  if (!(scale > 0.0) || !std::isfinite(scale)) {
-    v.evidence = "the output is 0 or not finite: subnormal weights flushed";
-    return v;
-  }
   std::vector<std::pair<double, int64_t>> scores;  // (rms residual / scale, tile)
-  for (int64_t tile = 1; tile <= n; tile *= 2)
+  for (const int64_t tile : tile_candidates())
     for (const double per_boundary : {1.0, w0}) {
       // Least squares of o = a pre + b post.
       double spp = 0, spq = 0, sqq = 0, spo = 0, sqo = 0;
-      std::vector<std::pair<double, double>> f(kRows);
-      for (int64_t i = 0; i < kRows; ++i) {
-        auto& [p, q] = f[static_cast<size_t>(i)];
-        features(tile, per_boundary, i * kStride + kStride - 1, &p, &q);
-        const double o = o_obs[static_cast<size_t>(i)];
-        spp += p * p, spq += p * q, sqq += q * q, spo += p * o, sqo += q * o;
+      std::vector<Features> f(kTileRows);
+      for (int64_t i = 0; i < kTileRows; ++i) {
+        const Features x = f[static_cast<size_t>(i)] =
+            features(tile, per_boundary, max_position(i));
+        const double o = (*obs)[static_cast<size_t>(i)];
+        spp += x.pre * x.pre, spq += x.pre * x.post, sqq += x.post * x.post;
+        spo += x.pre * o, sqo += x.post * o;
       }
       const double det = spp * sqq - spq * spq;
       const double a = det != 0.0 ? (spo * sqq - sqo * spq) / det : 0.0;
       const double b = det != 0.0 ? (sqo * spp - spo * spq) / det : (sqq > 0 ? sqo / sqq : 0.0);
       double ss = 0.0;
-      for (int64_t i = 0; i < kRows; ++i) {
-        const auto& [p, q] = f[static_cast<size_t>(i)];
-        const double r = o_obs[static_cast<size_t>(i)] - a * p - b * q;
+      for (int64_t i = 0; i < kTileRows; ++i) {
+        const Features& x = f[static_cast<size_t>(i)];
+        const double r = (*obs)[static_cast<size_t>(i)] - a * x.pre - b * x.post;
         ss += r * r;
       }
-      scores.push_back({std::sqrt(ss / kRows) / scale, tile});
+      scores.push_back({std::sqrt(ss / kTileRows) / scale, tile});
     }
-  return pick_tile(scores, n,
-                   "the output as the maximum moves over " + std::to_string(kRows) +
-                       " positions of " + std::to_string(n) + " keys, rescaled by a subnormal",
+  return pick_tile(scores,
+                   "the output as the maximum moves over " + std::to_string(kTileRows) +
+                       " positions of " + std::to_string(kTileKeys) +
+                       " keys, rescaled by a subnormal",
                    std::max(kOutputFit, 4.0 * oracle::unit_roundoff(o_format)));
 }
 
-oracle::Expected<TileVerdict> run_tile(Prober& pr, const PairsResult& pairs) {
+// The tile from the LSE, for a kernel whose exponential is coarse enough to show: keys at logits
+// -d (even) and -d-g (odd), the maximum (logit 0) at position j. Keys in tiles before j's are
+// weighted w0 R (even) and U R (odd) (R, U, W: the kernel's exp~(-d), exp~(-g), exp~(-d-g),
+// measured first), the rest R and W.
+oracle::Expected<TileVerdict> run_tile_lse(Prober& pr, const PairsResult& pairs) {
   const double lb = pr.ln_base();
   // Step 1: the weights the design needs, measured: exp~(-d), exp~(-g), exp~(-d-g) for d, g from
   // a grid, a row each (key 1's logit -(u + w) from two components), and exp~(0).
@@ -676,10 +886,9 @@ oracle::Expected<TileVerdict> run_tile(Prober& pr, const PairsResult& pairs) {
   for (const double u : grid) rows.push_back({u, 0.0});
   for (size_t i = 0; i < grid.size(); ++i)
     for (size_t j = i; j < grid.size(); ++j) rows.push_back({grid[i], grid[j]});
-  constexpr int64_t H = 64;
-  Grid g(1, H, kPaddedKeys);
+  Grid g(1, kTileHeads, kPaddedKeys);
   g.pad_far();
-  for (int64_t h = 0; h < H; ++h) {
+  for (int64_t h = 0; h < kTileHeads; ++h) {
     g.qa(0, h, 0) = g.qa(0, h, 1) = 1.0f;
     if (static_cast<size_t>(h) < rows.size()) {
       g.ka(g.first() + 1, h, 0) = static_cast<float>(-rows[static_cast<size_t>(h)].first);
@@ -688,16 +897,17 @@ oracle::Expected<TileVerdict> run_tile(Prober& pr, const PairsResult& pairs) {
   }
   auto w = pr.run("tile", std::move(g), 1);
   if (!w) return w.status();
-  const std::vector<float>& wl = w->partial_lse.empty() ? w->lse : w->partial_lse[0];
+  const std::vector<float>& wl = w->rank0_lse();
   const double w0 = std::exp(static_cast<double>(wl[0]) * lb) / 2.0;
   const auto measured = [&](double sum) -> Weight {
     for (size_t h = 1; h < rows.size(); ++h)
       if (rows[h].first + rows[h].second == sum)
-        return weight_of(-sum, wl[h], lb, w0, pairs.lse_format);
+        return weight_of(-sum, wl[h], lb, w0, pairs.r0, pairs.lse_format);
     return {};
   };
   // The pair (d, g) whose rescaled-versus-direct difference per key is largest against its
-  // resolution.
+  // resolution; below kMinContrast resolutions the rows cannot tell one tile from another.
+  constexpr double kMinContrast = 4.0;
   double best = 0.0, d = 0, gam = 0, R = 0, U = 0, W = 0;
   for (const double dd : grid)
     for (const double gg : grid) {
@@ -707,34 +917,28 @@ oracle::Expected<TileVerdict> run_tile(Prober& pr, const PairsResult& pairs) {
       if (diff / res > best)
         best = diff / res, d = dd, gam = gg, R = r.p_obs, U = u.p_obs, W = x.p_obs;
     }
-  TileVerdict v;
-  if (best < 4.0) {
+  if (best < kMinContrast) {
+    TileVerdict v;
     v.evidence =
         "not measurable: a rescaled key's weight and a direct one differ by less than "
-        "4 times their resolution at every logit gap tried; any tiling claimed";
+        "4 times their resolution at every logit gap tried";
     return v;
   }
-  // Step 2: n keys, even ones at logit -d, odd ones at -d-g, the maximum (logit 0) at position j;
-  // a row per j. Keys in tiles before j's are weighted w0 R (even) and U R (odd), the rest R and W.
-  constexpr int64_t n = 2048, kStride = 16, kRows = n / kStride;
-  std::vector<double> lse_obs;
-  for (int64_t call = 0; call < kRows / H; ++call) {
-    Grid t(1, H, n);
-    for (int64_t h = 0; h < H; ++h) {
-      const int64_t jmax = (call * H + h) * kStride + kStride - 1;
-      t.qa(0, h, 0) = t.qa(0, h, 1) = 1.0f;
-      for (int64_t j = 0; j < n; ++j) {
-        if (j == jmax) continue;
-        t.ka(j, h, 0) = static_cast<float>(-d);
-        if (j % 2 == 1) t.ka(j, h, 1) = static_cast<float>(-gam);
-      }
-    }
-    auto o = pr.run("tile", std::move(t), 1);
-    if (!o) return o.status();
-    const std::vector<float>& l = o->partial_lse.empty() ? o->lse : o->partial_lse[0];
-    for (int64_t h = 0; h < H; ++h)
-      lse_obs.push_back(static_cast<double>(l[static_cast<size_t>(h)]) * lb);
-  }
+  // Step 2: a row per j.
+  auto obs = run_tile_rows(
+      pr,
+      [&](Grid& t, int64_t h, int64_t jmax) {
+        t.qa(0, h, 0) = t.qa(0, h, 1) = 1.0f;
+        for (int64_t j = 0; j < kTileKeys; ++j) {
+          if (j == jmax) continue;
+          t.ka(j, h, 0) = static_cast<float>(-d);
+          if (j % 2 == 1) t.ka(j, h, 1) = static_cast<float>(-gam);
+        }
+      },
+      [lb](const Outputs& o, int64_t h) {
+        return static_cast<double>(o.rank0_lse()[static_cast<size_t>(h)]) * lb;
+      });
+  if (!obs) return obs.status();
   // l of a kernel with tiles of `tile` keys that rescales by its own exponential at every tile
   // boundary (kAlways: exp~(m_old - m_new), w0 where the maximum did not move), by its own only
   // where the maximum moves (kOnChange), or by an accurate one (kAccurate: e^-d where it moves).
@@ -742,8 +946,8 @@ oracle::Expected<TileVerdict> run_tile(Prober& pr, const PairsResult& pairs) {
   const double exact_r = std::exp(-d);
   const auto model = [&](int64_t tile, Rescale how, int64_t j) {
     double l = 0.0, m = -d;  // key 0 (even, logit -d) sets the first maximum
-    for (int64_t t0 = 0; t0 < n; t0 += tile) {
-      const int64_t t1 = std::min(n, t0 + tile);
+    for (int64_t t0 = 0; t0 < kTileKeys; t0 += tile) {
+      const int64_t t1 = std::min(kTileKeys, t0 + tile);
       const double m_new = (m == 0.0 || (j >= t0 && j < t1)) ? 0.0 : -d;
       if (t0 > 0) l *= m_new != m ? (how == kAccurate ? exact_r : R) : how == kAlways ? w0 : 1.0;
       for (int64_t x = t0; x < t1; ++x)
@@ -755,20 +959,19 @@ oracle::Expected<TileVerdict> run_tile(Prober& pr, const PairsResult& pairs) {
   // Scored by the rms of the LSE's residuals, no offset fitted: a kernel that rescales at every
   // boundary pays w0 once per boundary, which sets the level of the whole curve.
   std::vector<std::pair<double, int64_t>> scores;  // (rms residual, tile)
-  for (int64_t tile = 1; tile <= n; tile *= 2)
+  for (const int64_t tile : tile_candidates())
     for (const Rescale how : {kAlways, kOnChange, kAccurate}) {
       double ss = 0.0;
-      for (int64_t i = 0; i < kRows; ++i) {
-        const double r =
-            lse_obs[static_cast<size_t>(i)] - model(tile, how, i * kStride + kStride - 1);
+      for (int64_t i = 0; i < kTileRows; ++i) {
+        const double r = (*obs)[static_cast<size_t>(i)] - model(tile, how, max_position(i));
         ss += r * r;
       }
-      scores.push_back({std::sqrt(ss / kRows), tile});
+      scores.push_back({std::sqrt(ss / kTileRows), tile});
     }
   std::ostringstream what;
-  what << "the LSE as the maximum moves over " << kRows << " positions of " << n
+  what << "the LSE as the maximum moves over " << kTileRows << " positions of " << kTileKeys
        << " keys (logit gaps " << d << " and " << gam << ")";
-  return pick_tile(scores, n, what.str(), kLseFit);
+  return pick_tile(scores, what.str(), kLseFit);
 }
 
 // --- merge: the implementation's own combine ------------------------------------------------
@@ -779,7 +982,7 @@ struct MergeVerdict {
   ExpVerdict exp;
   std::string accum_evidence, lse_evidence;
 };
-oracle::Expected<MergeVerdict> run_merge(Prober& pr, DType lse_format) {
+oracle::Expected<MergeVerdict> run_merge(Prober& pr) {
   constexpr int64_t T = 4, H = 32, S = 64, kEqual = 4;  // heads [0, 4): the ranks' partials equal
   Grid g(T, H, S);
   std::mt19937_64 rng(7);
@@ -812,6 +1015,7 @@ oracle::Expected<MergeVerdict> run_merge(Prober& pr, DType lse_format) {
   }
   v.measured = true;
   const double lb = pr.ln_base();
+  const DType lse_format = holding_format(out->lse);  // the merged LSE's
   double w0 = 0.0;
   int64_t n0 = 0;
   for (int64_t t = 0; t < T; ++t)
@@ -830,7 +1034,7 @@ oracle::Expected<MergeVerdict> run_merge(Prober& pr, DType lse_format) {
       const double m = std::max(L0, L1), a = std::min(L0, L1) - m;
       Weight w;
       if (h >= kEqual) {
-        w = weight_of(a, out->lse[i], lb, w0, lse_format, m);
+        w = weight_of(a, out->lse[i], lb, w0, 2.0 * kU32, lse_format, m);
         ws.push_back(w);
       }
       const double w_0 = std::exp(L0 - m), w_1 = std::exp(L1 - m), l = w_0 + w_1;
@@ -846,8 +1050,9 @@ oracle::Expected<MergeVerdict> run_merge(Prober& pr, DType lse_format) {
       }
     }
   v.exp = judge_exp(ws, w0 - 1.0, 2.0 * kU32, "gaps between the ranks' LSEs");
-  // The weights' sum: a 16-bit one is off by up to 2^-9 (bf16) or 2^-12 (f16) of it, which the
-  // merged LSE shows as weight errors of that size; fp32's by far less.
+  // The weights' sum l = w0 + w in [1, 2]: a 16-bit one is off by up to half its ulp there, 2^-8
+  // (bf16) or 2^-11 (f16), which the merged LSE shows as weight errors of that size; fp32's by
+  // 2^-24. Whatever the cause, the merge's exponential claim covers every error seen.
   double worst_w = std::fabs(w0 - 1.0);
   for (const Weight& w : ws)
     if (w.r <= kUsefulResolution) worst_w = std::max(worst_w, std::fabs(w.e));
@@ -876,6 +1081,18 @@ oracle::Expected<MergeVerdict> run_merge(Prober& pr, DType lse_format) {
 
 }  // namespace
 
+Footprint probe_footprint() {
+  constexpr double kKvBytes = 2.0 * kSumsKeys * kSumsHeads * kDim * sizeof(float);
+  constexpr double kCopies = 4.0;
+  // Steps: the sums rows (keys x heads x (Dk + Dv)), four times (sums, midpoints twice, the
+  // truncation models); the tile rows (2,048 keys x 64 heads x (Dk + Dv)), five calls; the tile
+  // fits (candidates x habits x rows x keys, 132 x 3 x 128 x 2,048 at most).
+  const double work = 4.0 * kSumsKeys * kSumsHeads * 2.0 * kDim +
+                      5.0 * 2.0 * kTileRows * kTileStride * kTileHeads * 2.0 * kDim +
+                      132.0 * 3.0 * kTileRows * kTileKeys;
+  return {kCopies * kKvBytes, work, "the sums experiment's K and V"};
+}
+
 double round_up_2sig(double x) {
   if (!(x > 0.0) || !std::isfinite(x)) return x;
   const double step = std::pow(10.0, std::floor(std::log10(x)) - 1.0);  // x in [10 step, 100 step)
@@ -891,7 +1108,6 @@ oracle::Expected<ProbeReport> probe(const ProbeTarget& target) {
   rep.lse_base = target.cfg.base == gpu::LseBase::e ? "e" : "2";
   ProbeClaim& c = rep.claim;
 
-  DType lse_format = DType::f32;
   if (target.attend) {
     auto pairs = run_pairs(pr);
     if (!pairs) return pairs.status();
@@ -911,20 +1127,23 @@ oracle::Expected<ProbeReport> probe(const ProbeTarget& target) {
     rep.findings.push_back(
         {"exponential", e.claim == 0.0 ? "default" : claim_number(e.claim), e.evidence});
     const CastVerdict cast = judge_cast(*pairs);
-    if (cast.cast == "tf32" || cast.cast == "tf32+f16") c.accum = "tf32";
-    if (cast.cast != "tf32") c.p_cast = cast.cast == "tf32+f16" ? "f16" : cast.cast;
-    rep.findings.push_back(
-        {"P before P.V", cast.cast == "none" ? "not rounded" : cast.cast, cast.evidence});
+    if (cast.tf32) c.accum = "tf32";
+    if (cast.cast) c.p_cast = format_word(*cast.cast);
+    rep.findings.push_back({"P before P.V",
+                            cast.cast   ? format_word(*cast.cast) + (cast.tf32 ? " and tf32" : "")
+                            : cast.tf32 ? "tf32"
+                                        : "not rounded",
+                            cast.evidence});
 
     auto sums = run_sums(pr);
     if (!sums) return sums.status();
     if (sums->hidden && pairs->o_format != DType::f32) {  // the bias's sign, through midpoints
-      const double w0_cast =
-          c.p_cast == "bf16"  ? oracle::round_to(DType::bf16, pairs->w0)
-          : c.p_cast == "f16" ? oracle::round_to(DType::f16, pairs->w0)
-          : c.accum == "tf32" ? static_cast<double>(gpu::round_tf32(static_cast<float>(pairs->w0)))
-                              : pairs->w0;
-      auto mid = run_midpoints(pr, w0_cast, sums->l, pairs->o_format);
+      // The weight of a logit-0 key as the P.V product takes it, and kappa's resolution (w0's
+      // own where it is not cast).
+      const CastModel as_cast{cast.cast, cast.tf32 && !cast.cast, false};
+      const double w0_cast = as_cast.round(pairs->w0);
+      const double r_kappa = sums->r_l + (cast.cast || cast.tf32 ? 0.0 : pairs->r0);
+      auto mid = run_midpoints(pr, w0_cast, sums->l, r_kappa, pairs->o_format);
       if (!mid) return mid.status();
       mid->evidence = sums->evidence + "; " + mid->evidence;
       sums = std::move(mid);
@@ -934,27 +1153,28 @@ oracle::Expected<ProbeReport> probe(const ProbeTarget& target) {
     c.accum_rounding = sums->rounding;
     rep.findings.push_back({"sums' rounding", sums->rounding, sums->evidence});
 
-    // The tile: from subnormal rescales where the kernel keeps subnormals, else (its exponential
-    // coarse enough to show) from the LSE.
+    // The tile: from subnormal rescales where the kernel keeps subnormals, and from the LSE where
+    // that did not resolve it and the exponential is coarse enough to show; the smaller of two
+    // resolved tiles.
     auto tile = run_tile_subnormal(pr, pairs->w0, pairs->o_format);
     if (!tile) return tile.status();
-    if (tile->tile == 1 && c.exp_rel_err > 0.0) {
-      auto by_lse = run_tile(pr, *pairs);
+    if (tile->flushed) c.ftz = true;
+    if (!tile->resolved && c.exp_rel_err > 0.0) {
+      auto by_lse = run_tile_lse(pr, *pairs);
       if (!by_lse) return by_lse.status();
       by_lse->evidence = tile->evidence + "; " + by_lse->evidence;
-      tile = std::move(by_lse);
+      by_lse->flushed = tile->flushed;
+      if (by_lse->resolved || by_lse->tile < tile->tile) tile = std::move(by_lse);
     }
     c.tile = tile->tile;
     rep.findings.push_back({"rescale tile", std::to_string(tile->tile), tile->evidence});
-
-    lse_format = pairs->lse_format;
   } else {
     rep.findings.push_back({"partial", "not measured",
                             "the implementation computes no partials (the suite's own run)"});
   }
 
   if (target.merge) {
-    auto merge = run_merge(pr, lse_format);
+    auto merge = run_merge(pr);
     if (!merge) return merge.status();
     if (merge->measured) {
       c.merged = true;
@@ -972,42 +1192,67 @@ oracle::Expected<ProbeReport> probe(const ProbeTarget& target) {
   } else {
     rep.findings.push_back({"merge", "not measured", "the implementation has no merge of its own"});
   }
-  rep.calls = pr.calls;
+  rep.calls = pr.calls();
   return rep;
 }
 
-std::string claim_words(const ProbeClaim& c) {
-  std::ostringstream os;
-  os << "accum " << c.accum << "  accum_rounding " << c.accum_rounding << "  p_cast " << c.p_cast
-     << "  partial_dtype " << c.partial_dtype;
-  if (c.exp_rel_err > 0.0) os << "  exp_rel_err " << claim_number(c.exp_rel_err);
-  os << "  tile " << c.tile;
+std::vector<std::pair<std::string, std::string>> claim_metadata(const ProbeClaim& c) {
+  std::vector<std::pair<std::string, std::string>> w = {{"accum", c.accum},
+                                                        {"accum_rounding", c.accum_rounding},
+                                                        {"p_cast", c.p_cast},
+                                                        {"partial_dtype", c.partial_dtype}};
+  if (c.exp_rel_err > 0.0) w.push_back({"exp_rel_err", claim_number(c.exp_rel_err)});
+  w.push_back({"tile", std::to_string(c.tile)});
+  if (c.ftz) w.push_back({"ftz", "1"});
   if (c.merged) {
-    os << "  merge_accum " << c.merge_accum << "  merge_lse_accum " << c.merge_lse_accum;
+    w.push_back({"merge_accum", c.merge_accum});
+    w.push_back({"merge_lse_accum", c.merge_lse_accum});
     // The word's default is exp_rel_err: a merge within 2 ulp beside a coarser kernel says so.
     if (c.merge_exp_rel_err > 0.0 || c.exp_rel_err > 0.0)
-      os << "  merge_exp_rel_err "
-         << claim_number(c.merge_exp_rel_err > 0.0 ? c.merge_exp_rel_err
-                                                   : round_up_2sig(kDefaultExp));
+      w.push_back({"merge_exp_rel_err",
+                   claim_number(c.merge_exp_rel_err > 0.0 ? c.merge_exp_rel_err
+                                                          : round_up_2sig(kDefaultExp))});
   }
-  return os.str();
+  return w;
+}
+
+std::string claim_words(const ProbeClaim& c) {
+  std::string out;
+  for (const auto& [word, value] : claim_metadata(c))
+    out += (out.empty() ? "" : "  ") + word + " " + value;
+  return out;
 }
 
 namespace {
-nlohmann::ordered_json python_claim_json(const ProbeClaim& c) {
+
+// The formats the plug-in ABI's claim states (dcpv_claim: F32, BF16, F16).
+bool abi_format(const std::string& f) { return f == "f32" || f == "bf16" || f == "f16"; }
+// The coarser of two such formats.
+std::string coarser(const std::string& a, const std::string& b) {
+  const auto bits = [](const std::string& f) { return f == "bf16" ? 8 : f == "f16" ? 11 : 24; };
+  return bits(a) <= bits(b) ? a : b;
+}
+
+// The claim as the plug-in ABI states it, coarsened where it has fewer words: its one exponential
+// is the kernel's and the merge's (the larger claim), its combine format both merge sums' (the
+// coarser).
+nlohmann::ordered_json abi_claim_json(const ProbeClaim& c) {
   nlohmann::ordered_json j;
   j["accum"] = c.accum;
   j["accum_rounding"] = c.accum_rounding;
+  j["ftz"] = c.ftz;
   j["p_cast"] = c.p_cast;
   j["partial_dtype"] = c.partial_dtype;
-  j["exp_rel_err"] = c.exp_rel_err > 0.0 ? std::stod(claim_number(c.exp_rel_err)) : 0.0;
+  const double exp = std::max(c.exp_rel_err, c.merged ? c.merge_exp_rel_err : 0.0);
+  j["exp_rel_err"] = exp > 0.0 ? std::stod(claim_number(exp)) : 0.0;
   j["tile"] = c.tile;
-  if (c.merged) j["merge_accum"] = c.merge_accum;
+  if (c.merged) j["merge_accum"] = coarser(c.merge_accum, c.merge_lse_accum);
   return j;
 }
+
 }  // namespace
 
-std::string claim_python(const ProbeClaim& c) { return python_claim_json(c).dump(); }
+std::string claim_python(const ProbeClaim& c) { return abi_claim_json(c).dump(); }
 
 std::string probe_text(const ProbeReport& r) {
   std::ostringstream os;
@@ -1023,14 +1268,19 @@ std::string probe_text(const ProbeReport& r) {
   for (const ProbeFinding& f : r.findings)
     os << "   " << pad(f.what, w1) << "  " << pad(f.finding, w2) << "  "
        << oracle::one_line(f.evidence) << "\n";
+  const ProbeClaim& c = r.claim;
   os << "# the claim, in the result files' metadata words (docs/format.md):\n"
-     << claim_words(r.claim) << "\n"
-     << "# as an implementation's claim (dcp_verify.properties; the plug-in ABI's fields):\n"
-     << claim_python(r.claim) << "\n";
-  if (r.claim.merged)
-    os << "# merge_lse_accum and merge_exp_rel_err have no field in the plug-in ABI (version 1): "
-          "only a result file states them\n";
-  os << "# measured, not proven: the exponential's error is the largest over the arguments tried\n";
+     << claim_words(c) << "\n"
+     << "# as an implementation's claim (dcp_verify.properties, the plug-in ABI's fields):\n"
+     << claim_python(c) << "\n";
+  if (c.merged && (c.merge_exp_rel_err != c.exp_rel_err || c.merge_lse_accum != c.merge_accum))
+    os << "# (the ABI has one exponential and one merge format: the coarser of each is there)\n";
+  if (!abi_format(c.p_cast == "none" ? "f32" : c.p_cast) || !abi_format(c.partial_dtype))
+    os << "# the ABI cannot state an fp8 P cast or partial: judge this kernel's results with "
+          "check\n";
+  os << "# measured, not proven: the exponential's error is the largest over the arguments tried;"
+        " not measured, state them where they apply: log_rel_err, splits, tf32 q.k, a 16-bit "
+        "accum\n";
   return os.str();
 }
 
@@ -1044,12 +1294,11 @@ nlohmann::json probe_json(const ProbeReport& r) {
   for (const ProbeFinding& f : r.findings)
     fs.push_back({{"measured", f.what}, {"finding", f.finding}, {"evidence", f.evidence}});
   j["findings"] = fs;
+  nlohmann::json words = nlohmann::json::object();
+  for (const auto& [word, value] : claim_metadata(r.claim)) words[word] = value;
+  j["words"] = words;
   j["claim_words"] = claim_words(r.claim);
-  j["claim"] = python_claim_json(r.claim);
-  if (r.claim.merged) {
-    j["merge_lse_accum"] = r.claim.merge_lse_accum;
-    j["merge_exp_rel_err"] = r.claim.merge_exp_rel_err;
-  }
+  j["claim"] = abi_claim_json(r.claim);
   return j;
 }
 

@@ -34,6 +34,7 @@
 #include "gpu/dcp_step.hpp"
 #include "oracle/status.hpp"
 #include "properties/dcp_bridge.hpp"
+#include "properties/footprint.hpp"
 
 namespace dcp::props {
 
@@ -60,10 +61,11 @@ struct ProbeFinding {
 struct ProbeClaim {
   std::string accum = "f32";            // "f32" or "tf32" (P rounded to tf32 before P.V)
   std::string accum_rounding = "any";   // "nearest" or "any"
-  std::string p_cast = "none";          // "none", "bf16" or "f16"
-  std::string partial_dtype = "f32";    // "f32", "bf16" or "f16"
+  std::string p_cast = "none";          // "none", "bf16", "f16", "f8_e4m3" or "f8_e5m2"
+  std::string partial_dtype = "f32";    // "f32", "bf16", "f16", "f8_e4m3" or "f8_e5m2"
   double exp_rel_err = 0.0;             // 0: the default (2 ulp)
   int64_t tile = 1;                     // 1: any tiling
+  bool ftz = false;                     // subnormal results flushed to zero
   bool merged = false;                  // the merge fields below were measured
   std::string merge_accum = "f32";      // "f32", "bf16" or "f16": the scaled outputs' sum
   std::string merge_lse_accum = "f32";  // "f32" or "bf16": the weights' sum
@@ -85,13 +87,20 @@ struct ProbeReport {
 // malformed output).
 oracle::Expected<ProbeReport> probe(const ProbeTarget& target);
 
-// The claim as result metadata words ("accum f32  accum_rounding nearest ..."), as a Python
-// mapping for an implementation's `claim` (the plug-in ABI's fields only), and the report as text
-// (findings, then both claims) and as JSON (docs/cli.md).
+// The claim as result metadata (word, value) pairs and as one line of them ("accum f32
+// accum_rounding nearest ..."); as a Python mapping for an implementation's `claim` (the plug-in
+// ABI's fields, coarsened where the ABI has one word for two); and the report as text (findings,
+// then both claims) and as JSON (docs/cli.md).
+std::vector<std::pair<std::string, std::string>> claim_metadata(const ProbeClaim& c);
 std::string claim_words(const ProbeClaim& c);
 std::string claim_python(const ProbeClaim& c);
 std::string probe_text(const ProbeReport& r);
 nlohmann::json probe_json(const ProbeReport& r);  // schema dcp-verify/probe/1
+
+// What a probe plans (footprint.hpp's units), whatever the implementation: its largest
+// experiment's K and V (16,384 keys of 8 heads of 64) held four times over (the inputs, a rank's
+// cache, a plug-in's copy, the bridge's), and the work of every step and of fitting the tiles.
+Footprint probe_footprint();
 
 // A relative error rounded up to two significant digits (1.234e-4 -> 1.3e-4): what a claim
 // states for a measured largest error.

@@ -120,6 +120,10 @@ inline rc::Gen<ModelConfig> gen_model_config() {
                               std::optional<DType>(DType::f8e5m2))}});
     m.tf32 = *rc::gen::weightedElement<bool>({{3, false}, {1, true}});
     m.ftz = *rc::gen::weightedElement<bool>({{3, false}, {1, true}});
+    // Now and then a kernel that reads its cache into a 16-bit MMA: every dequantized element
+    // rounded once (claimed as kv_dequant).
+    m.dequantize_to = *rc::gen::weightedElement<std::optional<DType>>(
+        {{6, std::nullopt}, {1, DType::bf16}, {1, DType::f16}});
     m.out = *rc::gen::weightedElement<DType>({{2, DType::f32},
                                               {2, DType::bf16},
                                               {2, DType::f16},
@@ -145,13 +149,15 @@ inline rc::Gen<ModelConfig> gen_model_config() {
 }
 
 // A correct variant for the case `spec`: TF32 operands cost 2^-10 of sum_i |q_i k_i| on each
-// logit, and with the large logits of the `peaked`, `wide` and `extreme` styles (tens to 100)
+// logit (keys dequantized to bf16 2^-8), and with the large logits of the `peaked`, `wide` and `extreme` styles (tens to 100)
 // that moves weights by several percent, too coarse for the first-order bound, which refuses
-// such a row by name (ToleranceRefusal); tf32 is drawn with the other styles.
+// such a row by name (ToleranceRefusal); tf32 and 16-bit keys are drawn with the other styles.
 inline rc::Gen<ModelConfig> gen_model_config_for(const CaseSpec& spec) {
   return rc::gen::map(gen_model_config(), [values = spec.values](ModelConfig m) {
-    if (values == ValueStyle::extreme || values == ValueStyle::wide || values == ValueStyle::peaked)
+    if (values == ValueStyle::extreme || values == ValueStyle::wide || values == ValueStyle::peaked) {
       m.tf32 = false;
+      m.dequantize_to.reset();  // 16-bit keys cost 2^-9 of sum_i |q_i k_i| likewise
+    }
     return m;
   });
 }

@@ -3,9 +3,11 @@
 // error or a larger tile than the path has) and, where the experiment can see it, exact.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "gpu/kernels/kernel_math.hpp"
+#include "gpu/run_threads.hpp"
 #include "oracle/dtype.hpp"
 #include "properties/probe.hpp"
 
@@ -93,69 +95,79 @@ TEST(Probe, TileIsNeverOverstated) {
   }
 }
 
-// A one-rank attention whose P.V adds round toward zero (as tensor cores may), every other
-// operation in fp32 to nearest, O stored in `out`: the implementation the production path cannot
-// be, to see the probe call its sums truncating.
-props::DcpBackend truncating_backend(oracle::DType out) {
-  return props::DcpBackend(
-      [out](const gpu::DcpInputs& in, const gpu::DcpConfig& cfg) -> gpu::Result<gpu::GroupRun> {
-        if (cfg.layout.ranks != 1) return DCP_GPU_ERROR("one rank only");
-        const int64_t T = in.dims.tokens, H = in.dims.q_heads, D = in.dims.head_dim,
-                      Dv = in.dims.v_dim, S = in.seq;
-        const auto* k = static_cast<const float*>(in.k.data);
-        const auto* v = static_cast<const float*>(in.v.data);
-        gpu::GroupRun run;
-        run.o.assign(static_cast<size_t>(T * H * Dv), 0.0f);
-        run.lse.assign(static_cast<size_t>(T * H), 0.0f);
-        std::vector<float> p(static_cast<size_t>(S));
-        for (int64_t t = 0; t < T; ++t)
-          for (int64_t h = 0; h < H; ++h) {
-            float m = -INFINITY;
-            for (int64_t j = 0; j < S; ++j) {
-              float dot = 0.0f;
-              for (int64_t i = 0; i < D; ++i)
-                dot += in.q[(t * H + h) * D + i] * k[(j * H + h) * D + i];
-              p[static_cast<size_t>(j)] = dot * in.scale;
-              m = std::fmax(m, p[static_cast<size_t>(j)]);
+// A one-rank attention whose P.V sums truncate as tensor cores may: the row's keys split into
+// `accumulators` contiguous runs, each adding `chunk` products at a time (summed exactly) into an
+// fp32 accumulator rounding toward zero, the runs then summed exactly; every other operation in
+// fp32 to nearest, O stored in `out`. The implementation the production path cannot be, to see the
+// probe call its sums truncating.
+props::DcpBackend truncating_backend(oracle::DType out, int64_t accumulators, int64_t chunk) {
+  return props::DcpBackend([=](const gpu::DcpInputs& in,
+                               const gpu::DcpConfig& cfg) -> gpu::Result<gpu::GroupRun> {
+    if (cfg.layout.ranks != 1) return DCP_GPU_ERROR("one rank only");
+    const int64_t T = in.dims.tokens, H = in.dims.q_heads, D = in.dims.head_dim, Dv = in.dims.v_dim,
+                  S = in.seq, block = (S + accumulators - 1) / accumulators;
+    const auto* k = static_cast<const float*>(in.k.data);
+    const auto* v = static_cast<const float*>(in.v.data);
+    gpu::GroupRun run;
+    run.o.assign(static_cast<size_t>(T * H * Dv), 0.0f);
+    run.lse.assign(static_cast<size_t>(T * H), 0.0f);
+    std::vector<float> p(static_cast<size_t>(S));
+    const auto truncate = [](double x) {
+      float r = static_cast<float>(x);
+      if (std::fabs(static_cast<double>(r)) > std::fabs(x)) r = std::nextafter(r, 0.0f);
+      return r;
+    };
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t h = 0; h < H; ++h) {
+        float m = -INFINITY;
+        for (int64_t j = 0; j < S; ++j) {
+          float dot = 0.0f;
+          for (int64_t i = 0; i < D; ++i) dot += in.q[(t * H + h) * D + i] * k[(j * H + h) * D + i];
+          p[static_cast<size_t>(j)] = dot * in.scale;
+          m = std::fmax(m, p[static_cast<size_t>(j)]);
+        }
+        float l = 0.0f;
+        for (float& x : p) l += (x = std::exp(x - m));
+        for (int64_t c = 0; c < Dv; ++c) {
+          double total = 0.0;
+          for (int64_t b0 = 0; b0 < S; b0 += block) {
+            float acc = 0.0f;
+            for (int64_t j0 = b0; j0 < std::min(S, b0 + block); j0 += chunk) {
+              double part = 0.0;
+              for (int64_t j = j0; j < std::min({S, b0 + block, j0 + chunk}); ++j)
+                part += static_cast<double>(p[static_cast<size_t>(j)]) * v[(j * H + h) * Dv + c];
+              acc = truncate(static_cast<double>(acc) + part);
             }
-            float l = 0.0f;
-            for (float& x : p) l += (x = std::exp(x - m));
-            for (int64_t c = 0; c < Dv; ++c) {
-              float acc = 0.0f;
-              for (int64_t j = 0; j < S; ++j) {
-                const double exact =
-                    static_cast<double>(acc) +
-                    static_cast<double>(p[static_cast<size_t>(j)]) * v[(j * H + h) * Dv + c];
-                float r = static_cast<float>(exact);
-                if (std::fabs(static_cast<double>(r)) > std::fabs(exact))
-                  r = std::nextafter(r, 0.0f);
-                acc = r;
-              }
-              run.o[static_cast<size_t>((t * H + h) * Dv + c)] =
-                  static_cast<float>(oracle::round_to(out, acc / l));
-            }
-            run.lse[static_cast<size_t>(t * H + h)] = m + std::log(l);
+            total += acc;
           }
-        run.partial_o = {run.o};
-        run.partial_lse = {run.lse};
-        return run;
-      });
+          run.o[static_cast<size_t>((t * H + h) * Dv + c)] =
+              static_cast<float>(oracle::round_to(out, total / l));
+        }
+        run.lse[static_cast<size_t>(t * H + h)] = m + std::log(l);
+      }
+    run.partial_o = {run.o};
+    run.partial_lse = {run.lse};
+    return run;
+  });
 }
 
+// Every add truncating, and 8 runs of 16-key chunks (the weakest truncation the probe must see),
+// through an fp32 and a bf16 output: never claimed round-to-nearest.
 TEST(Probe, TruncatingSumsAreClaimedAnyThroughEitherOutputFormat) {
-  for (const oracle::DType out : {oracle::DType::f32, oracle::DType::bf16}) {
-    ProbeTarget t;
-    t.backend = truncating_backend(out);
-    t.merge = false;
-    oracle::Expected<ProbeReport> r = probe(t);
-    ASSERT_TRUE(r) << r.status().message();
-    EXPECT_EQ(r->claim.accum_rounding, "any") << probe_text(*r);
-    const auto sums =
-        std::find_if(r->findings.begin(), r->findings.end(),
-                     [](const ProbeFinding& f) { return f.what == "sums' rounding"; });
-    ASSERT_NE(sums, r->findings.end());
-    EXPECT_NE(sums->evidence.find("truncating"), std::string::npos) << sums->evidence;
-  }
+  for (const oracle::DType out : {oracle::DType::f32, oracle::DType::bf16})
+    for (const auto& [accumulators, chunk] : {std::pair<int64_t, int64_t>{1, 1}, {8, 16}}) {
+      ProbeTarget t;
+      t.backend = truncating_backend(out, accumulators, chunk);
+      t.merge = false;
+      oracle::Expected<ProbeReport> r = probe(t);
+      ASSERT_TRUE(r) << r.status().message();
+      EXPECT_EQ(r->claim.accum_rounding, "any") << probe_text(*r);
+      const auto sums =
+          std::find_if(r->findings.begin(), r->findings.end(),
+                       [](const ProbeFinding& f) { return f.what == "sums' rounding"; });
+      ASSERT_NE(sums, r->findings.end());
+      EXPECT_NE(sums->evidence.find("truncating"), std::string::npos) << sums->evidence;
+    }
 }
 
 TEST(Probe, Bf16OutputsShowRoundToNearestThroughMidpoints) {
@@ -164,6 +176,21 @@ TEST(Probe, Bf16OutputsShowRoundToNearestThroughMidpoints) {
   m.partial = gpu::StorageFormat::bf16;
   const ProbeReport r = probe_path(m, 64);
   EXPECT_EQ(r.claim.accum_rounding, "nearest") << probe_text(r);
+}
+
+TEST(Probe, ANonFiniteOutputIsTheImplementationsFailureNotAMeasurement) {
+  ProbeTarget t;
+  t.backend = props::DcpBackend([](const gpu::DcpInputs& in, const gpu::DcpConfig& cfg) {
+    gpu::Result<gpu::GroupRun> r = gpu::run_dcp_threads(in, cfg);
+    if (r) r->o[3] = r->partial_o[0][3] = NAN;
+    return r;
+  });
+  oracle::Expected<ProbeReport> r = probe(t);
+  ASSERT_FALSE(r);
+  EXPECT_NE(
+      r.status().message().find("experiment 'pairs': the implementation's O element 3 is nan"),
+      std::string::npos)
+      << r.status().message();
 }
 
 TEST(Probe, WithoutItsOwnLevelsNothingIsMeasured) {

@@ -353,6 +353,13 @@ fp8_rs8=(--impl model --dcp-size 8 --interleave 16 --partial-dtype bf16 --merge-
 "$make_result" --decode-case 2500 --decode-kv f8_e4m3 --case "$fp8" --out "$tmp/fp8.safetensors" "${fp8_rs8[@]}" --p-cast bf16 --out-dtype bf16
 expect 0 "check, fp8 cache with scales" -- "$bin" check --case "$fp8" --result "$tmp/fp8.safetensors"
 contains "$tmp/out" "kv f8_e4m3 (k_scale per tensor, v_scale per tensor)" "check names the fp8 cache and its scales"
+# The same cache read into a bf16 MMA, each dequantized value rounded to bf16: claimed
+# (kv_dequant bf16) it is judged OK; the same result without that word FAILS (4.8 of the bound).
+"$make_result" --case "$fp8" --out "$tmp/fp8.safetensors" "${fp8_rs8[@]}" --p-cast bf16 --out-dtype bf16 --kv-dequant bf16
+expect 0 "check, fp8 cache dequantized into bf16, claimed" -- "$bin" check --case "$fp8" --result "$tmp/fp8.safetensors"
+contains "$tmp/out" "kv dequantized to bf16" "the claim line names kv_dequant"
+"$make_result" --case "$fp8" --out "$tmp/fp8.safetensors" "${fp8_rs8[@]}" --p-cast bf16 --out-dtype bf16 --kv-dequant bf16 --unclaimed
+expect 1 "check, fp8 cache dequantized into bf16, unclaimed" -- "$bin" check --case "$fp8" --result "$tmp/fp8.safetensors"
 "$make_result" --case "$fp8" --out "$tmp/fp8.safetensors" "${fp8_rs8[@]}" --p-cast bf16 --out-dtype bf16 --bug drop_token
 expect 1 "check, fp8 cache, one token dropped" -- "$bin" check --case "$fp8" --result "$tmp/fp8.safetensors"
 "$make_result" --case "$fp8" --out "$tmp/fp8.safetensors" "${fp8_rs8[@]}" --p-cast f8_e4m3 --out-dtype f8_e4m3

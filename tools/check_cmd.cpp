@@ -67,6 +67,7 @@ std::string claim_text(const oracle::DcpResult& r) {
      << (a.truncating_mma ? "" : " (round to nearest)") << (a.ftz ? ", ftz" : "") << ", P cast "
      << (a.p_cast ? lower(oracle::dtype_name(*a.p_cast)) : "none") << ", o "
      << lower(oracle::dtype_name(a.out)) << ", lse " << lower(oracle::dtype_name(a.lse_out))
+     << (a.kv_dequant ? ", kv dequantized to " + lower(oracle::dtype_name(*a.kv_dequant)) : "")
      << ", dcp_size " << r.dcp_size
      << (r.owner.empty() ? ", interleave " + std::to_string(r.interleave) : ", owner map")
      << ", splits " << r.splits << ", partials " << lower(oracle::dtype_name(a.partial_o)) << "/"
@@ -370,6 +371,7 @@ json request_report(const CheckOptions& o, const oracle::DcpResult& r,
          a.merge_exp_rel_err ? json_number(*a.merge_exp_rel_err) : json(nullptr)},
         {"merge_accum", lower(oracle::dtype_name(a.merge_accum))},
         {"merge_lse_accum", lower(oracle::dtype_name(a.merge_lse_accum.value_or(a.merge_accum)))},
+        {"kv_dequant", a.kv_dequant ? json(lower(oracle::dtype_name(*a.kv_dequant))) : json(nullptr)},
         {"dcp_size", r.dcp_size},
         {"interleave", r.owner.empty() ? json(r.interleave) : json(nullptr)},
         {"owner_map", !r.owner.empty()},

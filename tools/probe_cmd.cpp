@@ -10,6 +10,7 @@
 #include "oracle/text.hpp"
 #include "properties/probe.hpp"
 #include "tools/backends.hpp"
+#include "tools/budget.hpp"
 #include "tools/flags.hpp"
 #include "tools/session.hpp"
 
@@ -27,17 +28,19 @@ struct ProbeOptions {
   std::optional<std::string> json_path;
 };
 
-// A format flag's value: f32 (or none, for --p-cast), bf16 or f16.
+// A format flag's value: bf16, f16, or no rounding ("none" for --p-cast, "f32" for the others).
 oracle::Expected<gpu::StorageFormat> format_of(const char* flag, const std::string& s) {
-  if (s == "none" || s == "f32") return gpu::StorageFormat::f32;
+  const bool cast = std::string(flag) == "--p-cast";
+  if (s == (cast ? "none" : "f32")) return gpu::StorageFormat::f32;
   if (s == "bf16") return gpu::StorageFormat::bf16;
   if (s == "f16") return gpu::StorageFormat::f16;
   return DCP_ERROR(flag, ": got '", s, "'; expected ",
-                   std::string(flag) == "--p-cast" ? "none, bf16 or f16" : "f32, bf16 or f16");
+                   cast ? "none, bf16 or f16" : "f32, bf16 or f16");
 }
 
-int run_probe(const ProbeOptions& o) {
+int run_probe(const ProbeOptions& o, const Limits& lim) {
   const auto bad = [](const std::string& why) { return refuse("probe", why, std::cerr); };
+  if (const auto why = over_limits(props::probe_footprint(), lim)) return bad(*why);
   props::ProbeTarget t;
   t.cfg.base = o.lse_base == "2" ? gpu::LseBase::two : gpu::LseBase::e;
   const auto deadline = std::chrono::seconds(o.timeout_s);
@@ -112,15 +115,17 @@ Command add_probe_command(CLI::App& app) {
       ->capture_default_str();
   add_timeout_flag(cmd, o->timeout_s);
   cmd->add_option("--json", o->json_path, "Also write the findings and the claim as JSON");
-  return {cmd, [o](const Limits&) {
-            if (o->impl && (o->exp != "libm" || o->p_cast != "none" || o->tf32 ||
-                            o->partial_dtype != "f32" || o->merge_dtype != "f32" || o->tile != 64))
-              return refuse("probe",
-                            "--impl: the plug-in's arithmetic is what is measured; --exp, "
-                            "--p-cast, --tf32, --partial-dtype, --merge-dtype and --tile set the "
-                            "production path's",
-                            std::cerr);
-            return run_probe(*o);
+  return {cmd, [o, cmd](const Limits& lim) {
+            if (o->impl)
+              for (const char* flag :
+                   {"--exp", "--p-cast", "--tf32", "--partial-dtype", "--merge-dtype", "--tile"})
+                if (cmd->count(flag) > 0)
+                  return refuse(
+                      "probe",
+                      std::string("--impl: the plug-in's arithmetic is what is measured; ") + flag +
+                          " sets the production path's",
+                      std::cerr);
+            return run_probe(*o, lim);
           }};
 }
 

@@ -612,7 +612,8 @@ def _drive(impl: Any, name: str, levels: list, claim: dict, arrays: str, args: l
                 raise TimeoutError(line)
             if proc.returncode == 2:
                 raise ValueError(line)
-            if errors and "(traceback in the report)" in line:
+            if errors and "(traceback in the report)" in line:  # no report here: it follows
+                line = line.replace("(traceback in the report)", "(its traceback follows)")
                 line += "\n" + errors[-1]
             raise failed(line)
         with open(report_path) as f:
@@ -689,14 +690,17 @@ def properties(impl: Any, seed: Optional[int] = None, cases: int = 100, *, array
 
 
 class Probe:
-    """What probe measured: ``claim`` (a mapping to use as an implementation's ``claim``),
-    ``claim_words`` (the same in the result files' metadata words, with merge_exp_rel_err, which
-    only a result file states), ``findings`` (what was measured, the finding, its evidence),
-    ``text`` (the report as dcp-verify prints it) and ``raw`` (its JSON)."""
+    """What probe measured: ``words`` (the claim as result-file metadata, a mapping to put in a
+    result for ``check``: every word measured, the merge's own exponential and weight sum too),
+    ``claim`` (the claim as an implementation's ``claim`` mapping for ``properties``: the plug-in
+    ABI's fields, where it has one word for two the coarser), ``claim_words`` (``words`` as one
+    line), ``findings`` (what was measured, the finding, its evidence), ``text`` (the report as
+    dcp-verify prints it) and ``raw`` (its JSON)."""
 
     def __init__(self, raw: dict, text: str):
         self.raw = raw
         self.text = text
+        self.words: dict[str, str] = dict(raw["words"])
         self.claim: Claim = dict(raw["claim"])  # type: ignore[assignment]
         self.claim_words: str = raw["claim_words"]
         self.findings: list[dict] = raw["findings"]
@@ -716,7 +720,9 @@ def probe(impl: Any, *, arrays: str = "numpy", timeout: int = 120, lse_base: str
         assert dcp_verify.properties(impl, seed=1, cases=50).ok
 
     A measurement is not a proof: the exponential's error is the largest over the arguments
-    tried. A level that raises ends the probe: RuntimeError with its traceback.
+    tried, and log_rel_err, splits, tf32 q.k and a 16-bit accumulator are not measured. A level
+    that raises ends the probe with RuntimeError and its traceback; one that takes longer than
+    `timeout` with TimeoutError.
     """
     levels = [lv for lv in _LEVELS if callable(getattr(impl, lv, None))]
     if not levels:

@@ -67,11 +67,9 @@ class Pipeline:
         self.bf16 = dtype == torch.bfloat16
         self.name = "bf16" if self.bf16 else "f32"
         self.probe = dcp_verify.probe(Levels(self), arrays="torch")
-        words = self.probe.claim_words.split()
-        self.words = dict(zip(words[::2], words[1::2]))
 
     def claim(self, ranks: int) -> dict:
-        return {**self.words, "dcp_size": ranks, "interleave": 1}
+        return {**self.probe.words, "dcp_size": ranks, "interleave": 1}
 
 
 def make_case(pipe: Pipeline, keys: int, seed: int) -> dict:

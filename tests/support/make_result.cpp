@@ -93,7 +93,7 @@ int main(int argc, char** argv) {
   app.add_option("--log-rel-err", log_rel_err,
                  "model only: every log low by this error, claimed as log_rel_err");
   app.add_flag("--unclaimed", unclaimed,
-               "Leave exp_rel_err, log_rel_err, tf32 and ftz out of the metadata");
+               "Leave exp_rel_err, log_rel_err, tf32, ftz and kv_dequant out of the metadata");
   bool tf32 = false, ftz = false;
   app.add_flag("--tf32", tf32, "model only: products' operands rounded to tf32 (accum tf32)");
   app.add_flag("--ftz", ftz, "model only: stores and the P cast flush subnormals to zero");
@@ -104,6 +104,11 @@ int main(int argc, char** argv) {
                  "model only: the cross-rank products and sums rounded to this format");
   app.add_option("--merge-lse-accum", merge_lse_accum,
                  "model only: the merge's weight sum (the merged LSE's) rounded to this format");
+  std::string kv_dequant = "none";
+  app.add_option("--kv-dequant", kv_dequant,
+                 "model only: K and V dequantized (rounded) into this format before the products, "
+                 "claimed as kv_dequant")
+      ->check(CLI::IsMember({"none", "bf16", "f16"}));
   std::string p_cast = "none";
   app.add_option("--p-cast", p_cast, "model only: P rounded to this format before P.V")
       ->check(CLI::IsMember({"none", "bf16", "f16", "f8_e4m3", "f8_e5m2"}));
@@ -211,6 +216,7 @@ int main(int argc, char** argv) {
     m.merge_accum = p::to_oracle_dtype(*sum);
     m.merge_lse_accum = p::to_oracle_dtype(*lse_sum);
     if (p_cast != "none") m.p_cast = formats.at(p_cast);
+    if (kv_dequant != "none") m.dequantize_to = formats.at(kv_dequant);
     auto result_of = [&](const dcp::oracle::Case& one, const p::ModelConfig& config) {
       dcp::oracle::DcpResult out = p::model_result(one, config, partials);
       if (unclaimed) {
@@ -219,6 +225,7 @@ int main(int argc, char** argv) {
           a->log_rel_err.reset();
           a->tf32 = false;
           a->ftz = false;
+          a->kv_dequant.reset();
         }
       }
       return out;
