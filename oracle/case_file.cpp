@@ -244,12 +244,16 @@ Expected<Case> load_case(const std::string& path) {
 namespace {
 
 const std::set<std::string> kResultTensors = {"o", "lse", "o_partial", "lse_partial", "owner"};
-const std::set<std::string> kResultMetadata = {
-    "accum",         "p_cast",           "merge_accum", "merge_lse_accum",
-    "partial_dtype", "dcp_size",         "interleave",  "splits",
-    "sink_rank",     "lse_base",         "exp_rel_err", "log_rel_err",
-    "tile",          "lse_layout",       "format",      "accum_rounding",
-    "ftz",           "merge_exp_rel_err", "kv_dequant"};
+const std::set<std::string> kResultMetadata = {"accum",         "p_cast",
+                                               "merge_accum",   "merge_lse_accum",
+                                               "partial_dtype", "dcp_size",
+                                               "interleave",    "splits",
+                                               "sink_rank",     "lse_base",
+                                               "exp_rel_err",   "log_rel_err",
+                                               "tile",          "lse_layout",
+                                               "format",        "accum_rounding",
+                                               "ftz",           "merge_exp_rel_err",
+                                               "kv_dequant"};
 
 // The largest claimed relative error of an exp or log: beyond it a "function" is no longer one,
 // and the first-order bound refuses long before (kappa > 0.1).
@@ -284,26 +288,6 @@ Expected<DType> parse_format(std::string_view source, const std::string& key,
   return DCP_ERROR(source, ": metadata '", key, "' = \"", text, "\"; expected ",
                    extra == Formats::with_f64 ? "f64, " : "", "f32, bf16",
                    extra == Formats::with_fp8 ? ", f16, f8_e4m3 or f8_e5m2" : " or f16");
-}
-
-std::string format_text(DType d) {
-  switch (d) {
-    case DType::f64:
-      return "f64";
-    case DType::f16:
-      return "f16";
-    case DType::bf16:
-      return "bf16";
-    case DType::f32:
-      return "f32";
-    case DType::f8e4m3:
-      return "f8_e4m3";
-    case DType::f8e5m2:
-      return "f8_e5m2";
-    case DType::i64:  // never a claimed format: result_from_file refuses I64 tensors
-      return "i64";
-  }
-  return "?";
 }
 
 Expected<int64_t> positive_int(std::string_view source, const StFile& f, const std::string& key,
@@ -381,6 +365,26 @@ Tensor<double> heads_first_to_tokens_first(const Tensor<double>& x, int64_t bloc
 }
 
 }  // namespace
+
+std::string format_text(DType d) {
+  switch (d) {
+    case DType::f64:
+      return "f64";
+    case DType::f16:
+      return "f16";
+    case DType::bf16:
+      return "bf16";
+    case DType::f32:
+      return "f32";
+    case DType::f8e4m3:
+      return "f8_e4m3";
+    case DType::f8e5m2:
+      return "f8_e5m2";
+    case DType::i64:  // never a claimed format: result_from_file refuses I64 tensors
+      return "i64";
+  }
+  return "?";
+}
 
 Expected<DcpResult> result_from_file(const StFile& f, const Case& c, std::string_view source) {
   for (const auto& [name, t] : f.tensors) {

@@ -10,6 +10,7 @@
 
 #include "gpu/kernels/kernel_math.hpp"
 #include "gpu/run_threads.hpp"
+#include "oracle/case_file.hpp"
 #include "oracle/dtype.hpp"
 #include "oracle/text.hpp"
 
@@ -84,20 +85,7 @@ DType holding_format(const std::vector<float>& xs) {
 }
 
 // A format as the result files' metadata words name it.
-std::string format_word(DType f) {
-  switch (f) {
-    case DType::bf16:
-      return "bf16";
-    case DType::f16:
-      return "f16";
-    case DType::f8e4m3:
-      return "f8_e4m3";
-    case DType::f8e5m2:
-      return "f8_e5m2";
-    default:
-      return "f32";
-  }
-}
+std::string format_word(DType f) { return oracle::format_text(f); }
 
 // One experiment's inputs: T query tokens, H query heads over H KV heads (no GQA), S keys, every
 // vector kDim wide; no mask (not causal, no window), scale 1, every query at the last position.
@@ -752,6 +740,26 @@ oracle::Expected<std::vector<double>> run_tile_rows(
   return obs;
 }
 
+// The odd positions in [t0, t1) other than j (the row's maximum).
+int64_t odd_keys(int64_t t0, int64_t t1, int64_t j) {
+  const int64_t odd = t1 / 2 - t0 / 2;  // odd x in [t0, t1): floor(t1 / 2) - floor(t0 / 2)
+  return odd - (j >= t0 && j < t1 && j % 2 == 1 ? 1 : 0);
+}
+
+// A tile row of head h: the maximum (logit 0, V 0) at jmax, even keys at logit -d (V 0), odd ones
+// at -d - g (V odd_v), each logit a sum of two components (exact in fp32).
+void two_logit_row(Grid& g, int64_t h, int64_t jmax, float d, float gam, float odd_v) {
+  g.qa(0, h, 0) = g.qa(0, h, 1) = 1.0f;
+  for (int64_t j = 0; j < kTileKeys; ++j) {
+    if (j == jmax) continue;
+    g.ka(j, h, 0) = -d;
+    if (j % 2 == 1) {
+      g.ka(j, h, 1) = -gam;
+      for (int64_t c = 0; c < kDim; ++c) g.va(j, h, c) = odd_v;
+    }
+  }
+}
+
 // How well a tile's model must fit to be believed: the LSE's rms residual (natural units; the
 // right model fits within 2.1e-5 on the production path, the rounding of 2,048 fp32 adds) and
 // the output's, relative to its largest (the right model within 1.5e-6 in fp32; a 16-bit
@@ -801,18 +809,7 @@ TileVerdict pick_tile(std::vector<std::pair<double, int64_t>> scores, const std:
 oracle::Expected<TileVerdict> run_tile_subnormal(Prober& pr, double w0, DType o_format) {
   constexpr float kGap = 97.0f, kOdd = 0.5f, kV = 0x1p15f;
   auto obs = run_tile_rows(
-      pr,
-      [&](Grid& g, int64_t h, int64_t jmax) {
-        g.qa(0, h, 0) = g.qa(0, h, 1) = 1.0f;
-        for (int64_t j = 0; j < kTileKeys; ++j) {
-          if (j == jmax) continue;
-          g.ka(j, h, 0) = -kGap;
-          if (j % 2 == 1) {
-            g.ka(j, h, 1) = -kOdd;
-            for (int64_t c = 0; c < kDim; ++c) g.va(j, h, c) = kV;
-          }
-        }
-      },
+      pr, [&](Grid& g, int64_t h, int64_t jmax) { two_logit_row(g, h, jmax, kGap, kOdd, kV); },
       [](const Outputs& o, int64_t h) { return o.rank0_o()[static_cast<size_t>(h * kDim)]; });
   if (!obs) return obs.status();
   double scale = 0.0;
@@ -832,14 +829,13 @@ oracle::Expected<TileVerdict> run_tile_subnormal(Prober& pr, double w0, DType o_
   const auto features = [&](int64_t tile, double per_boundary, int64_t j) {
     const int64_t tj = j / tile;
     Features f;
-    for (int64_t x = 1; x < kTileKeys; x += 2) {
-      if (x == j) continue;
-      const int64_t tx = x / tile;
-      if (tx < tj)
-        f.pre += std::pow(per_boundary, static_cast<double>(tj - 1 - tx));
-      else
-        f.post += std::pow(per_boundary, static_cast<double>(tj - tx));
-    }
+    double factor = 1.0;  // per_boundary^(tj - 1 - tx) for the tiles before j's, walking down
+    for (int64_t tx = tj - 1; tx >= 0; --tx, factor *= per_boundary)
+      f.pre += factor * static_cast<double>(odd_keys(tx * tile, (tx + 1) * tile, j));
+    factor = 1.0;  // per_boundary^(tj - tx) for j's tile and those after it, walking up
+    for (int64_t tx = tj; tx * tile < kTileKeys; ++tx, factor /= per_boundary)
+      f.post += factor *
+                static_cast<double>(odd_keys(tx * tile, std::min(kTileKeys, (tx + 1) * tile), j));
     return f;
   };
   std::vector<std::pair<double, int64_t>> scores;  // (rms residual / scale, tile)
@@ -928,12 +924,7 @@ oracle::Expected<TileVerdict> run_tile_lse(Prober& pr, const PairsResult& pairs)
   auto obs = run_tile_rows(
       pr,
       [&](Grid& t, int64_t h, int64_t jmax) {
-        t.qa(0, h, 0) = t.qa(0, h, 1) = 1.0f;
-        for (int64_t j = 0; j < kTileKeys; ++j) {
-          if (j == jmax) continue;
-          t.ka(j, h, 0) = static_cast<float>(-d);
-          if (j % 2 == 1) t.ka(j, h, 1) = static_cast<float>(-gam);
-        }
+        two_logit_row(t, h, jmax, static_cast<float>(d), static_cast<float>(gam), 0.0f);
       },
       [lb](const Outputs& o, int64_t h) {
         return static_cast<double>(o.rank0_lse()[static_cast<size_t>(h)]) * lb;
@@ -948,10 +939,12 @@ oracle::Expected<TileVerdict> run_tile_lse(Prober& pr, const PairsResult& pairs)
     double l = 0.0, m = -d;  // key 0 (even, logit -d) sets the first maximum
     for (int64_t t0 = 0; t0 < kTileKeys; t0 += tile) {
       const int64_t t1 = std::min(kTileKeys, t0 + tile);
-      const double m_new = (m == 0.0 || (j >= t0 && j < t1)) ? 0.0 : -d;
+      const bool has_max = j >= t0 && j < t1;
+      const double m_new = (m == 0.0 || has_max) ? 0.0 : -d;
       if (t0 > 0) l *= m_new != m ? (how == kAccurate ? exact_r : R) : how == kAlways ? w0 : 1.0;
-      for (int64_t x = t0; x < t1; ++x)
-        l += x == j ? w0 : m_new == 0.0 ? (x % 2 == 0 ? R : W) : (x % 2 == 0 ? w0 : U);
+      const double odd = static_cast<double>(odd_keys(t0, t1, j));
+      const double even = static_cast<double>(t1 - t0) - odd - (has_max ? 1.0 : 0.0);
+      l += (has_max ? w0 : 0.0) + (m_new == 0.0 ? even * R + odd * W : even * w0 + odd * U);
       m = m_new;
     }
     return std::log(l);
@@ -1080,6 +1073,18 @@ oracle::Expected<MergeVerdict> run_merge(Prober& pr) {
 }
 
 }  // namespace
+
+ProbeTarget production_target(const gpu::KernelMath& math, int64_t tile) {
+  ProbeTarget t;
+  t.cfg.math = math;
+  t.cfg.strategy =
+      math.merge == gpu::StorageFormat::f32 ? gpu::CommStrategy::a2a : gpu::CommStrategy::ag_rs;
+  t.cfg.tile = tile;
+  const std::string m = describe(math);
+  t.label = "the production path (host" + (m.empty() ? std::string() : ", " + m) + ", tile " +
+            std::to_string(tile) + ")";
+  return t;
+}
 
 Footprint probe_footprint() {
   constexpr double kKvBytes = 2.0 * kSumsKeys * kSumsHeads * kDim * sizeof(float);

@@ -4,20 +4,23 @@
 // Every experiment runs the implementation as the suite does (a DcpBackend: the production path,
 // a C plug-in, the Python bridge), on inputs whose exact answer is known in closed form, all of
 // them exact in bf16 so a kernel that narrows its inputs loses nothing:
-//   pairs   two keys of logits 0 and a (a in [-4.5, 0]) with V = -1 and +1, padded with keys whose
-//           weight underflows to 0 (a vectorized kernel's vector path runs): the LSE gives the
-//           kernel's own weight exp~(a) (to the LSE's resolution), hence its exponential's error;
-//           the O, (P' - 1) / (1 + p), tells whether P' was rounded before P.V (none, tf32, f16,
-//           bf16); the outputs' bits tell the partial's storage format;
-//   sums    16,384 keys of logit 0: half the V columns sum exactly (a control), half carry low bits
-//           that a truncating accumulator drops; their mean signed error tells nearest from
-//           truncating adds, where the output's format leaves the difference visible;
-//   tile    keys of two logits with the row's maximum at one position j: keys in tiles before j's
-//           are rescaled once (exp~(-d) exp~(-g)), keys in or after it weighted directly
-//           (exp~(-d-g)); the LSE as j moves steps at the tile boundaries (only where the
-//           exponential's errors are large enough to show: otherwise the tile does not matter);
-//   merge   two ranks with partials of known LSE gaps (where the implementation merges itself):
-//           the merged LSE gives the merge's exponential, the merged O its sums' format.
+//   pairs     two keys of logits 0 and a = -c x (x in [0, 4.5], c in [1, 1.23]) with V = -1 and
+//             +1, after keys whose weight underflows to 0 (a vectorized kernel's vector path
+//             runs): the LSE gives the kernel's own weight exp~(a) (to the LSE's resolution),
+//             hence its exponential's error; the O, (P' - P'0) / l, tells whether P was rounded
+//             before P.V (none, tf32, f16, bf16, fp8); the outputs' bits tell the partial's format;
+//   sums      16,384 keys of logit 0: half the V columns sum exactly (a control), half carry low
+//             bits that a truncating accumulator drops; their mean signed error tells nearest
+//             from truncating adds where the output's format leaves it visible;
+//   midpoints for a 16-bit output: exact outputs set midway between two of its values (the
+//             kernel's factor P/l calibrated first on exact-sum columns): the side they round to
+//             shows the sign of the sums' error;
+//   tile      keys of two logits with the row's maximum at position j: keys in tiles before j's
+//             are rescaled by a subnormal exp(-97) (or, through the LSE, by a coarse
+//             exponential), keys in or after it weighted directly; the output as j moves steps at
+//             the tile boundaries;
+//   merge     two ranks with partials of known LSE gaps (where the implementation merges itself):
+//             the merged LSE gives the merge's exponential, the merged O its sums' format.
 // A measurement is not a proof: the exponential's error is the largest seen over the arguments
 // tried (the claim rounds it up to two digits), and each finding says what it rests on.
 //
@@ -79,6 +82,11 @@ struct ProbeReport {
   ProbeClaim claim;
   int64_t calls = 0;  // implementation steps run
 };
+
+// The production path in the arithmetic `math`, with online-softmax tiles of `tile` keys, on
+// threads: an implementation whose claim is known (host_claim), for testing the probe on. A
+// 16-bit merge sum is a reduce-scatter's (ag_rs); a2a merges in fp32.
+ProbeTarget production_target(const gpu::KernelMath& math, int64_t tile);
 
 // Runs the experiments of what the implementation computes itself (the partial's where
 // target.attend, the merge's where target.merge; what it leaves to the production path keeps the

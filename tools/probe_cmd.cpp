@@ -53,27 +53,24 @@ int run_probe(const ProbeOptions& o, const Limits& lim) {
     t.attend = b->attends;
     t.label = b->label;
   } else {
+    gpu::KernelMath m;
     const auto e = gpu::parse_exp_impl(o.exp);
     if (!e) return bad("--exp: got '" + o.exp + "'; expected libm or poly3");
-    t.cfg.math.exp = *e;
-    t.cfg.math.tf32 = o.tf32;
+    m.exp = *e;
+    m.tf32 = o.tf32;
     for (const auto& [flag, value, into] :
-         {std::tuple{"--p-cast", o.p_cast, &t.cfg.math.p_cast},
-          std::tuple{"--partial-dtype", o.partial_dtype, &t.cfg.math.partial},
-          std::tuple{"--merge-dtype", o.merge_dtype, &t.cfg.math.merge}}) {
+         {std::tuple{"--p-cast", o.p_cast, &m.p_cast},
+          std::tuple{"--partial-dtype", o.partial_dtype, &m.partial},
+          std::tuple{"--merge-dtype", o.merge_dtype, &m.merge}}) {
       auto f = format_of(flag, value);
       if (!f) return bad(f.status().message());
       *into = *f;
     }
-    // A 16-bit merge sum is a reduce-scatter's (ag_rs); a2a merges in fp32 on the receiving rank.
-    t.cfg.strategy = t.cfg.math.merge == gpu::StorageFormat::f32 ? gpu::CommStrategy::a2a
-                                                                 : gpu::CommStrategy::ag_rs;
-    t.cfg.tile = o.tile;
+    const gpu::DcpConfig asked = t.cfg;  // the base and deadline set above
+    t = props::production_target(m, o.tile);
+    t.cfg.base = asked.base;
+    t.cfg.deadline = asked.deadline;
     t.backend = host_threads_backend(deadline);
-    t.label =
-        "the production path (host" +
-        (props::describe(t.cfg.math).empty() ? std::string() : ", " + props::describe(t.cfg.math)) +
-        ", tile " + std::to_string(o.tile) + ")";
   }
   auto r = props::probe(t);
   if (!r) {

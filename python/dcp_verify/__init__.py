@@ -575,6 +575,20 @@ def _serve(sock: socket.socket, proc: subprocess.Popen, impl: Any, name: str, le
             sock.settimeout(1.0)
 
 
+def _checked_impl(impl: Any, arrays: str, timeout: int) -> list[str]:
+    """The levels impl provides, after checking the arguments properties and probe share."""
+    levels = [lv for lv in _LEVELS if callable(getattr(impl, lv, None))]
+    if not levels:
+        raise TypeError("impl: expected an object with a partial, combine or step method")
+    if arrays not in ("numpy", "torch"):
+        raise ValueError(f"arrays: expected 'numpy' or 'torch', got {arrays!r}")
+    if arrays == "torch":
+        import torch  # noqa: F401  (fails here, not inside a level, when torch is missing)
+    if isinstance(timeout, bool) or not isinstance(timeout, int) or timeout < 1:
+        raise ValueError(f"timeout: expected an int >= 1 (seconds), got {timeout!r}")
+    return levels
+
+
 def _drive(impl: Any, name: str, levels: list, claim: dict, arrays: str, args: list[str],
            failed: type = ValueError) -> tuple[dict, str, list[str]]:
     """Runs `dcp-verify ARGS --impl <bridge> --json F`, serving the implementation's levels from
@@ -642,22 +656,14 @@ def properties(impl: Any, seed: Optional[int] = None, cases: int = 100, *, array
     reaching the levels dequantized in float32, each stored value times its KV head's scale;
     lse_bases from ("e", "2")).
     """
-    levels = [lv for lv in _LEVELS if callable(getattr(impl, lv, None))]
-    if not levels:
-        raise TypeError("impl: expected an object with a partial, combine or step method")
+    levels = _checked_impl(impl, arrays, timeout)
     claim = _claim_fields(getattr(impl, "claim", None))
-    if arrays not in ("numpy", "torch"):
-        raise ValueError(f"arrays: expected 'numpy' or 'torch', got {arrays!r}")
-    if arrays == "torch":
-        import torch  # noqa: F401  (fails here, not inside a level, when torch is missing)
     if seed is None:
         seed = int.from_bytes(os.urandom(4), "little")
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**64:
         raise TypeError(f"seed: expected an int in [0, 2**64), got {seed!r}")
     if isinstance(cases, bool) or not isinstance(cases, int) or not 1 <= cases <= 1_000_000:
         raise ValueError(f"cases: expected an int in [1, 1000000], got {cases!r}")
-    if isinstance(timeout, bool) or not isinstance(timeout, int) or timeout < 1:
-        raise ValueError(f"timeout: expected an int >= 1 (seconds), got {timeout!r}")
     flags = _range_flags(ranges)
     name = str(getattr(impl, "name", type(impl).__name__))
     reproduce = _call_text("properties", "impl", seed, "cases", cases, ranges,
@@ -724,17 +730,9 @@ def probe(impl: Any, *, arrays: str = "numpy", timeout: int = 120, lse_base: str
     that raises ends the probe with RuntimeError and its traceback; one that takes longer than
     `timeout` with TimeoutError.
     """
-    levels = [lv for lv in _LEVELS if callable(getattr(impl, lv, None))]
-    if not levels:
-        raise TypeError("impl: expected an object with a partial, combine or step method")
-    if arrays not in ("numpy", "torch"):
-        raise ValueError(f"arrays: expected 'numpy' or 'torch', got {arrays!r}")
-    if arrays == "torch":
-        import torch  # noqa: F401  (fails here, not inside a level, when torch is missing)
+    levels = _checked_impl(impl, arrays, timeout)
     if lse_base not in ("e", "2"):
         raise ValueError(f"lse_base: expected 'e' or '2', got {lse_base!r}")
-    if isinstance(timeout, bool) or not isinstance(timeout, int) or timeout < 1:
-        raise ValueError(f"timeout: expected an int >= 1 (seconds), got {timeout!r}")
     name = str(getattr(impl, "name", type(impl).__name__))
     raw, text, _ = _drive(impl, name, levels, _claim_fields(None), arrays,
                           ["probe", "--lse-base", lse_base, "--timeout", str(timeout)],

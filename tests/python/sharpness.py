@@ -5,7 +5,8 @@ PyTorch's CPU flash-attention kernel computes each DCP rank's partial over the r
 (key p on rank p mod N); a merge written in torch joins them: in fp32 (the fp32 pipeline), or as a
 bf16 reduce-scatter of the scaled outputs beside an fp32 LSE merge (the bf16 pipeline, as engines'
 DCP merges do). Each result is judged by dcp_verify.check with the claim dcp_verify.probe measures
-of the pipeline (its kernel and its merge as levels), word for word:
+of the same kernel (torch_flash's partial, on the probe's shapes) and this pipeline's merge, its
+words used as they come:
 
   correct     the output and every partial: err/bound (sound) and err/stat (statistical), per
               part the worst element's; medians over the configurations; any FAILED or SUSPECT
