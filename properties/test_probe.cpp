@@ -10,15 +10,10 @@
 #include "gpu/kernels/kernel_math.hpp"
 #include "gpu/run_threads.hpp"
 #include "properties/probe.hpp"
+#include "tests/support/probe_path.hpp"
 
 namespace dcp::props {
 namespace {
-
-ProbeReport probe_path(const gpu::KernelMath& m, int64_t tile) {
-  oracle::Expected<ProbeReport> r = probe(production_target(m, tile));
-  EXPECT_TRUE(r) << r.status().message();
-  return r ? *r : ProbeReport{};
-}
 
 TEST(Probe, DefaultPathReadsAsFp32NearestUncastWithItsTile) {
   const ProbeReport r = probe_path({}, 64);

@@ -11,15 +11,10 @@
 #include "gpu/kernels/kernel_math.hpp"
 #include "oracle/dtype.hpp"
 #include "properties/probe.hpp"
+#include "tests/support/probe_path.hpp"
 
 namespace dcp::props {
 namespace {
-
-ProbeReport probe_path(const gpu::KernelMath& m, int64_t tile) {
-  oracle::Expected<ProbeReport> r = probe(production_target(m, tile));
-  EXPECT_TRUE(r) << r.status().message();
-  return r ? *r : ProbeReport{};
-}
 
 TEST(Probe, Bf16PipelineWithAPolynomialExpIsRecoveredSoundly) {
   gpu::KernelMath m;
