@@ -356,7 +356,9 @@ fi
 echo "== tables and flags that must be honoured (these succeed)"
 # A pipe (like /dev/null or /dev/stdout) named as the report is written into, not replaced.
 mkfifo "$tmp/pipe"
-cat "$tmp/pipe" >"$tmp/from-pipe" &
+# The reader has a deadline too: were the command to end without opening the pipe, it would wait
+# for a writer forever (once seen on a loaded CI machine: the whole test ran into ctest's timeout).
+timeout "$limit" cat "$tmp/pipe" >"$tmp/from-pipe" &
 reader=$!
 timeout "$limit" "$bin" info --json "$tmp/pipe" >/dev/null 2>&1
 wait "$reader"
