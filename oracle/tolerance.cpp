@@ -181,7 +181,7 @@ struct RowLogits {
   double dot_roundings = 0.0;  // Dk + kScaleRoundings, + kKScaleRoundings with a K scale (§3)
   double dot_path = 0.0;       // Dk: the dot product's own roundings on one term's path (§10)
   double q_side = 0.0;         // roundings of each product's operands: a scale on q, a K scale
-  double q_l1 = 0.0;           // scale * sum |q_k|: what an absolute error on each key element moves
+  double q_l1 = 0.0;  // scale * sum |q_k|: what an absolute error on each key element moves
 };
 
 // docs/tolerances.md §2, notation for one row (token t, head h).
@@ -269,8 +269,8 @@ double rescale_error(const Units& un, int64_t seq, bool sink, double M) {
 
 // §3, the logit: Delta_j, from the dot product, the scales and the softcap.
 double logit_error(const Units& un, double softcap, double g_dot, const RowLogits& in, int64_t x) {
-  double delta = (g_dot + un.g_tf32 + un.u_kdq) * in.a[x] + in.dot_roundings * un.tiny +
-                 un.dq_floor * in.q_l1;
+  double delta =
+      (g_dot + un.g_tf32 + un.u_kdq) * in.a[x] + in.dot_roundings * un.tiny + un.dq_floor * in.q_l1;
   if (softcap > 0.0) {
     delta += kSoftcapRoundings * un.u * std::fabs(in.s_pre[x]) +
              (un.a.tanh_rel + un.u) * std::fabs(in.s[x]);
@@ -446,8 +446,7 @@ Coefficients accumulation(const Units& un, double n_acc) {
 // n_eff tiny max|v| more.
 double absolute_floor(const Units& un, double n_eff, double max_abs_v) {
   return (n_eff + kAccumExtraFlushes) * un.tiny * (1.0 + max_abs_v) +
-         (un.a.ftz ? n_eff * un.tiny * max_abs_v : 0.0) + store_floor(un.a, un.a.out) +
-         un.dq_floor;
+         (un.a.ftz ? n_eff * un.tiny * max_abs_v : 0.0) + store_floor(un.a, un.a.out) + un.dq_floor;
 }
 
 // docs/tolerances.md §5, the merge of N > 1 partials, bounded without a first-order

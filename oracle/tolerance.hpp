@@ -43,9 +43,9 @@ struct Arithmetic {
   // denominator that normalizes O, where it is not merge_accum (a bf16 reduce-scatter of the
   // scaled outputs beside an fp32 LSE merge, as engines' merges compute it). nullopt: merge_accum.
   std::optional<DType> merge_lse_accum;
-  DType out = DType::f32;          // format the final O is stored in
-  DType lse_out = DType::f32;      // format the final LSE is stored in
-  int64_t shards = 1;              // N partials merged over any tree (1: no merge)
+  DType out = DType::f32;      // format the final O is stored in
+  DType lse_out = DType::f32;  // format the final LSE is stored in
+  int64_t shards = 1;          // N partials merged over any tree (1: no merge)
   // Terms of the cross-rank sum in merge_accum, where fewer than `shards` (0: shards): split-KV
   // pieces merged in fp32 inside each rank before a reduce-scatter of N rank terms.
   int64_t merge_terms = 0;

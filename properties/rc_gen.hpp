@@ -149,14 +149,16 @@ inline rc::Gen<ModelConfig> gen_model_config() {
 }
 
 // A correct variant for the case `spec`: TF32 operands cost 2^-10 of sum_i |q_i k_i| on each
-// logit (keys dequantized to bf16 2^-8), and with the large logits of the `peaked`, `wide` and `extreme` styles (tens to 100)
-// that moves weights by several percent, too coarse for the first-order bound, which refuses
-// such a row by name (ToleranceRefusal); tf32 and 16-bit keys are drawn with the other styles.
+// logit (keys dequantized to bf16 2^-8), and with the large logits of the `peaked`, `wide` and
+// `extreme` styles (tens to 100) that moves weights by several percent, too coarse for the
+// first-order bound, which refuses such a row by name (ToleranceRefusal); tf32 and 16-bit keys are
+// drawn with the other styles.
 inline rc::Gen<ModelConfig> gen_model_config_for(const CaseSpec& spec) {
   return rc::gen::map(gen_model_config(), [values = spec.values](ModelConfig m) {
-    if (values == ValueStyle::extreme || values == ValueStyle::wide || values == ValueStyle::peaked) {
+    if (values == ValueStyle::extreme || values == ValueStyle::wide ||
+        values == ValueStyle::peaked) {
       m.tf32 = false;
-      m.dequantize_to.reset();  // 16-bit keys cost 2^-9 of sum_i |q_i k_i| likewise
+      m.dequantize_to.reset();  // bf16 keys cost 2^-8 of sum_i |q_i k_i| likewise
     }
     return m;
   });

@@ -56,8 +56,8 @@ struct ImplBackends {
   std::optional<props::DcpBackend> levels;  // partial and/or combine, where it provides them
   std::optional<props::DcpBackend> step;    // the step level, where it provides it
   std::string label;                        // "NAME (FILE, LEVELS)" for a report's header
-  bool merges = false;    // it merges partials itself: a combine or step level
-  bool attends = false;   // it computes partials itself: a partial or step level
+  bool merges = false;                      // it merges partials itself: a combine or step level
+  bool attends = false;                     // it computes partials itself: a partial or step level
   // run's choice: the partial and combine levels where there are any, else the step.
   const props::DcpBackend& preferred() const { return levels ? *levels : *step; }
 };
