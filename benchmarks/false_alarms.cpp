@@ -84,6 +84,7 @@ ModelConfig draw_model(Rng& rng, const CaseSpec& spec) {
   m.out = one_of({DType::f32, DType::f32, DType::bf16, DType::f16});
   m.merge = coin(0.5) ? dcp::props::Merge::ag_rs : dcp::props::Merge::a2a;
   m.reverse_merge = coin(0.5);
+  if (coin(0.2)) m.rescale_exp_rel_err = 0.0;
   if (m.shards > 1) {
     m.partial = one_of({DType::f32, DType::f32, DType::bf16, DType::f16});
     m.merge_accum = one_of({DType::f32, DType::f32, DType::bf16});

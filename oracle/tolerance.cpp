@@ -45,7 +45,7 @@ constexpr double kLostWeight = 1.0;
 // §3: the rescales' exponent arguments m_old - m_new, each rounded (3u, as a key's): they sum to
 // the rise of the running max, at most 2M, so together they cost 3u 2M.
 constexpr double kRescaleArgRange = 2.0;
-// §4: each of the n_eff terms is one add plus up to one online-softmax rescale: gamma_{2n_eff}(u).
+// §5: each of a merge tree's N terms is one add plus up to one rescale of its state: gamma_{2N}.
 constexpr double kAccumRoundingsPerTerm = 2.0;
 // §4 floors: accumulator underflow, counted as n_eff + 2 flushes of at most tiny each.
 constexpr double kAccumExtraFlushes = 2.0;
@@ -79,10 +79,12 @@ constexpr double kOracleLseFloor = 1.0;
 // The claim's unit roundoffs and intrinsic budgets, relative unless said otherwise.
 struct Units {
   const Arithmetic& a;
-  double u_s;        // scalar operations in the accumulation format
-  double u;          // accumulations (2u_s with truncating MMA)
-  double ulp;        // 1 ulp
-  double eps_exp;    // the exponential
+  double u_s;      // scalar operations in the accumulation format
+  double u;        // accumulations (2u_s with truncating MMA)
+  double ulp;      // 1 ulp
+  double eps_exp;  // the exponential
+  double
+      eps_rescale;   // the online softmax's rescale exponential (rescale_exp_rel_err, else eps_exp)
   double eps_div;    // the division
   double tiny;       // absolute: a flush to zero in the accumulation format
   double u_p;        // P cast before P.V and tf32 operands of P.V: (1 + u_cast)(1 + u_tf32)^2 - 1
@@ -137,6 +139,7 @@ Units units_of(const Arithmetic& a) {
                u_s * (a.truncating_mma ? kTruncatingMmaFactor : 1.0),
                ulp,
                a.exp_rel_err.value_or(a.exp_ulps * ulp),
+               a.rescale_exp_rel_err.value_or(a.exp_rel_err.value_or(a.exp_ulps * ulp)),
                a.div_ulps * ulp,
                min_normal(a.accum),
                (1.0 + (a.p_cast ? unit_roundoff(*a.p_cast) : 0.0)) *
@@ -244,7 +247,8 @@ struct KeyErrors {
   int64_t groups = 0;
   double eps_exp = 0.0;  // the exponential's error bound: the sink's share of the keys' mean
   double rho = 0.0;      // the rescales' relative error (§3), in O bounded apart (§10)
-  // §10: the rescale chain's total, (1 + rho)(R eps_exp + (1 + eps_exp) expm1(3u 2M)): the sum
+  // §10: the rescale chain's total, (1 + rho)(R eps_r + (1 + eps_r) expm1(3u 2M)), eps_r the
+  // rescale exponential's error (rescale_exp_rel_err, else the kernel's): the sum
   // of |alpha_t - 1| over the rescales, times the largest product after one.
   double rescale_walk = 0.0;
 };
@@ -258,13 +262,13 @@ double rescale_chain(double R, double eps_exp, double u, double M) {
 
 // §3, the rescales: the relative error rho a key's weight picks up from the online softmax's
 // rescale factors after it, R = ceil(S / tile) rescales of a context of S keys (one more for a
-// sink).
+// sink), each with the rescale exponential's error (rescale_exp_rel_err, else the kernel's).
 double rescale_count(const Units& un, int64_t seq, bool sink) {
   const int64_t tile = std::max<int64_t>(1, un.a.tile);
   return static_cast<double>((seq + tile - 1) / tile + (sink ? 1 : 0));
 }
 double rescale_error(const Units& un, int64_t seq, bool sink, double M) {
-  return rescale_chain(rescale_count(un, seq, sink), un.eps_exp, un.u, M);
+  return rescale_chain(rescale_count(un, seq, sink), un.eps_rescale, un.u, M);
 }
 
 // §3, the logit: Delta_j, from the dot product, the scales and the softcap.
@@ -297,8 +301,8 @@ KeyErrors key_errors(const Units& un, double softcap, int64_t seq, const RowLogi
   k.rho = rho;
   k.rescale_walk =
       (1.0 + rho) *
-      (rescale_count(un, seq, in.sink) * un.eps_exp +
-       (1.0 + un.eps_exp) * std::expm1(kExpArgRoundings * un.u * kRescaleArgRange * in.M));
+      (rescale_count(un, seq, in.sink) * un.eps_rescale +
+       (1.0 + un.eps_rescale) * std::expm1(kExpArgRoundings * un.u * kRescaleArgRange * in.M));
   k.l_ratio = std::max(1.0, std::exp(L_ref - in.smax));
   const double u = un.u;
   // (1 + u)^k - 1 for the dot's roundings on a path, the operands' q-side ones, both, and the
@@ -371,15 +375,15 @@ KeyErrors key_errors(const Units& un, double softcap, int64_t seq, const RowLogi
 
 // The relative coefficients of first_i (§6).
 struct Coefficients {
-  double g;       // gamma_{2n_acc}(u), n_acc = accumulated_terms
+  double g;       // gamma_{n_acc + R_acc}(u), n_acc = accumulated_terms, R_acc its rescales
   double c_S;     // coefficient of S_i
   double c_O;     // coefficient of |O_i|
-  double g_stat;  // §10: the statistical tier's g, lambda u sqrt(2 n_acc) + (2 n_acc u)^2 / (1 - 2
-                  // n_acc u)
+  double g_stat;  // §10: the statistical tier's g, lambda u sqrt(K) + (K u)^2 / (1 - K u), K =
+                  // n_acc + R_acc
 };
 
 // §10: a sum's roundings when they are independent and of mean zero: of the first-order part
-// sum_k delta_k c_k (K = 2 n_eff roundings, |c_k| <= the sum of the magnitudes) at most
+// sum_k delta_k c_k (K = n_acc + R_acc roundings, |c_k| <= the sum of the magnitudes) at most
 // lambda u sqrt(K) times that sum but for a tail of 2 exp(-lambda^2 / 2); the rest of
 // gamma_K(u), (K u)^2 / (1 - K u), is kept whole. The worst case g where truncating.
 double statistical_gamma(const Units& un, double terms, double g) {
@@ -431,12 +435,14 @@ double accumulated_terms(const Units& un, std::span<const int64_t> keys, const R
 // division. With N > 1 partials the division is the partials' (§5). The P cast and the store
 // are bounded apart, exactly (§4, §6).
 Coefficients accumulation(const Units& un, double n_acc) {
-  const double g = gamma_n(kAccumRoundingsPerTerm * n_acc, un.u);
-  const double c_O = un.shards > 1 ? g : g + un.eps_div + un.u_v;
-  // §10: the statistical tier counts the adds and the rescales a tiled online softmax makes,
-  // n_acc + min(n_acc, ceil(n_acc / tile) + 1) roundings; the sound tier any tiling's 2 n_acc.
+  // A term passes through at most n_acc adds (in any order) and the rescales of the tiles after
+  // it: with tiles of at least `tile` keys, starting anywhere, min(n_acc, ceil(n_acc / tile) + 1)
+  // of them; any tiling (tile 1), one per term: gamma_{2 n_acc}(u).
   const double tile = static_cast<double>(std::max<int64_t>(1, un.a.tile));
   const double rescales = std::min(n_acc, std::ceil(n_acc / tile) + 1.0);
+  const double g = gamma_n(n_acc + rescales, un.u);
+  const double c_O = un.shards > 1 ? g : g + un.eps_div + un.u_v;
+  // §10: the statistical tier counts the same roundings, each random.
   return Coefficients{g, g + un.u_v, c_O, statistical_gamma(un, n_acc + rescales, g)};
 }
 
@@ -952,8 +958,9 @@ std::string kappa_culprit(const Case& c, const Units& un, std::span<const int64_
            std::to_string(static_cast<int64_t>(rescale_count(un, c.seq(), in.sink))) +
            " of them with tile " + std::to_string(un.a.tile) +
            (un.a.tile == 1 ? " (any tiling: one per key)" : "") +
-           ", each off by the exponential's error; claim the kernel's keys per online-softmax "
-           "block (tile), which dcp-verify probe measures";
+           ", each off by the rescale exponential's error; claim the kernel's keys per "
+           "online-softmax block (tile) and its rescales' own exponential "
+           "(rescale_exp_rel_err), which dcp-verify probe measures";
   }
   return why;
 }

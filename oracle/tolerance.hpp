@@ -76,6 +76,10 @@ struct Arithmetic {
   // the attention kernel's: a combine in the math library beside a kernel's vectorized
   // polynomial. nullopt: exp_rel_err (or the budget).
   std::optional<double> merge_exp_rel_err;
+  // The online softmax's own rescale exponential exp(m_old - m_new) (a sink's too), where it is
+  // not the one that weights the keys: a scalar library exp at each tile's rescale beside a
+  // vectorized polynomial for the weights. nullopt: exp_rel_err (or the budget).
+  std::optional<double> rescale_exp_rel_err;
   // K and V dequantized into this format before the products: each element of the cache (its
   // stored value times its scale) rounded once to it, as a kernel that reads an fp8 cache into
   // its bf16 MMA computes. nullopt: the dequantized values are exact (a scale folded into the

@@ -121,6 +121,13 @@ ModelOutput run_fp32_model(const Case& c, const ModelConfig& m) {
   auto mex = [&](float x) {
     return merge_approx.exp(perturb(merge_base2 ? std::exp2(x) : std::exp(x)));
   };
+  // The rescales' own exp, where it is not the kernel's.
+  ModelConfig rescale_config = m;
+  if (m.rescale_exp_rel_err) rescale_config.exp_rel_err = *m.rescale_exp_rel_err;
+  ApproximateIntrinsics rescale_approx{rescale_config, perturb};
+  auto rex = [&](float x) {
+    return rescale_approx.exp(perturb(m.base2 ? std::exp2(x) : std::exp(x)));
+  };
   auto mlg = [&](float x) { return approx.log(perturb(merge_base2 ? std::log2(x) : std::log(x))); };
 
   for (int64_t t = 0; t < T; ++t) {
@@ -194,7 +201,7 @@ ModelOutput run_fp32_model(const Case& c, const ModelConfig& m) {
             tile_max = std::max(tile_max, y[x - start]);
           }
           const float m_new = std::max(mx, tile_max);
-          const float alpha = mx == kNegInfF ? 0.0f : ex(mx - m_new);
+          const float alpha = mx == kNegInfF ? 0.0f : rex(mx - m_new);
           l *= alpha;
           for (float& a : acc) a *= alpha;
           for (size_t x = start; x < end; ++x) {
@@ -214,7 +221,7 @@ ModelOutput run_fp32_model(const Case& c, const ModelConfig& m) {
         }
         if (with_sink) {
           const float m_new = std::max(mx, sink_logit);
-          const float alpha = mx == kNegInfF ? 0.0f : ex(mx - m_new);
+          const float alpha = mx == kNegInfF ? 0.0f : rex(mx - m_new);
           l = l * alpha + ex(sink_logit - m_new);
           for (float& a : acc) a *= alpha;
           mx = m_new;
@@ -323,6 +330,8 @@ oracle::Arithmetic claim_of(const ModelConfig& m) {
   if (m.log_rel_err > 0.0) a.log_rel_err = m.log_rel_err + kModelIntrinsicRel;
   if (m.merge_exp_rel_err)
     a.merge_exp_rel_err = (1.0 + *m.merge_exp_rel_err) * (1.0 + kModelIntrinsicRel) - 1.0;
+  if (m.rescale_exp_rel_err)
+    a.rescale_exp_rel_err = (1.0 + *m.rescale_exp_rel_err) * (1.0 + kModelIntrinsicRel) - 1.0;
   return a;
 }
 
@@ -334,6 +343,8 @@ std::string describe(const ModelConfig& m) {
      << " log_rel_err=" << m.log_rel_err << " systematic=" << m.approx_systematic
      << " merge_exp_rel_err="
      << (m.merge_exp_rel_err ? std::to_string(*m.merge_exp_rel_err) : std::string("kernel's"))
+     << " rescale_exp_rel_err="
+     << (m.rescale_exp_rel_err ? std::to_string(*m.rescale_exp_rel_err) : std::string("kernel's"))
      << " p_cast=" << (m.p_cast ? dcp::oracle::dtype_name(*m.p_cast) : "none") << " tf32=" << m.tf32
      << " ftz=" << m.ftz
      << " dequantize_to=" << (m.dequantize_to ? dcp::oracle::dtype_name(*m.dequantize_to) : "exact")

@@ -50,6 +50,10 @@ struct ModelConfig {
   // as a combine beside a kernel's vectorized exp), claimed as merge_exp_rel_err. nullopt: the
   // kernel's exp.
   std::optional<double> merge_exp_rel_err;
+  // The online softmax's rescales exp(m_old - m_new), where their exp is not the one that weights
+  // the keys: off by up to this much (0: the library's, as a scalar exp at each tile's rescale
+  // beside a vectorized polynomial), claimed as rescale_exp_rel_err. nullopt: the kernel's exp.
+  std::optional<double> rescale_exp_rel_err;
   std::optional<oracle::DType> p_cast;  // P rounded to this format before P.V
   // TF32 tensor cores: both operands of every q.k and P.V product rounded to tf32 first.
   bool tf32 = false;

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <sstream>
 
@@ -36,6 +37,10 @@ constexpr float kFarLogit = -200.0f;
 constexpr int64_t kPaddedKeys = 64;
 // A sample whose resolution is coarser than this says nothing about an exponential's error.
 constexpr double kUsefulResolution = 2e-5;
+// A rescale exponential is stated apart from the weights' where its claim is this many times
+// finer (a library exp beside a polynomial: 2.4e-7 beside 1.4e-4) or coarser at all; between, the
+// kernel's claim covers it.
+constexpr double kRescaleFiner = 4.0;
 
 // The spacing of the values of a format with `bits` significand bits at |x| (its ulp), with
 // fp32's subnormal spacing as the floor (the probe reads fp32 values).
@@ -212,14 +217,16 @@ Weight weight_of(double a, double lse_stored, double ln_base, double w0, double 
 }
 
 // What a set of measured weights says of an exponential: the claim (0: within the default) and the
-// evidence line.
+// evidence line. e0: its exp(0)'s error, where measured.
 struct ExpVerdict {
   double claim = 0.0;
   std::string evidence;
 };
-ExpVerdict judge_exp(const std::vector<Weight>& ws, double e0, double r0, const char* what) {
-  double worst = std::fabs(e0), at = 0.0, sum = 0.0, res = r0, lo = 0.0;
-  bool within_default = std::fabs(e0) <= kDefaultExp + r0;
+ExpVerdict judge_exp(const std::vector<Weight>& ws, std::optional<double> e0, double r0,
+                     const char* what) {
+  const double e_zero = e0.value_or(0.0);
+  double worst = std::fabs(e_zero), at = 0.0, sum = 0.0, res = r0, lo = 0.0;
+  bool within_default = std::fabs(e_zero) <= kDefaultExp + r0;
   int64_t n = 0;
   for (const Weight& w : ws) {
     if (w.r > kUsefulResolution) continue;
@@ -234,7 +241,7 @@ ExpVerdict judge_exp(const std::vector<Weight>& ws, double e0, double r0, const 
   std::ostringstream ev;
   if (n == 0) {
     // No row resolves the exponential (a 16-bit LSE): the largest error each row admits.
-    double admitted = std::fabs(e0) + r0;
+    double admitted = std::fabs(e_zero) + r0;
     for (const Weight& w : ws) admitted = std::max(admitted, std::fabs(w.e) + w.r);
     v.claim = round_up_2sig(kExpMargin * admitted);
     v.evidence = "not resolved: every row's resolution is coarser than " + sci(kUsefulResolution) +
@@ -244,8 +251,8 @@ ExpVerdict judge_exp(const std::vector<Weight>& ws, double e0, double r0, const 
   }
   ev << "largest |error| " << sci(worst) << " (at " << fixed(at, 3) << "), mean "
      << sci(n > 0 ? sum / static_cast<double>(n) : 0.0) << ", over " << n << " arguments in ["
-     << fixed(lo, 2) << ", 0] (" << what << "); resolution <= " << sci(res) << "; exp(0) off by "
-     << sci(e0);
+     << fixed(lo, 2) << ", 0] (" << what << "); resolution <= " << sci(res);
+  if (e0) ev << "; exp(0) off by " << sci(*e0);
   if (within_default) {
     ev << ": within 2 ulp at that resolution";
   } else {
@@ -967,6 +974,59 @@ oracle::Expected<TileVerdict> run_tile_lse(Prober& pr, const PairsResult& pairs)
   return pick_tile(scores, what.str(), kLseFit);
 }
 
+// --- rescale: the online softmax's rescale exponential ---------------------------------------
+
+// Rows of two tiles of the kernel's `tile` keys: key 0 at logit 0 and key `tile` at logit b > 0,
+// every other key at kFarLogit (weight 0). The first tile's maximum is 0, the second's b, so the
+// kernel rescales the first tile's sums once, by its rescale exponential alpha~ = exp~(-b):
+// l = w0 (1 + alpha~) (each key at its tile's maximum weighs exp~(0) = w0) and the LSE is
+// b + ln w0 + ln(1 + alpha~). 16 tokens of 32 heads give b = c x, x in [0.25, 2.5] (bf16),
+// c = 1 + t/64: 512 arguments in [-3.7, -0.25].
+constexpr int64_t kRescaleTokens = 16, kRescaleHeads = 32;
+
+oracle::Expected<ExpVerdict> run_rescale(Prober& pr, const PairsResult& pairs, int64_t tile,
+                                         bool* resolved) {
+  const int64_t keys = 2 * tile;
+  Grid g(kRescaleTokens, kRescaleHeads, keys);
+  const auto c_of = [](int64_t t) { return 1.0 + static_cast<double>(t) / 64.0; };  // 7 bits
+  const auto x_of = [](int64_t h) {
+    return bf16(0.25 + 2.25 * static_cast<double>(h) / (kRescaleHeads - 1));
+  };
+  for (int64_t h = 0; h < kRescaleHeads; ++h) {
+    for (int64_t t = 0; t < kRescaleTokens; ++t) {
+      g.qa(t, h, 0) = static_cast<float>(c_of(t));
+      g.qa(t, h, kFar) = 1.0f;
+    }
+    for (int64_t j = 1; j < keys; ++j)
+      if (j != tile) g.ka(j, h, kFar) = kFarLogit;
+    g.ka(tile, h, 0) = static_cast<float>(x_of(h));
+  }
+  auto o = pr.run("rescale", std::move(g), 1);
+  if (!o) return o.status();
+  const double lb = pr.ln_base();
+  std::vector<Weight> ws;
+  for (int64_t t = 0; t < kRescaleTokens; ++t)
+    for (int64_t h = 0; h < kRescaleHeads; ++h) {
+      // The logit c x is exact in fp32 (7 and 8 significant bits): the kernel's m_new.
+      const double b = c_of(t) * x_of(h);
+      const double L =
+          static_cast<double>(o->rank0_lse()[static_cast<size_t>(t * kRescaleHeads + h)]);
+      const double l = std::exp(L * lb - b);
+      Weight w;
+      w.a = -b;
+      w.p = std::exp(-b);
+      w.p_obs = l / pairs.w0 - 1.0;  // alpha~
+      w.e = w.p_obs / w.p - 1.0;
+      // l's own rounding and its log's, the LSE's storage, and w0's uncertainty, through
+      // alpha~ = l / w0 - 1.
+      w.r = l * (2.0 * kU32 + 1.5 * ulp_of(pairs.lse_format, L) * lb + pairs.r0) / w.p;
+      ws.push_back(w);
+    }
+  *resolved =
+      std::any_of(ws.begin(), ws.end(), [](const Weight& w) { return w.r <= kUsefulResolution; });
+  return judge_exp(ws, std::nullopt, 0.0, "the rescales of a tile's sums");
+}
+
 // --- merge: the implementation's own combine ------------------------------------------------
 
 struct MergeVerdict {
@@ -1091,10 +1151,12 @@ Footprint probe_footprint() {
   constexpr double kCopies = 4.0;
   // Steps: the sums rows (keys x heads x (Dk + Dv)), four times (sums, midpoints twice, the
   // truncation models); the tile rows (2,048 keys x 64 heads x (Dk + Dv)), five calls; the tile
-  // fits (candidates x habits x rows x keys, 132 x 3 x 128 x 2,048 at most).
+  // fits (candidates x habits x rows x keys, 132 x 3 x 128 x 2,048 at most); the rescale rows
+  // (16 tokens x 32 heads x two tiles of up to 2,048 keys, as many keys as the sums' rows).
   const double work = 4.0 * kSumsKeys * kSumsHeads * 2.0 * kDim +
                       5.0 * 2.0 * kTileRows * kTileStride * kTileHeads * 2.0 * kDim +
-                      132.0 * 3.0 * kTileRows * kTileKeys;
+                      132.0 * 3.0 * kTileRows * kTileKeys +
+                      kRescaleTokens * kRescaleHeads * 2.0 * kTileKeys * 2.0 * kDim;
   return {kCopies * kKvBytes, work, "the sums experiment's K and V"};
 }
 
@@ -1173,6 +1235,30 @@ oracle::Expected<ProbeReport> probe(const ProbeTarget& target) {
     }
     c.tile = tile->tile;
     rep.findings.push_back({"rescale tile", std::to_string(tile->tile), tile->evidence});
+
+    // The rescales' own exponential, where the tile is known: stated where it is clearly finer
+    // than the weights' (a scalar library exp beside a vectorized polynomial: a quarter of the
+    // claim or less) or coarser; else the kernel's.
+    if (tile->resolved && tile->tile > 1) {
+      bool resolved = false;
+      auto rescale = run_rescale(pr, *pairs, tile->tile, &resolved);
+      if (!rescale) return rescale.status();
+      const auto budget = [](double claim) { return claim > 0.0 ? claim : kDefaultExp; };
+      const double r = budget(rescale->claim), k = budget(c.exp_rel_err);
+      std::string finding = "the kernel's";
+      if (!resolved) {
+        rescale->evidence = "not resolved: " + rescale->evidence;
+      } else if (r > k || kRescaleFiner * r <= k) {
+        c.rescale_exp_rel_err = rescale->claim;
+        finding = rescale->claim == 0.0 ? "default" : claim_number(rescale->claim);
+      } else {
+        rescale->evidence += "; the weights' exponential's claim covers it";
+      }
+      rep.findings.push_back({"rescale exponential", finding, rescale->evidence});
+    } else {
+      rep.findings.push_back({"rescale exponential", "the kernel's",
+                              "not measured: the rescales' tile is not resolved"});
+    }
   } else {
     rep.findings.push_back({"partial", "not measured",
                             "the implementation computes no partials (the suite's own run)"});
@@ -1208,6 +1294,11 @@ std::vector<std::pair<std::string, std::string>> claim_metadata(const ProbeClaim
                                                         {"partial_dtype", c.partial_dtype}};
   if (c.exp_rel_err > 0.0) w.push_back({"exp_rel_err", claim_number(c.exp_rel_err)});
   w.push_back({"tile", std::to_string(c.tile)});
+  // The word's default is exp_rel_err: rescales within 2 ulp beside a coarser kernel say so.
+  if (c.rescale_exp_rel_err)
+    w.push_back({"rescale_exp_rel_err",
+                 claim_number(*c.rescale_exp_rel_err > 0.0 ? *c.rescale_exp_rel_err
+                                                           : round_up_2sig(kDefaultExp))});
   if (c.ftz) w.push_back({"ftz", "1"});
   if (c.merged) {
     w.push_back({"merge_accum", c.merge_accum});
@@ -1248,7 +1339,8 @@ nlohmann::ordered_json abi_claim_json(const ProbeClaim& c) {
   j["ftz"] = c.ftz;
   j["p_cast"] = c.p_cast;
   j["partial_dtype"] = c.partial_dtype;
-  const double exp = std::max(c.exp_rel_err, c.merged ? c.merge_exp_rel_err : 0.0);
+  const double exp = std::max(
+      {c.exp_rel_err, c.merged ? c.merge_exp_rel_err : 0.0, c.rescale_exp_rel_err.value_or(0.0)});
   j["exp_rel_err"] = exp > 0.0 ? std::stod(claim_number(exp)) : 0.0;
   j["tile"] = c.tile;
   if (c.merged) j["merge_accum"] = coarser(c.merge_accum, c.merge_lse_accum);
@@ -1278,7 +1370,8 @@ std::string probe_text(const ProbeReport& r) {
      << claim_words(c) << "\n"
      << "# as an implementation's claim (dcp_verify.properties, the plug-in ABI's fields):\n"
      << claim_python(c) << "\n";
-  if (c.merged && (c.merge_exp_rel_err != c.exp_rel_err || c.merge_lse_accum != c.merge_accum))
+  if ((c.merged && (c.merge_exp_rel_err != c.exp_rel_err || c.merge_lse_accum != c.merge_accum)) ||
+      c.rescale_exp_rel_err)
     os << "# (the ABI has one exponential and one merge format: the coarser of each is there)\n";
   if (!abi_format(c.p_cast == "none" ? "f32" : c.p_cast) || !abi_format(c.partial_dtype))
     os << "# the ABI cannot state an fp8 P cast or partial: judge this kernel's results with "

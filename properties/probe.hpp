@@ -19,6 +19,9 @@
 //             are rescaled by a subnormal exp(-97) (or, through the LSE, by a coarse
 //             exponential), keys in or after it weighted directly; the output as j moves steps at
 //             the tile boundaries;
+//   rescale   with the tile known, a key at logit 0 in the first tile and one at b > 0 in the
+//             second: the LSE gives the rescale's exp~(-b), whose exponential may not be the
+//             weights' (a library exp beside a vectorized polynomial);
 //   merge     two ranks with partials of known LSE gaps (where the implementation merges itself):
 //             the merged LSE gives the merge's exponential, the merged O its sums' format.
 // A measurement is not a proof: the exponential's error is the largest seen over the arguments
@@ -31,6 +34,7 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -62,12 +66,15 @@ struct ProbeFinding {
 // The claim the measurements support, in the result files' words. Defaults are the words'
 // defaults; merge fields are meaningful only when the merge was probed.
 struct ProbeClaim {
-  std::string accum = "f32";            // "f32" or "tf32" (P rounded to tf32 before P.V)
-  std::string accum_rounding = "any";   // "nearest" or "any"
-  std::string p_cast = "none";          // "none", "bf16", "f16", "f8_e4m3" or "f8_e5m2"
-  std::string partial_dtype = "f32";    // "f32", "bf16", "f16", "f8_e4m3" or "f8_e5m2"
-  double exp_rel_err = 0.0;             // 0: the default (2 ulp)
-  int64_t tile = 1;                     // 1: any tiling
+  std::string accum = "f32";           // "f32" or "tf32" (P rounded to tf32 before P.V)
+  std::string accum_rounding = "any";  // "nearest" or "any"
+  std::string p_cast = "none";         // "none", "bf16", "f16", "f8_e4m3" or "f8_e5m2"
+  std::string partial_dtype = "f32";   // "f32", "bf16", "f16", "f8_e4m3" or "f8_e5m2"
+  double exp_rel_err = 0.0;            // 0: the default (2 ulp)
+  int64_t tile = 1;                    // 1: any tiling
+  // The rescales' own exponential where it is not the kernel's (0: within the default 2 ulp);
+  // nullopt: the kernel's (exp_rel_err).
+  std::optional<double> rescale_exp_rel_err;
   bool ftz = false;                     // subnormal results flushed to zero
   bool merged = false;                  // the merge fields below were measured
   std::string merge_accum = "f32";      // "f32", "bf16" or "f16": the scaled outputs' sum

@@ -110,6 +110,10 @@ inline rc::Gen<ModelConfig> gen_model_config() {
     // stays at 10^-4 or less: 10^-3 over 200 rescales is beyond the first-order bound (kappa >
     // 0.1), which refuses such claims.
     m.exp_rel_err = *rc::gen::weightedElement<double>({{6, 0.0}, {1, 1e-6}, {1, 1e-5}, {1, 1e-4}});
+    // Now and then rescales with an exp of their own: the library's beside a coarser kernel exp
+    // (PyTorch's CPU flash), or a coarse one beside the library's.
+    m.rescale_exp_rel_err =
+        *rc::gen::weightedElement<std::optional<double>>({{4, std::nullopt}, {1, 0.0}, {1, 1e-5}});
     m.log_rel_err =
         *rc::gen::weightedElement<double>({{6, 0.0}, {1, 1e-6}, {1, 1e-5}, {1, 1e-4}, {1, 1e-3}});
     m.approx_systematic = *rc::gen::arbitrary<bool>();

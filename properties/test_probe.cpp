@@ -24,6 +24,7 @@ TEST(Probe, DefaultPathReadsAsFp32NearestUncastWithItsTile) {
   EXPECT_EQ(c.partial_dtype, "f32");
   EXPECT_EQ(c.exp_rel_err, 0.0) << probe_text(r);
   EXPECT_EQ(c.tile, 64) << probe_text(r);
+  EXPECT_FALSE(c.rescale_exp_rel_err) << probe_text(r);  // the same exp as the weights'
   EXPECT_TRUE(c.merged);
   EXPECT_EQ(c.merge_accum, "f32");
   EXPECT_EQ(c.merge_lse_accum, "f32");

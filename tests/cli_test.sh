@@ -354,7 +354,7 @@ fp8_rs8=(--impl model --dcp-size 8 --interleave 16 --partial-dtype bf16 --merge-
 expect 0 "check, fp8 cache with scales" -- "$bin" check --case "$fp8" --result "$tmp/fp8.safetensors"
 contains "$tmp/out" "kv f8_e4m3 (k_scale per tensor, v_scale per tensor)" "check names the fp8 cache and its scales"
 # The same cache read into a bf16 MMA, each dequantized value rounded to bf16: claimed
-# (kv_dequant bf16) it is judged OK; the same result without that word FAILS (4.8 of the bound).
+# (kv_dequant bf16) it is judged OK; the same result without that word FAILS (5.4 of the bound).
 "$make_result" --case "$fp8" --out "$tmp/fp8.safetensors" "${fp8_rs8[@]}" --p-cast bf16 --out-dtype bf16 --kv-dequant bf16
 expect 0 "check, fp8 cache dequantized into bf16, claimed" -- "$bin" check --case "$fp8" --result "$tmp/fp8.safetensors"
 contains "$tmp/out" "kv dequantized to bf16" "the claim line names kv_dequant"
@@ -365,6 +365,14 @@ expect 1 "check, fp8 cache, one token dropped" -- "$bin" check --case "$fp8" --r
 "$make_result" --case "$fp8" --out "$tmp/fp8.safetensors" "${fp8_rs8[@]}" --p-cast f8_e4m3 --out-dtype f8_e4m3
 expect 0 "check, fp8 cache, P and output in E4M3" -- "$bin" check --case "$fp8" --result "$tmp/fp8.safetensors"
 contains "$tmp/out" "P cast f8_e4m3, o f8_e4m3" "claim line names the fp8 formats"
+# A kernel whose weights' exp is 1e-4 low beside rescales by the library's exp (PyTorch's CPU
+# flash): claimed (rescale_exp_rel_err) it is OK; rescales 1e-3 low, unclaimed, FAIL.
+resc="$tmp/decode2500_rescale.safetensors"
+"$make_result" --decode-case 2500 --case "$resc" --out "$tmp/resc.safetensors" --impl model --exp-rel-err 1e-4 --rescale-exp-rel-err 0
+expect 0 "check, rescales by another exp, claimed" -- "$bin" check --case "$resc" --result "$tmp/resc.safetensors"
+contains "$tmp/out" "(rescales' rel err 2.384185791015625e-07)" "the claim line names rescale_exp_rel_err"
+"$make_result" --case "$resc" --out "$tmp/resc.safetensors" --impl model --exp-rel-err 1e-4 --rescale-exp-rel-err 1e-3 --unclaimed
+expect 1 "check, rescales 1e-3 low, unclaimed" -- "$bin" check --case "$resc" --result "$tmp/resc.safetensors"
 # An unweighted mean of the partials, its merged LSE summed in fp32 as claimed (merge_lse_accum):
 # 1.29 of the sound bound, FAILED.
 "$make_result" --case "$long" --out "$tmp/rs8.safetensors" "${rs8_long[@]}" --bug merge_unweighted_mean

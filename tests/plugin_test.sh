@@ -72,7 +72,7 @@ contains "$tmp/err" "level step did not return within 1 s (--timeout)" "the hung
 expect 0 "probe the example" -- "$bin" probe --impl "$good" --json "$tmp/probe.json"
 contains "$tmp/out" "accum f32  accum_rounding nearest  p_cast none  partial_dtype f32  tile 1  merge_accum f32  merge_lse_accum f32" "the probe's claim words"
 contains "$tmp/out" '{"accum":"f32","accum_rounding":"nearest"' "the probe's claim as an implementation's"
-if python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); sys.exit(not (d["schema"] == "dcp-verify/probe/1" and d["claim"]["p_cast"] == "none" and len(d["findings"]) == 9))' "$tmp/probe.json"
+if python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); sys.exit(not (d["schema"] == "dcp-verify/probe/1" and d["claim"]["p_cast"] == "none" and len(d["findings"]) == 10))' "$tmp/probe.json"
 then passes=$((passes + 1)); else echo "FAIL: probe --json"; failures=$((failures + 1)); fi
 # A level that fails ends the probe: exit 1, one line naming the experiment and the level.
 expect 1 "probe a failing level" -- "$bin" probe --impl "$failing"

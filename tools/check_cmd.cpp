@@ -79,6 +79,8 @@ std::string claim_text(const oracle::DcpResult& r) {
      << ", tile " << a.tile << (a.tile == 1 ? " (any)" : "") << ", exp "
      << (a.exp_rel_err ? "rel err " + exact_text(*a.exp_rel_err) : "2 ulp")
      << (a.merge_exp_rel_err ? " (merge's rel err " + exact_text(*a.merge_exp_rel_err) + ")" : "")
+     << (a.rescale_exp_rel_err ? " (rescales' rel err " + exact_text(*a.rescale_exp_rel_err) + ")"
+                               : "")
      << ", log " << (a.log_rel_err ? "rel err " + exact_text(*a.log_rel_err) : "2^-21 / 3 ulp");
   return os.str();
 }
@@ -369,6 +371,8 @@ json request_report(const CheckOptions& o, const oracle::DcpResult& r,
         {"log_rel_err", a.log_rel_err ? json_number(*a.log_rel_err) : json(nullptr)},
         {"merge_exp_rel_err",
          a.merge_exp_rel_err ? json_number(*a.merge_exp_rel_err) : json(nullptr)},
+        {"rescale_exp_rel_err",
+         a.rescale_exp_rel_err ? json_number(*a.rescale_exp_rel_err) : json(nullptr)},
         {"merge_accum", lower(oracle::dtype_name(a.merge_accum))},
         {"merge_lse_accum", lower(oracle::dtype_name(a.merge_lse_accum.value_or(a.merge_accum)))},
         {"kv_dequant",

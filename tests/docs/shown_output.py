@@ -9,7 +9,12 @@ compared with runs of blanks collapsed, wall-clock figures masked (see TIME) and
 paths of this checkout written as the lessons write them (BUILD_DIR/ as build/, REPO_ROOT/ as
 nothing). A line that is only "..." (or "# ...") marks trimmed output; a line starting with
 "$ " shows a command. Exit 1, naming the first lines that differ and the printed line closest to
-each, when the shown output has drifted from what the code prints."""
+each, when the shown output has drifted from what the code prints.
+
+With SHOWN_OUTPUT_UPDATE=FILE in the environment, each drifted line that has a close printed line
+is also appended to FILE as JSON ({"doc", "line", "old", "new"}), for
+tests/docs/apply_shown_updates.py to write into the document (a refresh after an intended change
+of what the code prints; the diff is then read line by line)."""
 import difflib
 import json
 import os
@@ -42,6 +47,7 @@ def main():
             output.append(line.replace(build, "build/").replace(repo, ""))
     timed = any(TIMED_TABLE.search(line) for line in output + shown["lines"])
     printed = {normal(line, timed) for line in output}
+    original = {normal(line, timed): line.rstrip("\n") for line in output}
     drifted = []
     for n, line in enumerate(shown["lines"]):
         text = normal(line, timed)
@@ -49,6 +55,14 @@ def main():
             continue
         if text not in printed:
             drifted.append((shown["line"] + n, line))
+    updates = os.environ.get("SHOWN_OUTPUT_UPDATE")
+    if updates:
+        with open(updates, "a", encoding="utf-8") as f:
+            for where, line in drifted:
+                near = difflib.get_close_matches(normal(line, timed), printed, n=1, cutoff=0.5)
+                if near:
+                    f.write(json.dumps({"doc": sys.argv[4], "line": where, "old": line,
+                                        "new": original[near[0]]}) + "\n")
     for where, line in drifted[:3]:
         print(f"FAILED {sys.argv[4]}:{where}: shown output not printed: {line.strip()}")
         near = difflib.get_close_matches(normal(line, timed), printed, n=1, cutoff=0.5)

@@ -29,6 +29,8 @@ TEST(Probe, Bf16PipelineWithAPolynomialExpIsRecoveredSoundly) {
   EXPECT_GE(c.exp_rel_err, gpu::kExp2Poly3RelErr) << probe_text(r);
   EXPECT_LE(c.exp_rel_err, 2.0 * gpu::kExp2Poly3RelErr) << probe_text(r);
   EXPECT_EQ(c.tile, 512) << probe_text(r);
+  // Its rescales run the same cubic: the kernel's claim covers them, no word of their own.
+  EXPECT_FALSE(c.rescale_exp_rel_err) << probe_text(r);
   // A bf16 partial hides its sums' rounding: the probe claims the safe word.
   EXPECT_EQ(c.accum_rounding, "any");
   EXPECT_GE(c.merge_exp_rel_err, gpu::kExp2Poly3RelErr) << probe_text(r);

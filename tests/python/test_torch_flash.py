@@ -36,6 +36,10 @@ def test_torch_flash_passes_with_the_claim_the_probe_measures(dtype, ranges):
     probed = dcp_verify.probe(impl, arrays="torch")
     assert probed.claim["tile"] == 512, probed.text  # kv_split_size, seen through subnormals
     assert probed.claim["p_cast"] == ("bf16" if dtype == torch.bfloat16 else "none"), probed.text
+    # Its rescales call the library's exp: beside the bf16 path's vectorized one they are stated
+    # apart; the f32 path's exp is within the default already.
+    rescale = probed.words.get("rescale_exp_rel_err")
+    assert rescale == ("2.4e-07" if dtype == torch.bfloat16 else None), probed.text
     impl.claim = probed.claim
     report = testing.assert_properties(impl, seed=11, cases=CASES, arrays="torch", **ranges)
     assert report.verdict == "OK"

@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "gpu/kernels/merge.hpp"
@@ -92,8 +93,13 @@ int main(int argc, char** argv) {
                  "model only: every exp low by this relative error, claimed as exp_rel_err");
   app.add_option("--log-rel-err", log_rel_err,
                  "model only: every log low by this error, claimed as log_rel_err");
+  std::optional<double> rescale_exp_rel_err;
+  app.add_option("--rescale-exp-rel-err", rescale_exp_rel_err,
+                 "model only: the rescales' own exp, every result low by this relative error (0: "
+                 "the library's), claimed as rescale_exp_rel_err");
   app.add_flag("--unclaimed", unclaimed,
-               "Leave exp_rel_err, log_rel_err, tf32, ftz and kv_dequant out of the metadata");
+               "Leave exp_rel_err, log_rel_err, rescale_exp_rel_err, tf32, ftz and kv_dequant out "
+               "of the metadata");
   bool tf32 = false, ftz = false;
   app.add_flag("--tf32", tf32, "model only: products' operands rounded to tf32 (accum tf32)");
   app.add_flag("--ftz", ftz, "model only: stores and the P cast flush subnormals to zero");
@@ -201,6 +207,7 @@ int main(int argc, char** argv) {
     m.seed = seed;
     m.exp_rel_err = exp_rel_err;
     m.log_rel_err = log_rel_err;
+    m.rescale_exp_rel_err = rescale_exp_rel_err;
     m.approx_systematic = true;
     m.tf32 = tf32;
     m.ftz = ftz;
@@ -223,6 +230,7 @@ int main(int argc, char** argv) {
         for (dcp::oracle::Arithmetic* a : {&out.output_claim, &out.partial_claim}) {
           a->exp_rel_err.reset();
           a->log_rel_err.reset();
+          a->rescale_exp_rel_err.reset();
           a->tf32 = false;
           a->ftz = false;
           a->kv_dequant.reset();
