@@ -82,7 +82,9 @@ ModelConfig draw_model(Rng& rng, const CaseSpec& spec) {
   m.tf32 = spec.values != ValueStyle::extreme && spec.values != ValueStyle::wide &&
            spec.values != ValueStyle::peaked && coin(0.25);
   m.out = one_of({DType::f32, DType::f32, DType::bf16, DType::f16});
-  m.merge = coin(0.5) ? dcp::props::Merge::ag_rs : dcp::props::Merge::a2a;
+  m.merge = coin(0.2)   ? dcp::props::Merge::pairwise
+            : coin(0.5) ? dcp::props::Merge::ag_rs
+                        : dcp::props::Merge::a2a;
   m.reverse_merge = coin(0.5);
   if (coin(0.2)) m.rescale_exp_rel_err = 0.0;
   if (m.shards > 1) {

@@ -253,7 +253,8 @@ const std::set<std::string> kResultMetadata = {"accum",         "p_cast",
                                                "tile",          "lse_layout",
                                                "format",        "accum_rounding",
                                                "ftz",           "merge_exp_rel_err",
-                                               "kv_dequant",    "rescale_exp_rel_err"};
+                                               "kv_dequant",    "rescale_exp_rel_err",
+                                               "merge_depth"};
 
 // The largest claimed relative error of an exp or log: beyond it a "function" is no longer one,
 // and the first-order bound refuses long before (kappa > 0.1).
@@ -399,7 +400,7 @@ Expected<DcpResult> result_from_file(const StFile& f, const Case& c, std::string
                        "'; expected accum, accum_rounding, ftz, p_cast, merge_accum, "
                        "merge_lse_accum, partial_dtype, dcp_size, interleave, splits, sink_rank, "
                        "lse_base, exp_rel_err, merge_exp_rel_err, rescale_exp_rel_err, "
-                       "log_rel_err, tile, kv_dequant, lse_layout, format or x_*");
+                       "log_rel_err, tile, kv_dequant, merge_depth, lse_layout, format or x_*");
     }
   }
   for (const char* required : {"o", "lse"}) {
@@ -455,6 +456,14 @@ Expected<DcpResult> result_from_file(const StFile& f, const Case& c, std::string
   }
   auto tile = positive_int(source, f, "tile", 1);
   if (!tile) return tile.status();
+  // Partials merged two at a time as normalized states, at most this many merges deep (absent:
+  // one merge of all of them).
+  int64_t merge_depth = 0;
+  if (md.count("merge_depth")) {
+    auto d = positive_int(source, f, "merge_depth", 1);
+    if (!d) return d.status();
+    merge_depth = *d;
+  }
   if (md.count("sink_rank")) {
     const std::string& s = md.at("sink_rank");
     if (s == "merge") {
@@ -596,7 +605,9 @@ Expected<DcpResult> result_from_file(const StFile& f, const Case& c, std::string
   a.shards = r.dcp_size * r.splits + (!r.sink_rank && c.has_sink() ? 1 : 0);
   // Each rank's keys are one partial unless split-KV splits them further.
   if (r.splits == 1 && a.shards > 1) a.layout = Ownership{r.dcp_size, r.interleave, r.owner};
+  a.merge_depth = merge_depth;
   r.output_claim = a;
+  a.merge_depth = 0;  // split-KV pieces merge inside a rank as one merge
   a.layout.reset();
   a.shards = r.splits;
   a.out = a.partial_o;
@@ -642,6 +653,7 @@ StFile result_to_file(const DcpResult& r, const Case& c) {
   f.metadata["accum_rounding"] = a.truncating_mma ? "any" : "nearest";
   if (a.exp_rel_err) f.metadata["exp_rel_err"] = number_text(*a.exp_rel_err);
   if (a.merge_exp_rel_err) f.metadata["merge_exp_rel_err"] = number_text(*a.merge_exp_rel_err);
+  if (a.merge_depth > 0) f.metadata["merge_depth"] = std::to_string(a.merge_depth);
   if (a.rescale_exp_rel_err)
     f.metadata["rescale_exp_rel_err"] = number_text(*a.rescale_exp_rel_err);
   if (a.log_rel_err) f.metadata["log_rel_err"] = number_text(*a.log_rel_err);

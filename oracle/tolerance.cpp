@@ -469,9 +469,16 @@ struct Merge {
   double abs_floor;   // partial stores and the merge sum in their subnormal ranges
 };
 
-// §5: the terms of the cross-rank sum in merge_accum.
+// §5: the terms of the cross-rank sum in merge_accum: two in each merge of a pairwise tree.
 int64_t merge_sum_terms(const Arithmetic& a) {
+  if (a.merge_depth > 0) return std::min<int64_t>(2, a.shards);
   return a.merge_terms > 0 ? std::min(a.merge_terms, a.shards) : a.shards;
+}
+
+// §5: the merges a partial passes through in a pairwise tree: the claimed depth, at most N - 1
+// (a chain); 0 for one merge of all N.
+int64_t pairwise_depth(const Arithmetic& a) {
+  return a.merge_depth > 0 ? std::min(a.merge_depth, std::max<int64_t>(1, a.shards - 1)) : 0;
 }
 
 // Why a merge cannot be bounded, naming the claim's fields that set it: its N terms (a result's
@@ -479,6 +486,15 @@ int64_t merge_sum_terms(const Arithmetic& a) {
 // first-order factor of that sum's error, reach kMaxLogArg, beyond which the bound's logarithm
 // has no finite limit.
 std::string merge_unbounded(const Arithmetic& a, double u_m) {
+  if (const int64_t D = pairwise_depth(a); D > 0) {
+    std::ostringstream os;
+    os << "the pairwise merges, " << D << " deep (merge_depth), with states stored in partial_o "
+       << dtype_name(a.partial_o) << " and weights summed in merge_lse_accum "
+       << dtype_name(a.merge_lse_accum.value_or(a.merge_accum))
+       << ", compound past a first-order bound (a factor of them reaches 1/2): a shallower tree "
+          "or wider states";
+    return os.str();
+  }
   const int64_t terms = merge_sum_terms(a);
   const double g = gamma_n(static_cast<double>(terms), u_m);
   std::ostringstream os;
@@ -494,6 +510,42 @@ double lse_abs_bound(double M, double n_eff) {
   return M + std::log(std::max(1.0, n_eff)) + kLseAbsMargin;
 }
 
+// §5, a pairwise tree of depth D: each merge joins two normalized states A and B with weights
+// exp~(L^_X - m), sums them (u_d), divides the weighted sum of their O (two roundings u_m) and
+// stores O in partial_o, its LSE m + ln(w_A + w_B) in partial_lse. A state's LSE error grows by
+// lambda_lev a level: the weights' exp (eps_w), their sum, the log of a sum in [1, 2], the add and
+// the store. A partial's coefficient at the root is a product over its D merges of w_X / (w_A +
+// w_B), each off by at most (1 + eta_d) / (1 - eta_d), eta_d the weight error with the children's
+// LSEs off by lam + (d - 1) lambda_lev: C. Its value passes D divisions and D - 1 stores on top of
+// its own (the root's store is the output's): B_v. The sums: N_b (two roundings a level), D_b
+// (one). The merged LSE: lam + D lambda_lev.
+Merge pairwise_merge(const Units& un, double lam, double L_abs, int64_t D) {
+  const double eps_m = un.a.merge_exp_rel_err.value_or(un.eps_exp);
+  const double arg = kMergeArgRoundings * un.u_s * L_abs;
+  const double u_o = unit_roundoff(un.a.partial_o), u_l = unit_roundoff(un.a.partial_lse);
+  const double lambda_lev = -std::log1p(-std::min(exp_error(arg, eps_m), kMaxLogArg)) -
+                            std::log1p(-std::min(un.u_d, kMaxLogArg)) + un.eps_log(std::log(2.0)) +
+                            un.u_s * L_abs + u_l * L_abs;
+  const double Dd = static_cast<double>(D);
+  double weight = 1.0;
+  for (int64_t d = 0; d < D; ++d) {
+    const double eta =
+        std::min(exp_error(lam + static_cast<double>(d) * lambda_lev + arg, eps_m), kMaxLogArg);
+    weight *= (1.0 + eta) / (1.0 - eta);
+  }
+  const auto grow = [](double u, double k) { return std::expm1(k * std::log1p(u)); };
+  const double own = (1.0 + un.eps_div) * (1.0 + un.u_v) * (1.0 + u_o) - 1.0;
+  return Merge{(1.0 + own) * (1.0 + grow(un.eps_div, Dd)) * (1.0 + grow(u_o, Dd - 1.0)) - 1.0,
+               weight - 1.0,
+               grow(un.u_m, 2.0 * Dd),
+               grow(un.u_d, Dd),
+               0.0,
+               lam + Dd * lambda_lev,
+               static_cast<double>(un.shards) * std::exp(kUnderflowArg),
+               Dd * (store_floor(un.a, un.a.partial_o) +
+                     2.0 * (un.a.ftz ? 1.0 : un.u_m) * min_normal(un.a.merge_accum))};
+}
+
 // docs/tolerances.md §5, the merge of N > 1 partials; nullopt when N = 1.
 std::optional<Merge> merge_terms(const Units& un, double n_eff, double L_abs) {
   if (un.shards <= 1) return std::nullopt;
@@ -505,6 +557,7 @@ std::optional<Merge> merge_terms(const Units& un, double n_eff, double L_abs) {
   const double lam = un.eps_log(std::log(std::max(1.0, n_eff))) +
                      kPartialLseRoundings * un.u_s * L_abs +
                      unit_roundoff(un.a.partial_lse) * L_abs;
+  if (const int64_t D = pairwise_depth(un.a); D > 0) return pairwise_merge(un, lam, L_abs, D);
   const double g_N = gamma_n(N_m, un.u_m);
   // The weights' sum, the denominator's and the merged LSE's, in merge_lse_accum.
   const double g_N_den = gamma_n(N_m, un.u_d);
@@ -1022,6 +1075,14 @@ Expected<Bound> derive_bound(const Case& c, const Attention& ref, const Arithmet
       un.shards > 1 && sees_something &&
       !(gamma_n(static_cast<double>(terms), un.u_m) < kMaxLogArg)) {
     return DCP_ERROR("tolerance: ", merge_unbounded(a, un.u_m), "; no bound holds in any row");
+  }
+  // §5: a pairwise tree of depth D joins at most 2^D partials.
+  if (a.merge_depth > 0 && un.shards > 1 &&
+      (a.merge_depth < 62 && (int64_t{1} << a.merge_depth) < un.shards)) {
+    return DCP_ERROR("tolerance: merge_depth ", a.merge_depth, " cannot join ", un.shards,
+                     " partials two at a time (the claim's dcp_size x splits, with the sink's "
+                     "own): that takes at least ceil(log2 ",
+                     un.shards, ") merges deep");
   }
   // §4: a V scale (a shared latent's V is scaled by K's) costs one rounding of the accumulation.
   if (!c.v_scale.empty() || (c.shared_latent() && !c.k_scale.empty())) un.u_v = un.u_s;

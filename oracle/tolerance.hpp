@@ -49,6 +49,11 @@ struct Arithmetic {
   // Terms of the cross-rank sum in merge_accum, where fewer than `shards` (0: shards): split-KV
   // pieces merged in fp32 inside each rank before a reduce-scatter of N rank terms.
   int64_t merge_terms = 0;
+  // Partials merged two at a time as normalized (O, LSE) states, each merge's O divided and
+  // stored in partial_o and its LSE in partial_lse, a partial passing through at most this many
+  // merges (a chain over N partials, as cascades and ring merges run: N - 1; a balanced tree:
+  // ceil(log2 N)). 0: one merge of all N (a reduce-scatter, an all-to-all's combine).
+  int64_t merge_depth = 0;
   // Which partial each key is in, where the caller knows it: key p in partial layout->of(p), one
   // partial per rank (a sink added at the merge may be one more, without values). With it the
   // merge's terms scale with the exact partials' sum_r w_r |O_r| (docs/tolerances.md §5) instead

@@ -253,6 +253,29 @@ ModelOutput run_fp32_model(const Case& c, const ModelConfig& m) {
       if (m.shards == 1) {
         o = parts[0].o;
         lse = parts[0].lse;
+      } else if (m.merge == Merge::pairwise && m.bug != Bug::merge_unweighted_mean) {
+        // The chain: a state (O, L) joined with each partial in turn, normalized and stored.
+        lse = kNegInfF;
+        for (int64_t k = 0; k < m.shards; ++k) {
+          const Partial& p = parts[m.reverse_merge ? m.shards - 1 - k : k];
+          if (p.lse == kNegInfF) continue;
+          if (lse == kNegInfF) {
+            o = p.o, lse = p.lse;
+            continue;
+          }
+          const float mx = std::max(lse, p.lse);
+          const float wa = mex(lse - mx), wb = mex(p.lse - mx);
+          const float sum = static_cast<float>(oracle::round_to(m.merge_lse_accum, wa + wb));
+          const bool last = k == m.shards - 1;
+          for (int64_t i = 0; i < dv; ++i) {
+            const auto r = [&](float x) {
+              return static_cast<float>(oracle::round_to(m.merge_accum, x));
+            };
+            const float x = r(r(wa * o[i]) + r(wb * p.o[i])) / sum;
+            o[i] = last ? x : static_cast<float>(store(m.partial, x, m));
+          }
+          lse = mx + mlg(sum);
+        }
       } else if (m.bug == Bug::merge_unweighted_mean) {
         float mx = kNegInfF, sum = 0.0f;
         int64_t nonempty = 0;
@@ -320,6 +343,7 @@ oracle::Arithmetic claim_of(const ModelConfig& m) {
   a.shards = m.shards;
   if (m.shards > 1) a.layout = oracle::Ownership{m.shards, m.interleave, {}};
   a.tile = m.tile;
+  if (m.merge == Merge::pairwise && m.shards > 1) a.merge_depth = m.shards - 1;
   a.partial_o = m.partial;
   a.merge_accum = m.merge_accum;
   a.merge_lse_accum = m.merge_lse_accum;
@@ -351,8 +375,11 @@ std::string describe(const ModelConfig& m) {
      << " out=" << dcp::oracle::dtype_name(m.out)
      << " partial=" << dcp::oracle::dtype_name(m.partial)
      << " merge_accum=" << dcp::oracle::dtype_name(m.merge_accum)
-     << " merge_lse_accum=" << dcp::oracle::dtype_name(m.merge_lse_accum)
-     << " merge=" << (m.merge == Merge::ag_rs ? "ag_rs" : "a2a") << " reverse=" << m.reverse_merge
+     << " merge_lse_accum=" << dcp::oracle::dtype_name(m.merge_lse_accum) << " merge="
+     << (m.merge == Merge::ag_rs ? "ag_rs"
+         : m.merge == Merge::a2a ? "a2a"
+                                 : "pairwise")
+     << " reverse=" << m.reverse_merge
      << " bug=" << (m.bug == Bug::none ? "none" : mutants::mutant_info(m.bug).name)
      << " seed=" << m.seed;
   return os.str();

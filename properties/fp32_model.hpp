@@ -24,7 +24,10 @@
 
 namespace dcp::props {
 
-enum class Merge { ag_rs, a2a };
+// ag_rs and a2a merge all N partials at once; pairwise joins them two at a time in rank order (a
+// chain, as cascades and ring merges run), each merge's O normalized and stored in `partial`, its
+// LSE in fp32: N - 1 merges deep, claimed as merge_depth.
+enum class Merge { ag_rs, a2a, pairwise };
 
 // Planted bugs: the catalogue's model mutants (mutants/catalogue.hpp, kInModel), or none for a
 // correct implementation.

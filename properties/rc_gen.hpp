@@ -133,7 +133,8 @@ inline rc::Gen<ModelConfig> gen_model_config() {
                                               {2, DType::f16},
                                               {1, DType::f8e4m3},
                                               {1, DType::f8e5m2}});
-    m.merge = *rc::gen::element(Merge::ag_rs, Merge::a2a);
+    m.merge = *rc::gen::weightedElement<Merge>(
+        {{2, Merge::ag_rs}, {2, Merge::a2a}, {1, Merge::pairwise}});
     m.reverse_merge = *rc::gen::arbitrary<bool>();
     // 16-bit partials and cross-rank sums (a bf16 reduce-scatter). One shard is not merged: its
     // partial is the output.
@@ -144,6 +145,8 @@ inline rc::Gen<ModelConfig> gen_model_config() {
           *rc::gen::weightedElement<DType>({{2, DType::f32}, {1, DType::bf16}, {1, DType::f16}});
       m.merge_lse_accum =
           *rc::gen::weightedElement<DType>({{2, DType::f32}, {1, DType::bf16}, {1, DType::f16}});
+      // Pairwise merges store their states in the partials' format: never an fp8 one.
+      if (m.merge == Merge::pairwise && oracle::is_fp8(m.partial)) m.partial = DType::bf16;
       m.merge_exp_rel_err = *rc::gen::weightedElement<std::optional<double>>(
           {{2, std::nullopt}, {1, 0.0}, {1, 1e-5}});
     }

@@ -248,6 +248,8 @@ RC_GTEST_PROP(ToleranceSensitivity, UnclaimedTf32Fails, ()) {
       1, 8, [](ModelConfig& m) { m.tf32 = true; }, [](oracle::Arithmetic& a) { a.tf32 = false; });
 }
 
+constexpr uint64_t kPairwiseSeeds = 20;
+
 // Flush to zero: an f16 output in f16's subnormal range (below 2^-14) may become 0, which only
 // the ftz claim admits. Values of about 10^-5 put O there; the kernel that flushes passes with
 // the claim and fails without it.
@@ -270,6 +272,47 @@ TEST(ToleranceSensitivity, UnclaimedFlushToZeroFails) {
   }
   RecordProperty("cases_violated_of_10", violated);
   EXPECT_GT(violated, 0) << "an unclaimed flush to zero was never caught";
+}
+
+// Partials joined two at a time in a chain over 16 ranks, each merge's state stored in f16 and
+// the weights summed in bf16 (a cascade of 16-bit (O, LSE) states): inside the bound that claims
+// it (merge_depth 15), and caught on some cases by the bound of one merge of f16 partials.
+TEST(ToleranceSensitivity, UnclaimedPairwiseMergeFails) {
+  int violated = 0;
+  for (uint64_t seed = 1; seed <= kPairwiseSeeds; ++seed) {
+    CaseSpec spec;
+    spec.q_heads = 4;
+    spec.seq = 256;
+    spec.seed = seed;
+    ModelConfig m;
+    m.shards = 16;
+    m.merge = Merge::pairwise;
+    m.partial = oracle::DType::bf16;
+    m.seed = seed;
+    violated += violated_when_weakened(make_case(spec), m,
+                                       [](oracle::Arithmetic& a) { a.merge_depth = 0; });
+  }
+  RecordProperty("cases_violated", violated);
+  EXPECT_GT(violated, 0) << "a pairwise merge claimed as one merge was never caught";
+}
+
+// A pairwise tree D merges deep joins at most 2^D partials: a claim of fewer is refused by name.
+TEST(ToleranceRefusal, PairwiseDepthBelowLog2OfThePartialsIsRefused) {
+  CaseSpec spec;
+  spec.seq = 64;
+  const oracle::Case c = make_case(spec);
+  auto ref = oracle::reference(c);
+  ASSERT_TRUE(ref.ok());
+  oracle::Arithmetic a;
+  a.shards = 8;
+  a.merge_depth = 2;
+  auto b = oracle::derive_bound(c, *ref, a);
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.status().message().find("merge_depth 2 cannot join 8 partials two at a time"),
+            std::string::npos)
+      << b.status().message();
+  a.merge_depth = 3;  // a balanced tree
+  EXPECT_TRUE(oracle::derive_bound(c, *ref, a).ok());
 }
 
 // An fp8 cache (docs/tolerances.md §3, §4): the oracle takes stored value times scale as exact, and
@@ -376,6 +419,8 @@ RC_GTEST_PROP(ToleranceSoundness, Bf16MergesOfUpTo64RanksAreJudged, ()) {
   m.shards = *rc::gen::inRange<int64_t>(2, 65);
   m.partial = *rc::gen::element(oracle::DType::bf16, oracle::DType::f16, oracle::DType::f32);
   m.merge_accum = oracle::DType::bf16;
+  // One merge of all of them: a chain of 64 pairwise bf16 merges may be refused (§5).
+  if (m.merge == Merge::pairwise) m.merge = Merge::a2a;
   check_within_bound(spec, m);
 }
 

@@ -373,6 +373,14 @@ expect 0 "check, rescales by another exp, claimed" -- "$bin" check --case "$resc
 contains "$tmp/out" "(rescales' rel err 2.384185791015625e-07)" "the claim line names rescale_exp_rel_err"
 "$make_result" --case "$resc" --out "$tmp/resc.safetensors" --impl model --exp-rel-err 1e-4 --rescale-exp-rel-err 1e-3 --unclaimed
 expect 1 "check, rescales 1e-3 low, unclaimed" -- "$bin" check --case "$resc" --result "$tmp/resc.safetensors"
+# 16 ranks' bf16 partials joined two at a time in a chain, each merge's state normalized and
+# stored in bf16: claimed (merge_depth 15) it is OK at 0.12 of the bound; claimed as one merge it
+# FAILS (1.69 of the bound).
+"$make_result" --case "$resc" --out "$tmp/pw.safetensors" --impl model --dcp-size 16 --merge pairwise --partial-dtype bf16
+expect 0 "check, a pairwise chain of bf16 states, claimed" -- "$bin" check --case "$resc" --result "$tmp/pw.safetensors"
+contains "$tmp/out" "pairwise merges 15 deep" "the claim line names merge_depth"
+"$make_result" --case "$resc" --out "$tmp/pw.safetensors" --impl model --dcp-size 16 --merge pairwise --partial-dtype bf16 --unclaimed
+expect 1 "check, a pairwise chain of bf16 states, unclaimed" -- "$bin" check --case "$resc" --result "$tmp/pw.safetensors"
 # An unweighted mean of the partials, its merged LSE summed in fp32 as claimed (merge_lse_accum):
 # 1.29 of the sound bound, FAILED.
 "$make_result" --case "$long" --out "$tmp/rs8.safetensors" "${rs8_long[@]}" --bug merge_unweighted_mean

@@ -74,6 +74,7 @@ std::string claim_text(const oracle::DcpResult& r) {
      << lower(oracle::dtype_name(a.partial_lse)) << " (" << r.partial_format_from << "), merge "
      << lower(oracle::dtype_name(a.merge_accum))
      << (a.merge_lse_accum ? ", merge lse " + lower(oracle::dtype_name(*a.merge_lse_accum)) : "")
+     << (a.merge_depth > 0 ? ", pairwise merges " + std::to_string(a.merge_depth) + " deep" : "")
      << ", sink "
      << (r.sink_rank ? "on rank " + std::to_string(*r.sink_rank) : std::string("at the merge"))
      << ", tile " << a.tile << (a.tile == 1 ? " (any)" : "") << ", exp "
@@ -375,6 +376,7 @@ json request_report(const CheckOptions& o, const oracle::DcpResult& r,
          a.rescale_exp_rel_err ? json_number(*a.rescale_exp_rel_err) : json(nullptr)},
         {"merge_accum", lower(oracle::dtype_name(a.merge_accum))},
         {"merge_lse_accum", lower(oracle::dtype_name(a.merge_lse_accum.value_or(a.merge_accum)))},
+        {"merge_depth", a.merge_depth},
         {"kv_dequant",
          a.kv_dequant ? json(lower(oracle::dtype_name(*a.kv_dequant))) : json(nullptr)},
         {"dcp_size", r.dcp_size},

@@ -80,7 +80,9 @@ int main(int argc, char** argv) {
   app.add_option("--interleave", interleave, "I");
   app.add_option("--splits", splits, "host: split-KV pieces per rank");
   app.add_option("--order", order, "host: seq, pair or rand; model: seq or rev");
-  app.add_option("--merge", merge, "ag_rs or a2a");
+  app.add_option("--merge", merge,
+                 "ag_rs or a2a (model: also pairwise, a chain of normalized merges, claimed as "
+                 "merge_depth)");
   app.add_option("--out-dtype", out_dtype, "f32, f16 or bf16 (model: also f8_e4m3, f8_e5m2)");
   app.add_option("--seed", seed, "Seed of the model's perturbations, the order and the chunks");
   app.add_option("--bug", bug,
@@ -98,8 +100,8 @@ int main(int argc, char** argv) {
                  "model only: the rescales' own exp, every result low by this relative error (0: "
                  "the library's), claimed as rescale_exp_rel_err");
   app.add_flag("--unclaimed", unclaimed,
-               "Leave exp_rel_err, log_rel_err, rescale_exp_rel_err, tf32, ftz and kv_dequant out "
-               "of the metadata");
+               "Leave exp_rel_err, log_rel_err, rescale_exp_rel_err, merge_depth, tf32, ftz and "
+               "kv_dequant out of the metadata");
   bool tf32 = false, ftz = false;
   app.add_flag("--tf32", tf32, "model only: products' operands rounded to tf32 (accum tf32)");
   app.add_flag("--ftz", ftz, "model only: stores and the P cast flush subnormals to zero");
@@ -199,7 +201,9 @@ int main(int argc, char** argv) {
     p::ModelConfig m;
     m.shards = n;
     m.interleave = interleave;
-    m.merge = merge == "a2a" ? p::Merge::a2a : p::Merge::ag_rs;
+    m.merge = merge == "a2a"        ? p::Merge::a2a
+              : merge == "pairwise" ? p::Merge::pairwise
+                                    : p::Merge::ag_rs;
     m.reverse_merge = order == "rev";
     m.base2 = c->lse_base == dcp::oracle::LseBase::two;
     m.out = formats.at(out_dtype);
@@ -231,6 +235,7 @@ int main(int argc, char** argv) {
           a->exp_rel_err.reset();
           a->log_rel_err.reset();
           a->rescale_exp_rel_err.reset();
+          a->merge_depth = 0;
           a->tf32 = false;
           a->ftz = false;
           a->kv_dequant.reset();
