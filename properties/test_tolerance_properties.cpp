@@ -537,25 +537,24 @@ TEST(ToleranceRefusal, NamesKappaAndTheClaimTermResponsible) {
 }
 
 // Each partial's sums hold only its own keys (docs/tolerances.md §4): with the layout claimed, the
-// accumulation's gamma counts the busiest partial's keys, not the row's. An fp32 accumulation of
-// 600,000 keys in one partial in tiles of 64 is refused for kappa (600,000 adds and 9,376
-// rescales: 3 gamma_609376(2^-24) = 0.109); the same keys over 8 ranks of 75,000 each are bounded;
-// over 8 partials of a partition the claim does not name (split-KV) every key may be in one of
-// them, and the refusal stays.
+// accumulation's gamma counts the busiest partial's keys, not the row's. An fp32 accumulation (adds
+// that may truncate: u = 2^-23) of 300,000 keys in one partial in tiles of 64 is refused for kappa
+// (300,000 adds and 4,689 rescales: 3 gamma_304689(2^-23) = 0.109); the same keys over 8 ranks of
+// 37,500 each are bounded; over 8 partials of a partition the claim does not name (split-KV) every
+// key may be in one of them, and the refusal stays.
 TEST(ToleranceRefusal, AccumulationCountsTheBusiestPartialsKeys) {
-  constexpr int64_t kKeys = 600000;
+  constexpr int64_t kKeys = 300000;
   CaseSpec spec;
   spec.seq = kKeys;
   const oracle::Case c = make_case(spec);
   auto ref = oracle::reference(c);
   ASSERT_TRUE(ref.ok());
   oracle::Arithmetic a;
-  a.truncating_mma = false;
   a.tile = 64;  // few rescales: the key weights stay small
   auto refused_for_all_keys = [&](const std::string& why) {
     auto b = oracle::derive_bound(c, *ref, a);
     ASSERT_FALSE(b.ok()) << why;
-    EXPECT_NE(b.status().message().find("mostly the accumulation of 600000 terms in accum F32"),
+    EXPECT_NE(b.status().message().find("mostly the accumulation of 300000 terms in accum F32"),
               std::string::npos)
         << b.status().message();
   };
@@ -563,9 +562,9 @@ TEST(ToleranceRefusal, AccumulationCountsTheBusiestPartialsKeys) {
   a.shards = 8;
   refused_for_all_keys("an unnamed partition may put every key in one partial");
   a.layout = oracle::Ownership{8, 1, {}};
-  EXPECT_TRUE(oracle::derive_bound(c, *ref, a).ok()) << "8 ranks of 75000 keys";
+  EXPECT_TRUE(oracle::derive_bound(c, *ref, a).ok()) << "8 ranks of 37500 keys";
   a.layout = oracle::Ownership{8, 64, {}};
-  EXPECT_TRUE(oracle::derive_bound(c, *ref, a).ok()) << "interleave 64: 8 ranks of 75000 keys";
+  EXPECT_TRUE(oracle::derive_bound(c, *ref, a).ok()) << "interleave 64: 8 ranks of 37500 keys";
   a.layout = oracle::Ownership{8, 1, std::vector<int64_t>(kKeys, 5)};
   refused_for_all_keys("an owner map that puts every key on rank 5");
 }
