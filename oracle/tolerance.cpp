@@ -79,26 +79,25 @@ constexpr double kOracleLseFloor = 1.0;
 // The claim's unit roundoffs and intrinsic budgets, relative unless said otherwise.
 struct Units {
   const Arithmetic& a;
-  double u_s;      // scalar operations in the accumulation format
-  double u;        // accumulations (2u_s with truncating MMA)
-  double ulp;      // 1 ulp
-  double eps_exp;  // the exponential
-  double
-      eps_rescale;   // the online softmax's rescale exponential (rescale_exp_rel_err, else eps_exp)
-  double eps_div;    // the division
-  double tiny;       // absolute: a flush to zero in the accumulation format
-  double u_p;        // P cast before P.V and tf32 operands of P.V: (1 + u_cast)(1 + u_tf32)^2 - 1
-  double u_v;        // a V scale applied to the output or to each dequantized value: u_s; else 0,
-                     // and a claimed kv_dequant's rounding of each value on top
-  double u_kdq;      // a claimed kv_dequant's rounding of each key element; 0 without
-  double dq_floor;   // its absolute floor per element (a subnormal of kv_dequant); 0 without
-  double p_tiny;     // absolute: P cast into the subnormal range; 0 when not cast
-  double g_tf32;     // tf32 operands of each q.k product: gamma_2(2^-11); 0 without tf32
-  double u_out;      // the final O store
-  double u_lse_out;  // the final LSE store
-  int64_t shards;    // N >= 1
-  double u_m;        // the cross-rank sum of the outputs
-  double u_d;        // the cross-rank sum of the weights (the merged LSE's, the denominator's)
+  double u_s;          // scalar operations in the accumulation format
+  double u;            // accumulations (2u_s with truncating MMA)
+  double ulp;          // 1 ulp
+  double eps_exp;      // the exponential
+  double eps_rescale;  // the rescales' exponential (rescale_exp_rel_err, else eps_exp)
+  double eps_div;      // the division
+  double tiny;         // absolute: a flush to zero in the accumulation format
+  double u_p;          // P cast before P.V and tf32 operands of P.V: (1 + u_cast)(1 + u_tf32)^2 - 1
+  double u_v;          // a V scale applied to the output or to each dequantized value: u_s; else 0,
+                       // and a claimed kv_dequant's rounding of each value on top
+  double u_kdq;        // a claimed kv_dequant's rounding of each key element; 0 without
+  double dq_floor;     // its absolute floor per element (a subnormal of kv_dequant); 0 without
+  double p_tiny;       // absolute: P cast into the subnormal range; 0 when not cast
+  double g_tf32;       // tf32 operands of each q.k product: gamma_2(2^-11); 0 without tf32
+  double u_out;        // the final O store
+  double u_lse_out;    // the final LSE store
+  int64_t shards;      // N >= 1
+  double u_m;          // the cross-rank sum of the outputs
+  double u_d;          // the cross-rank sum of the weights (the merged LSE's, the denominator's)
   // §10: accumulations round to nearest (not truncating MMA), so their roundings are the
   // statistical tier's random ones; lambda, the tail factor of its concentration bounds.
   bool nearest = false;

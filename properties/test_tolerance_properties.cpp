@@ -183,27 +183,26 @@ RC_GTEST_PROP(ToleranceSensitivity, UnclaimedBf16LseMergeFails, ()) {
       2, 8, [](ModelConfig& m) { m.merge_lse_accum = oracle::DType::bf16; },
       [](oracle::Arithmetic& a) { a.merge_lse_accum = oracle::DType::f32; });
 }
-// A merge whose own exponential is 10^-3 off (every result low), claimed as the library's
-// (merge_exp_rel_err at 2^-22): the merge's exp cannot be left out.
-RC_GTEST_PROP(ToleranceSensitivity, UnclaimedApproximateMergeExpFails, ()) {
+// An exponential of its own (the merge's, the rescales') 10^-3 off, every result low, claimed as
+// the library's (its word at 2^-22): the word cannot be left out.
+void check_unclaimed_own_exp(int64_t min_shards, int64_t max_shards,
+                             std::optional<double> ModelConfig::*model,
+                             std::optional<double> oracle::Arithmetic::*word) {
   check_unclaimed_is_caught(
-      2, 8,
-      [](ModelConfig& m) {
-        m.merge_exp_rel_err = kApprox;
+      min_shards, max_shards,
+      [model](ModelConfig& m) {
+        m.*model = kApprox;
         m.approx_systematic = true;
       },
-      [](oracle::Arithmetic& a) { a.merge_exp_rel_err = 0x1p-22; });
+      [word](oracle::Arithmetic& a) { a.*word = 0x1p-22; });
 }
-// Online-softmax rescales whose own exponential is 10^-3 off (every result low), claimed as the
-// library's (rescale_exp_rel_err at 2^-22): the rescales' exp cannot be left out.
+RC_GTEST_PROP(ToleranceSensitivity, UnclaimedApproximateMergeExpFails, ()) {
+  check_unclaimed_own_exp(2, 8, &ModelConfig::merge_exp_rel_err,
+                          &oracle::Arithmetic::merge_exp_rel_err);
+}
 RC_GTEST_PROP(ToleranceSensitivity, UnclaimedApproximateRescaleExpFails, ()) {
-  check_unclaimed_is_caught(
-      1, 4,
-      [](ModelConfig& m) {
-        m.rescale_exp_rel_err = kApprox;
-        m.approx_systematic = true;
-      },
-      [](oracle::Arithmetic& a) { a.rescale_exp_rel_err = 0x1p-22; });
+  check_unclaimed_own_exp(1, 4, &ModelConfig::rescale_exp_rel_err,
+                          &oracle::Arithmetic::rescale_exp_rel_err);
 }
 // Partials exchanged in bf16, claimed as fp32 ones.
 RC_GTEST_PROP(ToleranceSensitivity, UnclaimedBf16PartialsFail, ()) {
@@ -294,25 +293,6 @@ TEST(ToleranceSensitivity, UnclaimedPairwiseMergeFails) {
   }
   RecordProperty("cases_violated", violated);
   EXPECT_GT(violated, 0) << "a pairwise merge claimed as one merge was never caught";
-}
-
-// A pairwise tree D merges deep joins at most 2^D partials: a claim of fewer is refused by name.
-TEST(ToleranceRefusal, PairwiseDepthBelowLog2OfThePartialsIsRefused) {
-  CaseSpec spec;
-  spec.seq = 64;
-  const oracle::Case c = make_case(spec);
-  auto ref = oracle::reference(c);
-  ASSERT_TRUE(ref.ok());
-  oracle::Arithmetic a;
-  a.shards = 8;
-  a.merge_depth = 2;
-  auto b = oracle::derive_bound(c, *ref, a);
-  ASSERT_FALSE(b.ok());
-  EXPECT_NE(b.status().message().find("merge_depth 2 cannot join 8 partials two at a time"),
-            std::string::npos)
-      << b.status().message();
-  a.merge_depth = 3;  // a balanced tree
-  EXPECT_TRUE(oracle::derive_bound(c, *ref, a).ok());
 }
 
 // An fp8 cache (docs/tolerances.md §3, §4): the oracle takes stored value times scale as exact, and
@@ -452,8 +432,9 @@ TEST(ToleranceSensitivity, ExactPartialsOfTheLayoutCannotBeShrunk) {
                             "partials' term would not be needed";
 }
 
-// A layout that does not fit the case is refused by name.
-TEST(ToleranceRefusal, NamesALayoutThatDoesNotFit) {
+// A layout or a pairwise tree that does not fit the case is refused by name (a tree D merges deep
+// joins at most 2^D partials).
+TEST(ToleranceRefusal, NamesALayoutOrATreeThatDoesNotFit) {
   CaseSpec spec;
   spec.seq = 16;
   const oracle::Case c = make_case(spec);
@@ -474,6 +455,14 @@ TEST(ToleranceRefusal, NamesALayoutThatDoesNotFit) {
   refused({4, 1, owner}, "tensor 'owner': entry 3 is 4; expected a rank in [0, 4)");
   owner[3] = 2;
   a.layout = oracle::Ownership{4, 1, owner};
+  EXPECT_TRUE(oracle::derive_bound(c, *ref, a).ok());
+  a.merge_depth = 1;
+  auto b = oracle::derive_bound(c, *ref, a);
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.status().message().find("merge_depth 1 cannot join 4 partials two at a time"),
+            std::string::npos)
+      << b.status().message();
+  a.merge_depth = 2;  // a balanced tree
   EXPECT_TRUE(oracle::derive_bound(c, *ref, a).ok());
 }
 
