@@ -86,6 +86,7 @@ ModelConfig draw_model(Rng& rng, const CaseSpec& spec) {
             : coin(0.5) ? dcp::props::Merge::ag_rs
                         : dcp::props::Merge::a2a;
   m.reverse_merge = coin(0.5);
+  m.truncate = coin(0.25);  // a tensor core's truncating sums, claimed accum_rounding any
   if (coin(0.2)) m.rescale_exp_rel_err = 0.0;
   if (m.shards > 1) {
     m.partial = one_of({DType::f32, DType::f32, DType::bf16, DType::f16});

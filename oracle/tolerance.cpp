@@ -384,12 +384,16 @@ struct Coefficients {
 // §10: a sum's roundings when they are independent and of mean zero: of the first-order part
 // sum_k delta_k c_k (K = n_acc + R_acc roundings, |c_k| <= the sum of the magnitudes) at most
 // lambda u sqrt(K) times that sum but for a tail of 2 exp(-lambda^2 / 2); the rest of
-// gamma_K(u), (K u)^2 / (1 - K u), is kept whole. The worst case g where truncating.
+// gamma_K(u), (K u)^2 / (1 - K u), is kept whole. Adds that may truncate (u = 2u_s): each error
+// toward zero within an ulp, so a mean of at most u_s relative, charged whole as a bias (K u_s),
+// and a deviation from it of at most u_s, independent (lambda u_s sqrt(K)); adds that round to
+// nearest are within the same.
 double statistical_gamma(const Units& un, double terms, double g) {
-  if (!un.nearest) return g;
   const double ku = terms * un.u;
   if (ku >= 1.0) return g;
-  return std::min(g, un.lambda * un.u * std::sqrt(terms) + ku * ku / (1.0 - ku));
+  const double rest = ku * ku / (1.0 - ku);
+  if (un.nearest) return std::min(g, un.lambda * un.u * std::sqrt(terms) + rest);
+  return std::min(g, terms * un.u_s + un.lambda * un.u_s * std::sqrt(terms) + rest);
 }
 
 // The ranks of a row's partition, numbered 0 .. count - 1 in rank order. A row touches at most

@@ -62,6 +62,15 @@ double store(oracle::DType t, double x, const ModelConfig& m) {
   return m.ftz && std::fabs(y) < oracle::min_normal(t) ? 0.0 : y;
 }
 
+// a + b x rounded toward zero, as a truncating accumulator adds an exact product (with
+// ModelConfig::truncate; else as the FMA or the add rounds to nearest).
+float accumulate(float a, float b, float x, const ModelConfig& m) {
+  if (!m.truncate) return m.fma ? std::fma(b, x, a) : a + b * x;
+  const double exact = static_cast<double>(a) + static_cast<double>(b) * static_cast<double>(x);
+  const float r = static_cast<float>(exact);
+  return std::fabs(static_cast<double>(r)) > std::fabs(exact) ? std::nextafter(r, 0.0f) : r;
+}
+
 float dot(const double* q, const double* k, int64_t n, const ModelConfig& m) {
   if (m.pairwise_dot) {
     std::vector<float> terms(n);
@@ -80,7 +89,7 @@ float dot(const double* q, const double* k, int64_t n, const ModelConfig& m) {
   for (int64_t i = 0; i < n; ++i) {
     const float a = tf32_operand(static_cast<float>(q[i]), m);
     const float b = tf32_operand(static_cast<float>(k[i]), m);
-    acc = m.fma ? std::fma(a, b, acc) : acc + a * b;
+    acc = accumulate(acc, a, b, m);
   }
   return acc;
 }
@@ -206,7 +215,7 @@ ModelOutput run_fp32_model(const Case& c, const ModelConfig& m) {
           for (float& a : acc) a *= alpha;
           for (size_t x = start; x < end; ++x) {
             const float p = ex(m.fma ? std::fma(y[x - start], 1.0f, -m_new) : y[x - start] - m_new);
-            l += p;
+            l = accumulate(l, p, 1.0f, m);
             const float pc = round_p(p, m);
             const int64_t j = mine[x];
             for (int64_t i = 0; i < dv; ++i) {
@@ -214,7 +223,7 @@ ModelOutput run_fp32_model(const Case& c, const ModelConfig& m) {
                                      ? oracle::round_to(*m.dequantize_to, c.v_at(j, g, i))
                                      : c.v_at(j, g, i) / v_scale;
               const float v = tf32_operand(static_cast<float>(v_j), m);
-              acc[i] = m.fma ? std::fma(pc, v, acc[i]) : acc[i] + pc * v;
+              acc[i] = accumulate(acc[i], pc, v, m);
             }
           }
           mx = m_new;
@@ -335,7 +344,7 @@ ModelOutput run_fp32_model(const Case& c, const ModelConfig& m) {
 
 oracle::Arithmetic claim_of(const ModelConfig& m) {
   oracle::Arithmetic a;
-  a.truncating_mma = false;  // the model's fp32 adds round to nearest
+  a.truncating_mma = m.truncate;  // the model's fp32 adds round to nearest unless truncating
   a.p_cast = m.p_cast;
   a.tf32 = m.tf32;
   a.ftz = m.ftz;
@@ -363,7 +372,7 @@ std::string describe(const ModelConfig& m) {
   std::ostringstream os;
   os << "shards=" << m.shards << " interleave=" << m.interleave << " tile=" << m.tile
      << " base2=" << m.base2 << " fma=" << m.fma << " pairwise=" << m.pairwise_dot
-     << " perturb=" << m.perturb << " exp_rel_err=" << m.exp_rel_err
+     << " perturb=" << m.perturb << " truncate=" << m.truncate << " exp_rel_err=" << m.exp_rel_err
      << " log_rel_err=" << m.log_rel_err << " systematic=" << m.approx_systematic
      << " merge_exp_rel_err="
      << (m.merge_exp_rel_err ? std::to_string(*m.merge_exp_rel_err) : std::string("kernel's"))

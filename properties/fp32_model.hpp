@@ -42,6 +42,9 @@ struct ModelConfig {
   bool fma = false;           // dot products and exponent arguments with fused multiply-add
   bool pairwise_dot = false;  // dot products summed pairwise instead of left to right
   bool perturb = true;        // perturb exp/log results by up to 1 ulp (approximate intrinsics)
+  // The P.V sums and the softmax denominator added as tensor cores do: each product exact, each
+  // add rounded toward zero (claimed accum_rounding any).
+  bool truncate = false;
   // The kernel's own exp and log, less accurate than the intrinsics (a vectorized polynomial):
   // every exp result off by up to exp_rel_err relative, every log result by up to
   // log_rel_err max(1, |result|); at random, or all low by the whole error (systematic, as a

@@ -123,6 +123,8 @@ inline rc::Gen<ModelConfig> gen_model_config() {
          {1, rc::gen::element(std::optional<DType>(DType::f8e4m3),
                               std::optional<DType>(DType::f8e5m2))}});
     m.tf32 = *rc::gen::weightedElement<bool>({{3, false}, {1, true}});
+    // Now and then a tensor core's sums: each add truncated (claimed accum_rounding any).
+    m.truncate = *rc::gen::weightedElement<bool>({{3, false}, {1, true}});
     m.ftz = *rc::gen::weightedElement<bool>({{3, false}, {1, true}});
     // Now and then a kernel that reads its cache into a 16-bit MMA: every dequantized element
     // rounded once (claimed as kv_dequant).

@@ -387,6 +387,33 @@ RC_GTEST_PROP(ToleranceSensitivity, UnclaimedApproximateExpIsSuspect, ()) {
       [](oracle::Arithmetic& a) { a.exp_rel_err.reset(); }, BoundTier::statistical);
 }
 
+// Tensor-core sums (docs/tolerances.md §10): every add of long rows truncated, one partial, claimed
+// accum_rounding any: inside the statistical bound, whose accumulation term charges the adds'
+// bias (K u_s) whole: the softmax denominator's adds all lose weight, so a row of 4,096 keys
+// moves its LSE by about 2,000 u_s where the bias-free lambda u_s sqrt(K) is about 470 u_s.
+TEST(ToleranceSoundness, TruncatingSumsOfLongRowsAreWithinTheStatisticalBound) {
+  for (uint64_t seed = 1; seed <= 8; ++seed) {
+    CaseSpec spec;
+    spec.q_heads = 2;
+    spec.seq = 4096;
+    spec.seed = seed;
+    ModelConfig m;
+    m.truncate = true;
+    m.tile = 64;
+    m.seed = seed;
+    const oracle::Case c = make_case(spec);
+    auto ref = oracle::reference(c);
+    ASSERT_TRUE(ref.ok());
+    auto bound = oracle::derive_bound(c, *ref, claim_of(m));
+    ASSERT_TRUE(bound.ok()) << bound.status().message();
+    const ModelOutput out = run_fp32_model(c, m);
+    auto cmp = oracle::compare(out.o, out.lse, *ref, *bound);
+    ASSERT_TRUE(cmp.ok());
+    EXPECT_TRUE(cmp->pass()) << describe(m) << ": " << cmp->summary();
+    EXPECT_TRUE(cmp->pass_statistical()) << describe(m) << ": " << cmp->statistical_summary();
+  }
+}
+
 // The merge is bounded exactly (docs/tolerances.md §5): bf16 partials summed in bf16 over up to
 // 64 ranks (any layout, ag_rs or a2a) get a bound, never a refusal, and the model of such a
 // kernel is inside it.
