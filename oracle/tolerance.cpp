@@ -167,6 +167,9 @@ double exp_error(double arg_err, double eps_exp) {
 // §5, §7: ln(1 - x), x clamped to kMaxLogArg.
 double ln_one_minus(double x) { return std::log1p(-std::min(kMaxLogArg, x)); }
 
+// (1 + u)^k - 1: k roundings of unit u compounded.
+double compounded(double u, double k) { return std::expm1(k * std::log1p(u)); }
+
 // The exact logits of one row's visible keys and the sink.
 struct RowLogits {
   std::vector<double> s;      // logits after softcap, natural-log units
@@ -306,9 +309,8 @@ KeyErrors key_errors(const Units& un, double softcap, int64_t seq, const RowLogi
   const double u = un.u;
   // (1 + u)^k - 1 for the dot's roundings on a path, the operands' q-side ones, both, and the
   // score's two (§10): the same for every key.
-  const auto grow = [u](double roundings) { return std::expm1(roundings * std::log1p(u)); };
-  const double grow_dot = grow(in.dot_path), grow_q = grow(in.q_side),
-               grow_path = grow(in.dot_path + in.q_side), grow_score = grow(2.0);
+  const double grow_dot = compounded(u, in.dot_path), grow_q = compounded(u, in.q_side),
+               grow_path = compounded(u, in.dot_path + in.q_side), grow_score = compounded(u, 2.0);
   for (int64_t x = 0; x < n; ++x) {
     k.p[x] = std::exp(in.s[x] - L_ref);
     const double delta = logit_error(un, softcap, g_dot, in, x);
@@ -513,6 +515,14 @@ double lse_abs_bound(double M, double n_eff) {
   return M + std::log(std::max(1.0, n_eff)) + kLseAbsMargin;
 }
 
+// §5: a partial as any merge receives it: its LSE's own error lam (its log, the add m + ln l and a
+// base conversion, its store; its keys' errors cancel in the merge, as on one device), the merge's
+// exponential eps_m (merge_exp_rel_err, else the kernel's) and its argument's rounding, and the
+// partial's value factor (its division, a V scale, its store in partial_o).
+struct PartialEntry {
+  double lam, eps_m, arg, value;
+};
+
 // §5, a pairwise tree of depth D: each merge joins two normalized states A and B with weights
 // exp~(L^_X - m), sums them (u_d), divides the weighted sum of their O (two roundings u_m) and
 // stores O in partial_o, its LSE m + ln(w_A + w_B) in partial_lse. A state's LSE error grows by
@@ -522,31 +532,28 @@ double lse_abs_bound(double M, double n_eff) {
 // LSEs off by lam + (d - 1) lambda_lev: C. Its value passes D divisions and D - 1 stores on top of
 // its own (the root's store is the output's): B_v. The sums: N_b (two roundings a level), D_b
 // (one). The merged LSE: lam + D lambda_lev.
-Merge pairwise_merge(const Units& un, double lam, double L_abs, int64_t D) {
-  const double eps_m = un.a.merge_exp_rel_err.value_or(un.eps_exp);
-  const double arg = kMergeArgRoundings * un.u_s * L_abs;
+Merge pairwise_merge(const Units& un, const PartialEntry& p, double L_abs, int64_t D) {
   const double u_o = unit_roundoff(un.a.partial_o), u_l = unit_roundoff(un.a.partial_lse);
-  const double lambda_lev = -std::log1p(-std::min(exp_error(arg, eps_m), kMaxLogArg)) -
-                            std::log1p(-std::min(un.u_d, kMaxLogArg)) + un.eps_log(std::log(2.0)) +
-                            un.u_s * L_abs + u_l * L_abs;
+  const double lambda_lev = -ln_one_minus(exp_error(p.arg, p.eps_m)) - ln_one_minus(un.u_d) +
+                            un.eps_log(std::log(2.0)) + un.u_s * L_abs + u_l * L_abs;
   const double Dd = static_cast<double>(D);
   double weight = 1.0;
   for (int64_t d = 0; d < D; ++d) {
-    const double eta =
-        std::min(exp_error(lam + static_cast<double>(d) * lambda_lev + arg, eps_m), kMaxLogArg);
+    const double eta = std::min(
+        exp_error(p.lam + static_cast<double>(d) * lambda_lev + p.arg, p.eps_m), kMaxLogArg);
     weight *= (1.0 + eta) / (1.0 - eta);
   }
-  const auto grow = [](double u, double k) { return std::expm1(k * std::log1p(u)); };
-  const double own = (1.0 + un.eps_div) * (1.0 + un.u_v) * (1.0 + u_o) - 1.0;
-  return Merge{(1.0 + own) * (1.0 + grow(un.eps_div, Dd)) * (1.0 + grow(u_o, Dd - 1.0)) - 1.0,
-               weight - 1.0,
-               grow(un.u_m, 2.0 * Dd),
-               grow(un.u_d, Dd),
-               0.0,
-               lam + Dd * lambda_lev,
-               static_cast<double>(un.shards) * std::exp(kUnderflowArg),
-               Dd * (store_floor(un.a, un.a.partial_o) +
-                     2.0 * (un.a.ftz ? 1.0 : un.u_m) * min_normal(un.a.merge_accum))};
+  return Merge{
+      (1.0 + p.value) * (1.0 + compounded(un.eps_div, Dd)) * (1.0 + compounded(u_o, Dd - 1.0)) -
+          1.0,
+      weight - 1.0,
+      compounded(un.u_m, 2.0 * Dd),
+      compounded(un.u_d, Dd),
+      0.0,
+      p.lam + Dd * lambda_lev,
+      static_cast<double>(un.shards) * std::exp(kUnderflowArg),
+      Dd * (store_floor(un.a, un.a.partial_o) +
+            2.0 * (un.a.ftz ? 1.0 : un.u_m) * min_normal(un.a.merge_accum))};
 }
 
 // docs/tolerances.md §5, the merge of N > 1 partials; nullopt when N = 1.
@@ -555,20 +562,19 @@ std::optional<Merge> merge_terms(const Units& un, double n_eff, double L_abs) {
   const double N = static_cast<double>(un.shards);
   // The terms of the merge_accum sum: N, or fewer where pieces merge in fp32 first.
   const double N_m = static_cast<double>(merge_sum_terms(un.a));
-  // lambda: a partial LSE's own error (its log, the add m + ln l and a base conversion, its
-  // store); its keys' errors cancel in the merge, as on one device.
-  const double lam = un.eps_log(std::log(std::max(1.0, n_eff))) +
-                     kPartialLseRoundings * un.u_s * L_abs +
-                     unit_roundoff(un.a.partial_lse) * L_abs;
-  if (const int64_t D = pairwise_depth(un.a); D > 0) return pairwise_merge(un, lam, L_abs, D);
+  const PartialEntry p{
+      un.eps_log(std::log(std::max(1.0, n_eff))) + kPartialLseRoundings * un.u_s * L_abs +
+          unit_roundoff(un.a.partial_lse) * L_abs,
+      un.a.merge_exp_rel_err.value_or(un.eps_exp), kMergeArgRoundings * un.u_s * L_abs,
+      (1.0 + un.eps_div) * (1.0 + un.u_v) * (1.0 + unit_roundoff(un.a.partial_o)) - 1.0};
+  if (const int64_t D = pairwise_depth(un.a); D > 0) return pairwise_merge(un, p, L_abs, D);
+  const double lam = p.lam, eps_m = p.eps_m;
   const double g_N = gamma_n(N_m, un.u_m);
   // The weights' sum, the denominator's and the merged LSE's, in merge_lse_accum.
   const double g_N_den = gamma_n(N_m, un.u_d);
   // One merge exponential: exp(L_r - M) (a2a, both sums) or exp(L_r - L) (ag_rs, the numerator),
   // with its argument's rounding.
-  // The merge's exponentials: its own claim (merge_exp_rel_err), else the kernel's.
-  const double eps_m = un.a.merge_exp_rel_err.value_or(un.eps_exp);
-  const double eps_w = exp_error(kMergeArgRoundings * un.u_s * L_abs, eps_m);
+  const double eps_w = exp_error(p.arg, eps_m);
   // A merge may also run as a tree of unnormalized states (a2a's combine): each level rescales a
   // state by an exponential of the change of its max and adds, so a partial passes up to N - 1
   // rescales (their arguments telescope, as in §3) and 2N roundings in the accumulation format.
@@ -582,7 +588,7 @@ std::optional<Merge> merge_terms(const Units& un, double n_eff, double L_abs) {
   // The merged LSE's log (of a sum up to N (1 + D_b)) and its add.
   const double log_N =
       un.eps_log(std::log(N) - std::log1p(-std::min(den, kMaxLogArg))) + un.u_s * L_abs;
-  return Merge{(1.0 + un.eps_div) * (1.0 + un.u_v) * (1.0 + unit_roundoff(un.a.partial_o)) - 1.0,
+  return Merge{p.value,
                // a2a: lambda, the shared exponential and a tree's rescales
                (1.0 + exp_error(lam, eps_w)) * (1.0 + chain) - 1.0,
                (1.0 + eps_w) * (1.0 + un.u_m) * (1.0 + g_N) * (1.0 + g_tree) - 1.0, den,

@@ -122,21 +122,19 @@ ModelOutput run_fp32_model(const Case& c, const ModelConfig& m) {
   ApproximateIntrinsics approx{m, perturb};
   auto ex = [&](float x) { return approx.exp(perturb(m.base2 ? std::exp2(x) : std::exp(x))); };
   auto lg = [&](float x) { return approx.log(perturb(m.base2 ? std::log2(x) : std::log(x))); };
-  // The merge's own exp/log pair; the merge_wrong_base bug uses the other base's.
+  // An exp of its own, where a claim states one (else the kernel's), in a base.
+  const auto own_exp = [&perturb, &m](const std::optional<double>& rel_err, bool base2) {
+    ModelConfig own = m;
+    if (rel_err) own.exp_rel_err = *rel_err;
+    return [own, base2, &perturb](float x) {
+      return ApproximateIntrinsics{own, perturb}.exp(perturb(base2 ? std::exp2(x) : std::exp(x)));
+    };
+  };
+  // The merge's own exp/log pair (the merge_wrong_base bug uses the other base's) and the
+  // rescales' own exp.
   const bool merge_base2 = m.bug == Bug::merge_base_mismatch ? !m.base2 : m.base2;
-  ModelConfig merge_config = m;
-  if (m.merge_exp_rel_err) merge_config.exp_rel_err = *m.merge_exp_rel_err;
-  ApproximateIntrinsics merge_approx{merge_config, perturb};
-  auto mex = [&](float x) {
-    return merge_approx.exp(perturb(merge_base2 ? std::exp2(x) : std::exp(x)));
-  };
-  // The rescales' own exp, where it is not the kernel's.
-  ModelConfig rescale_config = m;
-  if (m.rescale_exp_rel_err) rescale_config.exp_rel_err = *m.rescale_exp_rel_err;
-  ApproximateIntrinsics rescale_approx{rescale_config, perturb};
-  auto rex = [&](float x) {
-    return rescale_approx.exp(perturb(m.base2 ? std::exp2(x) : std::exp(x)));
-  };
+  const auto mex = own_exp(m.merge_exp_rel_err, merge_base2);
+  const auto rex = own_exp(m.rescale_exp_rel_err, m.base2);
   auto mlg = [&](float x) { return approx.log(perturb(merge_base2 ? std::log2(x) : std::log(x))); };
 
   for (int64_t t = 0; t < T; ++t) {
