@@ -175,9 +175,13 @@ struct RowLogits {
   std::vector<double> s;      // logits after softcap, natural-log units
   std::vector<double> s_pre;  // scale * q.k before softcap
   std::vector<double> a;      // scale * sum |q_k k_k|
-  // scale * max(sum of the positive q_k k_k, of the negative): the largest |sum| over any subset
-  // of the products, so of any partial sum of the dot (§10)
-  std::vector<double> a_max;
+  // §3: the dot's adds, in any order, form a binary tree whose Dk - 1 nodes each sum a subset of
+  // the products, the l-th largest node at most Dk - l + 1 of them; a subset of l products sums
+  // to at most T_l = min(l x_max, a_max) in magnitude (x_max the largest |product|, a_max the
+  // larger of the positive products' sum and the negative ones'). node_sum = scale * sum_{l=2..Dk}
+  // T_l bounds the sum of the nodes' magnitudes, and node_sq = scale^2 (sum_k (q_k k_k)^2 +
+  // sum_{l=2..Dk} T_l^2) the sum of the squares of every rounded quantity of the dot (§10).
+  std::vector<double> node_sum, node_sq;
   bool sink = false;
   double sigma = 0.0;          // the sink logit (0 without a sink)
   double M = 0.0;              // largest |logit|, sink included
@@ -188,6 +192,21 @@ struct RowLogits {
   double q_side = 0.0;         // roundings of each product's operands: a scale on q, a K scale
   double q_l1 = 0.0;  // scale * sum |q_k|: what an absolute error on each key element moves
 };
+
+// §3: sum_{l=2..n} T_l and sum_{l=2..n} T_l^2 for T_l = min(l x_max, a_max): l x_max up to
+// l = k = min(n, floor(a_max / x_max)), a_max after.
+struct TreeNodes {
+  double sum = 0.0, sq = 0.0;
+};
+TreeNodes tree_nodes(int64_t n, double x_max, double a_max) {
+  if (n < 2 || x_max <= 0.0) return {};
+  const double nd = static_cast<double>(n);
+  const double k = std::min(nd, std::floor(a_max / x_max));
+  const double rising = k >= 2.0 ? k * (k + 1.0) / 2.0 - 1.0 : 0.0;
+  const double rising_sq = k >= 2.0 ? k * (k + 1.0) * (2.0 * k + 1.0) / 6.0 - 1.0 : 0.0;
+  const double flat = nd - std::max(k, 1.0);
+  return {x_max * rising + flat * a_max, x_max * x_max * rising_sq + flat * a_max * a_max};
+}
 
 // docs/tolerances.md §2, notation for one row (token t, head h).
 RowLogits row_logits(const Case& c, int64_t t, int64_t h, std::span<const int64_t> keys,
@@ -200,22 +219,28 @@ RowLogits row_logits(const Case& c, int64_t t, int64_t h, std::span<const int64_
   in.s.resize(n);
   in.s_pre.resize(n);
   in.a.resize(n);
-  in.a_max.resize(n);
+  in.node_sum.resize(n);
+  in.node_sq.resize(n);
   in.M = in.sink ? std::fabs(in.sigma) : 0.0;
   in.smax = in.sink ? in.sigma : kNegInf;
   std::vector<double> row_buf(static_cast<size_t>(dk));
   for (int64_t i = 0; i < dk; ++i) in.q_l1 += tau * std::fabs(q[i]);
   for (int64_t x = 0; x < n; ++x) {
     const double* kr = c.k.row(keys[x], g, row_buf.data());
-    double dot = 0.0, absdot = 0.0;
+    double dot = 0.0, absdot = 0.0, sq = 0.0, x_max = 0.0;
     for (int64_t i = 0; i < dk; ++i) {
-      dot += q[i] * kr[i];
-      absdot += std::fabs(q[i] * kr[i]);
+      const double xi = q[i] * kr[i];
+      dot += xi;
+      absdot += std::fabs(xi);
+      sq += xi * xi;
+      x_max = std::max(x_max, std::fabs(xi));
     }
     in.s_pre[x] = tau * dot;
     in.a[x] = tau * absdot;
-    // sum of the positive products (absdot + dot) / 2, of the negative (absdot - dot) / 2
-    in.a_max[x] = tau * (absdot + std::fabs(dot)) / 2.0;
+    // the positive products sum to (absdot + dot) / 2, the negative to (absdot - dot) / 2
+    const TreeNodes nodes = tree_nodes(dk, x_max, (absdot + std::fabs(dot)) / 2.0);
+    in.node_sum[x] = tau * nodes.sum;
+    in.node_sq[x] = tau * tau * (sq + nodes.sq);
     in.s[x] = c.softcap > 0.0 ? c.softcap * std::tanh(in.s_pre[x] / c.softcap) : in.s_pre[x];
     in.M = std::max(in.M, std::fabs(in.s[x]));
     in.smax = std::max(in.smax, in.s[x]);
@@ -273,10 +298,25 @@ double rescale_error(const Units& un, int64_t seq, bool sink, double M) {
   return rescale_chain(rescale_count(un, seq, sink), un.eps_rescale, un.u, M);
 }
 
-// §3, the logit: Delta_j, from the dot product, the scales and the softcap.
-double logit_error(const Units& un, double softcap, double g_dot, const RowLogits& in, int64_t x) {
-  double delta =
-      (g_dot + un.g_tf32 + un.u_kdq) * in.a[x] + in.dot_roundings * un.tiny + un.dq_floor * in.q_l1;
+// §3, the dot product's error: the lesser of gamma_{Dk+3}(u) a_j (every rounding charged the
+// whole of a_j) and the tree's own: each operand's and the score's roundings (the scale, a K
+// scale, TF32 operands, a dequantization) a factor 1 + theta, |theta| <= G, on each term; the
+// products' roundings u (1 + G) a_j; each node's, u times its computed sum, at most T_l + G a_j
+// exact and gamma_Dk(u) (1 + G) a_j of its own error: G a_j + (1 + G) E.
+double dot_error(const Units& un, const RowLogits& in, int64_t x) {
+  const double a = in.a[x], nodes = in.dot_path - 1.0;
+  const double whole = (gamma_n(in.dot_roundings, un.u) + un.g_tf32 + un.u_kdq) * a;
+  const double G =
+      (1.0 + gamma_n(in.dot_roundings - in.dot_path, un.u)) * (1.0 + un.g_tf32) * (1.0 + un.u_kdq) -
+      1.0;
+  const double E = un.u * ((1.0 + G) * a + in.node_sum[x] + nodes * G * a +
+                           nodes * gamma_n(in.dot_path, un.u) * (1.0 + G) * a);
+  return std::min(whole, G * a + (1.0 + G) * E);
+}
+
+// §3, the logit: Delta_j, from the dot product (dot_error), the scales and the softcap.
+double logit_error(const Units& un, double softcap, double dot, const RowLogits& in, int64_t x) {
+  double delta = dot + in.dot_roundings * un.tiny + un.dq_floor * in.q_l1;
   if (softcap > 0.0) {
     delta += kSoftcapRoundings * un.u * std::fabs(in.s_pre[x]) +
              (un.a.tanh_rel + un.u) * std::fabs(in.s[x]);
@@ -288,7 +328,6 @@ double logit_error(const Units& un, double softcap, double g_dot, const RowLogit
 KeyErrors key_errors(const Units& un, double softcap, int64_t seq, const RowLogits& in,
                      double L_ref) {
   const int64_t n = static_cast<int64_t>(in.s.size());
-  const double g_dot = gamma_n(in.dot_roundings, un.u);
   const double rho = rescale_error(un, seq, in.sink, in.M);
   // A weight with relative error e, then rescaled: (1 + e)(1 + rho) - 1.
   const auto rescaled = [rho](double e) { return e + rho * (1.0 + e); };
@@ -313,7 +352,8 @@ KeyErrors key_errors(const Units& un, double softcap, int64_t seq, const RowLogi
                grow_path = compounded(u, in.dot_path + in.q_side), grow_score = compounded(u, 2.0);
   for (int64_t x = 0; x < n; ++x) {
     k.p[x] = std::exp(in.s[x] - L_ref);
-    const double delta = logit_error(un, softcap, g_dot, in, x);
+    const double dot = dot_error(un, in, x);
+    const double delta = logit_error(un, softcap, dot, in, x);
     const double arg = kExpArgRoundings * u * (std::fabs(in.s[x]) + in.M);
     if (in.s[x] - in.smax < kUnderflowArg) {
       k.e[x] = kLostWeight;
@@ -333,15 +373,17 @@ KeyErrors key_errors(const Units& un, double softcap, int64_t seq, const RowLogi
       if (un.nearest) {
         // The logit: sum_i x_i prod_l (1 + delta_l) over the Dk dot roundings on term i's
         // path, times the operands' q-side roundings, times two on the score (a scale, or
-        // scale * log2 e rounded and applied): the linear part sum_l delta_l C_l, with
-        // |C_l| <= a_max and sum_l |C_l| <= Dk a_j; the rest is systematic. The exponent
-        // argument's subtraction and product are random, its rounded log2 e is not.
+        // scale * log2 e rounded and applied): the linear part sum_l delta_l C_l over the
+        // products and the tree's nodes, sum_l C_l^2 <= node_sq; the rest is systematic, TF32
+        // operands and a dequantization's rounding among it. The exponent argument's
+        // subtraction and product are random, its rounded log2 e is not.
         const double a = in.a[x], dk = in.dot_path;
         const double dot_rest = a * (grow_dot - dk * u) + a * (1.0 + grow_dot) * grow_q +
-                                (std::fabs(in.s_pre[x]) + a * grow_path) * grow_score;
+                                (std::fabs(in.s_pre[x]) + a * grow_path) * grow_score +
+                                (un.g_tf32 + un.u_kdq) * a * (1.0 + grow_dot);
         const double arg_abs = std::fabs(in.s[x]) + in.M;
-        y_sys = delta - g_dot * a + dot_rest + u * arg_abs;
-        b_lin = u * std::sqrt(dk * in.a_max[x] * a + 2.0 * arg_abs * arg_abs);
+        y_sys = delta - dot + dot_rest + u * arg_abs;
+        b_lin = u * std::sqrt(in.node_sq[x] + 2.0 * arg_abs * arg_abs);
       }
       const double e_y = std::expm1(y_max);
       const double g_max = rescaled(e_y);

@@ -552,6 +552,34 @@ TEST(ToleranceRefusal, NamesKappaAndTheClaimTermResponsible) {
       << b.status().message();
 }
 
+// The dot product's nodes (docs/tolerances.md §3): each add rounds its partial sum, so an error
+// grows with every node's magnitude, not with the products' alone. q = 64 (1, e, ..., e) on keys of
+// ones, e just under half an ulp of 1: summed left to right every add after the first rounds
+// back to 64, losing 64e, 127 times, as the node bound u sum_l T_l allows, a bound the LSE of 4
+// equal keys then reaches within a small factor (the exponential's and the log's few ulps aside).
+TEST(ToleranceSensitivity, EveryNodeOfTheDotIsCharged) {
+  constexpr int64_t kDim = 128;
+  constexpr double kLead = 64.0;
+  const double e = std::ldexp(1.0, -24) * (1.0 - std::ldexp(1.0, -10));
+  CaseSpec spec;
+  spec.head_dim = kDim;
+  spec.seq = 4;
+  oracle::Case c = make_case(spec);
+  for (int64_t i = 0; i < kDim; ++i) c.q.data[static_cast<size_t>(i)] = kLead * (i == 0 ? 1.0 : e);
+  std::fill(c.k.data.begin(), c.k.data.end(), 1.0);
+  auto ref = oracle::reference(c);
+  ASSERT_TRUE(ref.ok());
+  ModelConfig m;  // left to right, round to nearest (claimed)
+  auto bound = oracle::derive_bound(c, *ref, claim_of(m));
+  ASSERT_TRUE(bound.ok()) << bound.status().message();
+  const ModelOutput out = run_fp32_model(c, m);
+  auto cmp = oracle::compare(out.o, out.lse, *ref, *bound);
+  ASSERT_TRUE(cmp.ok());
+  RecordProperty("lse_error_over_bound", std::to_string(cmp->lse_worst.ratio));
+  EXPECT_TRUE(cmp->pass()) << cmp->summary();
+  EXPECT_GT(cmp->lse_worst.ratio, 0.5) << cmp->summary();
+}
+
 // Each partial's sums hold only its own keys (docs/tolerances.md §4): with the layout claimed, the
 // accumulation's gamma counts the busiest partial's keys, not the row's. An fp32 accumulation (adds
 // that may truncate: u = 2^-23) of 300,000 keys in one partial in tiles of 64 is refused for kappa

@@ -243,8 +243,9 @@ void print_header(const ModelOptions& o, const Model& m, std::ostream& out) {
              "#  capacity: 1 GiB of KV cache a rank (per layer) holds %.0f tokens under TP alone "
              "and %.0f under DCP: the rank's rows, a 1/N share of the context, count N times in "
              "the widened slot space (x%.3g: N only where TP alone replicated the KV heads)\n",
-             kGiB / m.kv_token_bytes(m.kvh_tp),
-             kGiB / m.kv_token_bytes(m.kvh_dcp) * static_cast<double>(s.dcp),
+             // whole tokens: a rank's rows, each a token of its 1/N share under DCP
+             std::floor(kGiB / m.kv_token_bytes(m.kvh_tp)),
+             std::floor(kGiB / m.kv_token_bytes(m.kvh_dcp)) * static_cast<double>(s.dcp),
              m.kv_token_bytes(m.kvh_tp) / m.kv_token_bytes(m.kvh_dcp) * static_cast<double>(s.dcp))
       << format(
              "#  hardware: HBM %g GB/s, tensor cores %g TFLOP/s, link %g GB/s per direction, "
