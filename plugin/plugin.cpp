@@ -339,7 +339,7 @@ class PluginDevice : public gpu::HostDevice {
       return DCP_GPU_ERROR("plug-in: ABI ", DCPV_ABI_VERSION,
                            "'s partial level takes one request's keys; this step is a batch");
     const int64_t T = p.tokens, H = p.heads, dk = p.head_dim, dv = p.v_dim, n = p.rows;
-    const bool latent = p.kv.v == p.kv.k;
+    const bool latent = p.kv.shared_latent;
     std::vector<int64_t> k_pos(static_cast<size_t>(n));
     for (int64_t r = 0; r < n; ++r) k_pos[static_cast<size_t>(r)] = p.layout.position(p.rank, r);
     const gpu::StorageFormat f = p.kv.dtype;  // the cache's: a view of its rows

@@ -92,6 +92,8 @@ struct KvView {
   const int32_t* block_table = nullptr;
   int64_t rows = 0, kv_heads = 1, head_dim = 1, v_dim = 1, v_head_stride = 1, page = 1;
   StorageFormat dtype = StorageFormat::f32;
+  // A shared latent (v == k): said apart, since a rank that owns no tokens may hold no arrays.
+  bool shared_latent = false;
 
   // The pool row holding rank-local row `row`.
   DCP_HD int64_t slot(int64_t row) const {
@@ -156,6 +158,7 @@ inline KvView kv_view(const KvCacheSpec& s, void* k, void* v, uint8_t* written,
   view.v_dim = s.v_dim;
   view.v_head_stride = s.shared_latent ? s.head_dim : s.v_dim;
   view.dtype = s.dtype;
+  view.shared_latent = s.shared_latent;
   return view;
 }
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import socket
 import struct
 import subprocess
@@ -43,8 +44,8 @@ except ImportError as e:  # a wheel built without its native parts, or for anoth
         "the installed package lacks its native parts or was built for another Python: "
         "install a wheel that tools/wheel built and checked") from None
 
-__all__ = ["Case", "Claim", "LevelArgs", "Probe", "Report", "reference", "check", "cases",
-           "properties", "probe", "binary"]
+__all__ = ["Case", "Claim", "LevelArgs", "Probe", "Report", "SuiteDied", "reference", "check",
+           "cases", "properties", "probe", "binary"]
 __version__ = "0.1.0"
 
 
@@ -221,9 +222,39 @@ def _run(args: list[str]) -> subprocess.CompletedProcess:
     return subprocess.run([binary(), *args], capture_output=True, text=True)
 
 
+class SuiteDied(RuntimeError):
+    """The dcp-verify process that runs the suite ended without a report: killed by a signal (a
+    crash in it or in a plug-in it loaded; ``signal`` names it), or an exit that is neither a
+    verdict, a refusal of the arguments (ValueError) nor a level past its time (TimeoutError).
+    ``returncode`` is the process's (negative: the signal's number)."""
+
+    def __init__(self, message: str, returncode: int):
+        super().__init__(message)
+        self.returncode = returncode
+        self.signal: Optional[str] = None
+        if returncode < 0:
+            try:
+                self.signal = signal.Signals(-returncode).name
+            except ValueError:
+                self.signal = f"signal {-returncode}"
+
+
+# The command line's flags as this package's keywords, for the errors the binary reports.
+_KEYWORDS = {"--cases": "cases", "--seed": "seed", "--count": "n", "--timeout": "timeout",
+             "--lse-base": "lse_base"}
+
+
+def _in_python_words(line: str) -> str:
+    """A refusal of dcp-verify's, naming the keyword where it names a flag."""
+    words = {**_KEYWORDS, **{flag: key for key, (flag, _) in _RANGES.items()
+                             if flag.startswith("--")}}
+    line = re.sub(r"--[a-z][a-z0-9-]*", lambda m: words.get(m.group(0), m.group(0)), line)
+    return line.replace(" (see --help)", "")
+
+
 def _refused(proc: subprocess.CompletedProcess) -> ValueError:
     line = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
-    return ValueError(line.replace("dcp-verify ", "", 1))
+    return ValueError(_in_python_words(line.replace("dcp-verify ", "", 1)))
 
 
 def check(case: Any, result: Any, tier: str = "fast", bound: str = "sound") -> Report:
@@ -482,10 +513,16 @@ def _arrays_of(header: dict, payload: bytearray, kind: str) -> dict:
     return out
 
 
-def _empty_rows(f: dict, kind: str, have: dict) -> dict:
-    """k [0, kv_heads, Dk], v [0, kv_heads, Dv] and k_pos [0] for a rank that owns no tokens (an
-    empty buffer crosses the bridge as no tensor)."""
-    shapes = {"k": (0, f["kv_heads"], f["head_dim"]), "k_pos": (0,)}
+def _empty_rows(op: str, f: dict, kind: str, have: dict) -> dict:
+    """Empty keys as empty arrays, not None, at both levels (an empty buffer crosses the bridge
+    as no tensor): k [0, kv_heads, Dk], v [0, kv_heads, Dv] (not for a shared latent), and for
+    the partial level k_pos [0]; a partial of a rank that owns no tokens, or a step over an empty
+    context."""
+    if (op, f.get("keys" if op == "partial" else "seq")) not in (("partial", 0), ("step", 0)):
+        return {}
+    shapes = {"k": (0, f["kv_heads"], f["head_dim"])}
+    if op == "partial":
+        shapes["k_pos"] = (0,)
     if not f.get("shared_latent"):
         shapes["v"] = (0, f["kv_heads"], f["v_dim"])
     out = {}
@@ -552,8 +589,7 @@ def _serve(sock: socket.socket, proc: subprocess.Popen, impl: Any, name: str, le
         try:
             sock.settimeout(None)
             arrays = _arrays_of(header, payload, kind)
-            if op == "partial" and fields.get("keys") == 0:  # a rank that owns no tokens
-                arrays.update(_empty_rows(fields, kind, arrays))
+            arrays.update(_empty_rows(op, fields, kind, arrays))
             args = LevelArgs(op, fields, arrays)
             arrays = _outputs(op, getattr(impl, op)(args), fields)
         except Exception as e:  # the implementation's failure, reported with its traceback
@@ -589,12 +625,12 @@ def _checked_impl(impl: Any, arrays: str, timeout: int) -> list[str]:
     return levels
 
 
-def _drive(impl: Any, name: str, levels: list, claim: dict, arrays: str, args: list[str],
-           failed: type = ValueError) -> tuple[dict, str, list[str]]:
+def _drive(impl: Any, name: str, levels: list, claim: dict, arrays: str,
+           args: list[str]) -> tuple[dict, str, list[str]]:
     """Runs `dcp-verify ARGS --impl <bridge> --json F`, serving the implementation's levels from
     this process until it exits: (the JSON report, stdout, the levels' tracebacks). A refusal
     raises ValueError, a level past --timeout TimeoutError, any other run that wrote no report
-    `failed` (with the implementation's last traceback where it raised)."""
+    SuiteDied (with the implementation's last traceback where it raised)."""
     parent, child = socket.socketpair()
     errors: list[str] = []
     with tempfile.TemporaryDirectory(prefix="dcp_verify_") as tmp:
@@ -620,16 +656,20 @@ def _drive(impl: Any, name: str, levels: list, claim: dict, arrays: str, args: l
         with open(err_path) as f:
             err_text = f.read()
         if proc.returncode == 2 or not os.path.exists(report_path):
-            line = (err_text.strip().splitlines() or [f"dcp-verify exited {proc.returncode}"])[-1]
-            line = re.sub(r"^dcp-verify:? ", "", line).replace(_bridge(), "impl")
-            if proc.returncode == 124:  # a level took longer than `timeout`
+            rc = proc.returncode
+            died = SuiteDied("", rc)
+            last = err_text.strip().splitlines()[-1:] or [""]
+            line = re.sub(r"^dcp-verify:? ", "", last[0]).replace(_bridge(), "impl")
+            if rc == 124:  # a level took longer than `timeout`
                 raise TimeoutError(line)
-            if proc.returncode == 2:
-                raise ValueError(line)
+            if rc == 2:
+                raise ValueError(_in_python_words(line))
             if errors and "(traceback in the report)" in line:  # no report here: it follows
                 line = line.replace("(traceback in the report)", "(its traceback follows)")
                 line += "\n" + errors[-1]
-            raise failed(line)
+            how = f"was killed by {died.signal}" if rc < 0 else f"exited {rc}"
+            raise SuiteDied(f"the suite's dcp-verify process {how} without a report"
+                            + (f": {line}" if line else ""), rc)
         with open(report_path) as f:
             raw = json.load(f)
     return raw, text, errors
@@ -649,7 +689,8 @@ def properties(impl: Any, seed: Optional[int] = None, cases: int = 100, *, array
     cases per property. arrays: "numpy" or "torch", what the levels receive. timeout: seconds a
     collective waits for a rank and a level call may take, counted from when the call is made
     (the levels are served one at a time, so a call's time includes the wait for the calls
-    before it; a call that takes longer ends the run: TimeoutError naming it). ranges: what is
+    before it; a call that takes longer ends the run: TimeoutError naming it; a run that ends
+    without a report, the suite's process killed by a signal, raises SuiteDied). ranges: what is
     drawn, for an implementation that supports less (max_ranks, max_groups, max_seq,
     max_head_dim, max_v_dim; softcap, sink, topk, window, shared_latent = False; q_dtypes from
     ("f32", "bf16", "f16"); kv_dtypes from those and ("fp8e4m3", "fp8e5m2"), an fp8 cache
@@ -727,14 +768,13 @@ def probe(impl: Any, *, arrays: str = "numpy", timeout: int = 120, lse_base: str
 
     A measurement is not a proof: the exponential's error is the largest over the arguments
     tried, and log_rel_err, splits, tf32 q.k and a 16-bit accumulator are not measured. A level
-    that raises ends the probe with RuntimeError and its traceback; one that takes longer than
-    `timeout` with TimeoutError.
+    that raises ends the probe with SuiteDied (a RuntimeError) and its traceback; one that takes
+    longer than `timeout` with TimeoutError.
     """
     levels = _checked_impl(impl, arrays, timeout)
     if lse_base not in ("e", "2"):
         raise ValueError(f"lse_base: expected 'e' or '2', got {lse_base!r}")
     name = str(getattr(impl, "name", type(impl).__name__))
     raw, text, _ = _drive(impl, name, levels, _claim_fields(None), arrays,
-                          ["probe", "--lse-base", lse_base, "--timeout", str(timeout)],
-                          failed=RuntimeError)
+                          ["probe", "--lse-base", lse_base, "--timeout", str(timeout)])
     return Probe(raw, text.replace(_bridge(), f"<{name}>"))

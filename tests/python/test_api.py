@@ -1,6 +1,7 @@
 """dcp_verify's Python API: reference, check, cases and properties, and how each refuses bad input."""
 
 import os
+import signal
 import time
 
 import numpy as np
@@ -97,6 +98,32 @@ def test_a_level_slower_than_the_timeout_ends_the_run_naming_it():
         dcp_verify.properties(Slow(), seed=2, cases=1, timeout=1)
 
 
+class KillsTheSuite(NumpyMerge):
+    """A level whose call takes the suite's process down, as a crash in a kernel would: it sends
+    SIGSEGV to the dcp-verify process this one serves (its child running `properties`)."""
+
+    def combine(self, a):
+        for pid in os.listdir("/proc"):
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    cmd = f.read().split(b"\0")
+            except (OSError, ValueError, IndexError):
+                continue
+            if ppid == os.getpid() and b"properties" in cmd:
+                os.kill(int(pid), signal.SIGSEGV)
+                time.sleep(1)  # the suite dies while this call is served
+        return super().combine(a)
+
+
+def test_a_suite_process_that_dies_is_suite_died_naming_the_signal():
+    with pytest.raises(dcp_verify.SuiteDied, match="killed by SIGSEGV without a report") as e:
+        dcp_verify.properties(KillsTheSuite(), seed=2, cases=5)
+    assert e.value.signal == "SIGSEGV" and e.value.returncode == -signal.SIGSEGV
+    assert not isinstance(e.value, ValueError)
+
+
 class WrongShape(NumpyMerge):
     def combine(self, a):
         o, lse = super().combine(a)
@@ -156,8 +183,9 @@ def test_probe_of_a_level_that_raises_is_a_runtime_error_with_its_traceback():
      ValueError, "acum"),
     (lambda: dcp_verify.properties(NumpyMerge(), max_sequence=3), TypeError, "max_sequence"),
     (lambda: dcp_verify.properties(NumpyMerge(), cases=0), ValueError, "cases"),
-    (lambda: dcp_verify.properties(NumpyMerge(), kv_dtypes=("f8",)), ValueError, "kv-dtypes"),
-    (lambda: dcp_verify.properties(NumpyMerge(), max_ranks=10**6), ValueError, "max-dcp"),
+    (lambda: dcp_verify.properties(NumpyMerge(), kv_dtypes=("f8",)), ValueError, "kv_dtypes"),
+    (lambda: dcp_verify.properties(NumpyMerge(), max_ranks=10**6), ValueError,
+     r"^max_ranks: expected an integer in 1 \.\. 256, got '1000000'$"),
     (lambda: dcp_verify.cases(n=0), ValueError, "n"),
     (lambda: dcp_verify.probe(object()), TypeError, "impl"),
     (lambda: dcp_verify.probe(NumpyMerge(), lse_base="10"), ValueError, "lse_base"),

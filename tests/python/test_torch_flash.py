@@ -71,3 +71,35 @@ def test_planted_merge_bug_is_caught_with_a_shrunk_case(bug):
     assert report.reproduce.startswith("dcp_verify.properties(impl, seed=5, cases=60")
     with pytest.raises(AssertionError, match="reproduce"):
         testing.assert_ok(report)
+
+
+class RecordsEmptyRanks(TorchFlash):
+    """The f32 kernel, noting what a rank that owns no tokens is handed."""
+
+    def __init__(self):
+        super().__init__(torch.float32)
+        self.empty = []
+
+    def partial(self, a):
+        if a.keys == 0:
+            self.empty.append((a.shared_latent, a.k, a.v, a.k_pos, a.kv_heads, a.head_dim, a.v_dim))
+        return super().partial(a)
+
+
+def test_a_rank_that_owns_no_tokens_gets_empty_tensors_and_a_truthful_latent_flag():
+    impl = RecordsEmptyRanks()
+    testing.assert_properties(impl, seed=3, cases=40, arrays="torch", shared_latent=False,
+                              max_seq=6, **TorchFlash.RANGES)
+    assert impl.empty, "no case drew a rank without tokens"
+    for latent, k, v, k_pos, kv_heads, head_dim, v_dim in impl.empty:
+        assert latent == 0
+        assert tuple(k.shape) == (0, kv_heads, head_dim) and tuple(v.shape) == (0, kv_heads, v_dim)
+        assert tuple(k_pos.shape) == (0,)
+
+
+def test_an_empty_context_reaches_the_step_level_as_empty_tensors():
+    f = {"seq": 0, "kv_heads": 2, "head_dim": 8, "v_dim": 4, "shared_latent": 0}
+    empty = dcp_verify._empty_rows("step", f, "torch", {})
+    assert tuple(empty["k"].shape) == (0, 2, 8) and tuple(empty["v"].shape) == (0, 2, 4)
+    assert "k_pos" not in empty
+    assert dcp_verify._empty_rows("step", {**f, "seq": 3}, "torch", {}) == {}
