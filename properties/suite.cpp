@@ -33,10 +33,11 @@ void set_current_case(std::string s) { g_current_case = std::move(s); }
 // the bound (sound, or only the statistical one).
 void fail_unless_gated(const DcpCheck& chk, const std::string& message) {
   if (gated(chk)) return;
-  set_current_case(current_case() + (chk.backend_error  ? " | backend error"
-                                     : chk.oracle_error ? " | oracle error"
-                                     : chk.pass         ? " | suspect"
-                                                        : " | bound violated"));
+  const std::string_view how = chk.backend_error  ? kBackendErrorTag
+                               : chk.oracle_error ? " | oracle error"
+                               : chk.pass         ? " | suspect"
+                                                  : " | bound violated";
+  set_current_case(current_case() + std::string(how));
   RC_FAIL(message);
 }
 

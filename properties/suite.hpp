@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "properties/dcp_bridge.hpp"
@@ -47,6 +48,10 @@ SuiteFootprint suite_case_footprint(const DcpLimits& lim = {});
 // body sets it once its inputs are drawn; a runner that sees the body fail keeps it, and the last
 // one kept is the shrunk counterexample's.
 const std::string& current_case();
+
+// The end of current_case() where the backend did not finish the case (an implementation's level,
+// or the production path's own guard, reported an error): nothing was compared.
+inline constexpr std::string_view kBackendErrorTag = " | backend error";
 
 // Which tier of the derived bound the DCP-path and MLA bodies assert (docs/tolerances.md §10):
 // sound, or statistical, which fails a SUSPECT comparison too. The command line's default is

@@ -62,6 +62,14 @@ contains "$tmp/out" "max err/bound: -  max err/stat: -" "no err/bound for rows n
 if python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); sys.exit(not (d["max_ratio"] is None and d["max_stat_ratio"] is None and d["failed"] == 1))' "$tmp/fails.json"
 then passes=$((passes + 1)); else echo "FAIL: run --json of a failing level: max_ratio not null"; failures=$((failures + 1)); fi
 
+# The same level under the properties: the case it did not finish is ERROR, not FAILED (nothing
+# was compared), shrunk, with the level's message; the run ends ERROR, exit 1.
+expect 1 "a failing level, properties" -- "$bin" properties --impl "$failing" --only dcp-path --cases 5 --seed 1 --json "$tmp/fails_props.json"
+contains "$tmp/out" "# properties: ERROR" "a level's error status ends the run ERROR"
+contains "$tmp/out" "level partial on dcp rank 0 failed: planted failure" "the level's message is shown"
+if python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); sys.exit(not [p["result"] for p in d["properties"]] == ["ERROR"])' "$tmp/fails_props.json"
+then passes=$((passes + 1)); else echo "FAIL: properties --json of a failing level: result not ERROR"; failures=$((failures + 1)); fi
+
 # A level that never returns cannot be stopped: after --timeout the process ends, naming it.
 expect 124 "a level that never returns" -- timeout -s KILL 120 "$bin" properties --impl "$failing" --only dcp-step --cases 1 --seed 1 --timeout 1
 one_line_stderr "a level that never returns"

@@ -1,5 +1,6 @@
 #include "tools/properties_cmd.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -268,7 +269,10 @@ int finish_properties(const PropertiesOptions& o, uint64_t seed, const std::vect
       << "# properties: "
       << (stopped       ? "INTERRUPTED"
           : failed == 0 ? "OK"
-                        : "FAILED")
+          : std::all_of(rows.begin(), rows.end(),
+                        [](const Row& r) { return r.result == "OK" || r.result == "ERROR"; })
+              ? "ERROR"
+              : "FAILED")
       << "\n";
 
   if (o.json_path || o.junit_path) {
@@ -403,7 +407,12 @@ int run_properties(PropertiesOptions& o, const Limits& lim) {
     if (!wanted(p.name)) continue;
     if (interrupted()) break;
     progress.update(static_cast<int64_t>(rows.size()));
-    rows.push_back(run_property(p, o.cases, seed));
+    Row r = run_property(p, o.cases, seed);
+    // A case the backend did not finish (a level of the implementation, or the production
+    // path's own guard, reported an error) compared nothing: ERROR, not FAILED.
+    if (r.result == "FAILED" && r.counterexample.ends_with(props::kBackendErrorTag))
+      r.result = "ERROR";
+    rows.push_back(std::move(r));
   }
   progress.clear();
 
