@@ -30,6 +30,54 @@ namespace {
 // Room for a plug-in's one-line reason.
 constexpr size_t kErrBytes = 512;
 
+// The command's last words (set_last_words), spoken at most once.
+std::atomic<LastWords*> g_last_words{nullptr};
+std::atomic<bool> g_spoken{false};
+
+// Speaks the last words, if any, under an alarm: SIGALRM's default action ends the process if
+// they do not finish within kLastWordsSeconds.
+void speak_last_words(const std::string& cause) {
+  LastWords* words = g_last_words.load();
+  if (words == nullptr || g_spoken.exchange(true)) return;
+  ::alarm(kLastWordsSeconds);
+  (*words)(cause);
+}
+
+// The signals that end a level, as its line on stderr names them (string literals: the crash
+// handler uses them).
+const char* crash_cause(int sig) {
+  return sig == SIGSEGV   ? "SIGSEGV (invalid memory access)"
+         : sig == SIGBUS  ? "SIGBUS (invalid memory access)"
+         : sig == SIGFPE  ? "SIGFPE (arithmetic trap)"
+         : sig == SIGILL  ? "SIGILL (illegal instruction)"
+         : sig == SIGABRT ? "SIGABRT (abort)"
+                          : "a fatal signal";
+}
+
+// A crash in a level parks its thread and hands the last words to this thread (a signal handler
+// may not write a report): the handler stores the level and the signal, then writes a byte to
+// the pipe this thread reads.
+std::atomic<const char*> g_crashed_level{nullptr};
+std::atomic<int> g_crash_signal{0};
+int g_undertaker[2] = {-1, -1};
+
+void start_undertaker() {
+  if (::pipe(g_undertaker) != 0) return;  // no pipe: a crash ends the process without them
+  std::thread([] {
+    sigset_t set;
+    sigemptyset(&set);
+    for (const int s : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&set, s);
+    pthread_sigmask(SIG_BLOCK, &set, nullptr);
+    char byte = 0;
+    while (::read(g_undertaker[0], &byte, 1) != 1)
+      if (errno != EINTR) return;
+    const char* level = g_crashed_level.load();
+    speak_last_words(std::string(level != nullptr ? level : "an implementation's level") +
+                     " crashed: " + crash_cause(g_crash_signal.load()));
+    ::_exit(kExitLevelCrash);
+  }).detach();
+}
+
 // The level calls in flight, on any thread: one that has not returned by its deadline ends the
 // process (kExitLevelTimeout), since nothing can stop a thread inside the plug-in's own code. One
 // watchdog thread, started with the first call, over a state never destroyed, so that the
@@ -95,15 +143,19 @@ class LevelWatch {
       char limit[32];
       std::snprintf(limit, sizeof limit, "%g",
                     std::chrono::duration<double>(first->second.limit).count());
-      const std::string line = "dcp-verify: " + first->second.what + " did not return within " +
-                               limit + " s (--timeout); the process ends, as nothing can stop " +
-                               "a thread inside the plug-in\n";
+      const std::string cause =
+          first->second.what + " did not return within " + limit + " s (--timeout)";
+      const std::string line = "dcp-verify: " + cause +
+                               "; the process ends, as nothing can stop a thread inside the " +
+                               "plug-in\n";
       // What was printed is kept, unless the hung thread holds stdout (then waiting would hang).
       if (::ftrylockfile(stdout) == 0) {
         ::fflush_unlocked(stdout);
         ::funlockfile(stdout);
       }
       [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, line.data(), line.size());
+      lock.unlock();
+      speak_last_words(cause);
       std::_Exit(kExitLevelTimeout);
     }
   }
@@ -142,24 +194,29 @@ extern "C" void on_level_crash(int sig, siginfo_t* info, void*) {
   write_stderr("dcp-verify: ");
   write_stderr(what);
   write_stderr(" crashed: ");
-  write_stderr(sig == SIGSEGV   ? "SIGSEGV (invalid memory access)"
-               : sig == SIGBUS  ? "SIGBUS (invalid memory access)"
-               : sig == SIGFPE  ? "SIGFPE (arithmetic trap)"
-               : sig == SIGILL  ? "SIGILL (illegal instruction)"
-               : sig == SIGABRT ? "SIGABRT (abort)"
-                                : "a fatal signal");
+  write_stderr(crash_cause(sig));
   write_stderr("; the process ends, as nothing after a crash in the plug-in can be trusted\n");
+  if (g_last_words.load() != nullptr && g_undertaker[1] >= 0) {
+    // The undertaker speaks the last words and ends the process; this thread stays parked.
+    g_crash_signal.store(sig);
+    g_crashed_level.store(what);
+    const char byte = 1;
+    if (::write(g_undertaker[1], &byte, 1) == 1)
+      for (;;) ::pause();
+  }
   ::_exit(kExitLevelCrash);
 }
 
 void on_exit_in_level() {
   if (g_levels_in_flight.load() == 0) return;
   std::fflush(stdout);  // a normal context: what was printed is kept
+  const std::string level = t_level != nullptr ? t_level : "an implementation's level";
   write_stderr("dcp-verify: ");
-  write_stderr(t_level != nullptr ? t_level : "an implementation's level");
+  write_stderr(level.c_str());
   write_stderr(
       " called exit() while its level ran; the process ends without a verdict "
       "(status 1, never the plug-in's)\n");
+  speak_last_words(level + " called exit() while its level ran");
   ::_exit(kExitLevelCrash);
 }
 
@@ -485,6 +542,13 @@ void single_partial_merge(const dcpv_claim& c, oracle::Arithmetic& a) {
 }
 
 }  // namespace
+
+void set_last_words(LastWords words) {
+  static std::once_flag undertaker;
+  LastWords* fresh = words ? new LastWords(std::move(words)) : nullptr;
+  delete g_last_words.exchange(fresh);  // between the levels' calls: nobody speaks them now
+  if (fresh != nullptr) std::call_once(undertaker, start_undertaker);
+}
 
 std::string Plugin::levels() const {
   std::string s;

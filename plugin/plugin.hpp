@@ -14,6 +14,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -55,15 +56,26 @@ oracle::Arithmetic plugin_claim(const Plugin& p, const gpu::DcpConfig& cfg, bool
 // plug-in's own code. The process then ends at once with one line on stderr naming the
 // implementation, the level and its rank (the step level has none), and this status
 // (tools/command.hpp's kExitTimeout, as timeout(1) reports a command that ran out of time),
-// rather than hang; no report is written.
+// rather than hang; the last words (below), where a command set them, write its report first.
 inline constexpr int kExitLevelTimeout = 124;
 
 // A level (or the loading) that crashes (SIGSEGV, SIGBUS, SIGFPE, SIGILL, abort()) or calls exit()
 // ends the process with one line on stderr naming the implementation, the level, its rank and the
-// cause, and this status: the implementation failed, whatever status it asked exit() for. Rows
-// already printed stay printed where the process can still flush them (exit()); no report is
-// written. A stack overflow in a level is beyond this (the signal has no stack to run on).
+// cause, and this status: the implementation failed, whatever status it asked exit() for. The
+// last words, where set, write the command's report first. A stack overflow in a level is beyond
+// this (the signal has no stack to run on).
 inline constexpr int kExitLevelCrash = 1;
+
+// What a command writes before a level ends the process (a crash, exit() or a timeout): its
+// report of what finished and the case in flight, as ERROR naming `cause` (the line printed on
+// stderr, without "dcp-verify: "). They run once, on a thread of their own (a crashed level's
+// thread is parked, a hung one left where it is), within kLastWordsSeconds, after which SIGALRM
+// ends the process as it was going to end anyway (a crash inside malloc, say, may leave a lock
+// they need). An empty function removes them; set them only around the levels' calls, over state
+// that outlives those calls.
+using LastWords = std::function<void(const std::string& cause)>;
+void set_last_words(LastWords words);
+inline constexpr unsigned kLastWordsSeconds = 10;
 
 // The whole TP group on threads, each rank's device calling the plug-in's partial and combine
 // levels, each call and each collective allowed at most `deadline`; judged by plugin_claim.

@@ -46,6 +46,29 @@ for m in exit0 segv abort fpe; do
   no_ok "properties, combine $m"
 done
 
+# The properties' report survives the crash: the table, the last line, --json and --junit are
+# written, the property in flight ERROR naming the level, the signal and the case.
+rm -f "$tmp/crash.json" "$tmp/crash.xml"
+ends 1 "# properties: ERROR" "properties, combine segv, the report" -- \
+  env DCPV_MISBEHAVE=segv "$bin" properties --impl "$plugin" --only dcp-path --cases 5 \
+  --timeout 5 --seed 1 --json "$tmp/crash.json" --junit "$tmp/crash.xml"
+if ! python3 - "$tmp/crash.json" "$tmp/crash.xml" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))["properties"]
+m = p[-1]["message"]
+xml = open(sys.argv[2]).read()
+ok = ([r["result"] for r in p] == ["ERROR"] and "level combine on dcp rank" in m
+      and "SIGSEGV" in m and "the case in flight: S=" in m and "<testcase" in xml
+      and "ERROR after" in xml)
+sys.exit(0 if ok else 1)
+PY
+then
+  echo "FAIL: properties, combine segv: no JSON/JUnit naming the crash"
+  failures=$((failures + 1))
+else
+  passes=$((passes + 1))
+fi
+
 # A C++ exception out of the C level is the level's failure, reported in the row (a FAILED
 # verdict, exit 1), not an abort.
 ends 1 "threw a C++ exception out of its C function" "run, combine throws" -- \

@@ -74,6 +74,13 @@ then passes=$((passes + 1)); else echo "FAIL: properties --json of a failing lev
 expect 124 "a level that never returns" -- timeout -s KILL 120 "$bin" properties --impl "$failing" --only dcp-step --cases 1 --seed 1 --timeout 1
 one_line_stderr "a level that never returns"
 contains "$tmp/err" "level step did not return within 1 s (--timeout)" "the hung level is named"
+# ... after the report: the property that finished (dcp-path, ERROR: its partial level fails) and
+# the hung one, ERROR, in the table, --json and --junit.
+rm -f "$tmp/hang.json" "$tmp/hang.xml"
+expect 124 "a level that never returns, the report" -- timeout -s KILL 120 "$bin" properties --impl "$failing" --only dcp-path,dcp-step --cases 1 --seed 1 --timeout 1 --json "$tmp/hang.json" --junit "$tmp/hang.xml"
+contains "$tmp/out" "# properties: ERROR" "the report of a hung level ends ERROR"
+if python3 -c 'import json, sys; p = json.load(open(sys.argv[1]))["properties"]; sys.exit(not ([r["name"] for r in p] == ["dcp-path", "dcp-step"] and [r["result"] for r in p] == ["ERROR", "ERROR"] and "did not return within 1 s" in p[1]["message"]))' "$tmp/hang.json" && [ "$(grep -c '<testcase' "$tmp/hang.xml")" -eq 2 ]
+then passes=$((passes + 1)); else echo "FAIL: a hung level: the report (--json, --junit) lacks a row"; failures=$((failures + 1)); fi
 
 # probe: the example's arithmetic (fp32, nearest, libm, no P cast, a two-pass softmax) measured
 # and printed as a claim in both vocabularies; its JSON has the same words.

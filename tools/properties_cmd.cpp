@@ -15,6 +15,7 @@
 
 #include "oracle/case_file.hpp"
 #include "oracle/text.hpp"
+#include "plugin/plugin.hpp"
 #include "properties/footprint.hpp"
 #include "properties/pinned.hpp"
 #include "properties/rc_gen.hpp"
@@ -402,11 +403,34 @@ int run_properties(PropertiesOptions& o, const Limits& lim) {
   std::vector<Row> rows;
   const auto t0 = std::chrono::steady_clock::now();
   Progress progress("properties", static_cast<int64_t>(suite.size()) + 1);
-  if (wanted("pinned")) rows.push_back(replay_row(pins, pinned, backend, o.draws.limits));
+  // A level that crashes, calls exit() or never returns ends the process (plugin/plugin.hpp);
+  // first these last words print and write the report: the properties that finished, and the
+  // one in flight as ERROR naming the level, the cause and the case.
+  Row in_flight;
+  in_flight.result = "ERROR";
+  if (o.impl) {
+    plugin::set_last_words([&](const std::string& cause) {
+      progress.clear();
+      std::vector<Row> all = rows;
+      all.push_back(in_flight);
+      all.back().cases = in_flight.name == "pinned" ? 0 : cases_entered();
+      const std::string& in_case = in_flight.name == "pinned" ? "" : props::current_case();
+      all.back().message = cause + (in_case.empty() ? "" : "\nthe case in flight: " + in_case);
+      finish_properties(o, seed, all, since(t0), out);
+      out.flush();
+    });
+  }
+  if (wanted("pinned")) {
+    in_flight.name = "pinned";
+    in_flight.what = "pinned counterexamples (" + oracle::printable(pinned) + ")";
+    rows.push_back(replay_row(pins, pinned, backend, o.draws.limits));
+  }
   for (const props::SuiteProperty& p : suite) {
     if (!wanted(p.name)) continue;
     if (interrupted()) break;
     progress.update(static_cast<int64_t>(rows.size()));
+    in_flight.name = p.name;
+    in_flight.what = p.what;
     Row r = run_property(p, o.cases, seed);
     // A case the backend did not finish (a level of the implementation, or the production
     // path's own guard, reported an error) compared nothing: ERROR, not FAILED.
@@ -414,6 +438,7 @@ int run_properties(PropertiesOptions& o, const Limits& lim) {
       r.result = "ERROR";
     rows.push_back(std::move(r));
   }
+  plugin::set_last_words({});
   progress.clear();
 
   return finish_properties(o, seed, rows, since(t0), out);

@@ -2,6 +2,7 @@
 
 #include <rapidcheck.h>
 
+#include <atomic>
 #include <chrono>
 #include <iostream>
 
@@ -9,6 +10,8 @@
 
 namespace dcp::tools {
 namespace {
+
+std::atomic<int64_t> g_entered{0};  // cases_entered()
 
 class QuietListener : public rc::detail::TestListener {
  public:
@@ -54,7 +57,10 @@ void silence_rapidcheck_banner() {
   std::cerr.rdbuf(err);
 }
 
+int64_t cases_entered() { return g_entered.load(); }
+
 PropertyRun run_property(const props::SuiteProperty& p, int64_t cases, uint64_t seed) {
+  g_entered.store(0);
   PropertyRun row;
   row.name = p.name;
   row.what = p.what;
@@ -65,7 +71,7 @@ PropertyRun run_property(const props::SuiteProperty& p, int64_t cases, uint64_t 
     // Ctrl-C: the case fails at once, before drawing anything, so there is nothing to shrink;
     // the row reports the cases that did run, as interrupted.
     if (interrupted()) RC_FAIL("interrupted");
-    ++ran;
+    g_entered.store(++ran);
     // A failing case keeps its shape; the last one kept is the shrunk counterexample's.
     // Discards and generation failures while shrinking are not failures.
     try {
