@@ -219,6 +219,11 @@ void print_row(std::ostream& out, const Row& r) {
             r.shrinks >= 0 ? std::to_string(r.shrinks) : "-", cell("%.2f", r.seconds), r.what});
 }
 
+// What the pinned row replays: the file.
+std::string pinned_what(const std::string& pinned) {
+  return "pinned counterexamples (" + oracle::printable(pinned) + ")";
+}
+
 // The pinned counterexamples replayed on the backend: one row.
 Row replay_row(const std::vector<props::PinnedEntry>& pins, const std::string& pinned,
                const props::DcpBackend& backend, const props::DcpLimits& lim) {
@@ -229,7 +234,7 @@ Row replay_row(const std::vector<props::PinnedEntry>& pins, const std::string& p
   const props::PinnedReplay replay = props::replay_pinned(inside, backend);
   Row r;
   r.name = "pinned";
-  r.what = "pinned counterexamples (" + oracle::printable(pinned) + ")";
+  r.what = pinned_what(pinned);
   if (inside.size() < pins.size())
     r.what += "; " + std::to_string(pins.size() - inside.size()) + " of " +
               std::to_string(pins.size()) + " outside the drawn limits, not replayed";
@@ -408,6 +413,9 @@ int run_properties(PropertiesOptions& o, const Limits& lim) {
   // one in flight as ERROR naming the level, the cause and the case.
   Row in_flight;
   in_flight.result = "ERROR";
+  struct Unset {  // the last words refer to this frame: removed however it is left
+    ~Unset() { plugin::set_last_words({}); }
+  } unset;
   if (o.impl) {
     plugin::set_last_words([&](const std::string& cause) {
       progress.clear();
@@ -422,7 +430,7 @@ int run_properties(PropertiesOptions& o, const Limits& lim) {
   }
   if (wanted("pinned")) {
     in_flight.name = "pinned";
-    in_flight.what = "pinned counterexamples (" + oracle::printable(pinned) + ")";
+    in_flight.what = pinned_what(pinned);
     rows.push_back(replay_row(pins, pinned, backend, o.draws.limits));
   }
   for (const props::SuiteProperty& p : suite) {
@@ -438,7 +446,7 @@ int run_properties(PropertiesOptions& o, const Limits& lim) {
       r.result = "ERROR";
     rows.push_back(std::move(r));
   }
-  plugin::set_last_words({});
+  plugin::set_last_words({});  // before the report: nothing is in flight any more
   progress.clear();
 
   return finish_properties(o, seed, rows, since(t0), out);
