@@ -29,7 +29,7 @@ import struct
 import subprocess
 import tempfile
 import traceback
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Optional, Protocol, TypedDict
 
 import numpy as np
@@ -241,7 +241,7 @@ class SuiteDied(RuntimeError):
 
 # The command line's flags as this package's keywords, for the errors the binary reports.
 _KEYWORDS = {"--cases": "cases", "--seed": "seed", "--count": "n", "--timeout": "timeout",
-             "--lse-base": "lse_base"}
+             "--lse-base": "lse_base", "--only": "only", "--bound": "bound"}
 
 
 def _in_python_words(line: str) -> str:
@@ -655,15 +655,17 @@ def _drive(impl: Any, name: str, levels: list, claim: dict, arrays: str,
             text = f.read()
         with open(err_path) as f:
             err_text = f.read()
-        if proc.returncode == 2 or not os.path.exists(report_path):
+        # A level past its time ends the run (exit 124) after the report of what finished:
+        # raised as TimeoutError all the same.
+        if proc.returncode in (2, 124) or not os.path.exists(report_path):
             rc = proc.returncode
             died = SuiteDied("", rc)
             last = err_text.strip().splitlines()[-1:] or [""]
             line = re.sub(r"^dcp-verify:? ", "", last[0]).replace(_bridge(), "impl")
             if rc == 124:  # a level took longer than `timeout`
                 raise TimeoutError(line)
-            if rc == 2:
-                raise ValueError(_in_python_words(line))
+            if rc == 2:  # the arguments, named as this call names them
+                raise ValueError(_in_python_words(re.sub(r"^(properties|probe): ", "", line)))
             if errors and "(traceback in the report)" in line:  # no report here: it follows
                 line = line.replace("(traceback in the report)", "(its traceback follows)")
                 line += "\n" + errors[-1]
@@ -676,7 +678,8 @@ def _drive(impl: Any, name: str, levels: list, claim: dict, arrays: str,
 
 
 def properties(impl: Any, seed: Optional[int] = None, cases: int = 100, *, arrays: str = "numpy",
-               timeout: int = 120, **ranges: Any) -> Report:
+               timeout: int = 120, only: Optional[Sequence[str]] = None, bound: str = "sound",
+               **ranges: Any) -> Report:
     """Runs the DCP property suite on an implementation and judges it against the oracle.
 
     impl: an object with one or more of partial(args), combine(args), step(args) returning
@@ -695,9 +698,16 @@ def properties(impl: Any, seed: Optional[int] = None, cases: int = 100, *, array
     max_head_dim, max_v_dim; softcap, sink, topk, window, shared_latent = False; q_dtypes from
     ("f32", "bf16", "f16"); kv_dtypes from those and ("fp8e4m3", "fp8e5m2"), an fp8 cache
     reaching the levels dequantized in float32, each stored value times its KV head's scale;
-    lse_bases from ("e", "2")).
+    lse_bases from ("e", "2")). only: the properties to run (names as the report's rows:
+    "pinned", "dcp-path", "dcp-fp8", "dcp-step", "dcp-step-fp8"), all when None. bound: the tier
+    the properties assert, "sound" (default) or "statistical" (a SUSPECT case fails too).
     """
     levels = _checked_impl(impl, arrays, timeout)
+    if bound not in ("sound", "statistical"):
+        raise ValueError(f"bound: expected 'sound' or 'statistical', got {bound!r}")
+    if only is not None and (isinstance(only, str) or not all(isinstance(x, str) for x in only)
+                             or not only):
+        raise TypeError(f"only: expected a non-empty sequence of property names, got {only!r}")
     claim = _claim_fields(getattr(impl, "claim", None))
     if seed is None:
         seed = int.from_bytes(os.urandom(4), "little")
@@ -707,8 +717,14 @@ def properties(impl: Any, seed: Optional[int] = None, cases: int = 100, *, array
         raise ValueError(f"cases: expected an int in [1, 1000000], got {cases!r}")
     flags = _range_flags(ranges)
     name = str(getattr(impl, "name", type(impl).__name__))
-    reproduce = _call_text("properties", "impl", seed, "cases", cases, ranges,
-                           {} if arrays == "numpy" else {"arrays": arrays})
+    extra = {} if arrays == "numpy" else {"arrays": arrays}
+    if only is not None:
+        extra["only"] = tuple(only)
+        flags += ["--only", ",".join(only)]
+    if bound != "sound":
+        extra["bound"] = bound
+        flags += ["--bound", bound]
+    reproduce = _call_text("properties", "impl", seed, "cases", cases, ranges, extra)
     raw, text, errors = _drive(impl, name, levels, claim, arrays,
                                ["properties", "--seed", str(seed), "--cases", str(cases),
                                 "--timeout", str(timeout), *flags])

@@ -98,6 +98,14 @@ def test_a_level_slower_than_the_timeout_ends_the_run_naming_it():
         dcp_verify.properties(Slow(), seed=2, cases=1, timeout=1)
 
 
+def test_only_and_bound_choose_the_properties_and_the_tier():
+    report = dcp_verify.properties(NumpyMerge(), seed=2, cases=5, only=("dcp-path",),
+                                   bound="statistical")
+    assert report.ok and [p["name"] for p in report.raw["properties"]] == ["dcp-path"]
+    assert report.raw["bound"] == "statistical"
+    assert "only=('dcp-path',)" in report.reproduce and "bound='statistical'" in report.reproduce
+
+
 class KillsTheSuite(NumpyMerge):
     """A level whose call takes the suite's process down, as a crash in a kernel would: it sends
     SIGSEGV to the dcp-verify process this one serves (its child running `properties`)."""
@@ -187,6 +195,10 @@ def test_probe_of_a_level_that_raises_is_a_runtime_error_with_its_traceback():
     (lambda: dcp_verify.properties(NumpyMerge(), max_ranks=10**6), ValueError,
      r"^max_ranks: expected an integer in 1 \.\. 256, got '1000000'$"),
     (lambda: dcp_verify.cases(n=0), ValueError, "n"),
+    (lambda: dcp_verify.properties(NumpyMerge(), only="dcp-path"), TypeError, "only"),
+    (lambda: dcp_verify.properties(NumpyMerge(), only=("nope",)), ValueError,
+     "^only: unknown property 'nope'"),
+    (lambda: dcp_verify.properties(NumpyMerge(), bound="loose"), ValueError, "bound"),
     (lambda: dcp_verify.probe(object()), TypeError, "impl"),
     (lambda: dcp_verify.probe(NumpyMerge(), lse_base="10"), ValueError, "lse_base"),
     (lambda: dcp_verify.probe(NumpyMerge(), arrays="jax"), ValueError, "arrays"),
