@@ -61,12 +61,13 @@ inline constexpr int kExitLevelTimeout = 124;
 
 // A level (or the loading) that crashes (SIGSEGV, SIGBUS, SIGFPE, SIGILL, abort()) or calls exit()
 // ends the process with one line on stderr naming the implementation, the level, its rank and the
-// cause, and this status: the implementation failed, whatever status it asked exit() for. The
-// last words, where set, write the command's report first. A stack overflow in a level is beyond
+// cause, and this status: the implementation failed, whatever status it asked exit() for. After a
+// crash the last words, where set, write the command's report first; after exit() they cannot
+// (exit() has already destroyed what it destroys first). A stack overflow in a level is beyond
 // this (the signal has no stack to run on).
 inline constexpr int kExitLevelCrash = 1;
 
-// What a command writes before a level ends the process (a crash, exit() or a timeout): its
+// What a command writes before a level ends the process (a crash or a timeout): its
 // report of what finished and the case in flight, as ERROR naming `cause` (the line printed on
 // stderr, without "dcp-verify: "). They run once, on a thread of their own (a crashed level's
 // thread is parked, a hung one left where it is), within kLastWordsSeconds, after which SIGALRM

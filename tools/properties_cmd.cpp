@@ -408,7 +408,7 @@ int run_properties(PropertiesOptions& o, const Limits& lim) {
   std::vector<Row> rows;
   const auto t0 = std::chrono::steady_clock::now();
   Progress progress("properties", static_cast<int64_t>(suite.size()) + 1);
-  // A level that crashes, calls exit() or never returns ends the process (plugin/plugin.hpp);
+  // A level that crashes or never returns ends the process (plugin/plugin.hpp);
   // first these last words print and write the report: the properties that finished, and the
   // one in flight as ERROR naming the level, the cause and the case.
   Row in_flight;

@@ -29,9 +29,9 @@
  * call must return within --timeout seconds (default 300): one that does not cannot be stopped,
  * so dcp-verify then ends at once with exit 124 and a line naming the level (and its rank). A call
  * that crashes (an invalid access, abort()) or calls exit() ends dcp-verify with exit 1 and a line
- * naming the implementation, the level, its rank and the signal (`properties` writes its report
- * first, the property in flight ERROR); loading the library (its constructors, dcpv_get_impl) is
- * held to the same. The library is never unloaded.
+ * naming the implementation, the level, its rank and the signal (after a crash, and a timeout,
+ * `properties` writes its report first, the property in flight ERROR); loading the library (its
+ * constructors, dcpv_get_impl) is held to the same. The library is never unloaded.
  *
  * Example (a complete plug-in: plugin/examples/example_impl.cpp):
  *   static dcpv_impl impl = {DCPV_ABI_VERSION, "mine", claim, NULL, my_partial, my_combine,
