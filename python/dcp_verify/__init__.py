@@ -222,6 +222,16 @@ def _run(args: list[str]) -> subprocess.CompletedProcess:
     return subprocess.run([binary(), *args], capture_output=True, text=True)
 
 
+def _signal_of(returncode: int) -> Optional[str]:
+    """The signal that ended a process, by name ("SIGSEGV"), from its return code; None if none."""
+    if returncode >= 0:
+        return None
+    try:
+        return signal.Signals(-returncode).name
+    except ValueError:
+        return f"signal {-returncode}"
+
+
 class SuiteDied(RuntimeError):
     """The dcp-verify process that runs the suite ended without a report: killed by a signal (a
     crash in it or in a plug-in it loaded; ``signal`` names it), or an exit that is neither a
@@ -231,12 +241,7 @@ class SuiteDied(RuntimeError):
     def __init__(self, message: str, returncode: int):
         super().__init__(message)
         self.returncode = returncode
-        self.signal: Optional[str] = None
-        if returncode < 0:
-            try:
-                self.signal = signal.Signals(-returncode).name
-            except ValueError:
-                self.signal = f"signal {-returncode}"
+        self.signal: Optional[str] = _signal_of(returncode)
 
 
 # The command line's flags as this package's keywords, for the errors the binary reports.
@@ -659,7 +664,6 @@ def _drive(impl: Any, name: str, levels: list, claim: dict, arrays: str,
         # raised as TimeoutError all the same.
         if proc.returncode in (2, 124) or not os.path.exists(report_path):
             rc = proc.returncode
-            died = SuiteDied("", rc)
             last = err_text.strip().splitlines()[-1:] or [""]
             line = re.sub(r"^dcp-verify:? ", "", last[0]).replace(_bridge(), "impl")
             if rc == 124:  # a level took longer than `timeout`
@@ -669,7 +673,7 @@ def _drive(impl: Any, name: str, levels: list, claim: dict, arrays: str,
             if errors and "(traceback in the report)" in line:  # no report here: it follows
                 line = line.replace("(traceback in the report)", "(its traceback follows)")
                 line += "\n" + errors[-1]
-            how = f"was killed by {died.signal}" if rc < 0 else f"exited {rc}"
+            how = f"was killed by {_signal_of(rc)}" if rc < 0 else f"exited {rc}"
             raise SuiteDied(f"the suite's dcp-verify process {how} without a report"
                             + (f": {line}" if line else ""), rc)
         with open(report_path) as f:
