@@ -302,19 +302,29 @@ double rescale_error(const Units& un, int64_t seq, bool sink, double M) {
 // whole of a_j) and the tree's own: each operand's and the score's roundings (the scale, a K
 // scale, TF32 operands, a dequantization) a factor 1 + theta, |theta| <= G, on each term; the
 // products' roundings u (1 + G) a_j; each node's, u times its computed sum, at most T_l + G a_j
-// exact and gamma_Dk(u) (1 + G) a_j of its own error: G a_j + (1 + G) E.
-double dot_error(const Units& un, const RowLogits& in, int64_t x) {
-  const double a = in.a[x], nodes = in.dot_path - 1.0;
-  const double whole = (gamma_n(in.dot_roundings, un.u) + un.g_tf32 + un.u_kdq) * a;
-  const double G =
-      (1.0 + gamma_n(in.dot_roundings - in.dot_path, un.u)) * (1.0 + un.g_tf32) * (1.0 + un.u_kdq) -
-      1.0;
-  const double E = un.u * ((1.0 + G) * a + in.node_sum[x] + nodes * G * a +
-                           nodes * gamma_n(in.dot_path, un.u) * (1.0 + G) * a);
-  return std::min(whole, G * a + (1.0 + G) * E);
-}
+// exact and gamma_Dk(u) (1 + G) a_j of its own error: G a_j + (1 + G) E. The factors are the
+// row's, the same for every key.
+struct DotError {
+  double whole;   // gamma_{Dk+3}(u) (+ K scale) + TF32's + a dequantization's, times a_j
+  double G;       // the per-term factor of the scale's, TF32's and a dequantization's roundings
+  double nodes;   // Dk - 1
+  double g_path;  // gamma_Dk(u): a node's own computed error, relative to a_j
+  DotError(const Units& un, const RowLogits& in)
+      : whole(gamma_n(in.dot_roundings, un.u) + un.g_tf32 + un.u_kdq),
+        G((1.0 + gamma_n(in.dot_roundings - in.dot_path, un.u)) * (1.0 + un.g_tf32) *
+              (1.0 + un.u_kdq) -
+          1.0),
+        nodes(in.dot_path - 1.0),
+        g_path(gamma_n(in.dot_path, un.u)) {}
+  double of(const Units& un, const RowLogits& in, int64_t x) const {
+    const double a = in.a[x];
+    const double E =
+        un.u * ((1.0 + G) * a + in.node_sum[x] + nodes * G * a + nodes * g_path * (1.0 + G) * a);
+    return std::min(whole * a, G * a + (1.0 + G) * E);
+  }
+};
 
-// §3, the logit: Delta_j, from the dot product (dot_error), the scales and the softcap.
+// §3, the logit: Delta_j, from the dot product (DotError), the scales and the softcap.
 double logit_error(const Units& un, double softcap, double dot, const RowLogits& in, int64_t x) {
   double delta = dot + in.dot_roundings * un.tiny + un.dq_floor * in.q_l1;
   if (softcap > 0.0) {
@@ -348,11 +358,12 @@ KeyErrors key_errors(const Units& un, double softcap, int64_t seq, const RowLogi
   const double u = un.u;
   // (1 + u)^k - 1 for the dot's roundings on a path, the operands' q-side ones, both, and the
   // score's two (§10): the same for every key.
+  const DotError dot_error(un, in);
   const double grow_dot = compounded(u, in.dot_path), grow_q = compounded(u, in.q_side),
                grow_path = compounded(u, in.dot_path + in.q_side), grow_score = compounded(u, 2.0);
   for (int64_t x = 0; x < n; ++x) {
     k.p[x] = std::exp(in.s[x] - L_ref);
-    const double dot = dot_error(un, in, x);
+    const double dot = dot_error.of(un, in, x);
     const double delta = logit_error(un, softcap, dot, in, x);
     const double arg = kExpArgRoundings * u * (std::fabs(in.s[x]) + in.M);
     if (in.s[x] - in.smax < kUnderflowArg) {
