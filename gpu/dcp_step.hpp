@@ -36,19 +36,18 @@
 #include "gpu/kernels/kv_view.hpp"
 #include "gpu/kernels/layout.hpp"
 #include "gpu/kernels/merge.hpp"
+#include "gpu/kernels/names.hpp"
 #include "gpu/kernels/storage_format.hpp"
 #include "gpu/status.hpp"
 
 namespace dcp::gpu {
 
 enum class CommStrategy { ag_rs, a2a };
-inline std::string_view strategy_name(CommStrategy s) {
-  return s == CommStrategy::ag_rs ? "ag_rs" : "a2a";
-}
+inline constexpr EnumName<CommStrategy> kStrategyNames[] = {{CommStrategy::ag_rs, "ag_rs"},
+                                                            {CommStrategy::a2a, "a2a"}};
+inline std::string_view strategy_name(CommStrategy s) { return name_in(kStrategyNames, s); }
 inline std::optional<CommStrategy> parse_strategy(std::string_view s) {
-  if (s == "ag_rs") return CommStrategy::ag_rs;
-  if (s == "a2a") return CommStrategy::a2a;
-  return std::nullopt;
+  return parse_in(kStrategyNames, s);
 }
 
 struct DcpConfig {

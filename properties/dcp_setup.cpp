@@ -308,8 +308,8 @@ oracle::Status get_format(const FieldReader& m, const char* key, gpu::StorageFor
   DCP_TRY(m.get(key, s));
   const auto f = gpu::parse_format(s);
   if (!f)
-    return DCP_ERROR("config.math.", key, ": got \"", oracle::printable(s),
-                     "\"; expected f32, f16 or bf16");
+    return DCP_ERROR("config.math.", key, ": got \"", oracle::printable(s), "\"; expected ",
+                     gpu::format_names(false));
   out = *f;
   return {};
 }
@@ -325,8 +325,8 @@ oracle::Status get_math(const FieldReader& config, gpu::KernelMath& m) {
   DCP_TRY(r.get("exp", exp));
   const auto e = gpu::parse_exp_impl(exp);
   if (!e)
-    return DCP_ERROR("config.math.exp: got \"", oracle::printable(exp),
-                     "\"; expected libm or poly3");
+    return DCP_ERROR("config.math.exp: got \"", oracle::printable(exp), "\"; expected ",
+                     gpu::names_in(gpu::kExpImplNames));
   m.exp = *e;
   DCP_TRY(get_format(r, "p_cast", m.p_cast));
   DCP_TRY(r.get("tf32", m.tf32));
@@ -422,12 +422,12 @@ oracle::Expected<DcpSetup> setup_from_json(const nlohmann::json& j) {
                      "\"; expected \"ag_rs\" or \"a2a\"");
   const auto ord = gpu::parse_reduce_order(order);
   if (!ord)
-    return DCP_ERROR("config.order: got \"", oracle::printable(order),
-                     "\"; expected seq, pair or rand");
+    return DCP_ERROR("config.order: got \"", oracle::printable(order), "\"; expected ",
+                     gpu::names_in(gpu::kReduceOrderNames));
   const auto od = gpu::parse_format(out);
   if (!od)
-    return DCP_ERROR("config.out_dtype: got \"", oracle::printable(out),
-                     "\"; expected f32, f16 or bf16");
+    return DCP_ERROR("config.out_dtype: got \"", oracle::printable(out), "\"; expected ",
+                     gpu::format_names(false));
   q.strategy = *strat;
   q.order = *ord;
   q.out_dtype = *od;

@@ -45,10 +45,10 @@ std::vector<oracle::Case> batch_cases(const DcpSetup& s);
 // The documented ranges of a setup (docs/cli.md, "Limits and caps"); memory is judged from the
 // whole setup (footprint.hpp). They keep every count finite and every product of the layout
 // inside int64_t.
-inline constexpr int64_t kMaxRanks = 1024;            // N and the TP size: a thread per rank
-inline constexpr int64_t kMaxInterleave = 1 << 20;    // I (I N <= 2^30)
-inline constexpr int64_t kMaxSeq = int64_t{1} << 40;  // S and W: positions below 2^41
-inline constexpr int64_t kMaxExtent = 1 << 20;        // T, Hq, Hkv, Dk, Dv
+inline constexpr int64_t kMaxRanks = gpu::kMaxGroupRanks;  // N and the TP size: a thread per rank
+inline constexpr int64_t kMaxInterleave = 1 << 20;         // I (I N <= 2^30)
+inline constexpr int64_t kMaxSeq = int64_t{1} << 40;       // S and W: positions below 2^41
+inline constexpr int64_t kMaxExtent = 1 << 20;             // T, Hq, Hkv, Dk, Dv
 
 // How a setup's fields are named to the user, for messages: the fields of a pinned-counterexample
 // entry (kJsonNames), or the command-line flags that set them (tools/flags.hpp, kFlagNames).

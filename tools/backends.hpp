@@ -1,8 +1,9 @@
 // backends.hpp — which production-path backend and communicator a command runs, from its
-// --backend and --comm flags, and whether this binary has them.
+// --backend and --comm flags, and whether this binary has them: one table of pairs
+// (backends.cpp, kTransports) answers every question about a pair.
 //
 //   host  + threads      every rank a thread of this process (run_threads.hpp)
-//   host  + mpi          one rank per process under mpirun (comm_mpi.hpp)
+//   host  + mpi          one rank per process under mpirun (run_mpi.hpp)
 //   cuda  + single-gpu   N virtual ranks per DCP group on GPU 0 (gpu/cuda/comm_single_gpu.hpp)
 //   cuda  + nccl         one GPU per TP rank: one process driving them all, or one process per
 //                        GPU under mpirun (gpu/cuda/comm_nccl.hpp, comm_nccl_mpi.hpp)
@@ -15,6 +16,7 @@
 #include <optional>
 #include <string>
 
+#include "gpu/run_mpi.hpp"
 #include "gpu/run_threads.hpp"
 #include "properties/dcp_bridge.hpp"
 
@@ -22,6 +24,15 @@ namespace dcp::tools {
 
 // An error line when the pair is unknown, inconsistent, or not built into this binary.
 std::optional<std::string> unavailable(const std::string& backend, const std::string& comm);
+
+// The pair's --comm when none is given: threads for host, single-gpu for cuda ("" if unknown).
+std::string default_comm(const std::string& backend);
+
+// Whether the pair runs one rank per process (host + mpi; cuda + nccl when mpirun started this
+// process), which run_cmd drives, and what each process then runs (nothing when it is not built).
+bool one_rank_per_process(const std::string& backend, const std::string& comm);
+using MpiStep = gpu::Result<gpu::MpiRun> (*)(const gpu::DcpInputs&, const gpu::DcpConfig&);
+std::optional<MpiStep> mpi_step(const std::string& backend, const std::string& comm);
 
 // For --backend cuda: why no GPU can be used here ("no CUDA device: cudaErrorNoDevice: ..."),
 // or nothing when one can (and always nothing for the host backend).
@@ -35,8 +46,8 @@ oracle::Expected<props::DcpBackend> open_backend(const std::string& backend,
                                                  const std::string& comm,
                                                  std::chrono::milliseconds deadline);
 
-// open_backend for the communicator a backend uses inside one process: threads for the host,
-// every DCP group's ranks virtual on GPU 0 (single-gpu) for cuda. properties and sweep run it.
+// open_backend for the backend's default communicator (inside one process: threads for the host,
+// every DCP group's ranks virtual on GPU 0, single-gpu, for cuda). properties and sweep run it.
 oracle::Expected<props::DcpBackend> open_in_process_backend(const std::string& backend,
                                                             std::chrono::milliseconds deadline);
 
@@ -64,6 +75,9 @@ struct ImplBackends {
 oracle::Expected<ImplBackends> open_impl(const std::string& path, const std::string& backend,
                                          const std::string& comm,
                                          std::chrono::milliseconds deadline);
+
+// --comm's help: every pair of the table, where its ranks live, each backend's default.
+std::string comms_help();
 
 // What this binary can run, for help texts: "host (cuda: not built)" or "host or cuda".
 std::string backends_help();

@@ -175,18 +175,20 @@ gpu::Result<Model> build_model(const ModelOptions& o) {
   m.tokens = o.tokens;
   // Every number was range-checked as it was parsed (flags.hpp); what is left is how they combine.
   const auto q = gpu::parse_format(o.dtype);
-  if (!q) return DCP_GPU_ERROR("--dtype: got '", o.dtype, "'; expected bf16, f16 or f32");
+  if (!q) return DCP_GPU_ERROR("--dtype: got '", o.dtype, "'; expected ", gpu::format_names(false));
   const std::string kv_name = o.kv_dtype.value_or(preset->kv_dtype ? preset->kv_dtype : o.dtype);
   const auto kv = gpu::parse_kv_format(kv_name);
   if (!kv)
-    return DCP_GPU_ERROR("--kv-dtype: got '", kv_name,
-                         "'; expected bf16, f16, f32, fp8e4m3 or fp8e5m2");
+    return DCP_GPU_ERROR("--kv-dtype: got '", kv_name, "'; expected ", gpu::format_names(true));
   const auto part = gpu::parse_format(o.partial_dtype);
   if (!part)
-    return DCP_GPU_ERROR("--partial-dtype: got '", o.partial_dtype, "'; expected f32, f16 or bf16");
+    return DCP_GPU_ERROR("--partial-dtype: got '", o.partial_dtype, "'; expected ",
+                         gpu::format_names(false));
   const std::string comm = o.comm_backend.value_or(preset->comm_backend);
   const auto strategy = gpu::parse_strategy(comm);
-  if (!strategy) return DCP_GPU_ERROR("--comm-backend: got '", comm, "'; expected ag_rs or a2a");
+  if (!strategy)
+    return DCP_GPU_ERROR("--comm-backend: got '", comm, "'; expected ",
+                         gpu::names_in(gpu::kStrategyNames));
   if (o.replicate_q && o.gather_q)
     return DCP_GPU_ERROR("--replicate-q and --gather-q: expected one of them");
   const bool replicate_q = o.replicate_q || (!o.gather_q && preset->replicate_q);

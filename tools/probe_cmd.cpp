@@ -55,7 +55,7 @@ int run_probe(const ProbeOptions& o, const Limits& lim) {
   } else {
     gpu::KernelMath m;
     const auto e = gpu::parse_exp_impl(o.exp);
-    if (!e) return bad("--exp: got '" + o.exp + "'; expected libm or poly3");
+    if (!e) return bad("--exp: got '" + o.exp + "'; expected " + gpu::names_in(gpu::kExpImplNames));
     m.exp = *e;
     m.tf32 = o.tf32;
     for (const auto& [flag, value, into] :

@@ -29,11 +29,8 @@
 #include "tools/session.hpp"
 #include "tools/table.hpp"
 #ifdef DCP_HAVE_MPI
-#include "gpu/comm/comm_mpi.hpp"
+#include "gpu/run_mpi.hpp"
 #include "tools/mpi_jobs.hpp"
-#endif
-#ifdef DCP_HAVE_NCCL_MPI
-#include "gpu/cuda/comm_nccl_mpi.hpp"
 #endif
 
 namespace dcp::tools {
@@ -324,12 +321,11 @@ oracle::Expected<CaseSpec> configured_spec(const CaseOptions& o, const ModelPres
   s.seq = pick(o.seq, p ? int64_t{4096} : int64_t{1024});
   const std::string dt = pick(o.dtype, std::string("bf16"));
   const auto d = gpu::parse_format(dt);
-  if (!d) return DCP_ERROR("--dtype: got '", dt, "'; expected f32, f16 or bf16");
+  if (!d) return DCP_ERROR("--dtype: got '", dt, "'; expected ", gpu::format_names(false));
   s.q_dtype = props::to_oracle_dtype(*d);
   const std::string kvt = o.kv_dtype ? *o.kv_dtype : p && p->kv_dtype ? p->kv_dtype : dt;
   const auto kd = gpu::parse_kv_format(kvt);
-  if (!kd)
-    return DCP_ERROR("--kv-dtype: got '", kvt, "'; expected f32, f16, bf16, fp8e4m3 or fp8e5m2");
+  if (!kd) return DCP_ERROR("--kv-dtype: got '", kvt, "'; expected ", gpu::format_names(true));
   s.kv_dtype = props::to_oracle_dtype(*kd);
   const std::string sc = pick(o.kv_scale, std::string(gpu::is_fp8(*kd) ? "tensor" : "none"));
   if (sc == "none")
@@ -363,7 +359,7 @@ oracle::Status format_flag(const char* flag, const std::optional<std::string>& g
   const auto f = none_allowed && *given == "f32" ? std::nullopt : gpu::parse_format(*given);
   if (!f)
     return DCP_ERROR(flag, ": got '", *given, "'; expected ",
-                     none_allowed ? "none, bf16 or f16" : "f32, f16 or bf16");
+                     none_allowed ? "none, bf16 or f16" : gpu::format_names(false));
   out = *f;
   return {};
 }
@@ -373,7 +369,8 @@ oracle::Status configured_math(const CaseOptions& o, gpu::DcpConfig& cfg) {
   gpu::KernelMath& m = cfg.math;
   if (o.exp) {
     const auto e = gpu::parse_exp_impl(*o.exp);
-    if (!e) return DCP_ERROR("--exp: got '", *o.exp, "'; expected libm or poly3");
+    if (!e)
+      return DCP_ERROR("--exp: got '", *o.exp, "'; expected ", gpu::names_in(gpu::kExpImplNames));
     m.exp = *e;
   }
   DCP_TRY(format_flag("--p-cast", o.p_cast, true, m.p_cast));
@@ -396,12 +393,15 @@ oracle::Expected<gpu::DcpConfig> configured_path(const CaseOptions& o, const Mod
   cfg.tp_size = pick(o.tp_size, world > 0 ? world : (p ? p->shape.tp : n));
   const std::string cb = pick(o.comm_backend, std::string(p ? p->comm_backend : "ag_rs"));
   const auto st = gpu::parse_strategy(cb);
-  if (!st) return DCP_ERROR("--comm-backend: got '", cb, "'; expected ag_rs or a2a");
+  if (!st)
+    return DCP_ERROR("--comm-backend: got '", cb, "'; expected ",
+                     gpu::names_in(gpu::kStrategyNames));
   cfg.strategy = *st;
   cfg.replicate_q = o.replicate_q || (p && p->replicate_q);
   const std::string ord = pick(o.order, std::string("seq"));
   const auto od = gpu::parse_reduce_order(ord);
-  if (!od) return DCP_ERROR("--order: got '", ord, "'; expected seq, pair or rand");
+  if (!od)
+    return DCP_ERROR("--order: got '", ord, "'; expected ", gpu::names_in(gpu::kReduceOrderNames));
   cfg.order = *od;
   cfg.order_seed = seed;
   cfg.splits = pick(o.splits, int64_t{1});
@@ -537,9 +537,7 @@ DcpSetup batch_request(const RunCase& rc, int64_t b) {
   return r;
 }
 
-bool one_rank_per_process(const RunOptions& o) {
-  return o.comm == "mpi" || (o.comm == "nccl" && launched_by_mpirun());
-}
+bool one_rank_per_process(const RunOptions& o) { return one_rank_per_process(o.backend, o.comm); }
 
 std::optional<std::string> over_budget(const RunCase& rc, const Limits& lim,
                                        const std::string& flags) {
@@ -579,7 +577,7 @@ std::string reproduce_line(const RunOptions& o) {
   std::ostringstream os;
   os << (one_rank_per_process(o) ? "mpirun -np <tp> " : "") << "dcp-verify run --seed " << o.seed;
   if (o.backend != "host") os << " --backend " << o.backend;
-  if (o.comm != "threads") os << " --comm " << o.comm;
+  if (o.comm != default_comm(o.backend)) os << " --comm " << o.comm;
   os << case_flags(o);
   if (o.cases != 1) os << " --cases " << o.cases;
   if (o.bound != "sound") os << " --bound " << o.bound;
@@ -857,7 +855,7 @@ props::DcpCheck unpack_judgement(const std::vector<uint8_t>& b) {
 // (kExitTimeout).
 class MpiRunner final : public RequestRunner {
  public:
-  explicit MpiRunner(bool nccl) : nccl_(nccl) {
+  explicit MpiRunner(MpiStep step) : step_(step) {
     world = gpu::mpi_world_size();
     root = gpu::mpi_world_rank() == 0;
   }
@@ -886,7 +884,7 @@ class MpiRunner final : public RequestRunner {
                     std::ostream& err) override;
 
  private:
-  bool nccl_;
+  MpiStep step_;
 };
 
 RequestResult MpiRunner::run(const DcpSetup& s, size_t row, const oracle::Watch& watch,
@@ -906,12 +904,7 @@ RequestResult MpiRunner::run(const DcpSetup& s, size_t row, const oracle::Watch&
     return out;
   }
   const gpu::DcpInputs in = cases.empty() ? props::to_dcp_inputs(c, s.chunks) : *batched;
-#ifdef DCP_HAVE_NCCL_MPI
-  gpu::Result<gpu::MpiRun> run =
-      nccl_ ? gpu::run_dcp_nccl_mpi(in, s.cfg) : gpu::run_dcp_mpi(in, s.cfg);
-#else
-  gpu::Result<gpu::MpiRun> run = gpu::run_dcp_mpi(in, s.cfg);
-#endif
+  gpu::Result<gpu::MpiRun> run = step_(in, s.cfg);
   const std::string where = "row " + std::to_string(row) + ": rank " + std::to_string(me) + ": ";
   if (!run && gpu::mpi_deadline_passed()) {
     // A peer that never arrived cannot agree on anything: end the job from here.
@@ -980,7 +973,7 @@ RequestResult MpiRunner::run(const DcpSetup& s, size_t row, const oracle::Watch&
 std::unique_ptr<RequestRunner> make_runner([[maybe_unused]] const RunOptions& o,
                                            const props::DcpBackend& backend) {
 #ifdef DCP_HAVE_MPI
-  if (one_rank_per_process(o)) return std::make_unique<MpiRunner>(o.comm == "nccl");
+  if (const auto step = mpi_step(o.backend, o.comm)) return std::make_unique<MpiRunner>(*step);
 #endif
   return std::make_unique<LocalRunner>(backend);
 }
@@ -1197,11 +1190,7 @@ Command add_run_command(CLI::App& app) {
       "Run the production DCP path against the oracle: the default sweep, or configured cases "
       "(the default job)");
   run->add_option("--backend", o->backend, "Backend: " + backends_help())->capture_default_str();
-  CLI::Option* comm = run->add_option(
-      "--comm", o->comm,
-      "Communicator: threads (in-process, the host default) or mpi (under mpirun) for the host "
-      "backend; single-gpu (N virtual ranks on one GPU, the cuda default) or nccl (one GPU per "
-      "rank; one process per GPU under mpirun) for cuda");
+  CLI::Option* comm = run->add_option("--comm", o->comm, "Communicator: " + comms_help());
   add_case_flags(run, *o);
   run->add_option("--cases", o->cases, "Configured cases to run (seeds seed, seed+1, ...)")
       ->check(int_in(1, kMaxCases));
@@ -1218,7 +1207,7 @@ Command add_run_command(CLI::App& app) {
                   "A DCP implementation to judge instead: a C plug-in (include/dcp_verify/impl.h) "
                   "whose levels replace the production path's");
   return {run, [o, comm](const Limits& lim) {
-            if (comm->count() == 0) o->comm = o->backend == "cuda" ? "single-gpu" : "threads";
+            if (comm->count() == 0) o->comm = default_comm(o->backend);
             // A pair this binary cannot run is refused before MPI starts (run_dcp checks again).
             if (o->impl || !one_rank_per_process(*o) || unavailable(o->backend, o->comm))
               return run_dcp(*o, lim, std::cout, std::cerr);

@@ -11,8 +11,6 @@
 #include <thread>
 #include <vector>
 
-#include "gpu/host/host_device.hpp"
-
 namespace dcp::gpu {
 namespace {
 
@@ -219,8 +217,7 @@ class MpiGroup final : public Communicator {
     DCP_GPU_TRY(all_to_all(send, blocks));
     std::vector<const float*> ptrs(static_cast<size_t>(size_));
     for (int64_t s = 0; s < size_; ++s) ptrs[static_cast<size_t>(s)] = &blocks[s * recv.size()];
-    sum_blocks_ordered(ptrs, static_cast<int64_t>(recv.size()), how, recv);
-    return {};
+    return sum_blocks_ordered(ptrs, static_cast<int64_t>(recv.size()), how, recv);
   }
 
  private:
@@ -467,70 +464,22 @@ Result<std::vector<std::vector<uint8_t>>> mpi_gather_bytes(std::span<const uint8
   return all;
 }
 
-Result<MpiRun> run_dcp_mpi(const DcpInputs& in, const DcpConfig& cfg) {
+Result<std::vector<std::vector<uint8_t>>> mpi_gather_same_size(
+    std::span<const uint8_t> mine, const char* what, std::chrono::milliseconds root_wait,
+    std::chrono::milliseconds sender_wait) {
   const int64_t world = mpi_world_size(), me = mpi_world_rank();
-  // Every process checks the same inputs and configuration: these fail everywhere alike.
-  if (world != cfg.tp_size)
-    return DCP_GPU_ERROR("run_dcp_mpi: ", world, " processes but DcpConfig.tp_size is ",
-                         cfg.tp_size, " (run with mpirun -np ", cfg.tp_size, ")");
-  DCP_GPU_TRY(validate_inputs(in, cfg));
-  const DcpGeometry geo = *DcpGeometry::create(cfg, in.dims);
-  const std::unique_ptr<Communicator> comm = mpi_group(geo.group(me) * geo.n, geo.n, cfg.deadline);
-  Result<RankStepOutput> r = run_tp_rank(*comm, in, cfg, me);
-  if (!r) {
-    mpi_notify_failure(r.status().message());  // this rank's own failure is news to its peers
-    return r.status();
-  }
-  Result<MpiRun> run = gather_on_root(in, cfg, *r);
-  if (!run) mpi_notify_failure(run.status().message());
-  return run;
-}
-
-Result<MpiRun> gather_on_root(const DcpInputs& in, const DcpConfig& cfg,
-                              const RankStepOutput& mine) {
-  Result<DcpGeometry> geo_r = DcpGeometry::create(cfg, in.dims);
-  if (!geo_r) return geo_r.status();
-  const DcpGeometry& geo = *geo_r;
-  const int64_t world = mpi_world_size(), me = mpi_world_rank();
-  // Every rank's four tensors in one message: o, lse, partial_o, partial_lse (the same sizes on
-  // every rank).
-  const std::vector<const std::vector<float>*> parts = {&mine.o, &mine.lse, &mine.partial_o,
-                                                        &mine.partial_lse};
-  std::vector<float> packed;
-  for (const std::vector<float>* x : parts) packed.insert(packed.end(), x->begin(), x->end());
   std::vector<std::span<const uint8_t>> out(static_cast<size_t>(world));
   std::vector<size_t> want(static_cast<size_t>(world), 0);
-  out[static_cast<size_t>(me)] = bytes_of(packed);
-  want[static_cast<size_t>(me)] = packed.size() * sizeof(float);
+  out[static_cast<size_t>(me)] = mine;
+  want[static_cast<size_t>(me)] = mine.size();
   if (me == 0)
-    std::fill(want.begin(), want.end(), packed.size() * sizeof(float));
+    std::fill(want.begin(), want.end(), mine.size());
   else
-    out[0] = bytes_of(packed);
-  // Rank 0 waits twice as long here, and a sender (whose large message waits for rank 0 to take
-  // it) three times: a rank held up by a stopped peer of its own group times out first, in its
-  // group's collective, and names that peer rather than being named itself.
-  DCP_GPU_ASSIGN(all, exchange(0, world, me, out, want, kDataTag, "gathering results on rank 0",
-                               (me == 0 ? 2 : 3) * cfg.deadline, true));
-  MpiRun run;
-  run.root = me == 0;
-  const AttentionDims& d = in.dims;
-  run.group = empty_group_run(geo, d);
-  if (!run.root) {  // this rank's own output and partial, in their places
-    place_rank_output(geo, d, me, mine, run.group);
-    return run;
-  }
-  for (int64_t tp_rank = 0; tp_rank < world; ++tp_rank) {
-    const uint8_t* p = all[static_cast<size_t>(tp_rank)].data();
-    RankStepOutput ro;
-    std::vector<float>* const into[] = {&ro.o, &ro.lse, &ro.partial_o, &ro.partial_lse};
-    for (size_t k = 0; k < parts.size(); ++k) {
-      into[k]->resize(parts[k]->size());
-      std::memcpy(into[k]->data(), p, parts[k]->size() * sizeof(float));
-      p += parts[k]->size() * sizeof(float);
-    }
-    place_rank_output(geo, d, tp_rank, ro, run.group);
-  }
-  return run;
+    out[0] = mine;
+  DCP_GPU_ASSIGN(all, exchange(0, world, me, out, want, kDataTag, what,
+                               me == 0 ? root_wait : sender_wait, true));
+  if (me != 0) return std::vector<std::vector<uint8_t>>{};
+  return all;
 }
 
 }  // namespace dcp::gpu

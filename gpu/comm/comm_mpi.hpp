@@ -1,5 +1,5 @@
-// comm_mpi.hpp — the DCP path over MPI: one TP rank per process (OpenMPI), built when MPI is
-// found (CMake option DCP_MPI).
+// comm_mpi.hpp — the MPI transport: one TP rank per process (OpenMPI), built when MPI is found
+// (CMake option DCP_MPI). The step runner over it is run_mpi.hpp.
 //
 // MPI_COMM_WORLD is the attention TP group (world size = tp_size); DCP group g is the world
 // ranks g N .. g N + N - 1, matching dcp_rank = tp_rank mod N. Every exchange is point-to-point
@@ -13,8 +13,7 @@
 // transport reduces in the same order (communicator.hpp).
 //
 //   DCP_GPU_TRY(mpi_init(&argc, &argv));
-//   Result<MpiRun> run = run_dcp_mpi(inputs, cfg);    // every process, same inputs
-//   judge(run->group);                // rank 0 holds the assembled result, the others their own
+//   std::unique_ptr<Communicator> comm = mpi_group(first, n, deadline);   // a DCP group
 //   Result<MpiVerdict> v = mpi_agree(code, why, cfg.deadline);   // every rank: the same verdict
 //   mpi_gather_bytes(my_judgement, "gathering judgements", cfg.deadline);  // all on rank 0
 //   mpi_finalize();
@@ -28,8 +27,6 @@
 #include <vector>
 
 #include "gpu/comm/communicator.hpp"
-#include "gpu/dcp_step.hpp"
-#include "gpu/run_threads.hpp"
 #include "gpu/status.hpp"
 
 namespace dcp::gpu {
@@ -95,21 +92,11 @@ Result<std::vector<std::vector<uint8_t>>> mpi_gather_bytes(std::span<const uint8
                                                            const char* what,
                                                            std::chrono::milliseconds deadline);
 
-struct MpiRun {
-  // World rank 0: `group` holds the assembled output and every rank's partial. Another rank:
-  // its own heads of the output and its own partial, in their places; the rest zero.
-  bool root = false;
-  GroupRun group;
-};
-
-// Runs this process's TP rank (world rank) and gathers every rank's result on world rank 0. The
-// world size must be cfg.tp_size. A failure of this rank's own is told to every other rank.
-Result<MpiRun> run_dcp_mpi(const DcpInputs& in, const DcpConfig& cfg);
-
-// Gathers every process's step output (this one's: mine) on world rank 0, assembled by head;
-// every process of the world calls it (any backend's ranks: the host path's and the CUDA
-// backend's over NCCL).
-Result<MpiRun> gather_on_root(const DcpInputs& in, const DcpConfig& cfg,
-                              const RankStepOutput& mine);
+// mpi_gather_bytes for messages of one size on every rank, in one round, as part of a step: a
+// peer's failure notice (mpi_notify_failure) ends the wait. Rank 0 waits `root_wait`, the others
+// `sender_wait` (a large message waits for rank 0 to take it).
+Result<std::vector<std::vector<uint8_t>>> mpi_gather_same_size(
+    std::span<const uint8_t> mine, const char* what, std::chrono::milliseconds root_wait,
+    std::chrono::milliseconds sender_wait);
 
 }  // namespace dcp::gpu

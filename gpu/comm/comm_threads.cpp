@@ -38,8 +38,10 @@ class ThreadGroup::RankComm final : public Communicator {
     const size_t count = recv.size();
     std::vector<const float*> blocks(static_cast<size_t>(n));
     for (int64_t s = 0; s < n; ++s) blocks[static_cast<size_t>(s)] = peer(s) + rank_ * count;
-    sum_blocks_ordered(blocks, static_cast<int64_t>(count), how, recv);
-    return rv_->barrier(rank_, "reduce_scatter");
+    // Every rank meets the barrier, whether its sum succeeded or not (peers would wait for it).
+    const GpuStatus summed = sum_blocks_ordered(blocks, static_cast<int64_t>(count), how, recv);
+    DCP_GPU_TRY(rv_->barrier(rank_, "reduce_scatter"));
+    return summed;
   }
 
  private:

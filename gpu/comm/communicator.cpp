@@ -2,21 +2,20 @@
 
 #include <vector>
 
+#include "gpu/kernels/bodies.hpp"
+#include "gpu/kernels/launch_checks.hpp"
+
 namespace dcp::gpu {
 
-void sum_blocks_ordered(std::span<const float* const> blocks, int64_t count, const SumSpec& how,
-                        std::span<float> out) {
+GpuStatus sum_blocks_ordered(std::span<const float* const> blocks, int64_t count,
+                             const SumSpec& how, std::span<float> out) {
+  using Schedule = ReduceScheduleOf<kMaxGroupRanks>;
   const int64_t n = static_cast<int64_t>(blocks.size());
-  std::vector<std::vector<float>> work(blocks.size());
-  for (int64_t s = 0; s < n; ++s) work[static_cast<size_t>(s)].assign(blocks[s], blocks[s] + count);
-  const int64_t root = reduce_slots(n, how.order, how.seed, [&](int64_t dst, int64_t src) {
-    auto& d = work[static_cast<size_t>(dst)];
-    const auto& s = work[static_cast<size_t>(src)];
-    for (size_t i = 0; i < static_cast<size_t>(count); ++i) d[i] = round_to(how.accum, d[i] + s[i]);
-  });
-  if (n == 0) return;
-  const auto& r = work[static_cast<size_t>(root)];
-  for (int64_t i = 0; i < count; ++i) out[static_cast<size_t>(i)] = r[static_cast<size_t>(i)];
+  DCP_GPU_ASSIGN(sched, make_schedule<Schedule>(n, how.order, how.seed));
+  std::vector<float> slots(static_cast<size_t>(n));
+  for (int64_t i = 0; i < count; ++i)
+    body::ordered_sum(blocks.data(), count, sched, how.accum, out.data(), i, slots.data());
+  return {};
 }
 
 std::string rank_list(const std::vector<int64_t>& ranks) {

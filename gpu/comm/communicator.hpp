@@ -44,11 +44,15 @@ class Communicator {
                                        const SumSpec& how) = 0;
 };
 
+// The most ranks a communicator's group holds (the properties' and `run`'s limit on N).
+inline constexpr int64_t kMaxGroupRanks = 1024;
+
 // Sums N blocks of `count` floats (blocks[s] points at rank s's contribution) into out [count],
-// combining whole blocks in the given order, each partial sum rounded to how.accum. Shared by the
-// communicators so every transport reduces in the same order and format.
-void sum_blocks_ordered(std::span<const float* const> blocks, int64_t count, const SumSpec& how,
-                        std::span<float> out);
+// combining whole blocks in the given order, each partial sum rounded to how.accum: the kernel
+// body every device's reduce-scatter runs (body::ordered_sum), so every transport reduces in the
+// same tree and format. Refuses more than kMaxGroupRanks blocks.
+GpuStatus sum_blocks_ordered(std::span<const float* const> blocks, int64_t count,
+                             const SumSpec& how, std::span<float> out);
 
 // "rank 3" or "ranks 1, 3": the ranks a collective waited for in vain, for its error.
 std::string rank_list(const std::vector<int64_t>& ranks);

@@ -43,34 +43,26 @@ Result<ncclUniqueId> shared_unique_id(int64_t first, int64_t n, int64_t dcp_rank
 }  // namespace
 
 Result<MpiRun> run_dcp_nccl_mpi(const DcpInputs& in, const DcpConfig& cfg) {
-  const int64_t world = mpi_world_size(), me = mpi_world_rank();
-  if (world != cfg.tp_size)
-    return DCP_GPU_ERROR("run_dcp_nccl_mpi: ", world, " processes but DcpConfig.tp_size is ",
-                         cfg.tp_size, " (run with mpirun -np ", cfg.tp_size, ")");
-  DCP_GPU_TRY(validate_inputs(in, cfg));
-  const DcpGeometry geo = *DcpGeometry::create(cfg, in.dims);
-  auto fail = [](const GpuStatus& st) {
-    mpi_notify_failure(st.message());
-    return st;
-  };
-  // The process's GPU: its rank among the processes of its node, modulo the devices it sees.
-  const MpiNode node = mpi_node();
-  const Result<int> device = node_local_device(node.rank, node.size);
-  if (!device)
-    return fail(DCP_GPU_ERROR("run_dcp_nccl_mpi: process ", me, " (node-local rank ", node.rank,
-                              ") has no GPU of its own: ", device.status().message()));
-  const int local = *device;
-  Result<ncclUniqueId> id =
-      shared_unique_id(geo.group(me) * geo.n, geo.n, geo.dcp_rank(me), cfg.deadline);
-  if (!id) return fail(id.status());
-  Result<std::unique_ptr<NcclGroup>> g =
-      NcclGroup::create_rank(*id, geo.n, geo.dcp_rank(me), local, cfg.deadline);
-  if (!g) return fail(g.status());
-  Result<RankStepOutput> r = cuda_run_tp_rank((*g)->comm(geo.dcp_rank(me)), in, cfg, me);
-  if (!r) return fail(r.status());
-  Result<MpiRun> run = gather_on_root(in, cfg, *r);
-  if (!run) return fail(run.status());
-  return run;
+  // The NCCL group outlives the step: it is released after the results are gathered, as
+  // before any MPI_Finalize.
+  std::unique_ptr<NcclGroup> group;
+  return run_mpi_tp_rank(
+      "run_dcp_nccl_mpi", in, cfg,
+      [&](const DcpGeometry& geo, int64_t me) -> Result<RankStepOutput> {
+        // The process's GPU: its rank among the processes of its node, modulo the devices it
+        // sees.
+        const MpiNode node = mpi_node();
+        const Result<int> device = node_local_device(node.rank, node.size);
+        if (!device)
+          return DCP_GPU_ERROR("run_dcp_nccl_mpi: process ", me, " (node-local rank ", node.rank,
+                               ") has no GPU of its own: ", device.status().message());
+        DCP_GPU_ASSIGN(
+            id, shared_unique_id(geo.group(me) * geo.n, geo.n, geo.dcp_rank(me), cfg.deadline));
+        DCP_GPU_ASSIGN(g,
+                       NcclGroup::create_rank(id, geo.n, geo.dcp_rank(me), *device, cfg.deadline));
+        group = std::move(g);
+        return cuda_run_tp_rank(group->comm(geo.dcp_rank(me)), in, cfg, me);
+      });
 }
 
 }  // namespace dcp::gpu

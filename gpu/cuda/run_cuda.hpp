@@ -9,24 +9,12 @@
 //   Result<GroupRun> run = run_dcp_cuda(inputs, cfg, DeviceTransport::single_gpu);
 #pragma once
 
-#include <optional>
-#include <string_view>
-
 #include "gpu/dcp_step.hpp"
 #include "gpu/run_threads.hpp"
 
 namespace dcp::gpu {
 
 enum class DeviceTransport { single_gpu, nccl };
-
-inline std::string_view transport_name(DeviceTransport t) {
-  return t == DeviceTransport::single_gpu ? "single-gpu" : "nccl";
-}
-inline std::optional<DeviceTransport> parse_transport(std::string_view s) {
-  if (s == "single-gpu") return DeviceTransport::single_gpu;
-  if (s == "nccl") return DeviceTransport::nccl;
-  return std::nullopt;
-}
 
 // Fails with the runtime's reason when the devices are missing ("no CUDA device: ...").
 Result<GroupRun> run_dcp_cuda(const DcpInputs& in, const DcpConfig& cfg, DeviceTransport transport,

@@ -16,6 +16,7 @@
 #include <string_view>
 
 #include "gpu/kernels/hd.hpp"
+#include "gpu/kernels/names.hpp"
 #include "gpu/kernels/storage_format.hpp"
 
 namespace dcp::gpu {
@@ -24,11 +25,11 @@ namespace dcp::gpu {
 // a cubic polynomial of the kind vectorized 16-bit kernels use, within kExp2Poly3RelErr.
 enum class ExpImpl { libm, poly3 };
 
-inline std::string_view exp_impl_name(ExpImpl e) { return e == ExpImpl::libm ? "libm" : "poly3"; }
+inline constexpr EnumName<ExpImpl> kExpImplNames[] = {{ExpImpl::libm, "libm"},
+                                                      {ExpImpl::poly3, "poly3"}};
+inline std::string_view exp_impl_name(ExpImpl e) { return name_in(kExpImplNames, e); }
 inline std::optional<ExpImpl> parse_exp_impl(std::string_view s) {
-  if (s == "libm") return ExpImpl::libm;
-  if (s == "poly3") return ExpImpl::poly3;
-  return std::nullopt;
+  return parse_in(kExpImplNames, s);
 }
 
 // 2^f ~ c0 + c1 f + c2 f^2 + c3 f^3 on f in [-1/2, 1/2]: the relative-error minimax cubic (Lawson

@@ -25,6 +25,7 @@
 
 #include "gpu/kernels/convention.hpp"
 #include "gpu/kernels/hd.hpp"
+#include "gpu/kernels/names.hpp"
 #include "gpu/kernels/storage_format.hpp"
 
 namespace dcp::gpu {
@@ -67,14 +68,13 @@ DCP_HD inline float finish(Exponential base, const MergeAcc& a, float* n, int64_
 
 enum class ReduceOrder { sequential, pairwise, random };
 
-inline std::string_view reduce_order_name(ReduceOrder o) {
-  return o == ReduceOrder::sequential ? "seq" : o == ReduceOrder::pairwise ? "pair" : "rand";
-}
+inline constexpr EnumName<ReduceOrder> kReduceOrderNames[] = {
+    {ReduceOrder::sequential, "seq", "sequential"},
+    {ReduceOrder::pairwise, "pair", "pairwise"},
+    {ReduceOrder::random, "rand", "random"}};
+inline std::string_view reduce_order_name(ReduceOrder o) { return name_in(kReduceOrderNames, o); }
 inline std::optional<ReduceOrder> parse_reduce_order(std::string_view s) {
-  if (s == "seq" || s == "sequential") return ReduceOrder::sequential;
-  if (s == "pair" || s == "pairwise") return ReduceOrder::pairwise;
-  if (s == "rand" || s == "random") return ReduceOrder::random;
-  return std::nullopt;
+  return parse_in(kReduceOrderNames, s);
 }
 
 // How a reduce-scatter sums the N blocks it receives: the tree of its adds (reduce_slots) and the

@@ -22,41 +22,34 @@
 #include <string_view>
 
 #include "gpu/kernels/hd.hpp"
+#include "gpu/kernels/names.hpp"
 
 namespace dcp::gpu {
 
 enum class StorageFormat { f32, f16, bf16, f8e4m3, f8e5m2 };
 
-inline std::string_view format_name(StorageFormat d) {
-  switch (d) {
-    case StorageFormat::f32:
-      return "f32";
-    case StorageFormat::f16:
-      return "f16";
-    case StorageFormat::bf16:
-      return "bf16";
-    case StorageFormat::f8e4m3:
-      return "fp8e4m3";
-    case StorageFormat::f8e5m2:
-      return "fp8e5m2";
-  }
-  return "?";
-}
+inline constexpr EnumName<StorageFormat> kFormatNames[] = {
+    {StorageFormat::f32, "f32", "fp32"},
+    {StorageFormat::f16, "f16", "fp16"},
+    {StorageFormat::bf16, "bf16"},
+    {StorageFormat::f8e4m3, "fp8e4m3", "f8e4m3", "e4m3"},
+    {StorageFormat::f8e5m2, "fp8e5m2", "f8e5m2", "e5m2"}};
+inline std::string_view format_name(StorageFormat d) { return name_in(kFormatNames, d); }
 DCP_HD inline bool is_fp8(StorageFormat d) {
   return d == StorageFormat::f8e4m3 || d == StorageFormat::f8e5m2;
 }
-// A value format (queries, partials, outputs, the P cast, the merge): f32, f16 or bf16.
-inline std::optional<StorageFormat> parse_format(std::string_view s) {
-  if (s == "f32" || s == "fp32") return StorageFormat::f32;
-  if (s == "f16" || s == "fp16") return StorageFormat::f16;
-  if (s == "bf16") return StorageFormat::bf16;
-  return std::nullopt;
-}
 // A KV cache's format: a value format or fp8 (fp8e4m3 / e4m3, fp8e5m2 / e5m2).
 inline std::optional<StorageFormat> parse_kv_format(std::string_view s) {
-  if (s == "fp8e4m3" || s == "f8e4m3" || s == "e4m3") return StorageFormat::f8e4m3;
-  if (s == "fp8e5m2" || s == "f8e5m2" || s == "e5m2") return StorageFormat::f8e5m2;
-  return parse_format(s);
+  return parse_in(kFormatNames, s);
+}
+// A value format (queries, partials, outputs, the P cast, the merge): f32, f16 or bf16.
+inline std::optional<StorageFormat> parse_format(std::string_view s) {
+  const std::optional<StorageFormat> f = parse_kv_format(s);
+  return f && !is_fp8(*f) ? f : std::nullopt;
+}
+// What the parsers accept, for refusals: "f32, f16 or bf16"; with fp8 for a KV cache.
+inline std::string format_names(bool kv) {
+  return names_in(kFormatNames, [kv](StorageFormat f) { return kv || !is_fp8(f); });
 }
 
 // fp32 -> bf16 -> fp32, round to nearest even; NaN stays NaN, overflow gives inf.

@@ -232,36 +232,48 @@ int call(const char* op, const json& args, const json& tensors, const std::vecto
   return 0;
 }
 
+// The tensors the partial and step levels share (their k_pos aside): q, q_pos, k, v, sink, topk.
+template <class Args>
+void put_attention(json& tensors, std::vector<char>& payload, const Args& a) {
+  put(tensors, payload, "q", a.q);
+  put(tensors, payload, "q_pos", a.q_pos);
+  put(tensors, payload, "k", a.k);
+  put(tensors, payload, "v", a.v);
+  put(tensors, payload, "sink", a.sink);
+  put(tensors, payload, "topk", a.topk);
+}
+
+// The case's variant, as the partial and step levels state it.
+template <class Args>
+json variant_args(const Args& a) {
+  return {{"shared_latent", a.shared_latent != 0},
+          {"lse_base", a.lse_base},
+          {"causal", a.causal != 0},
+          {"window", a.window},
+          {"scale", a.scale},
+          {"softcap", a.softcap},
+          {"kv_dtype", dtype_name(a.k.dtype)}};
+}
+
 int bridge_partial_unguarded(const dcpv_partial_args* a, char* err, size_t err_len) {
   std::lock_guard<std::mutex> lock(g_conn.mu);
   json tensors = json::array();
   std::vector<char> payload;
-  put(tensors, payload, "q", a->q);
-  put(tensors, payload, "q_pos", a->q_pos);
-  put(tensors, payload, "k", a->k);
-  put(tensors, payload, "v", a->v);
+  put_attention(tensors, payload, *a);
   put(tensors, payload, "k_pos", a->k_pos);
-  put(tensors, payload, "sink", a->sink);
-  put(tensors, payload, "topk", a->topk);
-  const json args = {{"rank", a->rank},
-                     {"ranks", a->ranks},
-                     {"tokens", a->tokens},
-                     {"heads", a->heads},
-                     {"head_dim", a->head_dim},
-                     {"v_dim", a->v_dim},
-                     {"head0", a->head0},
-                     {"q_heads_total", a->q_heads_total},
-                     {"kv_heads_total", a->kv_heads_total},
-                     {"kv_head0", a->kv_head0},
-                     {"kv_heads", a->kv_heads},
-                     {"keys", a->keys},
-                     {"shared_latent", a->shared_latent != 0},
-                     {"lse_base", a->lse_base},
-                     {"causal", a->causal != 0},
-                     {"window", a->window},
-                     {"scale", a->scale},
-                     {"softcap", a->softcap},
-                     {"kv_dtype", dtype_name(a->k.dtype)}};
+  json args = {{"rank", a->rank},
+               {"ranks", a->ranks},
+               {"tokens", a->tokens},
+               {"heads", a->heads},
+               {"head_dim", a->head_dim},
+               {"v_dim", a->v_dim},
+               {"head0", a->head0},
+               {"q_heads_total", a->q_heads_total},
+               {"kv_heads_total", a->kv_heads_total},
+               {"kv_head0", a->kv_head0},
+               {"kv_heads", a->kv_heads},
+               {"keys", a->keys}};
+  args.update(variant_args(*a));
   json reply;
   std::vector<char> rp;
   return call("partial", args, tensors, payload, a->o, a->lse, reply, rp, err, err_len);
@@ -287,27 +299,12 @@ int bridge_step_unguarded(dcpv_step_args* a, char* err, size_t err_len) {
   std::lock_guard<std::mutex> lock(g_conn.mu);
   json tensors = json::array();
   std::vector<char> payload;
-  put(tensors, payload, "q", a->q);
-  put(tensors, payload, "q_pos", a->q_pos);
-  put(tensors, payload, "k", a->k);
-  put(tensors, payload, "v", a->v);
-  put(tensors, payload, "sink", a->sink);
-  put(tensors, payload, "topk", a->topk);
-  const json args = {{"ranks", a->ranks},
-                     {"interleave", a->interleave},
-                     {"tokens", a->tokens},
-                     {"q_heads", a->q_heads},
-                     {"kv_heads", a->kv_heads},
-                     {"head_dim", a->head_dim},
-                     {"v_dim", a->v_dim},
-                     {"seq", a->seq},
-                     {"shared_latent", a->shared_latent != 0},
-                     {"lse_base", a->lse_base},
-                     {"causal", a->causal != 0},
-                     {"window", a->window},
-                     {"scale", a->scale},
-                     {"softcap", a->softcap},
-                     {"kv_dtype", dtype_name(a->k.dtype)}};
+  put_attention(tensors, payload, *a);
+  json args = {{"ranks", a->ranks},       {"interleave", a->interleave},
+               {"tokens", a->tokens},     {"q_heads", a->q_heads},
+               {"kv_heads", a->kv_heads}, {"head_dim", a->head_dim},
+               {"v_dim", a->v_dim},       {"seq", a->seq}};
+  args.update(variant_args(*a));
   json reply;
   std::vector<char> rp;
   if (call("step", args, tensors, payload, a->o, a->lse, reply, rp, err, err_len) != 0) return 1;
