@@ -18,6 +18,7 @@ using gpu::PartialAttentionParams;
 namespace body = gpu::body;
 
 LseBase other_base(LseBase b) { return b == LseBase::e ? LseBase::two : LseBase::e; }
+using gpu::Exponential;
 
 bool in_family(Mutant m, std::initializer_list<Mutant> family) {
   return std::find(family.begin(), family.end(), m) != family.end();
@@ -31,7 +32,7 @@ bool buggy_merges(Mutant m) {
                        Mutant::empty_nan_leak, Mutant::empty_lse_zero, Mutant::empty_lse_pos_inf});
 }
 
-void merge_into(Mutant m, LseBase base, MergeAcc& a, float* n_a, const MergeAcc& b,
+void merge_into(Mutant m, Exponential base, MergeAcc& a, float* n_a, const MergeAcc& b,
                 const float* n_b, int64_t dv) {
   if (m == Mutant::merge_shift_by_first) {  // shifted by a's max, even when a is empty
     const float wa = gpu::pow_base(base, a.m - a.m), wb = gpu::pow_base(base, b.m - a.m);
@@ -52,14 +53,15 @@ void merge_into(Mutant m, LseBase base, MergeAcc& a, float* n_a, const MergeAcc&
     return;
   }
   const float mx = m == Mutant::merge_no_max_shift ? 0.0f : std::max(a.m, b.m);
-  const LseBase wbase = m == Mutant::merge_base_mismatch ? other_base(base) : base;
+  const Exponential wbase =
+      m == Mutant::merge_base_mismatch ? Exponential{other_base(base.base), base.impl} : base;
   const float wa = gpu::pow_base(wbase, a.m - mx), wb = gpu::pow_base(wbase, b.m - mx);
   a.z = a.z * wa + b.z * wb;
   for (int64_t i = 0; i < dv; ++i) n_a[i] = n_a[i] * wa + n_b[i] * wb;
   a.m = mx;
 }
 
-float finish(Mutant m, LseBase base, const MergeAcc& a, float* n, int64_t dv) {
+float finish(Mutant m, Exponential base, const MergeAcc& a, float* n, int64_t dv) {
   if (gpu::is_empty_lse(a.m) && m != Mutant::empty_nan_leak) {
     for (int64_t i = 0; i < dv; ++i) n[i] = 0.0f;
     if (m == Mutant::empty_lse_zero) return 0.0f;
@@ -67,12 +69,12 @@ float finish(Mutant m, LseBase base, const MergeAcc& a, float* n, int64_t dv) {
     return gpu::kEmptyLseF;
   }
   for (int64_t i = 0; i < dv; ++i) n[i] = n[i] / a.z;
-  return a.m + gpu::log_base(base, a.z);
+  return a.m + gpu::log_base(base.base, a.z);
 }
 
 // A fold of n partials (acc, num [n, dv]) in the schedule's order with the buggy merge.
 template <class Sched>
-float fold(Mutant m, LseBase base, const Sched& sc, std::vector<MergeAcc>& acc,
+float fold(Mutant m, Exponential base, const Sched& sc, std::vector<MergeAcc>& acc,
            std::vector<float>& num, int64_t dv, float* out) {
   for (int32_t st = 0; st < sc.steps; ++st)
     merge_into(m, base, acc[static_cast<size_t>(sc.dst[st])],
@@ -160,12 +162,18 @@ bool buggy_softmax(Mutant m) {
       m, {Mutant::zero_initial_max, Mutant::softcap_after_mask, Mutant::bf16_accumulation});
 }
 
-// The attention of every (t, h) of p in one split with bug m, online over tiles of p.tile keys.
+// The attention of every (t, h) of p with bug m: the body's online softmax over tiles of p.tile
+// keys (bodies.hpp, partial_attention_as: the same products, exponential, P cast and order), per
+// split, the splits then merged by the production split combine.
 void buggy_attention(Mutant m, const PartialAttentionParams& p) {
-  const int64_t H = p.heads, dk = p.head_dim, dv = p.v_dim;
+  const int64_t H = p.heads, dk = p.head_dim, dv = p.v_dim, rows_out = p.tokens * H;
   const int64_t group = p.q_heads_total / p.kv_heads_total;
-  const LseBase base = p.base;
-  std::vector<float> num(static_cast<size_t>(dv));
+  const LseBase lb = p.base;
+  const Exponential base{p.base, p.exp};
+  const auto operand = [&](float x) { return gpu::product_operand(p.tf32, x); };
+  std::vector<float> split_o(static_cast<size_t>(p.splits * rows_out * dv)),
+      split_lse(static_cast<size_t>(p.splits * rows_out));
+  std::vector<float> num(static_cast<size_t>(dv)), qs(static_cast<size_t>(dk));
   for (int64_t t = 0; t < p.tokens; ++t) {
     std::vector<int64_t> rows = visible_rows(Mutant::none, p, t);
     const gpu::KvView kv = body::token_view(p, t);
@@ -179,63 +187,74 @@ void buggy_attention(Mutant m, const PartialAttentionParams& p) {
     }
     const auto nk = static_cast<int64_t>(rows.size());
     for (int64_t h = 0; h < H; ++h) {
-      const float* q = p.q + (t * H + h) * dk;
+      for (int64_t i = 0; i < dk; ++i)
+        qs[static_cast<size_t>(i)] = operand(p.q[(t * H + h) * dk + i]);
       const int64_t g = (p.head0 + h) / group - p.kv_head0;
-      MergeAcc a = m == Mutant::zero_initial_max ? MergeAcc{0.0f, 0.0f} : MergeAcc{};
-      std::fill(num.begin(), num.end(), 0.0f);
-      for (int64_t t0 = 0; t0 < nk; t0 += p.tile) {
-        const int64_t t1 = std::min(nk, t0 + p.tile);
-        std::vector<float> s(static_cast<size_t>(t1 - t0));
-        float m_tile = gpu::kEmptyLseF;
-        for (int64_t x = t0; x < t1; ++x) {
-          const int64_t row = rows[static_cast<size_t>(x)];
-          float dot = 0.0f;
-          for (int64_t i = 0; i < dk; ++i) dot += q[i] * kv.key(row, g, i);
-          float sc = dot * (p.scale * kv.k_scale_of(g));  // the K scale folded in, as the body
-          if (p.softcap > 0.0f) sc = p.softcap * std::tanh(sc / p.softcap);
-          if (!masked.empty() && masked[static_cast<size_t>(row)]) sc = -p.softcap;
-          sc = gpu::to_base_units(base, sc);
-          s[static_cast<size_t>(x - t0)] = sc;
-          m_tile = std::max(m_tile, sc);
-        }
-        const float m_new = std::max(a.m, m_tile);
-        const float alpha = gpu::is_empty_lse(a.m) ? 0.0f : gpu::pow_base(base, a.m - m_new);
-        a.z *= alpha;
-        for (float& n : num) n *= alpha;
-        for (int64_t x = t0; x < t1; ++x) {
-          const float w = gpu::pow_base(base, s[static_cast<size_t>(x - t0)] - m_new);
-          a.z += w;
-          const int64_t row = rows[static_cast<size_t>(x)];
-          for (int64_t i = 0; i < dv; ++i) {
-            const float n = num[static_cast<size_t>(i)] + w * kv.value(row, g, i);
-            num[static_cast<size_t>(i)] = m == Mutant::bf16_accumulation ? gpu::round_bf16(n) : n;
+      const float logit_scale = p.scale * kv.k_scale_of(g);  // the K scale folded in, as the body
+      for (int64_t sp = 0; sp < p.splits; ++sp) {
+        const int64_t k0 = nk * sp / p.splits, k1 = nk * (sp + 1) / p.splits;
+        MergeAcc a = m == Mutant::zero_initial_max ? MergeAcc{0.0f, 0.0f} : MergeAcc{};
+        std::fill(num.begin(), num.end(), 0.0f);
+        for (int64_t t0 = k0; t0 < k1; t0 += p.tile) {
+          const int64_t t1 = std::min(k1, t0 + p.tile);
+          std::vector<float> s(static_cast<size_t>(t1 - t0));
+          float m_tile = gpu::kEmptyLseF;
+          for (int64_t x = t0; x < t1; ++x) {
+            const int64_t row = rows[static_cast<size_t>(x)];
+            float dot = 0.0f;
+            for (int64_t i = 0; i < dk; ++i)
+              dot += qs[static_cast<size_t>(i)] * operand(kv.key(row, g, i));
+            float sc = dot * logit_scale;
+            if (p.softcap > 0.0f) sc = p.softcap * tanhf(sc / p.softcap);
+            if (!masked.empty() && masked[static_cast<size_t>(row)]) sc = -p.softcap;
+            sc = gpu::to_base_units(lb, sc);
+            s[static_cast<size_t>(x - t0)] = sc;
+            m_tile = std::max(m_tile, sc);
           }
+          const float m_new = std::max(a.m, m_tile);
+          const float alpha = gpu::is_empty_lse(a.m) ? 0.0f : gpu::pow_base(base, a.m - m_new);
+          for (float& w : s) w = gpu::pow_base(base, w - m_new);
+          a.z *= alpha;
+          for (const float w : s) a.z += w;
+          for (int64_t i = 0; i < dv; ++i) {
+            float n = num[static_cast<size_t>(i)] * alpha;
+            for (int64_t x = t0; x < t1; ++x) {
+              n += operand(gpu::round_to(p.p_cast, s[static_cast<size_t>(x - t0)])) *
+                   operand(kv.value(rows[static_cast<size_t>(x)], g, i));
+              if (m == Mutant::bf16_accumulation) n = gpu::round_bf16(n);
+            }
+            num[static_cast<size_t>(i)] = n;
+          }
+          a.m = m_new;
         }
-        a.m = m_new;
+        if (p.sink != nullptr && sp == 0) {  // the sink joins split 0's denominator only
+          const float sg = gpu::to_base_units(lb, p.sink[h]);
+          const float m_new = std::max(a.m, sg);
+          const float alpha = gpu::is_empty_lse(a.m) ? 0.0f : gpu::pow_base(base, a.m - m_new);
+          a.z = a.z * alpha + gpu::pow_base(base, sg - m_new);
+          for (float& n : num) n *= alpha;
+          a.m = m_new;
+        }
+        const int64_t row_out = (sp * p.tokens + t) * H + h;
+        float* o = &split_o[static_cast<size_t>(row_out * dv)];
+        std::copy(num.begin(), num.end(), o);
+        split_lse[static_cast<size_t>(row_out)] = gpu::finish(base, a, o, dv);
+        for (int64_t i = 0; i < dv; ++i) o[i] *= kv.v_scale_of(g);  // the V scale, as the body
       }
-      if (p.sink != nullptr) {
-        const float sg = gpu::to_base_units(base, p.sink[h]);
-        const float m_new = std::max(a.m, sg);
-        const float alpha = gpu::is_empty_lse(a.m) ? 0.0f : gpu::pow_base(base, a.m - m_new);
-        a.z = a.z * alpha + gpu::pow_base(base, sg - m_new);
-        for (float& n : num) n *= alpha;
-        a.m = m_new;
-      }
-      float* o = p.o + (t * H + h) * dv;
-      std::copy(num.begin(), num.end(), o);
-      p.lse[t * H + h] = gpu::finish(base, a, o, dv);
-      for (int64_t i = 0; i < dv; ++i) o[i] *= kv.v_scale_of(g);  // the V scale, as the body
     }
   }
+  const body::SplitCombine c = body::split_combine_of(p, split_o.data(), split_lse.data());
+  for (int64_t x = 0; x < rows_out; ++x) body::split_combine(c, x, 0, 1);
 }
 
 // ---- the host device with one bug -------------------------------------------------------------
 
 class MutantDevice : public gpu::HostDevice {
  public:
-  MutantDevice(gpu::Communicator& comm, Mutant m, const gpu::DcpInputs& in,
+  // planted false: m's code path (its copies of the production kernels) with no bug in it.
+  MutantDevice(gpu::Communicator& comm, Mutant m, bool planted, const gpu::DcpInputs& in,
                const gpu::DcpConfig& cfg)
-      : HostDevice(&comm, cfg.stop), m_(m), in_(in), cfg_(cfg) {}
+      : HostDevice(&comm, cfg.stop), path_(m), m_(planted ? m : Mutant::none), in_(in), cfg_(cfg) {}
 
   using HostDevice::upload;
   // The cache's block tables (its one int32 upload) as an allocator with the bug writes them.
@@ -255,13 +274,14 @@ class MutantDevice : public gpu::HostDevice {
   GpuStatus attention_buggy_split_merge(const PartialAttentionParams& p);
   void corrupt_empty_partials(const PartialAttentionParams& p) const;
   std::vector<int32_t> buggy_tables(std::vector<int32_t> tables) const;
-  Mutant m_;
+  Mutant path_;  // which of the device's code paths runs (the family's copies of the kernels)
+  Mutant m_;     // the bug planted in that path (none: the path with no bug)
   const gpu::DcpInputs& in_;
   const gpu::DcpConfig& cfg_;
 };
 
 std::vector<int32_t> MutantDevice::buggy_tables(std::vector<int32_t> t) const {
-  if (t.empty() || !in_family(m_, {Mutant::shared_pages_freed, Mutant::partial_page_shared}))
+  if (t.empty() || !in_family(path_, {Mutant::shared_pages_freed, Mutant::partial_page_shared}))
     return t;
   const gpu::Result<gpu::PagePlan> plan = gpu::plan_pages(in_, cfg_);
   if (!plan || plan->tables != t) return t;
@@ -289,8 +309,8 @@ std::vector<int32_t> MutantDevice::buggy_tables(std::vector<int32_t> t) const {
 
 // layout.hpp's share and inverse with the layout family's bugs, as a cache write uses them.
 GpuStatus MutantDevice::kv_write(const body::KvWrite& a) {
-  if (!in_family(m_, {Mutant::chunk_share_uniform, Mutant::chunk_share_no_phase,
-                      Mutant::position_no_interleave}))
+  if (!in_family(path_, {Mutant::chunk_share_uniform, Mutant::chunk_share_no_phase,
+                         Mutant::position_no_interleave}))
     return HostDevice::kv_write(a);
   const gpu::DcpLayout& lay = a.layout;
   const int64_t n = lay.ranks, first = lay.count(a.rank, a.pos0);
@@ -332,13 +352,14 @@ GpuStatus MutantDevice::kv_write(const body::KvWrite& a) {
 }
 
 GpuStatus MutantDevice::partial_attention(const PartialAttentionParams& p) {
-  if (buggy_softmax(m_)) {
+  if (buggy_softmax(path_)) {
     buggy_attention(m_, p);
     return {};
   }
-  if (buggy_keys(m_)) return attention_with_keys(p);
-  if (m_ == Mutant::gqa_head_mod || m_ == Mutant::gqa_local_ratio) return attention_per_head(p);
-  if (buggy_merges(m_)) {
+  if (buggy_keys(path_)) return attention_with_keys(p);
+  if (in_family(path_, {Mutant::gqa_head_mod, Mutant::gqa_local_ratio}))
+    return attention_per_head(p);
+  if (buggy_merges(path_)) {
     DCP_GPU_TRY(attention_buggy_split_merge(p));
     corrupt_empty_partials(p);
     return {};
@@ -447,11 +468,14 @@ GpuStatus MutantDevice::attention_per_head(const PartialAttentionParams& p) {
   std::vector<float> q(static_cast<size_t>(T * dk)), o(static_cast<size_t>(T * dv)),
       lse(static_cast<size_t>(T));
   for (int64_t h = 0; h < H; ++h) {
+    const int64_t group = p.q_heads_total / p.kv_heads_total;
     const int64_t g =
         m_ == Mutant::gqa_head_mod
             ? std::clamp<int64_t>((p.head0 + h) % p.kv_heads_total - p.kv_head0, 0,
                                   p.kv.kv_heads - 1)
-            : std::min<int64_t>(h / std::max<int64_t>(1, H / p.kv.kv_heads), p.kv.kv_heads - 1);
+        : m_ == Mutant::gqa_local_ratio
+            ? std::min<int64_t>(h / std::max<int64_t>(1, H / p.kv.kv_heads), p.kv.kv_heads - 1)
+            : (p.head0 + h) / group - p.kv_head0;  // the production mapping
     for (int64_t t = 0; t < T; ++t)
       std::copy_n(p.q + (t * H + h) * dk, dk, &q[static_cast<size_t>(t * dk)]);
     PartialAttentionParams ph = p;
@@ -516,10 +540,10 @@ GpuStatus MutantDevice::attention_buggy_split_merge(const PartialAttentionParams
     float* o = p.o + x * dv;
     std::copy_n(&split_o[static_cast<size_t>(x * dv)], dv, o);
     for (int64_t sp = 1; sp < p.splits; ++sp)
-      merge_into(m_, p.base, total, o,
+      merge_into(m_, {p.base, p.exp}, total, o,
                  MergeAcc::from_partial(split_lse[static_cast<size_t>(sp * rows + x)]),
                  &split_o[static_cast<size_t>((sp * rows + x) * dv)], dv);
-    p.lse[x] = finish(m_, p.base, total, o, dv);
+    p.lse[x] = finish(m_, {p.base, p.exp}, total, o, dv);
   }
   return {};
 }
@@ -542,7 +566,7 @@ GpuStatus MutantDevice::agrs_scale(const body::AgRsScale<Schedule>& a) {
     b.me = (a.me + 1) % a.shape.ranks;
     return HostDevice::agrs_scale(b);
   }
-  if (!buggy_merges(m_)) {
+  if (!buggy_merges(path_)) {
     DCP_GPU_TRY(HostDevice::agrs_scale(a));
   } else {
     const body::CombineShape& sh = a.shape;
@@ -555,10 +579,12 @@ GpuStatus MutantDevice::agrs_scale(const body::AgRsScale<Schedule>& a) {
         acc[static_cast<size_t>(r)] = MergeAcc::from_partial(a.lse_all[r * sh.tokens * hg + x]);
       std::vector<float> num(static_cast<size_t>(n), 0.0f);
       float unused = 0.0f;
-      const float lg = fold(m_, a.base, a.sched, acc, num, 0, &unused);
+      const Exponential base{a.base, a.exp};
+      const float lg = fold(m_, base, a.sched, acc, num, 0, &unused);
       const float lr = a.partial_lse[x];
-      const float w = gpu::is_empty_lse(lr) ? 0.0f : gpu::pow_base(a.base, lr - lg);
-      for (int64_t i = 0; i < dv; ++i) a.send[y * dv + i] = w * a.partial_o[x * dv + i];
+      const float w = gpu::is_empty_lse(lr) ? 0.0f : gpu::pow_base(base, lr - lg);
+      for (int64_t i = 0; i < dv; ++i)
+        a.send[y * dv + i] = gpu::round_to(a.merge, w * a.partial_o[x * dv + i]);
       if (dst == a.me) a.lse_out[t * sh.local_heads + hl] = lg;
     }
   }
@@ -586,7 +612,7 @@ GpuStatus MutantDevice::a2a_pack(const body::A2aPack& a) {
 }
 
 GpuStatus MutantDevice::a2a_combine(const body::A2aCombine<Schedule>& a) {
-  if (!buggy_merges(m_)) {
+  if (!buggy_merges(path_)) {
     DCP_GPU_TRY(HostDevice::a2a_combine(a));
   } else {
     const body::CombineShape& sh = a.shape;
@@ -599,7 +625,7 @@ GpuStatus MutantDevice::a2a_combine(const body::A2aCombine<Schedule>& a) {
         acc[static_cast<size_t>(r)] = MergeAcc::from_partial(in[dv]);
         std::copy_n(in, dv, &num[static_cast<size_t>(r * dv)]);
       }
-      a.lse[y] = fold(m_, a.base, a.sched, acc, num, dv, a.o + y * dv);
+      a.lse[y] = fold(m_, {a.base, a.exp}, a.sched, acc, num, dv, a.o + y * dv);
     }
   }
   if (m_ == Mutant::lse_out_wrong_base)
@@ -612,10 +638,10 @@ GpuStatus MutantDevice::a2a_combine(const body::A2aCombine<Schedule>& a) {
 
 bool planted_in_step(Mutant m) { return m != Mutant::none && (mutant_info(m).where & kInStep); }
 
-gpu::RankStep mutant_step(Mutant m) {
-  return [m](gpu::Communicator& comm, const gpu::DcpInputs& in, const gpu::DcpConfig& cfg,
-             int64_t tp_rank) -> gpu::Result<gpu::RankStepOutput> {
-    MutantDevice dev(comm, m, in, cfg);
+gpu::RankStep mutant_step(Mutant m, bool planted) {
+  return [m, planted](gpu::Communicator& comm, const gpu::DcpInputs& in, const gpu::DcpConfig& cfg,
+                      int64_t tp_rank) -> gpu::Result<gpu::RankStepOutput> {
+    MutantDevice dev(comm, m, planted, in, cfg);
     return gpu::device_step(dev, in, cfg, tp_rank);
   };
 }

@@ -23,7 +23,10 @@ namespace dcp::mutants {
 // Whether the step plants m (kInStep).
 bool planted_in_step(Mutant m);
 
-// One TP rank's step on a host device carrying m (Mutant::none: the production step).
-gpu::RankStep mutant_step(Mutant m);
+// One TP rank's step on a host device carrying m (Mutant::none: the production step). With
+// planted false the device runs m's code path, its copies of the production kernels included,
+// with no bug in it: the step then equals the production step bit for bit
+// (mutants/test_mutant_device.cpp), so a kill is the bug's, never a copy's difference.
+gpu::RankStep mutant_step(Mutant m, bool planted = true);
 
 }  // namespace dcp::mutants
