@@ -69,6 +69,30 @@ else
   passes=$((passes + 1))
 fi
 
+# So does run's: the rows that finished, and the row in flight as ERROR naming the level, the
+# signal and the case, in the table, the last line, --json and --junit.
+rm -f "$tmp/crash.json" "$tmp/crash.xml"
+ends 1 "# run: ERROR" "run, combine segv, the report" -- \
+  env DCPV_MISBEHAVE=segv "$bin" "${run[@]}" --cases 3 --json "$tmp/crash.json" \
+  --junit "$tmp/crash.xml"
+if ! python3 - "$tmp/crash.json" "$tmp/crash.xml" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+rows, xml = r["rows"], open(sys.argv[2]).read()
+report = rows[-1]["report"]
+ok = ([x["verdict"] for x in rows] == ["ERROR"] and r["errors"] == 1 and r["pass"] is False
+      and r["rows_planned"] == 3 and "level combine on dcp rank" in report
+      and "SIGSEGV" in report and "case: T=" in report and rows[-1]["ratio"] is None
+      and "ERROR: the implementation ended the run" in xml)
+sys.exit(0 if ok else 1)
+PY
+then
+  echo "FAIL: run, combine segv: no JSON/JUnit naming the crash"
+  failures=$((failures + 1))
+else
+  passes=$((passes + 1))
+fi
+
 # A C++ exception out of the C level is the level's failure, reported in the row (a FAILED
 # verdict, exit 1), not an abort.
 ends 1 "threw a C++ exception out of its C function" "run, combine throws" -- \

@@ -110,7 +110,10 @@ std::vector<TestCase> run_cases(const json& r) {
     const std::string verdict = text_of(row.at("verdict"));
     const std::string ratios =
         "err/bound " + number(row.at("ratio")) + ", err/stat " + number(row.at("stat_ratio"));
-    if (verdict == "FAILED" || (verdict == "SUSPECT" && statistical)) {
+    if (verdict == "ERROR") {  // a plug-in level ended the run inside this row
+      c.failure = "ERROR: the implementation ended the run in this row";
+      c.text = text_of(row.at("report")) + "reproduce: " + text_of(r.at("reproduce"));
+    } else if (verdict == "FAILED" || (verdict == "SUSPECT" && statistical)) {
       c.failure = verdict + ": " + ratios;
       c.text = text_of(row.at("report")) + "case: " + text_of(row.at("case")) +
                "\nreproduce: " + text_of(r.at("reproduce"));

@@ -18,6 +18,7 @@
 
 #include "gpu/run_threads.hpp"
 #include "oracle/text.hpp"
+#include "plugin/plugin.hpp"
 #include "properties/case_gen.hpp"
 #include "properties/dcp_bridge.hpp"
 #include "properties/dcp_setup.hpp"
@@ -595,7 +596,10 @@ struct RowResult {
   bool judged = true;       // every request produced output to compare (no backend error)
   int64_t comparisons = 0;  // the output's and the partials' comparisons of every request
   std::string report;       // failing and suspect requests' reports
-  const char* verdict() const { return !pass ? "FAILED" : suspect ? "SUSPECT" : "OK"; }
+  bool error = false;       // the implementation ended the run inside this row (report: why)
+  const char* verdict() const {
+    return error ? "ERROR" : !pass ? "FAILED" : suspect ? "SUSPECT" : "OK";
+  }
 };
 
 nlohmann::json row_json(size_t index, const RowResult& r) {
@@ -1026,6 +1030,7 @@ RowOutcome run_row(const RunOptions& o, const RunCase& rc, size_t index, Request
 // What the rows came to, for the summary and the report.
 struct RunTotals {
   int64_t done = 0, failed = 0, suspect = 0;  // suspect: rows SUSPECT, not FAILED
+  int64_t errors = 0;  // the row in flight when a plug-in level crashed or hung (ERROR)
   int64_t judged = 0;  // rows with comparisons: the worst ratios are theirs (none: "-", null)
   double worst = 0.0, worst_stat = 0.0, seconds = 0.0;
   nlohmann::json rows = nlohmann::json::array();
@@ -1033,25 +1038,30 @@ struct RunTotals {
 
 // The summary lines and the JSON report; the exit code.
 int finish_run(const RunOptions& o, const Plan& plan, const RunTotals& t, std::ostream& out) {
-  const bool stopped = t.done < plan.count;
+  // Rows not run: Ctrl-C stopped the run, or a plug-in's level ended it (an ERROR row).
+  const bool stopped = t.errors == 0 && t.done < plan.count;
   // The rows that fail the tier gating the exit code.
   const int64_t gated = t.failed + (o.bound == "statistical" ? t.suspect : 0);
   const auto worst_cell = [&](double x) { return t.judged > 0 ? cell("%.4f", x) : "-"; };
   const auto worst_json = [&](double x) {
     return t.judged > 0 ? json_number(x) : nlohmann::json(nullptr);
   };
-  out << "# rows: " << t.done << "  passed: " << t.done - t.failed - t.suspect
+  out << "# rows: " << t.done << "  passed: " << t.done - t.failed - t.suspect - t.errors
       << "  suspect: " << t.suspect << "  failed: " << t.failed
       << "  max err/bound: " << worst_cell(t.worst)
       << "  max err/stat: " << worst_cell(t.worst_stat) << "  time: " << cell("%.1f", t.seconds)
       << " s";
   if (stopped) out << "  (interrupted: " << plan.count - t.done << " rows not run)";
+  if (t.errors > 0)
+    out << "  errors: " << t.errors << "  (ended by the implementation: " << plan.count - t.done
+        << " rows not run)";
   out << "\n# bound: " << o.bound << " gates the exit; a row is SUSPECT over its statistical bound"
       << " (docs/tolerances.md section 10)\n";
   out << "# reproduce: " << reproduce_line(o) << "\n";
   out << "# run: "
       << (stopped         ? "INTERRUPTED"
           : t.failed > 0  ? "FAILED"
+          : t.errors > 0  ? "ERROR"
           : t.suspect > 0 ? "SUSPECT"
                           : "OK")
       << "\n";
@@ -1065,13 +1075,14 @@ int finish_run(const RunOptions& o, const Plan& plan, const RunTotals& t, std::o
                                    {"rows_planned", plan.count},
                                    {"failed", t.failed},
                                    {"suspect", t.suspect},
+                                   {"errors", t.errors},
                                    {"bound", o.bound},
                                    {"max_ratio", worst_json(t.worst)},
                                    {"max_stat_ratio", worst_json(t.worst_stat)},
                                    {"seconds", t.seconds},
                                    {"reproduce", reproduce_line(o)},
                                    {"interrupted", stopped},
-                                   {"pass", gated == 0 && !stopped}};
+                                   {"pass", gated == 0 && t.errors == 0 && !stopped}};
     if (!write_reports("run", o.json_path, o.junit_path, report)) return kExitBadInput;
   }
   if (stopped) return kExitInterrupted;
@@ -1126,6 +1137,33 @@ int run_dcp(const RunOptions& o, const Limits& lim, std::ostream& out, std::ostr
   Progress progress("run", plan.count);
   RunTotals t;
   const auto t0 = std::chrono::steady_clock::now();
+  // A plug-in level that crashes or never returns ends the process (plugin/plugin.hpp); first
+  // these last words print and write the report: the rows that finished, and the one in flight
+  // as ERROR naming the level, the cause and the case.
+  const RunCase* in_flight = nullptr;
+  int64_t in_flight_index = 0;
+  struct Unset {  // the last words refer to this frame: removed however it is left
+    ~Unset() { plugin::set_last_words({}); }
+  } unset;
+  if (o.impl && local)
+    plugin::set_last_words([&](const std::string& cause) {
+      progress.clear();
+      if (in_flight == nullptr) return;
+      RowResult r;
+      r.rc = in_flight;
+      r.pass = r.judged = false;
+      r.error = true;
+      r.report = cause + "\ncase: " + props::describe(in_flight->setup) + "\n";
+      RunTotals last = t;
+      ++last.done;
+      ++last.errors;
+      if (o.json_path || o.junit_path)
+        last.rows.push_back(row_json(static_cast<size_t>(in_flight_index), r));
+      print_row(out, static_cast<size_t>(in_flight_index), r, table);
+      last.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      finish_run(o, plan, last, out);
+      out.flush();
+    });
   for (int64_t i = 0; i < plan.count; ++i) {
     if (local && interrupted()) break;
     progress.update(i);
@@ -1141,7 +1179,10 @@ int run_dcp(const RunOptions& o, const Limits& lim, std::ostream& out, std::ostr
         first ? plan.rows[static_cast<size_t>(i)]
               : configured_case(o, o.seed + static_cast<uint64_t>(i), runner->world);
     if (!rc) return bad(rc.status().message());  // not reached: case 0 had the same shape
+    in_flight = &*rc;
+    in_flight_index = i;
     const RowOutcome r = run_row(o, *rc, static_cast<size_t>(i), *runner, watch, err);
+    in_flight = nullptr;
     if (r.interrupted) break;  // the rows so far are the summary
     if (r.code != kExitOk) {
       progress.clear();
@@ -1162,6 +1203,7 @@ int run_dcp(const RunOptions& o, const Limits& lim, std::ostream& out, std::ostr
     progress.clear();
     print_row(out, static_cast<size_t>(i), r.row, table);
   }
+  plugin::set_last_words({});  // before the report: nothing is in flight any more
   progress.clear();
   if (!runner->root) return kExitOk;
   t.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
