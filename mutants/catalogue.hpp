@@ -47,6 +47,9 @@ enum class Mutant : uint8_t {
   // Sink and top-k.
   sink_on_every_rank,  // every rank adds the sink
   sink_missing,        // no rank adds the sink
+  sink_per_split,      // every split-KV piece of the sink's rank adds the sink
+  sink_without_log2e,  // base-2 kernel: the sink, a natural-unit logit, used as base-2 units
+  sink_softcapped,     // the softcap applied to the sink as to a logit
   topk_as_local_rows,  // top-k positions read as this rank's local rows
   topk_pad_last_rank,  // -1 padding owned by the last rank (its last row)
   // Heads and communication.
@@ -55,15 +58,18 @@ enum class Mutant : uint8_t {
   gqa_head_mod,         // KV head of query head h is h % Hkv
   gqa_local_ratio,      // KV head from the rank's local Q:KV ratio
   // Arithmetic.
-  bf16_accumulation,  // P.V accumulated in bf16
-  scale_twice,        // softmax scale applied twice
-  scale_missing,      // softmax scale not applied
-  a2a_lse_bf16,       // the LSE packed into the a2a buffer rounded to bf16
+  bf16_accumulation,    // P.V accumulated in bf16
+  scale_twice,          // softmax scale applied twice
+  scale_missing,        // softmax scale not applied
+  a2a_lse_bf16,         // the LSE packed into the a2a buffer rounded to bf16
+  rs_bf16_claimed_f32,  // ag_rs sends its scaled partials as bf16 where f32 is claimed
   // The caches' dequantization scales (an fp8 cache's k_scale and v_scale, kv_view.hpp).
-  k_scale_missing,  // the logits use the stored keys: K scale not folded in
-  k_scale_twice,    // the K scale folded in twice (dequantized keys scaled again)
-  v_scale_missing,  // the output uses the stored values: V scale not applied
-  v_scale_twice,    // the V scale applied twice
+  k_scale_missing,    // the logits use the stored keys: K scale not folded in
+  k_scale_twice,      // the K scale folded in twice (dequantized keys scaled again)
+  v_scale_missing,    // the output uses the stored values: V scale not applied
+  v_scale_twice,      // the V scale applied twice
+  kv_scale_head0,     // per-head scales read as one: the rank's first KV head's for all
+  kv_scales_swapped,  // the K scale applied to V and the V scale to K
   // A batch's paged-cache metadata, as engines build it (a radix cache's shared prefix).
   global_lengths,          // a rank reads as many rows as the request has global positions
   prefix_pages_without_n,  // a shared prefix counted in pages of P tokens, not virtual pages of P N
@@ -113,6 +119,9 @@ inline constexpr MutantInfo kMutantCatalogue[] = {
     {Mutant::softcap_after_mask, "softcap_after_mask", "mask"},
     {Mutant::sink_on_every_rank, "sink_on_every_rank", "sink/top-k", kInStep | kInModel},
     {Mutant::sink_missing, "sink_missing", "sink/top-k", kInStep | kInModel},
+    {Mutant::sink_per_split, "sink_per_split", "sink/top-k"},
+    {Mutant::sink_without_log2e, "sink_without_log2e", "sink/top-k"},
+    {Mutant::sink_softcapped, "sink_softcapped", "sink/top-k"},
     {Mutant::topk_as_local_rows, "topk_as_local_rows", "sink/top-k"},
     {Mutant::topk_pad_last_rank, "topk_pad_last_rank", "sink/top-k"},
     {Mutant::a2a_slices_permuted, "a2a_slices_permuted", "heads/comm"},
@@ -123,10 +132,13 @@ inline constexpr MutantInfo kMutantCatalogue[] = {
     {Mutant::scale_twice, "scale_twice", "arithmetic"},
     {Mutant::scale_missing, "scale_missing", "arithmetic"},
     {Mutant::a2a_lse_bf16, "a2a_lse_bf16", "arithmetic"},
+    {Mutant::rs_bf16_claimed_f32, "rs_bf16_claimed_f32", "arithmetic"},
     {Mutant::k_scale_missing, "k_scale_missing", "kv scales"},
     {Mutant::k_scale_twice, "k_scale_twice", "kv scales"},
     {Mutant::v_scale_missing, "v_scale_missing", "kv scales"},
     {Mutant::v_scale_twice, "v_scale_twice", "kv scales"},
+    {Mutant::kv_scale_head0, "kv_scale_head0", "kv scales"},
+    {Mutant::kv_scales_swapped, "kv_scales_swapped", "kv scales"},
     {Mutant::global_lengths, "global_lengths", "batch"},
     {Mutant::prefix_pages_without_n, "prefix_pages_without_n", "batch"},
     {Mutant::shared_pages_freed, "shared_pages_freed", "batch"},

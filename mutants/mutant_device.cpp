@@ -158,8 +158,8 @@ std::vector<int64_t> visible_rows(Mutant m, const PartialAttentionParams& p, int
 // ---- a buggy online softmax ------------------------------------------------------------------
 
 bool buggy_softmax(Mutant m) {
-  return in_family(
-      m, {Mutant::zero_initial_max, Mutant::softcap_after_mask, Mutant::bf16_accumulation});
+  return in_family(m, {Mutant::zero_initial_max, Mutant::softcap_after_mask,
+                       Mutant::bf16_accumulation, Mutant::sink_per_split});
 }
 
 // The attention of every (t, h) of p with bug m: the body's online softmax over tiles of p.tile
@@ -227,7 +227,8 @@ void buggy_attention(Mutant m, const PartialAttentionParams& p) {
           }
           a.m = m_new;
         }
-        if (p.sink != nullptr && sp == 0) {  // the sink joins split 0's denominator only
+        // The sink joins split 0's denominator only (sink_per_split: every split's).
+        if (p.sink != nullptr && (sp == 0 || m == Mutant::sink_per_split)) {
           const float sg = gpu::to_base_units(lb, p.sink[h]);
           const float m_new = std::max(a.m, sg);
           const float alpha = gpu::is_empty_lse(a.m) ? 0.0f : gpu::pow_base(base, a.m - m_new);
@@ -375,8 +376,21 @@ GpuStatus MutantDevice::attention_with_args(PartialAttentionParams p) {
     for (int64_t g = 0; s != nullptr && g < p.kv.kv_heads; ++g) sq.push_back(s[g] * s[g]);
     return sq;
   };
-  std::vector<float> twice;
+  std::vector<float> twice, k_first, v_first, sink;
   std::vector<int32_t> tables;
+  // The rank's local heads' sinks, each changed by f.
+  const auto sinks = [&](auto f) {
+    if (p.sink == nullptr) return;
+    sink.assign(p.sink, p.sink + p.heads);
+    for (float& x : sink) x = f(x);
+    p.sink = sink.data();
+  };
+  // A per-head scale array read as one scalar: its first entry for every KV head.
+  const auto first_only = [&](const float* scale, std::vector<float>& into) -> const float* {
+    if (scale == nullptr) return nullptr;
+    into.assign(static_cast<size_t>(p.kv.kv_heads), scale[0]);
+    return into.data();
+  };
   switch (m_) {
     case Mutant::k_scale_missing:
       p.kv.k_scale = nullptr;
@@ -452,6 +466,19 @@ GpuStatus MutantDevice::attention_with_args(PartialAttentionParams p) {
       break;
     case Mutant::sink_missing:
       p.sink = nullptr;
+      break;
+    case Mutant::sink_without_log2e:  // to_base_units then leaves it as it was given
+      if (p.base == LseBase::two) sinks([](float x) { return x / gpu::kLog2eF; });
+      break;
+    case Mutant::sink_softcapped:
+      if (p.softcap > 0.0f) sinks([c = p.softcap](float x) { return c * tanhf(x / c); });
+      break;
+    case Mutant::kv_scale_head0:
+      p.kv.k_scale = first_only(p.kv.k_scale, k_first);
+      p.kv.v_scale = first_only(p.kv.v_scale, v_first);
+      break;
+    case Mutant::kv_scales_swapped:
+      std::swap(p.kv.k_scale, p.kv.v_scale);
       break;
     case Mutant::sink_on_every_rank:
       if (!in_.sink.empty()) p.sink = &in_.sink[static_cast<size_t>(p.head0)];
@@ -564,6 +591,11 @@ GpuStatus MutantDevice::agrs_scale(const body::AgRsScale<Schedule>& a) {
   if (m_ == Mutant::rs_lse_wrong_slice) {  // the next rank's slice of the group LSE
     body::AgRsScale<Schedule> b = a;
     b.me = (a.me + 1) % a.shape.ranks;
+    return HostDevice::agrs_scale(b);
+  }
+  if (m_ == Mutant::rs_bf16_claimed_f32 && a.merge == gpu::StorageFormat::f32) {
+    body::AgRsScale<Schedule> b = a;
+    b.merge = gpu::StorageFormat::bf16;
     return HostDevice::agrs_scale(b);
   }
   if (!buggy_merges(path_)) {
