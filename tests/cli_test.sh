@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # CLI tests of dcp-verify: exit codes (0 ok, 1 check failed, 2 bad input), the selfcheck, layout
 # and model tables, reference files, and one-line errors.
-# Usage: cli_test.sh path/to/dcp-verify path/to/fixtures path/to/make_result
+# Usage: cli_test.sh path/to/dcp-verify path/to/fixtures path/to/make_result [PART]
 set -u
 bin=$1
 fixtures=$2
@@ -14,6 +14,11 @@ passes=0
 # shellcheck source=support/expect.sh
 source "$(dirname "$0")/support/expect.sh"
 
+# PART 1 runs the checks before the Ctrl-C ones, PART 2 those and the rest (ctest runs the two
+# side by side, cli.dcp_verify and cli.interrupts_and_suites); no PART: all of them.
+part=${4:-all}
+
+if [ "$part" != 2 ]; then
 expect 0 "default job: the run sweep" -- "$bin"
 contains "$tmp/out" "# run: OK" "default job verdict"
 contains "$tmp/out" "err/bound  err/stat  verdict" "run table header"
@@ -455,6 +460,9 @@ for bad in "--batch 0" "--comm single-gpu" "--preset k3" "--softcap nan" \
   one_line_stderr "run $bad"
 done
 
+fi  # part 1
+
+if [ "$part" != 1 ]; then
 # Ctrl-C: the summary so far, exit 130 (run stops between rows and inside a row's oracle,
 # properties between cases).
 interrupt() {  # interrupt SECONDS COMMAND...: runs COMMAND, sends SIGINT after SECONDS
@@ -643,6 +651,8 @@ else
   expect 2 "run --backend cuda without the backend" -- "$bin" run --backend cuda
   contains "$tmp/err" "built without the CUDA backend" "run --backend cuda names the build"
 fi
+
+fi  # part 2
 
 echo "$passes passed, $failures failed"
 [ "$failures" -eq 0 ]

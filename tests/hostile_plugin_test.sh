@@ -24,6 +24,18 @@ no_ok() {
   fi
 }
 
+# py_check WHAT ARGS...: the Python script on stdin, run with ARGS, exits 0 (else WHAT fails).
+py_check() {
+  local what=$1
+  shift
+  if python3 - "$@"; then
+    passes=$((passes + 1))
+  else
+    echo "FAIL: $what"
+    failures=$((failures + 1))
+  fi
+}
+
 # A level that crashes or ends the process: exit 1, the implementation, level and cause named.
 # (a2a steps only call combine: --comm-backend a2a on one row.)
 run=(run --impl "$plugin" --comm-backend a2a --dcp-size 2 --seq 64 --timeout 5)
@@ -52,7 +64,8 @@ rm -f "$tmp/crash.json" "$tmp/crash.xml"
 ends 1 "# properties: ERROR" "properties, combine segv, the report" -- \
   env DCPV_MISBEHAVE=segv "$bin" properties --impl "$plugin" --only dcp-path --cases 5 \
   --timeout 5 --seed 1 --json "$tmp/crash.json" --junit "$tmp/crash.xml"
-if ! python3 - "$tmp/crash.json" "$tmp/crash.xml" <<'PY'
+py_check "properties, combine segv: no JSON/JUnit naming the crash" "$tmp/crash.json" \
+  "$tmp/crash.xml" <<'PY'
 import json, sys
 p = json.load(open(sys.argv[1]))["properties"]
 m = p[-1]["message"]
@@ -62,12 +75,6 @@ ok = ([r["result"] for r in p] == ["ERROR"] and "level combine on dcp rank" in m
       and "ERROR after" in xml)
 sys.exit(0 if ok else 1)
 PY
-then
-  echo "FAIL: properties, combine segv: no JSON/JUnit naming the crash"
-  failures=$((failures + 1))
-else
-  passes=$((passes + 1))
-fi
 
 # So does run's: the rows that finished, and the row in flight as ERROR naming the level, the
 # signal and the case, in the table, the last line, --json and --junit.
@@ -75,7 +82,8 @@ rm -f "$tmp/crash.json" "$tmp/crash.xml"
 ends 1 "# run: ERROR" "run, combine segv, the report" -- \
   env DCPV_MISBEHAVE=segv "$bin" "${run[@]}" --cases 3 --json "$tmp/crash.json" \
   --junit "$tmp/crash.xml"
-if ! python3 - "$tmp/crash.json" "$tmp/crash.xml" <<'PY'
+py_check "run, combine segv: no JSON/JUnit naming the crash" "$tmp/crash.json" "$tmp/crash.xml" \
+  <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
 rows, xml = r["rows"], open(sys.argv[2]).read()
@@ -86,12 +94,6 @@ ok = ([x["verdict"] for x in rows] == ["ERROR"] and r["errors"] == 1 and r["pass
       and "ERROR: the implementation ended the run" in xml)
 sys.exit(0 if ok else 1)
 PY
-then
-  echo "FAIL: run, combine segv: no JSON/JUnit naming the crash"
-  failures=$((failures + 1))
-else
-  passes=$((passes + 1))
-fi
 
 # A C++ exception out of the C level is the level's failure, reported in the row (a FAILED
 # verdict, exit 1), not an abort.
