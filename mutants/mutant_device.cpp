@@ -11,6 +11,7 @@
 namespace dcp::mutants {
 namespace {
 
+using gpu::Exponential;
 using gpu::GpuStatus;
 using gpu::LseBase;
 using gpu::MergeAcc;
@@ -18,7 +19,6 @@ using gpu::PartialAttentionParams;
 namespace body = gpu::body;
 
 LseBase other_base(LseBase b) { return b == LseBase::e ? LseBase::two : LseBase::e; }
-using gpu::Exponential;
 
 bool in_family(Mutant m, std::initializer_list<Mutant> family) {
   return std::find(family.begin(), family.end(), m) != family.end();
