@@ -76,6 +76,13 @@ inline constexpr int kExitLevelCrash = 1;
 // that outlives those calls.
 using LastWords = std::function<void(const std::string& cause)>;
 void set_last_words(LastWords words);
+// Removes the last words when the frame they refer to is left, however it is left.
+struct LastWordsScope {
+  LastWordsScope() = default;
+  LastWordsScope(const LastWordsScope&) = delete;
+  LastWordsScope& operator=(const LastWordsScope&) = delete;
+  ~LastWordsScope() { set_last_words({}); }
+};
 inline constexpr unsigned kLastWordsSeconds = 10;
 
 // The whole TP group on threads, each rank's device calling the plug-in's partial and combine

@@ -413,9 +413,7 @@ int run_properties(PropertiesOptions& o, const Limits& lim) {
   // one in flight as ERROR naming the level, the cause and the case.
   Row in_flight;
   in_flight.result = "ERROR";
-  struct Unset {  // the last words refer to this frame: removed however it is left
-    ~Unset() { plugin::set_last_words({}); }
-  } unset;
+  const plugin::LastWordsScope scope;  // the last words refer to this frame
   if (o.impl) {
     plugin::set_last_words([&](const std::string& cause) {
       progress.clear();

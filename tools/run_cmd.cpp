@@ -1142,9 +1142,7 @@ int run_dcp(const RunOptions& o, const Limits& lim, std::ostream& out, std::ostr
   // as ERROR naming the level, the cause and the case.
   const RunCase* in_flight = nullptr;
   int64_t in_flight_index = 0;
-  struct Unset {  // the last words refer to this frame: removed however it is left
-    ~Unset() { plugin::set_last_words({}); }
-  } unset;
+  const plugin::LastWordsScope scope;  // the last words refer to this frame
   if (o.impl && local)
     plugin::set_last_words([&](const std::string& cause) {
       progress.clear();
