@@ -20,6 +20,9 @@ namespace body = gpu::body;
 
 LseBase other_base(LseBase b) { return b == LseBase::e ? LseBase::two : LseBase::e; }
 
+// finite_mask_sentinel's logit for a masked key (natural units): FlashInfer's -5e4.
+constexpr float kFiniteMaskSentinel = -5.0e4f;
+
 bool in_family(Mutant m, std::initializer_list<Mutant> family) {
   return std::find(family.begin(), family.end(), m) != family.end();
 }
@@ -27,9 +30,10 @@ bool in_family(Mutant m, std::initializer_list<Mutant> family) {
 // ---- a buggy merge (merge.hpp's merge_into and finish, one bug each) ---------------------------
 
 bool buggy_merges(Mutant m) {
-  return in_family(m, {Mutant::merge_unweighted_mean, Mutant::merge_base_mismatch,
-                       Mutant::merge_no_max_shift, Mutant::merge_shift_by_first,
-                       Mutant::empty_nan_leak, Mutant::empty_lse_zero, Mutant::empty_lse_pos_inf});
+  return in_family(
+      m, {Mutant::merge_unweighted_mean, Mutant::merge_base_mismatch, Mutant::merge_no_max_shift,
+          Mutant::merge_shift_by_first, Mutant::empty_nan_leak, Mutant::empty_lse_zero,
+          Mutant::empty_lse_pos_inf, Mutant::empty_split_clobbers});
 }
 
 void merge_into(Mutant m, Exponential base, MergeAcc& a, float* n_a, const MergeAcc& b,
@@ -92,7 +96,8 @@ bool buggy_keys(Mutant m) {
   return in_family(
       m, {Mutant::causal_on_local_rows, Mutant::window_on_local_rows, Mutant::window_off_by_one,
           Mutant::topk_as_local_rows, Mutant::topk_pad_last_rank, Mutant::count_off_by_one,
-          Mutant::split_boundary_duplicate, Mutant::global_lengths});
+          Mutant::split_boundary_duplicate, Mutant::global_lengths, Mutant::causal_local_minus_k,
+          Mutant::count_without_rank});
 }
 
 // The pages a request's block table holds: its leading entries before the -1 padding, of `stride`.
@@ -135,8 +140,14 @@ std::vector<int64_t> visible_rows(Mutant m, const PartialAttentionParams& p, int
     }
     std::sort(rows.begin(), rows.end());
   } else {
-    int64_t r_lo = lay.count(p.rank, lo + shift), r_hi = lay.count(p.rank, hi + shift);
+    // count_without_rank: every rank counts its rows as rank 0 does (no rank offset).
+    const int64_t counted = m == Mutant::count_without_rank ? 0 : p.rank;
+    int64_t r_lo = lay.count(counted, lo + shift), r_hi = lay.count(counted, hi + shift);
     if (m == Mutant::causal_on_local_rows && p.causal) r_hi = std::min(rows_t, qp + 1);
+    if (m == Mutant::causal_local_minus_k && p.causal) {  // local(G) - k, not local(G - k)
+      const int64_t newest = *std::max_element(p.q_pos, p.q_pos + p.tokens);
+      r_hi = std::max(r_lo, lay.count(p.rank, std::min(seq, newest + 1)) - (newest - qp));
+    }
     if (m == Mutant::global_lengths)  // as many rows as global positions, within its pages
       r_hi = std::min(r_lo + (hi - lo), allocated_rows(p, t));
     if (m == Mutant::window_on_local_rows && p.window > 0) r_lo = lo;
@@ -158,8 +169,10 @@ std::vector<int64_t> visible_rows(Mutant m, const PartialAttentionParams& p, int
 // ---- a buggy online softmax ------------------------------------------------------------------
 
 bool buggy_softmax(Mutant m) {
-  return in_family(m, {Mutant::zero_initial_max, Mutant::softcap_after_mask,
-                       Mutant::bf16_accumulation, Mutant::sink_per_split});
+  return in_family(
+      m, {Mutant::zero_initial_max, Mutant::softcap_after_mask, Mutant::bf16_accumulation,
+          Mutant::sink_per_split, Mutant::partial_lse_scaled_max, Mutant::sink_skipped_when_empty,
+          Mutant::sink_no_max_shift, Mutant::finite_mask_sentinel});
 }
 
 // The attention of every (t, h) of p with bug m: the body's online softmax over tiles of p.tile
@@ -178,8 +191,11 @@ void buggy_attention(Mutant m, const PartialAttentionParams& p) {
     std::vector<int64_t> rows = visible_rows(Mutant::none, p, t);
     const gpu::KvView kv = body::token_view(p, t);
     const int64_t rows_t = p.layout.count(p.rank, body::token_seq(p, t));
-    std::vector<char> masked;  // softcap_after_mask: which of the rank's rows the masks remove
-    if (m == Mutant::softcap_after_mask && p.softcap > 0.0f) {
+    // softcap_after_mask, finite_mask_sentinel: which of the rank's rows the masks remove, then
+    // attended with a finite logit
+    std::vector<char> masked;
+    if ((m == Mutant::softcap_after_mask && p.softcap > 0.0f) ||
+        m == Mutant::finite_mask_sentinel) {
       masked.assign(static_cast<size_t>(rows_t), 1);
       for (const int64_t r : rows) masked[static_cast<size_t>(r)] = 0;
       rows.resize(static_cast<size_t>(rows_t));
@@ -206,7 +222,8 @@ void buggy_attention(Mutant m, const PartialAttentionParams& p) {
               dot += qs[static_cast<size_t>(i)] * operand(kv.key(row, g, i));
             float sc = dot * logit_scale;
             if (p.softcap > 0.0f) sc = p.softcap * tanhf(sc / p.softcap);
-            if (!masked.empty() && masked[static_cast<size_t>(row)]) sc = -p.softcap;
+            if (!masked.empty() && masked[static_cast<size_t>(row)])
+              sc = m == Mutant::finite_mask_sentinel ? kFiniteMaskSentinel : -p.softcap;
             sc = gpu::to_base_units(lb, sc);
             s[static_cast<size_t>(x - t0)] = sc;
             m_tile = std::max(m_tile, sc);
@@ -227,8 +244,14 @@ void buggy_attention(Mutant m, const PartialAttentionParams& p) {
           }
           a.m = m_new;
         }
-        // The sink joins split 0's denominator only (sink_per_split: every split's).
-        if (p.sink != nullptr && (sp == 0 || m == Mutant::sink_per_split)) {
+        // The sink joins split 0's denominator only (sink_per_split: every split's;
+        // sink_skipped_when_empty: not when split 0 has no key).
+        const bool sink_here = (sp == 0 || m == Mutant::sink_per_split) &&
+                               !(m == Mutant::sink_skipped_when_empty && k1 == k0);
+        if (p.sink != nullptr && sink_here && m == Mutant::sink_no_max_shift &&
+            !gpu::is_empty_lse(a.m)) {  // base^(sink - m) added, the running max left as it was
+          a.z += gpu::pow_base(base, gpu::to_base_units(lb, p.sink[h]) - a.m);
+        } else if (p.sink != nullptr && sink_here) {
           const float sg = gpu::to_base_units(lb, p.sink[h]);
           const float m_new = std::max(a.m, sg);
           const float alpha = gpu::is_empty_lse(a.m) ? 0.0f : gpu::pow_base(base, a.m - m_new);
@@ -239,7 +262,10 @@ void buggy_attention(Mutant m, const PartialAttentionParams& p) {
         const int64_t row_out = (sp * p.tokens + t) * H + h;
         float* o = &split_o[static_cast<size_t>(row_out * dv)];
         std::copy(num.begin(), num.end(), o);
-        split_lse[static_cast<size_t>(row_out)] = gpu::finish(base, a, o, dv);
+        float& l = split_lse[static_cast<size_t>(row_out)];
+        l = gpu::finish(base, a, o, dv);
+        if (m == Mutant::partial_lse_scaled_max && !gpu::is_empty_lse(a.m))
+          l += (p.scale - 1.0f) * a.m;  // tau m + log z: the max, already scaled, scaled again
         for (int64_t i = 0; i < dv; ++i) o[i] *= kv.v_scale_of(g);  // the V scale, as the body
       }
     }
@@ -308,18 +334,55 @@ std::vector<int32_t> MutantDevice::buggy_tables(std::vector<int32_t> t) const {
   return t;
 }
 
-// layout.hpp's share and inverse with the layout family's bugs, as a cache write uses them.
+// Token i of the chunk written to the cache's row `row`, as the production write stores it.
+void write_token(const body::KvWrite& a, int64_t row, int64_t i) {
+  const gpu::KvView& c = a.cache;
+  for (int64_t g = 0; g < c.kv_heads; ++g) {
+    for (int64_t x = 0; x < c.head_dim; ++x) {
+      const float e = gpu::load_element(a.src, a.k, (i * c.kv_heads + g) * c.head_dim + x);
+      if (a.quantize)
+        c.set_key(row, g, x, e);
+      else
+        c.set_stored_key(row, g, x, e);
+    }
+    if (!a.latent)
+      for (int64_t x = 0; x < c.v_dim; ++x) {
+        const float e = gpu::load_element(a.src, a.v, (i * c.kv_heads + g) * c.v_dim + x);
+        if (a.quantize)
+          c.set_value(row, g, x, e);
+        else
+          c.set_stored_value(row, g, x, e);
+      }
+  }
+  c.written[c.slot(row)] = 1;
+}
+
+// layout.hpp's share and inverse with the layout family's bugs, as a cache write uses them: the
+// rank's rows of the chunk, each mapped back to its position (chunk_share_*,
+// position_no_interleave), or the chunk's positions, each kept by an owner test and stored at a
+// row (kv_write_global_row, owner_from_local_row; rows past the cache dropped, as a bounds-checked
+// store does).
 GpuStatus MutantDevice::kv_write(const body::KvWrite& a) {
+  const gpu::DcpLayout& lay = a.layout;
+  const gpu::KvView& c = a.cache;
+  if (in_family(path_, {Mutant::kv_write_global_row, Mutant::owner_from_local_row})) {
+    for (int64_t i = 0; i < a.len; ++i) {
+      const int64_t pos = a.pos0 + i;
+      const int64_t owner =
+          m_ == Mutant::owner_from_local_row ? lay.owner(lay.row(pos)) : lay.owner(pos);
+      const int64_t row = m_ == Mutant::kv_write_global_row ? pos : lay.row(pos);
+      if (owner == a.rank && row < c.rows) write_token(a, row, i);
+    }
+    return {};
+  }
   if (!in_family(path_, {Mutant::chunk_share_uniform, Mutant::chunk_share_no_phase,
                          Mutant::position_no_interleave}))
     return HostDevice::kv_write(a);
-  const gpu::DcpLayout& lay = a.layout;
   const int64_t n = lay.ranks, first = lay.count(a.rank, a.pos0);
   const int64_t share = m_ == Mutant::chunk_share_uniform ? a.len / n + (a.rank < a.len % n ? 1 : 0)
                         : m_ == Mutant::chunk_share_no_phase
                             ? lay.count(a.rank, a.len)
                             : lay.count(a.rank, a.pos0 + a.len) - first;
-  const gpu::KvView& c = a.cache;
   if (first + share > c.rows)
     return DCP_GPU_ERROR("kv write: rank ", a.rank, " needs ", first + share, " rows, holds ",
                          c.rows);
@@ -330,24 +393,7 @@ GpuStatus MutantDevice::kv_write(const body::KvWrite& a) {
     if (i < 0 || i >= a.len)
       return DCP_GPU_ERROR("kv write: rank ", a.rank, " row ", row, " maps to position ", pos,
                            ", outside the chunk [", a.pos0, ", ", a.pos0 + a.len, ")");
-    for (int64_t g = 0; g < c.kv_heads; ++g) {
-      for (int64_t x = 0; x < c.head_dim; ++x) {
-        const float e = gpu::load_element(a.src, a.k, (i * c.kv_heads + g) * c.head_dim + x);
-        if (a.quantize)
-          c.set_key(row, g, x, e);
-        else
-          c.set_stored_key(row, g, x, e);
-      }
-      if (!a.latent)
-        for (int64_t x = 0; x < c.v_dim; ++x) {
-          const float e = gpu::load_element(a.src, a.v, (i * c.kv_heads + g) * c.v_dim + x);
-          if (a.quantize)
-            c.set_value(row, g, x, e);
-          else
-            c.set_stored_value(row, g, x, e);
-        }
-    }
-    c.written[c.slot(row)] = 1;
+    write_token(a, row, i);
   }
   return {};
 }
@@ -376,7 +422,7 @@ GpuStatus MutantDevice::attention_with_args(PartialAttentionParams p) {
     for (int64_t g = 0; s != nullptr && g < p.kv.kv_heads; ++g) sq.push_back(s[g] * s[g]);
     return sq;
   };
-  std::vector<float> twice, k_first, v_first, sink;
+  std::vector<float> twice, k_first, v_first, sink, q;
   std::vector<int32_t> tables;
   // The rank's local heads' sinks, each changed by f.
   const auto sinks = [&](auto f) {
@@ -483,10 +529,25 @@ GpuStatus MutantDevice::attention_with_args(PartialAttentionParams p) {
     case Mutant::sink_on_every_rank:
       if (!in_.sink.empty()) p.sink = &in_.sink[static_cast<size_t>(p.head0)];
       break;
+    case Mutant::q_gated_by_owner:  // the queries of tokens whose position another rank owns
+      q.assign(p.q, p.q + p.tokens * p.heads * p.head_dim);
+      for (int64_t t = 0; t < p.tokens; ++t)
+        if (p.layout.owner(p.q_pos[t]) != p.rank)
+          std::fill_n(&q[static_cast<size_t>(t * p.heads * p.head_dim)], p.heads * p.head_dim,
+                      0.0f);
+      p.q = q.data();
+      break;
     default:
       break;
   }
-  return HostDevice::partial_attention(p);
+  DCP_GPU_TRY(HostDevice::partial_attention(p));
+  if (m_ == Mutant::lse_layout_transposed) {  // [T, H] stored as [H, T]
+    const std::vector<float> lse(p.lse, p.lse + p.tokens * p.heads);
+    for (int64_t t = 0; t < p.tokens; ++t)
+      for (int64_t h = 0; h < p.heads; ++h)
+        p.lse[h * p.tokens + t] = lse[static_cast<size_t>(t * p.heads + h)];
+  }
+  return {};
 }
 
 // Each head alone through the production attention, reading the KV head the bug maps it to.
@@ -571,6 +632,9 @@ GpuStatus MutantDevice::attention_buggy_split_merge(const PartialAttentionParams
                  MergeAcc::from_partial(split_lse[static_cast<size_t>(sp * rows + x)]),
                  &split_o[static_cast<size_t>((sp * rows + x) * dv)], dv);
     p.lse[x] = finish(m_, {p.base, p.exp}, total, o, dv);
+    for (int64_t sp = 0; m_ == Mutant::empty_split_clobbers && sp < p.splits; ++sp)
+      if (gpu::is_empty_lse(split_lse[static_cast<size_t>(sp * rows + x)]))
+        p.lse[x] = split_lse[static_cast<size_t>(sp * rows + x)];  // its -inf over the merged LSE
   }
   return {};
 }

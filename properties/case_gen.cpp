@@ -141,12 +141,16 @@ std::optional<dcp::oracle::Case> make_case_unless(const CaseSpec& s, KvHolding h
     }
   }
   if (s.explicit_scale) c.scale = round_to(DType::f32, 0.5 / std::sqrt(double(Dk)) + 0.01);
+  double sink_offset = 0.0;
   if (s.values == ValueStyle::extreme) {
     // Component 0 of every key is k0 and of every query B / (scale k0): all logits move by about
     // B. k0 is 1, or the power of two that keeps q's component within half its format's range
     // (fp8 E4M3 ends at 448).
     const double tau = c.scale ? *c.scale : 1.0 / std::sqrt(double(Dk));
     const double b = rng.coin(0.5) ? kExtremeLogit : -kExtremeLogit;
+    // A sink beside logits near +100 is as large (e^101 overflows fp32: a kernel must shift the
+    // sink by the running max too); beside logits near -100 it stays near 1, far above them.
+    if (b > 0) sink_offset = b;
     double k0 = 1.0;
     while (std::fabs(b / (tau * k0)) > dcp::oracle::max_finite(s.q_dtype) / 2) k0 *= 2.0;
     for (int64_t j = 0; j < S; ++j)
@@ -166,7 +170,7 @@ std::optional<dcp::oracle::Case> make_case_unless(const CaseSpec& s, KvHolding h
   c.softcap = s.softcap;
   if (s.sink) {
     c.sink.resize(Hq);
-    for (double& x : c.sink) x = round_to(DType::f32, rng.normal() + 1.0);
+    for (double& x : c.sink) x = round_to(DType::f32, rng.normal() + 1.0 + sink_offset);
   }
   if (s.topk > 0) {
     c.topk = dcp::oracle::Tensor<int64_t>({T, s.topk}, -1);

@@ -24,7 +24,9 @@ namespace dcp::props {
 // error). wide: logits spread over tens of units (max-shift matters; far keys underflow).
 // ties: keys repeated, so several logits are equal. tiny: values near and below fp32's smallest
 // normal mixed with ordinary ones. extreme: every logit offset by about +/-100 through a shared
-// key component, so exponentials overflow (or underflow) in fp32 unless the max is subtracted.
+// key component, so exponentials overflow (or underflow) in fp32 unless the max is subtracted;
+// a sink beside +100 logits is drawn as large (about 101), beside -100 ones near 1 (far above).
+// Sinks are otherwise N(1, 1).
 enum class ValueStyle { normal, peaked, wide, ties, tiny, extreme };
 
 // An fp8 cache's dequantization scales (as engines keep k_scale / v_scale): none, one per tensor,

@@ -66,6 +66,16 @@ std::string fp8_cache(const CaseSpec& s) {
   return " kv=" + std::string(oracle::dtype_name(s.kv_dtype)) + scale;
 }
 
+// A DCP setup's shape in one line ("S=40 N=3 I=2 tp=3 T=1 Hq=3 ...").
+std::string dcp_case_line(const DcpSetup& s) {
+  return "S=" + std::to_string(s.spec.seq) + " N=" + std::to_string(s.cfg.layout.ranks) +
+         " I=" + std::to_string(s.cfg.layout.interleave) + " tp=" + std::to_string(s.cfg.tp_size) +
+         " T=" + std::to_string(s.spec.tokens) + " Hq=" + std::to_string(s.spec.q_heads) +
+         " Hkv=" + std::to_string(s.spec.kv_heads) + " Dk=" + std::to_string(s.spec.head_dim) +
+         " Dv=" + std::to_string(s.spec.v_dim) + fp8_cache(s.spec) +
+         (s.cfg.page_size > 0 ? " page=" + std::to_string(s.cfg.page_size) : "");
+}
+
 }  // namespace
 
 const std::string& current_case() { return g_current_case; }
@@ -75,13 +85,7 @@ BoundTier property_bound() { return g_bound; }
 
 void dcp_path_property(const DcpBackend& backend, const DcpLimits& lim, CacheKind kind) {
   const DcpSetup s = *gen_dcp_setup(lim, kind);
-  set_current_case(
-      "S=" + std::to_string(s.spec.seq) + " N=" + std::to_string(s.cfg.layout.ranks) +
-      " I=" + std::to_string(s.cfg.layout.interleave) + " tp=" + std::to_string(s.cfg.tp_size) +
-      " T=" + std::to_string(s.spec.tokens) + " Hq=" + std::to_string(s.spec.q_heads) +
-      " Hkv=" + std::to_string(s.spec.kv_heads) + " Dk=" + std::to_string(s.spec.head_dim) +
-      " Dv=" + std::to_string(s.spec.v_dim) + fp8_cache(s.spec) +
-      (s.cfg.page_size > 0 ? " page=" + std::to_string(s.cfg.page_size) : ""));
+  set_current_case(dcp_case_line(s));
   const oracle::Case c = make_case(s.spec);
   const DcpCheck chk = check_dcp(c, s.cfg, s.chunks, backend);
   RC_CLASSIFY(s.cfg.layout.ranks > 8, "N > 8");
@@ -388,6 +392,47 @@ SuiteFootprint suite_case_footprint(const DcpLimits& lim) {
     }
   }
   return out;
+}
+
+DcpSetup draw_dcp(DcpDraw what) {
+  if (what == DcpDraw::batch) return draw_dcp_batch_setup({});
+  return *gen_dcp_setup({}, what == DcpDraw::path ? CacheKind::values : CacheKind::fp8);
+}
+
+FixedTolerance engine_test_tolerance(const DcpSetup& s) {
+  using F = gpu::StorageFormat;
+  const gpu::KernelMath& m = s.cfg.math;
+  const bool all_f32 = s.spec.q_dtype == oracle::DType::f32 &&
+                       s.spec.kv_dtype == oracle::DType::f32 && s.cfg.out_dtype == F::f32 &&
+                       m.partial == F::f32 && m.merge == F::f32 && m.p_cast == F::f32 && !m.tf32;
+  return all_f32 ? FixedTolerance{1e-5, 1e-5} : FixedTolerance{3e-2, 3e-2};
+}
+
+std::optional<std::string> fixed_tolerance_flags(const DcpBackend& backend, const DcpSetup& s) {
+  gpu::DcpInputs in;
+  if (s.batch.empty()) {
+    in = to_dcp_inputs(make_case(s.spec), s.chunks);
+  } else {
+    oracle::Expected<gpu::DcpInputs> b =
+        to_dcp_batch_inputs(batch_cases(s), {s.shared_prefix, s.retired});
+    if (!b) return b.status().message();
+    in = std::move(*b);
+  }
+  gpu::DcpConfig single = s.cfg;
+  single.layout = {1, 1};
+  const gpu::Result<gpu::GroupRun> got = backend(in, s.cfg), want = backend(in, single);
+  if (!got || !want)  // the engines' test fails too: the step errs at one of the sizes
+    return (got ? want : got).status().message();
+  const FixedTolerance tol = engine_test_tolerance(s);
+  for (size_t i = 0; i < got->o.size(); ++i) {
+    const double a = got->o[i], b = want->o[i];
+    // NaN is never close (allclose without equal_nan).
+    if (a == b || std::fabs(a - b) <= tol.atol + tol.rtol * std::fabs(b)) continue;
+    return "O element " + std::to_string(i) + " " + std::to_string(a) +
+           " at DCP = " + std::to_string(s.cfg.layout.ranks) + ", " + std::to_string(b) +
+           " at DCP = 1 (atol = rtol = " + std::to_string(tol.atol) + ")";
+  }
+  return std::nullopt;
 }
 
 std::vector<SuiteProperty> property_suite(const DcpBackend& backend, const DcpLimits& lim) {

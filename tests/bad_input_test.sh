@@ -261,6 +261,8 @@ bad "--v-dim above --head-dim for a latent" -- "$bin" run --latent --head-dim 8 
 bad "properties --only with a newline in the name" -- "$bin" properties --only "$(printf 'a\nb')" --cases 1
 bad "mutants --list with a run's flag" -- "$bin" mutants --list --only no_such_mutant
 says "--only is a run's" "mutants --list with a run's flag"
+bad "mutants --markdown without --list" -- "$bin" mutants --markdown --cases 1
+says "--markdown is --list's" "mutants --markdown without --list"
 bad "sweep --seq" -- "$bin" sweep --seq 5
 bad "sweep --shared-prefix" -- "$bin" sweep -b 64 -e 64 --shared-prefix 4
 says "run --batch --page-size" "sweep --shared-prefix: what to run instead"

@@ -59,7 +59,7 @@ void silence_rapidcheck_banner() {
 
 int64_t cases_entered() { return g_entered.load(); }
 
-PropertyRun run_property(const props::SuiteProperty& p, int64_t cases, uint64_t seed) {
+PropertyRun run_property(const props::SuiteProperty& p, int64_t cases, uint64_t seed, bool shrink) {
   g_entered.store(0);
   PropertyRun row;
   row.name = p.name;
@@ -89,6 +89,7 @@ PropertyRun run_property(const props::SuiteProperty& p, int64_t cases, uint64_t 
   rc::detail::TestParams params;
   params.seed = seed;
   params.maxSuccess = static_cast<int>(cases);
+  params.disableShrinking = !shrink;
   rc::detail::TestMetadata meta;
   meta.id = p.name;
   meta.description = p.what;

@@ -28,7 +28,9 @@ struct PropertyRun {
 void silence_rapidcheck_banner();
 
 // Runs the property for `cases` cases from `seed`; Ctrl-C stops it between cases (INTERRUPTED).
-PropertyRun run_property(const props::SuiteProperty& p, int64_t cases, uint64_t seed);
+// shrink false: a failure is reported as drawn (shrinks 0).
+PropertyRun run_property(const props::SuiteProperty& p, int64_t cases, uint64_t seed,
+                         bool shrink = true);
 
 // The cases the running property has entered so far, the one in flight included (any thread
 // may ask: a command's last words count them, plugin/plugin.hpp).
