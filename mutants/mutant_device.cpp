@@ -20,8 +20,8 @@ namespace body = gpu::body;
 
 LseBase other_base(LseBase b) { return b == LseBase::e ? LseBase::two : LseBase::e; }
 
-// finite_mask_sentinel's logit for a masked key (natural units): FlashInfer's -5e4.
-constexpr float kFiniteMaskSentinel = -5.0e4f;
+// finite_mask_sentinel's logit for a masked key (natural units): the -1e4 of many masks.
+constexpr float kFiniteMaskSentinel = -1.0e4f;
 
 bool in_family(Mutant m, std::initializer_list<Mutant> family) {
   return std::find(family.begin(), family.end(), m) != family.end();

@@ -24,6 +24,13 @@ constexpr double kTinyExp = -130.0;  // log2 of the smallest magnitudes drawn fo
 // at 0 instead of -inf loses the weights. (At 80 neither happens: e^80 is finite and e^-80
 // still normal, and two planted bugs survived.) q stays finite in f16: 100 sqrt(Dk) << 65504.
 constexpr double kExtremeLogit = 100.0;
+// |logit offset| of one "extreme" case in eight where the spec allows it (huge_logits): below the
+// finite sentinel many kernels write for a masked logit (-1e4), so a masked key given that
+// sentinel instead of -inf outweighs every real key. As far as the oracle can judge: a logit's
+// own roundings (the dot product's, the scale's, the base's) reach a few Dk u |s|, and the
+// oracle's first-order bound refuses a weight error past 0.1, so the offset is at most
+// kHugeLogitDk / Dk: 1.2e4 up to Dk = 10, less above. (FlashInfer's -5e4 stays out of reach.)
+constexpr double kHugeLogit = 1.2e4, kHugeLogitDk = 1.2e5;
 
 struct Rng {
   std::mt19937_64 g;
@@ -147,7 +154,10 @@ std::optional<dcp::oracle::Case> make_case_unless(const CaseSpec& s, KvHolding h
     // B. k0 is 1, or the power of two that keeps q's component within half its format's range
     // (fp8 E4M3 ends at 448).
     const double tau = c.scale ? *c.scale : 1.0 / std::sqrt(double(Dk));
-    const double b = rng.coin(0.5) ? kExtremeLogit : -kExtremeLogit;
+    const double b = rng.coin(0.5) ? kExtremeLogit
+                     : s.huge_logits && rng.coin(0.25)
+                         ? -std::min(kHugeLogit, kHugeLogitDk / double(Dk))
+                         : -kExtremeLogit;
     // A sink beside logits near +100 is as large (e^101 overflows fp32: a kernel must shift the
     // sink by the running max too); beside logits near -100 it stays near 1, far above them.
     if (b > 0) sink_offset = b;

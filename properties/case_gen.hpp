@@ -24,8 +24,9 @@ namespace dcp::props {
 // error). wide: logits spread over tens of units (max-shift matters; far keys underflow).
 // ties: keys repeated, so several logits are equal. tiny: values near and below fp32's smallest
 // normal mixed with ordinary ones. extreme: every logit offset by about +/-100 through a shared
-// key component, so exponentials overflow (or underflow) in fp32 unless the max is subtracted;
-// a sink beside +100 logits is drawn as large (about 101), beside -100 ones near 1 (far above).
+// key component, so exponentials overflow (or underflow) in fp32 unless the max is subtracted
+// (with huge_logits, one extreme case in eight by about -1.2e4: below a -1e4 mask sentinel); a sink
+// beside +100 logits is drawn as large (about 101), beside negative ones near 1 (far above).
 // Sinks are otherwise N(1, 1).
 enum class ValueStyle { normal, peaked, wide, ties, tiny, extreme };
 
@@ -54,6 +55,11 @@ struct CaseSpec {
   dcp::oracle::LseBase lse_base = dcp::oracle::LseBase::e;
   bool explicit_scale = false;
   ValueStyle values = ValueStyle::normal;
+  // extreme: one case in eight moves the logits by about -1.2e4 instead of -100 (case_gen.cpp,
+  // kHugeLogit). The DCP properties draw it: the production path's arithmetic (f32 sums, the
+  // library's exponential) is judgeable there; coarser claimed arithmetic (truncating adds, an
+  // approximate exponential, base 2) makes the oracle's first-order bound refuse such logits.
+  bool huge_logits = false;
   uint64_t seed = 0;
 };
 
