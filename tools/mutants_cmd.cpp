@@ -53,16 +53,22 @@ struct Row {
   int64_t fixed_flagged_at = -1;
 };
 
-constexpr props::DcpDraw kFixedDraws[] = {props::DcpDraw::path, props::DcpDraw::fp8,
-                                          props::DcpDraw::batch};
+// The DCP properties whose cases the engines' test draws, in the suite's order, by name.
+constexpr std::pair<props::DcpDraw, std::string_view> kFixedDraws[] = {
+    {props::DcpDraw::path, "dcp-path"},
+    {props::DcpDraw::fp8, "dcp-fp8"},
+    {props::DcpDraw::batch, "dcp-batch"}};
 
 // Which of the cases of dcp-path, dcp-fp8 and dcp-batch (`cases` of each, drawn from the seed as
-// the suite draws them) the engines' test flags on the backend (1: flagged), in order. With
-// `correct` (the correct path's flags), it stops at the first case flagged here and not there.
+// the suite draws them) the engines' test flags on the backend (1: flagged), in order; `only`:
+// the cases of that property alone (the others count as passed). With `correct` (the correct
+// path's flags), it stops at the first case flagged here and not there.
 std::vector<char> fixed_tolerance_run(const props::DcpBackend& backend, int64_t cases,
-                                      uint64_t seed, const std::vector<char>* correct = nullptr) {
+                                      uint64_t seed, const std::vector<char>* correct = nullptr,
+                                      std::string_view only = {}) {
   auto flags = std::make_shared<std::vector<char>>();
-  for (const props::DcpDraw draw : kFixedDraws) {
+  for (const auto& [draw, name] : kFixedDraws) {
+    if (!only.empty() && name != only) continue;
     // The cases the previous property did not run (it stopped) count as passed.
     flags->resize(static_cast<size_t>(static_cast<int64_t>(draw) * cases));
     const props::SuiteProperty p{
@@ -76,6 +82,14 @@ std::vector<char> fixed_tolerance_run(const props::DcpBackend& backend, int64_t 
     if (run_property(p, cases, seed, /*shrink=*/false).result != "OK") break;
   }
   return *flags;
+}
+
+// The DCP property that killed the row (its cases are those the engines' test draws for it), or
+// empty: all three.
+std::string_view killed_by_dcp(const Row& r) {
+  for (const auto& [draw, name] : kFixedDraws)
+    if (r.killed && r.kill.name == name) return name;
+  return {};
 }
 
 // The first case (1-based) flagged in `flags` and not in `correct` (nullptr: none), or -1.
@@ -237,10 +251,12 @@ int finish_mutants(const MutantsOptions& o, uint64_t seed, const Row& clean, int
   std::string only_all;
   for (const std::string& n : o.only) only_all += (only_all.empty() ? "" : ",") + n;
   if (o.fixed_tolerance)
-    out << "# fixed tolerance (the output at DCP = N against DCP = 1, vLLM's test tolerances), on "
-        << o.cases << " cases of each of dcp-path, dcp-fp8, dcp-batch: flagged " << flagged
-        << " of " << rows.size() << " mutants; the correct path on " << fixed_alarms << " of "
-        << o.cases * std::size(kFixedDraws) << " cases\n"
+    out << "# fixed tolerance (the output at DCP = N against DCP = 1, vLLM's test tolerances), "
+           "on the "
+        << o.cases << " cases of the DCP property that killed each mutant: flagged " << flagged
+        << " of " << rows.size() << " mutants; the correct path on " << fixed_alarms << " of the "
+        << o.cases * static_cast<int64_t>(std::size(kFixedDraws))
+        << " cases of dcp-path, dcp-fp8 and dcp-batch\n"
         << (missed.empty() ? "" : "#  missed by it: " + missed + "\n");
   out << "# time: " << secs_s << " s" << (stopped ? "  (interrupted: the rest did not run)" : "")
       << "\n# reproduce: dcp-verify mutants --seed " << seed << " --cases " << o.cases
@@ -332,7 +348,8 @@ int run_mutants(const MutantsOptions& o, const Limits& lim) {
     Row r = run_suite(props::property_suite(backend), o.cases, seed);
     if (o.fixed_tolerance && !r.interrupted && !interrupted())
       r.fixed_flagged_at =
-          first_flag(fixed_tolerance_run(backend, o.cases, seed, &correct_flags), &correct_flags);
+          first_flag(fixed_tolerance_run(backend, o.cases, seed, &correct_flags, killed_by_dcp(r)),
+                     &correct_flags);
     r.mutant = std::string(m.name);
     r.family = std::string(m.family);
     rows.push_back(r);
