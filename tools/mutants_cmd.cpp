@@ -67,8 +67,9 @@ std::vector<char> fixed_tolerance_run(const props::DcpBackend& backend, int64_t 
                                       uint64_t seed, const std::vector<char>* correct = nullptr,
                                       std::string_view only = {}) {
   auto flags = std::make_shared<std::vector<char>>();
-  for (const auto& [draw, name] : kFixedDraws) {
-    if (!only.empty() && name != only) continue;
+  for (const auto& fixed : kFixedDraws) {
+    const props::DcpDraw draw = fixed.first;  // a variable a lambda can capture (clang 14)
+    if (!only.empty() && fixed.second != only) continue;
     // The cases the previous property did not run (it stopped) count as passed.
     flags->resize(static_cast<size_t>(static_cast<int64_t>(draw) * cases));
     const props::SuiteProperty p{
