@@ -35,23 +35,18 @@ struct SuiteProperty {
 // `lim`: what the DCP-path property draws (dcp_setup.hpp; the defaults: everything).
 std::vector<SuiteProperty> property_suite(const DcpBackend& backend, const DcpLimits& lim = {});
 
+// What the DCP properties draw: dcp-path's setups, dcp-fp8's, dcp-batch's (call inside a
+// RapidCheck body; the same seed draws the same setups as the property).
+enum class DcpDraw { path, fp8, batch };
+DcpSetup draw_dcp(DcpDraw what);
 // How the engines test DCP: the step's output against the same backend's output at DCP = 1 (the
 // same TP size, N = 1), |got - expected| <= atol + rtol |expected| with the tolerances of vLLM's
 // DCP kernel test (test_dcp_a2a.py): atol = rtol = 1e-5 where every format of the step is f32,
 // else 3e-2, as for its 16-bit runs (SGLang's and FlashInfer's tests use 1e-2). Not a property of
 // the suite (a fixed tolerance proves nothing about the arithmetic): `dcp-verify mutants` runs it
 // beside the suite, on the cases dcp-path, dcp-fp8 and dcp-batch draw, to show which bugs only
-// the properties find.
-struct FixedTolerance {
-  double atol = 0.0, rtol = 0.0;
-};
-FixedTolerance engine_test_tolerance(const DcpSetup& s);
-// What the DCP properties draw: dcp-path's setups, dcp-fp8's, dcp-batch's (call inside a
-// RapidCheck body; the same seed draws the same setups as the property).
-enum class DcpDraw { path, fp8, batch };
-DcpSetup draw_dcp(DcpDraw what);
-// Runs the setup at its N and at N = 1 and compares the outputs: the difference the fixed
-// tolerance flags, in one line (a step error at either size too), or nullopt.
+// the properties find. This runs the setup at its N and at N = 1 and compares the outputs: the
+// difference the fixed tolerance flags, in one line (a step error at either size too), or nullopt.
 std::optional<std::string> fixed_tolerance_flags(const DcpBackend& backend, const DcpSetup& s);
 
 // What one case of any property costs at most, for commands that plan `cases` of them: the
