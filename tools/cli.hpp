@@ -9,7 +9,6 @@
 //   int code = run_cli(4, argv, machine_limits());   // 0, 1, 2, 124 or 130 (command.hpp)
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <vector>
 
 #include "tools/budget.hpp"

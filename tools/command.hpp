@@ -11,10 +11,15 @@
 //   if (*c.app) return c.run(limits);
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <functional>
 
 #include "tools/budget.hpp"
+
+// CLI11 is declared, not included: it is header-only and costs seconds in every file that
+// includes it (tools/CMakeLists.txt), so only the files that register flags include it.
+namespace CLI {
+class App;
+}  // namespace CLI
 
 namespace dcp::tools {
 

@@ -277,7 +277,7 @@ void print_header(const ModelOptions& o, const Model& m, std::ostream& out) {
 }
 
 // " %W.Df", or " %W.3e" when the fixed form would not fit the column.
-std::string cell(double v, int width, int decimals) {
+std::string fixed_cell(double v, int width, int decimals) {
   const std::string fixed = format(" %*.*f", width, decimals, v);
   return static_cast<int>(fixed.size()) <= width + 1 ? fixed : format(" %*.3e", width, v);
 }
@@ -289,10 +289,10 @@ void print_row(const Model& m, int64_t seq, int seq_w, std::ostream& out) {
   const double t_dcp = m.attn_s(m.hg, m.kvh_dcp, local);
   const double kv_bytes = as_double(m.batch) * local * m.kv_token_bytes(m.kvh_dcp);
   const double speedup = t_tp / (t_dcp + m.t_comm_s);
-  out << format(" %*lld", seq_w, static_cast<long long>(seq)) << cell(kv_bytes, 14, 0)
-      << cell(m.comm_bytes(), 12, 0) << cell(t_tp / kMicro, 13, 3) << cell(t_dcp / kMicro, 15, 3)
-      << cell(m.t_comm_s / kMicro, 10, 3) << cell(speedup, 8, 3) << "  "
-      << (t_tp - t_dcp > m.t_comm_s ? "yes" : "no") << "\n";
+  out << format(" %*lld", seq_w, static_cast<long long>(seq)) << fixed_cell(kv_bytes, 14, 0)
+      << fixed_cell(m.comm_bytes(), 12, 0) << fixed_cell(t_tp / kMicro, 13, 3)
+      << fixed_cell(t_dcp / kMicro, 15, 3) << fixed_cell(m.t_comm_s / kMicro, 10, 3)
+      << fixed_cell(speedup, 8, 3) << "  " << (t_tp - t_dcp > m.t_comm_s ? "yes" : "no") << "\n";
 }
 
 int run_model(const ModelOptions& o, std::ostream& out, std::ostream& err) {

@@ -40,7 +40,7 @@ struct MutantsOptions {
   bool fixed_tolerance = false;  // also run the engines' test (props::fixed_tolerance_flags)
 };
 
-struct Row {
+struct MutantRow {
   std::string mutant, family;
   bool correct = false;  // the correct path's row (no mutant)
   bool killed = false, interrupted = false;
@@ -87,7 +87,7 @@ std::vector<char> fixed_tolerance_run(const props::DcpBackend& backend, int64_t 
 
 // The DCP property that killed the row (its cases are those the engines' test draws for it), or
 // empty: all three.
-std::string_view killed_by_dcp(const Row& r) {
+std::string_view killed_by_dcp(const MutantRow& r) {
   for (const auto& [draw, name] : kFixedDraws)
     if (r.killed && r.kill.name == name) return name;
   return {};
@@ -102,8 +102,8 @@ int64_t first_flag(const std::vector<char>& flags, const std::vector<char>* corr
 }
 
 // Runs the suite in order until a property fails; the clean path runs it all.
-Row run_suite(const std::vector<props::SuiteProperty>& suite, int64_t cases, uint64_t seed) {
-  Row row;
+MutantRow run_suite(const std::vector<props::SuiteProperty>& suite, int64_t cases, uint64_t seed) {
+  MutantRow row;
   const auto t0 = std::chrono::steady_clock::now();
   for (const props::SuiteProperty& p : suite) {
     PropertyRun r = run_property(p, cases, seed);
@@ -141,7 +141,7 @@ const Table& mutants_table(bool fixed) {
 }
 
 // One table row; `killed_by` empty prints "-" for it and the shrinks.
-void print_row(std::ostream& out, bool fixed, const Row& r, const std::string& verdict,
+void print_row(std::ostream& out, bool fixed, const MutantRow& r, const std::string& verdict,
                const std::string& killed_by, const std::string& last_column) {
   const std::string shrinks =
       !killed_by.empty() && r.kill.shrinks >= 0 ? std::to_string(r.kill.shrinks) : "-";
@@ -155,7 +155,7 @@ void print_row(std::ostream& out, bool fixed, const Row& r, const std::string& v
   mutants_table(fixed).print_row(out, cells);
 }
 
-void print_row(std::ostream& out, bool fixed, const Row& r) {
+void print_row(std::ostream& out, bool fixed, const MutantRow& r) {
   print_row(out, fixed, r,
             r.interrupted ? "INTERRUPTED"
             : r.killed    ? "KILLED"
@@ -185,10 +185,10 @@ oracle::Expected<std::vector<mutants::MutantInfo>> chosen_mutants(const MutantsO
 
 // The unmutated path: every property must pass (a failure is a false alarm). Its row and the
 // number of false alarms.
-std::pair<Row, int64_t> run_clean(const std::vector<props::SuiteProperty>& suite,
-                                  const props::DcpBackend& backend, const MutantsOptions& o,
-                                  uint64_t seed, std::vector<char>& fixed_flags) {
-  Row clean;
+std::pair<MutantRow, int64_t> run_clean(const std::vector<props::SuiteProperty>& suite,
+                                        const props::DcpBackend& backend, const MutantsOptions& o,
+                                        uint64_t seed, std::vector<char>& fixed_flags) {
+  MutantRow clean;
   clean.correct = true;
   clean.mutant = "(none: the correct path)";
   clean.family = "-";
@@ -218,7 +218,7 @@ std::pair<Row, int64_t> run_clean(const std::vector<props::SuiteProperty>& suite
 }
 
 // The unmutated path's row, and the failing property's message after a false alarm.
-void print_clean_row(std::ostream& out, bool fixed, const Row& clean, int64_t false_alarms) {
+void print_clean_row(std::ostream& out, bool fixed, const MutantRow& clean, int64_t false_alarms) {
   print_row(out, fixed, clean,
             clean.interrupted ? "INTERRUPTED"
             : false_alarms    ? "FALSE ALARM"
@@ -235,12 +235,13 @@ void print_clean_row(std::ostream& out, bool fixed, const Row& clean, int64_t fa
 }
 
 // The summary lines and the JSON report; the exit code.
-int finish_mutants(const MutantsOptions& o, uint64_t seed, const Row& clean, int64_t false_alarms,
-                   int64_t fixed_alarms, const std::vector<mutants::MutantInfo>& chosen,
-                   const std::vector<Row>& rows, double secs, std::ostream& out) {
+int finish_mutants(const MutantsOptions& o, uint64_t seed, const MutantRow& clean,
+                   int64_t false_alarms, int64_t fixed_alarms,
+                   const std::vector<mutants::MutantInfo>& chosen,
+                   const std::vector<MutantRow>& rows, double secs, std::ostream& out) {
   int64_t killed = 0, flagged = 0;
   std::string missed;
-  for (const Row& r : rows) {
+  for (const MutantRow& r : rows) {
     killed += r.killed ? 1 : 0;
     flagged += r.fixed_flagged_at >= 0 ? 1 : 0;
     if (r.fixed_flagged_at < 0) missed += (missed.empty() ? "" : ", ") + r.mutant;
@@ -268,7 +269,7 @@ int finish_mutants(const MutantsOptions& o, uint64_t seed, const Row& clean, int
       << " false alarms\n";
   if (o.json_path || o.junit_path) {
     json jrows = json::array();
-    for (const Row& r : rows)
+    for (const MutantRow& r : rows)
       jrows.push_back({{"mutant", r.mutant},
                        {"family", r.family},
                        {"killed", r.killed},
@@ -341,12 +342,12 @@ int run_mutants(const MutantsOptions& o, const Limits& lim) {
       run_clean(suite, planted(mutants::Mutant::none), o, seed, correct_flags);
   progress.clear();
   print_clean_row(out, o.fixed_tolerance, clean, false_alarms);
-  std::vector<Row> rows;
+  std::vector<MutantRow> rows;
   for (const mutants::MutantInfo& m : chosen) {
     if (interrupted()) break;
     progress.update(static_cast<int64_t>(rows.size()) + 1);
     const props::DcpBackend backend = planted(m.id);
-    Row r = run_suite(props::property_suite(backend), o.cases, seed);
+    MutantRow r = run_suite(props::property_suite(backend), o.cases, seed);
     if (o.fixed_tolerance && !r.interrupted && !interrupted())
       r.fixed_flagged_at =
           first_flag(fixed_tolerance_run(backend, o.cases, seed, &correct_flags, killed_by_dcp(r)),

@@ -28,12 +28,12 @@ constexpr double kTierBits = 100.0;
 constexpr double kMergeBits = 90.0;
 constexpr int64_t kShards = 4;
 
-struct Row {
+struct CheckRow {
   std::string name;
   CaseSpec spec;
 };
 
-std::vector<Row> cases(uint64_t seed) {
+std::vector<CheckRow> cases(uint64_t seed) {
   auto base = [&](uint64_t k) {
     CaseSpec s;
     s.tokens = 2;
@@ -45,7 +45,7 @@ std::vector<Row> cases(uint64_t seed) {
     s.seed = seed * 1000 + k;
     return s;
   };
-  std::vector<Row> rows;
+  std::vector<CheckRow> rows;
   rows.push_back({"causal", base(1)});
   auto s = base(2);
   s.window = 9;
@@ -161,7 +161,7 @@ int run_selfcheck(const SelfcheckOptions& opt, std::ostream& out) {
   t.print_header(out);
   int failures = 0;
   std::mt19937_64 rng(opt.seed);
-  for (const Row& row : cases(opt.seed)) {
+  for (const CheckRow& row : cases(opt.seed)) {
     const oracle::Case c = props::make_case(row.spec);
     const RowVerdict v = check_row(c, rng);
     failures += v.ok ? 0 : 1;

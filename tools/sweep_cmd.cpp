@@ -40,7 +40,7 @@ struct SweepOptions : CaseOptions {
   std::optional<std::string> json_path;
 };
 
-struct Row {
+struct SweepRow {
   int64_t seq = 0;
   double us = 0, us_one = 0, kv_bytes = 0, gbps = 0, ratio = -1;
   bool pass = true, checked = false;
@@ -185,15 +185,15 @@ void print_sweep_header(const SweepOptions& o, const props::DcpSetup& s0) {
 }
 
 // One size: the step timed on N ranks and on one, and judged (-c 1); nothing when interrupted.
-oracle::Expected<std::optional<Row>> measure_size(const props::DcpBackend& backend,
-                                                  const CaseOptions& shape, int64_t seq,
-                                                  const SweepOptions& o) {
+oracle::Expected<std::optional<SweepRow>> measure_size(const props::DcpBackend& backend,
+                                                       const CaseOptions& shape, int64_t seq,
+                                                       const SweepOptions& o) {
   auto rc = sized_case(shape, seq, o);
   if (!rc) return rc.status();
   const props::DcpSetup& s = rc->setup;
   const oracle::Case c = props::make_case(s.spec, props::KvHolding::stored);
   const gpu::DcpInputs in = props::to_dcp_inputs(c, s.chunks);
-  Row row;
+  SweepRow row;
   row.seq = seq;
   const auto timed = time_step(backend, in, s.cfg, o.iters, o.warmup);
   if (!timed) return DCP_ERROR(timed.status().message());
@@ -202,7 +202,8 @@ oracle::Expected<std::optional<Row>> measure_size(const props::DcpBackend& backe
   one.layout = {1, 1};
   const auto timed_one = time_step(backend, in, one, o.iters, o.warmup);
   if (!timed_one) return DCP_ERROR(timed_one.status().message());
-  if (!*timed || !*timed_one) return std::optional<Row>();  // Ctrl-C: this size is not reported
+  if (!*timed || !*timed_one)
+    return std::optional<SweepRow>();  // Ctrl-C: this size is not reported
   row.us = (*timed)->median_us;
   row.us_one = (*timed_one)->median_us;
   row.kv_bytes = kv_bytes_read(s, c);
@@ -214,10 +215,10 @@ oracle::Expected<std::optional<Row>> measure_size(const props::DcpBackend& backe
     row.pass = chk.pass;
     row.report = chk.report;
   }
-  return std::optional<Row>(row);
+  return std::optional<SweepRow>(row);
 }
 
-void print_size_row(const Row& row) {
+void print_size_row(const SweepRow& row) {
   sweep_table().print_row(
       std::cout,
       {std::to_string(row.seq), cell("%.1f", row.us), cell("%.3f", row.kv_bytes / kBytesPerMB),
@@ -231,10 +232,10 @@ void print_size_row(const Row& row) {
 }
 
 // The summary lines and the JSON report; the exit code.
-int finish_sweep(const SweepOptions& o, const props::DcpSetup& s0, const std::vector<Row>& rows,
-                 size_t planned, double secs) {
+int finish_sweep(const SweepOptions& o, const props::DcpSetup& s0,
+                 const std::vector<SweepRow>& rows, size_t planned, double secs) {
   int64_t failed = 0;
-  for (const Row& r : rows) failed += r.pass ? 0 : 1;
+  for (const SweepRow& r : rows) failed += r.pass ? 0 : 1;
   const bool stopped = rows.size() < planned;
   char secs_s[32];
   std::snprintf(secs_s, sizeof secs_s, "%.1f", secs);
@@ -251,7 +252,7 @@ int finish_sweep(const SweepOptions& o, const props::DcpSetup& s0, const std::ve
             << "\n";
   if (o.json_path) {
     json jrows = json::array();
-    for (const Row& r : rows)
+    for (const SweepRow& r : rows)
       jrows.push_back({{"seq", r.seq},
                        {"time_us", r.us},
                        {"kv_bytes", r.kv_bytes},
@@ -309,7 +310,7 @@ int run_sweep(const SweepOptions& o, const Limits& lim) {
 
   InterruptGuard guard;
   Progress progress("sweep", static_cast<int64_t>(seqs->size()));
-  std::vector<Row> rows;
+  std::vector<SweepRow> rows;
   const auto t0 = std::chrono::steady_clock::now();
   for (const int64_t seq : *seqs) {
     if (interrupted()) break;
