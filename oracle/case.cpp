@@ -103,12 +103,12 @@ Status validate(const Case& c) {
     return DCP_ERROR("tensor 'k': Hq = ", Hq, " is not a multiple of Hkv = ", Hkv);
   }
   if (!is_input_float(c.q_dtype)) {
-    return DCP_ERROR("tensor 'q': dtype ", dtype_name(c.q_dtype),
-                     "; expected F64, F32, F16, BF16, F8_E4M3 or F8_E5M2");
+    return DCP_ERROR("tensor 'q': dtype ", dtype_name(c.q_dtype), "; expected ",
+                     float_dtype_names());
   }
   if (!is_input_float(c.kv_dtype)) {
-    return DCP_ERROR("tensor 'k': dtype ", dtype_name(c.kv_dtype),
-                     "; expected F64, F32, F16, BF16, F8_E4M3 or F8_E5M2");
+    return DCP_ERROR("tensor 'k': dtype ", dtype_name(c.kv_dtype), "; expected ",
+                     float_dtype_names());
   }
   DCP_TRY(check_scale(c.k_scale, "k_scale", Hkv));
   DCP_TRY(check_scale(c.v_scale, "v_scale", Hkv));

@@ -46,14 +46,13 @@ Expected<int64_t> parse_int(std::string_view source, const std::string& key,
 Expected<Tensor<double>> float_tensor(std::string_view source, StFile& f, const std::string& name,
                                       DType* dtype) {
   StTensor& t = f.tensors.at(name);
+  const auto input = [](DType d) { return d != DType::i64 && d != DType::f64; };
   if (t.dtype == DType::i64) {
-    return DCP_ERROR(source, ": tensor '", name,
-                     "': dtype I64; expected F32, F16, BF16, F8_E4M3 or F8_E5M2");
+    return DCP_ERROR(source, ": tensor '", name, "': dtype I64; expected ", dtype_names(input));
   }
   if (t.dtype == DType::f64) {
-    return DCP_ERROR(source, ": tensor '", name,
-                     "': dtype F64; inputs are F32, F16, BF16, F8_E4M3 or F8_E5M2 (the oracle "
-                     "takes their values as exact)");
+    return DCP_ERROR(source, ": tensor '", name, "': dtype F64; inputs are ", dtype_names(input),
+                     " (the oracle takes their values as exact)");
   }
   *dtype = t.dtype;
   Tensor<double> out;
@@ -309,8 +308,7 @@ Expected<Tensor<double>> result_tensor(std::string_view source, const StFile& f,
                                        DType* dtype) {
   const StTensor& t = f.tensors.at(name);
   if (t.dtype == DType::i64) {
-    return DCP_ERROR(source, ": tensor '", name,
-                     "': dtype I64; expected F64, F32, F16, BF16, F8_E4M3 or F8_E5M2");
+    return DCP_ERROR(source, ": tensor '", name, "': dtype I64; expected ", float_dtype_names());
   }
   if (t.shape != want) {
     return DCP_ERROR(source, ": tensor '", name, "': shape ", shape_string(t.shape), "; expected ",

@@ -15,8 +15,11 @@
 #pragma once
 
 #include <cmath>
+#include <cstddef>
+#include <iterator>
 #include <limits>
 #include <optional>
+#include <string>
 #include <string_view>
 
 namespace dcp::oracle {
@@ -32,12 +35,34 @@ inline constexpr double kLn2 = 0.69314718055994530942;
 // The LSE of an empty shard or a fully masked row, in either base.
 inline constexpr double kEmptyLse = kNegInf;
 
-inline std::string_view lse_base_name(LseBase b) { return b == LseBase::e ? "e" : "2"; }
+// Each base's name, printed and parsed (result metadata, the CLI's --lse-base), in one list.
+struct LseBaseName {
+  LseBase value;
+  std::string_view name;
+};
+inline constexpr LseBaseName kLseBases[] = {{LseBase::e, "e"}, {LseBase::two, "2"}};
+
+inline std::string_view lse_base_name(LseBase b) {
+  for (const LseBaseName& n : kLseBases)
+    if (n.value == b) return n.name;
+  return "?";
+}
 
 inline std::optional<LseBase> parse_lse_base(std::string_view s) {
-  if (s == "e") return LseBase::e;
-  if (s == "2") return LseBase::two;
+  for (const LseBaseName& n : kLseBases)
+    if (n.name == s) return n.value;
   return std::nullopt;
+}
+
+// "e or 2": the names, for refusals and help.
+inline std::string lse_base_names() {
+  std::string out;
+  for (size_t i = 0; i < std::size(kLseBases); ++i)
+    out += std::string(i == 0                          ? ""
+                       : i + 1 == std::size(kLseBases) ? " or "
+                                                       : ", ") +
+           std::string(kLseBases[i].name);
+  return out;
 }
 
 // Converts an LSE in natural-log units to the given base (empty stays empty).

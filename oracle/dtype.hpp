@@ -11,7 +11,9 @@
 #include <bit>
 #include <cfloat>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -20,55 +22,65 @@ namespace dcp::oracle {
 
 enum class DType { f64, f32, f16, bf16, f8e4m3, f8e5m2, i64 };
 
+// Each dtype's facts in one row, in the enum's order: its safetensors name (printed and parsed)
+// and its bytes. A new dtype is one row here.
+struct DTypeInfo {
+  DType value;
+  std::string_view name;
+  int bytes;
+};
+inline constexpr DTypeInfo kDTypes[] = {
+    {DType::f64, "F64", 8},   {DType::f32, "F32", 4},        {DType::f16, "F16", 2},
+    {DType::bf16, "BF16", 2}, {DType::f8e4m3, "F8_E4M3", 1}, {DType::f8e5m2, "F8_E5M2", 1},
+    {DType::i64, "I64", 8}};
+
+constexpr bool dtype_rows_in_enum_order() {
+  for (size_t i = 0; i < std::size(kDTypes); ++i)
+    if (static_cast<size_t>(kDTypes[i].value) != i) return false;
+  return true;
+}
+static_assert(dtype_rows_in_enum_order(), "kDTypes: one row per DType, in the enum's order");
+
+// The row of t; nullptr for a value outside the enum.
+constexpr const DTypeInfo* dtype_info(DType t) {
+  const auto i = static_cast<size_t>(t);
+  return i < std::size(kDTypes) ? &kDTypes[i] : nullptr;
+}
+
 inline std::string_view dtype_name(DType t) {
-  switch (t) {
-    case DType::f64:
-      return "F64";
-    case DType::f32:
-      return "F32";
-    case DType::f16:
-      return "F16";
-    case DType::bf16:
-      return "BF16";
-    case DType::f8e4m3:
-      return "F8_E4M3";
-    case DType::f8e5m2:
-      return "F8_E5M2";
-    case DType::i64:
-      return "I64";
-  }
-  return "?";
+  const DTypeInfo* d = dtype_info(t);
+  return d ? d->name : "?";
 }
 
 // Parses the safetensors dtype names the suite accepts.
 inline std::optional<DType> parse_dtype(std::string_view s) {
-  if (s == "F64") return DType::f64;
-  if (s == "F32") return DType::f32;
-  if (s == "F16") return DType::f16;
-  if (s == "BF16") return DType::bf16;
-  if (s == "F8_E4M3") return DType::f8e4m3;
-  if (s == "F8_E5M2") return DType::f8e5m2;
-  if (s == "I64") return DType::i64;
+  for (const DTypeInfo& d : kDTypes)
+    if (d.name == s) return d.value;
   return std::nullopt;
 }
 
-inline int dtype_bytes(DType t) {
-  switch (t) {
-    case DType::f64:
-      return 8;
-    case DType::f32:
-      return 4;
-    case DType::f16:
-      return 2;
-    case DType::bf16:
-      return 2;
-    case DType::f8e4m3:
-    case DType::f8e5m2:
-      return 1;
-    case DType::i64:
-      return 8;
+// The names of the dtypes that pass `keep`, "A, B or C", in the table's order (for refusals).
+template <class Keep>
+std::string dtype_names(Keep keep) {
+  std::string out;
+  size_t left = 0;
+  for (const DTypeInfo& d : kDTypes) left += keep(d.value) ? 1 : 0;
+  for (const DTypeInfo& d : kDTypes) {
+    if (!keep(d.value)) continue;
+    --left;
+    out += std::string(out.empty() ? "" : left == 0 ? " or " : ", ") + std::string(d.name);
   }
-  return 0;
+  return out;
+}
+
+// The floating dtypes a case's tensors may hold: every one but I64.
+inline std::string float_dtype_names() {
+  return dtype_names([](DType t) { return t != DType::i64; });
+}
+
+inline int dtype_bytes(DType t) {
+  const DTypeInfo* d = dtype_info(t);
+  return d ? d->bytes : 0;
 }
 
 // Unit roundoff u = 2^-p of a floating dtype with p significand bits (implicit bit included).

@@ -92,7 +92,8 @@ std::optional<std::string> read_limits(DrawOptions& o) {
   if (!names.empty()) flags << " --without " << names;
   // A list flag's names, parsed by the project's own readers, into `into` (replaced, each once).
   const auto read_list = [&](const char* flag, const std::vector<std::string>& given, auto& into,
-                             auto parse, const char* expected) -> std::optional<std::string> {
+                             auto parse,
+                             const std::string& expected) -> std::optional<std::string> {
     if (given.empty()) return std::nullopt;
     into.clear();
     std::string list;
@@ -122,7 +123,7 @@ std::optional<std::string> read_limits(DrawOptions& o) {
     return why;
   if (auto why = read_list(
           "--lse-bases", o.lse_bases, lim.lse_bases,
-          [](const std::string& g) { return oracle::parse_lse_base(g); }, "e or 2"))
+          [](const std::string& g) { return oracle::parse_lse_base(g); }, oracle::lse_base_names()))
     return why;
   o.limit_flags = flags.str();
   return std::nullopt;

@@ -343,7 +343,7 @@ oracle::Expected<CaseSpec> configured_spec(const CaseOptions& o, const ModelPres
   s.topk = pick(o.topk, int64_t{0});
   const std::string base = pick(o.lse_base, std::string("e"));
   const auto b = oracle::parse_lse_base(base);
-  if (!b) return DCP_ERROR("--lse-base: got '", base, "'; expected e or 2");
+  if (!b) return DCP_ERROR("--lse-base: got '", base, "'; expected ", oracle::lse_base_names());
   s.lse_base = *b;
   s.seed = seed;
   return s;

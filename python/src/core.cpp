@@ -140,8 +140,8 @@ StTensor to_tensor(const std::string& name, nb::handle obj, const std::string& f
   if (!format.empty()) {
     const auto f = dcp::oracle::parse_dtype(format);
     if (!f)
-      throw nb::value_error(("tensor '" + name + "': unknown format '" + format +
-                             "'; expected F64, F32, F16, BF16, F8_E4M3 or F8_E5M2")
+      throw nb::value_error(("tensor '" + name + "': unknown format '" + format + "'; expected " +
+                             dcp::oracle::float_dtype_names())
                                 .c_str());
     t.dtype = *f;
   }
