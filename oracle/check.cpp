@@ -26,7 +26,19 @@ Expected<PartCheck> judge(const Case& c, const Tensor<double>& o, const Tensor<d
   if (!bound) return bound.status();
   auto cmp = compare(o, lse, *ref, *bound);
   if (!cmp) return cmp.status();
-  return PartCheck{rank, *cmp, bound->kappa};
+  PartCheck part{rank, *cmp, bound->kappa, {}};
+  // The worst elements' terms, one row each (an index of -1: the tensor has no elements).
+  if (const auto& w = cmp->o_worst.index; w[0] >= 0) {
+    auto terms = bound_terms(c, *ref, a, w[0], w[1], w[2]);
+    if (!terms) return terms.status();
+    part.worst_terms.o = std::move(terms->o);
+  }
+  if (const auto& w = cmp->lse_worst.index; w[0] >= 0 && c.v_dim > 0) {
+    auto terms = bound_terms(c, *ref, a, w[0], w[1], 0);
+    if (!terms) return terms.status();
+    part.worst_terms.lse = std::move(terms->lse);
+  }
+  return part;
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 #include "oracle/case_file.hpp"
 #include "oracle/compare.hpp"
 #include "oracle/status.hpp"
+#include "oracle/tolerance.hpp"
 
 namespace dcp::oracle {
 
@@ -26,6 +27,9 @@ struct PartCheck {
   std::optional<int64_t> rank;  // the DCP rank of the partial; nullopt: the merged output
   Comparison cmp;
   double kappa = 0.0;  // the case's (or shard's) first-order relative coefficient
+  // What each step of the derivation adds to the sound bound of the worst O element
+  // (cmp.o_worst.index) and of the worst LSE row (cmp.lse_worst.index): tolerance.hpp.
+  BoundTerms worst_terms;
 };
 
 struct ResultCheck {

@@ -16,11 +16,13 @@
 
 #include <cmath>
 #include <cstddef>
-#include <iterator>
 #include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
+
+#include "oracle/text.hpp"
 
 namespace dcp::oracle {
 
@@ -56,13 +58,9 @@ inline std::optional<LseBase> parse_lse_base(std::string_view s) {
 
 // "e or 2": the names, for refusals and help.
 inline std::string lse_base_names() {
-  std::string out;
-  for (size_t i = 0; i < std::size(kLseBases); ++i)
-    out += std::string(i == 0                          ? ""
-                       : i + 1 == std::size(kLseBases) ? " or "
-                                                       : ", ") +
-           std::string(kLseBases[i].name);
-  return out;
+  std::vector<std::string_view> names;
+  for (const LseBaseName& n : kLseBases) names.push_back(n.name);
+  return choices_text(names);
 }
 
 // Converts an LSE in natural-log units to the given base (empty stays empty).

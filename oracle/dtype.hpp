@@ -17,6 +17,9 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
+
+#include "oracle/text.hpp"
 
 namespace dcp::oracle {
 
@@ -62,15 +65,10 @@ inline std::optional<DType> parse_dtype(std::string_view s) {
 // The names of the dtypes that pass `keep`, "A, B or C", in the table's order (for refusals).
 template <class Keep>
 std::string dtype_names(Keep keep) {
-  std::string out;
-  size_t left = 0;
-  for (const DTypeInfo& d : kDTypes) left += keep(d.value) ? 1 : 0;
-  for (const DTypeInfo& d : kDTypes) {
-    if (!keep(d.value)) continue;
-    --left;
-    out += std::string(out.empty() ? "" : left == 0 ? " or " : ", ") + std::string(d.name);
-  }
-  return out;
+  std::vector<std::string_view> names;
+  for (const DTypeInfo& d : kDTypes)
+    if (keep(d.value)) names.push_back(d.name);
+  return choices_text(names);
 }
 
 // The floating dtypes a case's tensors may hold: every one but I64.

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace dcp::oracle {
 
@@ -35,5 +36,13 @@ bool is_utf8(std::string_view s);
 // each byte that is not part of a well-formed UTF-8 sequence written as the text \xNN, the rest
 // unchanged (nothing cut, no control character touched: the report's own encoder escapes those).
 std::string utf8_escaped(std::string_view s);
+
+// The accepted choices of a refusal or a help text, in order: "a", "a or b", "a, b or c".
+inline std::string choices_text(const std::vector<std::string_view>& names) {
+  std::string out;
+  for (size_t i = 0; i < names.size(); ++i)
+    out += std::string(i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + std::string(names[i]);
+  return out;
+}
 
 }  // namespace dcp::oracle

@@ -872,6 +872,22 @@ std::vector<ElementSums> element_sums(const Case& c, std::span<const int64_t> ke
   return e;
 }
 
+// Each name of `names` with its value, in order.
+std::vector<BoundTerm> named_terms(const std::array<const char*, 8>& names,
+                                   const std::array<double, 8>& values) {
+  std::vector<BoundTerm> out;
+  for (size_t x = 0; x < names.size(); ++x) out.push_back({names[x], values[x]});
+  return out;
+}
+
+// Where bound_row writes the terms of one element's bounds (bound_terms): O's of element
+// `element` of the row into *o, the LSE's into *lse; null: none.
+struct TermsOut {
+  std::vector<BoundTerm>* o = nullptr;
+  int64_t element = -1;
+  std::vector<BoundTerm>* lse = nullptr;
+};
+
 // docs/tolerances.md §5, the merged output: the single device's error B1 (its first-order bound
 // with its own second-order factor), then the merge, exactly: with Q = F1 S'_i bounding
 // sum_r w_r |O_r,i| of the computed partials and R = (1 + C)/(1 - C),
@@ -895,10 +911,11 @@ double merged_o_bound(double b1, double o, double q, const Merge& m, double max_
 // 2^-52 (|O_i| + S_i).
 // The statistical tier (§10) writes os [Dv]: the same with T_key, the accumulation and the P
 // cast taken by concentration bounds, never above the sound bound.
+// terms.o, where set, receives what each step adds to element terms.element's sound bound.
 void o_bounds(const Case& c, std::span<const int64_t> keys, int64_t g, const double* o_ref,
               const KeyErrors& k, const Coefficients& co, const std::optional<Merge>& m,
               const Units& un, double floor, double max_abs_v, double second, double* ob,
-              double* os) {
+              double* os, const TermsOut& terms) {
   // The partials' sums against the exact ones (§5): accumulation, P cast (1 + g)(1 + u_p) on the
   // numerators, the denominator's own key errors and accumulation (1 - g)(1 - e_bar).
   const double num_factor = (1.0 + co.g) * (1.0 + un.u_p);
@@ -944,7 +961,8 @@ void o_bounds(const Case& c, std::span<const int64_t> keys, int64_t g, const dou
                               (co.c_O - co.g + co.g_stat) * std::fabs(o) + floor;
     const double cast = cast_factor * e.cast;
     const double cast_stat = cast_factor * std::min(e.cast, un.lambda * e.cast_rms);
-    double bound = first * second + cast;
+    const double single = first * second + cast;
+    double bound = single;
     double stat = std::min(first, first_stat) * second + cast_stat;
     if (m) {
       // Q >= sum_r w*_r |O^v_r,i|, the computed partials' sums, their absolute floors included:
@@ -958,27 +976,42 @@ void o_bounds(const Case& c, std::span<const int64_t> keys, int64_t g, const dou
       bound = merged_o_bound(bound, o, q, *m, max_abs_v);
       stat = merged_o_bound(stat, o, q, *m, max_abs_v);
     }
-    ob[i] = stored(bound, o) + kOracleRel * (std::fabs(o) + e.s);
-    os[i] = std::min(ob[i], stored(stat, o) + kOracleRel * (std::fabs(o) + e.s));
+    const double oracle = kOracleRel * (std::fabs(o) + e.s);
+    ob[i] = stored(bound, o) + oracle;
+    os[i] = std::min(ob[i], stored(stat, o) + oracle);
+    if (terms.o && i == terms.element) {
+      *terms.o = named_terms(kOBoundTermNames, {e.t_key, co.c_S * e.s + co.c_O * std::fabs(o),
+                                                floor, first * (second - 1.0), cast, bound - single,
+                                                stored(bound, o) - bound, oracle});
+    }
   }
 }
 
 // docs/tolerances.md §7, the bound on the LSE (in the case's base). Key-level weight errors and
 // the accumulation of the denominator enter as ln(1 + x) with |x| <= x_keys (e_bar + g, or the
 // statistical tier's, §10); then the log, the final add, floors, the merge (§5, with N > 1) and
-// storage.
+// storage. *terms, where given, receives what each step adds.
 double lse_bound(const Units& un, LseBase base, double L, const RowLogits& in, double x_keys,
-                 double L_abs, const std::optional<Merge>& m, double second) {
-  const double lam = -ln_one_minus(x_keys) + un.eps_log(L - in.smax) +
-                     kLseAddRoundings * un.u_s * L_abs + in.n_eff * un.tiny;
+                 double L_abs, const std::optional<Merge>& m, double second,
+                 std::vector<BoundTerm>* terms = nullptr) {
+  const double keys = -ln_one_minus(x_keys), log = un.eps_log(L - in.smax),
+               add = kLseAddRoundings * un.u_s * L_abs, floors = in.n_eff * un.tiny;
+  const double lam = keys + log + add + floors;
   // The merge's part (§5) is bounded exactly, not to first order: no second-order factor.
-  double bound = lam * second + (m ? m->lse + m->abs_weight : 0.0);
-  if (base == LseBase::two) bound *= kLog2e;
+  const double merge = m ? m->lse + m->abs_weight : 0.0;
+  const double units = base == LseBase::two ? kLog2e : 1.0;
+  const double computed = (lam * second + merge) * units;
   const double L_out = lse_from_natural(base, L);
   // The store rounds the computed LSE, |L| plus its error.
-  bound = (1.0 + un.u_lse_out) * bound +
-          (un.u_lse_out + kLseStoreRoundings * un.u_s) * std::fabs(L_out) * second;
-  return bound + kOracleRel * (std::fabs(L_out) + kOracleLseFloor);
+  const double stored = (1.0 + un.u_lse_out) * computed +
+                        (un.u_lse_out + kLseStoreRoundings * un.u_s) * std::fabs(L_out) * second;
+  const double oracle = kOracleRel * (std::fabs(L_out) + kOracleLseFloor);
+  if (terms) {
+    *terms = named_terms(kLseBoundTermNames,
+                         {keys * units, log * units, add * units, floors * units,
+                          lam * (second - 1.0) * units, merge * units, stored - computed, oracle});
+  }
+  return stored + oracle;
 }
 
 struct RowBound {
@@ -1003,10 +1036,11 @@ double statistical_lse_keys(const Units& un, const KeyErrors& k, const Coefficie
   return std::min(k.e_bar, sys + un.lambda * std::sqrt(rand2)) + co.g_stat;
 }
 
-// One row (t, h): §2 to §7 in order; writes the row's O bounds to ob [Dv].
+// One row (t, h): §2 to §7 in order; writes the row's O bounds to ob [Dv] (and their terms where
+// asked).
 RowBound bound_row(const Case& c, const Attention& ref, const Units& un,
                    std::span<const int64_t> keys, int64_t t, int64_t h, double tau, double* ob,
-                   double* os) {
+                   double* os, const TermsOut& terms = {}) {
   const int64_t r = t * c.q_heads() + h, dv = c.v_dim, g = c.kv_head_of(h);
   const double L_ref = lse_to_natural(ref.base, ref.lse.data[r]);
   if (L_ref == kNegInf) {  // nothing visible, no sink: O must be exactly 0, LSE exactly -inf
@@ -1024,8 +1058,9 @@ RowBound bound_row(const Case& c, const Attention& ref, const Units& un,
 
   const double max_abs_v = max_abs_value(c, keys, g);
   o_bounds(c, keys, g, &ref.o.data[r * dv], k, co, m, un, absolute_floor(un, in.n_eff, max_abs_v),
-           max_abs_v, second, ob, os);
-  const double lse = lse_bound(un, c.lse_base, L_ref, in, k.e_bar + co.g, L_abs, m, second);
+           max_abs_v, second, ob, os, terms);
+  const double lse =
+      lse_bound(un, c.lse_base, L_ref, in, k.e_bar + co.g, L_abs, m, second, terms.lse);
   const double lse_stat =
       lse_bound(un, c.lse_base, L_ref, in, statistical_lse_keys(un, k, co), L_abs, m, second);
   return RowBound{kappa, lse, std::min(lse, lse_stat), !m || merge_boundable(*m)};
@@ -1120,50 +1155,67 @@ Status check_layout(const Case& c, const Arithmetic& a) {
 
 }  // namespace
 
-Expected<Bound> derive_bound(const Case& c, const Attention& ref, const Arithmetic& a,
-                             const Watch& watch) {
-  const int64_t T = c.tokens(), Hq = c.q_heads(), dk = c.head_dim(), dv = c.v_dim;
-  Bound b;
-  b.o = Tensor<double>({T, Hq, dv});
-  b.lse = Tensor<double>({T, Hq});
+// What every row of a case shares (§1, §4, §5, §10): the claim's units with the case's V scale,
+// a dequantization and the statistical tier's lambda, and the softmax scale tau. Fails where no
+// row can be bounded: a layout that does not fit, a merge too coarse or too shallow for N.
+struct CaseUnits {
+  Units un;
+  double tau;
+};
+
+Expected<CaseUnits> case_units(const Case& c, const Attention& ref, const Arithmetic& a) {
+  const int64_t T = c.tokens(), Hq = c.q_heads(), dv = c.v_dim;
   if (a.layout) DCP_TRY(check_layout(c, a));
-  Units un = units_of(a);
+  CaseUnits cu{units_of(a),
+               c.scale ? *c.scale : 1.0 / std::sqrt(static_cast<double>(c.head_dim()))};
   // §5: the merge's sum in merge_accum is the same in every row; where its gamma_N(u_m) is 1/2 or
   // more no row that sees anything can be bounded, and that is said before any row is computed
   // (a row that sees nothing, LSE -inf, is exact and needs no merge bound).
   const bool sees_something = std::any_of(ref.lse.data.begin(), ref.lse.data.end(),
                                           [](double l) { return std::isfinite(l); });
   if (const int64_t terms = merge_sum_terms(a);
-      un.shards > 1 && sees_something &&
-      !(gamma_n(static_cast<double>(terms), un.u_m) < kMaxLogArg)) {
-    return DCP_ERROR("tolerance: ", merge_unbounded(a, un.u_m), "; no bound holds in any row");
+      cu.un.shards > 1 && sees_something &&
+      !(gamma_n(static_cast<double>(terms), cu.un.u_m) < kMaxLogArg)) {
+    return DCP_ERROR("tolerance: ", merge_unbounded(a, cu.un.u_m), "; no bound holds in any row");
   }
   // §5: a pairwise tree of depth D joins at most 2^D partials.
-  if (a.merge_depth > 0 && un.shards > 1 &&
-      (a.merge_depth < 62 && (int64_t{1} << a.merge_depth) < un.shards)) {
-    return DCP_ERROR("tolerance: merge_depth ", a.merge_depth, " cannot join ", un.shards,
+  if (a.merge_depth > 0 && cu.un.shards > 1 &&
+      (a.merge_depth < 62 && (int64_t{1} << a.merge_depth) < cu.un.shards)) {
+    return DCP_ERROR("tolerance: merge_depth ", a.merge_depth, " cannot join ", cu.un.shards,
                      " partials two at a time (the claim's dcp_size x splits, with the sink's "
                      "own): that takes at least ceil(log2 ",
-                     un.shards, ") merges deep");
+                     cu.un.shards, ") merges deep");
   }
   // §4: a V scale (a shared latent's V is scaled by K's) costs one rounding of the accumulation.
-  if (!c.v_scale.empty() || (c.shared_latent() && !c.k_scale.empty())) un.u_v = un.u_s;
+  if (!c.v_scale.empty() || (c.shared_latent() && !c.k_scale.empty())) cu.un.u_v = cu.un.u_s;
   // §3, §4: K and V dequantized into kv_dequant, each element rounded once (relative u, absolute
   // its subnormal floor): on the logit, u sum |q_k k_k| and the floor times sum |q_k|; on O, u on
   // every value (with the V scale's rounding) and the floor.
   if (a.kv_dequant) {
     const double u_dq = unit_roundoff(*a.kv_dequant);
-    un.u_kdq = u_dq;
-    un.u_v = (1.0 + un.u_v) * (1.0 + u_dq) - 1.0;
-    un.dq_floor = store_floor(a, *a.kv_dequant);
+    cu.un.u_kdq = u_dq;
+    cu.un.u_v = (1.0 + cu.un.u_v) * (1.0 + u_dq) - 1.0;
+    cu.un.dq_floor = store_floor(a, *a.kv_dequant);
   }
-  const double tau = c.scale ? *c.scale : 1.0 / std::sqrt(static_cast<double>(dk));
   // §10: the events the statistical tier counts, three per O element (the key weights, the
   // accumulation, the P cast) and two per row (the LSE's key weights and its sum), each with a
   // tail of 2 exp(-lambda^2 / 2): lambda makes their union kStatFalseAlarm.
   const double events = static_cast<double>(T * Hq) * (3.0 * static_cast<double>(dv) + 2.0);
-  un.lambda = std::sqrt(2.0 * std::log(2.0 * std::max(1.0, events) / kStatFalseAlarm));
-  un.position_order = topk_ascending(c);
+  cu.un.lambda = std::sqrt(2.0 * std::log(2.0 * std::max(1.0, events) / kStatFalseAlarm));
+  cu.un.position_order = topk_ascending(c);
+  return cu;
+}
+
+Expected<Bound> derive_bound(const Case& c, const Attention& ref, const Arithmetic& a,
+                             const Watch& watch) {
+  const int64_t T = c.tokens(), Hq = c.q_heads(), dv = c.v_dim;
+  auto cu = case_units(c, ref, a);
+  if (!cu) return cu.status();
+  const Units& un = cu->un;
+  const double tau = cu->tau;
+  Bound b;
+  b.o = Tensor<double>({T, Hq, dv});
+  b.lse = Tensor<double>({T, Hq});
   b.o_stat = Tensor<double>({T, Hq, dv});
   b.lse_stat = Tensor<double>({T, Hq});
 
@@ -1207,6 +1259,22 @@ Expected<Bound> derive_bound(const Case& c, const Attention& ref, const Arithmet
     }
   }
   return b;
+}
+
+Expected<BoundTerms> bound_terms(const Case& c, const Attention& ref, const Arithmetic& a,
+                                 int64_t t, int64_t h, int64_t i) {
+  if (t < 0 || t >= c.tokens() || h < 0 || h >= c.q_heads() || i < 0 || i >= c.v_dim)
+    return DCP_ERROR(
+        "bound terms: element (t=", t, ", h=", h, ", i=", i,
+        ") is outside the case's [T, Hq, Dv] = ", shape_string({c.tokens(), c.q_heads(), c.v_dim}));
+  auto cu = case_units(c, ref, a);
+  if (!cu) return cu.status();
+  const int64_t dv = c.v_dim;
+  std::vector<double> ob(static_cast<size_t>(dv)), os(static_cast<size_t>(dv));
+  BoundTerms out;
+  bound_row(c, ref, cu->un, visible_keys(c, t), t, h, cu->tau, ob.data(), os.data(),
+            TermsOut{&out.o, i, &out.lse});
+  return out;
 }
 
 }  // namespace dcp::oracle

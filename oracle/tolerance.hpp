@@ -12,9 +12,11 @@
 //   Expected<Bound> b = derive_bound(c, ref, a);   // b->o [T, Hq, Dv], b->lse [T, Hq]
 #pragma once
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "oracle/attention.hpp"
 #include "oracle/case.hpp"
@@ -116,6 +118,31 @@ inline constexpr double kStatFalseAlarm = 1e-8;
 // "interrupted" error.
 Expected<Bound> derive_bound(const Case& c, const Attention& ref, const Arithmetic& a,
                              const Watch& watch = {});
+
+// What each step of a sound bound's derivation adds (docs/tolerances.md §6, §7), in the order the
+// steps apply: the values sum to the bound, in its units. O's: "keys" (T_key,i, the key weights'
+// errors), "accumulation" (c_S S_i + c_O |O_i|), "floors" (underflow and subnormal stores),
+// "second_order" (the first three times exp(8 kappa) - 1), "p_cast", "merge" (N > 1), "store"
+// (the output's format) and "oracle" (the reference's 2^-52). The LSE's: "keys", "log", "add"
+// (m + ln l), "floors", "second_order", "merge", "store", "oracle", each in the case's base.
+struct BoundTerm {
+  const char* name;
+  double value;
+};
+inline constexpr std::array<const char*, 8> kOBoundTermNames = {
+    "keys", "accumulation", "floors", "second_order", "p_cast", "merge", "store", "oracle"};
+inline constexpr std::array<const char*, 8> kLseBoundTermNames = {
+    "keys", "log", "add", "floors", "second_order", "merge", "store", "oracle"};
+struct BoundTerms {
+  std::vector<BoundTerm> o;    // element (t, h, i) of O; empty where the row sees nothing (bound 0)
+  std::vector<BoundTerm> lse;  // row (t, h) of the LSE; the same
+};
+
+// The terms of the sound bounds derive_bound gives element (t, h, i) of O and row (t, h) of the
+// LSE, from the same code. Fails on an index outside the case and as derive_bound does for the
+// claim; a row derive_bound would refuse (kappa > 0.1) gets its terms all the same.
+Expected<BoundTerms> bound_terms(const Case& c, const Attention& ref, const Arithmetic& a,
+                                 int64_t t, int64_t h, int64_t i);
 
 // gamma_n(u) = n u / (1 - n u) (Higham, Accuracy and Stability, 2nd ed., Lemma 3.1); inf when
 // n u >= 1.

@@ -7,7 +7,10 @@
 #include <rapidcheck/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "oracle/compare.hpp"
 #include "properties/rc_gen.hpp"
@@ -611,6 +614,64 @@ TEST(ToleranceRefusal, AccumulationCountsTheBusiestPartialsKeys) {
   EXPECT_TRUE(oracle::derive_bound(c, *ref, a).ok()) << "interleave 64: 8 ranks of 37500 keys";
   a.layout = oracle::Ownership{8, 1, std::vector<int64_t>(kKeys, 5)};
   refused_for_all_keys("an owner map that puts every key on rank 5");
+}
+
+// What bound_terms reports is the bound, split (oracle/tolerance.hpp): in every row of a random
+// case and claim, at an element of O and at the LSE, the named terms are finite, nonnegative and
+// sum to derive_bound's value. The sum telescopes: each term after the first three is the increment
+// of one step, so in double it is off by a few roundings of the bound (8 adds and the
+// second-order product's two, each 2^-53 of at most the bound): 16 u_double bounds it.
+constexpr double kTermsSumRel = 16.0 * 0x1p-53;
+
+void check_terms(const std::vector<oracle::BoundTerm>& terms,
+                 const std::array<const char*, 8>& names, double bound, const char* what) {
+  RC_ASSERT(terms.size() == names.size());
+  double sum = 0.0;
+  for (size_t x = 0; x < terms.size(); ++x) {
+    RC_LOG() << what << " " << terms[x].name << " " << terms[x].value << "\n";
+    RC_ASSERT(std::string(terms[x].name) == names[x]);
+    RC_ASSERT(std::isfinite(terms[x].value) && terms[x].value >= 0.0);
+    sum += terms[x].value;
+  }
+  RC_LOG() << what << " sum " << sum << " bound " << bound << "\n";
+  RC_ASSERT(std::fabs(sum - bound) <= kTermsSumRel * bound);
+}
+
+RC_GTEST_PROP(BoundTerms, SumToTheBoundInEveryRow, ()) {
+  const CaseSpec spec = *gen_case_spec(SpecLimits{});
+  const ModelConfig m = *gen_model_config_for(spec);
+  const oracle::Case c = make_case(spec);
+  auto ref = oracle::reference(c);
+  RC_ASSERT(ref.ok());
+  const oracle::Arithmetic a = claim_of(m);
+  auto bound = oracle::derive_bound(c, *ref, a);
+  RC_ASSERT(bound.ok());
+  RC_LOG() << describe(spec) << "\n" << describe(m) << "\n";
+  // Every row, at one component i drawn for the case (a row's terms cost a row's bound).
+  const int64_t Hq = c.q_heads(), dv = c.v_dim, i = *rc::gen::inRange<int64_t>(0, dv);
+  for (int64_t t = 0; t < c.tokens(); ++t) {
+    for (int64_t h = 0; h < Hq; ++h) {
+      const int64_t r = t * Hq + h;
+      auto terms = oracle::bound_terms(c, *ref, a, t, h, i);
+      RC_ASSERT(terms.ok());
+      if (std::isinf(ref->lse.data[r])) {  // sees nothing: bound 0, no terms
+        RC_ASSERT(terms->o.empty() && terms->lse.empty() && bound->o.data[r * dv + i] == 0.0);
+        continue;
+      }
+      check_terms(terms->o, oracle::kOBoundTermNames, bound->o.data[r * dv + i], "o");
+      check_terms(terms->lse, oracle::kLseBoundTermNames, bound->lse.data[r], "lse");
+    }
+  }
+}
+
+TEST(BoundTerms, AnElementOutsideTheCaseIsRefused) {
+  const oracle::Case c = make_case(CaseSpec{});
+  auto ref = oracle::reference(c);
+  ASSERT_TRUE(ref.ok());
+  auto terms = oracle::bound_terms(c, *ref, oracle::Arithmetic{}, 0, c.q_heads(), 0);
+  ASSERT_FALSE(terms.ok());
+  EXPECT_NE(terms.status().message().find("outside the case's [T, Hq, Dv]"), std::string::npos)
+      << terms.status().message();
 }
 
 }  // namespace

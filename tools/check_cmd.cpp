@@ -86,17 +86,45 @@ std::string claim_text(const oracle::DcpResult& r) {
   return os.str();
 }
 
-json worst_json(const Worst& w, int64_t elements, int64_t violations) {
+// The worst element of a tensor; with the sound tier, what each step adds to its bound.
+json worst_json(const Worst& w, int64_t elements, int64_t violations,
+                const std::vector<oracle::BoundTerm>* terms = nullptr) {
   json idx = json::array({w.index[0], w.index[1]});
   if (w.index[2] >= 0) idx.push_back(w.index[2]);
-  return {{"elements", elements},
-          {"violations", violations},
-          {"worst_index", idx},
-          {"got", json_number(w.got)},
-          {"expected", json_number(w.expected)},
-          {"error", json_number(w.error)},
-          {"bound", json_number(w.bound)},
-          {"ratio", json_number(w.ratio)}};
+  json out = {{"elements", elements},
+              {"violations", violations},
+              {"worst_index", idx},
+              {"got", json_number(w.got)},
+              {"expected", json_number(w.expected)},
+              {"error", json_number(w.error)},
+              {"bound", json_number(w.bound)},
+              {"ratio", json_number(w.ratio)}};
+  if (terms) {
+    json list = json::array();
+    for (const oracle::BoundTerm& b : *terms)
+      list.push_back({{"term", b.name}, {"value", json_number(b.value)}});
+    out["bound_terms"] = list;
+  }
+  return out;
+}
+
+// The largest shares of a bound's terms, for the worst element's line: "62% keys, 31%
+// accumulation, 7% store" (shares under 1% left out); empty without terms.
+std::string shares_text(const std::vector<oracle::BoundTerm>& terms) {
+  double total = 0.0;
+  for (const oracle::BoundTerm& b : terms) total += b.value;
+  if (!(total > 0.0)) return "";
+  std::vector<oracle::BoundTerm> sorted = terms;
+  std::stable_sort(
+      sorted.begin(), sorted.end(),
+      [](const oracle::BoundTerm& x, const oracle::BoundTerm& y) { return x.value > y.value; });
+  std::string out;
+  for (const oracle::BoundTerm& b : sorted) {
+    const double share = 100.0 * b.value / total;
+    if (share < 1.0) break;
+    out += (out.empty() ? "" : ", ") + cell("%.0f", share) + "% " + b.name;
+  }
+  return out;
 }
 
 // Whether the result passes the tier that gates the exit code.
@@ -196,11 +224,26 @@ std::vector<int64_t> assign_parts(const std::vector<Request>& reqs, int64_t proc
 
 #ifdef DCP_HAVE_MPI
 // A judged part as doubles, for the gather to process 0: the rank (-1: the output), kappa, the
-// six counts, then four Worst (index, got, expected, error, bound, ratio). Counts and indices
+// six counts, then four Worst (index, got, expected, error, bound, ratio), then the worst O
+// element's and LSE row's bound terms, each a count (0: none) and its values. Counts and indices
 // are below 2^53, so exact.
 constexpr size_t kWorstDoubles = 8;
 constexpr size_t kPartFixed = 8;
-constexpr size_t kPartDoubles = kPartFixed + 4 * kWorstDoubles;
+constexpr size_t kTermsDoubles = 1 + oracle::kOBoundTermNames.size();
+static_assert(oracle::kOBoundTermNames.size() == oracle::kLseBoundTermNames.size());
+constexpr size_t kPartDoubles = kPartFixed + 4 * kWorstDoubles + 2 * kTermsDoubles;
+
+void pack_terms(const std::vector<oracle::BoundTerm>& terms, double* p) {
+  p[0] = static_cast<double>(terms.size());
+  for (size_t i = 0; i < terms.size(); ++i) p[1 + i] = terms[i].value;
+}
+
+std::vector<oracle::BoundTerm> unpack_terms(const std::array<const char*, 8>& names,
+                                            const double* p) {
+  std::vector<oracle::BoundTerm> terms;
+  for (size_t i = 0; i < static_cast<size_t>(p[0]); ++i) terms.push_back({names[i], p[1 + i]});
+  return terms;
+}
 
 void pack_worst(const Worst& w, double* p) {
   for (int i = 0; i < 3; ++i) p[i] = static_cast<double>(w.index[static_cast<size_t>(i)]);
@@ -223,6 +266,8 @@ void pack_part(const oracle::PartCheck& pc, double* p) {
   for (size_t i = 0; i < 6; ++i) p[2 + i] = static_cast<double>(counts[i]);
   const Worst* worst[] = {&c.o_worst, &c.lse_worst, &c.o_worst_stat, &c.lse_worst_stat};
   for (size_t i = 0; i < 4; ++i) pack_worst(*worst[i], p + kPartFixed + i * kWorstDoubles);
+  pack_terms(pc.worst_terms.o, p + kPartFixed + 4 * kWorstDoubles);
+  pack_terms(pc.worst_terms.lse, p + kPartFixed + 4 * kWorstDoubles + kTermsDoubles);
 }
 
 oracle::PartCheck unpack_part(const double* p) {
@@ -235,6 +280,9 @@ oracle::PartCheck unpack_part(const double* p) {
   for (size_t i = 0; i < 6; ++i) *counts[i] = static_cast<int64_t>(p[2 + i]);
   Worst* worst[] = {&c.o_worst, &c.lse_worst, &c.o_worst_stat, &c.lse_worst_stat};
   for (size_t i = 0; i < 4; ++i) *worst[i] = unpack_worst(p + kPartFixed + i * kWorstDoubles);
+  pc.worst_terms.o = unpack_terms(oracle::kOBoundTermNames, p + kPartFixed + 4 * kWorstDoubles);
+  pc.worst_terms.lse =
+      unpack_terms(oracle::kLseBoundTermNames, p + kPartFixed + 4 * kWorstDoubles + kTermsDoubles);
   return pc;
 }
 #endif
@@ -295,6 +343,9 @@ std::string check_verdict(const oracle::ResultCheck& rc, int64_t planned, std::o
       << (o_worse ? ", d" : "") << ") = " << index_text(w) << ": got " << cell("%.9g", w.got)
       << ", expected " << cell("%.9g", w.expected) << ", error " << cell("%.3e", w.error)
       << ", bound " << cell("%.3e", w.bound) << ", err/bound " << cell("%.4f", w.ratio) << "\n";
+  if (const std::string shares = shares_text(o_worse ? worst.worst_terms.o : worst.worst_terms.lse);
+      !shares.empty())
+    out << "# its bound: " << shares << " (every term: --json)\n";
   const std::vector<int64_t> bad_ranks = rc.failing_ranks();
   const bool output_ok = rc.parts.front().cmp.pass();
   std::string verdict = rc.pass() ? "OK" : "FAILED";
@@ -351,8 +402,9 @@ json request_report(const CheckOptions& o, const oracle::DcpResult& r,
          {"max_ratio", json_number(p.cmp.max_ratio())},
          {"max_stat_ratio", json_number(p.cmp.max_stat_ratio())},
          {"kappa", p.kappa},
-         {"o", worst_json(p.cmp.o_worst, p.cmp.o_elements, p.cmp.o_violations)},
-         {"lse", worst_json(p.cmp.lse_worst, p.cmp.lse_elements, p.cmp.lse_violations)},
+         {"o", worst_json(p.cmp.o_worst, p.cmp.o_elements, p.cmp.o_violations, &p.worst_terms.o)},
+         {"lse", worst_json(p.cmp.lse_worst, p.cmp.lse_elements, p.cmp.lse_violations,
+                            &p.worst_terms.lse)},
          {"o_stat", worst_json(p.cmp.o_worst_stat, p.cmp.o_elements, p.cmp.o_suspects)},
          {"lse_stat", worst_json(p.cmp.lse_worst_stat, p.cmp.lse_elements, p.cmp.lse_suspects)}});
   }

@@ -181,7 +181,9 @@ class Report:
     verdict            "OK", "SUSPECT", "FAILED", "ERROR" (the implementation raised or returned
                        something malformed) or "INTERRUPTED"
     max_err_over_bound the largest error / bound judged (check), or None
-    worst              the worst element: part, tensor, index, got, expected, error, bound, ratio
+    worst              the worst element: part, tensor, index, got, expected, error, bound, ratio,
+                       bound_terms (what each step of the derivation adds to its bound, in
+                       order: {"keys": ..., "accumulation": ..., ...}, summing to bound)
     failed             the parts ("output", "rank 3") or properties that failed
     counterexample     properties: the shrunk failing case, as the suite describes it (a
                        pinned counterexample's when only those failed)
@@ -290,7 +292,8 @@ def check(case: Any, result: Any, tier: str = "fast", bound: str = "sound") -> R
             if w.get("ratio") is not None and (worst is None or w["ratio"] > worst["ratio"]):
                 worst = {"part": p["part"], "tensor": tensor, "index": tuple(w["worst_index"]),
                          "got": w["got"], "expected": w["expected"], "error": w["error"],
-                         "bound": w["bound"], "ratio": w["ratio"]}
+                         "bound": w["bound"], "ratio": w["ratio"],
+                         "bound_terms": {t["term"]: t["value"] for t in w["bound_terms"]}}
     failed = [p["part"] for p in parts if not p["pass"]]
     return Report(raw, proc.stdout, raw["verdict"], bool(raw["pass"]),
                   max_err_over_bound=raw.get("max_ratio"), worst=worst, failed=failed)

@@ -34,6 +34,10 @@ def test_check_passes_the_reference_and_names_a_wrong_output():
     bad = dcp_verify.check(CASE, {"o": bad_o, "lse": lse.astype(np.float32), "accum": "f32"})
     assert not bad.ok and bad.verdict == "FAILED" and bad.failed == ["output"]
     assert bad.worst["tensor"] == "o" and bad.worst["index"] == (0, 1, 2)
+    terms = bad.worst["bound_terms"]
+    assert list(terms)[:3] == ["keys", "accumulation", "floors"] and "oracle" in terms
+    # the terms telescope to the bound: off by a few roundings of double (16 u, docs/cli.md)
+    assert sum(terms.values()) == pytest.approx(bad.worst["bound"], rel=16 * 2.0 ** -53)
     assert bad.max_err_over_bound > 1
     assert '"verdict": "FAILED"' in bad.to_json()
     with pytest.raises(AssertionError, match="FAILED"):
