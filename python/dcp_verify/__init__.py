@@ -45,7 +45,7 @@ except ImportError as e:  # a wheel built without its native parts, or for anoth
         "install a wheel that tools/wheel built and checked") from None
 
 __all__ = ["Case", "Claim", "LevelArgs", "Probe", "Report", "SuiteDied", "reference", "check",
-           "cases", "properties", "probe", "binary"]
+           "cases", "properties", "replay", "probe", "binary"]
 __version__ = "0.1.0"
 
 
@@ -187,6 +187,8 @@ class Report:
     failed             the parts ("output", "rank 3") or properties that failed
     counterexample     properties: the shrunk failing case, as the suite describes it (a
                        pinned counterexample's when only those failed)
+    pin                properties: that case's setup (a dict), for dcp_verify.replay(impl, pin)
+                       or to keep in a pinned file; None when the failure printed none
     reproduce          properties: the call that reruns exactly this (same seed and ranges)
     traceback          the implementation's Python traceback when it raised
     text               the whole report as dcp-verify prints it
@@ -201,11 +203,36 @@ class Report:
         self.worst: Optional[dict] = fields.get("worst")
         self.failed: list = fields.get("failed", [])
         self.counterexample: Optional[str] = fields.get("counterexample")
+        self.pin: Optional[dict] = fields.get("pin")
         self.reproduce: Optional[str] = fields.get("reproduce")
         self.traceback: Optional[str] = fields.get("traceback")
+        self.property: Optional[str] = fields.get("property")
 
     def __bool__(self) -> bool:
         return self.ok
+
+    def summary(self) -> str:
+        """The report in a few lines: the verdict and, for a failed properties run, the property
+        whose case shrank, that case, the elements over their bound, and the calls that replay it
+        (a check's report is short already: its whole text). The whole report is ``text``."""
+        if self.ok or self.counterexample is None:
+            return self.text.rstrip()
+        # The case's one-line description (a pinned case's leads with why it was pinned and runs
+        # on into its output's line), then the tensors with elements over their bound.
+        lines = self.counterexample.replace(" | output: ", "\noutput: ").splitlines()
+        over = [x for x in lines[1:] if re.search(r"\b[1-9]\d*/\d+ over bound", x)]
+        how = "the pinned case" if self.property == "pinned" else "shrunk to"
+        out = [f"dcp-verify properties: {self.verdict} ({', '.join(self.failed)})",
+               f"  {self.property}: {how} {lines[0]}" if lines else ""]
+        out += [f"  {x}" for x in over]
+        if self.traceback:
+            out.append("  the implementation raised: " + self.traceback.strip().splitlines()[-1])
+        if self.pin is not None:
+            out.append("  replay: dcp_verify.replay(impl, report.pin)")
+        if self.reproduce:
+            out.append(f"  reproduce: {self.reproduce}")
+        out.append("  (the whole report: report.text)")
+        return "\n".join(x for x in out if x)
 
     def to_json(self) -> str:
         """The report as JSON: dcp-verify's own (docs/cli.md) with the Python-side fields."""
@@ -248,7 +275,7 @@ class SuiteDied(RuntimeError):
 
 # The command line's flags as this package's keywords, for the errors the binary reports.
 _KEYWORDS = {"--cases": "cases", "--seed": "seed", "--count": "n", "--timeout": "timeout",
-             "--lse-base": "lse_base", "--only": "only", "--bound": "bound"}
+             "--lse-base": "lse_base", "--only": "only", "--bound": "bound", "--pinned": "pinned"}
 
 
 def _in_python_words(line: str) -> str:
@@ -686,7 +713,7 @@ def _drive(impl: Any, name: str, levels: list, claim: dict, arrays: str,
 
 def properties(impl: Any, seed: Optional[int] = None, cases: int = 100, *, arrays: str = "numpy",
                timeout: int = 120, only: Optional[Sequence[str]] = None, bound: str = "sound",
-               **ranges: Any) -> Report:
+               pinned: Any = None, **ranges: Any) -> Report:
     """Runs the DCP property suite on an implementation and judges it against the oracle.
 
     impl: an object with one or more of partial(args), combine(args), step(args) returning
@@ -708,6 +735,9 @@ def properties(impl: Any, seed: Optional[int] = None, cases: int = 100, *, array
     lse_bases from ("e", "2")). only: the properties to run (names as the report's rows:
     "pinned", "dcp-path", "dcp-fp8", "dcp-step", "dcp-step-fp8"), all when None. bound: the tier
     the properties assert, "sound" (default) or "statistical" (a SUSPECT case fails too).
+    pinned: the pinned counterexamples the "pinned" property replays first, instead of the suite's
+    own: a path to a JSON file as fixtures/dcp/pinned.json holds them, or a sequence of setups
+    (a report's ``pin``, or entries {"why": ..., "setup": pin}).
     """
     levels = _checked_impl(impl, arrays, timeout)
     if bound not in ("sound", "statistical"):
@@ -731,10 +761,21 @@ def properties(impl: Any, seed: Optional[int] = None, cases: int = 100, *, array
     if bound != "sound":
         extra["bound"] = bound
         flags += ["--bound", bound]
-    reproduce = _call_text("properties", "impl", seed, "cases", cases, ranges, extra)
-    raw, text, errors = _drive(impl, name, levels, claim, arrays,
-                               ["properties", "--seed", str(seed), "--cases", str(cases),
-                                "--timeout", str(timeout), *flags])
+    with tempfile.TemporaryDirectory(prefix="dcp_verify_") as tmp:
+        if pinned is not None:
+            path = _pinned_file(pinned, os.path.join(tmp, "pinned.json"))
+            flags += ["--pinned", path]
+            extra["pinned"] = os.fspath(pinned) if _is_path(pinned) else [dict(p) for p in pinned]
+        reproduce = _call_text("properties", "impl", seed, "cases", cases, ranges, extra)
+        try:
+            raw, text, errors = _drive(impl, name, levels, claim, arrays,
+                                       ["properties", "--seed", str(seed), "--cases", str(cases),
+                                        "--timeout", str(timeout), *flags])
+        except ValueError as e:  # a refusal of an entry of pinned=[...] names its index
+            if pinned is None or _is_path(pinned):
+                raise
+            raise ValueError(re.sub(rf"pinned counterexamples '{re.escape(path)}': entry (\d+)",
+                                    r"pinned[\1]", str(e))) from None
     # dcp-verify's reproduce lines name the bridge; this run is reproduced by the Python call.
     text = "\n".join(line if "reproduce: dcp-verify properties" not in line
                      else line[:line.index("reproduce:")] + "reproduce: " + reproduce
@@ -747,16 +788,60 @@ def properties(impl: Any, seed: Optional[int] = None, cases: int = 100, *, array
                else "ERROR" if raised else "FAILED")
     if raised and tb:
         text += "# the implementation's last traceback:\n" + tb
-    counterexample = None
+    counterexample, pin, prop = None, None, None
     shrunk = [p for p in failed if p["name"] != "pinned"] or failed
     if shrunk:  # the shrunk case's report, without RapidCheck's source line of the assertion
+        prop = shrunk[0]["name"]
         lines = shrunk[0]["message"].splitlines()
         cut = next((i + 1 for i, line in enumerate(lines) if line.startswith("RC_FAIL(")), 0)
         counterexample = "\n".join(line for line in lines[cut:] if line.strip())
+        pin_line = next((x for x in lines if x.startswith("pin: ")), None)
+        pin = json.loads(pin_line[len("pin: "):]) if pin_line else None
     return Report(raw, text, verdict, bool(raw["pass"]),
-                  failed=[p["name"] for p in failed],
-                  counterexample=counterexample,
+                  failed=[p["name"] for p in failed], property=prop,
+                  counterexample=counterexample, pin=pin,
                   reproduce=reproduce, traceback=tb if raised else None)
+
+
+def _pinned_file(pinned: Any, path: str) -> str:
+    """properties(pinned=...): a path as it is, or setups written to `path` as pinned entries."""
+    if _is_path(pinned):
+        return os.fspath(pinned)
+    if isinstance(pinned, Mapping) or not isinstance(pinned, Sequence) or not pinned:
+        raise TypeError("pinned: expected a path or a non-empty sequence of setups "
+                        f"(a report's pin), got {type(pinned).__name__}")
+    entries = []
+    for i, p in enumerate(pinned):
+        if not isinstance(p, Mapping):
+            raise TypeError(f"pinned[{i}]: expected a setup mapping (a report's pin), "
+                            f"got {type(p).__name__}")
+        entries.append({"why": f"pinned[{i}]", **p} if "setup" in p
+                       else {"why": f"pinned[{i}]", "setup": dict(p)})
+    with open(path, "w") as f:
+        json.dump(entries, f)
+    return path
+
+
+def replay(impl: Any, pin: Mapping, **kwargs: Any) -> Report:
+    """Runs one failure's case again, exactly: ``pin`` is a report's ``pin`` (the shrunk case's
+    setup), replayed as the only pinned counterexample and nothing else drawn. ok once fixed.
+
+        report = dcp_verify.properties(impl, seed=7)
+        ...fix the kernel...
+        assert dcp_verify.replay(impl, report.pin).ok
+
+    kwargs: as for properties (arrays, timeout, bound)."""
+    for key in ("pinned", "only", "seed", "cases"):
+        if key in kwargs:
+            raise TypeError(f"replay: {key} is set by replay itself")
+    if not isinstance(pin, Mapping):
+        raise TypeError(f"pin: expected a report's pin (a mapping), got {type(pin).__name__}")
+    report = properties(impl, seed=0, cases=1, only=("pinned",), pinned=[pin], **kwargs)
+    call = f"dcp_verify.replay(impl, {dict(pin)!r}"
+    call += "".join(f", {k}={v!r}" for k, v in kwargs.items()) + ")"
+    report.text = report.text.replace(report.reproduce or "\0", call)
+    report.reproduce = call
+    return report
 
 
 class Probe:

@@ -14,11 +14,13 @@ from . import Report, check, properties
 
 
 def assert_ok(report: Report) -> Report:
-    """Raises AssertionError with the whole report (and its reproduce line) unless it passed."""
+    """Raises AssertionError with the report's summary (the failing property, its shrunk case,
+    the elements over their bound, the replay and reproduce calls; report.text holds the whole
+    report) unless it passed."""
     __tracebackhide__ = True
     if not report.ok:
-        lines = [f"dcp-verify: {report.verdict}", report.text.rstrip()]
-        if report.reproduce and report.reproduce not in report.text:
+        lines = [f"dcp-verify: {report.verdict}", report.summary()]
+        if report.reproduce and report.reproduce not in lines[1]:
             lines.append(f"reproduce: {report.reproduce}")
         raise AssertionError("\n".join(lines))
     return report

@@ -110,6 +110,55 @@ def test_only_and_bound_choose_the_properties_and_the_tier():
     assert "only=('dcp-path',)" in report.reproduce and "bound='statistical'" in report.reproduce
 
 
+class ForgetsBase2(NumpyMerge):
+    """Returns the merged LSE in base e where the case asks for base 2."""
+
+    def combine(self, a):
+        o, lse = super().combine(a)
+        return o, lse * np.log(2.0) if a.lse_base == 1 else lse
+
+
+def test_a_failure_is_summed_up_short_and_its_case_replays():
+    report = dcp_verify.properties(ForgetsBase2(), seed=2, cases=30, only=("dcp-path",))
+    assert report.verdict == "FAILED" and report.property == "dcp-path"
+    assert report.pin["spec"]["lse_base"] == "2" and "base=2" in report.counterexample
+    summary = report.summary().splitlines()
+    assert summary[0] == "dcp-verify properties: FAILED (dcp-path)"
+    assert any(line.strip().startswith("LSE: max err/bound") for line in summary)
+    assert "  replay: dcp_verify.replay(impl, report.pin)" in summary
+    assert len(summary) < len(report.text.splitlines())
+    with pytest.raises(AssertionError) as e:
+        testing.assert_ok(report)
+    assert "replay: dcp_verify.replay(impl, report.pin)" in str(e.value)
+    assert report.text.splitlines()[0] not in str(e.value)  # the table stays in report.text
+    again = dcp_verify.replay(ForgetsBase2(), report.pin)
+    assert again.verdict == "FAILED" and again.failed == ["pinned"]
+    assert again.reproduce.startswith("dcp_verify.replay(impl, {")
+    assert [p["cases"] for p in again.raw["properties"]] == [1]
+    assert dcp_verify.replay(NumpyMerge(), report.pin).ok
+    kept = dcp_verify.properties(ForgetsBase2(), seed=3, cases=1, only=("pinned",),
+                                 pinned=[{"why": "the base-2 LSE", "setup": report.pin}])
+    assert kept.failed == ["pinned"] and "the base-2 LSE" in kept.text
+
+
+@pytest.mark.parametrize("pinned,error,match", [
+    (5, TypeError, r"^pinned: expected a path or a non-empty sequence of setups"),
+    ([], TypeError, r"^pinned: expected a path or a non-empty sequence"),
+    ([1], TypeError, r"^pinned\[0\]: expected a setup mapping"),
+    ([{"config": {}}], ValueError, r"pinned\[0\]: setup\.spec: missing"),
+])
+def test_bad_pinned_setups_are_refused_by_index(pinned, error, match):
+    with pytest.raises(error, match=match):
+        dcp_verify.properties(NumpyMerge(), seed=1, cases=1, pinned=pinned)
+
+
+def test_replay_refuses_what_it_sets_itself():
+    with pytest.raises(TypeError, match="replay: only is set by replay itself"):
+        dcp_verify.replay(NumpyMerge(), {"spec": {}}, only=("dcp-path",))
+    with pytest.raises(TypeError, match="pin: expected a report's pin"):
+        dcp_verify.replay(NumpyMerge(), "pin")
+
+
 class KillsTheSuite(NumpyMerge):
     """A level whose call takes the suite's process down, as a crash in a kernel would: it sends
     SIGSEGV to the dcp-verify process this one serves (its child running `properties`)."""
