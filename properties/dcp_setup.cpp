@@ -474,6 +474,14 @@ std::optional<std::string> outside(const DcpSetup& s, const DcpLimits& lim) {
   if (auto why = over("S", p.seq, lim.max_seq)) return why;
   if (auto why = over("Dk", p.head_dim, lim.max_head_dim)) return why;
   if (auto why = over("Dv", p.v_dim, lim.max_v_dim)) return why;
+  const auto listed = [](const char* what, int64_t got,
+                         const std::vector<int64_t>& set) -> std::optional<std::string> {
+    if (set.empty() || std::find(set.begin(), set.end(), got) != set.end()) return std::nullopt;
+    return std::string(what) + " " + std::to_string(got) + " is not listed";
+  };
+  if (auto why = listed("N", s.cfg.layout.ranks, lim.dcp_sizes)) return why;
+  if (auto why = listed("Dk", p.head_dim, lim.head_dims)) return why;
+  if (auto why = listed("Dv", p.v_dim, lim.v_dims)) return why;
   if (!lim.softcap && p.softcap > 0.0) return "uses softcap";
   if (!lim.sink && p.sink) return "uses a sink";
   if (!lim.topk && p.topk > 0) return "uses top-k";

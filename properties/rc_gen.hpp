@@ -252,10 +252,14 @@ inline rc::Gen<DcpSetup> gen_dcp_setup(DcpLimits lim, CacheKind kind = CacheKind
     DcpSetup s;
     gpu::DcpConfig& cfg = s.cfg;
     CaseSpec& p = s.spec;
-    const int64_t n = *rc::gen::weightedOneOf<int64_t>(
-        {{8, rc::gen::inRange<int64_t>(1, std::min(kSmallGroup, lim.max_dcp) + 1)},
-         {lim.max_dcp > kSmallGroup ? 1 : 0,
-          rc::gen::inRange<int64_t>(kSmallGroup + 1, std::max(kSmallGroup + 2, lim.max_dcp + 1))}});
+    const int64_t n =
+        !lim.dcp_sizes.empty()
+            ? *rc::gen::elementOf(lim.dcp_sizes)
+            : *rc::gen::weightedOneOf<int64_t>(
+                  {{8, rc::gen::inRange<int64_t>(1, std::min(kSmallGroup, lim.max_dcp) + 1)},
+                   {lim.max_dcp > kSmallGroup ? 1 : 0,
+                    rc::gen::inRange<int64_t>(kSmallGroup + 1,
+                                              std::max(kSmallGroup + 2, lim.max_dcp + 1))}});
     const int64_t groups = n > kSmallGroup ? 1 : *rc::gen::inRange<int64_t>(1, lim.max_groups + 1);
     cfg.tp_size = n * groups;
     cfg.layout.ranks = n;
@@ -267,10 +271,20 @@ inline rc::Gen<DcpSetup> gen_dcp_setup(DcpLimits lim, CacheKind kind = CacheKind
       if (p.q_heads % d == 0) divisors.push_back(d);
     p.kv_heads = *rc::gen::elementOf(divisors);
     p.tokens = *rc::gen::inRange<int64_t>(1, kMaxDrawnTokens + 1);
-    p.head_dim = *rc::gen::inRange<int64_t>(1, lim.max_head_dim + 1);
+    p.head_dim = lim.head_dims.empty() ? *rc::gen::inRange<int64_t>(1, lim.max_head_dim + 1)
+                                       : *rc::gen::elementOf(lim.head_dims);
     p.shared_latent = lim.shared_latent && *rc::gen::weightedElement<bool>({{3, false}, {1, true}});
-    const int64_t vmax = p.shared_latent ? std::min(lim.max_v_dim, p.head_dim) : lim.max_v_dim;
-    p.v_dim = *rc::gen::inRange<int64_t>(1, vmax + 1);
+    if (lim.v_dims.empty()) {
+      const int64_t vmax = p.shared_latent ? std::min(lim.max_v_dim, p.head_dim) : lim.max_v_dim;
+      p.v_dim = *rc::gen::inRange<int64_t>(1, vmax + 1);
+    } else {
+      // A shared latent's V is the first Dv components of K: only where a listed Dv fits.
+      std::vector<int64_t> fits;
+      for (const int64_t v : lim.v_dims)
+        if (v <= p.head_dim) fits.push_back(v);
+      p.shared_latent = p.shared_latent && !fits.empty();
+      p.v_dim = *rc::gen::elementOf(p.shared_latent ? fits : lim.v_dims);
+    }
     const bool small = p.q_heads * p.tokens <= kLongCaseMaxRows;
     p.seq = *rc::gen::weightedOneOf<int64_t>(
         {{2,

@@ -575,6 +575,26 @@ for n in names:
 PY
 then passes=$((passes + 1)); else echo "FAIL: cases files"; failures=$((failures + 1)); fi
 expect 0 "a case from cases is a case" -- "$bin" reference --case "$tmp/cases/case-0003.safetensors" --out "$tmp/cases/ref.safetensors"
+# Sizes as sets: only the N, Dk and Dv listed are drawn (a shared latent only where Dv fits in Dk);
+# a maximum given beside a list must hold it.
+mkdir -p "$tmp/sized"
+expect 0 "cases, sizes as sets" -- "$bin" cases --out "$tmp/sized" --seed 3 --count 40 \
+  --dcp-sizes 2,4 --head-dims 4,8 --v-dims 3,16
+if python3 - "$tmp/sized" <<'PY'
+import json, os, struct, sys
+seen = set()
+for n in sorted(os.listdir(sys.argv[1])):
+    blob = open(os.path.join(sys.argv[1], n), "rb").read()
+    setup = json.loads(json.loads(blob[8:8 + struct.unpack("<Q", blob[:8])[0]])["__metadata__"]["x_setup"])
+    spec, config = setup["spec"], setup["config"]
+    assert config["dcp_size"] in (2, 4) and spec["head_dim"] in (4, 8) and spec["v_dim"] in (3, 16), setup
+    assert not spec["shared_latent"] or spec["v_dim"] <= spec["head_dim"], setup
+    seen.add((config["dcp_size"], spec["head_dim"], spec["v_dim"]))
+assert len(seen) == 8, seen  # every combination drawn in 40 cases
+PY
+then passes=$((passes + 1)); else echo "FAIL: cases, sizes as sets"; failures=$((failures + 1)); fi
+expect 2 "cases, a list over its maximum" -- "$bin" cases --out "$tmp/sized" --head-dims 4,8 --max-head-dim 4
+contains "$tmp/err" "--head-dims: 8 is over --max-head-dim 4" "cases: a list over its maximum"
 expect 2 "cases never overwrites" -- "$bin" cases --out "$tmp/cases" --seed 3 --count 4
 expect 2 "cases --out missing" -- "$bin" cases --out "$tmp/no-such-folder"
 expect 0 "properties, no seed given: a random one is printed" -- "$bin" properties --cases 5 --only layout-count

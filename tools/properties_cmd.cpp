@@ -36,6 +36,7 @@ using nlohmann::json;
 struct DrawOptions {
   props::DcpLimits limits;
   std::vector<std::string> without, q_dtypes, kv_dtypes, lse_bases;
+  std::vector<int64_t> dcp_sizes, head_dims, v_dims;  // the values listed, as given
   std::string limit_flags;  // the flags that narrowed the draws, as given, for reproduce lines
 };
 
@@ -79,6 +80,36 @@ std::optional<std::string> read_limits(DrawOptions& o) {
         std::tuple{"--max-head-dim", lim.max_head_dim, all.max_head_dim},
         std::tuple{"--max-v-dim", lim.max_v_dim, all.max_v_dim}})
     if (got != def) flags << " " << flag << " " << got;
+  // The values listed for N, Dk and Dv (each once, in the order given): the only ones drawn. The
+  // largest becomes the maximum, which a maximum flag given beside the list must not be below.
+  const auto read_set = [&](const char* flag, const char* max_flag,
+                            const std::vector<int64_t>& given, std::vector<int64_t>& into,
+                            int64_t& most, int64_t def) -> std::optional<std::string> {
+    if (given.empty()) return std::nullopt;
+    into.clear();
+    std::string list;
+    for (const int64_t x : given) {
+      if (std::find(into.begin(), into.end(), x) != into.end()) continue;
+      into.push_back(x);
+      list += (list.empty() ? "" : ",") + std::to_string(x);
+    }
+    const int64_t top = *std::max_element(into.begin(), into.end());
+    if (most != def && most < top)
+      return std::string(flag) + ": " + std::to_string(top) + " is over " + max_flag + " " +
+             std::to_string(most);
+    most = top;
+    flags << " " << flag << " " << list;
+    return std::nullopt;
+  };
+  if (auto why = read_set("--dcp-sizes", "--max-dcp", o.dcp_sizes, lim.dcp_sizes, lim.max_dcp,
+                          all.max_dcp))
+    return why;
+  if (auto why = read_set("--head-dims", "--max-head-dim", o.head_dims, lim.head_dims,
+                          lim.max_head_dim, all.max_head_dim))
+    return why;
+  if (auto why =
+          read_set("--v-dims", "--max-v-dim", o.v_dims, lim.v_dims, lim.max_v_dim, all.max_v_dim))
+    return why;
   std::string names;
   for (const std::string& w : o.without) {
     const auto it = std::find_if(features().begin(), features().end(),
@@ -169,6 +200,19 @@ void add_draw_flags(CLI::App* cmd, DrawOptions& d) {
   cmd->add_option("--max-v-dim", d.limits.max_v_dim, "Largest Dv drawn")
       ->check(int_in(1, props::kMaxDrawnHeadDim))
       ->capture_default_str();
+  cmd->add_option("--dcp-sizes", d.dcp_sizes,
+                  "The only N drawn, a list (e.g. 1,2,4,8; default any up to --max-dcp)")
+      ->check(int_in(1, props::kMaxDrawnDcp))
+      ->delimiter(',');
+  cmd->add_option("--head-dims", d.head_dims,
+                  "The only Dk drawn, a list (e.g. 64,128; default any up to --max-head-dim)")
+      ->check(int_in(1, props::kMaxDrawnHeadDim))
+      ->delimiter(',');
+  cmd->add_option("--v-dims", d.v_dims,
+                  "The only Dv drawn, a list (default any up to --max-v-dim; a shared latent "
+                  "only where one fits in Dk)")
+      ->check(int_in(1, props::kMaxDrawnHeadDim))
+      ->delimiter(',');
   cmd->add_option("--without", d.without,
                   "Features the implementation lacks, never drawn (softcap, sink, topk, window, "
                   "latent; batch: no dcp-batch property); pinned entries using them are not "

@@ -332,6 +332,8 @@ _RANGES = {  # keyword -> (flag, kind)
     "max_ranks": ("--max-dcp", int), "max_groups": ("--max-groups", int),
     "max_seq": ("--max-seq", int), "max_head_dim": ("--max-head-dim", int),
     "max_v_dim": ("--max-v-dim", int),
+    "ranks": ("--dcp-sizes", "ints"), "head_dims": ("--head-dims", "ints"),
+    "v_dims": ("--v-dims", "ints"),
     "softcap": ("softcap", bool), "sink": ("sink", bool), "topk": ("topk", bool),
     "window": ("window", bool), "shared_latent": ("latent", bool),
     "q_dtypes": ("--q-dtypes", tuple), "kv_dtypes": ("--kv-dtypes", tuple),
@@ -354,6 +356,13 @@ def _range_flags(ranges: dict) -> list[str]:
                 raise TypeError(f"{key}: expected a bool, got {type(value).__name__}")
             if not value:
                 without.append(flag)
+        elif kind == "ints":  # the only values drawn
+            if isinstance(value, (str, bytes)) or not isinstance(value, Sequence) or not all(
+                    isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in value):
+                raise TypeError(f"{key}: expected a sequence of ints, e.g. (64, 128)")
+            if not value:
+                raise ValueError(f"{key}: expected at least one value")
+            flags += [flag, ",".join(str(int(v)) for v in value)]
         else:
             if isinstance(value, str) or not all(isinstance(v, str) for v in value):
                 raise TypeError(f"{key}: expected a sequence of strings, e.g. ('bf16',)")
@@ -729,7 +738,8 @@ def properties(impl: Any, seed: Optional[int] = None, cases: int = 100, *, array
     before it; a call that takes longer ends the run: TimeoutError naming it; a run that ends
     without a report, the suite's process killed by a signal, raises SuiteDied). ranges: what is
     drawn, for an implementation that supports less (max_ranks, max_groups, max_seq,
-    max_head_dim, max_v_dim; softcap, sink, topk, window, shared_latent = False; q_dtypes from
+    max_head_dim, max_v_dim; ranks, head_dims, v_dims: the only N, Dk, Dv drawn, e.g.
+    head_dims=(64, 128); softcap, sink, topk, window, shared_latent = False; q_dtypes from
     ("f32", "bf16", "f16"); kv_dtypes from those and ("fp8e4m3", "fp8e5m2"), an fp8 cache
     reaching the levels dequantized in float32, each stored value times its KV head's scale;
     lse_bases from ("e", "2")). only: the properties to run (names as the report's rows:

@@ -73,6 +73,14 @@ class NumpyMerge:
         return o, out / np.log(2.0) if a.lse_base == 1 else out
 
 
+def test_sizes_as_sets_draw_only_those():
+    drawn = dcp_verify.cases(seed=3, n=12, ranks=(2, 4), head_dims=(4, 8), v_dims=(3, 16))
+    for c in drawn:
+        spec = c.setup["spec"]
+        assert c.setup["config"]["dcp_size"] in (2, 4), c.setup
+        assert spec["head_dim"] in (4, 8) and spec["v_dim"] in (3, 16), c.setup
+
+
 def test_a_numpy_combine_passes():
     report = testing.assert_properties(NumpyMerge(), seed=2, cases=20)
     assert report.verdict == "OK"
@@ -248,6 +256,10 @@ def test_probe_of_a_level_that_raises_is_a_runtime_error_with_its_traceback():
     (lambda: dcp_verify.properties(NumpyMerge(), max_ranks=10**6), ValueError,
      r"^max_ranks: expected an integer in 1 \.\. 256, got '1000000'$"),
     (lambda: dcp_verify.cases(n=0), ValueError, "n"),
+    (lambda: dcp_verify.cases(head_dims="64"), TypeError, "^head_dims: expected a sequence of ints"),
+    (lambda: dcp_verify.cases(ranks=()), ValueError, "^ranks: expected at least one value"),
+    (lambda: dcp_verify.cases(head_dims=(4, 8), max_head_dim=4), ValueError,
+     "^cases: head_dims: 8 is over max_head_dim 4$"),
     (lambda: dcp_verify.properties(NumpyMerge(), only="dcp-path"), TypeError, "only"),
     (lambda: dcp_verify.properties(NumpyMerge(), only=("nope",)), ValueError,
      "^only: unknown property 'nope'"),
