@@ -191,6 +191,12 @@ extern "C" void on_level_crash(int sig, siginfo_t* info, void*) {
     if (info->si_code <= 0) ::raise(sig);
     return;
   }
+  // Levels on several ranks may crash at once: the first speaks (one line on stderr, the last
+  // words of its level), the others park.
+  static std::atomic<bool> crashing{false};
+  static_assert(std::atomic<bool>::is_always_lock_free, "a signal handler's flag is lock-free");
+  if (crashing.exchange(true))
+    for (;;) ::pause();
   write_stderr("dcp-verify: ");
   write_stderr(what);
   write_stderr(" crashed: ");

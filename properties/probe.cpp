@@ -1174,8 +1174,13 @@ oracle::Expected<ProbeReport> probe(const ProbeTarget& target) {
   rep.label = target.label;
   rep.lse_base = target.cfg.base == gpu::LseBase::e ? "e" : "2";
   ProbeClaim& c = rep.claim;
+  const auto start = [&](const char* experiment) {
+    rep.calls = pr.calls();
+    if (target.on_experiment) target.on_experiment(experiment, rep);
+  };
 
   if (target.attend) {
+    start("the partial's weights, format and P cast (pairs of keys)");
     auto pairs = run_pairs(pr);
     if (!pairs) return pairs.status();
     c.partial_dtype = format_word(pairs->o_format);
@@ -1202,6 +1207,7 @@ oracle::Expected<ProbeReport> probe(const ProbeTarget& target) {
                                         : "not rounded",
                             cast.evidence});
 
+    start("the sums' rounding");
     auto sums = run_sums(pr);
     if (!sums) return sums.status();
     if (sums->hidden && pairs->o_format != DType::f32) {  // the bias's sign, through midpoints
@@ -1210,6 +1216,7 @@ oracle::Expected<ProbeReport> probe(const ProbeTarget& target) {
       const CastModel as_cast{cast.cast, cast.tf32 && !cast.cast, false};
       const double w0_cast = as_cast.round(pairs->w0);
       const double r_kappa = sums->r_l + (cast.cast || cast.tf32 ? 0.0 : pairs->r0);
+      start("the sums' rounding, at midpoints");
       auto mid = run_midpoints(pr, w0_cast, sums->l, r_kappa, pairs->o_format);
       if (!mid) return mid.status();
       mid->evidence = sums->evidence + "; " + mid->evidence;
@@ -1223,10 +1230,12 @@ oracle::Expected<ProbeReport> probe(const ProbeTarget& target) {
     // The tile: from subnormal rescales where the kernel keeps subnormals, and from the LSE where
     // that did not resolve it and the exponential is coarse enough to show; the smaller of two
     // resolved tiles.
+    start("the rescale tile, through subnormal rescales");
     auto tile = run_tile_subnormal(pr, pairs->w0, pairs->o_format);
     if (!tile) return tile.status();
     if (tile->flushed) c.ftz = true;
     if (!tile->resolved && c.exp_rel_err > 0.0) {
+      start("the rescale tile, through the LSE");
       auto by_lse = run_tile_lse(pr, *pairs);
       if (!by_lse) return by_lse.status();
       by_lse->evidence = tile->evidence + "; " + by_lse->evidence;
@@ -1241,6 +1250,7 @@ oracle::Expected<ProbeReport> probe(const ProbeTarget& target) {
     // claim or less) or coarser; else the kernel's.
     if (tile->resolved && tile->tile > 1) {
       bool resolved = false;
+      start("the rescale exponential");
       auto rescale = run_rescale(pr, *pairs, tile->tile, &resolved);
       if (!rescale) return rescale.status();
       const auto budget = [](double claim) { return claim > 0.0 ? claim : kDefaultExp; };
@@ -1265,6 +1275,7 @@ oracle::Expected<ProbeReport> probe(const ProbeTarget& target) {
   }
 
   if (target.merge) {
+    start("the merge");
     auto merge = run_merge(pr);
     if (!merge) return merge.status();
     if (merge->measured) {
@@ -1351,7 +1362,7 @@ nlohmann::ordered_json abi_claim_json(const ProbeClaim& c) {
 
 std::string claim_python(const ProbeClaim& c) { return abi_claim_json(c).dump(); }
 
-std::string probe_text(const ProbeReport& r) {
+std::string probe_findings_text(const ProbeReport& r) {
   std::ostringstream os;
   os << "# dcp-verify probe: " << r.label << "  lse_base=" << r.lse_base << "  (" << r.calls
      << " steps run)\n";
@@ -1365,6 +1376,12 @@ std::string probe_text(const ProbeReport& r) {
   for (const ProbeFinding& f : r.findings)
     os << "   " << pad(f.what, w1) << "  " << pad(f.finding, w2) << "  "
        << oracle::one_line(f.evidence) << "\n";
+  return os.str();
+}
+
+std::string probe_text(const ProbeReport& r) {
+  std::ostringstream os;
+  os << probe_findings_text(r);
   const ProbeClaim& c = r.claim;
   os << "# the claim, in the result files' metadata words (docs/format.md):\n"
      << claim_words(c) << "\n"

@@ -33,6 +33,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -45,6 +46,8 @@
 
 namespace dcp::props {
 
+struct ProbeReport;
+
 struct ProbeTarget {
   DcpBackend backend;  // runs the implementation (nullptr: the production path)
   // The configuration it runs under: the production path's arithmetic (math, tile) where that is
@@ -54,6 +57,9 @@ struct ProbeTarget {
   bool attend = true;  // the partials are its own (a plug-in with a partial or step level)
   bool merge = true;   // the merge is its own (a plug-in with a combine or step level)
   std::string label;   // shown in the report
+  // Called as each experiment starts, with its name and the report so far: where a crashing
+  // plug-in ends the process, the command's last words report what was measured before it.
+  std::function<void(const std::string& experiment, const ProbeReport& so_far)> on_experiment;
 };
 
 // One measurement: what was measured, the finding, and what it rests on.
@@ -110,7 +116,8 @@ std::vector<std::pair<std::string, std::string>> claim_metadata(const ProbeClaim
 std::string claim_words(const ProbeClaim& c);
 std::string claim_python(const ProbeClaim& c);
 std::string probe_text(const ProbeReport& r);
-nlohmann::json probe_json(const ProbeReport& r);  // schema dcp-verify/probe/1
+std::string probe_findings_text(const ProbeReport& r);  // probe_text's header and findings only
+nlohmann::json probe_json(const ProbeReport& r);        // schema dcp-verify/probe/1
 
 // What a probe plans (footprint.hpp's units), whatever the implementation: its largest
 // experiment's K and V (16,384 keys of 8 heads of 64) held four times over (the inputs, a rank's

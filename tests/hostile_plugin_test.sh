@@ -95,6 +95,28 @@ ok = ([x["verdict"] for x in rows] == ["ERROR"] and r["errors"] == 1 and r["pass
 sys.exit(0 if ok else 1)
 PY
 
+# So does probe's: the findings measured before the experiment in flight, which is ERROR naming
+# the level and the signal, and no claim; --json the same, its claim null.
+rm -f "$tmp/crash.json"
+ends 1 "# probe: ERROR (the merge: " "probe, combine segv, the report" -- \
+  env DCPV_MISBEHAVE=segv "$bin" probe --impl "$plugin" --timeout 5 --json "$tmp/crash.json"
+no_ok "probe, combine segv"
+one_line_stderr "probe, combine segv (both ranks' levels crash; one speaks)"
+if ! grep -qF "level combine on dcp rank" "$tmp/out" || ! grep -qF "SIGSEGV" "$tmp/out" \
+   || ! grep -qF "   partial " "$tmp/out" || grep -qF "# the claim" "$tmp/out"; then
+  echo "FAIL: probe, combine segv: the findings so far, the level and signal, no claim"
+  sed 's/^/  stdout: /' "$tmp/out" | tail -4
+  failures=$((failures + 1))
+fi
+py_check "probe, combine segv: no JSON naming the crash" "$tmp/crash.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+ok = (r["error"].startswith("the merge: ") and "SIGSEGV" in r["error"]
+      and [f["measured"] for f in r["findings"]] == ["partial"]
+      and r["claim"] is None and r["words"] is None and r["claim_words"] is None)
+sys.exit(0 if ok else 1)
+PY
+
 # A C++ exception out of the C level is the level's failure, reported in the row (a FAILED
 # verdict, exit 1), not an abort.
 ends 1 "threw a C++ exception out of its C function" "run, combine throws" -- \

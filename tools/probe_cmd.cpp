@@ -8,6 +8,7 @@
 
 #include "gpu/kernels/kernel_math.hpp"
 #include "oracle/text.hpp"
+#include "plugin/plugin.hpp"
 #include "properties/probe.hpp"
 #include "tools/backends.hpp"
 #include "tools/budget.hpp"
@@ -72,7 +73,31 @@ int run_probe(const ProbeOptions& o, const Limits& lim) {
     t.cfg.deadline = asked.deadline;
     t.backend = host_threads_backend(deadline);
   }
+  // A level that crashes ends the process (plugin/plugin.hpp); first these last words print and
+  // write what was measured before the experiment in flight, and that experiment as ERROR.
+  props::ProbeReport so_far;
+  std::string in_flight;
+  const plugin::LastWordsScope scope;  // the last words refer to this frame
+  if (o.impl) {
+    t.on_experiment = [&](const std::string& experiment, const props::ProbeReport& r) {
+      so_far = r;
+      in_flight = experiment;
+    };
+    plugin::set_last_words([&](const std::string& cause) {
+      const std::string error = in_flight + ": " + cause;
+      std::cout << props::probe_findings_text(so_far) << "# probe: ERROR ("
+                << oracle::one_line(error) << "; no claim)\n";
+      if (o.json_path) {
+        nlohmann::json j = props::probe_json(so_far);
+        j["words"] = j["claim_words"] = j["claim"] = nullptr;
+        j["error"] = error;
+        write_json("probe", *o.json_path, j);
+      }
+      std::cout.flush();
+    });
+  }
   auto r = props::probe(t);
+  plugin::set_last_words({});  // nothing is in flight any more
   if (!r) {
     std::cerr << "dcp-verify probe: " << oracle::one_line(r.status().message()) << "\n";
     return kExitFail;

@@ -895,4 +895,8 @@ def probe(impl: Any, *, arrays: str = "numpy", timeout: int = 120, lse_base: str
     name = str(getattr(impl, "name", type(impl).__name__))
     raw, text, _ = _drive(impl, name, levels, _claim_fields(None), arrays,
                           ["probe", "--lse-base", lse_base, "--timeout", str(timeout)])
+    if raw.get("error"):  # a level crashed the process: what it measured before, and no claim
+        measured = ", ".join(f["measured"] for f in raw["findings"]) or "nothing"
+        raise SuiteDied(f"the probe's dcp-verify process ended in {raw['error']} (measured "
+                        f"before it: {measured})".replace(_bridge(), "impl"), 1)
     return Probe(raw, text.replace(_bridge(), f"<{name}>"))
