@@ -200,19 +200,15 @@ void add_draw_flags(CLI::App* cmd, DrawOptions& d) {
   cmd->add_option("--max-v-dim", d.limits.max_v_dim, "Largest Dv drawn")
       ->check(int_in(1, props::kMaxDrawnHeadDim))
       ->capture_default_str();
-  cmd->add_option("--dcp-sizes", d.dcp_sizes,
-                  "The only N drawn, a list (e.g. 1,2,4,8; default any up to --max-dcp)")
-      ->check(int_in(1, props::kMaxDrawnDcp))
-      ->delimiter(',');
-  cmd->add_option("--head-dims", d.head_dims,
-                  "The only Dk drawn, a list (e.g. 64,128; default any up to --max-head-dim)")
-      ->check(int_in(1, props::kMaxDrawnHeadDim))
-      ->delimiter(',');
-  cmd->add_option("--v-dims", d.v_dims,
-                  "The only Dv drawn, a list (default any up to --max-v-dim; a shared latent "
-                  "only where one fits in Dk)")
-      ->check(int_in(1, props::kMaxDrawnHeadDim))
-      ->delimiter(',');
+  for (const auto& [flag, into, most, help] :
+       {std::tuple{"--dcp-sizes", &d.dcp_sizes, props::kMaxDrawnDcp,
+                   "The only N drawn, a list (e.g. 1,2,4,8; default any up to --max-dcp)"},
+        std::tuple{"--head-dims", &d.head_dims, props::kMaxDrawnHeadDim,
+                   "The only Dk drawn, a list (e.g. 64,128; default any up to --max-head-dim)"},
+        std::tuple{"--v-dims", &d.v_dims, props::kMaxDrawnHeadDim,
+                   "The only Dv drawn, a list (default any up to --max-v-dim; a shared latent "
+                   "only where one fits in Dk)"}})
+    cmd->add_option(flag, *into, help)->check(int_in(1, most))->delimiter(',');
   cmd->add_option("--without", d.without,
                   "Features the implementation lacks, never drawn (softcap, sink, topk, window, "
                   "latent; batch: no dcp-batch property); pinned entries using them are not "
