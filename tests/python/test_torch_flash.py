@@ -99,7 +99,7 @@ def test_a_rank_that_owns_no_tokens_gets_empty_tensors_and_a_truthful_latent_fla
 
 def test_an_empty_context_reaches_the_step_level_as_empty_tensors():
     f = {"seq": 0, "kv_heads": 2, "head_dim": 8, "v_dim": 4, "shared_latent": 0}
-    empty = dcp_verify._empty_rows("step", f, "torch", {})
+    empty = dcp_verify._serve._empty_rows("step", f, "torch", {})
     assert tuple(empty["k"].shape) == (0, 2, 8) and tuple(empty["v"].shape) == (0, 2, 4)
     assert "k_pos" not in empty
-    assert dcp_verify._empty_rows("step", {**f, "seq": 3}, "torch", {}) == {}
+    assert dcp_verify._serve._empty_rows("step", {**f, "seq": 3}, "torch", {}) == {}

@@ -27,6 +27,7 @@ MISSING = [
     (lambda n: n == "dcp_verify/lib/libdcpv_bridge.so", "the bridge plug-in"),
     (lambda n: n == "dcp_verify/share/dcp-verify/pinned.json", "the pinned cases"),
     (lambda n: n == "dcp_verify/__init__.py", "the Python package"),
+    (lambda n: n == "dcp_verify/_serve.py", "the package's implementation seam"),
     (lambda n: n == "dcp_verify/_core.pyi", "the type stubs"),
     (lambda n: n.endswith(".dist-info/entry_points.txt"), "the console script's entry point"),
 ]

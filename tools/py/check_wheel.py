@@ -31,6 +31,11 @@ import zipfile
 # (pattern in the wheel, what it is): each must match exactly one member.
 PARTS = [
     ("dcp_verify/__init__.py", "the Python package"),
+    ("dcp_verify/_files.py", "the package's files module"),
+    ("dcp_verify/_report.py", "the package's report module"),
+    ("dcp_verify/_serve.py", "the package's implementation seam"),
+    ("dcp_verify/_suite.py", "the package's property-suite module"),
+    ("dcp_verify/py.typed", "the typing marker"),
     ("dcp_verify/testing.py", "the pytest helpers"),
     ("dcp_verify/_cli.py", "the console script's module"),
     ("dcp_verify/_core.pyi", "the type stubs"),

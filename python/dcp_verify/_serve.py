@@ -1,0 +1,342 @@
+"""The implementation seam: an object's levels (partial, combine, step) served to the property suite
+over the bridge plug-in's socket, one call at a time, with their arguments and outputs checked."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import struct
+import subprocess
+import tempfile
+import traceback
+from collections.abc import Mapping
+from typing import Any, Optional, Protocol, TypedDict
+
+import numpy as np
+
+from ._files import _bridge, _is_array, binary
+from ._report import SuiteDied, _in_python_words, _signal_of
+
+
+class Claim(TypedDict, total=False):
+    """How an implementation computes, in the result files' metadata words (docs/format.md)."""
+
+    accum: str             # "f32" or "tf32" (q.k and P.V operands rounded to tf32)
+    accum_rounding: str    # "nearest" (CPU, CUDA cores) or "any" (tensor cores; the default)
+    ftz: bool              # subnormal results may be flushed to zero
+    exp_rel_err: float     # its exp/exp2's largest relative error; 0: 2 ulp
+    log_rel_err: float     # its log/log2's; 0: the default budget
+    p_cast: str            # "none", "bf16" or "f16": P rounded before P.V
+    tile: int              # keys per online-softmax tile, at least (1: any tiling)
+    splits: int            # split-KV pieces merged inside a rank
+    partial_dtype: str     # "f32", "bf16" or "f16": the format O_r is stored in
+    merge_accum: str       # "f32", "bf16" or "f16": the combine's sums
+
+
+class Implementation(Protocol):
+    """What properties drives: any of the three levels (each optional) and a claim."""
+
+    claim: Claim
+
+    def partial(self, args: "LevelArgs") -> tuple[Any, Any]: ...
+    def combine(self, args: "LevelArgs") -> tuple[Any, Any]: ...
+    def step(self, args: "LevelArgs") -> tuple[Any, ...]: ...
+
+
+_LEVELS = ("partial", "combine", "step")
+_FORMATS = {"f32": "f32", "bf16": "bf16", "f16": "f16"}
+
+
+def _claim_fields(claim: Any) -> dict:
+    """The bridge's claim fields (impl.h's dcpv_claim) from a claim in the result files' words."""
+    if claim is None:
+        claim = {}
+    if not isinstance(claim, Mapping):
+        raise TypeError(f"impl.claim: expected a mapping, got {type(claim).__name__}")
+    known = ("accum", "accum_rounding", "ftz", "exp_rel_err", "log_rel_err", "p_cast", "tile",
+             "splits", "partial_dtype", "merge_accum")
+    for key in claim:
+        if key not in known:
+            raise ValueError(f"impl.claim['{key}']: unknown key; expected one of {', '.join(known)}")
+
+    def choice(key, allowed, default):
+        v = claim.get(key, default)
+        if v not in allowed:
+            raise ValueError(f"impl.claim['{key}']: expected one of {allowed}, got {v!r}")
+        return v
+
+    def number(key, lo, hi):
+        v = claim.get(key, 0.0)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v < hi:
+            raise ValueError(f"impl.claim['{key}']: expected a number in [{lo}, {hi}), got {v!r}")
+        return float(v)
+
+    def count(key):
+        v = claim.get(key, 1)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"impl.claim['{key}']: expected an int >= 1, got {v!r}")
+        return v
+
+    ftz = claim.get("ftz", False)
+    if ftz not in (True, False, 0, 1):
+        raise ValueError(f"impl.claim['ftz']: expected a bool, got {ftz!r}")
+    p_cast = choice("p_cast", ("none", "f32", "bf16", "f16"), "none")
+    return {
+        "tf32": int(choice("accum", ("f32", "tf32"), "f32") == "tf32"),
+        "accum_rounding_nearest": int(choice("accum_rounding", ("nearest", "any"), "any") == "nearest"),
+        "ftz": int(bool(ftz)),
+        "exp_rel_err": number("exp_rel_err", 0.0, 0.5),
+        "log_rel_err": number("log_rel_err", 0.0, 0.5),
+        "p_cast": "f32" if p_cast == "none" else p_cast,
+        "tile": count("tile"),
+        "splits": count("splits"),
+        "partial_o": choice("partial_dtype", tuple(_FORMATS), "f32"),
+        "combine_accum": choice("merge_accum", tuple(_FORMATS), "f32"),
+    }
+
+
+class LevelArgs:
+    """One call's arguments: the scalar fields of impl.h's dcpv_*_args as attributes, and its
+    tensors as arrays (numpy, or torch with arrays="torch"); absent tensors (no sink, no top-k,
+    V of a shared latent) are None. The arrays are only valid during the call: copy to keep."""
+
+    def __init__(self, op: str, fields: dict, tensors: dict):
+        self.op = op
+        self.__dict__.update(fields)
+        for name in ("q", "q_pos", "k", "v", "k_pos", "sink", "topk", "o_partial", "lse_partial"):
+            setattr(self, name, tensors.get(name))
+
+    def __repr__(self) -> str:
+        scalars = {k: v for k, v in self.__dict__.items() if not _is_array(v) and v is not None}
+        return f"LevelArgs({scalars})"
+
+
+def _recv_exact(sock: socket.socket, n: int, into: Optional[bytearray] = None) -> Optional[bytearray]:
+    buf = into if into is not None else bytearray(n)
+    view = memoryview(buf)
+    got = 0
+    while got < n:
+        k = sock.recv_into(view[got:], n - got)
+        if k == 0:
+            return None
+        got += k
+    return buf
+
+
+def _recv_frame(sock: socket.socket) -> Optional[tuple[dict, bytearray]]:
+    head = _recv_exact(sock, 8)
+    if head is None:
+        return None
+    (n,) = struct.unpack("<Q", head)
+    body = _recv_exact(sock, n)
+    if body is None:
+        return None
+    header = json.loads(bytes(body))
+    payload = _recv_exact(sock, int(header.get("bytes", 0)))
+    if payload is None:
+        return None
+    return header, payload
+
+
+def _send_frame(sock: socket.socket, header: dict, arrays: list[tuple[str, np.ndarray]] = ()) -> None:
+    tensors, chunks, offset = [], [], 0
+    for name, a in arrays:
+        raw = np.ascontiguousarray(a, dtype="<f4").tobytes()
+        tensors.append({"name": name, "dtype": "f32", "shape": list(a.shape), "offset": offset,
+                        "nbytes": len(raw)})
+        chunks.append(raw)
+        offset += len(raw)
+    header = dict(header, bytes=offset)
+    if arrays:
+        header["tensors"] = tensors
+    text = json.dumps(header).encode()
+    sock.sendall(struct.pack("<Q", len(text)) + text + b"".join(chunks))
+
+
+_NP = {"f32": "<f4", "f16": "<f2", "i64": "<i8"}
+
+
+def _arrays_of(header: dict, payload: bytearray, kind: str) -> dict:
+    out = {}
+    for t in header.get("tensors", []):
+        shape, off, nbytes, dt = tuple(t["shape"]), t["offset"], t["nbytes"], t["dtype"]
+        if kind == "torch":
+            import torch
+            tdt = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16,
+                   "i64": torch.int64}[dt]
+            count = nbytes // torch.tensor([], dtype=tdt).element_size()
+            arr = (torch.frombuffer(payload, dtype=tdt, count=count, offset=off).reshape(shape)
+                   if count else torch.zeros(shape, dtype=tdt))
+        elif dt == "bf16":  # numpy has no bfloat16: widened to float32, exactly
+            bits = np.frombuffer(payload, dtype="<u2", count=nbytes // 2, offset=off)
+            arr = (bits.astype(np.uint32) << 16).view(np.float32).reshape(shape)
+        else:
+            arr = np.frombuffer(payload, dtype=_NP[dt], count=nbytes // np.dtype(_NP[dt]).itemsize,
+                                offset=off).reshape(shape)
+        out[t["name"]] = arr
+    return out
+
+
+def _empty_rows(op: str, f: dict, kind: str, have: dict) -> dict:
+    """Empty keys as empty arrays, not None, at both levels (an empty buffer crosses the bridge
+    as no tensor): k [0, kv_heads, Dk], v [0, kv_heads, Dv] (not for a shared latent), and for
+    the partial level k_pos [0]; a partial of a rank that owns no tokens, or a step over an empty
+    context."""
+    if (op, f.get("keys" if op == "partial" else "seq")) not in (("partial", 0), ("step", 0)):
+        return {}
+    shapes = {"k": (0, f["kv_heads"], f["head_dim"])}
+    if op == "partial":
+        shapes["k_pos"] = (0,)
+    if not f.get("shared_latent"):
+        shapes["v"] = (0, f["kv_heads"], f["v_dim"])
+    out = {}
+    for name, shape in shapes.items():
+        if name in have:
+            continue
+        if kind == "torch":
+            import torch
+            out[name] = torch.zeros(shape, dtype=torch.int64 if name == "k_pos" else torch.float32)
+        else:
+            out[name] = np.zeros(shape, dtype=np.int64 if name == "k_pos" else np.float32)
+    return out
+
+
+def _as_f32(x: Any, what: str, shape: tuple) -> np.ndarray:
+    if type(x).__module__.split(".")[0] == "torch":
+        x = x.detach().to("cpu").float().numpy()
+    try:
+        a = np.asarray(x, dtype=np.float32)
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"{what}: expected an array, got {type(x).__name__} ({e})") from None
+    if a.shape != shape:
+        raise ValueError(f"{what}: expected shape {shape}, got {a.shape}")
+    return a
+
+
+def _outputs(op: str, out: Any, f: dict) -> list[tuple[str, np.ndarray]]:
+    """The level's returned arrays, checked against the shapes impl.h gives."""
+    if op == "step":
+        t, h, n = f["tokens"], f["q_heads"], f["ranks"]
+    else:
+        t, h, n = f["tokens"], f["heads"], f.get("ranks", 1)
+    dv = f["v_dim"]
+    if not isinstance(out, (tuple, list)) or len(out) not in ((2, 4) if op == "step" else (2,)):
+        want = "(o, lse) or (o, lse, o_partial, lse_partial)" if op == "step" else "(o, lse)"
+        raise TypeError(f"{op} returned {type(out).__name__}; expected a tuple {want}")
+    arrays = [("o", _as_f32(out[0], f"{op}: o", (t, h, dv))),
+              ("lse", _as_f32(out[1], f"{op}: lse", (t, h)))]
+    if len(out) == 4:
+        arrays += [("o_partial", _as_f32(out[2], f"{op}: o_partial", (n, t, h, dv))),
+                   ("lse_partial", _as_f32(out[3], f"{op}: lse_partial", (n, t, h)))]
+    return arrays
+
+
+def _serve(sock: socket.socket, proc: subprocess.Popen, impl: Any, name: str, levels: list,
+           claim: dict, kind: str, errors: list) -> None:
+    """Answers the bridge's requests until dcp-verify exits."""
+    sock.settimeout(1.0)
+    while True:
+        try:
+            frame = _recv_frame(sock)
+        except socket.timeout:
+            if proc.poll() is not None:
+                return
+            continue
+        if frame is None:
+            return
+        header, payload = frame
+        op = header.get("op")
+        if op == "hello":
+            _send_frame(sock, {"name": name, "levels": levels, "claim": claim})
+            continue
+        fields = header.get("args", {})
+        try:
+            sock.settimeout(None)
+            arrays = _arrays_of(header, payload, kind)
+            arrays.update(_empty_rows(op, fields, kind, arrays))
+            args = LevelArgs(op, fields, arrays)
+            arrays = _outputs(op, getattr(impl, op)(args), fields)
+        except Exception as e:  # the implementation's failure, reported with its traceback
+            where = f" on dcp rank {fields['rank']}" if "rank" in fields else ""
+            errors.append(f"level {op}{where} raised:\n{traceback.format_exc()}")
+            line = " ".join(f"{type(e).__name__}: {e}".split())
+            reply = ({"ok": False, "error": f"raised {line[:300]} (traceback in the report)"}, ())
+        else:
+            reply = ({"ok": True}, arrays)
+        try:
+            _send_frame(sock, *reply)
+        except OSError as e:
+            try:  # dcp-verify ended while the level ran (a level past --timeout ends it)
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                raise e from None
+            return
+        finally:
+            sock.settimeout(1.0)
+
+
+def _checked_impl(impl: Any, arrays: str, timeout: int) -> list[str]:
+    """The levels impl provides, after checking the arguments properties and probe share."""
+    levels = [lv for lv in _LEVELS if callable(getattr(impl, lv, None))]
+    if not levels:
+        raise TypeError("impl: expected an object with a partial, combine or step method")
+    if arrays not in ("numpy", "torch"):
+        raise ValueError(f"arrays: expected 'numpy' or 'torch', got {arrays!r}")
+    if arrays == "torch":
+        import torch  # noqa: F401  (fails here, not inside a level, when torch is missing)
+    if isinstance(timeout, bool) or not isinstance(timeout, int) or timeout < 1:
+        raise ValueError(f"timeout: expected an int >= 1 (seconds), got {timeout!r}")
+    return levels
+
+
+def _drive(impl: Any, name: str, levels: list, claim: dict, arrays: str,
+           args: list[str]) -> tuple[dict, str, list[str]]:
+    """Runs `dcp-verify ARGS --impl <bridge> --json F`, serving the implementation's levels from
+    this process until it exits: (the JSON report, stdout, the levels' tracebacks). A refusal
+    raises ValueError, a level past --timeout TimeoutError, any other run that wrote no report
+    SuiteDied (with the implementation's last traceback where it raised)."""
+    parent, child = socket.socketpair()
+    errors: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="dcp_verify_") as tmp:
+        report_path = os.path.join(tmp, "report.json")
+        out_path, err_path = os.path.join(tmp, "stdout"), os.path.join(tmp, "stderr")
+        cmd = [binary(), *args, "--impl", _bridge(), "--json", report_path]
+        env = dict(os.environ, DCPV_BRIDGE_FD=str(child.fileno()))
+        with open(out_path, "w") as out, open(err_path, "w") as err:
+            proc = subprocess.Popen(cmd, stdout=out, stderr=err, pass_fds=(child.fileno(),),
+                                    env=env)
+            child.close()
+            try:
+                _serve(parent, proc, impl, name, levels, claim, arrays, errors)
+                proc.wait()
+            except BaseException:
+                proc.kill()
+                proc.wait()
+                raise
+            finally:
+                parent.close()
+        with open(out_path) as f:
+            text = f.read()
+        with open(err_path) as f:
+            err_text = f.read()
+        # A level past its time ends the run (exit 124) after the report of what finished:
+        # raised as TimeoutError all the same.
+        if proc.returncode in (2, 124) or not os.path.exists(report_path):
+            rc = proc.returncode
+            last = err_text.strip().splitlines()[-1:] or [""]
+            line = re.sub(r"^dcp-verify:? ", "", last[0]).replace(_bridge(), "impl")
+            if rc == 124:  # a level took longer than `timeout`
+                raise TimeoutError(line)
+            if rc == 2:  # the arguments, named as this call names them
+                raise ValueError(_in_python_words(re.sub(r"^(properties|probe): ", "", line)))
+            if errors and "(traceback in the report)" in line:  # no report here: it follows
+                line = line.replace("(traceback in the report)", "(its traceback follows)")
+                line += "\n" + errors[-1]
+            how = f"was killed by {_signal_of(rc)}" if rc < 0 else f"exited {rc}"
+            raise SuiteDied(f"the suite's dcp-verify process {how} without a report"
+                            + (f": {line}" if line else ""), rc)
+        with open(report_path) as f:
+            raw = json.load(f)
+    return raw, text, errors
