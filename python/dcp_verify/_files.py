@@ -65,10 +65,29 @@ def _split(what: str, mapping: Mapping) -> tuple[dict, dict, dict]:
                     raise TypeError(f"{what}['dtypes']: expected str -> str, got {name!r}: {fmt!r}")
                 dtypes[name] = fmt
         elif _is_array(value):
-            tensors[key] = value
+            tensors[key] = _on_host(f"{what}['{key}']", value)
         else:
             metadata[key] = _meta_text(key, value)
     return tensors, metadata, dtypes
+
+
+# DLPack's device types (dlpack.h, DLDeviceType) by name; host memory: CPU, CUDA host, managed.
+_DLPACK_DEVICES = {1: "cpu", 2: "cuda", 3: "cuda_host", 4: "opencl", 7: "vulkan", 8: "metal",
+                   9: "vpi", 10: "rocm", 11: "rocm_host", 13: "cuda_managed", 14: "oneapi"}
+_HOST_DEVICES = (1, 3, 11, 13)
+
+
+def _on_host(what: str, x: Any) -> Any:
+    """An array in host memory: a torch tensor on a device is copied to the CPU; another DLPack
+    exporter's device array is refused, naming the device."""
+    if type(x).__module__.split(".")[0] == "torch" and x.device.type != "cpu":
+        return x.detach().cpu()
+    if hasattr(x, "__dlpack_device__"):
+        kind, index = (int(v) for v in x.__dlpack_device__())
+        if kind not in _HOST_DEVICES:
+            raise ValueError(f"{what}: in {_DLPACK_DEVICES.get(kind, f'device type {kind}')}:"
+                             f"{index} memory; expected host memory (copy it to the CPU)")
+    return x
 
 
 def _is_path(x: Any) -> bool:

@@ -158,7 +158,8 @@ def _send_frame(sock: socket.socket, header: dict, arrays: list[tuple[str, np.nd
 _NP = {"f32": "<f4", "f16": "<f2", "i64": "<i8"}
 
 
-def _arrays_of(header: dict, payload: bytearray, kind: str) -> dict:
+def _arrays_of(header: dict, payload: bytearray, kind: str, device: Optional[str] = None) -> dict:
+    """The frame's tensors as numpy arrays, or as torch tensors (on `device`, where given)."""
     out = {}
     for t in header.get("tensors", []):
         shape, off, nbytes, dt = tuple(t["shape"]), t["offset"], t["nbytes"], t["dtype"]
@@ -169,6 +170,8 @@ def _arrays_of(header: dict, payload: bytearray, kind: str) -> dict:
             count = nbytes // torch.tensor([], dtype=tdt).element_size()
             arr = (torch.frombuffer(payload, dtype=tdt, count=count, offset=off).reshape(shape)
                    if count else torch.zeros(shape, dtype=tdt))
+            if device is not None:
+                arr = arr.to(device)
         elif dt == "bf16":  # numpy has no bfloat16: widened to float32, exactly
             bits = np.frombuffer(payload, dtype="<u2", count=nbytes // 2, offset=off)
             arr = (bits.astype(np.uint32) << 16).view(np.float32).reshape(shape)
@@ -179,7 +182,7 @@ def _arrays_of(header: dict, payload: bytearray, kind: str) -> dict:
     return out
 
 
-def _empty_rows(op: str, f: dict, kind: str, have: dict) -> dict:
+def _empty_rows(op: str, f: dict, kind: str, have: dict, device: Optional[str] = None) -> dict:
     """Empty keys as empty arrays, not None, at both levels (an empty buffer crosses the bridge
     as no tensor): k [0, kv_heads, Dk], v [0, kv_heads, Dv] (not for a shared latent), and for
     the partial level k_pos [0]; a partial of a rank that owns no tokens, or a step over an empty
@@ -197,7 +200,8 @@ def _empty_rows(op: str, f: dict, kind: str, have: dict) -> dict:
             continue
         if kind == "torch":
             import torch
-            out[name] = torch.zeros(shape, dtype=torch.int64 if name == "k_pos" else torch.float32)
+            out[name] = torch.zeros(shape, dtype=torch.int64 if name == "k_pos" else torch.float32,
+                                    device=device)
         else:
             out[name] = np.zeros(shape, dtype=np.int64 if name == "k_pos" else np.float32)
     return out
@@ -234,7 +238,7 @@ def _outputs(op: str, out: Any, f: dict) -> list[tuple[str, np.ndarray]]:
 
 
 def _serve(sock: socket.socket, proc: subprocess.Popen, impl: Any, name: str, levels: list,
-           claim: dict, kind: str, errors: list) -> None:
+           claim: dict, kind: str, errors: list, device: Optional[str] = None) -> None:
     """Answers the bridge's requests until dcp-verify exits."""
     sock.settimeout(1.0)
     while True:
@@ -254,8 +258,8 @@ def _serve(sock: socket.socket, proc: subprocess.Popen, impl: Any, name: str, le
         fields = header.get("args", {})
         try:
             sock.settimeout(None)
-            arrays = _arrays_of(header, payload, kind)
-            arrays.update(_empty_rows(op, fields, kind, arrays))
+            arrays = _arrays_of(header, payload, kind, device)
+            arrays.update(_empty_rows(op, fields, kind, arrays, device))
             args = LevelArgs(op, fields, arrays)
             arrays = _outputs(op, getattr(impl, op)(args), fields)
         except Exception as e:  # the implementation's failure, reported with its traceback
@@ -277,7 +281,7 @@ def _serve(sock: socket.socket, proc: subprocess.Popen, impl: Any, name: str, le
             sock.settimeout(1.0)
 
 
-def _checked_impl(impl: Any, arrays: str, timeout: int) -> list[str]:
+def _checked_impl(impl: Any, arrays: str, timeout: int, device: Optional[str] = None) -> list[str]:
     """The levels impl provides, after checking the arguments properties and probe share."""
     levels = [lv for lv in _LEVELS if callable(getattr(impl, lv, None))]
     if not levels:
@@ -288,11 +292,32 @@ def _checked_impl(impl: Any, arrays: str, timeout: int) -> list[str]:
         import torch  # noqa: F401  (fails here, not inside a level, when torch is missing)
     if isinstance(timeout, bool) or not isinstance(timeout, int) or timeout < 1:
         raise ValueError(f"timeout: expected an int >= 1 (seconds), got {timeout!r}")
+    if device is not None:
+        _check_device(device, arrays)
     return levels
 
 
+def _check_device(device: Any, arrays: str) -> None:
+    """device= names a device torch has here; numpy arrays live in host memory only."""
+    if arrays != "torch":
+        raise ValueError(f"device: levels receive numpy arrays in host memory; device={device!r} "
+                         "needs arrays='torch'")
+    import torch
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"device: expected a torch device ('cpu', 'cuda', 'cuda:1'), "
+                         f"got {device!r}") from None
+    if dev.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0 or (dev.index or 0) >= count:
+            raise ValueError(f"device: {device!r}, but torch sees {count} CUDA device(s) here")
+    elif dev.type != "cpu":
+        raise ValueError(f"device: expected 'cpu' or a CUDA device, got {device!r}")
+
+
 def _drive(impl: Any, name: str, levels: list, claim: dict, arrays: str,
-           args: list[str]) -> tuple[dict, str, list[str]]:
+           args: list[str], device: Optional[str] = None) -> tuple[dict, str, list[str]]:
     """Runs `dcp-verify ARGS --impl <bridge> --json F`, serving the implementation's levels from
     this process until it exits: (the JSON report, stdout, the levels' tracebacks). A refusal
     raises ValueError, a level past --timeout TimeoutError, any other run that wrote no report
@@ -309,7 +334,7 @@ def _drive(impl: Any, name: str, levels: list, claim: dict, arrays: str,
                                     env=env)
             child.close()
             try:
-                _serve(parent, proc, impl, name, levels, claim, arrays, errors)
+                _serve(parent, proc, impl, name, levels, claim, arrays, errors, device)
                 proc.wait()
             except BaseException:
                 proc.kill()

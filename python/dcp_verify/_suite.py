@@ -34,7 +34,7 @@ def cases(seed: int = 0, n: int = 10, **ranges: Any) -> list[Case]:
 
 def properties(impl: Any, seed: Optional[int] = None, cases: int = 100, *, arrays: str = "numpy",
                timeout: int = 120, only: Optional[Sequence[str]] = None, bound: str = "sound",
-               pinned: Any = None, **ranges: Any) -> Report:
+               pinned: Any = None, device: Optional[str] = None, **ranges: Any) -> Report:
     """Runs the DCP property suite on an implementation and judges it against the oracle.
 
     impl: an object with one or more of partial(args), combine(args), step(args) returning
@@ -59,9 +59,11 @@ def properties(impl: Any, seed: Optional[int] = None, cases: int = 100, *, array
     the properties assert, "sound" (default) or "statistical" (a SUSPECT case fails too).
     pinned: the pinned counterexamples the "pinned" property replays first, instead of the suite's
     own: a path to a JSON file as fixtures/dcp/pinned.json holds them, or a sequence of setups
-    (a report's ``pin``, or entries {"why": ..., "setup": pin}).
+    (a report's ``pin``, or entries {"why": ..., "setup": pin}). device: with arrays="torch",
+    the device the levels' tensors are on ("cpu", "cuda", "cuda:1"; default the CPU): each call's
+    inputs are copied there, and what a level returns may stay there.
     """
-    levels = _checked_impl(impl, arrays, timeout)
+    levels = _checked_impl(impl, arrays, timeout, device)
     if bound not in ("sound", "statistical"):
         raise ValueError(f"bound: expected 'sound' or 'statistical', got {bound!r}")
     if only is not None and (isinstance(only, str) or not all(isinstance(x, str) for x in only)
@@ -83,6 +85,8 @@ def properties(impl: Any, seed: Optional[int] = None, cases: int = 100, *, array
     if bound != "sound":
         extra["bound"] = bound
         flags += ["--bound", bound]
+    if device is not None:
+        extra["device"] = device
     with tempfile.TemporaryDirectory(prefix="dcp_verify_") as tmp:
         if pinned is not None:
             path = _pinned_file(pinned, os.path.join(tmp, "pinned.json"))
@@ -92,7 +96,7 @@ def properties(impl: Any, seed: Optional[int] = None, cases: int = 100, *, array
         try:
             raw, text, errors = _drive(impl, name, levels, claim, arrays,
                                        ["properties", "--seed", str(seed), "--cases", str(cases),
-                                        "--timeout", str(timeout), *flags])
+                                        "--timeout", str(timeout), *flags], device)
         except ValueError as e:  # a refusal of an entry of pinned=[...] names its index
             if pinned is None or _is_path(pinned):
                 raise
@@ -186,12 +190,13 @@ class Probe:
         return f"Probe({self.claim})"
 
 
-def probe(impl: Any, *, arrays: str = "numpy", timeout: int = 120, lse_base: str = "e") -> Probe:
+def probe(impl: Any, *, arrays: str = "numpy", timeout: int = 120, lse_base: str = "e",
+          device: Optional[str] = None) -> Probe:
     """Measures an implementation's arithmetic with crafted cases and returns the claim to state
     for it (docs/cli.md, `dcp-verify probe`): its exponential's accuracy, whether P is rounded
     before P.V, its partial's format, nearest or truncating sums, its rescale tile and, where it
     has a combine level, its merge's. impl: as for properties (its own claim is not used).
-    lse_base: "e" or "2", the base its levels are asked for.
+    lse_base: "e" or "2", the base its levels are asked for. device: as for properties.
 
         impl.claim = dcp_verify.probe(impl).claim
         assert dcp_verify.properties(impl, seed=1, cases=50).ok
@@ -201,12 +206,12 @@ def probe(impl: Any, *, arrays: str = "numpy", timeout: int = 120, lse_base: str
     that raises ends the probe with SuiteDied (a RuntimeError) and its traceback; one that takes
     longer than `timeout` with TimeoutError.
     """
-    levels = _checked_impl(impl, arrays, timeout)
+    levels = _checked_impl(impl, arrays, timeout, device)
     if lse_base not in ("e", "2"):
         raise ValueError(f"lse_base: expected 'e' or '2', got {lse_base!r}")
     name = str(getattr(impl, "name", type(impl).__name__))
     raw, text, _ = _drive(impl, name, levels, _claim_fields(None), arrays,
-                          ["probe", "--lse-base", lse_base, "--timeout", str(timeout)])
+                          ["probe", "--lse-base", lse_base, "--timeout", str(timeout)], device)
     if raw.get("error"):  # a level crashed the process: what it measured before, and no claim
         measured = ", ".join(f["measured"] for f in raw["findings"]) or "nothing"
         raise SuiteDied(f"the probe's dcp-verify process ended in {raw['error']} (measured "

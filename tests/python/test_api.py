@@ -73,6 +73,24 @@ class NumpyMerge:
         return o, out / np.log(2.0) if a.lse_base == 1 else out
 
 
+class OnADevice:
+    """An array a DLPack exporter holds in CUDA memory (device type 2, index 1)."""
+
+    def __dlpack__(self, stream=None):
+        raise AssertionError("a device array is never read")
+
+    def __dlpack_device__(self):
+        return (2, 1)
+
+
+def test_a_device_array_is_refused_naming_the_tensor_and_the_device():
+    o, lse = dcp_verify.reference(CASE)
+    with pytest.raises(ValueError, match=r"^result\['o'\]: in cuda:1 memory; expected host memory"):
+        dcp_verify.check(CASE, {"o": OnADevice(), "lse": lse.astype(np.float32)})
+    with pytest.raises(ValueError, match=r"^device: levels receive numpy arrays in host memory"):
+        dcp_verify.properties(NumpyMerge(), seed=1, cases=1, device="cuda")
+
+
 def test_sizes_as_sets_draw_only_those():
     drawn = dcp_verify.cases(seed=3, n=12, ranks=(2, 4), head_dims=(4, 8), v_dims=(3, 16))
     for c in drawn:

@@ -4,6 +4,8 @@ The kernel passes with the claim that describes it, in fp32 and bf16; the merge 
 fails with a shrunk counterexample and a reproduce line.
 """
 
+import os
+
 import pytest
 import torch
 
@@ -103,3 +105,58 @@ def test_an_empty_context_reaches_the_step_level_as_empty_tensors():
     assert tuple(empty["k"].shape) == (0, 2, 8) and tuple(empty["v"].shape) == (0, 2, 4)
     assert "k_pos" not in empty
     assert dcp_verify._serve._empty_rows("step", {**f, "seq": 3}, "torch", {}) == {}
+
+
+class RecordsDevices(TorchFlash):
+    """The f32 kernel, noting the device of every tensor its levels are handed; it computes on
+    the CPU (PyTorch's CPU flash kernel) and hands its outputs back on the device it was given."""
+
+    def __init__(self):
+        super().__init__(torch.float32)
+        self.devices = set()
+
+    def _to_cpu(self, a):
+        for name in ("q", "q_pos", "k", "v", "k_pos", "sink", "topk", "o_partial", "lse_partial"):
+            x = getattr(a, name)
+            if x is not None:
+                self.devices.add(x.device.type)
+                setattr(a, name, x.cpu())
+        return a
+
+    def partial(self, a):
+        device = a.q.device
+        return tuple(x.to(device) for x in super().partial(self._to_cpu(a)))
+
+    def combine(self, a):
+        device = a.o_partial.device
+        return tuple(x.to(device) for x in super().combine(self._to_cpu(a)))
+
+
+def test_device_cpu_runs_the_device_path():
+    impl = RecordsDevices()
+    report = testing.assert_properties(impl, seed=3, cases=20, arrays="torch", device="cpu",
+                                       **TorchFlash.RANGES)
+    assert impl.devices == {"cpu"} and "device='cpu'" in report.reproduce
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is present: it is used")
+def test_device_cuda_without_a_cuda_device_is_refused_by_name():
+    with pytest.raises(ValueError, match=r"^device: 'cuda', but torch sees 0 CUDA device\(s\) here$"):
+        dcp_verify.properties(RecordsDevices(), seed=3, cases=1, arrays="torch", device="cuda")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (none here)")
+def test_levels_receive_cuda_tensors_and_may_return_them():
+    impl = RecordsDevices()
+    testing.assert_properties(impl, seed=3, cases=20, arrays="torch", device="cuda",
+                              **TorchFlash.RANGES)
+    assert impl.devices == {"cuda"}
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (none here)")
+def test_check_takes_cuda_tensors():
+    case = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "cases",
+                        "gqa_causal_bf16.safetensors")
+    o, lse = dcp_verify.reference(case)
+    result = {"o": torch.from_numpy(o).float().cuda(), "lse": torch.from_numpy(lse).float().cuda()}
+    assert dcp_verify.check(case, result).ok
