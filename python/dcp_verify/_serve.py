@@ -156,6 +156,7 @@ def _send_frame(sock: socket.socket, header: dict, arrays: list[tuple[str, np.nd
 
 
 _NP = {"f32": "<f4", "f16": "<f2", "i64": "<i8"}
+_ITEM_BYTES = {"f32": 4, "f16": 2, "bf16": 2, "i64": 8}
 
 
 def _arrays_of(header: dict, payload: bytearray, kind: str, device: Optional[str] = None) -> dict:
@@ -167,7 +168,7 @@ def _arrays_of(header: dict, payload: bytearray, kind: str, device: Optional[str
             import torch
             tdt = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16,
                    "i64": torch.int64}[dt]
-            count = nbytes // torch.tensor([], dtype=tdt).element_size()
+            count = nbytes // _ITEM_BYTES[dt]
             arr = (torch.frombuffer(payload, dtype=tdt, count=count, offset=off).reshape(shape)
                    if count else torch.zeros(shape, dtype=tdt))
             if device is not None:
