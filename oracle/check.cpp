@@ -33,7 +33,7 @@ Expected<PartCheck> judge(const Case& c, const Tensor<double>& o, const Tensor<d
     if (!terms) return terms.status();
     part.worst_terms.o = std::move(terms->o);
   }
-  if (const auto& w = cmp->lse_worst.index; w[0] >= 0 && c.v_dim > 0) {
+  if (const auto& w = cmp->lse_worst.index; w[0] >= 0) {
     auto terms = bound_terms(c, *ref, a, w[0], w[1], 0);
     if (!terms) return terms.status();
     part.worst_terms.lse = std::move(terms->lse);

@@ -122,9 +122,10 @@ Expected<Bound> derive_bound(const Case& c, const Attention& ref, const Arithmet
 // What each step of a sound bound's derivation adds (docs/tolerances.md §6, §7), in the order the
 // steps apply: the values sum to the bound, in its units. O's: "keys" (T_key,i, the key weights'
 // errors), "accumulation" (c_S S_i + c_O |O_i|), "floors" (underflow and subnormal stores),
-// "second_order" (the first three times exp(8 kappa) - 1), "p_cast", "merge" (N > 1), "store"
-// (the output's format) and "oracle" (the reference's 2^-52). The LSE's: "keys", "log", "add"
-// (m + ln l), "floors", "second_order", "merge", "store", "oracle", each in the case's base.
+// "second_order" (the first three times exp(8 kappa)(1 + 2^-30) - 1), "p_cast", "merge" (N > 1),
+// "store" (the output's format, with 2^-30 of the bound: its evaluation in double) and "oracle"
+// (the reference's 2^-52). The LSE's: "keys", "log", "add" (m + ln l), "floors", "second_order",
+// "merge", "store", "oracle", each in the case's base.
 struct BoundTerm {
   const char* name;
   double value;

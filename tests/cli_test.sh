@@ -595,6 +595,8 @@ PY
 then passes=$((passes + 1)); else echo "FAIL: cases, sizes as sets"; failures=$((failures + 1)); fi
 expect 2 "cases, a list over its maximum" -- "$bin" cases --out "$tmp/sized" --head-dims 4,8 --max-head-dim 4
 contains "$tmp/err" "--head-dims: 8 is over --max-head-dim 4" "cases: a list over its maximum"
+expect 2 "cases, a list over its maximum given at its default" -- "$bin" cases --out "$tmp/sized" --head-dims 64 --max-head-dim 32
+contains "$tmp/err" "--head-dims: 64 is over --max-head-dim 32" "cases: a maximum given at its default"
 expect 2 "cases never overwrites" -- "$bin" cases --out "$tmp/cases" --seed 3 --count 4
 expect 2 "cases --out missing" -- "$bin" cases --out "$tmp/no-such-folder"
 expect 0 "properties, no seed given: a random one is printed" -- "$bin" properties --cases 5 --only layout-count

@@ -37,6 +37,9 @@ struct DrawOptions {
   props::DcpLimits limits;
   std::vector<std::string> without, q_dtypes, kv_dtypes, lse_bases;
   std::vector<int64_t> dcp_sizes, head_dims, v_dims;  // the values listed, as given
+  // The maximum flags a list is checked against where they were given (add_draw_flags).
+  const CLI::Option *max_dcp_flag = nullptr, *max_head_dim_flag = nullptr,
+                    *max_v_dim_flag = nullptr;
   std::string limit_flags;  // the flags that narrowed the draws, as given, for reproduce lines
 };
 
@@ -82,9 +85,9 @@ std::optional<std::string> read_limits(DrawOptions& o) {
     if (got != def) flags << " " << flag << " " << got;
   // The values listed for N, Dk and Dv (each once, in the order given): the only ones drawn. The
   // largest becomes the maximum, which a maximum flag given beside the list must not be below.
-  const auto read_set = [&](const char* flag, const char* max_flag,
+  const auto read_set = [&](const char* flag, const CLI::Option* max_flag,
                             const std::vector<int64_t>& given, std::vector<int64_t>& into,
-                            int64_t& most, int64_t def) -> std::optional<std::string> {
+                            int64_t& most) -> std::optional<std::string> {
     if (given.empty()) return std::nullopt;
     into.clear();
     std::string list;
@@ -94,21 +97,19 @@ std::optional<std::string> read_limits(DrawOptions& o) {
       list += (list.empty() ? "" : ",") + std::to_string(x);
     }
     const int64_t top = *std::max_element(into.begin(), into.end());
-    if (most != def && most < top)
-      return std::string(flag) + ": " + std::to_string(top) + " is over " + max_flag + " " +
-             std::to_string(most);
+    if (max_flag != nullptr && max_flag->count() > 0 && most < top)
+      return std::string(flag) + ": " + std::to_string(top) + " is over " + max_flag->get_name() +
+             " " + std::to_string(most);
     most = top;
     flags << " " << flag << " " << list;
     return std::nullopt;
   };
-  if (auto why = read_set("--dcp-sizes", "--max-dcp", o.dcp_sizes, lim.dcp_sizes, lim.max_dcp,
-                          all.max_dcp))
+  if (auto why = read_set("--dcp-sizes", o.max_dcp_flag, o.dcp_sizes, lim.dcp_sizes, lim.max_dcp))
     return why;
-  if (auto why = read_set("--head-dims", "--max-head-dim", o.head_dims, lim.head_dims,
-                          lim.max_head_dim, all.max_head_dim))
+  if (auto why = read_set("--head-dims", o.max_head_dim_flag, o.head_dims, lim.head_dims,
+                          lim.max_head_dim))
     return why;
-  if (auto why =
-          read_set("--v-dims", "--max-v-dim", o.v_dims, lim.v_dims, lim.max_v_dim, all.max_v_dim))
+  if (auto why = read_set("--v-dims", o.max_v_dim_flag, o.v_dims, lim.v_dims, lim.max_v_dim))
     return why;
   std::string names;
   for (const std::string& w : o.without) {
@@ -185,21 +186,22 @@ constexpr const char* kImplStepFp8Property = "dcp-step-fp8";
 
 // The flags of DrawOptions, for properties and cases.
 void add_draw_flags(CLI::App* cmd, DrawOptions& d) {
-  cmd->add_option("--max-dcp", d.limits.max_dcp, "Largest N the DCP property draws")
-      ->check(int_in(1, props::kMaxDrawnDcp))
-      ->capture_default_str();
+  d.max_dcp_flag =
+      cmd->add_option("--max-dcp", d.limits.max_dcp, "Largest N the DCP property draws")
+          ->check(int_in(1, props::kMaxDrawnDcp))
+          ->capture_default_str();
   cmd->add_option("--max-groups", d.limits.max_groups, "Largest number of TP groups (TP / N)")
       ->check(int_in(1, props::kMaxDrawnGroups))
       ->capture_default_str();
   cmd->add_option("--max-seq", d.limits.max_seq, "Largest context length S drawn")
       ->check(int_in(1, props::kMaxDrawnSeq))
       ->capture_default_str();
-  cmd->add_option("--max-head-dim", d.limits.max_head_dim, "Largest Dk drawn")
-      ->check(int_in(1, props::kMaxDrawnHeadDim))
-      ->capture_default_str();
-  cmd->add_option("--max-v-dim", d.limits.max_v_dim, "Largest Dv drawn")
-      ->check(int_in(1, props::kMaxDrawnHeadDim))
-      ->capture_default_str();
+  d.max_head_dim_flag = cmd->add_option("--max-head-dim", d.limits.max_head_dim, "Largest Dk drawn")
+                            ->check(int_in(1, props::kMaxDrawnHeadDim))
+                            ->capture_default_str();
+  d.max_v_dim_flag = cmd->add_option("--max-v-dim", d.limits.max_v_dim, "Largest Dv drawn")
+                         ->check(int_in(1, props::kMaxDrawnHeadDim))
+                         ->capture_default_str();
   for (const auto& [flag, into, most, help] :
        {std::tuple{"--dcp-sizes", &d.dcp_sizes, props::kMaxDrawnDcp,
                    "The only N drawn, a list (e.g. 1,2,4,8; default any up to --max-dcp)"},

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Mapping
 from typing import Any, Optional
 
@@ -71,20 +72,24 @@ def _split(what: str, mapping: Mapping) -> tuple[dict, dict, dict]:
     return tensors, metadata, dtypes
 
 
-# DLPack's device types (dlpack.h, DLDeviceType) by name; host memory: CPU, CUDA host, managed.
+# DLPack's device types (dlpack.h, DLDeviceType) by name; the files are written from the CPU's
+# (kDLCPU) alone: pinned or managed memory is another device type to DLPack.
 _DLPACK_DEVICES = {1: "cpu", 2: "cuda", 3: "cuda_host", 4: "opencl", 7: "vulkan", 8: "metal",
                    9: "vpi", 10: "rocm", 11: "rocm_host", 13: "cuda_managed", 14: "oneapi"}
-_HOST_DEVICES = (1, 3, 11, 13)
+_DLPACK_CPU = 1
 
 
 def _on_host(what: str, x: Any) -> Any:
-    """An array in host memory: a torch tensor on a device is copied to the CPU; another DLPack
-    exporter's device array is refused, naming the device."""
-    if type(x).__module__.split(".")[0] == "torch" and x.device.type != "cpu":
+    """An array in host memory: a torch tensor elsewhere is copied to the CPU; another DLPack
+    exporter's array elsewhere is refused, naming the device."""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(x, torch.Tensor) and x.device.type != "cpu":
+        if x.device.type == "meta":
+            raise ValueError(f"{what}: a meta tensor holds no values")
         return x.detach().cpu()
     if hasattr(x, "__dlpack_device__"):
         kind, index = (int(v) for v in x.__dlpack_device__())
-        if kind not in _HOST_DEVICES:
+        if kind != _DLPACK_CPU:
             raise ValueError(f"{what}: in {_DLPACK_DEVICES.get(kind, f'device type {kind}')}:"
                              f"{index} memory; expected host memory (copy it to the CPU)")
     return x

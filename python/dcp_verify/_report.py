@@ -63,7 +63,7 @@ class Report:
             return self.text.rstrip()
         # The case's one-line description (a pinned case's leads with why it was pinned and runs
         # on into its output's line), then the tensors with elements over their bound.
-        lines = self.counterexample.replace(" | output: ", "\noutput: ").splitlines()
+        lines = re.sub(r" \| (output: |partial of )", r"\n\1", self.counterexample).splitlines()
         over = [x for x in lines[1:] if re.search(r"\b[1-9]\d*/\d+ over bound", x)]
         how = "the pinned case" if self.property == "pinned" else "shrunk to"
         out = [f"dcp-verify properties: {self.verdict} ({', '.join(self.failed)})",
@@ -160,14 +160,22 @@ def check(case: Any, result: Any, tier: str = "fast", bound: str = "sound") -> R
     for p in parts:
         for tensor in ("o", "lse"):
             w = p[tensor]
-            if w.get("ratio") is not None and (worst is None or w["ratio"] > worst["ratio"]):
+            ratio = _number(w.get("ratio"))
+            if ratio is not None and (worst is None or ratio > worst["ratio"]):
                 worst = {"part": p["part"], "tensor": tensor, "index": tuple(w["worst_index"]),
-                         "got": w["got"], "expected": w["expected"], "error": w["error"],
-                         "bound": w["bound"], "ratio": w["ratio"],
-                         "bound_terms": {t["term"]: t["value"] for t in w["bound_terms"]}}
+                         "got": _number(w["got"]), "expected": _number(w["expected"]),
+                         "error": _number(w["error"]), "bound": _number(w["bound"]),
+                         "ratio": ratio,
+                         "bound_terms": {t["term"]: _number(t["value"]) for t in w["bound_terms"]}}
     failed = [p["part"] for p in parts if not p["pass"]]
     return Report(raw, proc.stdout, raw["verdict"], bool(raw["pass"]),
-                  max_err_over_bound=raw.get("max_ratio"), worst=worst, failed=failed)
+                  max_err_over_bound=_number(raw.get("max_ratio")), worst=worst, failed=failed)
+
+
+def _number(x: Any) -> Optional[float]:
+    """A number of a report: JSON holds no NaN or infinity, so the reports write "nan", "inf" and
+    "-inf" as strings (docs/cli.md); None stays None."""
+    return float(x) if isinstance(x, str) else x
 
 
 # --- the property suite's cases and runs --------------------------------------------------------
@@ -200,10 +208,14 @@ def _range_flags(ranges: dict) -> list[str]:
                 raise TypeError(f"{key}: expected a bool, got {type(value).__name__}")
             if not value:
                 without.append(flag)
-        elif kind == "ints":  # the only values drawn
+        elif kind == "ints":  # the only values drawn; shrinking goes toward the first
+            if isinstance(value, (set, frozenset)):
+                value = sorted(value, key=lambda v: v if isinstance(v, (int, np.integer)) else 0)
+            elif isinstance(value, np.ndarray):
+                value = value.tolist()
             if isinstance(value, (str, bytes)) or not isinstance(value, Sequence) or not all(
                     isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in value):
-                raise TypeError(f"{key}: expected a sequence of ints, e.g. (64, 128)")
+                raise TypeError(f"{key}: expected a set or sequence of ints, e.g. {{64, 128}}")
             if not value:
                 raise ValueError(f"{key}: expected at least one value")
             flags += [flag, ",".join(str(int(v)) for v in value)]

@@ -19,8 +19,10 @@ def assert_ok(report: Report) -> Report:
     report) unless it passed."""
     __tracebackhide__ = True
     if not report.ok:
-        lines = [f"dcp-verify: {report.verdict}", report.summary()]
-        if report.reproduce and report.reproduce not in lines[1]:
+        summary = report.summary()  # a properties run's leads with its verdict, check's text not
+        lines = [] if summary.startswith("dcp-verify") else [f"dcp-verify: {report.verdict}"]
+        lines.append(summary)
+        if report.reproduce and report.reproduce not in summary:
             lines.append(f"reproduce: {report.reproduce}")
         raise AssertionError("\n".join(lines))
     return report

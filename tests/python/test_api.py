@@ -92,7 +92,7 @@ def test_a_device_array_is_refused_naming_the_tensor_and_the_device():
 
 
 def test_sizes_as_sets_draw_only_those():
-    drawn = dcp_verify.cases(seed=3, n=12, ranks=(2, 4), head_dims=(4, 8), v_dims=(3, 16))
+    drawn = dcp_verify.cases(seed=3, n=12, ranks={4, 2}, head_dims=(4, 8), v_dims=np.array([3, 16]))
     for c in drawn:
         spec = c.setup["spec"]
         assert c.setup["config"]["dcp_size"] in (2, 4), c.setup
@@ -165,6 +165,36 @@ def test_a_failure_is_summed_up_short_and_its_case_replays():
     kept = dcp_verify.properties(ForgetsBase2(), seed=3, cases=1, only=("pinned",),
                                  pinned=[{"why": "the base-2 LSE", "setup": report.pin}])
     assert kept.failed == ["pinned"] and "the base-2 LSE" in kept.text
+
+
+def test_a_pin_drawn_with_wider_sizes_replays_and_one_never_replayed_is_no_ok():
+    wide = dcp_verify.properties(ForgetsBase2(), seed=2, cases=30, only=("dcp-path",),
+                                 head_dims=(48,))
+    assert wide.pin["spec"]["head_dim"] == 48  # over the default maximum, 32
+    assert dcp_verify.replay(ForgetsBase2(), wide.pin).failed == ["pinned"]
+    assert dcp_verify.replay(NumpyMerge(), wide.pin).ok
+    with pytest.raises(ValueError, match=r"^pin: not replayed: .*outside the drawn limits"):
+        dcp_verify.replay(NumpyMerge(), wide.pin, max_head_dim=8)
+
+
+class StepRaises(NumpyMerge):
+    def step(self, a):
+        raise RuntimeError("step kernel failed")
+
+
+def test_a_step_failure_offers_no_replay_where_the_pin_would_run_other_levels():
+    report = dcp_verify.properties(StepRaises(), seed=2, cases=5, only=("dcp-step",))
+    assert report.verdict == "ERROR" and report.property == "dcp-step" and report.pin is None
+    assert "replay:" not in report.summary()
+
+
+def test_a_nan_output_is_failed_with_its_numbers_as_floats():
+    o, lse = dcp_verify.reference(CASE)
+    o = o.astype(np.float32)
+    o[0, 0, 0] = np.nan
+    report = dcp_verify.check(CASE, {"o": o, "lse": lse.astype(np.float32), "accum": "f32"})
+    assert report.verdict == "FAILED" and isinstance(report.worst["ratio"], float)
+    assert report.max_err_over_bound == float("inf") and "FAILED" in repr(report)
 
 
 @pytest.mark.parametrize("pinned,error,match", [
@@ -274,7 +304,8 @@ def test_probe_of_a_level_that_raises_is_a_runtime_error_with_its_traceback():
     (lambda: dcp_verify.properties(NumpyMerge(), max_ranks=10**6), ValueError,
      r"^max_ranks: expected an integer in 1 \.\. 256, got '1000000'$"),
     (lambda: dcp_verify.cases(n=0), ValueError, "n"),
-    (lambda: dcp_verify.cases(head_dims="64"), TypeError, "^head_dims: expected a sequence of ints"),
+    (lambda: dcp_verify.cases(head_dims="64"), TypeError,
+     "^head_dims: expected a set or sequence of ints"),
     (lambda: dcp_verify.cases(ranks=()), ValueError, "^ranks: expected at least one value"),
     (lambda: dcp_verify.cases(head_dims=(4, 8), max_head_dim=4), ValueError,
      "^cases: head_dims: 8 is over max_head_dim 4$"),
