@@ -79,11 +79,16 @@ _DLPACK_DEVICES = {1: "cpu", 2: "cuda", 3: "cuda_host", 4: "opencl", 7: "vulkan"
 _DLPACK_CPU = 1
 
 
+def _is_torch_tensor(x: Any) -> bool:
+    """Whether x is a torch tensor (torch is never imported for the question)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(x, torch.Tensor)
+
+
 def _on_host(what: str, x: Any) -> Any:
     """An array in host memory: a torch tensor elsewhere is copied to the CPU; another DLPack
     exporter's array elsewhere is refused, naming the device."""
-    torch = sys.modules.get("torch")
-    if torch is not None and isinstance(x, torch.Tensor) and x.device.type != "cpu":
+    if _is_torch_tensor(x) and x.device.type != "cpu":
         if x.device.type == "meta":
             raise ValueError(f"{what}: a meta tensor holds no values")
         return x.detach().cpu()

@@ -16,7 +16,7 @@ from typing import Any, Optional, Protocol, TypedDict
 
 import numpy as np
 
-from ._files import _bridge, _is_array, binary
+from ._files import _bridge, _is_array, _is_torch_tensor, binary
 from ._report import SuiteDied, _in_python_words, _signal_of
 
 
@@ -209,7 +209,7 @@ def _empty_rows(op: str, f: dict, kind: str, have: dict, device: Optional[str] =
 
 
 def _as_f32(x: Any, what: str, shape: tuple) -> np.ndarray:
-    if type(x).__module__.split(".")[0] == "torch":
+    if _is_torch_tensor(x):
         x = x.detach().to("cpu").float().numpy()
     try:
         a = np.asarray(x, dtype=np.float32)
