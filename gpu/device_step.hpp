@@ -235,6 +235,7 @@ Result<RankStepOutput> device_step(Device& dev, const DcpInputs& in, const DcpCo
   p.sink = sink_here ? sink.data() : nullptr;
   p.topk = in.topk.empty() ? nullptr : topk.data();
   if (in.batched()) {
+    p.requests = in.requests();
     p.req = req_d.data();
     p.req_seq = req_seq_d.data();
     p.req_tables = cache.block_table.data();

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -390,6 +391,65 @@ std::vector<float> per_head(const std::vector<float>& s, int64_t kv_heads) {
 }
 const float* or_null(const std::vector<float>& s) { return s.empty() ? nullptr : s.data(); }
 
+// Version 2's tensors (DLPack's description) of one call: their shapes and strides live here
+// until the call has returned (a deque's elements never move).
+constexpr dcpv_dldtype kDlF32{DCPV_DL_FLOAT, 32, 1}, kDlI32{DCPV_DL_INT, 32, 1},
+    kDlI64{DCPV_DL_INT, 64, 1};
+dcpv_dldtype dl_format(gpu::StorageFormat f) {
+  switch (f) {
+    case gpu::StorageFormat::f16:
+      return {DCPV_DL_FLOAT, 16, 1};
+    case gpu::StorageFormat::bf16:
+      return {DCPV_DL_BFLOAT, 16, 1};
+    case gpu::StorageFormat::f8e4m3:
+      return {DCPV_DL_FLOAT8_E4M3FN, 8, 1};
+    case gpu::StorageFormat::f8e5m2:
+      return {DCPV_DL_FLOAT8_E5M2, 8, 1};
+    case gpu::StorageFormat::f32:
+      break;
+  }
+  return kDlF32;
+}
+class DlTensors {
+ public:
+  // A host tensor over data, row-major unless strides are given. An empty tensor is present all
+  // the same (data never NULL): NULL data means absent (impl.h).
+  dcpv_dltensor of(const void* data, dcpv_dldtype dtype, std::vector<int64_t> shape,
+                   std::vector<int64_t> strides = {}) {
+    if (strides.empty()) {
+      strides.assign(shape.size(), 1);
+      for (size_t i = shape.size(); i-- > 1;) strides[i - 1] = strides[i] * shape[i];
+    }
+    dcpv_dltensor t{};
+    t.data = const_cast<void*>(data != nullptr ? data : static_cast<const void*>(&empty_));
+    t.device = {DCPV_DL_CPU, 0};
+    t.ndim = static_cast<int32_t>(shape.size());
+    t.dtype = dtype;
+    t.shape = held_.emplace_back(std::move(shape)).data();
+    t.strides = held_.emplace_back(std::move(strides)).data();
+    return t;
+  }
+
+ private:
+  std::deque<std::vector<int64_t>> held_;
+  int64_t empty_ = 0;
+};
+
+// A pool [pages, page, heads, width] (NHD, elements of `bytes` bytes, a head every head_stride
+// elements) rewritten as HND [pages, heads, page, width], dense.
+std::vector<uint8_t> hnd_pool(const void* pool, int64_t pages, int64_t page, int64_t heads,
+                              int64_t width, int64_t head_stride, int64_t bytes) {
+  std::vector<uint8_t> out(static_cast<size_t>(pages * page * heads * width * bytes));
+  const auto* src = static_cast<const uint8_t*>(pool);
+  for (int64_t pg = 0; pg < pages; ++pg)
+    for (int64_t g = 0; g < heads; ++g)
+      for (int64_t s = 0; s < page; ++s)
+        std::memcpy(&out[static_cast<size_t>((((pg * heads + g) * page + s) * width) * bytes)],
+                    src + ((pg * page + s) * heads + g) * head_stride * bytes,
+                    static_cast<size_t>(width * bytes));
+  return out;
+}
+
 // The host device with the plug-in's levels in place of the production kernels.
 class PluginDevice : public gpu::HostDevice {
  public:
@@ -397,6 +457,7 @@ class PluginDevice : public gpu::HostDevice {
       : HostDevice(&comm), p_(p), deadline_(deadline) {}
 
   gpu::GpuStatus partial_attention(const gpu::PartialAttentionParams& p) {
+    if (p_.has_paged()) return paged_attention(p);
     if (!p_.has_partial()) return HostDevice::partial_attention(p);
     if (p.req != nullptr)
       return DCP_GPU_ERROR("plug-in: ABI ", DCPV_ABI_VERSION,
@@ -450,6 +511,95 @@ class PluginDevice : public gpu::HostDevice {
     char err[kErrBytes] = {};
     const std::string what = level_call(p_, "partial", p.rank);
     const auto call = [&] { return p_.impl->partial(p_.impl->self, &a, err, sizeof err); };
+    std::string thrown;
+    if (watched(what, deadline_, call, &thrown) != 0)
+      return DCP_GPU_ERROR(what, " failed: ", thrown.empty() ? reason(err) : thrown);
+    return {};
+  }
+
+  // Version 2's paged level: the rank's pool as it is (its pages in the cache's storage format,
+  // with its scales), the block tables and the requests' lengths.
+  gpu::GpuStatus paged_attention(const gpu::PartialAttentionParams& p) {
+    const gpu::KvView& kv = p.kv;
+    const bool batch = p.req != nullptr;
+    if (kv.block_table == nullptr && !batch && p.rows > 0)  // (an empty cache has no table)
+      return DCP_GPU_ERROR("plug-in: the paged level needs a paged cache (plugin_config pages it)");
+    const int64_t T = p.tokens, H = p.heads, dk = p.head_dim, dv = p.v_dim, P = kv.page,
+                  G = kv.kv_heads, pages = kv.pool_rows / P, B = batch ? p.requests : 1;
+    const bool latent = kv.shared_latent, hnd = p_.page_layout == DCPV_PAGES_HND;
+    // The requests: their queries' rows (tokens come in request order), lengths and tables.
+    std::vector<int32_t> starts(static_cast<size_t>(B + 1), 0), seq(static_cast<size_t>(B)),
+        local(static_cast<size_t>(B));
+    for (int64_t t = 0; t < T; ++t) {
+      const int64_t b = batch ? p.req[t] : 0;
+      if (b < 0 || b >= B || (t > 0 && batch && b < p.req[t - 1]))
+        return DCP_GPU_ERROR("plug-in: the paged level takes tokens in request order");
+      ++starts[static_cast<size_t>(b + 1)];
+    }
+    for (int64_t b = 0; b < B; ++b) {
+      starts[static_cast<size_t>(b + 1)] += starts[static_cast<size_t>(b)];
+      const int64_t s = batch ? p.req_seq[b] : p.seq;
+      seq[static_cast<size_t>(b)] = static_cast<int32_t>(s);
+      local[static_cast<size_t>(b)] = static_cast<int32_t>(p.layout.count(p.rank, s));
+    }
+    const int64_t table_pages = batch                       ? p.table_stride
+                                : kv.block_table == nullptr ? 0
+                                                            : (p.rows + P - 1) / P;
+    const int32_t* tables = batch ? p.req_tables : kv.block_table;
+    // The pool in the layout the plug-in asked for.
+    const int64_t e = gpu::format_bytes(kv.dtype);
+    const std::vector<uint8_t> k_hnd =
+        hnd ? hnd_pool(kv.k, pages, P, G, dk, kv.head_dim, e) : std::vector<uint8_t>{};
+    const std::vector<uint8_t> v_hnd = hnd && !latent
+                                           ? hnd_pool(kv.v, pages, P, G, dv, kv.v_head_stride, e)
+                                           : std::vector<uint8_t>{};
+    DlTensors dl;
+    const auto pool = [&](const void* nhd, const std::vector<uint8_t>& held, int64_t width,
+                          int64_t head_stride) {
+      if (hnd) return dl.of(held.data(), dl_format(kv.dtype), {pages, G, P, width});
+      return dl.of(nhd, dl_format(kv.dtype), {pages, P, G, width},
+                   {P * G * head_stride, G * head_stride, head_stride, 1});
+    };
+    dcpv_paged_args a{};
+    a.rank = p.rank;
+    a.ranks = p.layout.ranks;
+    a.interleave = p.layout.interleave;
+    a.requests = B;
+    a.tokens = T;
+    a.heads = H;
+    a.head_dim = dk;
+    a.v_dim = dv;
+    a.head0 = p.head0;
+    a.q_heads_total = p.q_heads_total;
+    a.kv_heads_total = p.kv_heads_total;
+    a.kv_head0 = p.kv_head0;
+    a.kv_heads = G;
+    a.page_size = P;
+    a.page_layout = p_.page_layout;
+    a.shared_latent = latent ? 1 : 0;
+    a.lse_base = p.base == gpu::LseBase::e ? 0 : 1;
+    a.causal = p.causal ? 1 : 0;
+    a.window = p.window;
+    a.scale = p.scale;
+    a.softcap = p.softcap;
+    a.q = dl.of(p.q, kDlF32, {T, H, dk});
+    a.q_pos = dl.of(p.q_pos, kDlI64, {T});
+    a.query_start_loc = dl.of(starts.data(), kDlI32, {B + 1});
+    a.seq_lens = dl.of(seq.data(), kDlI32, {B});
+    a.local_seq_lens = dl.of(local.data(), kDlI32, {B});
+    a.block_table =
+        dl.of(tables, kDlI32, {B, table_pages}, {batch ? p.table_stride : table_pages, 1});
+    a.k_cache = pool(kv.k, k_hnd, dk, kv.head_dim);
+    if (!latent) a.v_cache = pool(kv.v, v_hnd, dv, kv.v_head_stride);
+    if (kv.k_scale != nullptr) a.k_scale = dl.of(kv.k_scale, kDlF32, {G});
+    if (kv.v_scale != nullptr && !latent) a.v_scale = dl.of(kv.v_scale, kDlF32, {G});
+    if (p.sink != nullptr) a.sink = dl.of(p.sink, kDlF32, {H});
+    if (p.topk != nullptr) a.topk = dl.of(p.topk, kDlI64, {T, p.topk_k});
+    a.o = dl.of(p.o, kDlF32, {T, H, dv});
+    a.lse = dl.of(p.lse, kDlF32, {T, H});
+    char err[kErrBytes] = {};
+    const std::string what = level_call(p_, "paged", p.rank);
+    const auto call = [&] { return p_.paged(p_.impl->self, &a, err, sizeof err); };
     std::string thrown;
     if (watched(what, deadline_, call, &thrown) != 0)
       return DCP_GPU_ERROR(what, " failed: ", thrown.empty() ? reason(err) : thrown);
@@ -539,6 +689,24 @@ void apply_claim(const dcpv_claim& c, int64_t n, bool partial, bool merged, orac
   if (merged) a.merge_accum = *claim_format(c.combine_accum);
 }
 
+// DCPV_LACKS_* as `properties --without` names the features.
+constexpr std::pair<uint32_t, const char*> kLackNames[] = {
+    {DCPV_LACKS_SOFTCAP, "softcap"}, {DCPV_LACKS_SINK, "sink"},     {DCPV_LACKS_TOPK, "topk"},
+    {DCPV_LACKS_WINDOW, "window"},   {DCPV_LACKS_LATENT, "latent"}, {DCPV_LACKS_BATCH, "batch"}};
+constexpr uint32_t kLackMask = DCPV_LACKS_SOFTCAP | DCPV_LACKS_SINK | DCPV_LACKS_TOPK |
+                               DCPV_LACKS_WINDOW | DCPV_LACKS_LATENT | DCPV_LACKS_BATCH;
+
+// A version-2 plug-in's fields beyond version 1's, one-line errors naming them as impl.h does.
+oracle::Status check_v2_fields(const std::string& path, const dcpv_impl_v2& v) {
+  if (v.kv_dequant != DCPV_F32 && v.kv_dequant != DCPV_BF16 && v.kv_dequant != DCPV_F16)
+    return DCP_ERROR("--impl ", path, ": kv_dequant must be DCPV_F32, DCPV_BF16 or DCPV_F16");
+  if ((v.lacks & ~kLackMask) != 0)
+    return DCP_ERROR("--impl ", path, ": lacks has bits outside DCPV_LACKS_* (", v.lacks, ")");
+  if (v.page_layout != DCPV_PAGES_NHD && v.page_layout != DCPV_PAGES_HND)
+    return DCP_ERROR("--impl ", path, ": page_layout must be DCPV_PAGES_NHD or DCPV_PAGES_HND");
+  return {};
+}
+
 // A combine of one partial is not exact with a 16-bit partial or sum or a coarse exponential
 // (dcp_bridge.cpp, host_claim): then it counts as a merge of two parts, one empty.
 void single_partial_merge(const dcpv_claim& c, oracle::Arithmetic& a) {
@@ -559,10 +727,17 @@ void set_last_words(LastWords words) {
 std::string Plugin::levels() const {
   std::string s;
   for (const auto& [has, name] :
-       {std::pair{has_partial(), "partial"}, std::pair{has_combine(), "combine"},
-        std::pair{has_step(), "step"}})
+       {std::pair{has_paged(), "paged"}, std::pair{has_partial(), "partial"},
+        std::pair{has_combine(), "combine"}, std::pair{has_step(), "step"}})
     if (has) s += (s.empty() ? "" : "+") + std::string(name);
   return s;
+}
+
+std::vector<std::string> Plugin::lacked_features() const {
+  std::vector<std::string> out;
+  for (const auto& [bit, name] : kLackNames)
+    if ((lacks & bit) != 0) out.emplace_back(name);
+  return out;
 }
 
 oracle::Expected<Plugin> load_plugin(const std::string& path, std::chrono::milliseconds limit) {
@@ -581,12 +756,19 @@ oracle::Expected<Plugin> load_plugin(const std::string& path, std::chrono::milli
   std::string thrown;
   void* h = nullptr;
   const dcpv_impl* impl = nullptr;
-  bool exported = true;
+  const dcpv_impl_v2* impl_v2 = nullptr;
+  bool exported = true, exported_v2 = false;
   watched(
       what, limit,
       [&] {
         h = dlopen(where.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
         if (h == nullptr) return 0;
+        using GetImplV2 = const dcpv_impl_v2* (*)();
+        if (const auto get_v2 = reinterpret_cast<GetImplV2>(dlsym(h, "dcpv_get_impl_v2"))) {
+          exported_v2 = true;
+          impl_v2 = get_v2();
+          return 0;
+        }
         using GetImpl = const dcpv_impl* (*)();
         const auto get = reinterpret_cast<GetImpl>(dlsym(h, "dcpv_get_impl"));
         exported = get != nullptr;
@@ -601,25 +783,48 @@ oracle::Expected<Plugin> load_plugin(const std::string& path, std::chrono::milli
   p.handle = std::shared_ptr<void>(h, [](void* x) { dlclose(x); });
   if (!exported)
     return DCP_ERROR("--impl ", path,
-                     ": exports no dcpv_get_impl (include/dcp_verify/impl.h; declare it "
-                     "extern \"C\" in C++)");
+                     ": exports no dcpv_get_impl_v2 or dcpv_get_impl (include/dcp_verify/impl.h; "
+                     "declare it extern \"C\" in C++)");
+  if (exported_v2) {
+    if (impl_v2 == nullptr) return DCP_ERROR("--impl ", path, ": dcpv_get_impl_v2 returned NULL");
+    if (impl_v2->abi_version != DCPV_ABI_VERSION_2)
+      return DCP_ERROR("--impl ", path, ": dcpv_get_impl_v2 gave ABI version ",
+                       impl_v2->abi_version, "; expected ", DCPV_ABI_VERSION_2);
+    DCP_TRY(check_v2_fields(path, *impl_v2));
+    p.abi = DCPV_ABI_VERSION_2;
+    p.paged = impl_v2->paged;
+    p.kv_dequant = impl_v2->kv_dequant;
+    p.lacks = impl_v2->lacks;
+    p.page_layout = static_cast<dcpv_page_layout>(impl_v2->page_layout);
+    p.v2_fields = std::make_shared<const dcpv_impl>(
+        dcpv_impl{DCPV_ABI_VERSION, impl_v2->name, impl_v2->claim, impl_v2->self, impl_v2->partial,
+                  impl_v2->combine, impl_v2->step});
+    impl = p.v2_fields.get();
+  } else if (impl == nullptr) {
+    return DCP_ERROR("--impl ", path, ": dcpv_get_impl returned NULL");
+  } else if (impl->abi_version != DCPV_ABI_VERSION) {
+    return DCP_ERROR("--impl ", path, ": ABI version ", impl->abi_version,
+                     "; this dcp-verify speaks versions ", DCPV_ABI_VERSION, " and ",
+                     DCPV_ABI_VERSION_2, " (dcpv_get_impl_v2)");
+  }
   p.impl = impl;
-  if (p.impl == nullptr) return DCP_ERROR("--impl ", path, ": dcpv_get_impl returned NULL");
-  if (p.impl->abi_version != DCPV_ABI_VERSION)
-    return DCP_ERROR("--impl ", path, ": ABI version ", p.impl->abi_version,
-                     "; this dcp-verify speaks version ", DCPV_ABI_VERSION);
   if (p.impl->name == nullptr || p.impl->name[0] == '\0')
     return DCP_ERROR("--impl ", path, ": the implementation has no name");
-  if (!p.has_partial() && !p.has_combine() && !p.has_step())
-    return DCP_ERROR("--impl ", path, ": '", p.impl->name,
-                     "' provides no level (partial, combine and step are all NULL)");
+  if (!p.attends() && !p.has_combine() && !p.has_step())
+    return DCP_ERROR("--impl ", path, ": '", p.impl->name, "' provides no level (",
+                     p.abi == DCPV_ABI_VERSION_2 ? "paged, " : "",
+                     "partial, combine and step are all NULL)");
   DCP_TRY(check_claim(path, p.impl->claim));
   return p;
 }
 
 gpu::DcpConfig plugin_config(const Plugin& p, gpu::DcpConfig cfg) {
   cfg.math = {};
-  if (p.has_partial()) cfg.splits = 1;  // the plug-in's own split-KV is its claim's
+  if (p.attends()) cfg.splits = 1;  // the plug-in's own split-KV is its claim's
+  if (p.has_paged() && cfg.page_size == 0) {
+    const int64_t I = cfg.layout.interleave;
+    cfg.page_size = (kPagedLevelRows + I - 1) / I * I;
+  }
   return cfg;
 }
 
@@ -628,13 +833,15 @@ oracle::Arithmetic plugin_claim(const Plugin& p, const gpu::DcpConfig& cfg, bool
   oracle::Arithmetic a = props::host_claim(run, partial);
   const dcpv_claim& c = p.impl->claim;
   const bool combines = p.has_combine() && run.strategy == gpu::CommStrategy::a2a;
-  if (p.has_partial()) {
+  if (p.attends()) {
     apply_claim(c, run.layout.ranks, partial, combines, a);
+    // The paged level reads the cache as stored and dequantizes it itself.
+    if (p.has_paged() && p.kv_dequant != DCPV_F32) a.kv_dequant = claim_format(p.kv_dequant);
   } else if (combines && !partial) {  // the production partials, the plug-in's merge
     apply_roundings(c, a);
     a.merge_accum = *claim_format(c.combine_accum);
   }
-  if (!partial && (p.has_partial() || combines)) single_partial_merge(c, a);
+  if (!partial && (p.attends() || combines)) single_partial_merge(c, a);
   return a;
 }
 

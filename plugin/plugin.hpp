@@ -17,6 +17,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "dcp_verify/impl.h"
 #include "oracle/status.hpp"
@@ -27,16 +28,31 @@ namespace dcp::plugin {
 struct Plugin {
   std::string path;
   std::shared_ptr<void> handle;  // the dlopen handle, closed with the last copy
+  // Its levels and claim in version 1's terms (a version-2 plug-in's copied into v2_fields).
   const dcpv_impl* impl = nullptr;
+  std::shared_ptr<const dcpv_impl> v2_fields;
+  // Version 2 only: the paged level (it runs in place of partial), the format it dequantizes K and
+  // V into, the features it lacks (DCPV_LACKS_*) and the page layout it asks for.
+  int32_t abi = DCPV_ABI_VERSION;
+  dcpv_paged_fn paged = nullptr;
+  dcpv_dtype kv_dequant = DCPV_F32;
+  uint32_t lacks = 0;
+  dcpv_page_layout page_layout = DCPV_PAGES_NHD;
   bool has_partial() const { return impl->partial != nullptr; }
   bool has_combine() const { return impl->combine != nullptr; }
   bool has_step() const { return impl->step != nullptr; }
-  // The levels it provides, joined by '+': "partial+combine", "step", ...
+  bool has_paged() const { return paged != nullptr; }
+  // Whether it computes a rank's partial itself: a partial or a paged level.
+  bool attends() const { return has_partial() || has_paged(); }
+  // The levels it provides, joined by '+': "paged+combine", "step", ...
   std::string levels() const;
+  // The features it lacks, as `properties --without` names them.
+  std::vector<std::string> lacked_features() const;
 };
 
 // Opens the shared library (a regular file; never unloaded) and checks what it exports:
-// dcpv_get_impl, the ABI version, at least one level, and a claim whose fields are in range.
+// dcpv_get_impl_v2 or else dcpv_get_impl, its ABI version, at least one level, and a claim (and
+// version 2's fields) in range.
 // One-line errors naming the path and what was expected. Loading (its constructors, then
 // dcpv_get_impl) is watched as a level call is: allowed `limit`, and a crash or exit() in it ends
 // the process as one in a level does.
@@ -44,10 +60,13 @@ oracle::Expected<Plugin> load_plugin(const std::string& path, std::chrono::milli
 
 // The configuration the plug-in's step runs under: the production path's kernels in their default
 // arithmetic (the plug-in states its own) and no split-KV of theirs where the plug-in's partial
-// runs. The plug-in's combine runs where the step merges a rank's N partials in one place, after
-// a2a's All-to-All; ag_rs has no such place (its sum is the reduce-scatter's), so there the
-// production combine runs.
+// runs; a paged level's cache always paged (pages of kPagedLevelRows rows, rounded up to a
+// multiple of the interleave, where the case draws none). The plug-in's combine runs where the step
+// merges a rank's N partials in one place, after a2a's All-to-All; ag_rs has no such place (its sum
+// is the reduce-scatter's), so there the production combine runs.
 gpu::DcpConfig plugin_config(const Plugin& p, gpu::DcpConfig cfg);
+// vLLM's default block size.
+inline constexpr int64_t kPagedLevelRows = 16;
 
 // What the step claims: the plug-in's claim for its levels, the production path's for the rest.
 oracle::Arithmetic plugin_claim(const Plugin& p, const gpu::DcpConfig& cfg, bool partial);

@@ -307,7 +307,7 @@ bad "check: logits beyond double" -- "$bin" check --case "$tmp/overflow.safetens
 says "overflow double" "check: logits beyond double"
 # --only dcp-batch where the run cannot draw it: said why, not "unknown property".
 bad "properties --impl --only dcp-batch" -- "$bin" properties --impl "$tmp/plugin.so" --only dcp-batch
-says "a plug-in (ABI 1) takes one request per step" "properties --impl --only dcp-batch"
+says "levels take one request per step (a batch needs ABI 2" "properties --impl --only dcp-batch"
 bad "properties --without batch --only dcp-batch" -- "$bin" properties --without batch --only dcp-batch
 says "--without batch leaves the batch property out" "properties --without batch --only dcp-batch"
 # Partials with an owner map but no dcp_size: the map does not say how many ranks there are, and

@@ -234,10 +234,12 @@ oracle::Expected<ImplBackends> open_impl(const std::string& path, const std::str
   oracle::Expected<plugin::Plugin> p = plugin::load_plugin(path, deadline);
   if (!p) return p.status();
   ImplBackends b;
-  if (p->has_partial() || p->has_combine()) b.levels = plugin::plugin_backend(*p, deadline);
+  if (p->attends() || p->has_combine()) b.levels = plugin::plugin_backend(*p, deadline);
   if (p->has_step()) b.step = plugin::plugin_step_backend(*p, deadline);
   b.merges = p->has_combine() || (!b.levels && p->has_step());
-  b.attends = p->has_partial() || (!b.levels && p->has_step());
+  b.attends = p->attends() || (!b.levels && p->has_step());
+  b.batches = p->has_paged();
+  b.lacks = p->lacked_features();
   // Escaped: a name or path with a newline would print a line of its own into the report.
   b.label =
       oracle::printable(p->impl->name) + " (" + oracle::printable(path) + ", " + p->levels() + ")";

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "gpu/run_mpi.hpp"
 #include "gpu/run_threads.hpp"
@@ -68,7 +69,9 @@ struct ImplBackends {
   std::optional<props::DcpBackend> step;    // the step level, where it provides it
   std::string label;                        // "NAME (FILE, LEVELS)" for a report's header
   bool merges = false;                      // it merges partials itself: a combine or step level
-  bool attends = false;                     // it computes partials itself: a partial or step level
+  bool attends = false;            // it computes partials itself: a partial, paged or step level
+  bool batches = false;            // its levels take a batch of requests (ABI 2's paged level)
+  std::vector<std::string> lacks;  // the features it lacks, as --without names them
   // run's choice: the partial and combine levels where there are any, else the step.
   const props::DcpBackend& preferred() const { return levels ? *levels : *step; }
 };

@@ -181,6 +181,7 @@ std::optional<std::string> draws_over_limits(const DrawOptions& d, double cases,
 // and the same body through its step level (the others exercise this project's own MLA slice,
 // layout and KV writes, which a plug-in does not replace).
 constexpr const char* kImplProperties[] = {"dcp-path", "dcp-fp8"};
+constexpr const char* kBatchProperty = "dcp-batch";  // run for a plug-in with a paged level
 constexpr const char* kImplStepProperty = "dcp-step";
 constexpr const char* kImplStepFp8Property = "dcp-step-fp8";
 
@@ -372,13 +373,19 @@ int run_properties(PropertiesOptions& o, const Limits& lim) {
   }();
   if (!opened) return bad(opened.status().message());
   const props::DcpBackend& backend = *opened;
+  // What the implementation says it lacks is never drawn, as with --without.
+  for (const std::string& lacked : impl ? impl->lacks : std::vector<std::string>{})
+    for (const auto& [name, member] : features())
+      if (name == lacked) o.draws.limits.*member = false;
   props::set_property_bound(o.bound == "statistical" ? props::BoundTier::statistical
                                                      : props::BoundTier::sound);
   std::vector<props::SuiteProperty> suite = props::property_suite(backend, o.draws.limits);
   if (impl) {
     std::erase_if(suite, [&](const props::SuiteProperty& p) {
-      return std::find(std::begin(kImplProperties), std::end(kImplProperties), p.name) ==
-                 std::end(kImplProperties) ||
+      const bool batch = p.name == kBatchProperty && impl->batches;
+      return (std::find(std::begin(kImplProperties), std::end(kImplProperties), p.name) ==
+                  std::end(kImplProperties) &&
+              !batch) ||
              !impl->levels;
     });
     const props::DcpLimits& draws = o.draws.limits;
@@ -410,9 +417,14 @@ int run_properties(PropertiesOptions& o, const Limits& lim) {
     }
     // dcp-batch exists, but not for this run: said so, not "unknown".
     if (!known && name == "dcp-batch") {
-      return bad(impl ? "--only dcp-batch: a plug-in (ABI 1) takes one request per step; the batch "
-                        "property runs the production path only"
-                      : "--only dcp-batch: --without batch leaves the batch property out");
+      return bad(impl && !impl->batches
+                     ? "--only dcp-batch: this plug-in's levels take one request per step (a batch "
+                       "needs ABI 2's paged level); the batch property runs the production path "
+                       "only"
+                     : "--only dcp-batch: " +
+                           std::string(impl ? "the implementation lacks batches (or --without "
+                                              "batch leaves the batch property out)"
+                                            : "--without batch leaves the batch property out"));
     }
     if (!known) {
       std::string names = "pinned";
@@ -585,7 +597,8 @@ Command add_properties_command(CLI::App& app) {
   add_bound_flag(cmd, o->bound);
   cmd->add_option("--impl", o->impl,
                   "A DCP implementation to drive instead: a C plug-in (include/dcp_verify/impl.h); "
-                  "runs the pinned and dcp-path properties");
+                  "runs the pinned, dcp-path and dcp-fp8 properties (and dcp-batch with ABI 2's "
+                  "paged level)");
   add_draw_flags(cmd, o->draws);
   return {cmd, [o](const Limits& lim) { return run_properties(*o, lim); }};
 }

@@ -1095,18 +1095,21 @@ int run_dcp(const RunOptions& o, const Limits& lim, std::ostream& out, std::ostr
   // Everything that can be refused is refused here, before the header, the same on every rank
   // (and said by rank 0 alone).
   std::string impl_label;
+  bool impl_batches = false;
   const auto backend = [&]() -> oracle::Expected<props::DcpBackend> {
     if (!o.impl) return open_backend(o.backend, o.comm, std::chrono::seconds(o.timeout_s));
     const auto impl = open_impl(*o.impl, o.backend, o.comm, std::chrono::seconds(o.timeout_s));
     if (!impl) return impl.status();
     impl_label = impl->label;
+    impl_batches = impl->batches;
     return impl->preferred();
   }();
   if (!backend) return refuse("run", backend.status().message(), err);
-  if (o.impl && o.batch.value_or(1) > 1 && o.page_size.value_or(0) > 0)
+  if (o.impl && !impl_batches && o.batch.value_or(1) > 1 && o.page_size.value_or(0) > 0)
     return refuse("run",
-                  "--impl: a plug-in (ABI 1) takes one request per step; --batch with --page-size "
-                  "runs the batch in one step (without --page-size its requests run one by one)",
+                  "--impl: this plug-in's levels take one request per step (a batch needs ABI "
+                  "2's paged level); --batch with --page-size runs the batch in one step (without "
+                  "--page-size its requests run one by one)",
                   err);
   if (o.impl && o.math_given())
     return refuse("run",

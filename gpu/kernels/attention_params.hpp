@@ -50,6 +50,7 @@ struct PartialAttentionParams {
   // request req[t], whose context is req_seq[req[t]] positions (q_pos, topk and the masks count
   // positions within the request), its rows placed through block table req_tables + req[t] *
   // table_stride (it replaces kv.block_table). nullptr: one request of seq positions.
+  int64_t requests = 0;                 // B (with req)
   const int64_t* req = nullptr;         // [tokens]
   const int64_t* req_seq = nullptr;     // [requests]
   const int32_t* req_tables = nullptr;  // [requests, table_stride]

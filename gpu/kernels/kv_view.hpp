@@ -91,6 +91,7 @@ struct KvView {
   const float* v_scale = nullptr;
   const int32_t* block_table = nullptr;
   int64_t rows = 0, kv_heads = 1, head_dim = 1, v_dim = 1, v_head_stride = 1, page = 1;
+  int64_t pool_rows = 0;  // rows of the pool k and v index (pool pages * page when paged)
   StorageFormat dtype = StorageFormat::f32;
   // A shared latent (v == k): said apart, since a rank that owns no tokens may hold no arrays.
   bool shared_latent = false;
@@ -153,6 +154,7 @@ inline KvView kv_view(const KvCacheSpec& s, void* k, void* v, uint8_t* written,
   view.block_table = s.page_size > 0 ? block_table : nullptr;
   view.page = s.page_size > 0 ? s.page_size : 1;
   view.rows = s.physical_rows;
+  view.pool_rows = s.pool_rows();
   view.kv_heads = s.kv_heads;
   view.head_dim = s.head_dim;
   view.v_dim = s.v_dim;

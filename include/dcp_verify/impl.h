@@ -37,6 +37,16 @@
  *   static dcpv_impl impl = {DCPV_ABI_VERSION, "mine", claim, NULL, my_partial, my_combine,
  *                            my_step};
  *   const dcpv_impl* dcpv_get_impl(void) { return &impl; }
+ *
+ * Version 2 (below; version 1 still loads) adds the level engines call: `paged`, one rank's
+ * attention over its cache as an engine keeps it — a pool of pages in the cache's storage format
+ * (fp8 as raw bytes with its scales: the kernel's own dequantization is judged), a block table
+ * per request, a decode batch — with tensors described as DLPack describes them, and a mask of
+ * the case features the implementation lacks (never drawn for it). A version-2 plug-in exports
+ * dcpv_get_impl_v2 (dcp-verify looks for it first):
+ *   static dcpv_impl_v2 impl = {DCPV_ABI_VERSION_2, "mine", claim, DCPV_F32, DCPV_LACKS_SOFTCAP,
+ *                               DCPV_PAGES_NHD, NULL, NULL, NULL, NULL, my_paged};
+ *   const dcpv_impl_v2* dcpv_get_impl_v2(void) { return &impl; }
  */
 #ifndef DCP_VERIFY_IMPL_H_
 #define DCP_VERIFY_IMPL_H_
@@ -170,8 +180,126 @@ typedef struct dcpv_impl {
 #define DCPV_EXPORT
 #endif
 
-/* The one symbol a plug-in exports. */
+/* The one symbol a version-1 plug-in exports. */
 DCPV_EXPORT const dcpv_impl* dcpv_get_impl(void);
+
+/* ---- Version 2 ---------------------------------------------------------------------------- */
+
+#define DCPV_ABI_VERSION_2 2
+
+/* A tensor as DLPack (dlpack.h, v1) describes one, field for field: a DLTensor* may be read as a
+ * dcpv_dltensor* and back. shape and strides (elements, never NULL here) point to ndim values
+ * that live as long as the call; data is NULL for an absent tensor (ndim 0). */
+typedef struct dcpv_dldevice {
+  int32_t device_type; /* DCPV_DL_CPU (host memory) or DCPV_DL_CUDA */
+  int32_t device_id;
+} dcpv_dldevice;
+typedef struct dcpv_dldtype {
+  uint8_t code; /* DCPV_DL_INT, _UINT, _FLOAT, _BFLOAT, _FLOAT8_E4M3FN, _FLOAT8_E5M2 */
+  uint8_t bits;
+  uint16_t lanes; /* 1 */
+} dcpv_dldtype;
+typedef struct dcpv_dltensor {
+  void* data;
+  dcpv_dldevice device;
+  int32_t ndim;
+  dcpv_dldtype dtype;
+  int64_t* shape;
+  int64_t* strides;
+  uint64_t byte_offset; /* 0 */
+} dcpv_dltensor;
+
+/* DLPack's numbers (DLDeviceType, DLDataTypeCode). */
+enum { DCPV_DL_CPU = 1, DCPV_DL_CUDA = 2 };
+enum {
+  DCPV_DL_INT = 0,
+  DCPV_DL_UINT = 1,
+  DCPV_DL_FLOAT = 2,
+  DCPV_DL_BFLOAT = 4,
+  DCPV_DL_FLOAT8_E4M3FN = 10, /* OCP E4M3: no infinity, largest 448 (torch.float8_e4m3fn) */
+  DCPV_DL_FLOAT8_E5M2 = 12    /* OCP E5M2 (torch.float8_e5m2) */
+};
+
+/* Case features an implementation lacks: dcp-verify never draws them for it (as `properties
+ * --without` names them). */
+enum {
+  DCPV_LACKS_SOFTCAP = 1u << 0,
+  DCPV_LACKS_SINK = 1u << 1,
+  DCPV_LACKS_TOPK = 1u << 2,
+  DCPV_LACKS_WINDOW = 1u << 3,
+  DCPV_LACKS_LATENT = 1u << 4, /* a shared latent (MLA: V is K's first v_dim components) */
+  DCPV_LACKS_BATCH = 1u << 5   /* more than one request in a step */
+};
+
+/* How a page of the pool is laid out: NHD [pages, page_size, kv_heads, D] (vLLM's cache, and
+ * FlashInfer's NHD), or HND [pages, kv_heads, page_size, D] (FlashInfer's HND). */
+typedef enum dcpv_page_layout { DCPV_PAGES_NHD = 0, DCPV_PAGES_HND = 1 } dcpv_page_layout;
+
+/* One rank's attention over its paged cache, for a batch of B >= 1 requests. Request b's token
+ * at position p (0 <= p < seq_lens[b]) lives on DCP rank floor(p / I) mod N, as row
+ * floor(p / (I N)) I + p mod I of the request's rows on it (local_seq_lens[b] of them); row r is
+ * slot r mod page_size of pool page block_table[b][r / page_size]. Positions (q_pos, topk, the
+ * masks) count within the request. A stored element x of KV head g is the value x k_scale[g]
+ * (x v_scale[g] for V): the kernel dequantizes. Inputs are read-only; o and lse are written. */
+typedef struct dcpv_paged_args {
+  int64_t rank, ranks, interleave; /* this DCP rank r of N, and I */
+  int64_t requests;                /* B */
+  int64_t tokens, heads;           /* T (all requests' queries), H: every query head of the group */
+  int64_t head_dim, v_dim;         /* Dk, Dv */
+  int64_t head0;                   /* global index of head 0 */
+  int64_t q_heads_total;           /* Hq of the model */
+  int64_t kv_heads_total;          /* Hkv of the model */
+  int64_t kv_head0, kv_heads;      /* the pool holds global KV heads kv_head0 .. + kv_heads */
+  int64_t page_size;               /* rows per page */
+  int32_t page_layout;             /* dcpv_page_layout, as the implementation asked */
+  int32_t shared_latent;           /* 1: V is the first v_dim components of K (v_cache absent) */
+  int32_t lse_base;                /* 0: natural log, 1: log2 */
+  int32_t causal;                  /* 1: key pos <= query pos */
+  int64_t window;                  /* > 0: key pos > query pos - window */
+  float scale;                     /* softmax scale on q.k (the K scale not folded in) */
+  float softcap;                   /* > 0: s <- softcap tanh(s / softcap) */
+  dcpv_dltensor q;                 /* [T, H, Dk] float32 */
+  dcpv_dltensor q_pos;             /* [T] int64: each query's position within its request */
+  dcpv_dltensor query_start_loc;   /* [B + 1] int32: request b's queries are rows
+                                      query_start_loc[b] .. query_start_loc[b + 1] - 1 of q */
+  dcpv_dltensor seq_lens;          /* [B] int32: each request's context length S_b (all ranks) */
+  dcpv_dltensor local_seq_lens;    /* [B] int32: the rows of it this rank holds */
+  dcpv_dltensor block_table;       /* [B, max_pages] int32: pool pages of each request's rows in
+                                      order, -1 past them */
+  dcpv_dltensor k_cache;           /* the pool (page_layout) with D = Dk, in the cache's storage
+                                      format: float32, bfloat16, float16, float8_e4m3fn,
+                                      float8_e5m2 */
+  dcpv_dltensor v_cache;           /* the same with D = Dv, or absent (shared latent) */
+  dcpv_dltensor k_scale, v_scale;  /* [kv_heads] float32, or absent: 1 (a shared latent's V
+                                      is scaled by k_scale; v_scale absent) */
+  dcpv_dltensor sink;              /* [H] float32 sink logits (natural-log units), or absent */
+  dcpv_dltensor topk;              /* [T, K] int64 selected positions, -1 padding, or absent */
+  dcpv_dltensor o;                 /* out: [T, H, Dv] float32 */
+  dcpv_dltensor lse;               /* out: [T, H] float32, base lse_base */
+} dcpv_paged_args;
+
+typedef int (*dcpv_paged_fn)(void* self, const dcpv_paged_args* args, char* err, size_t err_len);
+
+typedef struct dcpv_impl_v2 {
+  int32_t abi_version; /* DCPV_ABI_VERSION_2 */
+  const char* name;    /* shown in reports */
+  dcpv_claim claim;
+  /* The format the paged level dequantizes K and V into before its products: DCPV_F32 (each
+   * stored value times its scale rounded once to float32, or a scale folded into the softmax
+   * scale and the output), DCPV_BF16 or DCPV_F16 (rounded once to it, as a 16-bit MMA reads an
+   * fp8 cache). */
+  dcpv_dtype kv_dequant;
+  uint32_t lacks;      /* DCPV_LACKS_* */
+  int32_t page_layout; /* dcpv_page_layout of the pool the paged level receives */
+  void* self;          /* passed back to every call */
+  dcpv_partial_fn partial;
+  dcpv_combine_fn combine;
+  dcpv_step_fn step;
+  dcpv_paged_fn paged; /* NULL: none; with it, it runs in place of partial */
+} dcpv_impl_v2;
+
+/* The symbol a version-2 plug-in exports. */
+DCPV_EXPORT const dcpv_impl_v2* dcpv_get_impl_v2(void);
 
 #ifdef __cplusplus
 }

@@ -6,12 +6,15 @@
 // The socket's descriptor is in the environment variable DCPV_BRIDGE_FD. Every message, both
 // ways, is a frame: an 8-byte little-endian length n, n bytes of JSON (the header), then the
 // header's "bytes" bytes of payload: the tensors the header lists, each {"name", "dtype" (f32,
-// f16, bf16, i64), "shape", "offset", "nbytes"}, dense and row-major, in the payload at "offset".
-//   dcpv_get_impl:  -> {"op": "hello", "abi": 1}
-//                   <- {"name": ..., "levels": ["partial", ...], "claim": {the dcpv_claim fields
-//                       by name, formats as "f32" / "bf16" / "f16"}}
-//   a level:        -> {"op": "partial" | "combine" | "step", "args": {the scalar fields of its
-//                       dcpv_*_args by name}, "tensors": [its input tensors; absent ones left out]}
+// f16, bf16, fp8e4m3, fp8e5m2, i32, i64), "shape", "offset", "nbytes"}, dense and row-major, in
+// the payload at "offset". It speaks ABI version 2 (dcpv_get_impl_v2):
+//   dcpv_get_impl_v2: -> {"op": "hello", "abi": 2}
+//                   <- {"name": ..., "levels": ["paged", "partial", ...], "claim": {the dcpv_claim
+//                       fields by name, formats as "f32" / "bf16" / "f16"}, "kv_dequant": "f32",
+//                       "lacks": ["softcap", ...], "page_layout": "NHD" | "HND"}
+//   a level:        -> {"op": "paged" | "partial" | "combine" | "step", "args": {the scalar fields
+//                       of its dcpv_*_args by name}, "tensors": [its input tensors; absent ones
+//                       left out; the paged level's pool in its storage format, as stored]}
 //                   <- {"ok": true, "tensors": [o, lse, and for step optionally o_partial and
 //                       lse_partial, all f32 of the shapes impl.h gives]}
 //                   <- {"ok": false, "error": "one line"}   (the level failed)
@@ -46,7 +49,7 @@ struct Connection {
   std::string name;
 };
 Connection g_conn;
-dcpv_impl g_impl{};
+dcpv_impl_v2 g_impl{};
 
 bool write_all(int fd, const void* data, size_t n) {
   const auto* p = static_cast<const char*>(data);
@@ -72,23 +75,41 @@ bool read_all(int fd, void* data, size_t n) {
   return true;
 }
 
-const char* dtype_name(dcpv_dtype d) {
-  switch (d) {
-    case DCPV_F32:
-      return "f32";
-    case DCPV_F16:
-      return "f16";
-    case DCPV_BF16:
-      return "bf16";
-    case DCPV_I64:
-      return "i64";
-  }
-  return "?";
+// A tensor of either version, as the wire sees it: its elements' name and size, and a strided
+// view (elements).
+struct Strided {
+  void* data;
+  const char* dtype;
+  size_t bytes;
+  int32_t ndim;
+  const int64_t* shape;
+  const int64_t* strides;
+};
+
+Strided strided(const dcpv_tensor& t) {
+  const char* name = t.dtype == DCPV_F32    ? "f32"
+                     : t.dtype == DCPV_F16  ? "f16"
+                     : t.dtype == DCPV_BF16 ? "bf16"
+                                            : "i64";
+  return {t.data, name,    t.dtype == DCPV_I64 ? 8u : t.dtype == DCPV_F32 ? 4u : 2u,
+          t.ndim, t.shape, t.strides};
 }
 
-size_t dtype_bytes(dcpv_dtype d) { return d == DCPV_I64 ? 8 : d == DCPV_F32 ? 4 : 2; }
+Strided strided(const dcpv_dltensor& t) {
+  const auto is = [&](uint8_t code, uint8_t bits) {
+    return t.dtype.code == code && t.dtype.bits == bits;
+  };
+  const char* name = is(DCPV_DL_FLOAT, 32)          ? "f32"
+                     : is(DCPV_DL_FLOAT, 16)        ? "f16"
+                     : is(DCPV_DL_BFLOAT, 16)       ? "bf16"
+                     : is(DCPV_DL_FLOAT8_E4M3FN, 8) ? "fp8e4m3"
+                     : is(DCPV_DL_FLOAT8_E5M2, 8)   ? "fp8e5m2"
+                     : is(DCPV_DL_INT, 32)          ? "i32"
+                                                    : "i64";
+  return {t.data, name, static_cast<size_t>(t.dtype.bits / 8), t.ndim, t.shape, t.strides};
+}
 
-int64_t numel(const dcpv_tensor& t) {
+int64_t numel(const Strided& t) {
   int64_t n = 1;
   for (int32_t i = 0; i < t.ndim; ++i) n *= t.shape[i];
   return n;
@@ -97,7 +118,7 @@ int64_t numel(const dcpv_tensor& t) {
 // Calls fn(i, at) for every element of t in row-major order: i its dense index, at its offset in
 // elements under t's strides.
 template <class Fn>
-void for_each_element(const dcpv_tensor& t, Fn fn) {
+void for_each_element(const Strided& t, Fn fn) {
   const int64_t n = numel(t);
   std::vector<int64_t> idx(static_cast<size_t>(t.ndim), 0);
   for (int64_t i = 0; i < n; ++i) {
@@ -112,9 +133,11 @@ void for_each_element(const dcpv_tensor& t, Fn fn) {
 }
 
 // Appends a dense row-major copy of t (any strides) to the payload and lists it in the header.
-void put(json& tensors, std::vector<char>& payload, const char* name, const dcpv_tensor& t) {
+template <class Tensor>
+void put(json& tensors, std::vector<char>& payload, const char* name, const Tensor& tensor) {
+  const Strided t = strided(tensor);
   if (t.data == nullptr) return;
-  const size_t es = dtype_bytes(t.dtype), offset = payload.size();
+  const size_t es = t.bytes, offset = payload.size();
   payload.resize(offset + static_cast<size_t>(numel(t)) * es);
   char* out = payload.data() + offset;
   for_each_element(t, [&](int64_t i, int64_t at) {
@@ -123,7 +146,7 @@ void put(json& tensors, std::vector<char>& payload, const char* name, const dcpv
   json shape = json::array();
   for (int32_t d = 0; d < t.ndim; ++d) shape.push_back(t.shape[d]);
   tensors.push_back({{"name", name},
-                     {"dtype", dtype_name(t.dtype)},
+                     {"dtype", t.dtype},
                      {"shape", shape},
                      {"offset", offset},
                      {"nbytes", payload.size() - offset}});
@@ -177,7 +200,7 @@ bool exchange(const json& header, const std::vector<char>& payload, json& reply,
 
 // Copies the reply tensor `name` (f32, the shape of `into`) into `into`; false with the reason.
 bool take(const json& reply, const std::vector<char>& payload, const char* name,
-          const dcpv_tensor& into, std::string& why) {
+          const Strided& into, std::string& why) {
   if (!reply.contains("tensors") || !reply["tensors"].is_array()) {
     why = "the reply lists no tensors";
     return false;
@@ -214,8 +237,8 @@ bool has(const json& reply, const char* name) {
 // One level's round trip: the request, then ok or the server's one-line error, and the reply's
 // o and lse copied into the level's outputs.
 int call(const char* op, const json& args, const json& tensors, const std::vector<char>& payload,
-         const dcpv_tensor& o, const dcpv_tensor& lse, json& reply, std::vector<char>& rp,
-         char* err, size_t err_len) {
+         const Strided& o, const Strided& lse, json& reply, std::vector<char>& rp, char* err,
+         size_t err_len) {
   std::string why;
   if (!exchange({{"op", op}, {"args", args}, {"tensors", tensors}}, payload, reply, rp, why)) {
     fail(err, err_len, why);
@@ -252,7 +275,7 @@ json variant_args(const Args& a) {
           {"window", a.window},
           {"scale", a.scale},
           {"softcap", a.softcap},
-          {"kv_dtype", dtype_name(a.k.dtype)}};
+          {"kv_dtype", strided(a.k).dtype}};
 }
 
 int bridge_partial_unguarded(const dcpv_partial_args* a, char* err, size_t err_len) {
@@ -276,7 +299,8 @@ int bridge_partial_unguarded(const dcpv_partial_args* a, char* err, size_t err_l
   args.update(variant_args(*a));
   json reply;
   std::vector<char> rp;
-  return call("partial", args, tensors, payload, a->o, a->lse, reply, rp, err, err_len);
+  return call("partial", args, tensors, payload, strided(a->o), strided(a->lse), reply, rp, err,
+              err_len);
 }
 
 int bridge_combine_unguarded(const dcpv_combine_args* a, char* err, size_t err_len) {
@@ -292,7 +316,8 @@ int bridge_combine_unguarded(const dcpv_combine_args* a, char* err, size_t err_l
                      {"lse_base", a->lse_base}};
   json reply;
   std::vector<char> rp;
-  return call("combine", args, tensors, payload, a->o, a->lse, reply, rp, err, err_len);
+  return call("combine", args, tensors, payload, strided(a->o), strided(a->lse), reply, rp, err,
+              err_len);
 }
 
 int bridge_step_unguarded(dcpv_step_args* a, char* err, size_t err_len) {
@@ -307,18 +332,60 @@ int bridge_step_unguarded(dcpv_step_args* a, char* err, size_t err_len) {
   args.update(variant_args(*a));
   json reply;
   std::vector<char> rp;
-  if (call("step", args, tensors, payload, a->o, a->lse, reply, rp, err, err_len) != 0) return 1;
+  if (call("step", args, tensors, payload, strided(a->o), strided(a->lse), reply, rp, err,
+           err_len) != 0)
+    return 1;
   a->wrote_partials = 0;
   std::string why;
   if (has(reply, "o_partial") || has(reply, "lse_partial")) {
-    if (!take(reply, rp, "o_partial", a->o_partial, why) ||
-        !take(reply, rp, "lse_partial", a->lse_partial, why)) {
+    if (!take(reply, rp, "o_partial", strided(a->o_partial), why) ||
+        !take(reply, rp, "lse_partial", strided(a->lse_partial), why)) {
       fail(err, err_len, why);
       return 1;
     }
     a->wrote_partials = 1;
   }
   return 0;
+}
+
+int bridge_paged_unguarded(const dcpv_paged_args* a, char* err, size_t err_len) {
+  std::lock_guard<std::mutex> lock(g_conn.mu);
+  json tensors = json::array();
+  std::vector<char> payload;
+  for (const auto& [name, t] :
+       {std::pair{"q", &a->q}, std::pair{"q_pos", &a->q_pos},
+        std::pair{"query_start_loc", &a->query_start_loc}, std::pair{"seq_lens", &a->seq_lens},
+        std::pair{"local_seq_lens", &a->local_seq_lens}, std::pair{"block_table", &a->block_table},
+        std::pair{"k_cache", &a->k_cache}, std::pair{"v_cache", &a->v_cache},
+        std::pair{"k_scale", &a->k_scale}, std::pair{"v_scale", &a->v_scale},
+        std::pair{"sink", &a->sink}, std::pair{"topk", &a->topk}})
+    put(tensors, payload, name, *t);
+  json args = {{"rank", a->rank},
+               {"ranks", a->ranks},
+               {"interleave", a->interleave},
+               {"requests", a->requests},
+               {"tokens", a->tokens},
+               {"heads", a->heads},
+               {"head_dim", a->head_dim},
+               {"v_dim", a->v_dim},
+               {"head0", a->head0},
+               {"q_heads_total", a->q_heads_total},
+               {"kv_heads_total", a->kv_heads_total},
+               {"kv_head0", a->kv_head0},
+               {"kv_heads", a->kv_heads},
+               {"page_size", a->page_size},
+               {"page_layout", a->page_layout == DCPV_PAGES_HND ? "HND" : "NHD"},
+               {"shared_latent", a->shared_latent != 0},
+               {"lse_base", a->lse_base},
+               {"causal", a->causal != 0},
+               {"window", a->window},
+               {"scale", a->scale},
+               {"softcap", a->softcap},
+               {"kv_dtype", strided(a->k_cache).dtype}};
+  json reply;
+  std::vector<char> rp;
+  return call("paged", args, tensors, payload, strided(a->o), strided(a->lse), reply, rp, err,
+              err_len);
 }
 
 // The levels as impl.h calls them: nothing may escape into the C caller.
@@ -342,6 +409,9 @@ int bridge_combine(void*, const dcpv_combine_args* a, char* err, size_t err_len)
 int bridge_step(void*, dcpv_step_args* a, char* err, size_t err_len) {
   return guarded(bridge_step_unguarded, a, err, err_len);
 }
+int bridge_paged(void*, const dcpv_paged_args* a, char* err, size_t err_len) {
+  return guarded(bridge_paged_unguarded, a, err, err_len);
+}
 
 // A claim format by name; DCPV_I64 for an unknown one, which load_plugin refuses by field.
 dcpv_dtype claim_format(const json& j, const char* key) {
@@ -349,11 +419,23 @@ dcpv_dtype claim_format(const json& j, const char* key) {
   return f == "f32" ? DCPV_F32 : f == "bf16" ? DCPV_BF16 : f == "f16" ? DCPV_F16 : DCPV_I64;
 }
 
+// The features the server says its implementation lacks (DCPV_LACKS_*), by --without's names.
+uint32_t lacks_of(const json& names) {
+  constexpr std::pair<const char*, uint32_t> kBits[] = {
+      {"softcap", DCPV_LACKS_SOFTCAP}, {"sink", DCPV_LACKS_SINK},     {"topk", DCPV_LACKS_TOPK},
+      {"window", DCPV_LACKS_WINDOW},   {"latent", DCPV_LACKS_LATENT}, {"batch", DCPV_LACKS_BATCH}};
+  uint32_t out = 0;
+  for (const json& n : names)
+    for (const auto& [name, bit] : kBits)
+      if (n.is_string() && n.get<std::string>() == name) out |= bit;
+  return out;
+}
+
 }  // namespace
 
-static const dcpv_impl* get_impl() {
+static const dcpv_impl_v2* get_impl() {
   std::lock_guard<std::mutex> lock(g_conn.mu);
-  if (g_impl.abi_version == DCPV_ABI_VERSION) return &g_impl;
+  if (g_impl.abi_version == DCPV_ABI_VERSION_2) return &g_impl;
   const char* fd = std::getenv("DCPV_BRIDGE_FD");
   if (fd == nullptr) return nullptr;
   char* end = nullptr;
@@ -363,7 +445,7 @@ static const dcpv_impl* get_impl() {
   json reply;
   std::vector<char> rp;
   std::string why;
-  if (!exchange({{"op", "hello"}, {"abi", DCPV_ABI_VERSION}}, {}, reply, rp, why)) return nullptr;
+  if (!exchange({{"op", "hello"}, {"abi", DCPV_ABI_VERSION_2}}, {}, reply, rp, why)) return nullptr;
   g_conn.name = reply.value("name", std::string());
   const json levels = reply.value("levels", json::array());
   const auto provides = [&](const char* level) {
@@ -372,7 +454,7 @@ static const dcpv_impl* get_impl() {
     return false;
   };
   const json c = reply.value("claim", json::object());
-  g_impl.abi_version = DCPV_ABI_VERSION;
+  g_impl.abi_version = DCPV_ABI_VERSION_2;
   g_impl.name = g_conn.name.c_str();
   g_impl.claim.accum_rounding_nearest = c.value("accum_rounding_nearest", 1);
   g_impl.claim.tf32 = c.value("tf32", 0);
@@ -387,10 +469,16 @@ static const dcpv_impl* get_impl() {
   g_impl.partial = provides("partial") ? bridge_partial : nullptr;
   g_impl.combine = provides("combine") ? bridge_combine : nullptr;
   g_impl.step = provides("step") ? bridge_step : nullptr;
+  g_impl.paged = provides("paged") ? bridge_paged : nullptr;
+  // An unknown format or layout reaches load_plugin's checks, which name the field.
+  g_impl.kv_dequant = claim_format(reply, "kv_dequant");
+  g_impl.lacks = lacks_of(reply.value("lacks", json::array()));
+  const std::string layout = reply.value("page_layout", std::string("NHD"));
+  g_impl.page_layout = layout == "NHD" ? DCPV_PAGES_NHD : layout == "HND" ? DCPV_PAGES_HND : -1;
   return &g_impl;
 }
 
-extern "C" DCPV_EXPORT const dcpv_impl* dcpv_get_impl(void) {
+extern "C" DCPV_EXPORT const dcpv_impl_v2* dcpv_get_impl_v2(void) {
   try {
     return get_impl();
   } catch (...) {  // a hello reply of the wrong types: no implementation

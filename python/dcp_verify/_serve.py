@@ -1,5 +1,6 @@
-"""The implementation seam: an object's levels (partial, combine, step) served to the property suite
-over the bridge plug-in's socket, one call at a time, with their arguments and outputs checked."""
+"""The implementation seam: an object's levels (paged, partial, combine, step) served to the property
+suite over the bridge plug-in's socket, one call at a time, with their arguments and outputs
+checked."""
 
 from __future__ import annotations
 
@@ -33,20 +34,27 @@ class Claim(TypedDict, total=False):
     splits: int            # split-KV pieces merged inside a rank
     partial_dtype: str     # "f32", "bf16" or "f16": the format O_r is stored in
     merge_accum: str       # "f32", "bf16" or "f16": the combine's sums
+    kv_dequant: str        # "none" (or "f32"), "bf16", "f16": what the paged level dequantizes
+                           # K and V into before its products
 
 
 class Implementation(Protocol):
-    """What properties drives: any of the three levels (each optional) and a claim."""
+    """What properties drives: any of the four levels (each optional) and a claim; optionally
+    `lacks` (features never drawn for it, as --without names them: "softcap", "sink", "topk",
+    "window", "latent", "batch") and `page_layout` ("NHD", the default, or "HND": the pool the
+    paged level receives)."""
 
     claim: Claim
 
+    def paged(self, args: "LevelArgs") -> tuple[Any, Any]: ...
     def partial(self, args: "LevelArgs") -> tuple[Any, Any]: ...
     def combine(self, args: "LevelArgs") -> tuple[Any, Any]: ...
     def step(self, args: "LevelArgs") -> tuple[Any, ...]: ...
 
 
-_LEVELS = ("partial", "combine", "step")
+_LEVELS = ("paged", "partial", "combine", "step")
 _FORMATS = {"f32": "f32", "bf16": "bf16", "f16": "f16"}
+_FEATURES = ("softcap", "sink", "topk", "window", "latent", "batch")
 
 
 def _claim_fields(claim: Any) -> dict:
@@ -56,7 +64,7 @@ def _claim_fields(claim: Any) -> dict:
     if not isinstance(claim, Mapping):
         raise TypeError(f"impl.claim: expected a mapping, got {type(claim).__name__}")
     known = ("accum", "accum_rounding", "ftz", "exp_rel_err", "log_rel_err", "p_cast", "tile",
-             "splits", "partial_dtype", "merge_accum")
+             "splits", "partial_dtype", "merge_accum", "kv_dequant")
     for key in claim:
         if key not in known:
             raise ValueError(f"impl.claim['{key}']: unknown key; expected one of {', '.join(known)}")
@@ -97,15 +105,42 @@ def _claim_fields(claim: Any) -> dict:
     }
 
 
+def _hello(impl: Any, claim: Any) -> dict:
+    """What the bridge's hello reply says of impl beside its name and levels (impl.h's
+    dcpv_impl_v2): its claim's fields, the format its paged level dequantizes into, the features
+    it lacks and its page layout."""
+    fields = _claim_fields(claim)
+    dequant = "none" if claim is None else claim.get("kv_dequant", "none")
+    if dequant not in ("none", "f32", "bf16", "f16"):
+        raise ValueError(f"impl.claim['kv_dequant']: expected one of ('none', 'f32', 'bf16', "
+                         f"'f16'), got {dequant!r}")
+    lacks = getattr(impl, "lacks", ())
+    if isinstance(lacks, str) or not all(x in _FEATURES for x in lacks):
+        raise ValueError(f"impl.lacks: expected a collection of {', '.join(_FEATURES)}, "
+                         f"got {lacks!r}")
+    layout = getattr(impl, "page_layout", "NHD")
+    if layout not in ("NHD", "HND"):
+        raise ValueError(f"impl.page_layout: expected 'NHD' or 'HND', got {layout!r}")
+    return {"claim": fields, "kv_dequant": "f32" if dequant == "none" else dequant,
+            "lacks": list(lacks), "page_layout": layout}
+
+
+_TENSORS = ("q", "q_pos", "k", "v", "k_pos", "sink", "topk", "o_partial", "lse_partial",
+            "query_start_loc", "seq_lens", "local_seq_lens", "block_table", "k_cache", "v_cache",
+            "k_scale", "v_scale")
+
+
 class LevelArgs:
     """One call's arguments: the scalar fields of impl.h's dcpv_*_args as attributes, and its
     tensors as arrays (numpy, or torch with arrays="torch"); absent tensors (no sink, no top-k,
-    V of a shared latent) are None. The arrays are only valid during the call: copy to keep."""
+    V of a shared latent, no scales) are None. The paged level's pool comes in its storage format
+    (torch: float8_e4m3fn / float8_e5m2 for fp8; numpy, which has no bfloat16 or fp8, widens
+    those to float32, exactly). The arrays are only valid during the call: copy to keep."""
 
     def __init__(self, op: str, fields: dict, tensors: dict):
         self.op = op
         self.__dict__.update(fields)
-        for name in ("q", "q_pos", "k", "v", "k_pos", "sink", "topk", "o_partial", "lse_partial"):
+        for name in _TENSORS:
             setattr(self, name, tensors.get(name))
 
     def __repr__(self) -> str:
@@ -155,8 +190,28 @@ def _send_frame(sock: socket.socket, header: dict, arrays: list[tuple[str, np.nd
     sock.sendall(struct.pack("<Q", len(text)) + text + b"".join(chunks))
 
 
-_NP = {"f32": "<f4", "f16": "<f2", "i64": "<i8"}
-_ITEM_BYTES = {"f32": 4, "f16": 2, "bf16": 2, "i64": 8}
+_NP = {"f32": "<f4", "f16": "<f2", "i32": "<i4", "i64": "<i8"}
+_ITEM_BYTES = {"f32": 4, "f16": 2, "bf16": 2, "fp8e4m3": 1, "fp8e5m2": 1, "i32": 4, "i64": 8}
+
+
+def _fp8_table(exponent_bits: int, bias: int, e4m3fn: bool) -> np.ndarray:
+    """Every fp8 code's value as float32: E4M3FN (no infinity; S.1111.111 is NaN) or E5M2."""
+    mantissa_bits = 7 - exponent_bits
+    codes = np.arange(256)
+    sign = np.where(codes & 0x80, -1.0, 1.0)
+    e = (codes >> mantissa_bits) & ((1 << exponent_bits) - 1)
+    m = codes & ((1 << mantissa_bits) - 1)
+    value = np.where(e == 0, m * 2.0 ** (1 - bias - mantissa_bits),
+                     (1 + m / 2.0 ** mantissa_bits) * 2.0 ** (e.astype(float) - bias))
+    top = e == (1 << exponent_bits) - 1
+    if e4m3fn:
+        value = np.where(top & (m == 7), np.nan, value)
+    else:
+        value = np.where(top, np.where(m == 0, np.inf, np.nan), value)
+    return (sign * value).astype(np.float32)
+
+
+_FP8 = {"fp8e4m3": _fp8_table(4, 7, True), "fp8e5m2": _fp8_table(5, 15, False)}
 
 
 def _arrays_of(header: dict, payload: bytearray, kind: str, device: Optional[str] = None) -> dict:
@@ -167,7 +222,8 @@ def _arrays_of(header: dict, payload: bytearray, kind: str, device: Optional[str
         if kind == "torch":
             import torch
             tdt = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16,
-                   "i64": torch.int64}[dt]
+                   "fp8e4m3": torch.float8_e4m3fn, "fp8e5m2": torch.float8_e5m2,
+                   "i32": torch.int32, "i64": torch.int64}[dt]
             count = nbytes // _ITEM_BYTES[dt]
             arr = (torch.frombuffer(payload, dtype=tdt, count=count, offset=off).reshape(shape)
                    if count else torch.zeros(shape, dtype=tdt))
@@ -176,6 +232,9 @@ def _arrays_of(header: dict, payload: bytearray, kind: str, device: Optional[str
         elif dt == "bf16":  # numpy has no bfloat16: widened to float32, exactly
             bits = np.frombuffer(payload, dtype="<u2", count=nbytes // 2, offset=off)
             arr = (bits.astype(np.uint32) << 16).view(np.float32).reshape(shape)
+        elif dt in _FP8:  # nor fp8: each code's value, exactly
+            codes = np.frombuffer(payload, dtype=np.uint8, count=nbytes, offset=off)
+            arr = _FP8[dt][codes].reshape(shape)
         else:
             arr = np.frombuffer(payload, dtype=_NP[dt], count=nbytes // np.dtype(_NP[dt]).itemsize,
                                 offset=off).reshape(shape)
@@ -239,7 +298,7 @@ def _outputs(op: str, out: Any, f: dict) -> list[tuple[str, np.ndarray]]:
 
 
 def _serve(sock: socket.socket, proc: subprocess.Popen, impl: Any, name: str, levels: list,
-           claim: dict, kind: str, errors: list, device: Optional[str] = None) -> None:
+           hello: dict, kind: str, errors: list, device: Optional[str] = None) -> None:
     """Answers the bridge's requests until dcp-verify exits."""
     sock.settimeout(1.0)
     while True:
@@ -254,7 +313,7 @@ def _serve(sock: socket.socket, proc: subprocess.Popen, impl: Any, name: str, le
         header, payload = frame
         op = header.get("op")
         if op == "hello":
-            _send_frame(sock, {"name": name, "levels": levels, "claim": claim})
+            _send_frame(sock, {"name": name, "levels": levels, **hello})
             continue
         fields = header.get("args", {})
         try:
@@ -286,7 +345,7 @@ def _checked_impl(impl: Any, arrays: str, timeout: int, device: Optional[str] = 
     """The levels impl provides, after checking the arguments properties and probe share."""
     levels = [lv for lv in _LEVELS if callable(getattr(impl, lv, None))]
     if not levels:
-        raise TypeError("impl: expected an object with a partial, combine or step method")
+        raise TypeError("impl: expected an object with a paged, partial, combine or step method")
     if arrays not in ("numpy", "torch"):
         raise ValueError(f"arrays: expected 'numpy' or 'torch', got {arrays!r}")
     if arrays == "torch":
@@ -317,7 +376,7 @@ def _check_device(device: Any, arrays: str) -> None:
         raise ValueError(f"device: expected 'cpu' or a CUDA device, got {device!r}")
 
 
-def _drive(impl: Any, name: str, levels: list, claim: dict, arrays: str,
+def _drive(impl: Any, name: str, levels: list, hello: dict, arrays: str,
            args: list[str], device: Optional[str] = None) -> tuple[dict, str, list[str]]:
     """Runs `dcp-verify ARGS --impl <bridge> --json F`, serving the implementation's levels from
     this process until it exits: (the JSON report, stdout, the levels' tracebacks). A refusal
@@ -335,7 +394,7 @@ def _drive(impl: Any, name: str, levels: list, claim: dict, arrays: str,
                                     env=env)
             child.close()
             try:
-                _serve(parent, proc, impl, name, levels, claim, arrays, errors, device)
+                _serve(parent, proc, impl, name, levels, hello, arrays, errors, device)
                 proc.wait()
             except BaseException:
                 proc.kill()

@@ -12,7 +12,7 @@ from typing import Any, Optional
 
 from ._files import Case, _bridge, _is_path
 from ._report import Report, SuiteDied, _call_text, _range_flags, _refused, _run
-from ._serve import Claim, _checked_impl, _claim_fields, _drive
+from ._serve import Claim, _checked_impl, _drive, _hello
 
 
 def cases(seed: int = 0, n: int = 10, **ranges: Any) -> list[Case]:
@@ -69,7 +69,7 @@ def properties(impl: Any, seed: Optional[int] = None, cases: int = 100, *, array
     if only is not None and (isinstance(only, str) or not all(isinstance(x, str) for x in only)
                              or not only):
         raise TypeError(f"only: expected a non-empty sequence of property names, got {only!r}")
-    claim = _claim_fields(getattr(impl, "claim", None))
+    hello = _hello(impl, getattr(impl, "claim", None))
     if seed is None:
         seed = int.from_bytes(os.urandom(4), "little")
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**64:
@@ -94,7 +94,7 @@ def properties(impl: Any, seed: Optional[int] = None, cases: int = 100, *, array
             extra["pinned"] = os.fspath(pinned) if _is_path(pinned) else [dict(p) for p in pinned]
         reproduce = _call_text("properties", "impl", seed, "cases", cases, ranges, extra)
         try:
-            raw, text, errors = _drive(impl, name, levels, claim, arrays,
+            raw, text, errors = _drive(impl, name, levels, hello, arrays,
                                        ["properties", "--seed", str(seed), "--cases", str(cases),
                                         "--timeout", str(timeout), *flags], device)
         except ValueError as e:  # a refusal of an entry of pinned=[...] names its index
@@ -233,7 +233,7 @@ def probe(impl: Any, *, arrays: str = "numpy", timeout: int = 120, lse_base: str
     if lse_base not in ("e", "2"):
         raise ValueError(f"lse_base: expected 'e' or '2', got {lse_base!r}")
     name = str(getattr(impl, "name", type(impl).__name__))
-    raw, text, _ = _drive(impl, name, levels, _claim_fields(None), arrays,
+    raw, text, _ = _drive(impl, name, levels, _hello(impl, None), arrays,
                           ["probe", "--lse-base", lse_base, "--timeout", str(timeout)], device)
     if raw.get("error"):  # a level crashed the process: what it measured before, and no claim
         measured = ", ".join(f["measured"] for f in raw["findings"]) or "nothing"

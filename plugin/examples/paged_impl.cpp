@@ -1,0 +1,194 @@
+// paged_impl.cpp — a complete version-2 dcp-verify plug-in (include/dcp_verify/impl.h): a paged
+// decode kernel, called as an engine calls one, judged by `dcp-verify properties --impl
+// ./libdcpv_paged_example.so`.
+//
+//   paged   per request, token and head: the rank's rows read through the request's block table
+//           from the pool (vLLM's layout, [pages, page_size, kv_heads, D]) in its storage format,
+//           each element dequantized here (fp8 and 16-bit formats decoded, times its KV head's
+//           k_scale or v_scale), each row's global position derived from the DCP layout (row r
+//           of rank k: floor(r / I) I N + k I + r mod I) for the masks, scores in fp32, a
+//           two-pass softmax, O = sum w v / sum w and LSE = max + log(sum w)
+//
+// It provides no combine: the production path merges. Built three times by CMake:
+// libdcpv_paged_example.so; libdcpv_paged_example_bug.so with DCPV_PAGED_BUG, which plants a bug
+// of engines' fp8 paths: the K scale applied twice (once folded into the softmax scale, once in
+// the dequantization); and libdcpv_paged_example_bad.so with DCPV_PAGED_BAD, whose page_layout is
+// out of range, for the loader's refusal. The ctest plugin.* tests prove the first passes the
+// property suite (fp8 caches and decode batches included), the second is caught with a shrunk
+// case, and the third is refused in one line.
+#include <dcp_verify/impl.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+namespace {
+
+constexpr float kLog2e = 1.44269504088896340736f;
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+int64_t offset(const dcpv_dltensor& t, std::initializer_list<int64_t> idx) {
+  int64_t off = 0, d = 0;
+  for (const int64_t i : idx) off += i * t.strides[d++];
+  return off;
+}
+
+// An fp8 code's value: `mantissa` bits, exponent bias `bias`; E4M3FN has no infinity (S.1111.111
+// is NaN), E5M2 is IEEE-like.
+float fp8_value(uint8_t code, int mantissa, int bias, bool e4m3fn) {
+  const int exp_bits = 7 - mantissa;
+  const int e = (code >> mantissa) & ((1 << exp_bits) - 1), m = code & ((1 << mantissa) - 1);
+  const float sign = (code & 0x80) ? -1.0f : 1.0f;
+  const int top = (1 << exp_bits) - 1;
+  if (e4m3fn && e == top && m == (1 << mantissa) - 1)
+    return std::numeric_limits<float>::quiet_NaN();
+  if (!e4m3fn && e == top)
+    return m == 0 ? sign * std::numeric_limits<float>::infinity()
+                  : std::numeric_limits<float>::quiet_NaN();
+  if (e == 0) return sign * std::ldexp(static_cast<float>(m), 1 - bias - mantissa);
+  return sign * std::ldexp(static_cast<float>(m | (1 << mantissa)), e - bias - mantissa);
+}
+
+// Element `off` of a tensor of any of the pool's storage formats, as a float.
+float stored(const dcpv_dltensor& t, int64_t off) {
+  const uint8_t code = t.dtype.code;
+  if (code == DCPV_DL_FLOAT && t.dtype.bits == 32) return static_cast<const float*>(t.data)[off];
+  if (code == DCPV_DL_FLOAT8_E4M3FN)
+    return fp8_value(static_cast<const uint8_t*>(t.data)[off], 3, 7, true);
+  if (code == DCPV_DL_FLOAT8_E5M2)
+    return fp8_value(static_cast<const uint8_t*>(t.data)[off], 2, 15, false);
+  const uint16_t h = static_cast<const uint16_t*>(t.data)[off];
+  if (code == DCPV_DL_BFLOAT) {
+    const uint32_t b = static_cast<uint32_t>(h) << 16;
+    float x;
+    std::memcpy(&x, &b, sizeof x);
+    return x;
+  }
+  const int e = (h >> 10) & 0x1f, f = h & 0x3ff;  // IEEE binary16
+  const float mag = e == 0    ? std::ldexp(static_cast<float>(f), -24)
+                    : e == 31 ? (f ? std::numeric_limits<float>::quiet_NaN()
+                                   : std::numeric_limits<float>::infinity())
+                              : std::ldexp(static_cast<float>(f | 0x400), e - 25);
+  return (h & 0x8000) ? -mag : mag;
+}
+
+float f32(const dcpv_dltensor& t, std::initializer_list<int64_t> idx) {
+  return static_cast<const float*>(t.data)[offset(t, idx)];
+}
+int64_t i64(const dcpv_dltensor& t, std::initializer_list<int64_t> idx) {
+  return static_cast<const int64_t*>(t.data)[offset(t, idx)];
+}
+int32_t i32(const dcpv_dltensor& t, std::initializer_list<int64_t> idx) {
+  return static_cast<const int32_t*>(t.data)[offset(t, idx)];
+}
+float& out(const dcpv_dltensor& t, std::initializer_list<int64_t> idx) {
+  return static_cast<float*>(t.data)[offset(t, idx)];
+}
+
+// Component i of KV head g of request b's row r, dequantized: the pool's element times the head's
+// scale (absent: 1).
+float cached(const dcpv_paged_args& a, const dcpv_dltensor& pool, const dcpv_dltensor& scale,
+             int64_t b, int64_t r, int64_t g, int64_t i) {
+  const int64_t page = i32(a.block_table, {b, r / a.page_size}), slot = r % a.page_size;
+  const float s = scale.data != nullptr ? f32(scale, {g}) : 1.0f;
+  return stored(pool, offset(pool, {page, slot, g, i})) * s;
+}
+
+int paged(void*, const dcpv_paged_args* args, char* err, size_t err_len) {
+  const dcpv_paged_args& a = *args;
+  if (a.page_layout != DCPV_PAGES_NHD || a.k_cache.device.device_type != DCPV_DL_CPU) {
+    std::snprintf(err, err_len, "expected an NHD pool in host memory");
+    return 1;
+  }
+  const int64_t group = a.q_heads_total / a.kv_heads_total, N = a.ranks, I = a.interleave;
+  const float units = a.lse_base == 0 ? 1.0f : kLog2e;
+  const auto pow_base = [&](float x) { return a.lse_base == 0 ? std::exp(x) : std::exp2(x); };
+  const auto log_base = [&](float x) { return a.lse_base == 0 ? std::log(x) : std::log2(x); };
+  for (int64_t b = 0; b < a.requests; ++b) {
+    const int64_t n = i32(a.local_seq_lens, {b});
+    std::vector<float> w(static_cast<size_t>(n));
+    std::vector<char> use(static_cast<size_t>(n));
+    for (int64_t t = i32(a.query_start_loc, {b}); t < i32(a.query_start_loc, {b + 1}); ++t) {
+      const int64_t qp = i64(a.q_pos, {t});
+      for (int64_t h = 0; h < a.heads; ++h) {
+        const int64_t g = (a.head0 + h) / group - a.kv_head0;
+        float m = kNegInf;
+        for (int64_t r = 0; r < n; ++r) {
+          const int64_t kp = r / I * I * N + a.rank * I + r % I;
+          bool seen = (!a.causal || kp <= qp) && (a.window <= 0 || kp > qp - a.window);
+          if (seen && a.topk.data != nullptr) {
+            seen = false;
+            for (int64_t x = 0; x < a.topk.shape[1]; ++x) seen = seen || i64(a.topk, {t, x}) == kp;
+          }
+          use[static_cast<size_t>(r)] = seen;
+          if (!seen) continue;
+          float dot = 0.0f;
+          for (int64_t i = 0; i < a.head_dim; ++i)
+            dot += f32(a.q, {t, h, i}) * cached(a, a.k_cache, a.k_scale, b, r, g, i);
+#ifdef DCPV_PAGED_BUG
+          if (a.k_scale.data != nullptr) dot *= f32(a.k_scale, {g});  // the scale a second time
+#endif
+          float sc = dot * a.scale;
+          if (a.softcap > 0.0f) sc = a.softcap * std::tanh(sc / a.softcap);
+          w[static_cast<size_t>(r)] = sc * units;
+          m = std::fmax(m, sc * units);
+        }
+        const float sink = a.sink.data != nullptr ? f32(a.sink, {h}) * units : kNegInf;
+        m = std::fmax(m, sink);
+        if (m == kNegInf) {  // nothing visible and no sink
+          for (int64_t i = 0; i < a.v_dim; ++i) out(a.o, {t, h, i}) = 0.0f;
+          out(a.lse, {t, h}) = kNegInf;
+          continue;
+        }
+        float z = sink == kNegInf ? 0.0f : pow_base(sink - m);
+        for (int64_t r = 0; r < n; ++r)
+          if (use[static_cast<size_t>(r)])
+            z += w[static_cast<size_t>(r)] = pow_base(w[static_cast<size_t>(r)] - m);
+        for (int64_t i = 0; i < a.v_dim; ++i) {
+          float num = 0.0f;
+          for (int64_t r = 0; r < n; ++r) {
+            if (!use[static_cast<size_t>(r)]) continue;
+            // A shared latent's V is K's first v_dim components, scaled by k_scale.
+            const float v = a.shared_latent ? cached(a, a.k_cache, a.k_scale, b, r, g, i)
+                                            : cached(a, a.v_cache, a.v_scale, b, r, g, i);
+            num += w[static_cast<size_t>(r)] * v;
+          }
+          out(a.o, {t, h, i}) = num / z;
+        }
+        out(a.lse, {t, h}) = m + log_base(z);
+      }
+    }
+  }
+  return 0;
+}
+
+// fp32 adds on a CPU round to nearest; the math library's exp and log; a two-pass softmax (any
+// tiling); each element dequantized into fp32 (DCPV_F32).
+const dcpv_impl_v2 kImpl = {
+    DCPV_ABI_VERSION_2,
+#ifdef DCPV_PAGED_BUG
+    "paged example (K scale applied twice)",
+#else
+    "paged example",
+#endif
+    dcpv_claim{1, 0, 0, 0.0, 0.0, DCPV_F32, 1, 1, DCPV_F32, DCPV_F32},
+    DCPV_F32,
+    0,
+#ifdef DCPV_PAGED_BAD
+    7,
+#else
+    DCPV_PAGES_NHD,
+#endif
+    nullptr,
+    nullptr,
+    nullptr,
+    nullptr,
+    paged,
+};
+
+}  // namespace
+
+extern "C" const dcpv_impl_v2* dcpv_get_impl_v2(void) { return &kImpl; }

@@ -1,0 +1,107 @@
+"""The paged level (impl.h, ABI 2) driven with a PyTorch paged kernel (torch_paged.py) as engines
+call one: each rank's pool in the vLLM (NHD) and FlashInfer HND layouts, in its storage format
+(f32, bf16, fp8 with its scales), block tables over a fragmented pool, decode batches. The correct
+kernel passes; a K scale applied twice and a block table read one page off are killed, each with
+its shrunk case.
+"""
+
+import numpy as np
+import pytest
+import torch
+
+import dcp_verify
+from dcp_verify import testing
+from torch_paged import BUGS, TorchPaged
+
+CASES = 40
+# The caches the level receives: a value format each, and fp8 with no, per-tensor or per-head
+# scales (the dcp-fp8 property draws those).
+CACHES = {"f32": ("f32",), "bf16": ("bf16",), "fp8": ("fp8e4m3", "fp8e5m2")}
+
+
+class Recorded(TorchPaged):
+    """The kernel, noting what each call received."""
+
+    def __init__(self, layout):
+        super().__init__(layout)
+        self.seen = []
+
+    def paged(self, a):
+        self.seen.append({"dtype": a.k_cache.dtype, "shape": tuple(a.k_cache.shape),
+                          "page": a.page_size, "kv_heads": a.kv_heads, "layout": a.page_layout,
+                          "scaled": a.k_scale is not None, "requests": a.requests,
+                          "table": tuple(a.block_table.shape)})
+        return super().paged(a)
+
+
+@pytest.mark.parametrize("layout", ["NHD", "HND"])
+@pytest.mark.parametrize("cache", list(CACHES))
+def test_a_correct_paged_kernel_passes_in_every_storage_format(layout, cache):
+    torch.set_num_threads(1)
+    impl = Recorded(layout)
+    testing.assert_properties(impl, seed=7, cases=CASES, arrays="torch",
+                              kv_dtypes=CACHES[cache])
+    assert impl.seen, "the paged level was never called"
+    formats = {s["dtype"] for s in impl.seen}
+    want = {"f32": {torch.float32}, "bf16": {torch.bfloat16},
+            "fp8": {torch.float8_e4m3fn, torch.float8_e5m2}}[cache]
+    assert formats == want, formats  # the pool as stored, never dequantized for the kernel
+    for s in impl.seen:
+        pages, a, b = s["shape"][:3]
+        assert s["layout"] == layout
+        assert (a, b) == ((s["page"], s["kv_heads"]) if layout == "NHD"
+                          else (s["kv_heads"], s["page"]))
+        assert s["table"][0] == s["requests"]
+    if cache == "fp8":
+        assert any(s["scaled"] for s in impl.seen)
+    assert any(s["requests"] > 1 for s in impl.seen)  # the batch property's calls
+
+
+@pytest.mark.parametrize("layout", ["NHD", "HND"])
+@pytest.mark.parametrize("bug", BUGS)
+def test_planted_paged_cache_bugs_are_killed(layout, bug):
+    torch.set_num_threads(1)
+    report = dcp_verify.properties(TorchPaged(layout, bug), seed=7, cases=CASES, arrays="torch",
+                                   kv_dtypes=CACHES["fp8"])
+    assert report.verdict == "FAILED", report.text
+    assert report.pin is not None and "over bound" in report.summary()
+    # Its shrunk case again, alone: still caught, and the correct kernel passes it.
+    assert not dcp_verify.replay(TorchPaged(layout, bug), report.pin, arrays="torch").ok
+    assert dcp_verify.replay(TorchPaged(layout), report.pin, arrays="torch").ok
+
+
+def test_lacked_features_are_never_drawn():
+    seen = set()
+
+    class NoSinkNoBatch(TorchPaged):
+        lacks = ("sink", "batch")
+
+        def paged(self, a):
+            seen.add((a.sink is not None, a.requests))
+            return super().paged(a)
+
+    report = testing.assert_properties(NoSinkNoBatch(), seed=7, cases=CASES, arrays="torch")
+    assert seen and all(not sink and requests == 1 for sink, requests in seen)
+    assert "dcp-batch" not in {p["name"] for p in report.raw["properties"]}
+
+
+def test_bad_paged_fields_are_refused_by_name():
+    with pytest.raises(ValueError, match="impl.page_layout: expected 'NHD' or 'HND'"):
+        dcp_verify.properties(TorchPaged("NCHW"), seed=1, cases=1, arrays="torch")
+    impl = TorchPaged()
+    impl.lacks = ("sinks",)
+    with pytest.raises(ValueError, match="impl.lacks: expected a collection of softcap"):
+        dcp_verify.properties(impl, seed=1, cases=1, arrays="torch")
+    impl = TorchPaged()
+    impl.claim = {**impl.claim, "kv_dequant": "fp8"}
+    with pytest.raises(ValueError, match=r"impl.claim\['kv_dequant'\]"):
+        dcp_verify.properties(impl, seed=1, cases=1, arrays="torch")
+
+
+def test_numpy_levels_get_fp8_pools_widened_exactly():
+    """numpy has no fp8: the pool's codes arrive as their float32 values, as torch decodes them."""
+    from dcp_verify._serve import _FP8
+
+    for name, dtype in (("fp8e4m3", torch.float8_e4m3fn), ("fp8e5m2", torch.float8_e5m2)):
+        decoded = torch.arange(256, dtype=torch.uint8).view(dtype).float().numpy()
+        np.testing.assert_array_equal(_FP8[name], decoded)
