@@ -31,15 +31,35 @@ namespace {
 // Room for a plug-in's one-line reason.
 constexpr size_t kErrBytes = 512;
 
-// The command's last words (set_last_words), spoken at most once.
+// The command's last words (set_last_words), spoken at most once. Under g_words_mu the speaker
+// marks them spoken and takes them, and set_last_words replaces them only while unspoken: words
+// are never deleted, nor their frame left, while they are spoken.
 std::atomic<LastWords*> g_last_words{nullptr};
-std::atomic<bool> g_spoken{false};
+bool g_spoken = false;
+std::mutex g_words_mu;
+
+// Whether a level's crash, timeout or exit() is already ending the process: the first of them to
+// set it ends it (its line, the last words, its status); any other, on another thread, stays out
+// of its way (a watchdog firing while a crash's report is written would cut the report and say
+// 124). Lock-free: the crash handler sets it.
+std::atomic<bool> g_ending{false};
+static_assert(std::atomic<bool>::is_always_lock_free, "a signal handler's flag is lock-free");
+
+[[noreturn]] void park_forever() {
+  for (;;) ::pause();
+}
 
 // Speaks the last words, if any, under an alarm: SIGALRM's default action ends the process if
 // they do not finish within kLastWordsSeconds.
 void speak_last_words(const std::string& cause) {
-  LastWords* words = g_last_words.load();
-  if (words == nullptr || g_spoken.exchange(true)) return;
+  LastWords* words = nullptr;  // never deleted: the process is ending
+  {
+    const std::lock_guard<std::mutex> lock(g_words_mu);
+    if (g_spoken) return;
+    g_spoken = true;
+    words = g_last_words.exchange(nullptr);
+  }
+  if (words == nullptr) return;
   ::alarm(kLastWordsSeconds);
   (*words)(cause);
 }
@@ -141,6 +161,12 @@ class LevelWatch {
         cv_.wait_until(lock, deadline);
         continue;
       }
+      // A crash or exit() in another level is already ending the process (its call never ends
+      // here): its report is not cut short.
+      if (g_ending.exchange(true)) {
+        lock.unlock();
+        park_forever();
+      }
       char limit[32];
       std::snprintf(limit, sizeof limit, "%g",
                     std::chrono::duration<double>(first->second.limit).count());
@@ -192,12 +218,9 @@ extern "C" void on_level_crash(int sig, siginfo_t* info, void*) {
     if (info->si_code <= 0) ::raise(sig);
     return;
   }
-  // Levels on several ranks may crash at once: the first speaks (one line on stderr, the last
-  // words of its level), the others park.
-  static std::atomic<bool> crashing{false};
-  static_assert(std::atomic<bool>::is_always_lock_free, "a signal handler's flag is lock-free");
-  if (crashing.exchange(true))
-    for (;;) ::pause();
+  // Levels on several ranks may crash at once, or one crash while a timeout is ending the
+  // process: the first speaks (one line on stderr, the last words of its level), the others park.
+  if (g_ending.exchange(true)) park_forever();
   write_stderr("dcp-verify: ");
   write_stderr(what);
   write_stderr(" crashed: ");
@@ -208,15 +231,15 @@ extern "C" void on_level_crash(int sig, siginfo_t* info, void*) {
     g_crash_signal.store(sig);
     g_crashed_level.store(what);
     const char byte = 1;
-    if (::write(g_undertaker[1], &byte, 1) == 1)
-      for (;;) ::pause();
+    if (::write(g_undertaker[1], &byte, 1) == 1) park_forever();
   }
   ::_exit(kExitLevelCrash);
 }
 
 void on_exit_in_level() {
   if (g_levels_in_flight.load() == 0) return;
-  std::fflush(stdout);  // a normal context: what was printed is kept
+  if (g_ending.exchange(true)) park_forever();  // a crash or a timeout is ending the process
+  std::fflush(stdout);                          // a normal context: what was printed is kept
   write_stderr("dcp-verify: ");
   write_stderr(t_level != nullptr ? t_level : "an implementation's level");
   write_stderr(
@@ -720,7 +743,15 @@ void single_partial_merge(const dcpv_claim& c, oracle::Arithmetic& a) {
 void set_last_words(LastWords words) {
   static std::once_flag undertaker;
   LastWords* fresh = words ? new LastWords(std::move(words)) : nullptr;
-  delete g_last_words.exchange(fresh);  // between the levels' calls: nobody speaks them now
+  std::unique_lock<std::mutex> lock(g_words_mu);
+  // Once spoken, the words are the speaker's, and the frame they refer to must outlive them:
+  // this thread waits for the speaker to end the process.
+  if (g_spoken) {
+    lock.unlock();
+    park_forever();
+  }
+  delete g_last_words.exchange(fresh);
+  lock.unlock();
   if (fresh != nullptr) std::call_once(undertaker, start_undertaker);
 }
 

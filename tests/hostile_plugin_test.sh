@@ -117,6 +117,19 @@ ok = (r["error"].startswith("the merge: ") and "SIGSEGV" in r["error"]
 sys.exit(0 if ok else 1)
 PY
 
+# A crash whose report cannot be written (the crashed thread holds stdout) ends as a crash once
+# its last words run out of time (kLastWordsSeconds, SIGALRM), never as a timeout: the watchdog
+# stays quiet when the crashed call's deadline passes meanwhile (it once said "did not return"
+# and ended the process 124, cutting the report short).
+# (SIGALRM's status, 128 + 14, as the shell reports a process a signal ended.)
+ends 142 "crashed: SIGSEGV" "properties, a crash holding stdout" -- \
+  env DCPV_MISBEHAVE=segv_locked "$bin" properties --impl "$plugin" --only dcp-path --cases 5 \
+  --timeout 1 --seed 1
+if grep -qF "did not return" "$tmp/err"; then
+  echo "FAIL: properties, a crash holding stdout: the watchdog spoke over the crash"
+  failures=$((failures + 1))
+fi
+
 # A C++ exception out of the C level is the level's failure, reported in the row (a FAILED
 # verdict, exit 1), not an abort.
 ends 1 "threw a C++ exception out of its C function" "run, combine throws" -- \

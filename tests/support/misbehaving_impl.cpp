@@ -2,6 +2,7 @@
 // tests/bad_input_test.sh: its combine level, or its loading, does what DCPV_MISBEHAVE says.
 //   exit0       calls exit(0) inside the level        segv   writes through a null pointer
 //   abort       calls abort()                         fpe    raises SIGFPE
+//   segv_locked locks stdout, then writes through a null pointer (the report cannot be printed)
 //   throw       lets a C++ exception out of the level
 //   throw_step  a step level only, which lets std::bad_alloc out
 //   thread      starts a thread that still runs its code when the process ends
@@ -13,6 +14,7 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <initializer_list>
@@ -39,6 +41,10 @@ int combine(void*, const dcpv_combine_args* args, char* err, size_t err_len) {
   const std::string m = mode();
   if (m == "exit0") std::exit(0);
   if (m == "segv") *static_cast<volatile int*>(nullptr) = 1;
+  if (m == "segv_locked") {
+    flockfile(stdout);  // held by the crashed thread for good
+    *static_cast<volatile int*>(nullptr) = 1;
+  }
   if (m == "abort") std::abort();
   if (m == "fpe") std::raise(SIGFPE);
   if (m == "throw") throw std::runtime_error("planted: a C++ exception out of a C level");
