@@ -8,8 +8,13 @@ Rows (same seed, cases and ranges, so the same steps are drawn):
   numpy-combine  a numpy combine served from Python (every a2a step calls back once per rank)
   torch-flash    PyTorch's CPU flash attention as partial and a torch merge as combine
                  (tests/python/torch_flash.py; skipped without torch)
-The time is the dcp-path row's own (the properties' JSON "seconds"), so process start and the
-pinned replay are not counted.
+  torch-paged    a PyTorch paged kernel as the paged level, over each rank's pool as stored
+                 (tests/python/torch_paged.py; skipped without torch)
+The time is the dcp-path property's own (the properties' JSON "seconds"), so process start is
+not counted. "in levels" is the time the implementation's own methods took; "outside" the rest
+(the suite, the production path's other levels and the seam between the processes), and
+"outside x host" its cases/s against the host path's: what the package costs beyond the
+implementation's own arithmetic.
 """
 
 import argparse
@@ -18,6 +23,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 
 import numpy as np
 
@@ -48,6 +54,22 @@ class NumpyCombine:
         return o, np.where(z > 0, m + np.log(np.where(z > 0, z, 1.0)), -np.inf) / scale
 
 
+def timed(impl):
+    """impl, its levels' own time summed into impl.level_seconds as they run."""
+    impl.level_seconds = 0.0
+    for level in ("paged", "partial", "combine", "step"):
+        method = getattr(impl, level, None)
+        if callable(method):
+            def run(a, method=method):
+                start = time.perf_counter()
+                try:
+                    return method(a)
+                finally:
+                    impl.level_seconds += time.perf_counter() - start
+            setattr(impl, level, run)
+    return impl
+
+
 def dcp_path_seconds(raw):
     return next(p["seconds"] for p in raw["properties"] if p["name"] == "dcp-path")
 
@@ -67,25 +89,36 @@ def main():
     ap.add_argument("--cases", type=int, default=200)
     ap.add_argument("--seed", type=int, default=1)
     o = ap.parse_args()
-    rows = [("host", host_row(o.cases, o.seed), None)]
-    impl = NumpyCombine()
-    r = dcp_verify.properties(impl, seed=o.seed, cases=o.cases, **RANGES)
-    rows.append(("numpy-combine", dcp_path_seconds(r.raw), impl.calls))
+    rows = [("host", host_row(o.cases, o.seed), None, None)]
+
+    def python_row(name, impl, **kwargs):
+        impl = timed(impl)
+        r = dcp_verify.properties(impl, seed=o.seed, cases=o.cases, only=["dcp-path"], **kwargs)
+        rows.append((name, dcp_path_seconds(r.raw), impl.level_seconds,
+                     getattr(impl, "calls", None)))
+
+    python_row("numpy-combine", NumpyCombine(), **RANGES)
     try:
         import torch
         from torch_flash import TorchFlash
+        from torch_paged import TorchPaged
         torch.set_num_threads(1)
-        r = dcp_verify.properties(TorchFlash(torch.float32), seed=o.seed, cases=o.cases,
-                                  arrays="torch", **TorchFlash.RANGES)
-        rows.append(("torch-flash", dcp_path_seconds(r.raw), None))
+        python_row("torch-flash", TorchFlash(torch.float32), arrays="torch", **TorchFlash.RANGES)
+        python_row("torch-paged", TorchPaged(), arrays="torch", **RANGES)
     except ImportError:
-        print("# torch-flash: skipped (no torch)")
+        print("# torch-flash, torch-paged: skipped (no torch)")
     base = rows[0][1]
     print(f"# bench_python  cases={o.cases}  seed={o.seed}  (dcp-path property, sound bound)")
-    print(f"{'row':<14} {'seconds':>8} {'cases/s':>9} {'x host':>7} {'callbacks':>9}")
-    for name, secs, calls in rows:
-        print(f"{name:<14} {secs:8.3f} {o.cases / secs:9.1f} {secs / base:7.2f} "
-              f"{calls if calls is not None else '-':>9}")
+    print(f"{'row':<14} {'seconds':>8} {'cases/s':>9} {'x host':>7} {'in levels':>10} "
+          f"{'outside':>8} {'outside x host':>15} {'callbacks':>9}")
+    for name, secs, in_levels, calls in rows:
+        dash = "-"
+        outside = secs - in_levels if in_levels is not None else None
+        print(f"{name:<14} {secs:8.3f} {o.cases / secs:9.1f} {base / secs:7.2f} "
+              f"{in_levels if in_levels is not None else dash:>10.3} "
+              f"{outside if outside is not None else dash:>8.3} "
+              f"{base / outside if outside else dash:>15.3} "
+              f"{calls if calls is not None else dash:>9}")
 
 
 if __name__ == "__main__":

@@ -20,7 +20,13 @@
 //                   <- {"ok": false, "error": "one line"}   (the level failed)
 // Requests are sent one at a time (the ranks' threads take turns); a server that closes the
 // socket fails every later call.
+// Where the environment variable DCPV_BRIDGE_SHM_FD names a shared-memory file the server mapped
+// too, payloads that fit in it go through it instead of the socket: a request's at its start,
+// its header saying {"shm_bytes": n} (and "bytes": 0); a reply's after it, its header saying
+// {"shm_at": offset, "shm_bytes": n}, its tensors' offsets counted from there.
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -47,6 +53,8 @@ struct Connection {
   int fd = -1;
   std::mutex mu;  // one request at a time
   std::string name;
+  char* shm = nullptr;  // the shared region (DCPV_BRIDGE_SHM_FD), or null: payloads on the socket
+  size_t shm_bytes = 0;
 };
 Connection g_conn;
 dcpv_impl_v2 g_impl{};
@@ -132,17 +140,32 @@ void for_each_element(const Strided& t, Fn fn) {
   }
 }
 
+// Whether t's strides are row-major and dense (one copy moves it).
+bool dense_rows(const Strided& t) {
+  int64_t want = 1;
+  for (int32_t d = t.ndim - 1; d >= 0; --d) {
+    if (t.shape[d] != 1 && t.strides[d] != want) return false;
+    want *= t.shape[d];
+  }
+  return true;
+}
+
 // Appends a dense row-major copy of t (any strides) to the payload and lists it in the header.
 template <class Tensor>
 void put(json& tensors, std::vector<char>& payload, const char* name, const Tensor& tensor) {
   const Strided t = strided(tensor);
   if (t.data == nullptr) return;
-  const size_t es = t.bytes, offset = payload.size();
-  payload.resize(offset + static_cast<size_t>(numel(t)) * es);
+  const size_t es = t.bytes, offset = payload.size(), n = static_cast<size_t>(numel(t));
+  payload.resize(offset + n * es);
   char* out = payload.data() + offset;
-  for_each_element(t, [&](int64_t i, int64_t at) {
-    std::memcpy(out + static_cast<size_t>(i) * es, static_cast<const char*>(t.data) + at * es, es);
-  });
+  if (dense_rows(t)) {
+    if (n > 0) std::memcpy(out, t.data, n * es);
+  } else {
+    for_each_element(t, [&](int64_t i, int64_t at) {
+      std::memcpy(out + static_cast<size_t>(i) * es, static_cast<const char*>(t.data) + at * es,
+                  es);
+    });
+  }
   json shape = json::array();
   for (int32_t d = 0; d < t.ndim; ++d) shape.push_back(t.shape[d]);
   tensors.push_back({{"name", name},
@@ -166,11 +189,16 @@ bool exchange(const json& header, const std::vector<char>& payload, json& reply,
     return false;
   }
   json h = header;
-  h["bytes"] = payload.size();
+  const bool shared = g_conn.shm != nullptr && payload.size() <= g_conn.shm_bytes;
+  if (shared) {
+    if (!payload.empty()) std::memcpy(g_conn.shm, payload.data(), payload.size());
+    h["shm_bytes"] = payload.size();
+  }
+  h["bytes"] = shared ? 0 : payload.size();
   const std::string text = h.dump();
   const uint64_t n = text.size();
   if (!write_all(g_conn.fd, &n, sizeof n) || !write_all(g_conn.fd, text.data(), text.size()) ||
-      !write_all(g_conn.fd, payload.data(), payload.size())) {
+      (!shared && !write_all(g_conn.fd, payload.data(), payload.size()))) {
     why = "the server closed the connection";
     return false;
   }
@@ -195,6 +223,15 @@ bool exchange(const json& header, const std::vector<char>& payload, json& reply,
     why = "the server closed the connection mid-frame";
     return false;
   }
+  if (reply.contains("shm_at")) {  // the reply's tensors in the shared region
+    const uint64_t at = reply.value("shm_at", uint64_t{0}),
+                   size = reply.value("shm_bytes", uint64_t{0});
+    if (g_conn.shm == nullptr || at > g_conn.shm_bytes || g_conn.shm_bytes - at < size) {
+      why = "the server placed its reply outside the shared region";
+      return false;
+    }
+    reply_payload.assign(g_conn.shm + at, g_conn.shm + at + size);
+  }
   return true;
 }
 
@@ -218,9 +255,13 @@ bool take(const json& reply, const std::vector<char>& payload, const char* name,
       return false;
     }
     const char* src = payload.data() + offset;
-    for_each_element(into, [&](int64_t i, int64_t at) {
-      std::memcpy(static_cast<float*>(into.data) + at, src + i * 4, 4);
-    });
+    if (dense_rows(into)) {
+      if (nbytes > 0) std::memcpy(into.data, src, nbytes);
+    } else {
+      for_each_element(into, [&](int64_t i, int64_t at) {
+        std::memcpy(static_cast<float*>(into.data) + at, src + i * 4, 4);
+      });
+    }
     return true;
   }
   why = std::string("the reply has no tensor '") + name + "'";
@@ -419,6 +460,23 @@ dcpv_dtype claim_format(const json& j, const char* key) {
   return f == "f32" ? DCPV_F32 : f == "bf16" ? DCPV_BF16 : f == "f16" ? DCPV_F16 : DCPV_I64;
 }
 
+// Maps the shared region DCPV_BRIDGE_SHM_FD names, where it does (else payloads use the socket).
+void map_shared_region() {
+  const char* fd = std::getenv("DCPV_BRIDGE_SHM_FD");
+  if (fd == nullptr) return;
+  char* end = nullptr;
+  const long v = std::strtol(fd, &end, 10);
+  struct stat st {};
+  if (end == fd || *end != '\0' || v < 0 || v > INT_MAX || ::fstat(static_cast<int>(v), &st) != 0 ||
+      st.st_size <= 0)
+    return;
+  void* p = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ | PROT_WRITE, MAP_SHARED,
+                   static_cast<int>(v), 0);
+  if (p == MAP_FAILED) return;
+  g_conn.shm = static_cast<char*>(p);
+  g_conn.shm_bytes = static_cast<size_t>(st.st_size);
+}
+
 // The features the server says its implementation lacks (DCPV_LACKS_*), by --without's names.
 uint32_t lacks_of(const json& names) {
   constexpr std::pair<const char*, uint32_t> kBits[] = {
@@ -442,6 +500,7 @@ static const dcpv_impl_v2* get_impl() {
   const long v = std::strtol(fd, &end, 10);
   if (end == fd || *end != '\0' || v < 0 || v > INT_MAX) return nullptr;
   g_conn.fd = static_cast<int>(v);
+  map_shared_region();
   json reply;
   std::vector<char> rp;
   std::string why;

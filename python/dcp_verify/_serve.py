@@ -5,6 +5,7 @@ checked."""
 from __future__ import annotations
 
 import json
+import mmap
 import os
 import re
 import socket
@@ -160,7 +161,45 @@ def _recv_exact(sock: socket.socket, n: int, into: Optional[bytearray] = None) -
     return buf
 
 
-def _recv_frame(sock: socket.socket) -> Optional[tuple[dict, bytearray]]:
+class _Shared:
+    """The memory this process and the bridge share (plugin/bridge/bridge.cpp, DCPV_BRIDGE_SHM_FD):
+    a request's payload at its start, a reply's after it, so that arrays cross without the socket.
+    Sparse: only what a payload writes takes memory. open() is None where it cannot be made."""
+
+    BYTES = 1 << 30  # larger payloads go through the socket
+
+    def __init__(self, fd: int):
+        self.fd = fd
+        self.map = mmap.mmap(fd, self.BYTES)
+        self.view = memoryview(self.map)
+        self.f32 = np.frombuffer(self.map, dtype="<f4")  # where replies are written
+
+    @classmethod
+    def open(cls) -> Optional["_Shared"]:
+        try:
+            fd = os.memfd_create("dcp_verify_bridge")
+        except (AttributeError, OSError):
+            return None
+        try:
+            os.ftruncate(fd, cls.BYTES)
+            return cls(fd)
+        except (OSError, ValueError):
+            os.close(fd)
+            return None
+
+    def close(self) -> None:
+        del self.f32
+        self.view.release()
+        try:
+            self.map.close()
+        except BufferError:  # a level kept one of its arrays: the mapping goes with it
+            pass
+        os.close(self.fd)
+
+
+def _recv_frame(sock: socket.socket, shared: Optional[_Shared] = None):
+    """The next frame's header and payload (a view of the shared memory where it came that way);
+    None once the socket is closed."""
     head = _recv_exact(sock, 8)
     if head is None:
         return None
@@ -172,10 +211,28 @@ def _recv_frame(sock: socket.socket) -> Optional[tuple[dict, bytearray]]:
     payload = _recv_exact(sock, int(header.get("bytes", 0)))
     if payload is None:
         return None
+    if "shm_bytes" in header and shared is not None:
+        return header, shared.view[:int(header["shm_bytes"])]
     return header, payload
 
 
-def _send_frame(sock: socket.socket, header: dict, arrays: list[tuple[str, np.ndarray]] = ()) -> None:
+def _send_frame(sock: socket.socket, header: dict, arrays: list[tuple[str, np.ndarray]] = (),
+                shared: Optional[_Shared] = None, at: int = 0) -> None:
+    """A frame with `arrays` as f32 tensors: in the shared memory from offset `at` where they fit,
+    else on the socket."""
+    at = (at + 63) // 64 * 64
+    if arrays and shared is not None and at + 4 * sum(a.size for _, a in arrays) <= _Shared.BYTES:
+        tensors, offset = [], 0
+        for name, a in arrays:
+            start = (at + offset) // 4
+            shared.f32[start:start + a.size].reshape(a.shape)[...] = a
+            tensors.append({"name": name, "dtype": "f32", "shape": list(a.shape),
+                            "offset": offset, "nbytes": 4 * a.size})
+            offset += 4 * a.size
+        text = json.dumps(dict(header, bytes=0, tensors=tensors, shm_at=at,
+                               shm_bytes=offset)).encode()
+        sock.sendall(struct.pack("<Q", len(text)) + text)
+        return
     tensors, chunks, offset = [], [], 0
     for name, a in arrays:
         raw = np.ascontiguousarray(a, dtype="<f4").tobytes()
@@ -298,12 +355,13 @@ def _outputs(op: str, out: Any, f: dict) -> list[tuple[str, np.ndarray]]:
 
 
 def _serve(sock: socket.socket, proc: subprocess.Popen, impl: Any, name: str, levels: list,
-           hello: dict, kind: str, errors: list, device: Optional[str] = None) -> None:
+           hello: dict, kind: str, errors: list, device: Optional[str] = None,
+           shared: Optional[_Shared] = None) -> None:
     """Answers the bridge's requests until dcp-verify exits."""
     sock.settimeout(1.0)
     while True:
         try:
-            frame = _recv_frame(sock)
+            frame = _recv_frame(sock, shared)
         except socket.timeout:
             if proc.poll() is not None:
                 return
@@ -330,7 +388,7 @@ def _serve(sock: socket.socket, proc: subprocess.Popen, impl: Any, name: str, le
         else:
             reply = ({"ok": True}, arrays)
         try:
-            _send_frame(sock, *reply)
+            _send_frame(sock, *reply, shared=shared, at=int(header.get("shm_bytes", 0)))
         except OSError as e:
             try:  # dcp-verify ended while the level ran (a level past --timeout ends it)
                 proc.wait(timeout=5)
@@ -383,18 +441,22 @@ def _drive(impl: Any, name: str, levels: list, hello: dict, arrays: str,
     raises ValueError, a level past --timeout TimeoutError, any other run that wrote no report
     SuiteDied (with the implementation's last traceback where it raised)."""
     parent, child = socket.socketpair()
+    shared = _Shared.open()
     errors: list[str] = []
     with tempfile.TemporaryDirectory(prefix="dcp_verify_") as tmp:
         report_path = os.path.join(tmp, "report.json")
         out_path, err_path = os.path.join(tmp, "stdout"), os.path.join(tmp, "stderr")
         cmd = [binary(), *args, "--impl", _bridge(), "--json", report_path]
         env = dict(os.environ, DCPV_BRIDGE_FD=str(child.fileno()))
+        fds = (child.fileno(),)
+        if shared is not None:
+            env["DCPV_BRIDGE_SHM_FD"] = str(shared.fd)
+            fds += (shared.fd,)
         with open(out_path, "w") as out, open(err_path, "w") as err:
-            proc = subprocess.Popen(cmd, stdout=out, stderr=err, pass_fds=(child.fileno(),),
-                                    env=env)
+            proc = subprocess.Popen(cmd, stdout=out, stderr=err, pass_fds=fds, env=env)
             child.close()
             try:
-                _serve(parent, proc, impl, name, levels, hello, arrays, errors, device)
+                _serve(parent, proc, impl, name, levels, hello, arrays, errors, device, shared)
                 proc.wait()
             except BaseException:
                 proc.kill()
@@ -402,6 +464,8 @@ def _drive(impl: Any, name: str, levels: list, hello: dict, arrays: str,
                 raise
             finally:
                 parent.close()
+                if shared is not None:
+                    shared.close()
         with open(out_path) as f:
             text = f.read()
         with open(err_path) as f:
