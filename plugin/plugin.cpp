@@ -473,6 +473,28 @@ std::vector<uint8_t> hnd_pool(const void* pool, int64_t pages, int64_t page, int
   return out;
 }
 
+// What the partial and paged levels' arguments share, from the production path's parameters.
+template <class Args>
+void rank_fields(const gpu::PartialAttentionParams& p, Args& a) {
+  a.rank = p.rank;
+  a.ranks = p.layout.ranks;
+  a.tokens = p.tokens;
+  a.heads = p.heads;
+  a.head_dim = p.head_dim;
+  a.v_dim = p.v_dim;
+  a.head0 = p.head0;
+  a.q_heads_total = p.q_heads_total;
+  a.kv_heads_total = p.kv_heads_total;
+  a.kv_head0 = p.kv_head0;
+  a.kv_heads = p.kv.kv_heads;
+  a.shared_latent = p.kv.shared_latent ? 1 : 0;
+  a.lse_base = p.base == gpu::LseBase::e ? 0 : 1;
+  a.causal = p.causal ? 1 : 0;
+  a.window = p.window;
+  a.scale = p.scale;
+  a.softcap = p.softcap;
+}
+
 // The host device with the plug-in's levels in place of the production kernels.
 class PluginDevice : public gpu::HostDevice {
  public:
@@ -503,24 +525,8 @@ class PluginDevice : public gpu::HostDevice {
                           : rows_in(f, f, paged ? v_rows.data() : p.kv.v, n, p.kv.kv_heads, dv,
                                     p.kv.v_head_stride, p.kv.v_scale);
     dcpv_partial_args a{};
-    a.rank = p.rank;
-    a.ranks = p.layout.ranks;
-    a.tokens = T;
-    a.heads = H;
-    a.head_dim = dk;
-    a.v_dim = dv;
-    a.head0 = p.head0;
-    a.q_heads_total = p.q_heads_total;
-    a.kv_heads_total = p.kv_heads_total;
-    a.kv_head0 = p.kv_head0;
-    a.kv_heads = p.kv.kv_heads;
+    rank_fields(p, a);
     a.keys = n;
-    a.shared_latent = latent ? 1 : 0;
-    a.lse_base = p.base == gpu::LseBase::e ? 0 : 1;
-    a.causal = p.causal ? 1 : 0;
-    a.window = p.window;
-    a.scale = p.scale;
-    a.softcap = p.softcap;
     a.q = dense(p.q, DCPV_F32, {T, H, dk});
     a.q_pos = dense(p.q_pos, DCPV_I64, {T});
     a.k = k.t;
@@ -584,27 +590,11 @@ class PluginDevice : public gpu::HostDevice {
                    {P * G * head_stride, G * head_stride, head_stride, 1});
     };
     dcpv_paged_args a{};
-    a.rank = p.rank;
-    a.ranks = p.layout.ranks;
+    rank_fields(p, a);
     a.interleave = p.layout.interleave;
     a.requests = B;
-    a.tokens = T;
-    a.heads = H;
-    a.head_dim = dk;
-    a.v_dim = dv;
-    a.head0 = p.head0;
-    a.q_heads_total = p.q_heads_total;
-    a.kv_heads_total = p.kv_heads_total;
-    a.kv_head0 = p.kv_head0;
-    a.kv_heads = G;
     a.page_size = P;
     a.page_layout = p_.page_layout;
-    a.shared_latent = latent ? 1 : 0;
-    a.lse_base = p.base == gpu::LseBase::e ? 0 : 1;
-    a.causal = p.causal ? 1 : 0;
-    a.window = p.window;
-    a.scale = p.scale;
-    a.softcap = p.softcap;
     a.q = dl.of(p.q, kDlF32, {T, H, dk});
     a.q_pos = dl.of(p.q_pos, kDlI64, {T});
     a.query_start_loc = dl.of(starts.data(), kDlI32, {B + 1});

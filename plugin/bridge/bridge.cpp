@@ -307,16 +307,32 @@ void put_attention(json& tensors, std::vector<char>& payload, const Args& a) {
   put(tensors, payload, "topk", a.topk);
 }
 
-// The case's variant, as the partial and step levels state it.
-template <class Args>
-json variant_args(const Args& a) {
+// The case's variant, as the partial, paged and step levels state it; kv: the cache's K.
+template <class Args, class Tensor>
+json variant_args(const Args& a, const Tensor& kv) {
   return {{"shared_latent", a.shared_latent != 0},
           {"lse_base", a.lse_base},
           {"causal", a.causal != 0},
           {"window", a.window},
           {"scale", a.scale},
           {"softcap", a.softcap},
-          {"kv_dtype", strided(a.k).dtype}};
+          {"kv_dtype", strided(kv).dtype}};
+}
+
+// One rank's heads and shapes, as the partial and paged levels state them.
+template <class Args>
+json rank_args(const Args& a) {
+  return {{"rank", a.rank},
+          {"ranks", a.ranks},
+          {"tokens", a.tokens},
+          {"heads", a.heads},
+          {"head_dim", a.head_dim},
+          {"v_dim", a.v_dim},
+          {"head0", a.head0},
+          {"q_heads_total", a.q_heads_total},
+          {"kv_heads_total", a.kv_heads_total},
+          {"kv_head0", a.kv_head0},
+          {"kv_heads", a.kv_heads}};
 }
 
 int bridge_partial_unguarded(const dcpv_partial_args* a, char* err, size_t err_len) {
@@ -325,19 +341,9 @@ int bridge_partial_unguarded(const dcpv_partial_args* a, char* err, size_t err_l
   std::vector<char> payload;
   put_attention(tensors, payload, *a);
   put(tensors, payload, "k_pos", a->k_pos);
-  json args = {{"rank", a->rank},
-               {"ranks", a->ranks},
-               {"tokens", a->tokens},
-               {"heads", a->heads},
-               {"head_dim", a->head_dim},
-               {"v_dim", a->v_dim},
-               {"head0", a->head0},
-               {"q_heads_total", a->q_heads_total},
-               {"kv_heads_total", a->kv_heads_total},
-               {"kv_head0", a->kv_head0},
-               {"kv_heads", a->kv_heads},
-               {"keys", a->keys}};
-  args.update(variant_args(*a));
+  json args = rank_args(*a);
+  args["keys"] = a->keys;
+  args.update(variant_args(*a, a->k));
   json reply;
   std::vector<char> rp;
   return call("partial", args, tensors, payload, strided(a->o), strided(a->lse), reply, rp, err,
@@ -370,7 +376,7 @@ int bridge_step_unguarded(dcpv_step_args* a, char* err, size_t err_len) {
                {"tokens", a->tokens},     {"q_heads", a->q_heads},
                {"kv_heads", a->kv_heads}, {"head_dim", a->head_dim},
                {"v_dim", a->v_dim},       {"seq", a->seq}};
-  args.update(variant_args(*a));
+  args.update(variant_args(*a, a->k));
   json reply;
   std::vector<char> rp;
   if (call("step", args, tensors, payload, strided(a->o), strided(a->lse), reply, rp, err,
@@ -401,28 +407,12 @@ int bridge_paged_unguarded(const dcpv_paged_args* a, char* err, size_t err_len) 
         std::pair{"k_scale", &a->k_scale}, std::pair{"v_scale", &a->v_scale},
         std::pair{"sink", &a->sink}, std::pair{"topk", &a->topk}})
     put(tensors, payload, name, *t);
-  json args = {{"rank", a->rank},
-               {"ranks", a->ranks},
-               {"interleave", a->interleave},
+  json args = rank_args(*a);
+  args.update({{"interleave", a->interleave},
                {"requests", a->requests},
-               {"tokens", a->tokens},
-               {"heads", a->heads},
-               {"head_dim", a->head_dim},
-               {"v_dim", a->v_dim},
-               {"head0", a->head0},
-               {"q_heads_total", a->q_heads_total},
-               {"kv_heads_total", a->kv_heads_total},
-               {"kv_head0", a->kv_head0},
-               {"kv_heads", a->kv_heads},
                {"page_size", a->page_size},
-               {"page_layout", a->page_layout == DCPV_PAGES_HND ? "HND" : "NHD"},
-               {"shared_latent", a->shared_latent != 0},
-               {"lse_base", a->lse_base},
-               {"causal", a->causal != 0},
-               {"window", a->window},
-               {"scale", a->scale},
-               {"softcap", a->softcap},
-               {"kv_dtype", strided(a->k_cache).dtype}};
+               {"page_layout", a->page_layout == DCPV_PAGES_HND ? "HND" : "NHD"}});
+  args.update(variant_args(*a, a->k_cache));
   json reply;
   std::vector<char> rp;
   return call("paged", args, tensors, payload, strided(a->o), strided(a->lse), reply, rp, err,
