@@ -11,10 +11,10 @@ Rows (same seed, cases and ranges, so the same steps are drawn):
   torch-paged    a PyTorch paged kernel as the paged level, over each rank's pool as stored
                  (tests/python/torch_paged.py; skipped without torch)
 The time is the dcp-path property's own (the properties' JSON "seconds"), so process start is
-not counted. "in levels" is the time the implementation's own methods took; "outside" the rest
-(the suite, the production path's other levels and the seam between the processes), and
-"outside x host" its cases/s against the host path's: what the package costs beyond the
-implementation's own arithmetic.
+not counted. "vs host" is a row's cases/s over the host path's; "in levels" the time the
+implementation's own methods took; "outside" the rest (the suite, the production path's other
+levels and the seam between the processes), and "outside vs host" the host path's time over it:
+what the package costs beyond the implementation's own arithmetic.
 """
 
 import argparse
@@ -109,16 +109,17 @@ def main():
         print("# torch-flash, torch-paged: skipped (no torch)")
     base = rows[0][1]
     print(f"# bench_python  cases={o.cases}  seed={o.seed}  (dcp-path property, sound bound)")
-    print(f"{'row':<14} {'seconds':>8} {'cases/s':>9} {'x host':>7} {'in levels':>10} "
-          f"{'outside':>8} {'outside x host':>15} {'callbacks':>9}")
+    # "vs host": cases/s over the host path's (1 is as fast, below 1 slower).
+    print(f"{'row':<14} {'seconds':>8} {'cases/s':>9} {'vs host':>8} {'in levels':>10} "
+          f"{'outside':>8} {'outside vs host':>16} {'callbacks':>9}")
     for name, secs, in_levels, calls in rows:
-        dash = "-"
+        def cell(x, width, fmt):
+            return f"{'-' if x is None else format(x, fmt):>{width}}"
         outside = secs - in_levels if in_levels is not None else None
-        print(f"{name:<14} {secs:8.3f} {o.cases / secs:9.1f} {base / secs:7.2f} "
-              f"{in_levels if in_levels is not None else dash:>10.3} "
-              f"{outside if outside is not None else dash:>8.3} "
-              f"{base / outside if outside else dash:>15.3} "
-              f"{calls if calls is not None else dash:>9}")
+        print(f"{name:<14} {secs:8.3f} {o.cases / secs:9.1f} {base / secs:8.2f} "
+              f"{cell(in_levels, 10, '.3f')} {cell(outside, 8, '.3f')} "
+              f"{cell(base / outside if outside else None, 16, '.2f')} "
+              f"{cell(calls, 9, 'd')}")
 
 
 if __name__ == "__main__":

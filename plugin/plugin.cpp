@@ -31,11 +31,12 @@ namespace {
 // Room for a plug-in's one-line reason.
 constexpr size_t kErrBytes = 512;
 
-// The command's last words (set_last_words), spoken at most once. Under g_words_mu the speaker
-// marks them spoken and takes them, and set_last_words replaces them only while unspoken: words
-// are never deleted, nor their frame left, while they are spoken.
+// The command's last words (set_last_words), spoken at most once. The speaker marks them spoken,
+// then takes them under g_words_mu; set_last_words, under it, replaces them only while unspoken
+// (and deletes the old ones after it): words are never deleted, nor their frame left, while they
+// are spoken.
 std::atomic<LastWords*> g_last_words{nullptr};
-bool g_spoken = false;
+std::atomic<bool> g_spoken{false};
 std::mutex g_words_mu;
 
 // Whether a level's crash, timeout or exit() is already ending the process: the first of them to
@@ -52,16 +53,15 @@ static_assert(std::atomic<bool>::is_always_lock_free, "a signal handler's flag i
 // Speaks the last words, if any, under an alarm: SIGALRM's default action ends the process if
 // they do not finish within kLastWordsSeconds.
 void speak_last_words(const std::string& cause) {
+  if (g_spoken.exchange(true)) return;
+  // First: a crash inside malloc may leave a lock that what follows needs.
+  ::alarm(kLastWordsSeconds);
   LastWords* words = nullptr;  // never deleted: the process is ending
   {
     const std::lock_guard<std::mutex> lock(g_words_mu);
-    if (g_spoken) return;
-    g_spoken = true;
     words = g_last_words.exchange(nullptr);
   }
-  if (words == nullptr) return;
-  ::alarm(kLastWordsSeconds);
-  (*words)(cause);
+  if (words != nullptr) (*words)(cause);
 }
 
 // The signals that end a level, as its line on stderr names them (string literals: the crash
@@ -554,27 +554,32 @@ class PluginDevice : public gpu::HostDevice {
     if (kv.block_table == nullptr && !batch && p.rows > 0)  // (an empty cache has no table)
       return DCP_GPU_ERROR("plug-in: the paged level needs a paged cache (plugin_config pages it)");
     const int64_t T = p.tokens, H = p.heads, dk = p.head_dim, dv = p.v_dim, P = kv.page,
-                  G = kv.kv_heads, pages = kv.pool_rows / P, B = batch ? p.requests : 1;
+                  G = kv.kv_heads, pages = kv.pool_rows / P, all = batch ? p.requests : 1;
     const bool latent = kv.shared_latent, hnd = p_.page_layout == DCPV_PAGES_HND;
-    // The requests: their queries' rows (tokens come in request order), lengths and tables.
-    std::vector<int32_t> starts(static_cast<size_t>(B + 1), 0), seq(static_cast<size_t>(B)),
-        local(static_cast<size_t>(B));
+    // The requests with queries in this step, as engines pass a batch (those that finished before
+    // it, their pages freed, left out): their queries' rows (tokens come in request order),
+    // lengths and block tables.
+    std::vector<int64_t> queries(static_cast<size_t>(all), 0);
     for (int64_t t = 0; t < T; ++t) {
       const int64_t b = batch ? p.req[t] : 0;
-      if (b < 0 || b >= B || (t > 0 && batch && b < p.req[t - 1]))
+      if (b < 0 || b >= all || (t > 0 && batch && b < p.req[t - 1]))
         return DCP_GPU_ERROR("plug-in: the paged level takes tokens in request order");
-      ++starts[static_cast<size_t>(b + 1)];
-    }
-    for (int64_t b = 0; b < B; ++b) {
-      starts[static_cast<size_t>(b + 1)] += starts[static_cast<size_t>(b)];
-      const int64_t s = batch ? p.req_seq[b] : p.seq;
-      seq[static_cast<size_t>(b)] = static_cast<int32_t>(s);
-      local[static_cast<size_t>(b)] = static_cast<int32_t>(p.layout.count(p.rank, s));
+      ++queries[static_cast<size_t>(b)];
     }
     const int64_t table_pages = batch                       ? p.table_stride
                                 : kv.block_table == nullptr ? 0
                                                             : (p.rows + P - 1) / P;
-    const int32_t* tables = batch ? p.req_tables : kv.block_table;
+    std::vector<int32_t> starts{0}, seq, local, tables;
+    for (int64_t b = 0; b < all; ++b) {
+      if (batch && queries[static_cast<size_t>(b)] == 0) continue;
+      starts.push_back(starts.back() + static_cast<int32_t>(queries[static_cast<size_t>(b)]));
+      const int64_t s = batch ? p.req_seq[b] : p.seq;
+      seq.push_back(static_cast<int32_t>(s));
+      local.push_back(static_cast<int32_t>(p.layout.count(p.rank, s)));
+      const int32_t* row = batch ? p.req_tables + b * p.table_stride : kv.block_table;
+      if (row != nullptr) tables.insert(tables.end(), row, row + table_pages);
+    }
+    const auto B = static_cast<int64_t>(seq.size());
     // The pool in the layout the plug-in asked for.
     const int64_t e = gpu::format_bytes(kv.dtype);
     const std::vector<uint8_t> k_hnd =
@@ -600,8 +605,7 @@ class PluginDevice : public gpu::HostDevice {
     a.query_start_loc = dl.of(starts.data(), kDlI32, {B + 1});
     a.seq_lens = dl.of(seq.data(), kDlI32, {B});
     a.local_seq_lens = dl.of(local.data(), kDlI32, {B});
-    a.block_table =
-        dl.of(tables, kDlI32, {B, table_pages}, {batch ? p.table_stride : table_pages, 1});
+    a.block_table = dl.of(tables.data(), kDlI32, {B, table_pages});
     a.k_cache = pool(kv.k, k_hnd, dk, kv.head_dim);
     if (!latent) a.v_cache = pool(kv.v, v_hnd, dv, kv.v_head_stride);
     if (kv.k_scale != nullptr) a.k_scale = dl.of(kv.k_scale, kDlF32, {G});
@@ -733,15 +737,17 @@ void single_partial_merge(const dcpv_claim& c, oracle::Arithmetic& a) {
 void set_last_words(LastWords words) {
   static std::once_flag undertaker;
   LastWords* fresh = words ? new LastWords(std::move(words)) : nullptr;
-  std::unique_lock<std::mutex> lock(g_words_mu);
+  LastWords* old = nullptr;
+  bool spoken = false;
+  {
+    const std::lock_guard<std::mutex> lock(g_words_mu);
+    spoken = g_spoken.load();
+    if (!spoken) old = g_last_words.exchange(fresh);
+  }
   // Once spoken, the words are the speaker's, and the frame they refer to must outlive them:
   // this thread waits for the speaker to end the process.
-  if (g_spoken) {
-    lock.unlock();
-    park_forever();
-  }
-  delete g_last_words.exchange(fresh);
-  lock.unlock();
+  if (spoken) park_forever();
+  delete old;  // (outside the lock: a crash inside malloc must not hold the speaker up)
   if (fresh != nullptr) std::call_once(undertaker, start_undertaker);
 }
 
@@ -812,6 +818,9 @@ oracle::Expected<Plugin> load_plugin(const std::string& path, std::chrono::milli
       return DCP_ERROR("--impl ", path, ": dcpv_get_impl_v2 gave ABI version ",
                        impl_v2->abi_version, "; expected ", DCPV_ABI_VERSION_2);
     DCP_TRY(check_v2_fields(path, *impl_v2));
+    if (impl_v2->paged != nullptr && impl_v2->partial != nullptr)
+      return DCP_ERROR("--impl ", path,
+                       ": provides both paged and partial; a rank's attention is one of them");
     p.abi = DCPV_ABI_VERSION_2;
     p.paged = impl_v2->paged;
     p.kv_dequant = impl_v2->kv_dequant;

@@ -3,7 +3,7 @@
 # kernel (plugin/examples/paged_impl.cpp) passes the property suite with its cache handed over as
 # stored (fp8 pages with their scales, block tables over a fragmented pool, decode batches) and a
 # batched run in one step; its copy with the K scale applied twice is caught on the fp8 caches with
-# a shrunk case; a version-2 plug-in with a field out of range is refused in one line.
+# a shrunk case; a version-2 plug-in with any field out of range is refused in one line naming it.
 # Usage: paged_plugin_test.sh path/to/dcp-verify path/to/libdcpv_paged_example.so \
 #          path/to/libdcpv_paged_example_bug.so path/to/libdcpv_paged_example_bad.so
 set -u
@@ -36,9 +36,31 @@ contains "$tmp/out" "FAILED" "the planted bug is reported FAILED"
 contains "$tmp/out" "over bound" "an element over its bound is named"
 contains "$tmp/out" "T=1 Hq=1 Hkv=1 Dk=1 Dv=1" "the counterexample is shrunk"
 
-expect 2 "a page layout out of range" -- "$bin" properties --impl "$bad" --cases 1
-one_line_stderr "a page layout out of range"
-contains "$tmp/err" "page_layout must be DCPV_PAGES_NHD or DCPV_PAGES_HND" "the field is named"
+# Version-2 fields out of range: exit 2, one line naming the field.
+for case in "layout|page_layout must be DCPV_PAGES_NHD or DCPV_PAGES_HND" \
+            "dequant|kv_dequant must be DCPV_F32, DCPV_BF16 or DCPV_F16" \
+            "lacks|lacks has bits outside DCPV_LACKS_*" \
+            "version|dcpv_get_impl_v2 gave ABI version 3; expected 2" \
+            "both|provides both paged and partial" \
+            "null|dcpv_get_impl_v2 returned NULL"; do
+  field=${case%%|*}
+  expect 2 "v2 field: $field" -- env DCPV_PAGED_BAD="$field" "$bin" properties --impl "$bad" --cases 1
+  one_line_stderr "v2 field: $field"
+  contains "$tmp/err" "${case#*|}" "v2 field $field is named"
+done
+
+# A feature the plug-in lacks: run's default sweep leaves its rows out, a case asking for it is
+# refused naming it.
+expect 0 "run, the whole sweep" -- "$bin" run --impl "$good"
+contains "$tmp/out" "+cap" "the default sweep has soft-cap rows"
+expect 0 "run, lacking the soft-cap" -- env DCPV_PAGED_BAD=no_softcap "$bin" run --impl "$bad"
+contains "$tmp/out" "# run: OK" "a sweep without the lacked feature passes"
+if grep -qF "+cap" "$tmp/out"; then
+  echo "FAIL: run, lacking the soft-cap: a soft-cap row ran"; failures=$((failures + 1))
+else passes=$((passes + 1)); fi
+expect 2 "run --softcap, lacking it" -- env DCPV_PAGED_BAD=no_softcap "$bin" run --impl "$bad" --softcap 30
+one_line_stderr "run --softcap, lacking it"
+contains "$tmp/err" "the implementation lacks softcap" "the lacked feature is named"
 
 echo "$passes passed, $failures failed"
 [ "$failures" -eq 0 ]

@@ -238,7 +238,7 @@ oracle::Expected<ImplBackends> open_impl(const std::string& path, const std::str
   if (p->has_step()) b.step = plugin::plugin_step_backend(*p, deadline);
   b.merges = p->has_combine() || (!b.levels && p->has_step());
   b.attends = p->attends() || (!b.levels && p->has_step());
-  b.batches = p->has_paged();
+  b.batches = p->has_paged() && (p->lacks & DCPV_LACKS_BATCH) == 0;
   b.lacks = p->lacked_features();
   // Escaped: a name or path with a newline would print a line of its own into the report.
   b.label =

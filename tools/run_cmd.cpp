@@ -724,11 +724,27 @@ struct Plan {
   int64_t count = 0;          // rows to run
 };
 
-oracle::Expected<Plan> plan_rows(const RunOptions& o, int64_t world, const Limits& lim) {
+// The first feature of `lacks` (as properties --without names them) the row uses, if any.
+std::optional<std::string> lacked_in(const RunCase& r, const std::vector<std::string>& lacks) {
+  const props::CaseSpec& s = r.setup.spec;
+  for (const auto& [name, used] :
+       {std::pair{"softcap", s.softcap > 0.0}, std::pair{"sink", s.sink},
+        std::pair{"topk", s.topk > 0}, std::pair{"window", s.window > 0},
+        std::pair{"latent", s.shared_latent}, std::pair{"batch", r.one_step && r.batch > 1}})
+    if (used && std::find(lacks.begin(), lacks.end(), name) != lacks.end()) return name;
+  return std::nullopt;
+}
+
+// lacks: the features the --impl plug-in says it lacks: the default sweep leaves their rows out,
+// a configured case using one is refused.
+oracle::Expected<Plan> plan_rows(const RunOptions& o, int64_t world, const Limits& lim,
+                                 const std::vector<std::string>& lacks) {
   std::vector<RunCase> rows;
   if (o.configured()) {
     oracle::Expected<RunCase> r = configured_case(o, o.seed, world);
     if (!r) return r.status();
+    if (const auto f = lacked_in(*r, lacks))
+      return DCP_ERROR("--impl: the implementation lacks ", *f, ", which this case uses");
     rows.push_back(*r);
   } else {
     for (RunCase r : default_rows(o.seed)) {
@@ -736,7 +752,7 @@ oracle::Expected<Plan> plan_rows(const RunOptions& o, int64_t world, const Limit
         r.setup.cfg.math = {};
         r.variant = variant_of(r.setup.spec);
       }
-      if (world == 0 || r.setup.cfg.tp_size == world) rows.push_back(r);
+      if ((world == 0 || r.setup.cfg.tp_size == world) && !lacked_in(r, lacks)) rows.push_back(r);
     }
     if (rows.empty())
       return DCP_ERROR("--comm ", o.comm, ": the default sweep has no rows for ", world,
@@ -1096,20 +1112,22 @@ int run_dcp(const RunOptions& o, const Limits& lim, std::ostream& out, std::ostr
   // (and said by rank 0 alone).
   std::string impl_label;
   bool impl_batches = false;
+  std::vector<std::string> impl_lacks;
   const auto backend = [&]() -> oracle::Expected<props::DcpBackend> {
     if (!o.impl) return open_backend(o.backend, o.comm, std::chrono::seconds(o.timeout_s));
     const auto impl = open_impl(*o.impl, o.backend, o.comm, std::chrono::seconds(o.timeout_s));
     if (!impl) return impl.status();
     impl_label = impl->label;
     impl_batches = impl->batches;
+    impl_lacks = impl->lacks;
     return impl->preferred();
   }();
   if (!backend) return refuse("run", backend.status().message(), err);
   if (o.impl && !impl_batches && o.batch.value_or(1) > 1 && o.page_size.value_or(0) > 0)
     return refuse("run",
                   "--impl: this plug-in's levels take one request per step (a batch needs ABI "
-                  "2's paged level); --batch with --page-size runs the batch in one step (without "
-                  "--page-size its requests run one by one)",
+                  "2's paged level, not lacking batch); --batch with --page-size runs the batch "
+                  "in one step (without --page-size its requests run one by one)",
                   err);
   if (o.impl && o.math_given())
     return refuse("run",
@@ -1125,7 +1143,7 @@ int run_dcp(const RunOptions& o, const Limits& lim, std::ostream& out, std::ostr
     if (const auto why =
             reports_error(o.json_path, o.junit_path, {{"--impl", o.impl.value_or("")}}))
       return DCP_ERROR(*why);
-    return plan_rows(o, runner->world, runner->share(lim));
+    return plan_rows(o, runner->world, runner->share(lim), impl_lacks);
   }();
   if (const auto why = runner->agree(planned, std::chrono::seconds(o.timeout_s), err))
     return bad(*why);

@@ -235,7 +235,8 @@ enum {
  * FlashInfer's NHD), or HND [pages, kv_heads, page_size, D] (FlashInfer's HND). */
 typedef enum dcpv_page_layout { DCPV_PAGES_NHD = 0, DCPV_PAGES_HND = 1 } dcpv_page_layout;
 
-/* One rank's attention over its paged cache, for a batch of B >= 1 requests. Request b's token
+/* One rank's attention over its paged cache, for a batch of B >= 1 requests (those with queries
+ * in the step, as engines pass a batch). Request b's token
  * at position p (0 <= p < seq_lens[b]) lives on DCP rank floor(p / I) mod N, as row
  * floor(p / (I N)) I + p mod I of the request's rows on it (local_seq_lens[b] of them); row r is
  * slot r mod page_size of pool page block_table[b][r / page_size]. Positions (q_pos, topk, the
@@ -265,7 +266,9 @@ typedef struct dcpv_paged_args {
   dcpv_dltensor seq_lens;          /* [B] int32: each request's context length S_b (all ranks) */
   dcpv_dltensor local_seq_lens;    /* [B] int32: the rows of it this rank holds */
   dcpv_dltensor block_table;       /* [B, max_pages] int32: pool pages of each request's rows in
-                                      order, -1 past them */
+                                      order; only the first ceil(local_seq_lens[b] / page_size)
+                                      are this rank's (the rest: -1, or pages holding none of
+                                      its rows) */
   dcpv_dltensor k_cache;           /* the pool (page_layout) with D = Dk, in the cache's storage
                                       format: float32, bfloat16, float16, float8_e4m3fn,
                                       float8_e5m2 */
@@ -295,7 +298,7 @@ typedef struct dcpv_impl_v2 {
   dcpv_partial_fn partial;
   dcpv_combine_fn combine;
   dcpv_step_fn step;
-  dcpv_paged_fn paged; /* NULL: none; with it, it runs in place of partial */
+  dcpv_paged_fn paged; /* NULL: none; else partial must be NULL: paged runs in its place */
 } dcpv_impl_v2;
 
 /* The symbol a version-2 plug-in exports. */

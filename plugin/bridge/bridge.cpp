@@ -113,7 +113,8 @@ Strided strided(const dcpv_dltensor& t) {
                      : is(DCPV_DL_FLOAT8_E4M3FN, 8) ? "fp8e4m3"
                      : is(DCPV_DL_FLOAT8_E5M2, 8)   ? "fp8e5m2"
                      : is(DCPV_DL_INT, 32)          ? "i32"
-                                                    : "i64";
+                     : is(DCPV_DL_INT, 64)          ? "i64"
+                                                    : "?";  // never handed to the bridge
   return {t.data, name, static_cast<size_t>(t.dtype.bits / 8), t.ndim, t.shape, t.strides};
 }
 

@@ -12,17 +12,21 @@
 // It provides no combine: the production path merges. Built three times by CMake:
 // libdcpv_paged_example.so; libdcpv_paged_example_bug.so with DCPV_PAGED_BUG, which plants a bug
 // of engines' fp8 paths: the K scale applied twice (once folded into the softmax scale, once in
-// the dequantization); and libdcpv_paged_example_bad.so with DCPV_PAGED_BAD, whose page_layout is
-// out of range, for the loader's refusal. The ctest plugin.* tests prove the first passes the
-// property suite (fp8 caches and decode batches included), the second is caught with a shrunk
-// case, and the third is refused in one line.
+// the dequantization); and libdcpv_paged_example_bad.so with DCPV_PAGED_BAD, which hands the
+// loader a field out of range, named by the environment variable DCPV_PAGED_BAD (layout,
+// dequant, lacks, version, both: a partial level beside paged, null: no implementation; or
+// no_softcap: in range, saying it lacks the soft-cap). The
+// ctest plugin.* tests prove the first passes the property suite (fp8 caches and decode batches
+// included), the second is caught with a shrunk case, and the third is refused in one line.
 #include <dcp_verify/impl.h>
 
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <string>
 #include <vector>
 
 namespace {
@@ -177,11 +181,7 @@ const dcpv_impl_v2 kImpl = {
     dcpv_claim{1, 0, 0, 0.0, 0.0, DCPV_F32, 1, 1, DCPV_F32, DCPV_F32},
     DCPV_F32,
     0,
-#ifdef DCPV_PAGED_BAD
-    7,
-#else
     DCPV_PAGES_NHD,
-#endif
     nullptr,
     nullptr,
     nullptr,
@@ -189,6 +189,26 @@ const dcpv_impl_v2 kImpl = {
     paged,
 };
 
+#ifdef DCPV_PAGED_BAD
+int unused_partial(void*, const dcpv_partial_args*, char*, size_t) { return 1; }
+#endif
+
 }  // namespace
 
-extern "C" const dcpv_impl_v2* dcpv_get_impl_v2(void) { return &kImpl; }
+extern "C" const dcpv_impl_v2* dcpv_get_impl_v2(void) {
+#ifdef DCPV_PAGED_BAD
+  static dcpv_impl_v2 bad = kImpl;
+  const char* what = std::getenv("DCPV_PAGED_BAD");
+  const std::string field = what != nullptr ? what : "layout";
+  if (field == "null") return nullptr;
+  if (field == "layout") bad.page_layout = 7;
+  if (field == "dequant") bad.kv_dequant = DCPV_I64;
+  if (field == "lacks") bad.lacks = 1u << 20;
+  if (field == "version") bad.abi_version = 3;
+  if (field == "both") bad.partial = unused_partial;
+  if (field == "no_softcap") bad.lacks = DCPV_LACKS_SOFTCAP;  // in range: a feature it lacks
+  return &bad;
+#else
+  return &kImpl;
+#endif
+}

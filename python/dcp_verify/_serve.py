@@ -115,10 +115,14 @@ def _hello(impl: Any, claim: Any) -> dict:
     if dequant not in ("none", "f32", "bf16", "f16"):
         raise ValueError(f"impl.claim['kv_dequant']: expected one of ('none', 'f32', 'bf16', "
                          f"'f16'), got {dequant!r}")
-    lacks = getattr(impl, "lacks", ())
-    if isinstance(lacks, str) or not all(x in _FEATURES for x in lacks):
+    given = getattr(impl, "lacks", ())
+    try:
+        lacks = None if isinstance(given, str) else tuple(given)
+    except TypeError:
+        lacks = None
+    if lacks is None or not all(x in _FEATURES for x in lacks):
         raise ValueError(f"impl.lacks: expected a collection of {', '.join(_FEATURES)}, "
-                         f"got {lacks!r}")
+                         f"got {given!r}")
     layout = getattr(impl, "page_layout", "NHD")
     if layout not in ("NHD", "HND"):
         raise ValueError(f"impl.page_layout: expected 'NHD' or 'HND', got {layout!r}")
@@ -388,7 +392,9 @@ def _serve(sock: socket.socket, proc: subprocess.Popen, impl: Any, name: str, le
         else:
             reply = ({"ok": True}, arrays)
         try:
-            _send_frame(sock, *reply, shared=shared, at=int(header.get("shm_bytes", 0)))
+            # Through the shared memory only where the bridge mapped it (its request came so).
+            via = shared if "shm_bytes" in header else None
+            _send_frame(sock, *reply, shared=via, at=int(header.get("shm_bytes", 0)))
         except OSError as e:
             try:  # dcp-verify ended while the level ran (a level past --timeout ends it)
                 proc.wait(timeout=5)

@@ -71,27 +71,50 @@ def test_planted_paged_cache_bugs_are_killed(layout, bug):
 
 
 def test_lacked_features_are_never_drawn():
-    seen = set()
-
-    class NoSinkNoBatch(TorchPaged):
-        lacks = ("sink", "batch")
+    class Seen(TorchPaged):
+        def __init__(self, lacks=()):
+            super().__init__()
+            self.lacks = lacks
+            self.seen = set()
 
         def paged(self, a):
-            seen.add((a.sink is not None, a.requests))
+            self.seen.add((a.sink is not None, a.requests > 1))
             return super().paged(a)
 
-    report = testing.assert_properties(NoSinkNoBatch(), seed=7, cases=CASES, arrays="torch")
-    assert seen and all(not sink and requests == 1 for sink, requests in seen)
+    control = Seen()  # the same draws, lacking nothing: sinks and batches come
+    testing.assert_properties(control, seed=7, cases=CASES, arrays="torch")
+    assert (True, False) in control.seen and any(batch for _, batch in control.seen)
+    impl = Seen(("sink", "batch"))
+    report = testing.assert_properties(impl, seed=7, cases=CASES, arrays="torch")
+    assert impl.seen == {(False, False)}
     assert "dcp-batch" not in {p["name"] for p in report.raw["properties"]}
+
+
+def test_a_kernel_dequantizing_into_bf16_is_caught_unless_it_claims_so():
+    """fp8 pages times a non-power-of-2 scale, rounded to bf16 (a kernel feeding a bf16 MMA): the
+    kernel that does not claim it is caught, and the case it shrinks to passes once it claims
+    kv_dequant bf16. (Over the random cases the claimed kernel is refused where the logits are
+    extreme: a bf16 key's rounding there is too coarse for a first-order bound.)"""
+    torch.set_num_threads(1)
+    unclaimed = TorchPaged(dequant=torch.bfloat16, claim_dequant=False)
+    report = dcp_verify.properties(unclaimed, seed=7, cases=CASES, arrays="torch",
+                                   kv_dtypes=CACHES["fp8"], only=["dcp-fp8"])
+    assert report.verdict == "FAILED" and "over bound" in report.summary(), report.text
+    assert report.pin["spec"].get("kv_scale") in ("per_tensor", "per_head"), report.pin
+    claimed = TorchPaged(dequant=torch.bfloat16)
+    assert claimed.claim["kv_dequant"] == "bf16"
+    assert dcp_verify.replay(claimed, report.pin, arrays="torch").ok
+    assert not dcp_verify.replay(unclaimed, report.pin, arrays="torch").ok
 
 
 def test_bad_paged_fields_are_refused_by_name():
     with pytest.raises(ValueError, match="impl.page_layout: expected 'NHD' or 'HND'"):
         dcp_verify.properties(TorchPaged("NCHW"), seed=1, cases=1, arrays="torch")
-    impl = TorchPaged()
-    impl.lacks = ("sinks",)
-    with pytest.raises(ValueError, match="impl.lacks: expected a collection of softcap"):
-        dcp_verify.properties(impl, seed=1, cases=1, arrays="torch")
+    for lacks in (("sinks",), "sink", None):
+        impl = TorchPaged()
+        impl.lacks = lacks
+        with pytest.raises(ValueError, match="impl.lacks: expected a collection of softcap"):
+            dcp_verify.properties(impl, seed=1, cases=1, arrays="torch")
     impl = TorchPaged()
     impl.claim = {**impl.claim, "kv_dequant": "fp8"}
     with pytest.raises(ValueError, match=r"impl.claim\['kv_dequant'\]"):

@@ -23,14 +23,21 @@ BUGS = ("k_scale_twice", "page_off_by_one")
 class TorchPaged:
     """layout: "NHD" (vLLM's [pages, page_size, kv_heads, D]) or "HND" (FlashInfer's).
     bug: None, "k_scale_twice" (K dequantized with its scale applied twice) or "page_off_by_one"
-    (each row read from the pool page after the one its block table names)."""
+    (each row read from the pool page after the one its block table names).
+    dequant: torch.float32, or torch.bfloat16 (each dequantized element rounded to bf16, as a
+    kernel feeding a bf16 MMA from an fp8 cache does); claim_dequant: whether the claim says so."""
 
-    claim = {"accum": "f32", "accum_rounding": "nearest"}  # float32 GEMMs and exp on the CPU
-
-    def __init__(self, layout: str = "NHD", bug: str | None = None):
+    def __init__(self, layout: str = "NHD", bug: str | None = None,
+                 dequant: torch.dtype = torch.float32, claim_dequant: bool = True):
         self.page_layout = layout
         self.bug = bug
-        self.name = f"torch-paged-{layout}" + (f"-bug-{bug}" if bug else "")
+        self.dequant = dequant
+        # float32 GEMMs and exp on the CPU; K and V rounded to `dequant` once dequantized
+        self.claim = {"accum": "f32", "accum_rounding": "nearest"}
+        if dequant == torch.bfloat16 and claim_dequant:
+            self.claim["kv_dequant"] = "bf16"
+        self.name = f"torch-paged-{layout}" + (f"-bug-{bug}" if bug else "") + \
+            ("-bf16-dequant" if dequant == torch.bfloat16 else "")
 
     def rows(self, cache, table, n, page_size):
         """Rows 0 .. n-1 of one request from the pool, [n, kv_heads, D], as stored."""
@@ -65,6 +72,7 @@ class TorchPaged:
                     v = k[..., :dv] if self.bug != "k_scale_twice" else v * scale
             if a.v_scale is not None:
                 v = v * a.v_scale.view(1, -1, 1)
+            k, v = k.to(self.dequant).float(), v.to(self.dequant).float()
             k, v = k[:, kv, :], v[:, kv, :]  # [n, H, D]
             # Row r of this rank holds position (r / I) I N + rank I + r mod I.
             r = torch.arange(n)
