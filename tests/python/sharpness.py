@@ -28,7 +28,6 @@ import argparse
 import math
 import statistics
 
-import numpy as np
 import torch
 
 import dcp_verify
