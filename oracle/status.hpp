@@ -34,9 +34,18 @@ class Status {
   const std::string& message() const { return message_; }
   // Where it was raised, for developers: "oracle/case.cpp:42".
   std::string where() const { return std::string(file_) + ":" + std::to_string(line_); }
+  // A refusal to judge, not of the input: the claimed arithmetic is too coarse for any useful
+  // bound on this case (derive_bound's kappa > 0.1), whatever the result. A suite may draw
+  // another case rather than fail this one.
+  bool unjudgeable() const { return unjudgeable_; }
+  Status& mark_unjudgeable() {
+    unjudgeable_ = true;
+    return *this;
+  }
 
  private:
   bool ok_ = true;
+  bool unjudgeable_ = false;
   std::string message_;
   const char* file_ = "";
   int line_ = 0;

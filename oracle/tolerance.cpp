@@ -1255,7 +1255,8 @@ Expected<Bound> derive_bound(const Case& c, const Attention& ref, const Arithmet
       std::snprintf(kappa, sizeof kappa, "%.4g > %g", kappa_row[r], kMaxKappa);
       return DCP_ERROR("tolerance: row (t=", t, ", h=", h,
                        "): first-order relative error kappa = ", kappa, " (", culprit,
-                       "); the claimed arithmetic is too coarse for a first-order bound here");
+                       "); the claimed arithmetic is too coarse for a first-order bound here")
+          .mark_unjudgeable();
     }
   }
   return b;

@@ -227,6 +227,10 @@ DcpCheck judge_dcp(const Case& c, const gpu::DcpConfig& cfg, const gpu::GroupRun
     ++out.comparisons;
     if (!cmp) {
       ok = ok_stat = false;
+      if (cmp.status().unjudgeable())
+        out.unjudgeable = true;
+      else
+        out.judged_pass = out.judged_pass_statistical = false;
       rep << what << ": " << cmp.status().message() << "\n";
       return;
     }
@@ -234,10 +238,12 @@ DcpCheck judge_dcp(const Case& c, const gpu::DcpConfig& cfg, const gpu::GroupRun
     out.max_stat_ratio = std::max(out.max_stat_ratio, cmp->max_stat_ratio());
     if (!cmp->pass()) {
       ok = false;
+      out.judged_pass = false;
       rep << what << ": " << cmp->summary() << "\n";
     }
     if (!cmp->pass_statistical()) {
       ok_stat = false;
+      out.judged_pass_statistical = false;
       if (cmp->pass()) rep << what << ": SUSPECT: " << cmp->statistical_summary() << "\n";
     }
   };
@@ -273,10 +279,12 @@ DcpCheck judge_dcp(const Case& c, const gpu::DcpConfig& cfg, const gpu::GroupRun
     if (!geo) {
       rep << "geometry: " << geo.status().message() << "\n";
       ok = false;
+      out.judged_pass = out.judged_pass_statistical = false;
     } else if (parts.tp_rank && (*parts.tp_rank < 0 || *parts.tp_rank >= geo->tp)) {
       rep << "JudgedParts.tp_rank: " << *parts.tp_rank << " is not a TP rank in [0, " << geo->tp
           << ")\n";
       ok = false;
+      out.judged_pass = out.judged_pass_statistical = false;
     } else {
       // One oracle shard per dcp rank serves every DCP group (they differ only in heads).
       for (int64_t r = 0; r < geo->n; ++r) {
@@ -503,6 +511,9 @@ void merge_judgements(DcpCheck& into, const DcpCheck& part) {
   into.backend_error = into.backend_error || part.backend_error;
   into.oracle_error = into.oracle_error || part.oracle_error;
   into.interrupted = into.interrupted || part.interrupted;
+  into.unjudgeable = into.unjudgeable || part.unjudgeable;
+  into.judged_pass = into.judged_pass && part.judged_pass;
+  into.judged_pass_statistical = into.judged_pass_statistical && part.judged_pass_statistical;
   into.comparisons += part.comparisons;
   into.report += part.report;
 }

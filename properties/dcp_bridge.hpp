@@ -55,6 +55,12 @@ struct DcpCheck {
   // Why a failure is not a bound violation: the backend returned an error (the implementation
   // refused or failed), or the oracle could not judge (no bound is derivable for this case).
   bool backend_error = false, oracle_error = false;
+  // Some comparison had no bound because the claim is too coarse for the case
+  // (oracle::Status::unjudgeable), and how the comparisons that were made, and the oracle's other
+  // steps, came out: with unjudgeable and both of these, the case says nothing of the
+  // implementation either way (fail_unless_gated draws another).
+  bool unjudgeable = false;
+  bool judged_pass = true, judged_pass_statistical = true;
   // The caller's watch stopped the oracle before its verdict: no verdict (pass is false).
   bool interrupted = false;
   // Comparisons made: the output's and each judged partial's, of every request (a process of an

@@ -477,6 +477,7 @@ TEST(ToleranceRefusal, NamesALayoutOrATreeThatDoesNotFit) {
     auto b = oracle::derive_bound(c, *ref, a);
     ASSERT_FALSE(b.ok());
     EXPECT_NE(b.status().message().find(what), std::string::npos) << b.status().message();
+    EXPECT_FALSE(b.status().unjudgeable()) << "a layout that does not fit is bad input";
   };
   refused({8, 1, {}}, "layout of 8 ranks; expected 1 to shards = 4");
   refused({4, 1, std::vector<int64_t>(15, 0)}, "tensor 'owner': 15 entries; expected one per key");
@@ -536,6 +537,8 @@ TEST(ToleranceRefusal, NamesKappaAndTheClaimTermResponsible) {
   const std::string why = b.status().message();
   EXPECT_NE(why.find("kappa = "), std::string::npos) << why;
   EXPECT_NE(why.find("> 0.1 (mostly the key weights (exp_rel_err"), std::string::npos) << why;
+  // A refusal to judge, which a suite may draw past, not an error of the input.
+  EXPECT_TRUE(b.status().unjudgeable());
   a.exp_rel_err.reset();
   a.shards = 64;
   a.merge_accum = oracle::DType::bf16;

@@ -332,6 +332,7 @@ int finish_properties(const PropertiesOptions& o, uint64_t seed, const std::vect
                        {"what", r.what},
                        {"result", r.result},
                        {"cases", r.cases},
+                       {"discarded", r.discarded},
                        {"shrinks", r.shrinks >= 0 ? json(r.shrinks) : json(nullptr)},
                        {"seconds", r.seconds},
                        {"message", r.message},

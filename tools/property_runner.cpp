@@ -64,10 +64,10 @@ PropertyRun run_property(const props::SuiteProperty& p, int64_t cases, uint64_t 
   PropertyRun row;
   row.name = p.name;
   row.what = p.what;
-  int64_t ran = 0;
+  int64_t ran = 0, discarded = 0;
   std::string counterexample;
   const auto body = p.body;
-  auto guarded = [&ran, &counterexample, body] {
+  auto guarded = [&ran, &discarded, &counterexample, body] {
     // Ctrl-C: the case fails at once, before drawing anything, so there is nothing to shrink;
     // the row reports the cases that did run, as interrupted.
     if (interrupted()) RC_FAIL("interrupted");
@@ -78,6 +78,7 @@ PropertyRun run_property(const props::SuiteProperty& p, int64_t cases, uint64_t 
       body();
     } catch (const rc::detail::CaseResult& r) {
       if (r.type == rc::detail::CaseResult::Type::Failure) counterexample = props::current_case();
+      if (r.type == rc::detail::CaseResult::Type::Discard) ++discarded;
       throw;
     } catch (const rc::GenerationFailure&) {
       throw;
@@ -102,6 +103,10 @@ PropertyRun run_property(const props::SuiteProperty& p, int64_t cases, uint64_t 
   row.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   record_outcome(result, ran, row);
   if (row.result == "FAILED") row.counterexample = counterexample;
+  row.discarded = discarded;
+  if (discarded > 0)
+    row.what += "; " + std::to_string(discarded) +
+                " drawn cases set aside, the claim too coarse to judge them";
   return row;
 }
 

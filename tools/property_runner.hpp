@@ -18,6 +18,8 @@ struct PropertyRun {
   std::string result;    // OK, FAILED, INTERRUPTED (Ctrl-C), GAVE UP, ERROR
   int64_t cases = 0;     // cases run; for FAILED, up to and including the first failure
   int64_t shrinks = -1;  // FAILED: shrink steps to the counterexample
+  // Cases drawn and set aside (discarded: the claim too coarse to judge them), not in `cases`.
+  int64_t discarded = 0;
   double seconds = 0.0;
   std::string message;         // FAILED: the shrunk counterexample's report; else why it stopped
   std::string counterexample;  // FAILED: its shape in one line (props::current_case)

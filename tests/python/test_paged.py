@@ -39,8 +39,10 @@ class Recorded(TorchPaged):
 def test_a_correct_paged_kernel_passes_in_every_storage_format(layout, cache):
     torch.set_num_threads(1)
     impl = Recorded(layout)
-    testing.assert_properties(impl, seed=7, cases=CASES, arrays="torch",
-                              kv_dtypes=CACHES[cache])
+    report = testing.assert_properties(impl, seed=7, cases=CASES, arrays="torch",
+                                       kv_dtypes=CACHES[cache])
+    # Its claim is fine enough to judge every case drawn: none set aside.
+    assert all(p["discarded"] == 0 for p in report.raw["properties"])
     assert impl.seen, "the paged level was never called"
     formats = {s["dtype"] for s in impl.seen}
     want = {"f32": {torch.float32}, "bf16": {torch.bfloat16},
@@ -93,9 +95,14 @@ def test_lacked_features_are_never_drawn():
 def test_a_kernel_dequantizing_into_bf16_is_caught_unless_it_claims_so():
     """fp8 pages times a non-power-of-2 scale, rounded to bf16 (a kernel feeding a bf16 MMA): the
     kernel that does not claim it is caught, and the case it shrinks to passes once it claims
-    kv_dequant bf16. (Over the random cases the claimed kernel is refused where the logits are
-    extreme: a bf16 key's rounding there is too coarse for a first-order bound.)"""
+    kv_dequant bf16. Claimed, it passes the suite: the cases whose logits are too large for a
+    bf16 key's rounding to be bounded (kappa > 0.1) are set aside, and the report says how many."""
     torch.set_num_threads(1)
+    passed = testing.assert_properties(TorchPaged(dequant=torch.bfloat16), seed=7, cases=CASES,
+                                       arrays="torch", kv_dtypes=CACHES["fp8"])
+    rows = {p["name"]: p for p in passed.raw["properties"]}
+    assert rows["dcp-fp8"]["cases"] == CASES and rows["dcp-fp8"]["discarded"] > 0
+    assert "drawn cases set aside, the claim too coarse to judge them" in rows["dcp-fp8"]["what"]
     unclaimed = TorchPaged(dequant=torch.bfloat16, claim_dequant=False)
     report = dcp_verify.properties(unclaimed, seed=7, cases=CASES, arrays="torch",
                                    kv_dtypes=CACHES["fp8"], only=["dcp-fp8"])
