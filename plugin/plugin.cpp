@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -706,12 +707,10 @@ void apply_claim(const dcpv_claim& c, int64_t n, bool partial, bool merged, orac
   if (merged) a.merge_accum = *claim_format(c.combine_accum);
 }
 
-// DCPV_LACKS_* as `properties --without` names the features.
-constexpr std::pair<uint32_t, const char*> kLackNames[] = {
-    {DCPV_LACKS_SOFTCAP, "softcap"}, {DCPV_LACKS_SINK, "sink"},     {DCPV_LACKS_TOPK, "topk"},
-    {DCPV_LACKS_WINDOW, "window"},   {DCPV_LACKS_LATENT, "latent"}, {DCPV_LACKS_BATCH, "batch"}};
-constexpr uint32_t kLackMask = DCPV_LACKS_SOFTCAP | DCPV_LACKS_SINK | DCPV_LACKS_TOPK |
-                               DCPV_LACKS_WINDOW | DCPV_LACKS_LATENT | DCPV_LACKS_BATCH;
+// DCPV_LACKS_* as `properties --without` names the features: bit i, name i.
+constexpr const char* kLackNames[] = DCPV_LACKS_NAMES;
+constexpr uint32_t kLackMask = (1u << std::size(kLackNames)) - 1;
+static_assert(DCPV_LACKS_BATCH == 1u << (std::size(kLackNames) - 1), "a name for every bit");
 
 // A version-2 plug-in's fields beyond version 1's, one-line errors naming them as impl.h does.
 oracle::Status check_v2_fields(const std::string& path, const dcpv_impl_v2& v) {
@@ -762,8 +761,8 @@ std::string Plugin::levels() const {
 
 std::vector<std::string> Plugin::lacked_features() const {
   std::vector<std::string> out;
-  for (const auto& [bit, name] : kLackNames)
-    if ((lacks & bit) != 0) out.emplace_back(name);
+  for (size_t i = 0; i < std::size(kLackNames); ++i)
+    if ((lacks & (1u << i)) != 0) out.emplace_back(kLackNames[i]);
   return out;
 }
 

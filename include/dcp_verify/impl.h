@@ -230,6 +230,9 @@ enum {
   DCPV_LACKS_LATENT = 1u << 4, /* a shared latent (MLA: V is K's first v_dim components) */
   DCPV_LACKS_BATCH = 1u << 5   /* more than one request in a step */
 };
+/* Their names, bit i named by element i (as `properties --without` names them). */
+#define DCPV_LACKS_NAMES \
+  { "softcap", "sink", "topk", "window", "latent", "batch" }
 
 /* How a page of the pool is laid out: NHD [pages, page_size, kv_heads, D] (vLLM's cache, and
  * FlashInfer's NHD), or HND [pages, kv_heads, page_size, D] (FlashInfer's HND). */

@@ -34,6 +34,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -470,13 +471,11 @@ void map_shared_region() {
 
 // The features the server says its implementation lacks (DCPV_LACKS_*), by --without's names.
 uint32_t lacks_of(const json& names) {
-  constexpr std::pair<const char*, uint32_t> kBits[] = {
-      {"softcap", DCPV_LACKS_SOFTCAP}, {"sink", DCPV_LACKS_SINK},     {"topk", DCPV_LACKS_TOPK},
-      {"window", DCPV_LACKS_WINDOW},   {"latent", DCPV_LACKS_LATENT}, {"batch", DCPV_LACKS_BATCH}};
+  constexpr const char* kNames[] = DCPV_LACKS_NAMES;  // bit i, name i
   uint32_t out = 0;
   for (const json& n : names)
-    for (const auto& [name, bit] : kBits)
-      if (n.is_string() && n.get<std::string>() == name) out |= bit;
+    for (size_t i = 0; i < std::size(kNames); ++i)
+      if (n.is_string() && n.get<std::string>() == kNames[i]) out |= 1u << i;
   return out;
 }
 
