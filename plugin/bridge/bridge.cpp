@@ -452,18 +452,22 @@ dcpv_dtype claim_format(const json& j, const char* key) {
   return f == "f32" ? DCPV_F32 : f == "bf16" ? DCPV_BF16 : f == "f16" ? DCPV_F16 : DCPV_I64;
 }
 
+// The file descriptor the environment variable `name` holds; -1 where it is unset or not one.
+int env_fd(const char* name) {
+  const char* text = std::getenv(name);
+  if (text == nullptr) return -1;
+  char* end = nullptr;
+  const long v = std::strtol(text, &end, 10);
+  return end == text || *end != '\0' || v < 0 || v > INT_MAX ? -1 : static_cast<int>(v);
+}
+
 // Maps the shared region DCPV_BRIDGE_SHM_FD names, where it does (else payloads use the socket).
 void map_shared_region() {
-  const char* fd = std::getenv("DCPV_BRIDGE_SHM_FD");
-  if (fd == nullptr) return;
-  char* end = nullptr;
-  const long v = std::strtol(fd, &end, 10);
+  const int fd = env_fd("DCPV_BRIDGE_SHM_FD");
   struct stat st {};
-  if (end == fd || *end != '\0' || v < 0 || v > INT_MAX || ::fstat(static_cast<int>(v), &st) != 0 ||
-      st.st_size <= 0)
-    return;
-  void* p = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ | PROT_WRITE, MAP_SHARED,
-                   static_cast<int>(v), 0);
+  if (fd < 0 || ::fstat(fd, &st) != 0 || st.st_size <= 0) return;
+  void* p =
+      ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) return;
   g_conn.shm = static_cast<char*>(p);
   g_conn.shm_bytes = static_cast<size_t>(st.st_size);
@@ -484,12 +488,8 @@ uint32_t lacks_of(const json& names) {
 static const dcpv_impl_v2* get_impl() {
   std::lock_guard<std::mutex> lock(g_conn.mu);
   if (g_impl.abi_version == DCPV_ABI_VERSION_2) return &g_impl;
-  const char* fd = std::getenv("DCPV_BRIDGE_FD");
-  if (fd == nullptr) return nullptr;
-  char* end = nullptr;
-  const long v = std::strtol(fd, &end, 10);
-  if (end == fd || *end != '\0' || v < 0 || v > INT_MAX) return nullptr;
-  g_conn.fd = static_cast<int>(v);
+  g_conn.fd = env_fd("DCPV_BRIDGE_FD");
+  if (g_conn.fd < 0) return nullptr;
   map_shared_region();
   json reply;
   std::vector<char> rp;
