@@ -116,8 +116,11 @@ class LevelWatch {
   // A call of `what` (the implementation, the level, the rank) allowed `limit`; returns its key.
   uint64_t begin(std::string what, std::chrono::milliseconds limit) {
     const std::lock_guard<std::mutex> lock(m_);
-    calls_[next_] = Call{std::move(what), Clock::now() + limit, limit};
-    cv_.notify_one();
+    const Clock::time_point deadline = Clock::now() + limit;
+    calls_[next_] = Call{std::move(what), deadline, limit};
+    // The watcher wakes by wake_ in any case: only an earlier deadline needs it now (waking it on
+    // every call would cost each call a switch to the watcher and back).
+    if (deadline < wake_) cv_.notify_one();
     return next_++;
   }
 
@@ -150,7 +153,8 @@ class LevelWatch {
     std::unique_lock<std::mutex> lock(m_);
     for (;;) {
       if (calls_.empty()) {
-        cv_.wait(lock);
+        wake_ = Clock::now() + kIdleWake;
+        cv_.wait_until(lock, wake_);
         continue;
       }
       const auto first = std::min_element(calls_.begin(), calls_.end(), [](auto& a, auto& b) {
@@ -159,6 +163,7 @@ class LevelWatch {
       // A copy: the call may end (and its entry go) while this thread waits.
       const Clock::time_point deadline = first->second.deadline;
       if (Clock::now() < deadline) {
+        wake_ = deadline;
         cv_.wait_until(lock, deadline);
         continue;
       }
@@ -188,10 +193,15 @@ class LevelWatch {
     }
   }
 
+  // How long the watcher sleeps with no call in flight: a call whose limit is at least this (any
+  // --timeout, in whole seconds) begins without waking it.
+  static constexpr std::chrono::seconds kIdleWake{1};
+
   std::mutex m_;
   std::condition_variable cv_;
   std::map<uint64_t, Call> calls_;
   uint64_t next_ = 0;
+  Clock::time_point wake_ = Clock::time_point::max();  // when the watcher wakes next, at the latest
 };
 
 // What ends the process inside a level: a crash (a signal the plug-in's code raised on the level's

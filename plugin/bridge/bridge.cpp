@@ -18,12 +18,17 @@
 //                   <- {"ok": true, "tensors": [o, lse, and for step optionally o_partial and
 //                       lse_partial, all f32 of the shapes impl.h gives]}
 //                   <- {"ok": false, "error": "one line"}   (the level failed)
-// Requests are sent one at a time (the ranks' threads take turns); a server that closes the
-// socket fails every later call.
+// The ranks' threads call at once: their requests are sent as they come, without waiting for the
+// replies before them, and the server answers them in the order it received them (each reply is
+// read by the thread whose request it answers, in that order). A server that closes the socket
+// fails the calls in flight and every later one.
 // Where the environment variable DCPV_BRIDGE_SHM_FD names a shared-memory file the server mapped
-// too, payloads that fit in it go through it instead of the socket: a request's at its start,
-// its header saying {"shm_bytes": n} (and "bytes": 0); a reply's after it, its header saying
-// {"shm_at": offset, "shm_bytes": n}, its tensors' offsets counted from there.
+// too, payloads go through it instead of the socket where they fit: each request in flight has a
+// region of its own, its payload at the region's start, its header saying {"shm_at": offset,
+// "shm_bytes": n} (and "bytes": 0), with room for the reply after it: {"reply_at": offset,
+// "reply_room": bytes}. A reply that fits its room is placed there, its header saying
+// {"shm_at": offset, "shm_bytes": n}, its tensors' offsets counted from there; one that does not
+// (or a request without a room) comes on the socket.
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -31,6 +36,7 @@
 
 #include <cerrno>
 #include <climits>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -41,6 +47,7 @@
 #include <vector>
 
 #include "dcp_verify/impl.h"
+#include "plugin/bridge/region_ring.hpp"
 
 namespace {
 
@@ -52,10 +59,18 @@ constexpr uint64_t kMaxHeaderBytes = uint64_t{1} << 20;
 
 struct Connection {
   int fd = -1;
-  std::mutex mu;  // one request at a time
   std::string name;
   char* shm = nullptr;  // the shared region (DCPV_BRIDGE_SHM_FD), or null: payloads on the socket
   size_t shm_bytes = 0;
+  std::mutex send;  // one frame written at a time, in the order of the tickets
+
+  // Under mu: the requests sent and the replies read (a ticket each, in order), their regions of
+  // the shared memory, and whether the stream broke.
+  std::mutex mu;
+  std::condition_variable turn;
+  uint64_t sent = 0, answered = 0;
+  dcp::bridge::RegionRing regions{0};  // sized when the shared region is mapped
+  std::string broken;                  // why the stream broke; empty while it works
 };
 Connection g_conn;
 dcpv_impl_v2 g_impl{};
@@ -182,28 +197,9 @@ void fail(char* err, size_t err_len, const std::string& why) {
   std::snprintf(err, err_len, "%s", why.c_str());
 }
 
-// Sends one frame and reads the reply's header and payload; false with the reason on a broken
-// stream.
-bool exchange(const json& header, const std::vector<char>& payload, json& reply,
-              std::vector<char>& reply_payload, std::string& why) {
-  if (g_conn.fd < 0) {
-    why = "no server: DCPV_BRIDGE_FD is not set to an open socket";
-    return false;
-  }
-  json h = header;
-  const bool shared = g_conn.shm != nullptr && payload.size() <= g_conn.shm_bytes;
-  if (shared) {
-    if (!payload.empty()) std::memcpy(g_conn.shm, payload.data(), payload.size());
-    h["shm_bytes"] = payload.size();
-  }
-  h["bytes"] = shared ? 0 : payload.size();
-  const std::string text = h.dump();
-  const uint64_t n = text.size();
-  if (!write_all(g_conn.fd, &n, sizeof n) || !write_all(g_conn.fd, text.data(), text.size()) ||
-      (!shared && !write_all(g_conn.fd, payload.data(), payload.size()))) {
-    why = "the server closed the connection";
-    return false;
-  }
+// Reads the next reply's header and payload (the payload copied out of the shared region where
+// it came that way); false with the reason on a broken stream.
+bool read_reply(json& reply, std::vector<char>& reply_payload, std::string& why) {
   uint64_t m = 0;
   if (!read_all(g_conn.fd, &m, sizeof m) || m > kMaxHeaderBytes) {
     why = "the server closed the connection or sent a frame that is not this protocol";
@@ -234,6 +230,73 @@ bool exchange(const json& header, const std::vector<char>& payload, json& reply,
     }
     reply_payload.assign(g_conn.shm + at, g_conn.shm + at + size);
   }
+  return true;
+}
+
+// Sends one request and reads its reply's header and payload (reply_bytes: the most the reply's
+// tensors take); false with the reason on a broken stream. The ranks' threads call it at once:
+// each request is sent at its turn to write, its reply read at its turn to read.
+bool exchange(const json& header, const std::vector<char>& payload, size_t reply_bytes, json& reply,
+              std::vector<char>& reply_payload, std::string& why) {
+  if (g_conn.fd < 0) {
+    why = "no server: DCPV_BRIDGE_FD is not set to an open socket";
+    return false;
+  }
+  const auto broke = [&](const std::string& reason) {
+    {
+      const std::lock_guard<std::mutex> lock(g_conn.mu);
+      if (g_conn.broken.empty()) g_conn.broken = reason;
+    }
+    g_conn.turn.notify_all();
+    why = reason;
+    return false;
+  };
+  constexpr size_t kAlign = dcp::bridge::RegionRing::kAlign;  // the reply's room starts on one too
+  const size_t payload_room = (payload.size() + kAlign - 1) / kAlign * kAlign;
+  json h = header;
+  uint64_t ticket = 0;
+  {
+    const std::lock_guard<std::mutex> send(g_conn.send);
+    dcp::bridge::Region region;
+    {
+      const std::lock_guard<std::mutex> lock(g_conn.mu);
+      if (!g_conn.broken.empty()) {
+        why = g_conn.broken;
+        return false;
+      }
+      region = g_conn.regions.take(payload_room + reply_bytes);
+      ticket = g_conn.sent++;
+    }
+    const bool shared = !region.empty();
+    if (shared) {
+      if (!payload.empty()) std::memcpy(g_conn.shm + region.begin, payload.data(), payload.size());
+      h["shm_at"] = region.begin;
+      h["shm_bytes"] = payload.size();
+      h["reply_at"] = region.begin + payload_room;
+      h["reply_room"] = region.end - region.begin - payload_room;
+    }
+    h["bytes"] = shared ? 0 : payload.size();
+    const std::string text = h.dump();
+    const uint64_t n = text.size();
+    if (!write_all(g_conn.fd, &n, sizeof n) || !write_all(g_conn.fd, text.data(), text.size()) ||
+        (!shared && !write_all(g_conn.fd, payload.data(), payload.size())))
+      return broke("the server closed the connection");
+  }
+  {
+    std::unique_lock<std::mutex> lock(g_conn.mu);
+    g_conn.turn.wait(lock, [&] { return g_conn.answered == ticket || !g_conn.broken.empty(); });
+    if (!g_conn.broken.empty()) {
+      why = g_conn.broken;
+      return false;
+    }
+  }
+  if (!read_reply(reply, reply_payload, why)) return broke(why);
+  {
+    const std::lock_guard<std::mutex> lock(g_conn.mu);
+    ++g_conn.answered;
+    g_conn.regions.free_oldest();  // this request's: the oldest in flight
+  }
+  g_conn.turn.notify_all();
   return true;
 }
 
@@ -278,12 +341,14 @@ bool has(const json& reply, const char* name) {
 }
 
 // One level's round trip: the request, then ok or the server's one-line error, and the reply's
-// o and lse copied into the level's outputs.
+// o and lse copied into the level's outputs (more_reply: f32 elements the reply may add).
 int call(const char* op, const json& args, const json& tensors, const std::vector<char>& payload,
          const Strided& o, const Strided& lse, json& reply, std::vector<char>& rp, char* err,
-         size_t err_len) {
+         size_t err_len, int64_t more_reply = 0) {
   std::string why;
-  if (!exchange({{"op", op}, {"args", args}, {"tensors", tensors}}, payload, reply, rp, why)) {
+  const auto reply_bytes = static_cast<size_t>(4 * (numel(o) + numel(lse) + more_reply));
+  if (!exchange({{"op", op}, {"args", args}, {"tensors", tensors}}, payload, reply_bytes, reply, rp,
+                why)) {
     fail(err, err_len, why);
     return 1;
   }
@@ -338,7 +403,6 @@ json rank_args(const Args& a) {
 }
 
 int bridge_partial_unguarded(const dcpv_partial_args* a, char* err, size_t err_len) {
-  std::lock_guard<std::mutex> lock(g_conn.mu);
   json tensors = json::array();
   std::vector<char> payload;
   put_attention(tensors, payload, *a);
@@ -353,7 +417,6 @@ int bridge_partial_unguarded(const dcpv_partial_args* a, char* err, size_t err_l
 }
 
 int bridge_combine_unguarded(const dcpv_combine_args* a, char* err, size_t err_len) {
-  std::lock_guard<std::mutex> lock(g_conn.mu);
   json tensors = json::array();
   std::vector<char> payload;
   put(tensors, payload, "o_partial", a->o_partial);
@@ -370,7 +433,6 @@ int bridge_combine_unguarded(const dcpv_combine_args* a, char* err, size_t err_l
 }
 
 int bridge_step_unguarded(dcpv_step_args* a, char* err, size_t err_len) {
-  std::lock_guard<std::mutex> lock(g_conn.mu);
   json tensors = json::array();
   std::vector<char> payload;
   put_attention(tensors, payload, *a);
@@ -381,8 +443,8 @@ int bridge_step_unguarded(dcpv_step_args* a, char* err, size_t err_len) {
   args.update(variant_args(*a, a->k));
   json reply;
   std::vector<char> rp;
-  if (call("step", args, tensors, payload, strided(a->o), strided(a->lse), reply, rp, err,
-           err_len) != 0)
+  if (call("step", args, tensors, payload, strided(a->o), strided(a->lse), reply, rp, err, err_len,
+           numel(strided(a->o_partial)) + numel(strided(a->lse_partial))) != 0)
     return 1;
   a->wrote_partials = 0;
   std::string why;
@@ -398,7 +460,6 @@ int bridge_step_unguarded(dcpv_step_args* a, char* err, size_t err_len) {
 }
 
 int bridge_paged_unguarded(const dcpv_paged_args* a, char* err, size_t err_len) {
-  std::lock_guard<std::mutex> lock(g_conn.mu);
   json tensors = json::array();
   std::vector<char> payload;
   for (const auto& [name, t] :
@@ -471,6 +532,7 @@ void map_shared_region() {
   if (p == MAP_FAILED) return;
   g_conn.shm = static_cast<char*>(p);
   g_conn.shm_bytes = static_cast<size_t>(st.st_size);
+  g_conn.regions = dcp::bridge::RegionRing(g_conn.shm_bytes);
 }
 
 // The features the server says its implementation lacks (DCPV_LACKS_*), by --without's names.
@@ -486,7 +548,8 @@ uint32_t lacks_of(const json& names) {
 }  // namespace
 
 static const dcpv_impl_v2* get_impl() {
-  std::lock_guard<std::mutex> lock(g_conn.mu);
+  static std::mutex hello;  // the first call says hello; the others wait for it
+  const std::lock_guard<std::mutex> lock(hello);
   if (g_impl.abi_version == DCPV_ABI_VERSION_2) return &g_impl;
   g_conn.fd = env_fd("DCPV_BRIDGE_FD");
   if (g_conn.fd < 0) return nullptr;
@@ -494,7 +557,8 @@ static const dcpv_impl_v2* get_impl() {
   json reply;
   std::vector<char> rp;
   std::string why;
-  if (!exchange({{"op", "hello"}, {"abi", DCPV_ABI_VERSION_2}}, {}, reply, rp, why)) return nullptr;
+  if (!exchange({{"op", "hello"}, {"abi", DCPV_ABI_VERSION_2}}, {}, 0, reply, rp, why))
+    return nullptr;
   g_conn.name = reply.value("name", std::string());
   const json levels = reply.value("levels", json::array());
   const auto provides = [&](const char* level) {

@@ -167,8 +167,9 @@ def _recv_exact(sock: socket.socket, n: int, into: Optional[bytearray] = None) -
 
 class _Shared:
     """The memory this process and the bridge share (plugin/bridge/bridge.cpp, DCPV_BRIDGE_SHM_FD):
-    a request's payload at its start, a reply's after it, so that arrays cross without the socket.
-    Sparse: only what a payload writes takes memory. open() is None where it cannot be made."""
+    each request in flight has a region there, its payload and then the room for its reply, so
+    that arrays cross without the socket. Sparse: only what a payload writes takes memory. open()
+    is None where it cannot be made."""
 
     BYTES = 1 << 30  # larger payloads go through the socket
 
@@ -216,16 +217,16 @@ def _recv_frame(sock: socket.socket, shared: Optional[_Shared] = None):
     if payload is None:
         return None
     if "shm_bytes" in header and shared is not None:
-        return header, shared.view[:int(header["shm_bytes"])]
+        at = int(header.get("shm_at", 0))
+        return header, shared.view[at:at + int(header["shm_bytes"])]
     return header, payload
 
 
 def _send_frame(sock: socket.socket, header: dict, arrays: list[tuple[str, np.ndarray]] = (),
-                shared: Optional[_Shared] = None, at: int = 0) -> None:
-    """A frame with `arrays` as f32 tensors: in the shared memory from offset `at` where they fit,
-    else on the socket."""
-    at = (at + 63) // 64 * 64
-    if arrays and shared is not None and at + 4 * sum(a.size for _, a in arrays) <= _Shared.BYTES:
+                shared: Optional[_Shared] = None, at: int = 0, room: int = 0) -> None:
+    """A frame with `arrays` as f32 tensors: in the shared memory at offset `at` (a multiple of 4)
+    where they fit in its `room` bytes, else on the socket."""
+    if arrays and shared is not None and 4 * sum(a.size for _, a in arrays) <= room:
         tensors, offset = [], 0
         for name, a in arrays:
             start = (at + offset) // 4
@@ -392,9 +393,10 @@ def _serve(sock: socket.socket, proc: subprocess.Popen, impl: Any, name: str, le
         else:
             reply = ({"ok": True}, arrays)
         try:
-            # Through the shared memory only where the bridge mapped it (its request came so).
-            via = shared if "shm_bytes" in header else None
-            _send_frame(sock, *reply, shared=via, at=int(header.get("shm_bytes", 0)))
+            # Through the shared memory only where the bridge gave the reply room there.
+            via = shared if "reply_at" in header else None
+            _send_frame(sock, *reply, shared=via, at=int(header.get("reply_at", 0)),
+                        room=int(header.get("reply_room", 0)))
         except OSError as e:
             try:  # dcp-verify ended while the level ran (a level past --timeout ends it)
                 proc.wait(timeout=5)

@@ -104,6 +104,31 @@ def test_a_numpy_combine_passes():
     assert report.verdict == "OK"
 
 
+def test_requests_in_flight_cross_in_regions_of_their_own_or_on_the_socket(monkeypatch):
+    """The ranks' calls are in flight at once, each with a region of the shared memory of its own
+    (one placed after another's: both in flight); a call that finds no room, in a region made
+    small here, crosses on the socket; the merges pass either way."""
+    from dcp_verify import _serve
+    monkeypatch.setattr(_serve._Shared, "BYTES", 1 << 10)
+    headers = []
+    real = _serve._recv_frame
+
+    def spy(sock, shared=None):
+        frame = real(sock, shared)
+        if frame is not None:
+            headers.append(frame[0])
+        return frame
+
+    monkeypatch.setattr(_serve, "_recv_frame", spy)
+    report = testing.assert_properties(NumpyMerge(), seed=2, cases=20, only=["dcp-path"])
+    assert report.verdict == "OK"
+    calls = [h for h in headers if h.get("op") == "combine"]
+    shared = [h for h in calls if "shm_bytes" in h]
+    assert shared and len(shared) < len(calls), (len(shared), len(calls))
+    assert any(h["shm_at"] > 0 for h in shared)
+    assert all(h["reply_at"] + h["reply_room"] <= 1 << 10 for h in shared)
+
+
 class Raises(NumpyMerge):
     def combine(self, a):
         raise RuntimeError("kernel launch failed")
