@@ -167,30 +167,42 @@ bool dense_rows(const Strided& t) {
   return true;
 }
 
-// Appends a dense row-major copy of t (any strides) to the payload and lists it in the header.
-template <class Tensor>
-void put(json& tensors, std::vector<char>& payload, const char* name, const Tensor& tensor) {
-  const Strided t = strided(tensor);
-  if (t.data == nullptr) return;
-  const size_t es = t.bytes, offset = payload.size(), n = static_cast<size_t>(numel(t));
-  payload.resize(offset + n * es);
-  char* out = payload.data() + offset;
-  if (dense_rows(t)) {
-    if (n > 0) std::memcpy(out, t.data, n * es);
-  } else {
-    for_each_element(t, [&](int64_t i, int64_t at) {
-      std::memcpy(out + static_cast<size_t>(i) * es, static_cast<const char*>(t.data) + at * es,
-                  es);
-    });
+// A request's tensors, listed for its header with their place in the payload, and copied into the
+// payload only once its place is known (the shared region, else a buffer for the socket).
+struct Request {
+  json tensors = json::array();
+  std::vector<Strided> parts;
+  size_t bytes = 0;  // the payload's size
+
+  template <class Tensor>
+  void put(const char* name, const Tensor& tensor) {
+    const Strided t = strided(tensor);
+    if (t.data == nullptr) return;
+    const size_t n = static_cast<size_t>(numel(t)) * t.bytes;
+    json shape = json::array();
+    for (int32_t d = 0; d < t.ndim; ++d) shape.push_back(t.shape[d]);
+    tensors.push_back(
+        {{"name", name}, {"dtype", t.dtype}, {"shape", shape}, {"offset", bytes}, {"nbytes", n}});
+    parts.push_back(t);
+    bytes += n;
   }
-  json shape = json::array();
-  for (int32_t d = 0; d < t.ndim; ++d) shape.push_back(t.shape[d]);
-  tensors.push_back({{"name", name},
-                     {"dtype", t.dtype},
-                     {"shape", shape},
-                     {"offset", offset},
-                     {"nbytes", payload.size() - offset}});
-}
+
+  // The payload at out (bytes of it): each tensor dense and row-major, whatever its strides.
+  void copy_to(char* out) const {
+    for (const Strided& t : parts) {
+      const size_t es = t.bytes, n = static_cast<size_t>(numel(t));
+      if (dense_rows(t)) {
+        if (n > 0) std::memcpy(out, t.data, n * es);
+      } else {
+        for_each_element(t, [&](int64_t i, int64_t at) {
+          std::memcpy(out + static_cast<size_t>(i) * es, static_cast<const char*>(t.data) + at * es,
+                      es);
+        });
+      }
+      out += n * es;
+    }
+  }
+};
 
 void fail(char* err, size_t err_len, const std::string& why) {
   if (err == nullptr || err_len == 0) return;
@@ -236,7 +248,7 @@ bool read_reply(json& reply, std::vector<char>& reply_payload, std::string& why)
 // Sends one request and reads its reply's header and payload (reply_bytes: the most the reply's
 // tensors take); false with the reason on a broken stream. The ranks' threads call it at once:
 // each request is sent at its turn to write, its reply read at its turn to read.
-bool exchange(const json& header, const std::vector<char>& payload, size_t reply_bytes, json& reply,
+bool exchange(const json& header, const Request& request, size_t reply_bytes, json& reply,
               std::vector<char>& reply_payload, std::string& why) {
   if (g_conn.fd < 0) {
     why = "no server: DCPV_BRIDGE_FD is not set to an open socket";
@@ -252,7 +264,7 @@ bool exchange(const json& header, const std::vector<char>& payload, size_t reply
     return false;
   };
   constexpr size_t kAlign = dcp::bridge::RegionRing::kAlign;  // the reply's room starts on one too
-  const size_t payload_room = (payload.size() + kAlign - 1) / kAlign * kAlign;
+  const size_t payload_room = (request.bytes + kAlign - 1) / kAlign * kAlign;
   json h = header;
   uint64_t ticket = 0;
   {
@@ -268,14 +280,19 @@ bool exchange(const json& header, const std::vector<char>& payload, size_t reply
       ticket = g_conn.sent++;
     }
     const bool shared = !region.empty();
+    std::vector<char> payload;  // the socket's
     if (shared) {
-      if (!payload.empty()) std::memcpy(g_conn.shm + region.begin, payload.data(), payload.size());
+      request.copy_to(g_conn.shm + region.begin);
       h["shm_at"] = region.begin;
-      h["shm_bytes"] = payload.size();
+      h["shm_bytes"] = request.bytes;
       h["reply_at"] = region.begin + payload_room;
       h["reply_room"] = region.end - region.begin - payload_room;
+    } else {
+      payload.resize(request.bytes);
+      request.copy_to(payload.data());
     }
-    h["bytes"] = shared ? 0 : payload.size();
+    h["bytes"] = payload.size();
+    if (!request.parts.empty()) h["tensors"] = request.tensors;
     const std::string text = h.dump();
     const uint64_t n = text.size();
     if (!write_all(g_conn.fd, &n, sizeof n) || !write_all(g_conn.fd, text.data(), text.size()) ||
@@ -342,13 +359,12 @@ bool has(const json& reply, const char* name) {
 
 // One level's round trip: the request, then ok or the server's one-line error, and the reply's
 // o and lse copied into the level's outputs (more_reply: f32 elements the reply may add).
-int call(const char* op, const json& args, const json& tensors, const std::vector<char>& payload,
-         const Strided& o, const Strided& lse, json& reply, std::vector<char>& rp, char* err,
-         size_t err_len, int64_t more_reply = 0) {
+int call(const char* op, const json& args, const Request& request, const Strided& o,
+         const Strided& lse, json& reply, std::vector<char>& rp, char* err, size_t err_len,
+         int64_t more_reply = 0) {
   std::string why;
   const auto reply_bytes = static_cast<size_t>(4 * (numel(o) + numel(lse) + more_reply));
-  if (!exchange({{"op", op}, {"args", args}, {"tensors", tensors}}, payload, reply_bytes, reply, rp,
-                why)) {
+  if (!exchange({{"op", op}, {"args", args}}, request, reply_bytes, reply, rp, why)) {
     fail(err, err_len, why);
     return 1;
   }
@@ -365,13 +381,13 @@ int call(const char* op, const json& args, const json& tensors, const std::vecto
 
 // The tensors the partial and step levels share (their k_pos aside): q, q_pos, k, v, sink, topk.
 template <class Args>
-void put_attention(json& tensors, std::vector<char>& payload, const Args& a) {
-  put(tensors, payload, "q", a.q);
-  put(tensors, payload, "q_pos", a.q_pos);
-  put(tensors, payload, "k", a.k);
-  put(tensors, payload, "v", a.v);
-  put(tensors, payload, "sink", a.sink);
-  put(tensors, payload, "topk", a.topk);
+void put_attention(Request& r, const Args& a) {
+  r.put("q", a.q);
+  r.put("q_pos", a.q_pos);
+  r.put("k", a.k);
+  r.put("v", a.v);
+  r.put("sink", a.sink);
+  r.put("topk", a.topk);
 }
 
 // The case's variant, as the partial, paged and step levels state it; kv: the cache's K.
@@ -403,24 +419,21 @@ json rank_args(const Args& a) {
 }
 
 int bridge_partial_unguarded(const dcpv_partial_args* a, char* err, size_t err_len) {
-  json tensors = json::array();
-  std::vector<char> payload;
-  put_attention(tensors, payload, *a);
-  put(tensors, payload, "k_pos", a->k_pos);
+  Request r;
+  put_attention(r, *a);
+  r.put("k_pos", a->k_pos);
   json args = rank_args(*a);
   args["keys"] = a->keys;
   args.update(variant_args(*a, a->k));
   json reply;
   std::vector<char> rp;
-  return call("partial", args, tensors, payload, strided(a->o), strided(a->lse), reply, rp, err,
-              err_len);
+  return call("partial", args, r, strided(a->o), strided(a->lse), reply, rp, err, err_len);
 }
 
 int bridge_combine_unguarded(const dcpv_combine_args* a, char* err, size_t err_len) {
-  json tensors = json::array();
-  std::vector<char> payload;
-  put(tensors, payload, "o_partial", a->o_partial);
-  put(tensors, payload, "lse_partial", a->lse_partial);
+  Request r;
+  r.put("o_partial", a->o_partial);
+  r.put("lse_partial", a->lse_partial);
   const json args = {{"ranks", a->ranks},
                      {"tokens", a->tokens},
                      {"heads", a->heads},
@@ -428,14 +441,12 @@ int bridge_combine_unguarded(const dcpv_combine_args* a, char* err, size_t err_l
                      {"lse_base", a->lse_base}};
   json reply;
   std::vector<char> rp;
-  return call("combine", args, tensors, payload, strided(a->o), strided(a->lse), reply, rp, err,
-              err_len);
+  return call("combine", args, r, strided(a->o), strided(a->lse), reply, rp, err, err_len);
 }
 
 int bridge_step_unguarded(dcpv_step_args* a, char* err, size_t err_len) {
-  json tensors = json::array();
-  std::vector<char> payload;
-  put_attention(tensors, payload, *a);
+  Request r;
+  put_attention(r, *a);
   json args = {{"ranks", a->ranks},       {"interleave", a->interleave},
                {"tokens", a->tokens},     {"q_heads", a->q_heads},
                {"kv_heads", a->kv_heads}, {"head_dim", a->head_dim},
@@ -443,7 +454,7 @@ int bridge_step_unguarded(dcpv_step_args* a, char* err, size_t err_len) {
   args.update(variant_args(*a, a->k));
   json reply;
   std::vector<char> rp;
-  if (call("step", args, tensors, payload, strided(a->o), strided(a->lse), reply, rp, err, err_len,
+  if (call("step", args, r, strided(a->o), strided(a->lse), reply, rp, err, err_len,
            numel(strided(a->o_partial)) + numel(strided(a->lse_partial))) != 0)
     return 1;
   a->wrote_partials = 0;
@@ -460,8 +471,7 @@ int bridge_step_unguarded(dcpv_step_args* a, char* err, size_t err_len) {
 }
 
 int bridge_paged_unguarded(const dcpv_paged_args* a, char* err, size_t err_len) {
-  json tensors = json::array();
-  std::vector<char> payload;
+  Request r;
   for (const auto& [name, t] :
        {std::pair{"q", &a->q}, std::pair{"q_pos", &a->q_pos},
         std::pair{"query_start_loc", &a->query_start_loc}, std::pair{"seq_lens", &a->seq_lens},
@@ -469,7 +479,7 @@ int bridge_paged_unguarded(const dcpv_paged_args* a, char* err, size_t err_len) 
         std::pair{"k_cache", &a->k_cache}, std::pair{"v_cache", &a->v_cache},
         std::pair{"k_scale", &a->k_scale}, std::pair{"v_scale", &a->v_scale},
         std::pair{"sink", &a->sink}, std::pair{"topk", &a->topk}})
-    put(tensors, payload, name, *t);
+    r.put(name, *t);
   json args = rank_args(*a);
   args.update({{"interleave", a->interleave},
                {"requests", a->requests},
@@ -478,8 +488,7 @@ int bridge_paged_unguarded(const dcpv_paged_args* a, char* err, size_t err_len) 
   args.update(variant_args(*a, a->k_cache));
   json reply;
   std::vector<char> rp;
-  return call("paged", args, tensors, payload, strided(a->o), strided(a->lse), reply, rp, err,
-              err_len);
+  return call("paged", args, r, strided(a->o), strided(a->lse), reply, rp, err, err_len);
 }
 
 // The levels as impl.h calls them: nothing may escape into the C caller.
@@ -557,7 +566,7 @@ static const dcpv_impl_v2* get_impl() {
   json reply;
   std::vector<char> rp;
   std::string why;
-  if (!exchange({{"op", "hello"}, {"abi", DCPV_ABI_VERSION_2}}, {}, 0, reply, rp, why))
+  if (!exchange({{"op", "hello"}, {"abi", DCPV_ABI_VERSION_2}}, Request{}, 0, reply, rp, why))
     return nullptr;
   g_conn.name = reply.value("name", std::string());
   const json levels = reply.value("levels", json::array());
