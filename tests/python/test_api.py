@@ -1,7 +1,10 @@
 """dcp_verify's Python API: reference, check, cases and properties, and how each refuses bad input."""
 
 import os
+import shutil
 import signal
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -129,6 +132,52 @@ def test_requests_in_flight_cross_in_regions_of_their_own_or_on_the_socket(monke
     assert all(h["reply_at"] + h["reply_room"] <= 1 << 10 for h in shared)
 
 
+_DIES_MID_STEP = """
+import os, sys
+sys.path.insert(0, {here!r})
+import dcp_verify
+from test_api import NumpyMerge, suite_child
+
+class Dies(NumpyMerge):
+    calls = 0
+    def combine(self, a):
+        Dies.calls += 1
+        if Dies.calls >= 3 and a.ranks > 1:  # the other ranks' calls of this step in flight
+            pid, cmd = suite_child()
+            print(pid, cmd[cmd.index(b"--json") + 1].decode(), flush=True)
+            os._exit(7)
+        return super().combine(a)
+
+dcp_verify.properties(Dies(), seed=2, cases=20, only=["dcp-path"])
+"""
+
+
+def test_a_server_that_dies_with_calls_in_flight_fails_them_and_the_suite_ends(tmp_path):
+    """The Python process serving the levels dies while it serves one rank's call and the other
+    ranks' calls of the step wait behind it: every call in flight fails ("the server closed the
+    connection"), and the suite's process, left alone, ends with its report, never waiting."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    script = tmp_path / "dies.py"
+    script.write_text(_DIES_MID_STEP.format(here=here))
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 7, run.stderr
+    pid, report = run.stdout.split()
+    deadline = time.monotonic() + 60
+    while state_of(int(pid)) not in ("", "Z") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    alive = state_of(int(pid)) not in ("", "Z")
+    if alive:
+        os.kill(int(pid), signal.SIGKILL)
+    assert not alive, "the suite's process still waits for a server that died"
+    try:
+        with open(report) as f:
+            text = f.read()
+    finally:
+        shutil.rmtree(os.path.dirname(report), ignore_errors=True)
+    assert "the server closed the connection" in text, text[:2000]
+
+
 class Raises(NumpyMerge):
     def combine(self, a):
         raise RuntimeError("kernel launch failed")
@@ -240,22 +289,38 @@ def test_replay_refuses_what_it_sets_itself():
         dcp_verify.replay(NumpyMerge(), "pin")
 
 
+def suite_child() -> tuple[int, list[bytes]]:
+    """The dcp-verify process this one runs `properties` in (its child), and its command line."""
+    for pid in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read().split(b"\0")
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == os.getpid() and b"properties" in cmd:
+            return int(pid), cmd
+    raise AssertionError("no dcp-verify properties process is this one's child")
+
+
+def state_of(pid: int) -> str:
+    """A process's state letter (Z: ended, not yet reaped); "" when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return ""
+
+
 class KillsTheSuite(NumpyMerge):
     """A level whose call takes the suite's process down, as a crash in a kernel would: it sends
     SIGSEGV to the dcp-verify process this one serves (its child running `properties`)."""
 
     def combine(self, a):
-        for pid in os.listdir("/proc"):
-            try:
-                with open(f"/proc/{pid}/stat") as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-                with open(f"/proc/{pid}/cmdline", "rb") as f:
-                    cmd = f.read().split(b"\0")
-            except (OSError, ValueError, IndexError):
-                continue
-            if ppid == os.getpid() and b"properties" in cmd:
-                os.kill(int(pid), signal.SIGSEGV)
-                time.sleep(1)  # the suite dies while this call is served
+        pid, _ = suite_child()
+        os.kill(pid, signal.SIGSEGV)
+        time.sleep(1)  # the suite dies while this call is served
         return super().combine(a)
 
 
