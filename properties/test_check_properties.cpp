@@ -151,15 +151,8 @@ RC_GTEST_PROP(CheckResult, SinkOnEveryRankFailsOnThoseRanks, ()) {
 class CheckResultFile : public ::testing::Test {
  protected:
   void SetUp() override {
-    CaseSpec s;
-    s.tokens = 2;
-    s.q_heads = 4;
-    s.kv_heads = 2;
-    s.head_dim = 8;
-    s.v_dim = 8;
-    s.seq = 30;
-    s.seed = 3;
-    c = make_case(s);
+    c = make_case(CaseSpec{
+        .tokens = 2, .q_heads = 4, .kv_heads = 2, .head_dim = 8, .v_dim = 8, .seq = 30, .seed = 3});
     ModelConfig m;
     m.shards = 2;
     good = oracle::result_to_file(model_result(c, m, true), c);

@@ -80,15 +80,13 @@ TEST(DcpHostPath, PinnedCounterexamples) {
 // the output by O(1). Exercises every (rank, row) slot of a small layout with interleave.
 TEST(DcpHostPath, DominantTokenAtEveryPosition) {
   for (int64_t pos = 0; pos < 23; ++pos) {
-    CaseSpec spec;
-    spec.tokens = 2;
-    spec.q_heads = 6;
-    spec.kv_heads = 3;
-    spec.head_dim = 8;
-    spec.v_dim = 4;
-    spec.seq = 23;
-    spec.seed = static_cast<uint64_t>(pos);
-    oracle::Case c = make_case(spec);
+    oracle::Case c = make_case(CaseSpec{.tokens = 2,
+                                        .q_heads = 6,
+                                        .kv_heads = 3,
+                                        .head_dim = 8,
+                                        .v_dim = 4,
+                                        .seq = 23,
+                                        .seed = static_cast<uint64_t>(pos)});
     c.causal = false;
     for (int64_t t = 0; t < 2; ++t)
       for (int64_t h = 0; h < 6; ++h)

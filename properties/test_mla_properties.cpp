@@ -21,16 +21,15 @@ RC_GTEST_PROP(MlaSlice, AbsorbedDcpPathEqualsUnabsorbedOracle, ()) {
 // RoPE and the q gather.
 TEST(MlaSlice, K3LikeShapeBothQueryPaths) {
   for (const bool repl : {true, false}) {
-    MlaSpec s;
-    s.heads = 16;
-    s.q_lora = 48;
-    s.nope = 16;
-    s.rope = 8;
-    s.kv_lora = 64;
-    s.v_head = 16;
-    s.seq = 1000;
-    s.tokens = 2;
-    s.apply_rope = !repl;
+    const MlaSpec s{.tokens = 2,
+                    .heads = 16,
+                    .q_lora = 48,
+                    .nope = 16,
+                    .rope = 8,
+                    .kv_lora = 64,
+                    .v_head = 16,
+                    .seq = 1000,
+                    .apply_rope = !repl};
     gpu::DcpConfig cfg;
     cfg.tp_size = 8;
     cfg.layout = {8, 1};

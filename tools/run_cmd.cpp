@@ -81,17 +81,15 @@ std::string math_tag(const gpu::KernelMath& m) {
 }
 
 CaseSpec gqa_shape(uint64_t seed) {
-  CaseSpec s;
-  s.tokens = 2;
-  s.q_heads = 8;
-  s.kv_heads = 2;
-  s.head_dim = 64;
-  s.v_dim = 64;
-  s.seq = 1500;
-  s.q_dtype = DType::bf16;
-  s.kv_dtype = DType::bf16;
-  s.seed = seed;
-  return s;
+  return CaseSpec{.tokens = 2,
+                  .q_heads = 8,
+                  .kv_heads = 2,
+                  .head_dim = 64,
+                  .v_dim = 64,
+                  .seq = 1500,
+                  .q_dtype = DType::bf16,
+                  .kv_dtype = DType::bf16,
+                  .seed = seed};
 }
 
 CaseSpec mla_shape(uint64_t seed) {

@@ -35,15 +35,13 @@ struct CheckRow {
 
 std::vector<CheckRow> cases(uint64_t seed) {
   auto base = [&](uint64_t k) {
-    CaseSpec s;
-    s.tokens = 2;
-    s.q_heads = 4;
-    s.kv_heads = 2;
-    s.head_dim = 16;
-    s.v_dim = 16;
-    s.seq = 40;
-    s.seed = seed * 1000 + k;
-    return s;
+    return CaseSpec{.tokens = 2,
+                    .q_heads = 4,
+                    .kv_heads = 2,
+                    .head_dim = 16,
+                    .v_dim = 16,
+                    .seq = 40,
+                    .seed = seed * 1000 + k};
   };
   std::vector<CheckRow> rows;
   rows.push_back({"causal", base(1)});

@@ -164,21 +164,20 @@ TEST(OracleExact, BaseTwoLseIsNaturalTimesLog2e) {
 }
 
 TEST(CaseFile, RoundTripsEveryField) {
-  props::CaseSpec s;
-  s.tokens = 2;
-  s.q_heads = 4;
-  s.kv_heads = 2;
-  s.seq = 20;
-  s.sink = true;
-  s.topk = 5;
-  s.window = 7;
-  s.softcap = 12.5;
-  s.explicit_pos = true;
-  s.explicit_scale = true;
-  s.q_dtype = DType::bf16;
-  s.kv_dtype = DType::f16;
-  s.lse_base = LseBase::two;
-  s.seed = 3;
+  const props::CaseSpec s{.tokens = 2,
+                          .q_heads = 4,
+                          .kv_heads = 2,
+                          .seq = 20,
+                          .q_dtype = DType::bf16,
+                          .kv_dtype = DType::f16,
+                          .explicit_pos = true,
+                          .window = 7,
+                          .softcap = 12.5,
+                          .sink = true,
+                          .topk = 5,
+                          .lse_base = LseBase::two,
+                          .explicit_scale = true,
+                          .seed = 3};
   const Case c = props::make_case(s);
   const auto path = std::filesystem::temp_directory_path() / "dcp_case_roundtrip.safetensors";
   ASSERT_TRUE(save_case(path.string(), c).ok());

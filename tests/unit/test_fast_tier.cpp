@@ -13,17 +13,15 @@ namespace {
 constexpr double kRequiredBits = 100.0;
 
 CaseSpec long_spec(uint64_t seed) {
-  CaseSpec s;
-  s.tokens = 2;
-  s.q_heads = 4;
-  s.kv_heads = 2;
-  s.head_dim = 12;
-  s.v_dim = 6;
-  s.seq = 5000;  // several blocks of at least 1024 keys per (token, KV head)
-  s.q_dtype = oracle::DType::bf16;
-  s.kv_dtype = oracle::DType::bf16;
-  s.seed = seed;
-  return s;
+  return CaseSpec{.tokens = 2,
+                  .q_heads = 4,
+                  .kv_heads = 2,
+                  .head_dim = 12,
+                  .v_dim = 6,
+                  .seq = 5000,  // several blocks of at least 1024 keys per (token, KV head)
+                  .q_dtype = oracle::DType::bf16,
+                  .kv_dtype = oracle::DType::bf16,
+                  .seed = seed};
 }
 
 TEST(FastTier, SeveralKeyBlocksAgreeWithCertifyTo100Bits) {
