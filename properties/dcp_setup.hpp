@@ -107,7 +107,7 @@ struct DcpLimits {
   std::vector<oracle::LseBase> lse_bases{oracle::LseBase::e, oracle::LseBase::two};
   // Where not empty, the only N, Dk and Dv drawn, each at most its maximum above (a kernel built
   // for Dk in {64, 128}, groups of N a power of two); shrinking goes toward the first listed.
-  std::vector<int64_t> dcp_sizes, head_dims, v_dims;
+  std::vector<int64_t> dcp_sizes{}, head_dims{}, v_dims{};
 };
 
 // The caches a DCP property draws: the value formats (f32, bf16, f16) or fp8 (E4M3, E5M2, with no,

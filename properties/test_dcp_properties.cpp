@@ -49,12 +49,8 @@ RC_GTEST_PROP(DcpHostPath, BatchWithSharedPrefixWithinDerivedBound, ()) {
 // it, or `properties` could plan less memory than a case takes.
 RC_GTEST_PROP(SuiteFootprint, CoversEveryDraw, ()) {
   static const std::vector<std::pair<DcpLimits, double>> plans = [] {
-    DcpLimits wide;
-    wide.max_dcp = 40;
-    wide.max_groups = 5;
-    wide.max_seq = 5000;
-    wide.max_head_dim = 64;
-    wide.max_v_dim = 48;
+    DcpLimits wide{
+        .max_dcp = 40, .max_groups = 5, .max_seq = 5000, .max_head_dim = 64, .max_v_dim = 48};
     std::vector<std::pair<DcpLimits, double>> out;
     for (const DcpLimits& lim : {DcpLimits{}, wide})
       out.emplace_back(lim, suite_case_footprint(lim).most.bytes);
@@ -105,13 +101,7 @@ TEST(DcpHostPath, DominantTokenAtEveryPosition) {
 // bound, then every shard's: four passes over the (row, key) pairs), forward only, ending at its
 // total; stopped inside, the check has no verdict.
 TEST(DcpHostPath, AWatchSeesTheWholeJudgementAndStopsIt) {
-  CaseSpec spec;
-  spec.q_heads = 8;
-  spec.kv_heads = 2;
-  spec.head_dim = 16;
-  spec.v_dim = 16;
-  spec.seq = 3000;
-  spec.seed = 7;
+  CaseSpec spec{.q_heads = 8, .kv_heads = 2, .head_dim = 16, .v_dim = 16, .seq = 3000, .seed = 7};
   const oracle::Case c = make_case(spec);
   gpu::DcpConfig cfg;
   cfg.tp_size = 4;
@@ -162,11 +152,7 @@ TEST(DcpHostPath, AWatchSeesTheWholeJudgementAndStopsIt) {
 // Empty shards: S < N leaves ranks with no token; with no sink their partials must be exactly
 // (-inf, 0) and the merge must not produce NaN.
 TEST(DcpHostPath, EmptyShardsGiveNegInfAndZero) {
-  CaseSpec spec;
-  spec.q_heads = 4;
-  spec.kv_heads = 1;
-  spec.seq = 2;
-  spec.causal = false;
+  CaseSpec spec{.q_heads = 4, .kv_heads = 1, .seq = 2, .causal = false};
   const oracle::Case c = make_case(spec);
   for (const auto strategy : {gpu::CommStrategy::ag_rs, gpu::CommStrategy::a2a}) {
     gpu::DcpConfig cfg;
@@ -186,11 +172,7 @@ TEST(DcpHostPath, EmptyShardsGiveNegInfAndZero) {
 }
 
 TEST(DcpHostPath, FullyMaskedRowsStayNegInfWithoutNaN) {
-  CaseSpec spec;
-  spec.q_heads = 2;
-  spec.seq = 10;
-  spec.window = 1;
-  spec.tokens = 1;
+  CaseSpec spec{.tokens = 1, .q_heads = 2, .seq = 10, .window = 1};
   oracle::Case c = make_case(spec);
   c.q_pos = {12};  // window of 1 at position 12: no key in [0, 10) is visible
   for (const auto strategy : {gpu::CommStrategy::ag_rs, gpu::CommStrategy::a2a}) {
@@ -255,10 +237,7 @@ TEST(DcpHostPath, BadConfigurationsAreOneLineErrors) {
 // A batch the path cannot run, or inputs that contradict themselves, is a one-line error naming
 // the tensor or field; a batch setup survives its pinned JSON form.
 TEST(DcpHostPath, BadBatchesAreOneLineErrors) {
-  CaseSpec spec;
-  spec.q_heads = 2;
-  spec.kv_heads = 1;
-  spec.seq = 40;
+  CaseSpec spec{.q_heads = 2, .kv_heads = 1, .seq = 40};
   const std::vector<oracle::Case> cases = make_batch_cases(spec, {40, 30}, {1, 2}, 20);
   gpu::DcpConfig cfg;
   cfg.tp_size = 2;
@@ -334,10 +313,7 @@ TEST(DcpHostPath, BadBatchesAreOneLineErrors) {
 // requests' outputs stay within their oracles' bounds, the rows nobody rewrote still hold the
 // retired request's values, and only their `written` flags are cleared.
 TEST(DcpHostPath, ReusedPagesKeepStaleRowsAndTheLiveRequestsIgnoreThem) {
-  CaseSpec spec;
-  spec.q_heads = 2;
-  spec.kv_heads = 1;
-  spec.seq = 60;
+  CaseSpec spec{.q_heads = 2, .kv_heads = 1, .seq = 60};
   gpu::DcpConfig cfg;
   cfg.tp_size = 2;
   cfg.layout = {2, 1};

@@ -123,10 +123,7 @@ RC_GTEST_PROP(MergeMonoid, BaseTwoMergeEqualsBaseEMerge, ()) {
 // For every variant: cut the visible keys into random disjoint shards (some empty), put the sink
 // on one of them, merge over a random tree, and compare with full attention.
 RC_GTEST_PROP(MergeMonoid, ShardedAttentionMergesToFullAttention, ()) {
-  SpecLimits lim;
-  lim.max_seq = 120;
-  lim.max_head_dim = 24;
-  lim.max_v_dim = 12;
+  SpecLimits lim{.max_head_dim = 24, .max_v_dim = 12, .max_seq = 120};
   const CaseSpec spec = *gen_case_spec(lim);
   const oracle::Case c = make_case(spec);
   const int64_t shards = *rc::gen::inRange<int64_t>(1, 9);

@@ -13,10 +13,7 @@ namespace {
 constexpr double kRequiredBits = 100.0;
 
 RC_GTEST_PROP(OracleTiers, FastAgreesWithCertifyTo100Bits, ()) {
-  SpecLimits lim;
-  lim.max_head_dim = 16;
-  lim.max_v_dim = 8;
-  lim.max_seq = 24;
+  SpecLimits lim{.max_head_dim = 16, .max_v_dim = 8, .max_seq = 24};
   const CaseSpec spec = *gen_case_spec(lim);
   const oracle::Case c = make_case(spec);
   RC_ASSERT(oracle::validate(c).ok());

@@ -260,10 +260,7 @@ TEST(ToleranceSensitivity, UnclaimedFlushToZeroFails) {
   constexpr double kIntoF16Subnormals = 1e-5;
   int violated = 0;
   for (uint64_t seed = 1; seed <= 10; ++seed) {
-    CaseSpec spec;
-    spec.q_heads = 2;
-    spec.seq = 64;
-    spec.seed = seed;
+    CaseSpec spec{.q_heads = 2, .seq = 64, .seed = seed};
     oracle::Case c = make_case(spec);
     for (double& v : c.v.data) v = static_cast<double>(static_cast<float>(v * kIntoF16Subnormals));
     ModelConfig m;
@@ -282,10 +279,7 @@ TEST(ToleranceSensitivity, UnclaimedFlushToZeroFails) {
 TEST(ToleranceSensitivity, UnclaimedPairwiseMergeFails) {
   int violated = 0;
   for (uint64_t seed = 1; seed <= kPairwiseSeeds; ++seed) {
-    CaseSpec spec;
-    spec.q_heads = 4;
-    spec.seq = 256;
-    spec.seed = seed;
+    CaseSpec spec{.q_heads = 4, .seq = 256, .seed = seed};
     ModelConfig m;
     m.shards = 16;
     m.merge = Merge::pairwise;
@@ -338,14 +332,13 @@ RC_GTEST_PROP(ToleranceSoundness, Fp8PCastOfWideRowsIsWithinTheBound, ()) {
 TEST(ToleranceSensitivity, UnclaimedRoundingOfDequantizedFp8Fails) {
   int violated = 0;
   for (uint64_t seed = 1; seed <= 10; ++seed) {
-    CaseSpec spec;
-    spec.q_heads = 2;
-    spec.head_dim = 32;
-    spec.v_dim = 16;
-    spec.seq = 64;
-    spec.kv_dtype = oracle::DType::f8e4m3;
-    spec.kv_scale = KvScale::per_head;
-    spec.seed = seed;
+    CaseSpec spec{.q_heads = 2,
+                  .head_dim = 32,
+                  .v_dim = 16,
+                  .seq = 64,
+                  .kv_dtype = oracle::DType::f8e4m3,
+                  .kv_scale = KvScale::per_head,
+                  .seed = seed};
     const oracle::Case c = make_case(spec);
     ModelConfig m;
     m.seed = seed;
@@ -396,10 +389,7 @@ RC_GTEST_PROP(ToleranceSensitivity, UnclaimedApproximateExpIsSuspect, ()) {
 // moves its LSE by about 2,000 u_s where the bias-free lambda u_s sqrt(K) is about 470 u_s.
 TEST(ToleranceSoundness, TruncatingSumsOfLongRowsAreWithinTheStatisticalBound) {
   for (uint64_t seed = 1; seed <= 8; ++seed) {
-    CaseSpec spec;
-    spec.q_heads = 2;
-    spec.seq = 4096;
-    spec.seed = seed;
+    CaseSpec spec{.q_heads = 2, .seq = 4096, .seed = seed};
     ModelConfig m;
     m.truncate = true;
     m.tile = 64;
@@ -440,12 +430,7 @@ RC_GTEST_PROP(ToleranceSoundness, Bf16MergesOfUpTo64RanksAreJudged, ()) {
 TEST(ToleranceSensitivity, ExactPartialsOfTheLayoutCannotBeShrunk) {
   int violated = 0;
   for (uint64_t seed = 1; seed <= 40; ++seed) {
-    CaseSpec spec;
-    spec.q_heads = 4;
-    spec.head_dim = 32;
-    spec.v_dim = 32;
-    spec.seq = 512;
-    spec.seed = seed;
+    CaseSpec spec{.q_heads = 4, .head_dim = 32, .v_dim = 32, .seq = 512, .seed = seed};
     ModelConfig m;
     m.shards = 8;
     m.interleave = 1 + static_cast<int64_t>(seed % 4);
@@ -503,10 +488,7 @@ TEST(ToleranceRefusal, NamesALayoutOrATreeThatDoesNotFit) {
 // it once a key, (1 + 10^-4)^2000 - 1 = 0.22, and the refusal says so and names the tile claim;
 // with the kernel's own blocks of 512 keys the same claim is bounded.
 TEST(ToleranceRefusal, RescalesOfAnyTilingNameTheTileClaim) {
-  CaseSpec spec;
-  spec.seq = 2000;
-  spec.head_dim = 16;
-  spec.v_dim = 16;
+  CaseSpec spec{.head_dim = 16, .v_dim = 16, .seq = 2000};
   const oracle::Case c = make_case(spec);
   auto ref = oracle::reference(c);
   ASSERT_TRUE(ref.ok());

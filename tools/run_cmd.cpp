@@ -310,14 +310,13 @@ namespace {
 // The case of the flags (the preset's shapes where a flag is absent), before the layout.
 oracle::Expected<CaseSpec> configured_spec(const CaseOptions& o, const ModelPreset* p,
                                            uint64_t seed) {
-  CaseSpec s;
-  s.tokens = pick(o.tokens, int64_t{1});
-  s.q_heads = pick(o.heads, p ? p->shape.heads : int64_t{8});
-  s.kv_heads = pick(o.kv_heads, p ? p->shape.kv_heads : int64_t{2});
-  s.head_dim = pick(o.head_dim, p ? p->shape.head_dim : int64_t{64});
-  s.v_dim = pick(o.v_dim, p ? p->shape.v_dim : int64_t{64});
-  s.shared_latent = o.latent.value_or(p && p->shape.latent);
-  s.seq = pick(o.seq, p ? int64_t{4096} : int64_t{1024});
+  CaseSpec s{.tokens = pick(o.tokens, int64_t{1}),
+             .q_heads = pick(o.heads, p ? p->shape.heads : int64_t{8}),
+             .kv_heads = pick(o.kv_heads, p ? p->shape.kv_heads : int64_t{2}),
+             .head_dim = pick(o.head_dim, p ? p->shape.head_dim : int64_t{64}),
+             .v_dim = pick(o.v_dim, p ? p->shape.v_dim : int64_t{64}),
+             .seq = pick(o.seq, p ? int64_t{4096} : int64_t{1024}),
+             .shared_latent = o.latent.value_or(p && p->shape.latent)};
   const std::string dt = pick(o.dtype, std::string("bf16"));
   const auto d = gpu::parse_format(dt);
   if (!d) return DCP_ERROR("--dtype: got '", dt, "'; expected ", gpu::format_names(false));

@@ -123,10 +123,7 @@ TEST(BlockEmulator, TheTwoOrdersExposeARaceWithinAPhase) {
 // the same bodies, with 128-thread blocks and barriers against one thread per block, so any
 // difference is a bug in how a body shares work among a block's threads.
 RC_GTEST_PROP(EmulatedCudaStep, EqualsTheHostBackendBitForBit, ()) {
-  DcpLimits lim;
-  lim.max_dcp = 8;
-  lim.max_groups = 2;
-  lim.max_seq = 400;
+  DcpLimits lim{.max_dcp = 8, .max_groups = 2, .max_seq = 400};
   const DcpSetup s = *gen_dcp_setup(lim);
   const ThreadOrder order = *rc::gen::element(ThreadOrder::ascending, ThreadOrder::descending);
   const gpu::DcpInputs in = to_dcp_inputs(make_case(s.spec), s.chunks);

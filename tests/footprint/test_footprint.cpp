@@ -42,15 +42,13 @@ double check_peak_bytes(const DcpSetup& s) {
 
 CaseSpec shape(int64_t tokens, int64_t heads, int64_t kv_heads, int64_t dk, int64_t dv, int64_t seq,
                uint64_t seed) {
-  CaseSpec spec;
-  spec.tokens = tokens;
-  spec.q_heads = heads;
-  spec.kv_heads = kv_heads;
-  spec.head_dim = dk;
-  spec.v_dim = dv;
-  spec.seq = seq;
-  spec.seed = seed;
-  return spec;
+  return CaseSpec{.tokens = tokens,
+                  .q_heads = heads,
+                  .kv_heads = kv_heads,
+                  .head_dim = dk,
+                  .v_dim = dv,
+                  .seq = seq,
+                  .seed = seed};
 }
 
 DcpSetup setup(int64_t tokens, int64_t heads, int64_t kv_heads, int64_t dk, int64_t dv, int64_t seq,
@@ -144,14 +142,14 @@ TEST(Footprint, BoundsThePeakMemoryOfABoundOverMoreRanksThanKeys) {
 TEST(Footprint, BoundsThePeakMemoryOfAReferenceReadInPlace) {
   const auto path = std::filesystem::temp_directory_path() / "dcp_footprint_in_place.safetensors";
   {
-    CaseSpec spec;
-    spec.q_heads = 32;
-    spec.kv_heads = 8;
-    spec.head_dim = 128;
-    spec.v_dim = 128;
-    spec.seq = 32768;  // a 134 MB bf16 file
-    spec.q_dtype = spec.kv_dtype = oracle::DType::bf16;
-    spec.seed = 7;
+    const CaseSpec spec{.q_heads = 32,  // a 134 MB bf16 file
+                        .kv_heads = 8,
+                        .head_dim = 128,
+                        .v_dim = 128,
+                        .seq = 32768,
+                        .q_dtype = oracle::DType::bf16,
+                        .kv_dtype = oracle::DType::bf16,
+                        .seed = 7};
     ASSERT_TRUE(oracle::save_case(path.string(), make_case(spec)).ok());
   }  // the generated case (as doubles) is freed before the child is forked
   const double file = static_cast<double>(std::filesystem::file_size(path));

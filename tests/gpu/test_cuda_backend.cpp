@@ -121,10 +121,10 @@ TEST(CudaSingleGpu, AbortReleasesWaitingRanks) {
 // the quantizing write, x / scale, is checked on the host by the kv-writes property).
 TEST(CudaKernels, KvWriteMatchesHostCacheBitForBit) {
   DCP_NEEDS_GPU(1);
-  CaseSpec spec;
-  spec.seq = 37;
-  spec.kv_heads = 2;
-  spec.q_heads = 6;  // 3 TP ranks of 2 heads; each DCP rank stores the KV heads its group reads
+  CaseSpec spec{
+      .q_heads = 6,  // 3 TP ranks of 2 heads; each DCP rank stores the KV heads its group reads
+      .kv_heads = 2,
+      .seq = 37};
   gpu::DcpConfig cfg;
   cfg.tp_size = 3;
   cfg.layout = {3, 2};
