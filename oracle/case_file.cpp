@@ -253,7 +253,7 @@ const std::set<std::string> kResultMetadata = {"accum",         "p_cast",
                                                "format",        "accum_rounding",
                                                "ftz",           "merge_exp_rel_err",
                                                "kv_dequant",    "rescale_exp_rel_err",
-                                               "merge_depth"};
+                                               "merge_depth",   "exp_bias"};
 
 // The largest claimed relative error of an exp or log: beyond it a "function" is no longer one,
 // and the first-order bound refuses long before (kappa > 0.1).
@@ -397,8 +397,9 @@ Expected<DcpResult> result_from_file(const StFile& f, const Case& c, std::string
       return DCP_ERROR(source, ": unknown metadata '", key,
                        "'; expected accum, accum_rounding, ftz, p_cast, merge_accum, "
                        "merge_lse_accum, partial_dtype, dcp_size, interleave, splits, sink_rank, "
-                       "lse_base, exp_rel_err, merge_exp_rel_err, rescale_exp_rel_err, "
-                       "log_rel_err, tile, kv_dequant, merge_depth, lse_layout, format or x_*");
+                       "lse_base, exp_rel_err, exp_bias, merge_exp_rel_err, "
+                       "rescale_exp_rel_err, log_rel_err, tile, kv_dequant, merge_depth, "
+                       "lse_layout, format or x_*");
     }
   }
   for (const char* required : {"o", "lse"}) {
@@ -557,6 +558,7 @@ Expected<DcpResult> result_from_file(const StFile& f, const Case& c, std::string
   }
   for (const auto& [key, field] :
        {std::pair{"exp_rel_err", &Arithmetic::exp_rel_err},
+        std::pair{"exp_bias", &Arithmetic::exp_bias},
         std::pair{"log_rel_err", &Arithmetic::log_rel_err},
         std::pair{"merge_exp_rel_err", &Arithmetic::merge_exp_rel_err},
         std::pair{"rescale_exp_rel_err", &Arithmetic::rescale_exp_rel_err}}) {
@@ -650,6 +652,7 @@ StFile result_to_file(const DcpResult& r, const Case& c) {
   f.metadata["tile"] = std::to_string(a.tile);
   f.metadata["accum_rounding"] = a.truncating_mma ? "any" : "nearest";
   if (a.exp_rel_err) f.metadata["exp_rel_err"] = number_text(*a.exp_rel_err);
+  if (a.exp_bias) f.metadata["exp_bias"] = number_text(*a.exp_bias);
   if (a.merge_exp_rel_err) f.metadata["merge_exp_rel_err"] = number_text(*a.merge_exp_rel_err);
   if (a.merge_depth > 0) f.metadata["merge_depth"] = std::to_string(a.merge_depth);
   if (a.rescale_exp_rel_err)

@@ -79,10 +79,11 @@ constexpr double kOracleLseFloor = 1.0;
 // The claim's unit roundoffs and intrinsic budgets, relative unless said otherwise.
 struct Units {
   const Arithmetic& a;
-  double u_s;          // scalar operations in the accumulation format
-  double u;            // accumulations (2u_s with truncating MMA)
-  double ulp;          // 1 ulp
-  double eps_exp;      // the exponential
+  double u_s;       // scalar operations in the accumulation format
+  double u;         // accumulations (2u_s with truncating MMA)
+  double ulp;       // 1 ulp
+  double eps_exp;   // the exponential
+  double exp_bias;  // §10: the largest mean of its error over a row's keys (exp_bias; else eps_exp)
   double eps_rescale;  // the rescales' exponential (rescale_exp_rel_err, else eps_exp)
   double eps_div;      // the division
   double tiny;         // absolute: a flush to zero in the accumulation format
@@ -138,6 +139,7 @@ Units units_of(const Arithmetic& a) {
                u_s * (a.truncating_mma ? kTruncatingMmaFactor : 1.0),
                ulp,
                a.exp_rel_err.value_or(a.exp_ulps * ulp),
+               std::min(a.exp_bias.value_or(1.0), a.exp_rel_err.value_or(a.exp_ulps * ulp)),
                a.rescale_exp_rel_err.value_or(a.exp_rel_err.value_or(a.exp_ulps * ulp)),
                a.div_ulps * ulp,
                min_normal(a.accum),
@@ -267,9 +269,11 @@ struct KeyErrors {
   // §10, the statistical tier: e_j split into a systematic part and random ones. In O: m_j, and
   // the scale b_j of the random part, the exponential's error at the key (its mean, common to
   // every key, cancels in O) and, in a round-to-nearest kernel, the dot product's roundings. In
-  // the LSE, where the exponential's mean does not cancel: m_lse_j and the dot's scale b_lse_j.
-  // Keys of equal logits share their roundings: group[x] numbers the key's logit.
-  std::vector<double> m, b, m_lse, b_lse;
+  // the LSE, where the exponential's mean does not cancel: m_lse_j and the dot's scale b_lse_j,
+  // or, where the claim bounds that mean (exp_bias), m_bias_j with the mean charged whole and
+  // the exponential's deviation from it random, of scale b_j. Keys of equal logits share their
+  // roundings: group[x] numbers the key's logit.
+  std::vector<double> m, b, m_lse, b_lse, m_bias;
   std::vector<int64_t> group;
   int64_t groups = 0;
   double eps_exp = 0.0;  // the exponential's error bound: the sink's share of the keys' mean
@@ -348,6 +352,7 @@ KeyErrors key_errors(const Units& un, double softcap, int64_t seq, const RowLogi
   k.b.assign(n, 0.0);
   k.m_lse.resize(n);
   k.b_lse.assign(n, 0.0);
+  k.m_bias.resize(n);
   k.eps_exp = un.eps_exp;
   k.rho = rho;
   k.rescale_walk =
@@ -371,6 +376,7 @@ KeyErrors key_errors(const Units& un, double softcap, int64_t seq, const RowLogi
       // A lost weight takes no part in the cancellation of the exponential's mean (§10).
       k.m[x] = kLostWeight + un.eps_exp;
       k.m_lse[x] = kLostWeight;
+      k.m_bias[x] = kLostWeight;
     } else {
       const double y_max = delta + arg;
       k.e[x] = rescaled(exp_error(y_max, un.eps_exp));
@@ -403,6 +409,7 @@ KeyErrors key_errors(const Units& un, double softcap, int64_t seq, const RowLogi
       k.b[x] = std::sqrt(un.eps_exp * un.eps_exp + b_lin * b_lin);
       k.m_lse[x] = k.m[x] + un.eps_exp + rho;
       k.b_lse[x] = b_lin;
+      k.m_bias[x] = k.m[x] + un.exp_bias + rho;
     }
     k.e_bar += k.p[x] * k.e[x];
   }
@@ -1023,17 +1030,24 @@ struct RowBound {
 
 // §10: the statistical tier's x_keys of the LSE: sum_j P_j m_j (and the sink's) plus lambda times
 // the root sum of squares, over groups of equal logits, of the random parts P_j b_j, then the
-// denominator's sum; never above the sound e_bar + g.
+// denominator's sum; never above the sound e_bar + g. Where the claim bounds the exponential's
+// mean below its largest error (exp_bias), also the same with that mean charged whole and the
+// exponential's deviations random (one more event: derive counts it), and the smaller of the two.
 double statistical_lse_keys(const Units& un, const KeyErrors& k, const Coefficients& co) {
-  std::vector<double> grp(static_cast<size_t>(k.groups), 0.0);
-  double sys = k.p_sink * k.e_sink;
-  for (size_t x = 0; x < k.p.size(); ++x) {
-    sys += k.p[x] * k.m_lse[x];
-    grp[static_cast<size_t>(k.group[x])] += k.p[x] * k.b_lse[x];
-  }
-  double rand2 = 0.0;
-  for (double v : grp) rand2 += v * v;
-  return std::min(k.e_bar, sys + un.lambda * std::sqrt(rand2)) + co.g_stat;
+  const auto keys = [&](const std::vector<double>& m, const std::vector<double>& b) {
+    std::vector<double> grp(static_cast<size_t>(k.groups), 0.0);
+    double sys = k.p_sink * k.e_sink;
+    for (size_t x = 0; x < k.p.size(); ++x) {
+      sys += k.p[x] * m[x];
+      grp[static_cast<size_t>(k.group[x])] += k.p[x] * b[x];
+    }
+    double rand2 = 0.0;
+    for (double v : grp) rand2 += v * v;
+    return sys + un.lambda * std::sqrt(rand2);
+  };
+  double x = keys(k.m_lse, k.b_lse);
+  if (un.exp_bias < un.eps_exp) x = std::min(x, keys(k.m_bias, k.b));
+  return std::min(k.e_bar, x) + co.g_stat;
 }
 
 // One row (t, h): §2 to §7 in order; writes the row's O bounds to ob [Dv] (and their terms where
@@ -1198,9 +1212,11 @@ Expected<CaseUnits> case_units(const Case& c, const Attention& ref, const Arithm
     cu.un.dq_floor = store_floor(a, *a.kv_dequant);
   }
   // §10: the events the statistical tier counts, three per O element (the key weights, the
-  // accumulation, the P cast) and two per row (the LSE's key weights and its sum), each with a
-  // tail of 2 exp(-lambda^2 / 2): lambda makes their union kStatFalseAlarm.
-  const double events = static_cast<double>(T * Hq) * (3.0 * static_cast<double>(dv) + 2.0);
+  // accumulation, the P cast) and two per row (the LSE's key weights and its sum; three where a
+  // claimed exp_bias adds the key weights with the exponential's deviations), each with a tail of
+  // 2 exp(-lambda^2 / 2): lambda makes their union kStatFalseAlarm.
+  const double row_events = cu.un.exp_bias < cu.un.eps_exp ? 3.0 : 2.0;
+  const double events = static_cast<double>(T * Hq) * (3.0 * static_cast<double>(dv) + row_events);
   cu.un.lambda = std::sqrt(2.0 * std::log(2.0 * std::max(1.0, events) / kStatFalseAlarm));
   cu.un.position_order = topk_ascending(c);
   return cu;

@@ -79,6 +79,11 @@ struct Arithmetic {
   // largest error of its log/log2 result relative to max(1, |result|). nullopt: the budgets.
   std::optional<double> exp_rel_err;
   std::optional<double> log_rel_err;
+  // docs/tolerances.md §10: the largest magnitude of its exp's mean relative error over the keys
+  // of a row (a polynomial's bias; its errors about that mean unrelated to the keys), where it is
+  // smaller than exp_rel_err (or the budget); the statistical tier's LSE charges this mean whole
+  // and the rest as random. nullopt: not known, the whole error charged.
+  std::optional<double> exp_bias;
   // The merge's own exp/exp2 (the weights exp(L_r - m) and a tree's rescales), where it is not
   // the attention kernel's: a combine in the math library beside a kernel's vectorized
   // polynomial. nullopt: exp_rel_err (or the budget).

@@ -358,6 +358,10 @@ oracle::Arithmetic claim_of(const ModelConfig& m) {
   // The library's exp and log round to within 1 ulp and the perturbation adds at most one more
   // (the default budget of 2 ulp); a claimed error covers the approximation on top of them.
   if (m.exp_rel_err > 0.0) a.exp_rel_err = (1.0 + m.exp_rel_err) * (1.0 + kModelIntrinsicRel) - 1.0;
+  // A random approximation's errors have mean zero: the exp's mean is the library's and the
+  // perturbation's, within kModelIntrinsicRel (docs/tolerances.md §10); a systematic one's mean is
+  // its whole error (not claimed: charged whole).
+  if (m.exp_rel_err > 0.0 && !m.approx_systematic) a.exp_bias = kModelIntrinsicRel;
   if (m.log_rel_err > 0.0) a.log_rel_err = m.log_rel_err + kModelIntrinsicRel;
   if (m.merge_exp_rel_err)
     a.merge_exp_rel_err = (1.0 + *m.merge_exp_rel_err) * (1.0 + kModelIntrinsicRel) - 1.0;

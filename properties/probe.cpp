@@ -220,18 +220,20 @@ Weight weight_of(double a, double lse_stored, double ln_base, double w0, double 
 // evidence line. e0: its exp(0)'s error, where measured.
 struct ExpVerdict {
   double claim = 0.0;
+  double bias = 0.0;  // the bound on its mean error (exp_bias), where below the claim; 0: none
   std::string evidence;
 };
 ExpVerdict judge_exp(const std::vector<Weight>& ws, std::optional<double> e0, double r0,
-                     const char* what) {
+                     const char* what, bool bias_too = false) {
   const double e_zero = e0.value_or(0.0);
-  double worst = std::fabs(e_zero), at = 0.0, sum = 0.0, res = r0, lo = 0.0;
+  double worst = std::fabs(e_zero), at = 0.0, sum = 0.0, res = r0, res_sum = 0.0, lo = 0.0;
   bool within_default = std::fabs(e_zero) <= kDefaultExp + r0;
   int64_t n = 0;
   for (const Weight& w : ws) {
     if (w.r > kUsefulResolution) continue;
     ++n;
     sum += w.e;
+    res_sum += w.r;
     lo = std::min(lo, w.a);
     res = std::max(res, w.r);
     within_default = within_default && std::fabs(w.e) <= kDefaultExp + w.r;
@@ -258,6 +260,17 @@ ExpVerdict judge_exp(const std::vector<Weight>& ws, std::optional<double> e0, do
   } else {
     v.claim = round_up_2sig(kExpMargin * worst);
     ev << "; claimed with a quarter's margin";
+    // bias_too (the keys' weights): the larger of its mean over the arguments (within their mean
+    // resolution) and its error at 0 (within its own), a quarter more: the statistical tier
+    // charges it whole in the LSE and the errors about it as random (exp_bias). exp(0) is in it
+    // because every tile's maximum is weighted exp(0), the same error in every row, not a draw.
+    const double mean = sum / static_cast<double>(n), mean_res = res_sum / static_cast<double>(n);
+    const double bias =
+        round_up_2sig(kExpMargin * std::max(std::fabs(mean) + mean_res, std::fabs(e_zero) + r0));
+    if (bias_too && bias < v.claim) {
+      v.bias = bias;
+      ev << "; its mean and exp(0) within " << sci(bias) << ", claimed as its bias";
+    }
   }
   v.evidence = ev.str();
   return v;
@@ -1194,8 +1207,9 @@ oracle::Expected<ProbeReport> probe(const ProbeTarget& target) {
                                 ? "fp32 values (the exponential is measured through them)"
                                 : "16-bit values: the exponential is measured coarsely"});
     const ExpVerdict e =
-        judge_exp(pairs->weights, pairs->w0 - 1.0, pairs->r0, "the kernel's weights");
+        judge_exp(pairs->weights, pairs->w0 - 1.0, pairs->r0, "the kernel's weights", true);
     c.exp_rel_err = e.claim;
+    c.exp_bias = e.bias;
     rep.findings.push_back(
         {"exponential", e.claim == 0.0 ? "default" : claim_number(e.claim), e.evidence});
     const CastVerdict cast = judge_cast(*pairs);
@@ -1304,6 +1318,7 @@ std::vector<std::pair<std::string, std::string>> claim_metadata(const ProbeClaim
                                                         {"p_cast", c.p_cast},
                                                         {"partial_dtype", c.partial_dtype}};
   if (c.exp_rel_err > 0.0) w.push_back({"exp_rel_err", claim_number(c.exp_rel_err)});
+  if (c.exp_bias > 0.0) w.push_back({"exp_bias", claim_number(c.exp_bias)});
   w.push_back({"tile", std::to_string(c.tile)});
   // The word's default is exp_rel_err: rescales within 2 ulp beside a coarser kernel say so.
   if (c.rescale_exp_rel_err)
@@ -1390,6 +1405,8 @@ std::string probe_text(const ProbeReport& r) {
   if ((c.merged && (c.merge_exp_rel_err != c.exp_rel_err || c.merge_lse_accum != c.merge_accum)) ||
       c.rescale_exp_rel_err)
     os << "# (the ABI has one exponential and one merge format: the coarser of each is there)\n";
+  if (c.exp_bias > 0.0)
+    os << "# (the ABI has no exp_bias: there the exponential's error is charged whole)\n";
   if (!abi_format(c.p_cast == "none" ? "f32" : c.p_cast) || !abi_format(c.partial_dtype))
     os << "# the ABI cannot state an fp8 P cast or partial: judge this kernel's results with "
           "check\n";

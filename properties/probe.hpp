@@ -77,6 +77,7 @@ struct ProbeClaim {
   std::string p_cast = "none";         // "none", "bf16", "f16", "f8_e4m3" or "f8_e5m2"
   std::string partial_dtype = "f32";   // "f32", "bf16", "f16", "f8_e4m3" or "f8_e5m2"
   double exp_rel_err = 0.0;            // 0: the default (2 ulp)
+  double exp_bias = 0.0;               // its mean's bound, where below it; 0: not claimed
   int64_t tile = 1;                    // 1: any tiling
   // The rescales' own exponential where it is not the kernel's (0: within the default 2 ulp);
   // nullopt: the kernel's (exp_rel_err).

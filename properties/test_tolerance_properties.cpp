@@ -383,6 +383,55 @@ RC_GTEST_PROP(ToleranceSensitivity, UnclaimedApproximateExpIsSuspect, ()) {
       [](oracle::Arithmetic& a) { a.exp_rel_err.reset(); }, BoundTier::statistical);
 }
 
+// An exponential's mean and its spread (docs/tolerances.md §10), on rows of 4,096 keys where the
+// spread's share of the LSE, lambda sqrt(sum_j P_j^2) of the exp's error, is a fifth of it. Errors
+// drawn at random about a mean of zero, claimed so (exp_bias at the library's), are inside the
+// statistical bound of the LSE, and so is a biased exp (every result low by 1e-2) claimed with its
+// bias under a larger largest error; the biased exp claimed unbiased is SUSPECT. So neither the
+// mean nor the spread can be left out; with a small mean the split is over twice tighter.
+TEST(ToleranceSoundness, AnExpsMeanAndSpreadBoundTheLseOfLongRows) {
+  constexpr double kErr = 1e-2;  // moves the LSE of a random row by ~1e-4, of a biased one by 1e-2
+  struct Config {
+    bool systematic;
+    double claimed_err, claimed_bias;
+    bool passes;
+  };
+  for (uint64_t seed = 1; seed <= 8; ++seed) {
+    const CaseSpec spec{.q_heads = 2, .seq = 4096, .seed = seed};
+    const oracle::Case c = make_case(spec);
+    auto ref = oracle::reference(c);
+    ASSERT_TRUE(ref.ok());
+    for (const Config& k : {Config{false, kErr, 0x1p-22, true}, Config{true, kErr, 0x1p-22, false},
+                            Config{true, 2.0 * kErr, kErr, true}}) {
+      ModelConfig m;
+      m.exp_rel_err = kErr;
+      m.approx_systematic = k.systematic;
+      m.rescale_exp_rel_err = 0.0;  // the rescales in the library's exp, as PyTorch's CPU kernel
+      m.tile = 512;
+      m.seed = seed;
+      oracle::Arithmetic claim = claim_of(m);
+      claim.exp_rel_err = (1.0 + k.claimed_err) * (1.0 + 0x1p-22) - 1.0;
+      claim.exp_bias = k.claimed_bias;
+      auto bound = oracle::derive_bound(c, *ref, claim);
+      ASSERT_TRUE(bound.ok()) << bound.status().message();
+      auto whole = claim;
+      whole.exp_bias.reset();
+      auto charged = oracle::derive_bound(c, *ref, whole);
+      ASSERT_TRUE(charged.ok()) << charged.status().message();
+      const ModelOutput out = run_fp32_model(c, m);
+      auto cmp = oracle::compare(out.o, out.lse, *ref, *bound);
+      ASSERT_TRUE(cmp.ok());
+      EXPECT_TRUE(cmp->pass()) << describe(m) << ": " << cmp->summary();
+      EXPECT_EQ(cmp->pass_statistical(), k.passes)
+          << describe(m) << " claimed bias " << k.claimed_bias << ": "
+          << cmp->statistical_summary();
+      for (int64_t r = 0; k.claimed_bias < kErr && r < bound->lse_stat.numel(); ++r)
+        EXPECT_LT(bound->lse_stat.data[static_cast<size_t>(r)],
+                  0.5 * charged->lse_stat.data[static_cast<size_t>(r)]);
+    }
+  }
+}
+
 // Tensor-core sums (docs/tolerances.md §10): every add of long rows truncated, one partial, claimed
 // accum_rounding any: inside the statistical bound, whose accumulation term charges the adds'
 // bias (K u_s) whole: the softmax denominator's adds all lose weight, so a row of 4,096 keys

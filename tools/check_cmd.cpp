@@ -79,6 +79,7 @@ std::string claim_text(const oracle::DcpResult& r) {
      << (r.sink_rank ? "on rank " + std::to_string(*r.sink_rank) : std::string("at the merge"))
      << ", tile " << a.tile << (a.tile == 1 ? " (any)" : "") << ", exp "
      << (a.exp_rel_err ? "rel err " + exact_text(*a.exp_rel_err) : "2 ulp")
+     << (a.exp_bias ? " (bias " + exact_text(*a.exp_bias) + ")" : "")
      << (a.merge_exp_rel_err ? " (merge's rel err " + exact_text(*a.merge_exp_rel_err) + ")" : "")
      << (a.rescale_exp_rel_err ? " (rescales' rel err " + exact_text(*a.rescale_exp_rel_err) + ")"
                                : "")
@@ -421,6 +422,7 @@ json request_report(const CheckOptions& o, const oracle::DcpResult& r,
         {"tile", a.tile},
         {"accum_rounding", a.truncating_mma ? "any" : "nearest"},
         {"exp_rel_err", a.exp_rel_err ? json_number(*a.exp_rel_err) : json(nullptr)},
+        {"exp_bias", a.exp_bias ? json_number(*a.exp_bias) : json(nullptr)},
         {"log_rel_err", a.log_rel_err ? json_number(*a.log_rel_err) : json(nullptr)},
         {"merge_exp_rel_err",
          a.merge_exp_rel_err ? json_number(*a.merge_exp_rel_err) : json(nullptr)},
