@@ -12,10 +12,11 @@ Rows (same seed, cases and ranges, so the same steps are drawn):
                  (tests/python/torch_paged.py; skipped without torch)
 The time is the dcp-path property's own (the properties' JSON "seconds"), so process start is
 not counted; each row runs --repeat times, the rows taking turns, and shows its fastest run (its
-levels' time from that run), the one least disturbed by the machine's other work. "vs host" is a row's cases/s over the host path's; "in levels" the time the
-implementation's own methods took; "outside" the rest (the suite, the production path's other
-levels and the seam between the processes), and "outside vs host" the host path's time over it:
-what the package costs beyond the implementation's own arithmetic.
+levels' time from that run), the one least disturbed by the machine's other work. "vs host" is
+a row's cases/s over the host path's; "in levels" the time the implementation's own methods
+took; "outside" the rest (the suite, the production path's other levels and the seam between
+the processes), and "outside vs host" the host path's time over it: what the package costs
+beyond the implementation's own arithmetic.
 """
 
 import argparse

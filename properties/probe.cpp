@@ -1,9 +1,11 @@
 #include "properties/probe.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
@@ -218,6 +220,27 @@ Weight weight_of(double a, double lse_stored, double ln_base, double w0, double 
 
 // What a set of measured weights says of an exponential: the claim (0: within the default) and the
 // evidence line. e0: its exp(0)'s error, where measured.
+// The spans of arguments over which an exponential's mean error is measured for its bias: ln 2,
+// one period of the argument reduction x = k ln 2 + r that exp and exp2 polynomials share. A span
+// needs kBiasSpanSamples resolved arguments to say anything.
+constexpr double kBiasSpan = 0.6931471805599453;
+constexpr double kBiasSpanSamples = 16.0;
+
+// The largest |mean error| over the spans [-(b + 1) kBiasSpan, -b kBiasSpan) of the arguments,
+// plus that span's mean resolution, over the resolved weights (finer than kUsefulResolution).
+double largest_span_mean(const std::vector<Weight>& ws) {
+  std::map<int64_t, std::array<double, 3>> spans;  // span: the errors' sum, resolutions', count
+  for (const Weight& w : ws) {
+    if (w.r > kUsefulResolution) continue;
+    auto& b = spans[static_cast<int64_t>(std::floor(-w.a / kBiasSpan))];
+    b[0] += w.e, b[1] += w.r, b[2] += 1.0;
+  }
+  double out = 0.0;
+  for (const auto& [span, b] : spans)
+    if (b[2] >= kBiasSpanSamples) out = std::max(out, (std::fabs(b[0]) + b[1]) / b[2]);
+  return out;
+}
+
 struct ExpVerdict {
   double claim = 0.0;
   double bias = 0.0;  // the bound on its mean error (exp_bias), where below the claim; 0: none
@@ -226,14 +249,13 @@ struct ExpVerdict {
 ExpVerdict judge_exp(const std::vector<Weight>& ws, std::optional<double> e0, double r0,
                      const char* what, bool bias_too = false) {
   const double e_zero = e0.value_or(0.0);
-  double worst = std::fabs(e_zero), at = 0.0, sum = 0.0, res = r0, res_sum = 0.0, lo = 0.0;
+  double worst = std::fabs(e_zero), at = 0.0, sum = 0.0, res = r0, lo = 0.0;
   bool within_default = std::fabs(e_zero) <= kDefaultExp + r0;
   int64_t n = 0;
   for (const Weight& w : ws) {
     if (w.r > kUsefulResolution) continue;
     ++n;
     sum += w.e;
-    res_sum += w.r;
     lo = std::min(lo, w.a);
     res = std::max(res, w.r);
     within_default = within_default && std::fabs(w.e) <= kDefaultExp + w.r;
@@ -260,16 +282,18 @@ ExpVerdict judge_exp(const std::vector<Weight>& ws, std::optional<double> e0, do
   } else {
     v.claim = round_up_2sig(kExpMargin * worst);
     ev << "; claimed with a quarter's margin";
-    // bias_too (the keys' weights): the larger of its mean over the arguments (within their mean
-    // resolution) and its error at 0 (within its own), a quarter more: the statistical tier
-    // charges it whole in the LSE and the errors about it as random (exp_bias). exp(0) is in it
-    // because every tile's maximum is weighted exp(0), the same error in every row, not a draw.
-    const double mean = sum / static_cast<double>(n), mean_res = res_sum / static_cast<double>(n);
+    // bias_too (the keys' weights): the largest of its means over each ln 2 of arguments (within
+    // their mean resolution) and its error at 0 (within its own), a quarter more: the statistical
+    // tier charges it whole in the LSE and the errors about it as random (exp_bias). A mean per
+    // span of arguments, not one over all: an error that depends on the argument (high near the
+    // maximum, low far from it) is not a draw about one mean. exp(0) is in it because every
+    // tile's maximum is weighted exp(0), the same error in every row.
     const double bias =
-        round_up_2sig(kExpMargin * std::max(std::fabs(mean) + mean_res, std::fabs(e_zero) + r0));
+        round_up_2sig(kExpMargin * std::max(largest_span_mean(ws), std::fabs(e_zero) + r0));
     if (bias_too && bias < v.claim) {
       v.bias = bias;
-      ev << "; its mean and exp(0) within " << sci(bias) << ", claimed as its bias";
+      ev << "; its mean over each ln 2 of arguments and exp(0) within " << sci(bias)
+         << ", claimed as its bias";
     }
   }
   v.evidence = ev.str();

@@ -401,7 +401,7 @@ TEST(ToleranceSoundness, AnExpsMeanAndSpreadBoundTheLseOfLongRows) {
     const oracle::Case c = make_case(spec);
     auto ref = oracle::reference(c);
     ASSERT_TRUE(ref.ok());
-    for (const Config& k : {Config{false, kErr, 0x1p-22, true}, Config{true, kErr, 0x1p-22, false},
+    for (const Config& k : {Config{false, kErr, 0.0, true}, Config{true, kErr, 0.0, false},
                             Config{true, 2.0 * kErr, kErr, true}}) {
       ModelConfig m;
       m.exp_rel_err = kErr;
@@ -410,8 +410,9 @@ TEST(ToleranceSoundness, AnExpsMeanAndSpreadBoundTheLseOfLongRows) {
       m.tile = 512;
       m.seed = seed;
       oracle::Arithmetic claim = claim_of(m);
+      // Each claimed on top of the library's exp and the perturbation (2^-22), as claim_of does.
       claim.exp_rel_err = (1.0 + k.claimed_err) * (1.0 + 0x1p-22) - 1.0;
-      claim.exp_bias = k.claimed_bias;
+      claim.exp_bias = (1.0 + k.claimed_bias) * (1.0 + 0x1p-22) - 1.0;
       auto bound = oracle::derive_bound(c, *ref, claim);
       ASSERT_TRUE(bound.ok()) << bound.status().message();
       auto whole = claim;
@@ -429,6 +430,31 @@ TEST(ToleranceSoundness, AnExpsMeanAndSpreadBoundTheLseOfLongRows) {
         EXPECT_LT(bound->lse_stat.data[static_cast<size_t>(r)],
                   0.5 * charged->lse_stat.data[static_cast<size_t>(r)]);
     }
+  }
+}
+
+// An exp_bias at or above the exponential's largest error says nothing: the bounds of both tiers
+// are those of the claim without it (no split, no extra event in the false-alarm count).
+TEST(ToleranceSoundness, AnExpBiasAtItsLargestErrorChangesNothing) {
+  const oracle::Case c = make_case(CaseSpec{.q_heads = 2, .seq = 512, .seed = 5});
+  auto ref = oracle::reference(c);
+  ASSERT_TRUE(ref.ok());
+  ModelConfig m;
+  m.exp_rel_err = 1e-4;
+  m.approx_systematic = true;
+  oracle::Arithmetic without = claim_of(m), at = without, above = without;
+  without.exp_bias.reset();
+  at.exp_bias = *without.exp_rel_err;
+  above.exp_bias = 2.0 * *without.exp_rel_err;
+  auto plain = oracle::derive_bound(c, *ref, without);
+  ASSERT_TRUE(plain.ok());
+  for (const oracle::Arithmetic& a : {at, above}) {
+    auto b = oracle::derive_bound(c, *ref, a);
+    ASSERT_TRUE(b.ok());
+    EXPECT_EQ(b->o.data, plain->o.data);
+    EXPECT_EQ(b->lse.data, plain->lse.data);
+    EXPECT_EQ(b->o_stat.data, plain->o_stat.data);
+    EXPECT_EQ(b->lse_stat.data, plain->lse_stat.data);
   }
 }
 

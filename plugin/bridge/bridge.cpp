@@ -210,8 +210,10 @@ void fail(char* err, size_t err_len, const std::string& why) {
 }
 
 // Reads the next reply's header and payload (the payload copied out of the shared region where
-// it came that way); false with the reason on a broken stream.
-bool read_reply(json& reply, std::vector<char>& reply_payload, std::string& why) {
+// it came that way): `room`, its request's room for it there (empty: none), `most`, the bytes its
+// tensors take at most. False with the reason on a broken stream or a reply outside those.
+bool read_reply(json& reply, std::vector<char>& reply_payload, dcp::bridge::Region room,
+                size_t most, std::string& why) {
   uint64_t m = 0;
   if (!read_all(g_conn.fd, &m, sizeof m) || m > kMaxHeaderBytes) {
     why = "the server closed the connection or sent a frame that is not this protocol";
@@ -228,6 +230,10 @@ bool read_reply(json& reply, std::vector<char>& reply_payload, std::string& why)
     return false;
   }
   const uint64_t bytes = reply.value("bytes", uint64_t{0});
+  if (bytes > most) {
+    why = "the server sent a reply larger than its level's outputs";
+    return false;
+  }
   reply_payload.assign(bytes, '\0');
   if (!read_all(g_conn.fd, reply_payload.data(), bytes)) {
     why = "the server closed the connection mid-frame";
@@ -236,8 +242,8 @@ bool read_reply(json& reply, std::vector<char>& reply_payload, std::string& why)
   if (reply.contains("shm_at")) {  // the reply's tensors in the shared region
     const uint64_t at = reply.value("shm_at", uint64_t{0}),
                    size = reply.value("shm_bytes", uint64_t{0});
-    if (g_conn.shm == nullptr || at > g_conn.shm_bytes || g_conn.shm_bytes - at < size) {
-      why = "the server placed its reply outside the shared region";
+    if (g_conn.shm == nullptr || at < room.begin || at > room.end || room.end - at < size) {
+      why = "the server placed its reply outside the room its request gave it";
       return false;
     }
     reply_payload.assign(g_conn.shm + at, g_conn.shm + at + size);
@@ -267,9 +273,9 @@ bool exchange(const json& header, const Request& request, size_t reply_bytes, js
   const size_t payload_room = (request.bytes + kAlign - 1) / kAlign * kAlign;
   json h = header;
   uint64_t ticket = 0;
+  dcp::bridge::Region region;
   {
     const std::lock_guard<std::mutex> send(g_conn.send);
-    dcp::bridge::Region region;
     {
       const std::lock_guard<std::mutex> lock(g_conn.mu);
       if (!g_conn.broken.empty()) {
@@ -279,25 +285,31 @@ bool exchange(const json& header, const Request& request, size_t reply_bytes, js
       region = g_conn.regions.take(payload_room + reply_bytes);
       ticket = g_conn.sent++;
     }
-    const bool shared = !region.empty();
-    std::vector<char> payload;  // the socket's
-    if (shared) {
-      request.copy_to(g_conn.shm + region.begin);
-      h["shm_at"] = region.begin;
-      h["shm_bytes"] = request.bytes;
-      h["reply_at"] = region.begin + payload_room;
-      h["reply_room"] = region.end - region.begin - payload_room;
-    } else {
-      payload.resize(request.bytes);
-      request.copy_to(payload.data());
+    // From here the ticket is taken: whatever fails (an allocation too) breaks the stream, or
+    // the calls after this one would wait for its reply forever.
+    try {
+      const bool shared = !region.empty();
+      std::vector<char> payload;  // the socket's
+      if (shared) {
+        request.copy_to(g_conn.shm + region.begin);
+        h["shm_at"] = region.begin;
+        h["shm_bytes"] = request.bytes;
+        h["reply_at"] = region.begin + payload_room;
+        h["reply_room"] = region.end - region.begin - payload_room;
+      } else {
+        payload.resize(request.bytes);
+        request.copy_to(payload.data());
+      }
+      h["bytes"] = payload.size();
+      if (!request.parts.empty()) h["tensors"] = request.tensors;
+      const std::string text = h.dump();
+      const uint64_t n = text.size();
+      if (!write_all(g_conn.fd, &n, sizeof n) || !write_all(g_conn.fd, text.data(), text.size()) ||
+          (!shared && !write_all(g_conn.fd, payload.data(), payload.size())))
+        return broke("the server closed the connection");
+    } catch (const std::exception& e) {
+      return broke(std::string("bridge: ") + e.what());
     }
-    h["bytes"] = payload.size();
-    if (!request.parts.empty()) h["tensors"] = request.tensors;
-    const std::string text = h.dump();
-    const uint64_t n = text.size();
-    if (!write_all(g_conn.fd, &n, sizeof n) || !write_all(g_conn.fd, text.data(), text.size()) ||
-        (!shared && !write_all(g_conn.fd, payload.data(), payload.size())))
-      return broke("the server closed the connection");
   }
   {
     std::unique_lock<std::mutex> lock(g_conn.mu);
@@ -307,7 +319,13 @@ bool exchange(const json& header, const Request& request, size_t reply_bytes, js
       return false;
     }
   }
-  if (!read_reply(reply, reply_payload, why)) return broke(why);
+  const dcp::bridge::Region room =
+      region.empty() ? region : dcp::bridge::Region{region.begin + payload_room, region.end};
+  try {
+    if (!read_reply(reply, reply_payload, room, reply_bytes, why)) return broke(why);
+  } catch (const std::exception& e) {  // a header of the wrong types: the stream is lost
+    return broke(std::string("bridge: ") + e.what());
+  }
   {
     const std::lock_guard<std::mutex> lock(g_conn.mu);
     ++g_conn.answered;
@@ -562,7 +580,7 @@ static const dcpv_impl_v2* get_impl() {
   if (g_impl.abi_version == DCPV_ABI_VERSION_2) return &g_impl;
   g_conn.fd = env_fd("DCPV_BRIDGE_FD");
   if (g_conn.fd < 0) return nullptr;
-  map_shared_region();
+  if (g_conn.shm == nullptr) map_shared_region();
   json reply;
   std::vector<char> rp;
   std::string why;

@@ -36,6 +36,7 @@ class RegionRing {
     if (!regions_.empty()) regions_.pop_front();
   }
 
+  // The requests in flight (their regions or empty ones): what the tests check the ring by.
   size_t in_flight() const { return regions_.size(); }
 
  private:

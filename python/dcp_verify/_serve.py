@@ -171,7 +171,7 @@ class _Shared:
     that arrays cross without the socket. Sparse: only what a payload writes takes memory. open()
     is None where it cannot be made."""
 
-    BYTES = 1 << 30  # larger payloads go through the socket
+    BYTES = 1 << 30  # a request that finds no room in it goes through the socket
 
     def __init__(self, fd: int):
         self.fd = fd
@@ -226,7 +226,9 @@ def _send_frame(sock: socket.socket, header: dict, arrays: list[tuple[str, np.nd
                 shared: Optional[_Shared] = None, at: int = 0, room: int = 0) -> None:
     """A frame with `arrays` as f32 tensors: in the shared memory at offset `at` (a multiple of 4)
     where they fit in its `room` bytes, else on the socket."""
-    if arrays and shared is not None and 4 * sum(a.size for _, a in arrays) <= room:
+    fits = (shared is not None and at % 4 == 0 and 0 <= at and at + room <= len(shared.map)
+            and 4 * sum(a.size for _, a in arrays) <= room)  # the room the bridge gave, checked
+    if arrays and fits:
         tensors, offset = [], 0
         for name, a in arrays:
             start = (at + offset) // 4
