@@ -440,7 +440,7 @@ TEST(ToleranceSoundness, AnExpBiasAtItsLargestErrorChangesNothing) {
   auto ref = oracle::reference(c);
   ASSERT_TRUE(ref.ok());
   ModelConfig m;
-  m.exp_rel_err = 1e-4;
+  m.exp_rel_err = kApprox;
   m.approx_systematic = true;
   oracle::Arithmetic without = claim_of(m), at = without, above = without;
   without.exp_bias.reset();
