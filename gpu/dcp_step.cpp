@@ -199,8 +199,11 @@ GpuStatus validate_inputs(const DcpInputs& in, const DcpConfig& cfg) {
   if (in.retired != 0 && !in.batched())
     return DCP_GPU_ERROR("DcpInputs.retired: got ", in.retired,
                          "; retired requests need a batch (cu_seqlens_q, cu_seqlens_k)");
-  if (!in.sink.empty() && in.sink.size() != static_cast<size_t>(d.q_heads))
-    return size_err("sink", in.sink.size(), d.q_heads);
+  for (const HeadVector& hv : kHeadVectors) {
+    const std::vector<float>& x = in.*hv.values;
+    if (!x.empty() && x.size() != static_cast<size_t>(d.q_heads))
+      return size_err(hv.name, x.size(), d.q_heads);
+  }
   if (in.topk_k < 0) return DCP_GPU_ERROR("DcpInputs.topk_k: got ", in.topk_k, "; expected >= 0");
   if (!in.topk.empty()) {
     if (in.topk.size() != static_cast<size_t>(T * in.topk_k))

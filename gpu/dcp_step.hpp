@@ -194,6 +194,19 @@ struct DcpInputs {
   int64_t shortest_request() const;
 };
 
+// DcpInputs' per-head vectors ([Hq], natural-log units), each handed to the attention as its
+// gathered heads' slice ([heads], PartialAttentionParams): on every rank, or on the sink's rank
+// (convention.hpp) alone. validate_inputs checks their sizes and device_step uploads them from
+// this list; its names are the case file's tensors (oracle/case.hpp, kHeadVectors).
+struct HeadVector {
+  const char* name;
+  std::vector<float> DcpInputs::*values;  // empty: unused
+  const float* PartialAttentionParams::*param;
+  bool sink_rank_only;
+};
+inline constexpr HeadVector kHeadVectors[] = {
+    {"sink", &DcpInputs::sink, &PartialAttentionParams::sink, true}};
+
 struct RankStepOutput {
   std::vector<float> o;            // [T, H_loc, Dv] the rank's heads, out_dtype values
   std::vector<float> lse;          // [T, H_loc] base cfg.base

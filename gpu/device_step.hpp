@@ -215,10 +215,16 @@ Result<RankStepOutput> device_step(Device& dev, const DcpInputs& in, const DcpCo
   // 2. Partial attention over this rank's tokens.
   DCP_GPU_ASSIGN(q_pos, dev.upload(in.q_pos));
   const int64_t head0 = geo.group_head0(tp_rank);
-  const bool sink_here = !in.sink.empty() && me == kSinkRank;
-  DCP_GPU_ASSIGN(sink, dev.upload(sink_here ? std::vector<float>(in.sink.begin() + head0,
-                                                                 in.sink.begin() + head0 + Hg)
-                                            : std::vector<float>{}));
+  // The per-head vectors' slices of the group's heads, on the ranks that take them.
+  std::vector<typename Device::template Buffer<float>> heads_d;
+  for (const HeadVector& hv : kHeadVectors) {
+    const std::vector<float>& x = in.*hv.values;
+    const bool here = !x.empty() && (!hv.sink_rank_only || me == kSinkRank);
+    DCP_GPU_ASSIGN(slice,
+                   dev.upload(here ? std::vector<float>(x.begin() + head0, x.begin() + head0 + Hg)
+                                   : std::vector<float>{}));
+    heads_d.push_back(std::move(slice));
+  }
   DCP_GPU_ASSIGN(topk, dev.upload(in.topk));
   // A batch: each token's request, the requests' lengths, their block tables (the cache's).
   std::vector<int64_t> req, req_seq;
@@ -232,7 +238,8 @@ Result<RankStepOutput> device_step(Device& dev, const DcpInputs& in, const DcpCo
   p.q = qg.data();
   p.q_pos = q_pos.data();
   p.kv = cache.view();
-  p.sink = sink_here ? sink.data() : nullptr;
+  for (size_t i = 0; i < std::size(kHeadVectors); ++i)
+    p.*kHeadVectors[i].param = heads_d[i].size() > 0 ? heads_d[i].data() : nullptr;
   p.topk = in.topk.empty() ? nullptr : topk.data();
   if (in.batched()) {
     p.requests = in.requests();

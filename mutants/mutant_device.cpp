@@ -220,8 +220,7 @@ void buggy_attention(Mutant m, const PartialAttentionParams& p) {
             float dot = 0.0f;
             for (int64_t i = 0; i < dk; ++i)
               dot += qs[static_cast<size_t>(i)] * operand(kv.key(row, g, i));
-            float sc = dot * logit_scale;
-            if (p.softcap > 0.0f) sc = p.softcap * tanhf(sc / p.softcap);
+            float sc = gpu::variant_logit(p, dot * logit_scale, t, h, row);
             if (!masked.empty() && masked[static_cast<size_t>(row)])
               sc = m == Mutant::finite_mask_sentinel ? kFiniteMaskSentinel : -p.softcap;
             sc = gpu::to_base_units(lb, sc);

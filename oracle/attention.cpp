@@ -121,8 +121,8 @@ struct BlockArgs {
   const int64_t Hq = c.q_heads(), Hkv = c.kv_heads(), G = Hq / Hkv, dk = c.head_dim(), dv = c.v_dim,
                 h0 = tk.g * G, nb = tk.end - tk.begin;
   const dd tau = c.scale ? dd(*c.scale) : dd(1.0) / sqrt(dd(static_cast<double>(dk)));
-  const dd cap(c.softcap);
   const int64_t* keys = a.keys->data() + tk.begin;
+  const int64_t qpos = c.query_pos(tk.t);
   // A stored K or V row is widened here once for the G heads that read it.
   std::vector<double> row_buf(static_cast<size_t>(std::max(dk, c.shared_latent() ? dk : dv)));
 
@@ -142,8 +142,7 @@ struct BlockArgs {
       for (int l = 0; l < kDotLanes; ++l) acc[l] = dd(hi[l], lo[l]);
       for (int w = kDotLanes / 2; w >= 1; w /= 2)
         for (int l = 0; l < w; ++l) acc[l] = acc[l] + acc[l + w];
-      dd score = tau * acc[0];
-      if (c.softcap > 0.0) score = cap * tanh(score / cap);
+      const dd score = variant_logit(c, tau * acc[0], h0 + h, qpos, keys[x]);
       s[static_cast<size_t>(h * nb + x)] = score;
       dd& mh = m[static_cast<size_t>(h)];
       mh = x == 0 ? score : max_of(mh, score);
@@ -231,7 +230,6 @@ MergeState<Real> attend_row(const Case& c, int64_t t, int64_t h, std::span<const
                             bool with_sink) {
   using std::exp;
   using std::sqrt;
-  using std::tanh;
   const int64_t dk = c.head_dim();
   const int64_t dv = c.v_dim;
   const int64_t g = c.kv_head_of(h);
@@ -240,16 +238,15 @@ MergeState<Real> attend_row(const Case& c, int64_t t, int64_t h, std::span<const
   if (keys.empty() && !sink) return st;
 
   const Real tau = c.scale ? Real(*c.scale) : Real(1) / sqrt(Real(static_cast<double>(dk)));
-  const Real cap(c.softcap);
   const double* qrow = &c.q.data[c.q.offset({t, h, 0})];
+  const int64_t qpos = c.query_pos(t);
   std::vector<double> row_buf(static_cast<size_t>(std::max(dk, dv)));
 
   std::vector<Real> s(keys.size());
   Real m = RealOps<Real>::neg_inf();
   for (size_t x = 0; x < keys.size(); ++x) {
     const double* krow = c.k.row(keys[x], g, row_buf.data());
-    Real score = tau * dot<Real>(qrow, krow, dk);
-    if (c.softcap > 0.0) score = cap * tanh(score / cap);
+    const Real score = variant_logit(c, Real(tau * dot<Real>(qrow, krow, dk)), h, qpos, keys[x]);
     s[x] = score;
     m = x == 0 ? score : max_of(m, score);
   }

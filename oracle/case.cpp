@@ -158,16 +158,19 @@ Status validate(const Case& c) {
   if (!(std::isfinite(c.softcap) && c.softcap >= 0.0)) {
     return DCP_ERROR("metadata 'softcap': ", c.softcap, "; expected a finite value >= 0");
   }
-  if (c.has_sink()) {
-    if (static_cast<int64_t>(c.sink.size()) != Hq) {
-      return DCP_ERROR("tensor 'sink': ", c.sink.size(), " values; expected Hq = ", Hq);
+  for (const HeadVector& hv : kHeadVectors) {
+    const std::vector<double>& x = c.*hv.values;
+    if (x.empty()) continue;
+    if (static_cast<int64_t>(x.size()) != Hq) {
+      return DCP_ERROR("tensor '", hv.name, "': ", x.size(), " values; expected Hq = ", Hq);
     }
     for (int64_t h = 0; h < Hq; ++h) {
-      if (!std::isfinite(c.sink[h])) {
-        return DCP_ERROR("tensor 'sink': element ", h, " is ", c.sink[h], "; expected finite");
+      if (!std::isfinite(x[h])) {
+        return DCP_ERROR("tensor '", hv.name, "': element ", h, " is ", x[h], "; expected finite");
       }
-      if (!representable(DType::f32, c.sink[h])) {
-        return DCP_ERROR("tensor 'sink': element ", h, " = ", c.sink[h], " is not an F32 value");
+      if (!representable(DType::f32, x[h])) {
+        return DCP_ERROR("tensor '", hv.name, "': element ", h, " = ", x[h],
+                         " is not an F32 value");
       }
     }
   }

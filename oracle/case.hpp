@@ -13,6 +13,7 @@
 //   Case c = ...;  DCP_TRY(validate(c));   // names the tensor and index of any violation
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -84,6 +85,33 @@ struct Case {
     return s.empty() ? 1.0 : s[s.size() == 1 ? 0 : static_cast<size_t>(g)];
   }
 };
+
+// The case's per-head vectors: each an F32 tensor [Hq] of finite values in a case file, under
+// its name (case_file.cpp reads and writes them, validate checks them, from this list alone).
+struct HeadVector {
+  const char* name;                   // the case file's tensor
+  std::vector<double> Case::*values;  // empty: the case does not use it
+};
+inline constexpr HeadVector kHeadVectors[] = {{"sink", &Case::sink}};
+
+// The variant's logit of key position j for query position i, query head h, from the scaled
+// product s = scale * q.k (natural-log units): the softcap. One definition for every arithmetic
+// that evaluates it: the double-double and MPFR tiers, the bounds' doubles, the fp32 model's
+// floats (each a Real with +, *, / and an unqualified tanh).
+template <class Real>
+Real variant_logit(const Case& c, Real s, int64_t h, int64_t i, int64_t j) {
+  using std::tanh;
+  (void)h, (void)i, (void)j;
+  if (c.softcap > 0.0) {
+    const Real cap = static_cast<Real>(c.softcap);
+    s = cap * tanh(s / cap);
+  }
+  return s;
+}
+
+// Whether the variant's logit is the scaled product itself (no transform: an arithmetic may fold
+// the base's log2(e) into the scale).
+inline bool plain_logit(const Case& c) { return !(c.softcap > 0.0); }
 
 // Checks shapes, dtypes, finiteness, positions and top-k indices. The message names the tensor,
 // the index and what was expected.

@@ -1,5 +1,6 @@
 #include "oracle/case_file.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -9,8 +10,17 @@
 namespace dcp::oracle {
 namespace {
 
-const std::set<std::string> kTensors = {"q",    "k",    "v",       "q_pos",
-                                        "sink", "topk", "k_scale", "v_scale"};
+// A case's tensors: q, k, v, q_pos, the per-head vectors (case.hpp, kHeadVectors), topk, k_scale
+// and v_scale, in the order an unknown name's message lists them.
+const std::vector<std::string>& tensor_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> n = {"q", "k", "v", "q_pos"};
+    for (const HeadVector& hv : kHeadVectors) n.push_back(hv.name);
+    for (const char* x : {"topk", "k_scale", "v_scale"}) n.push_back(x);
+    return n;
+  }();
+  return names;
+}
 // "format" is written by the safetensors Python package ("pt", "np"); it carries no meaning here.
 const std::set<std::string> kMetadata = {"scale",    "causal", "window", "softcap",
                                          "lse_base", "v_dim",  "format"};
@@ -105,14 +115,16 @@ Expected<Case> case_from_file(const StFile& f, std::string_view source) {
 
 Expected<Case> case_from_file(StFile&& f, std::string_view source) {
   for (const auto& [name, t] : f.tensors) {
-    if (!kTensors.count(name)) {
+    const std::vector<std::string>& known = tensor_names();
+    if (std::find(known.begin(), known.end(), name) == known.end()) {
       if (name == "cu_seqlens_q" || name == "cu_seqlens_k") {
         return DCP_ERROR(source, ": tensor '", name,
                          "': a batch of requests (docs/format.md, \"Batches\"); `dcp-verify "
                          "check` reads batches, this command one request");
       }
-      return DCP_ERROR(source, ": unknown tensor '", name,
-                       "'; a case holds q, k, v, q_pos, sink, topk, k_scale, v_scale");
+      std::string list;
+      for (const std::string& n : known) list += (list.empty() ? "" : ", ") + n;
+      return DCP_ERROR(source, ": unknown tensor '", name, "'; a case holds ", list);
     }
   }
   for (const auto& [key, value] : f.metadata) {
@@ -168,13 +180,14 @@ Expected<Case> case_from_file(StFile&& f, std::string_view source) {
     }
     c.q_pos = t.ints;
   }
-  if (f.tensors.count("sink")) {
-    const StTensor& t = f.tensors.at("sink");
+  for (const HeadVector& hv : kHeadVectors) {
+    if (!f.tensors.count(hv.name)) continue;
+    const StTensor& t = f.tensors.at(hv.name);
     if (t.dtype != DType::f32 || t.shape.size() != 1) {
-      return DCP_ERROR(source, ": tensor 'sink': ", dtype_name(t.dtype), " ", shape_string(t.shape),
-                       "; expected F32 [Hq]");
+      return DCP_ERROR(source, ": tensor '", hv.name, "': ", dtype_name(t.dtype), " ",
+                       shape_string(t.shape), "; expected F32 [Hq]");
     }
-    c.sink = t.values;
+    c.*hv.values = t.values;
   }
   for (const auto& [name, scale] :
        {std::pair{"k_scale", &c.k_scale}, std::pair{"v_scale", &c.v_scale}}) {
@@ -687,8 +700,10 @@ StFile case_to_file(const Case& c) {
   if (!c.q_pos.empty()) {
     f.tensors["q_pos"] = StTensor{DType::i64, {static_cast<int64_t>(c.q_pos.size())}, {}, c.q_pos};
   }
-  if (c.has_sink()) {
-    f.tensors["sink"] = StTensor{DType::f32, {static_cast<int64_t>(c.sink.size())}, c.sink, {}};
+  for (const HeadVector& hv : kHeadVectors) {
+    const std::vector<double>& x = c.*hv.values;
+    if (!x.empty())
+      f.tensors[hv.name] = StTensor{DType::f32, {static_cast<int64_t>(x.size())}, x, {}};
   }
   if (c.has_topk()) f.tensors["topk"] = StTensor{DType::i64, c.topk.shape, {}, c.topk.data};
   f.metadata["v_dim"] = std::to_string(c.v_dim);

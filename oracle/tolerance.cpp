@@ -226,6 +226,7 @@ RowLogits row_logits(const Case& c, int64_t t, int64_t h, std::span<const int64_
   in.M = in.sink ? std::fabs(in.sigma) : 0.0;
   in.smax = in.sink ? in.sigma : kNegInf;
   std::vector<double> row_buf(static_cast<size_t>(dk));
+  const int64_t qpos = c.query_pos(t);
   for (int64_t i = 0; i < dk; ++i) in.q_l1 += tau * std::fabs(q[i]);
   for (int64_t x = 0; x < n; ++x) {
     const double* kr = c.k.row(keys[x], g, row_buf.data());
@@ -243,7 +244,7 @@ RowLogits row_logits(const Case& c, int64_t t, int64_t h, std::span<const int64_
     const TreeNodes nodes = tree_nodes(dk, x_max, (absdot + std::fabs(dot)) / 2.0);
     in.node_sum[x] = tau * nodes.sum;
     in.node_sq[x] = tau * tau * (sq + nodes.sq);
-    in.s[x] = c.softcap > 0.0 ? c.softcap * std::tanh(in.s_pre[x] / c.softcap) : in.s_pre[x];
+    in.s[x] = variant_logit(c, in.s_pre[x], h, qpos, keys[x]);
     in.M = std::max(in.M, std::fabs(in.s[x]));
     in.smax = std::max(in.smax, in.s[x]);
   }

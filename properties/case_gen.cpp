@@ -239,7 +239,8 @@ std::vector<dcp::oracle::Case> make_batch_cases(const CaseSpec& spec,
     dcp::oracle::Case c = make_case(sb);
     if (b > 0) {
       const dcp::oracle::Case& c0 = out.front();
-      c.sink = c0.sink;
+      for (const dcp::oracle::HeadVector& hv : dcp::oracle::kHeadVectors)
+        c.*hv.values = c0.*hv.values;  // the model's per-head vectors are one for the batch
       // Request 0's scales over this request's stored elements (value / own scale, exact).
       const auto rescale = [](dcp::oracle::KvTensor& x, const std::vector<double>& own,
                               const std::vector<double>& to) {
@@ -267,6 +268,20 @@ std::vector<dcp::oracle::Case> make_batch_cases(const CaseSpec& spec,
     out.push_back(std::move(c));
   }
   return out;
+}
+
+const FeatureInfo* find_feature(std::string_view name) {
+  for (const FeatureInfo& f : kFeatures)
+    if (name == f.name) return &f;
+  return nullptr;
+}
+
+std::string feature_names() {
+  std::string s;
+  const size_t n = std::size(kFeatures);
+  for (size_t i = 0; i < n; ++i)
+    s += std::string(i == 0 ? "" : i + 1 == n ? " or " : ", ") + kFeatures[i].name;
+  return s;
 }
 
 std::string describe(const CaseSpec& s) {

@@ -13,6 +13,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "oracle/case.hpp"
@@ -62,6 +63,46 @@ struct CaseSpec {
   bool huge_logits = false;
   uint64_t seed = 0;
 };
+
+// The features a case may use and an implementation may lack, one row each (kFeatures). A row names
+// its feature everywhere: `properties --without NAME`, the Python package's keyword, bit i of the
+// plug-in ABI's lacks mask for row i < kAbiFeatures (rows past them the ABI does not carry: never
+// drawn for a plug-in, and refused by `run --impl`), and a pinned setup's refusal ("uses a sink").
+// A row with a switch (a bool of CaseSpec) is also `run --NAME`, the setup file's "spec.NAME", a
+// case label's "+NAME" and, with drawn_one_in > 0, drawn on in one case of that many after every
+// other field of a case (a new feature leaves every earlier seed's draws as they were).
+enum class Feature { softcap, sink, topk, window, latent, batch };
+struct FeatureInfo {
+  Feature feature;
+  const char* name;
+  const char* uses;                                // "uses a sink"
+  bool (*used)(const CaseSpec& spec, bool batch);  // batch: several requests in one step
+  bool CaseSpec::*toggle = nullptr;                // its switch; nullptr: a valued field
+  const char* help = nullptr;                      // run --NAME's help, with a switch
+  int drawn_one_in = 0;                            // 0: drawn in its place by rc_gen.hpp
+};
+inline constexpr FeatureInfo kFeatures[] = {
+    {Feature::softcap, "softcap", "uses softcap",
+     [](const CaseSpec& s, bool) { return s.softcap > 0.0; }},
+    {Feature::sink, "sink", "uses a sink", [](const CaseSpec& s, bool) { return s.sink; },
+     &CaseSpec::sink, "Per-head sink logits"},
+    {Feature::topk, "topk", "uses top-k", [](const CaseSpec& s, bool) { return s.topk > 0; }},
+    {Feature::window, "window", "uses a window",
+     [](const CaseSpec& s, bool) { return s.window > 0; }},
+    {Feature::latent, "latent", "uses a shared latent",
+     [](const CaseSpec& s, bool) { return s.shared_latent; }},
+    {Feature::batch, "batch", "is a batch", [](const CaseSpec&, bool batch) { return batch; }},
+};
+inline constexpr size_t kAbiFeatures = 6;  // DCPV_LACKS_SOFTCAP .. DCPV_LACKS_BATCH
+constexpr bool features_in_order() {
+  for (size_t i = 0; i < std::size(kFeatures); ++i)
+    if (static_cast<size_t>(kFeatures[i].feature) != i) return false;
+  return std::size(kFeatures) >= kAbiFeatures;
+}
+static_assert(features_in_order(), "kFeatures: row i is Feature i, the ABI's bits first");
+const FeatureInfo* find_feature(std::string_view name);
+// "softcap, sink, topk, window, latent or batch": every row's name, for a refusal or a help.
+std::string feature_names();
 
 // How a generated case holds K and V: as doubles (properties and tests write and read them), or
 // as kv_dtype's bytes, as a case file would (a long context: 2 bytes a bf16 element instead of

@@ -5,11 +5,26 @@
 #include <memory>
 #include <mutex>
 #include <sstream>
+#include <string_view>
 
 #include "oracle/shard.hpp"
 
 namespace dcp::props {
 namespace {
+
+// The case's per-head vectors and the step's, kept apart by the two sides, match name for name.
+constexpr bool head_vectors_match() {
+  if (std::size(oracle::kHeadVectors) != std::size(gpu::kHeadVectors)) return false;
+  for (const oracle::HeadVector& o : oracle::kHeadVectors) {
+    bool found = false;
+    for (const gpu::HeadVector& g : gpu::kHeadVectors)
+      found = found || std::string_view(o.name) == std::string_view(g.name);
+    if (!found) return false;
+  }
+  return true;
+}
+static_assert(head_vectors_match(),
+              "oracle::kHeadVectors and gpu::kHeadVectors name different vectors");
 
 using oracle::Attention;
 using oracle::Bound;
@@ -170,7 +185,9 @@ gpu::DcpInputs to_dcp_inputs(const Case& c, std::vector<int64_t> chunks) {
   in.causal = c.causal;
   in.window = c.window;
   in.softcap = static_cast<float>(c.softcap);
-  in.sink = to_float(c.sink);
+  for (const oracle::HeadVector& o : oracle::kHeadVectors)
+    for (const gpu::HeadVector& g : gpu::kHeadVectors)
+      if (std::string_view(o.name) == g.name) in.*g.values = to_float(c.*o.values);
   if (c.has_topk()) {
     in.topk = c.topk.data;
     in.topk_k = c.topk.dim(1);
@@ -394,7 +411,8 @@ oracle::Expected<gpu::DcpInputs> to_dcp_batch_inputs(const std::vector<Case>& re
       return differs("heads or dimensions");
     if (r.kv_dtype != first.kv_dtype || r.k.dtype != first.k.dtype) return differs("kv dtype");
     if (r.k_scale != first.k_scale || r.v_scale != first.v_scale) return differs("k/v scales");
-    if (r.sink != first.sink) return differs("sink");
+    for (const gpu::HeadVector& hv : gpu::kHeadVectors)
+      if (r.*hv.values != first.*hv.values) return differs(hv.name);
     if (r.scale != first.scale || r.causal != first.causal || r.window != first.window ||
         r.softcap != first.softcap || r.topk_k != first.topk_k)
       return differs("variant (scale, masks, softcap, top-k)");

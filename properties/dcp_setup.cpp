@@ -175,12 +175,13 @@ nlohmann::json to_json(const DcpSetup& s) {
                          {"explicit_pos", c.explicit_pos},
                          {"window", c.window},
                          {"softcap", c.softcap},
-                         {"sink", c.sink},
                          {"topk", c.topk},
                          {"lse_base", std::string(oracle::lse_base_name(c.lse_base))},
                          {"explicit_scale", c.explicit_scale},
                          {"values", kStyles[static_cast<int>(c.values)]},
                          {"seed", c.seed}};
+  for (const FeatureInfo& f : kFeatures)
+    if (f.toggle != nullptr) spec[f.name] = c.*f.toggle;
   if (c.kv_scale != KvScale::none) spec["kv_scale"] = kScales[static_cast<int>(c.kv_scale)];
   const gpu::DcpConfig& g = s.cfg;
   nlohmann::json cfg = {{"tp_size", g.tp_size},
@@ -238,11 +239,12 @@ class FieldReader {
   }
   // Every key of the object must be one of `known`.
   oracle::Status only(std::initializer_list<const char*> known) const {
-    for (const auto& [key, value] : j_.items()) {
-      bool ok = false;
-      for (const char* k : known) ok = ok || key == k;
-      if (!ok) return DCP_ERROR(oracle::printable(name(key)), ": unknown field");
-    }
+    return only(std::vector<std::string>(known.begin(), known.end()));
+  }
+  oracle::Status only(const std::vector<std::string>& known) const {
+    for (const auto& [key, value] : j_.items())
+      if (std::find(known.begin(), known.end(), key) == known.end())
+        return DCP_ERROR(oracle::printable(name(key)), ": unknown field");
     return {};
   }
   oracle::Status get(const char* key, int64_t& out) const {
@@ -344,10 +346,14 @@ oracle::Expected<DcpSetup> setup_from_json(const nlohmann::json& j) {
   DCP_TRY(top.present("spec"));
   const FieldReader c = top.child("spec");
   DCP_TRY(c.object());
-  DCP_TRY(c.only({"tokens",       "q_heads",        "kv_heads", "head_dim", "v_dim",
-                  "seq",          "shared_latent",  "q_dtype",  "kv_dtype", "causal",
-                  "explicit_pos", "window",         "softcap",  "sink",     "topk",
-                  "lse_base",     "explicit_scale", "values",   "seed",     "kv_scale"}));
+  std::vector<std::string> keys = {"tokens",   "q_heads", "kv_heads",      "head_dim",
+                                   "v_dim",    "seq",     "shared_latent", "q_dtype",
+                                   "kv_dtype", "causal",  "explicit_pos",  "window",
+                                   "softcap",  "topk",    "lse_base",      "explicit_scale",
+                                   "values",   "seed",    "kv_scale"};
+  for (const FeatureInfo& f : kFeatures)
+    if (f.toggle != nullptr) keys.emplace_back(f.name);
+  DCP_TRY(c.only(keys));
   CaseSpec& p = s.spec;
   DCP_TRY(c.get("tokens", p.tokens));
   DCP_TRY(c.get("q_heads", p.q_heads));
@@ -386,7 +392,9 @@ oracle::Expected<DcpSetup> setup_from_json(const nlohmann::json& j) {
   DCP_TRY(c.get("explicit_pos", p.explicit_pos));
   DCP_TRY(c.get("window", p.window));
   DCP_TRY(c.get("softcap", p.softcap));
-  DCP_TRY(c.get("sink", p.sink));
+  for (const FeatureInfo& f : kFeatures)  // a switch added since an entry was pinned: off
+    if (f.toggle != nullptr && (f.drawn_one_in == 0 || c.has(f.name)))
+      DCP_TRY(c.get(f.name, p.*f.toggle));
   DCP_TRY(c.get("topk", p.topk));
   DCP_TRY(c.get("lse_base", base));
   const auto b = oracle::parse_lse_base(base);
@@ -482,12 +490,8 @@ std::optional<std::string> outside(const DcpSetup& s, const DcpLimits& lim) {
   if (auto why = listed("N", s.cfg.layout.ranks, lim.dcp_sizes)) return why;
   if (auto why = listed("Dk", p.head_dim, lim.head_dims)) return why;
   if (auto why = listed("Dv", p.v_dim, lim.v_dims)) return why;
-  if (!lim.softcap && p.softcap > 0.0) return "uses softcap";
-  if (!lim.sink && p.sink) return "uses a sink";
-  if (!lim.topk && p.topk > 0) return "uses top-k";
-  if (!lim.window && p.window > 0) return "uses a window";
-  if (!lim.shared_latent && p.shared_latent) return "uses a shared latent";
-  if (!lim.batch && !s.batch.empty()) return "is a batch";
+  for (const FeatureInfo& f : kFeatures)
+    if (!lim.allows(f.feature) && f.used(p, !s.batch.empty())) return std::string(f.uses);
   if (!among(lim.q_dtypes, p.q_dtype)) return "q is " + std::string(oracle::dtype_name(p.q_dtype));
   if (!among(lim.kv_dtypes, p.kv_dtype))
     return "K/V are " + std::string(oracle::dtype_name(p.kv_dtype));

@@ -99,8 +99,11 @@ struct DcpLimits {
   int64_t max_seq = 3000;  // S for the rare long-context cases
   int64_t max_head_dim = 32;
   int64_t max_v_dim = 16;
-  bool softcap = true, sink = true, topk = true, window = true, shared_latent = true;
-  bool batch = true;  // the batch property (dcp-batch): several requests in one step
+  // The features never drawn (kFeatures, case_gen.hpp), bit i for Feature i; batch: no batch
+  // property (dcp-batch, several requests in one step).
+  uint32_t lacks = 0;
+  bool allows(Feature f) const { return (lacks >> static_cast<int>(f) & 1u) == 0; }
+  void lack(Feature f) { lacks |= 1u << static_cast<int>(f); }
   std::vector<oracle::DType> q_dtypes{oracle::DType::f32, oracle::DType::bf16, oracle::DType::f16};
   std::vector<oracle::DType> kv_dtypes{oracle::DType::f32, oracle::DType::bf16, oracle::DType::f16,
                                        oracle::DType::f8e4m3, oracle::DType::f8e5m2};

@@ -118,7 +118,7 @@ ModelOutput run_fp32_model(const Case& c, const ModelConfig& m) {
   const double tau_d = c.scale ? *c.scale : 1.0 / std::sqrt(static_cast<double>(dk));
   const float tau = static_cast<float>(tau_d);
   const float tau_log2e = static_cast<float>(tau_d * 1.4426950408889634);
-  const float cap = static_cast<float>(c.softcap);
+  const bool plain = oracle::plain_logit(c);
   ApproximateIntrinsics approx{m, perturb};
   auto ex = [&](float x) { return approx.exp(perturb(m.base2 ? std::exp2(x) : std::exp(x))); };
   auto lg = [&](float x) { return approx.log(perturb(m.base2 ? std::log2(x) : std::log(x))); };
@@ -139,6 +139,7 @@ ModelOutput run_fp32_model(const Case& c, const ModelConfig& m) {
 
   for (int64_t t = 0; t < T; ++t) {
     const std::vector<int64_t> keys = oracle::visible_keys(c, t);
+    const int64_t qpos = c.query_pos(t);
     for (int64_t h = 0; h < Hq; ++h) {
       const int64_t g = c.kv_head_of(h);
       const double* q = &c.q.data[c.q.offset({t, h, 0})];
@@ -160,8 +161,8 @@ ModelOutput run_fp32_model(const Case& c, const ModelConfig& m) {
               m.dequantize_to ? oracle::round_to(*m.dequantize_to, kr[i]) : kr[i] / k_scale;
         }
         const float d = dot(q, stored_k.data(), dk, m);
-        if (cap > 0.0f) {
-          const float s = cap * std::tanh(d * tau_k / cap);
+        if (!plain) {
+          const float s = oracle::variant_logit(c, d * tau_k, h, qpos, j);
           return m.base2 ? s * kLog2eF : s;
         }
         return m.base2 ? d * tau_log2e_k : d * tau_k;

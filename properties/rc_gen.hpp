@@ -34,6 +34,15 @@ struct SpecLimits {
   bool fp8 = true;
 };
 
+// The switches drawn after every other field of a case (kFeatures' drawn_one_in > 0), in the
+// table's order, those the limits allow: a feature added to the table leaves every draw before it
+// as it was, so earlier seeds draw the cases they drew. Call inside a generator.
+inline void draw_late_switches(CaseSpec& s, const DcpLimits& lim = {}) {
+  for (const FeatureInfo& f : kFeatures)
+    if (f.toggle != nullptr && f.drawn_one_in > 0 && lim.allows(f.feature))
+      s.*f.toggle = *rc::gen::weightedElement<bool>({{f.drawn_one_in - 1, false}, {1, true}});
+}
+
 inline rc::Gen<CaseSpec> gen_case_spec(SpecLimits lim) {
   using dcp::oracle::DType;
   using dcp::oracle::LseBase;
@@ -72,6 +81,7 @@ inline rc::Gen<CaseSpec> gen_case_spec(SpecLimits lim) {
     s.values = *rc::gen::element(ValueStyle::normal, ValueStyle::peaked, ValueStyle::wide,
                                  ValueStyle::ties, ValueStyle::tiny, ValueStyle::extreme);
     s.seed = *rc::gen::arbitrary<uint64_t>();
+    draw_late_switches(s);
     return s;
   });
 }
@@ -273,7 +283,8 @@ inline rc::Gen<DcpSetup> gen_dcp_setup(DcpLimits lim, CacheKind kind = CacheKind
     p.tokens = *rc::gen::inRange<int64_t>(1, kMaxDrawnTokens + 1);
     p.head_dim = lim.head_dims.empty() ? *rc::gen::inRange<int64_t>(1, lim.max_head_dim + 1)
                                        : *rc::gen::elementOf(lim.head_dims);
-    p.shared_latent = lim.shared_latent && *rc::gen::weightedElement<bool>({{3, false}, {1, true}});
+    p.shared_latent =
+        lim.allows(Feature::latent) && *rc::gen::weightedElement<bool>({{3, false}, {1, true}});
     if (lim.v_dims.empty()) {
       const int64_t vmax = p.shared_latent ? std::min(lim.max_v_dim, p.head_dim) : lim.max_v_dim;
       p.v_dim = *rc::gen::inRange<int64_t>(1, vmax + 1);
@@ -305,17 +316,18 @@ inline rc::Gen<DcpSetup> gen_dcp_setup(DcpLimits lim, CacheKind kind = CacheKind
     // cases have them.
     p.causal = *rc::gen::weightedElement<bool>({{1, false}, {4, true}});
     p.explicit_pos = *rc::gen::weightedElement<bool>({{1, false}, {1, true}});
-    p.window = lim.window
+    p.window = lim.allows(Feature::window)
                    ? *rc::gen::weightedOneOf<int64_t>(
                          {{2, rc::gen::just<int64_t>(0)}, {1, rc::gen::inRange<int64_t>(1, 64)}})
                    : 0;
-    p.softcap =
-        lim.softcap ? *rc::gen::weightedElement<double>({{3, 0.0}, {1, 4.0}, {1, 30.0}}) : 0.0;
-    p.sink = lim.sink && *rc::gen::weightedElement<bool>({{2, false}, {1, true}});
-    p.topk = lim.topk ? *rc::gen::weightedOneOf<int64_t>(
-                            {{3, rc::gen::just<int64_t>(0)},
-                             {1, rc::gen::inRange<int64_t>(1, kMaxDrawnTopk + 1)}})
-                      : 0;
+    p.softcap = lim.allows(Feature::softcap)
+                    ? *rc::gen::weightedElement<double>({{3, 0.0}, {1, 4.0}, {1, 30.0}})
+                    : 0.0;
+    p.sink = lim.allows(Feature::sink) && *rc::gen::weightedElement<bool>({{2, false}, {1, true}});
+    p.topk = lim.allows(Feature::topk) ? *rc::gen::weightedOneOf<int64_t>(
+                                             {{3, rc::gen::just<int64_t>(0)},
+                                              {1, rc::gen::inRange<int64_t>(1, kMaxDrawnTopk + 1)}})
+                                       : 0;
     p.lse_base = *rc::gen::elementOf(lim.lse_bases);
     p.explicit_scale = *rc::gen::weightedElement<bool>({{3, false}, {1, true}});
     p.values = *rc::gen::element(ValueStyle::normal, ValueStyle::peaked, ValueStyle::wide,
@@ -333,6 +345,7 @@ inline rc::Gen<DcpSetup> gen_dcp_setup(DcpLimits lim, CacheKind kind = CacheKind
     // fragmented pool (plan_pages). Drawn last, so every earlier draw is the one it was before
     // paging.
     draw_paging(cfg, false);
+    draw_late_switches(p, lim);
     return s;
   });
 }

@@ -353,7 +353,7 @@ SuiteFootprint suite_case_footprint(const DcpLimits& lim) {
   CaseSpec& p = s.spec;
   p.head_dim = lim.max_head_dim;
   p.v_dim = lim.max_v_dim;  // a separate V: more than a shared latent holds
-  p.topk = lim.topk ? kMaxDrawnTopk : 0;
+  p.topk = lim.allows(Feature::topk) ? kMaxDrawnTopk : 0;
   p.kv_dtype = lim.kv_dtypes.front();
   for (const oracle::DType t : lim.kv_dtypes)
     if (oracle::dtype_bytes(t) > oracle::dtype_bytes(p.kv_dtype)) p.kv_dtype = t;
@@ -396,7 +396,8 @@ SuiteFootprint suite_case_footprint(const DcpLimits& lim) {
           s.batch.clear();
           consider(s);
         }
-        if (lim.batch && h == most_heads) {  // dcp-batch: the most requests, each the longest
+        if (lim.allows(Feature::batch) &&
+            h == most_heads) {  // dcp-batch: the most requests, each the longest
           p.tokens = kMaxDrawnTokens;
           p.seq = std::min(kMaxBatchRequestKeys, lim.max_seq);
           s.cfg.tile = kMaxDrawnTile;
@@ -453,7 +454,7 @@ std::vector<SuiteProperty> property_suite(const DcpBackend& backend, const DcpLi
                    "the same with fp8 KV caches (E4M3, E5M2) and no, per-tensor or per-head "
                    "scales",
                    [backend, lim] { dcp_path_property(backend, lim, CacheKind::fp8); }});
-  if (lim.batch)
+  if (lim.allows(Feature::batch))
     dcp.push_back({"dcp-batch",
                    "a decode batch over one fragmented paged pool, sharing a prefix's pages and "
                    "reusing freed ones: each live request's output and partials within its own "

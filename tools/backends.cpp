@@ -21,6 +21,16 @@
 
 namespace dcp::tools {
 
+// The plug-in ABI's lacks bits are the first rows of the feature table, name for name.
+constexpr const char* kAbiLackNames[] = DCPV_LACKS_NAMES;
+constexpr bool abi_lacks_are_features() {
+  if (std::size(kAbiLackNames) != props::kAbiFeatures) return false;
+  for (size_t i = 0; i < props::kAbiFeatures; ++i)
+    if (std::string_view(kAbiLackNames[i]) != props::kFeatures[i].name) return false;
+  return true;
+}
+static_assert(abi_lacks_are_features(), "DCPV_LACKS_NAMES and props::kFeatures disagree");
+
 static_assert(plugin::kExitLevelTimeout == kExitTimeout,
               "a plug-in level past --timeout ends the process as a timed-out collective does");
 static_assert(plugin::kExitLevelCrash == kExitFail,
@@ -240,6 +250,8 @@ oracle::Expected<ImplBackends> open_impl(const std::string& path, const std::str
   b.attends = p->attends() || (!b.levels && p->has_step());
   b.batches = p->has_paged() && (p->lacks & DCPV_LACKS_BATCH) == 0;
   b.lacks = p->lacked_features();
+  for (size_t i = props::kAbiFeatures; i < std::size(props::kFeatures); ++i)
+    b.lacks.emplace_back(props::kFeatures[i].name);  // features the ABI does not carry
   // Escaped: a name or path with a newline would print a line of its own into the report.
   b.label =
       oracle::printable(p->impl->name) + " (" + oracle::printable(path) + ", " + p->levels() + ")";

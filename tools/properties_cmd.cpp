@@ -58,18 +58,6 @@ struct PropertiesOptions {
   DrawOptions draws;
 };
 
-// The features --without names, and how a setup uses each (props::DcpLimits).
-const std::vector<std::pair<std::string, bool props::DcpLimits::*>>& features() {
-  static const std::vector<std::pair<std::string, bool props::DcpLimits::*>> f = {
-      {"softcap", &props::DcpLimits::softcap},
-      {"sink", &props::DcpLimits::sink},
-      {"topk", &props::DcpLimits::topk},
-      {"window", &props::DcpLimits::window},
-      {"latent", &props::DcpLimits::shared_latent},
-      {"batch", &props::DcpLimits::batch}};
-  return f;
-}
-
 // Reads the list flags into o.limits and records every narrowing flag for the reproduce line; the
 // one-line error of a name it does not know.
 std::optional<std::string> read_limits(DrawOptions& o) {
@@ -113,12 +101,10 @@ std::optional<std::string> read_limits(DrawOptions& o) {
     return why;
   std::string names;
   for (const std::string& w : o.without) {
-    const auto it = std::find_if(features().begin(), features().end(),
-                                 [&](const auto& f) { return f.first == w; });
-    if (it == features().end())
-      return "--without: unknown feature '" + w +
-             "'; expected softcap, sink, topk, window, latent or batch";
-    lim.*(it->second) = false;
+    const props::FeatureInfo* f = props::find_feature(w);
+    if (f == nullptr)
+      return "--without: unknown feature '" + w + "'; expected " + props::feature_names();
+    lim.lack(f->feature);
     names += (names.empty() ? "" : ",") + w;
   }
   if (!names.empty()) flags << " --without " << names;
@@ -213,9 +199,9 @@ void add_draw_flags(CLI::App* cmd, DrawOptions& d) {
                    "only where one fits in Dk)"}})
     cmd->add_option(flag, *into, help)->check(int_in(1, most))->delimiter(',');
   cmd->add_option("--without", d.without,
-                  "Features the implementation lacks, never drawn (softcap, sink, topk, window, "
-                  "latent; batch: no dcp-batch property); pinned entries using them are not "
-                  "replayed")
+                  "Features the implementation lacks, never drawn (" + props::feature_names() +
+                      "; batch: no dcp-batch property); pinned entries using them are not "
+                      "replayed")
       ->delimiter(',');
   cmd->add_option("--q-dtypes", d.q_dtypes, "Query formats drawn (f32, bf16, f16; default all)")
       ->delimiter(',');
@@ -376,8 +362,7 @@ int run_properties(PropertiesOptions& o, const Limits& lim) {
   const props::DcpBackend& backend = *opened;
   // What the implementation says it lacks is never drawn, as with --without.
   for (const std::string& lacked : impl ? impl->lacks : std::vector<std::string>{})
-    for (const auto& [name, member] : features())
-      if (name == lacked) o.draws.limits.*member = false;
+    if (const props::FeatureInfo* f = props::find_feature(lacked)) o.draws.limits.lack(f->feature);
   props::set_property_bound(o.bound == "statistical" ? props::BoundTier::statistical
                                                      : props::BoundTier::sound);
   std::vector<props::SuiteProperty> suite = props::property_suite(backend, o.draws.limits);

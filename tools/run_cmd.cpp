@@ -56,7 +56,8 @@ std::string variant_of(const CaseSpec& s) {
   if (s.explicit_pos) v += "+pos";
   if (s.window) v += "+win" + std::to_string(s.window);
   if (s.softcap > 0) v += "+cap";
-  if (s.sink) v += "+sink";
+  for (const props::FeatureInfo& f : props::kFeatures)
+    if (f.toggle != nullptr && s.*f.toggle) v += "+" + std::string(f.name);
   if (s.topk) v += "+top" + std::to_string(s.topk);
   if (s.lse_base == oracle::LseBase::two) v += "+b2";
   if (s.kv_dtype != s.q_dtype || s.kv_scale != KvScale::none) {  // the caches' own format
@@ -279,7 +280,6 @@ const std::vector<CaseFlag>& case_flag_table() {
       {"--merge-dtype",
        "ag_rs: the reduce-scatter's format, its inputs and every partial sum: f32, bf16 or f16",
        &CaseOptions::merge_dtype},
-      {"--sink", "Per-head sink logits", &CaseOptions::sink},
       {"--replicate-q", "Every rank projects all its group's query heads (no q gather)",
        &CaseOptions::replicate_q},
       {"--latent", "", &CaseOptions::latent},  // add_latent_flag owns its help
@@ -302,6 +302,7 @@ bool CaseOptions::any() const {
     std::visit(Overload{[&](SwitchField m) { set = set || this->*m; },
                         [&](auto m) { set = set || (this->*m).has_value(); }},
                f.field);
+  for (const bool on : switches) set = set || on;
   return set;
 }
 
@@ -336,7 +337,9 @@ oracle::Expected<CaseSpec> configured_spec(const CaseOptions& o, const ModelPres
     return DCP_ERROR("--kv-scale: got '", sc, "'; expected none, tensor or head");
   s.window = pick(o.window, int64_t{0});
   s.softcap = pick(o.softcap, 0.0);
-  s.sink = o.sink;
+  for (size_t i = 0; i < o.switches.size(); ++i)
+    if (const props::FeatureInfo& f = props::kFeatures[i]; f.toggle != nullptr)
+      s.*f.toggle = o.switches[i];
   s.topk = pick(o.topk, int64_t{0});
   const std::string base = pick(o.lse_base, std::string("e"));
   const auto b = oracle::parse_lse_base(base);
@@ -507,6 +510,8 @@ std::string case_flags(const CaseOptions& o) {
                           if (o.*m) os << " " << f.name << (*(o.*m) ? "" : "=false");
                         }},
                f.field);
+  for (size_t i = 0; i < o.switches.size(); ++i)
+    if (o.switches[i]) os << " --" << props::kFeatures[i].name;
   return os.str();
 }
 
@@ -723,12 +728,10 @@ struct Plan {
 
 // The first feature of `lacks` (as properties --without names them) the row uses, if any.
 std::optional<std::string> lacked_in(const RunCase& r, const std::vector<std::string>& lacks) {
-  const props::CaseSpec& s = r.setup.spec;
-  for (const auto& [name, used] :
-       {std::pair{"softcap", s.softcap > 0.0}, std::pair{"sink", s.sink},
-        std::pair{"topk", s.topk > 0}, std::pair{"window", s.window > 0},
-        std::pair{"latent", s.shared_latent}, std::pair{"batch", r.one_step && r.batch > 1}})
-    if (used && std::find(lacks.begin(), lacks.end(), name) != lacks.end()) return name;
+  for (const props::FeatureInfo& f : props::kFeatures)
+    if (f.used(r.setup.spec, r.one_step && r.batch > 1) &&
+        std::find(lacks.begin(), lacks.end(), f.name) != lacks.end())
+      return f.name;
   return std::nullopt;
 }
 
@@ -1239,6 +1242,9 @@ void add_case_flags(CLI::App* cmd, CaseOptions& o) {
             [&](SwitchField m) { add_switch(cmd, f.name, o.*m, f.help); },
             [&](OnOffField m) { add_latent_flag(cmd, o.*m); }},
         f.field);
+  for (size_t i = 0; i < o.switches.size(); ++i)
+    if (const props::FeatureInfo& f = props::kFeatures[i]; f.toggle != nullptr)
+      add_switch(cmd, "--" + std::string(f.name), o.switches[i], f.help);
 }
 
 Command add_run_command(CLI::App& app) {

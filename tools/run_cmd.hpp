@@ -12,6 +12,7 @@
 //   int code = run_dcp(opt, machine_limits(), std::cout, std::cerr);   // 0, 1 or 2 (command.hpp)
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <iosfwd>
 #include <optional>
@@ -35,7 +36,9 @@ struct CaseOptions {
   std::optional<std::string> comm_backend, lse_base, dtype, kv_dtype, kv_scale, out_dtype, order;
   // The kernels' arithmetic (gpu/kernels/kernel_math.hpp).
   std::optional<std::string> exp, p_cast, partial_dtype, merge_dtype;
-  bool sink = false, replicate_q = false, tf32 = false;
+  bool replicate_q = false, tf32 = false;
+  // The case's switches (props::kFeatures' rows with one: run --sink, ...), by row.
+  std::array<bool, std::size(props::kFeatures)> switches{};
   std::optional<bool> latent;  // --latent / --latent=false; unset: the preset's (or false)
   // True when any of these flags was given.
   bool any() const;

@@ -80,6 +80,16 @@ struct PartialAttentionParams {
   float* lse = nullptr;  // [tokens, heads] partial LSEs, base `base`
 };
 
+// The variant's logit of the key in rank-local row `row` for query token t, local head h, from
+// the scaled product s = scale * k_scale * q.k (natural-log units): the softcap. The kernel body
+// and the planted attention of mutants/ call it.
+DCP_HD inline float variant_logit(const PartialAttentionParams& p, float s, int64_t t, int64_t h,
+                                  int64_t row) {
+  (void)t, (void)h, (void)row;
+  if (p.softcap > 0.0f) s = p.softcap * tanhf(s / p.softcap);
+  return s;
+}
+
 // Checks the parameters' shapes, heads, rows and settings (one-line errors naming the field);
 // reads no tensor, so it serves device pointers as well (the CUDA backend's launcher).
 GpuStatus validate_partial_attention(const PartialAttentionParams& p);

@@ -207,9 +207,7 @@ DCP_HD void partial_attention_as(Block& blk, const PartialAttentionParams& p,
       float dot = 0.0f;
       for (int64_t i = 0; i < dk; ++i)
         dot += qs[i] * product_operand(p.tf32, kv.template key_as<F>(row, g, i));
-      float sc = dot * logit_scale;
-      if (p.softcap > 0.0f) sc = p.softcap * tanhf(sc / p.softcap);
-      sc = to_base_units(p.base, sc);
+      const float sc = to_base_units(p.base, variant_logit(p, dot * logit_scale, t, h, row));
       s[x - t0] = sc;
       m_loc = fmaxf(m_loc, sc);
     }
