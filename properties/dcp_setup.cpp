@@ -180,8 +180,10 @@ nlohmann::json to_json(const DcpSetup& s) {
                          {"explicit_scale", c.explicit_scale},
                          {"values", kStyles[static_cast<int>(c.values)]},
                          {"seed", c.seed}};
+  // A switch drawn late is written only when on: entries pinned before it was added equal the
+  // setups that draw it off, byte for byte.
   for (const FeatureInfo& f : kFeatures)
-    if (f.toggle != nullptr) spec[f.name] = c.*f.toggle;
+    if (f.toggle != nullptr && (f.drawn_one_in == 0 || c.*f.toggle)) spec[f.name] = c.*f.toggle;
   if (c.kv_scale != KvScale::none) spec["kv_scale"] = kScales[static_cast<int>(c.kv_scale)];
   const gpu::DcpConfig& g = s.cfg;
   nlohmann::json cfg = {{"tp_size", g.tp_size},
