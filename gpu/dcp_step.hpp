@@ -151,7 +151,9 @@ struct DcpInputs {
   bool causal = true;
   int64_t window = 0;
   float softcap = 0.0f;
-  std::vector<float> sink;    // [Hq] natural-log units, empty: none
+  std::vector<float> sink;  // [Hq] natural-log units, empty: none
+  std::vector<float>
+      alibi_slopes;           // [Hq] ALiBi slopes, natural-log units per position; empty: none
   std::vector<int64_t> topk;  // [T, topk_k] global positions, -1 padding, empty: none
   int64_t topk_k = 0;
   std::vector<int64_t> chunks;  // lengths of the KV writes that build the cache (sum S);
@@ -205,7 +207,8 @@ struct HeadVector {
   bool sink_rank_only;
 };
 inline constexpr HeadVector kHeadVectors[] = {
-    {"sink", &DcpInputs::sink, &PartialAttentionParams::sink, true}};
+    {"sink", &DcpInputs::sink, &PartialAttentionParams::sink, true},
+    {"alibi_slopes", &DcpInputs::alibi_slopes, &PartialAttentionParams::alibi_slopes, false}};
 
 struct RankStepOutput {
   std::vector<float> o;            // [T, H_loc, Dv] the rank's heads, out_dtype values

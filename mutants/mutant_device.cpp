@@ -170,9 +170,10 @@ std::vector<int64_t> visible_rows(Mutant m, const PartialAttentionParams& p, int
 
 bool buggy_softmax(Mutant m) {
   return in_family(
-      m, {Mutant::zero_initial_max, Mutant::softcap_after_mask, Mutant::bf16_accumulation,
-          Mutant::sink_per_split, Mutant::partial_lse_scaled_max, Mutant::sink_skipped_when_empty,
-          Mutant::sink_no_max_shift, Mutant::finite_mask_sentinel});
+      m,
+      {Mutant::zero_initial_max, Mutant::softcap_after_mask, Mutant::alibi_on_local_rows,
+       Mutant::bf16_accumulation, Mutant::sink_per_split, Mutant::partial_lse_scaled_max,
+       Mutant::sink_skipped_when_empty, Mutant::sink_no_max_shift, Mutant::finite_mask_sentinel});
 }
 
 // The attention of every (t, h) of p with bug m: the body's online softmax over tiles of p.tile
@@ -184,6 +185,10 @@ void buggy_attention(Mutant m, const PartialAttentionParams& p) {
   const LseBase lb = p.base;
   const Exponential base{p.base, p.exp};
   const auto operand = [&](float x) { return gpu::product_operand(p.tf32, x); };
+  // alibi_on_local_rows: the parameters of a rank that holds positions 0, 1, ... in its rows
+  PartialAttentionParams rows_as_positions = p;
+  rows_as_positions.layout = gpu::DcpLayout{.ranks = 1, .interleave = 1};
+  rows_as_positions.rank = 0;
   std::vector<float> split_o(static_cast<size_t>(p.splits * rows_out * dv)),
       split_lse(static_cast<size_t>(p.splits * rows_out));
   std::vector<float> num(static_cast<size_t>(dv)), qs(static_cast<size_t>(dk));
@@ -220,7 +225,8 @@ void buggy_attention(Mutant m, const PartialAttentionParams& p) {
             float dot = 0.0f;
             for (int64_t i = 0; i < dk; ++i)
               dot += qs[static_cast<size_t>(i)] * operand(kv.key(row, g, i));
-            float sc = gpu::variant_logit(p, dot * logit_scale, t, h, row);
+            float sc = gpu::variant_logit(m == Mutant::alibi_on_local_rows ? rows_as_positions : p,
+                                          dot * logit_scale, t, h, row);
             if (!masked.empty() && masked[static_cast<size_t>(row)])
               sc = m == Mutant::finite_mask_sentinel ? kFiniteMaskSentinel : -p.softcap;
             sc = gpu::to_base_units(lb, sc);
@@ -568,9 +574,10 @@ GpuStatus MutantDevice::attention_per_head(const PartialAttentionParams& p) {
     PartialAttentionParams ph = p;
     ph.q = q.data();
     ph.heads = 1;
-    ph.q_heads_total = ph.kv_heads_total = 1;  // query head head0 reads KV head head0 ...
-    ph.head0 = p.kv_head0 + g;                 // ... the local head g
-    ph.sink = p.sink != nullptr ? p.sink + h : nullptr;
+    ph.q_heads_total = ph.kv_heads_total = 1;            // query head head0 reads KV head head0 ...
+    ph.head0 = p.kv_head0 + g;                           // ... the local head g
+    for (const gpu::HeadVector& hv : gpu::kHeadVectors)  // the sink, ALiBi's slopes: head h's
+      if (p.*hv.param != nullptr) ph.*hv.param = p.*hv.param + h;
     ph.o = o.data();
     ph.lse = lse.data();
     DCP_GPU_TRY(HostDevice::partial_attention(ph));

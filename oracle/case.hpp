@@ -3,7 +3,8 @@
 //
 //   q [T, Hq, Dk]   k [S, Hkv, Dk]   v [S, Hkv, Dv]     (or a shared latent: no v, V = k[..., :Dv])
 //   q_pos [T] global positions (default S-T .. S-1);  GQA: query head h reads KV head h / (Hq/Hkv)
-//   s = scale * q.k (scale default 1/sqrt(Dk));  softcap c > 0: s <- c tanh(s / c)
+//   s = scale * q.k (scale default 1/sqrt(Dk));  softcap c > 0: s <- c tanh(s / c);
+//   ALiBi slopes m_h: s <- s + m_h (j - q_pos[t]) for key position j
 //   key j visible to query t iff 0 <= j < S, causal => j <= q_pos[t], window W > 0 =>
 //   j > q_pos[t] - W, top-k given => j in topk[t];  sink sigma_h adds exp(sigma_h) to Z only.
 //   Z = sum_visible exp(s) + exp(sigma_h);  O = sum_visible exp(s) v_j / Z;  LSE = ln Z or log2 Z
@@ -46,7 +47,10 @@ struct Case {
   int64_t window = 0;        // W > 0: key j visible iff j > q_pos - W; 0: no window
   double softcap = 0.0;      // c > 0: s <- c tanh(s / c); 0: none
   std::vector<double> sink;  // [Hq] sink logits (natural-log units); empty: none
-  Tensor<int64_t> topk;      // [T, K] global key positions, -1 = padding; empty: none
+  // [Hq] ALiBi slopes m_h (natural-log units per position): key j's logit for a query at
+  // position i gains m_h (j - i) after the softcap; empty: none
+  std::vector<double> alibi_slopes;
+  Tensor<int64_t> topk;  // [T, K] global key positions, -1 = padding; empty: none
   LseBase lse_base = LseBase::e;
 
   bool shared_latent() const { return v.empty(); }
@@ -92,26 +96,30 @@ struct HeadVector {
   const char* name;                   // the case file's tensor
   std::vector<double> Case::*values;  // empty: the case does not use it
 };
-inline constexpr HeadVector kHeadVectors[] = {{"sink", &Case::sink}};
+inline constexpr HeadVector kHeadVectors[] = {{"sink", &Case::sink},
+                                              {"alibi_slopes", &Case::alibi_slopes}};
 
 // The variant's logit of key position j for query position i, query head h, from the scaled
-// product s = scale * q.k (natural-log units): the softcap. One definition for every arithmetic
-// that evaluates it: the double-double and MPFR tiers, the bounds' doubles, the fp32 model's
-// floats (each a Real with +, *, / and an unqualified tanh).
+// product s = scale * q.k (natural-log units): the softcap, then ALiBi's bias. One definition for
+// every arithmetic that evaluates it: the double-double and MPFR tiers, the bounds' doubles, the
+// fp32 model's floats (each a Real with +, *, / and an unqualified tanh).
 template <class Real>
 Real variant_logit(const Case& c, Real s, int64_t h, int64_t i, int64_t j) {
   using std::tanh;
-  (void)h, (void)i, (void)j;
   if (c.softcap > 0.0) {
     const Real cap = static_cast<Real>(c.softcap);
     s = cap * tanh(s / cap);
+  }
+  if (!c.alibi_slopes.empty()) {
+    s = s + static_cast<Real>(c.alibi_slopes[static_cast<size_t>(h)]) *
+                static_cast<Real>(static_cast<double>(j - i));
   }
   return s;
 }
 
 // Whether the variant's logit is the scaled product itself (no transform: an arithmetic may fold
 // the base's log2(e) into the scale).
-inline bool plain_logit(const Case& c) { return !(c.softcap > 0.0); }
+inline bool plain_logit(const Case& c) { return !(c.softcap > 0.0) && c.alibi_slopes.empty(); }
 
 // Checks shapes, dtypes, finiteness, positions and top-k indices. The message names the tensor,
 // the index and what was expected.

@@ -32,6 +32,12 @@ constexpr int kTf32SignificandBits = 11;
 constexpr double kTf32Operands = 2.0;
 // §3: softcap divides by c and multiplies back: 2u |s_pre|.
 constexpr double kSoftcapRoundings = 2.0;
+// §3, ALiBi: the bias m_h (j - i) is one product (two roundings when |j - i| > 2^24, past which
+// fp32 does not hold the distance itself); the logit then takes three on |s|: the bias's add,
+// and a base-2 kernel's product by log2 e after it and that constant's rounding.
+constexpr double kAlibiBiasRoundings = 1.0;
+constexpr double kAlibiLogitRoundings = 3.0;
+constexpr double kFp32ExactIntegers = 16777216.0;  // 2^24
 // §3: the exponent argument (s - m) log2 e, rounded log2 e, |m| <= M: 3u (|s_j| + M).
 constexpr double kExpArgRoundings = 3.0;
 // §3: the sink's exponent argument, e_sigma = ... 4u (|sigma| + M): one rounding more than a key's.
@@ -174,9 +180,11 @@ double compounded(double u, double k) { return std::expm1(k * std::log1p(u)); }
 
 // The exact logits of one row's visible keys and the sink.
 struct RowLogits {
-  std::vector<double> s;      // logits after softcap, natural-log units
-  std::vector<double> s_pre;  // scale * q.k before softcap
-  std::vector<double> a;      // scale * sum |q_k k_k|
+  std::vector<double> s;         // logits after softcap, natural-log units
+  std::vector<double> s_pre;     // scale * q.k before softcap
+  std::vector<double> bias;      // ALiBi's m_h (j - i) in s (empty without ALiBi)
+  std::vector<double> distance;  // its j - i
+  std::vector<double> a;         // scale * sum |q_k k_k|
   // §3: the dot's adds, in any order, form a binary tree whose Dk - 1 nodes each sum a subset of
   // the products, the l-th largest node at most Dk - l + 1 of them; a subset of l products sums
   // to at most T_l = min(l x_max, a_max) in magnitude (x_max the largest |product|, a_max the
@@ -245,6 +253,10 @@ RowLogits row_logits(const Case& c, int64_t t, int64_t h, std::span<const int64_
     in.node_sum[x] = tau * nodes.sum;
     in.node_sq[x] = tau * tau * (sq + nodes.sq);
     in.s[x] = variant_logit(c, in.s_pre[x], h, qpos, keys[x]);
+    if (!c.alibi_slopes.empty()) {
+      in.distance.push_back(static_cast<double>(keys[x] - qpos));
+      in.bias.push_back(c.alibi_slopes[h] * in.distance.back());
+    }
     in.M = std::max(in.M, std::fabs(in.s[x]));
     in.smax = std::max(in.smax, in.s[x]);
   }
@@ -329,12 +341,18 @@ struct DotError {
   }
 };
 
-// §3, the logit: Delta_j, from the dot product (DotError), the scales and the softcap.
+// §3, the logit: Delta_j, from the dot product (DotError), the scales, the softcap and ALiBi.
 double logit_error(const Units& un, double softcap, double dot, const RowLogits& in, int64_t x) {
   double delta = dot + in.dot_roundings * un.tiny + un.dq_floor * in.q_l1;
+  const double bias = in.bias.empty() ? 0.0 : in.bias[x];
   if (softcap > 0.0) {
     delta += kSoftcapRoundings * un.u * std::fabs(in.s_pre[x]) +
-             (un.a.tanh_rel + un.u) * std::fabs(in.s[x]);
+             (un.a.tanh_rel + un.u) * std::fabs(in.s[x] - bias);
+  }
+  if (!in.bias.empty()) {
+    const double bias_roundings =
+        kAlibiBiasRoundings + (std::fabs(in.distance[x]) > kFp32ExactIntegers ? 1.0 : 0.0);
+    delta += un.u * (bias_roundings * std::fabs(bias) + kAlibiLogitRoundings * std::fabs(in.s[x]));
   }
   return delta;
 }

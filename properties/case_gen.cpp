@@ -219,6 +219,13 @@ std::optional<dcp::oracle::Case> make_case_unless(const CaseSpec& s, KvHolding h
         c.v.data[i] = quantize(c.v.data[i], c.v_scale_at(i));
     }
   }
+  if (s.alibi) {  // drawn last: every other value is the one it was without it
+    c.alibi_slopes.resize(static_cast<size_t>(Hq));
+    for (int64_t h = 0; h < Hq; ++h)
+      c.alibi_slopes[h] =
+          round_to(DType::f32, std::exp2(-8.0 * double(h + 1) / double(Hq)) *
+                                   (0.5 + 1.5 * std::ldexp(double(rng.below(1 << 20)), -20)));
+  }
   if (holding == KvHolding::stored) {
     if (!c.k.is_stored()) c.k = c.k.to_stored(s.kv_dtype, c.k_scale);
     if (!s.shared_latent && !c.v.is_stored()) c.v = c.v.to_stored(s.kv_dtype, c.v_scale);
@@ -294,8 +301,8 @@ std::string describe(const CaseSpec& s) {
          : s.kv_scale == KvScale::per_head ? " kv_scale=head"
                                            : "")
      << " causal=" << s.causal << (s.explicit_pos ? " q_pos=random" : "") << " window=" << s.window
-     << " softcap=" << s.softcap << " sink=" << s.sink << " topk=" << s.topk
-     << " base=" << dcp::oracle::lse_base_name(s.lse_base)
+     << " softcap=" << s.softcap << " sink=" << s.sink << (s.alibi ? " alibi" : "")
+     << " topk=" << s.topk << " base=" << dcp::oracle::lse_base_name(s.lse_base)
      << (s.explicit_scale ? " scale=explicit" : "") << " values=" << styles[int(s.values)]
      << " seed=" << s.seed;
   return os.str();

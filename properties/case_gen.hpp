@@ -52,7 +52,8 @@ struct CaseSpec {
   int64_t window = 0;
   double softcap = 0.0;
   bool sink = false;
-  int64_t topk = 0;  // K > 0: random selections of K positions per token, with -1 padding
+  bool alibi = false;  // ALiBi slopes of about 2^(-8 (h + 1) / Hq) each (the paper's), drawn
+  int64_t topk = 0;    // K > 0: random selections of K positions per token, with -1 padding
   dcp::oracle::LseBase lse_base = dcp::oracle::LseBase::e;
   bool explicit_scale = false;
   ValueStyle values = ValueStyle::normal;
@@ -71,7 +72,7 @@ struct CaseSpec {
 // A row with a switch (a bool of CaseSpec) is also `run --NAME`, the setup file's "spec.NAME", a
 // case label's "+NAME" and, with drawn_one_in > 0, drawn on in one case of that many after every
 // other field of a case (a new feature leaves every earlier seed's draws as they were).
-enum class Feature { softcap, sink, topk, window, latent, batch };
+enum class Feature { softcap, sink, topk, window, latent, batch, alibi };
 struct FeatureInfo {
   Feature feature;
   const char* name;
@@ -92,6 +93,9 @@ inline constexpr FeatureInfo kFeatures[] = {
     {Feature::latent, "latent", "uses a shared latent",
      [](const CaseSpec& s, bool) { return s.shared_latent; }},
     {Feature::batch, "batch", "is a batch", [](const CaseSpec&, bool batch) { return batch; }},
+    {Feature::alibi, "alibi", "uses ALiBi", [](const CaseSpec& s, bool) { return s.alibi; },
+     &CaseSpec::alibi,
+     "ALiBi: per-head slopes m_h, the logit of key j for query i gains m_h (j - i)", 8},
 };
 inline constexpr size_t kAbiFeatures = 6;  // DCPV_LACKS_SOFTCAP .. DCPV_LACKS_BATCH
 constexpr bool features_in_order() {

@@ -62,7 +62,8 @@ struct PartialAttentionParams {
   bool causal = true;    // key pos <= query pos
   int64_t window = 0;    // > 0: key pos > query pos - window
   float softcap = 0.0f;  // > 0: s <- softcap * tanh(s / softcap)
-  const float* sink = nullptr;    // [heads] sink logits on the rank holding the sink, else nullptr
+  const float* sink = nullptr;  // [heads] sink logits on the rank holding the sink, else nullptr
+  const float* alibi_slopes = nullptr;  // [heads] ALiBi slopes (natural-log units per position)
   const int64_t* topk = nullptr;  // [tokens, topk_k] global positions, -1 padding; nullptr: none
   int64_t topk_k = 0;
 
@@ -81,12 +82,16 @@ struct PartialAttentionParams {
 };
 
 // The variant's logit of the key in rank-local row `row` for query token t, local head h, from
-// the scaled product s = scale * k_scale * q.k (natural-log units): the softcap. The kernel body
-// and the planted attention of mutants/ call it.
+// the scaled product s = scale * k_scale * q.k (natural-log units): the softcap, then ALiBi's
+// bias m_h (j - i) on the key's global position j (its request's, in a batch) and the query's i.
+// The kernel body and the planted attention of mutants/ call it.
 DCP_HD inline float variant_logit(const PartialAttentionParams& p, float s, int64_t t, int64_t h,
                                   int64_t row) {
-  (void)t, (void)h, (void)row;
   if (p.softcap > 0.0f) s = p.softcap * tanhf(s / p.softcap);
+  if (p.alibi_slopes != nullptr) {
+    const int64_t j = p.layout.position(p.rank, row);
+    s += p.alibi_slopes[h] * static_cast<float>(j - p.q_pos[t]);
+  }
   return s;
 }
 
