@@ -61,6 +61,11 @@ else passes=$((passes + 1)); fi
 expect 2 "run --softcap, lacking it" -- env DCPV_PAGED_BAD=no_softcap "$bin" run --impl "$bad" --softcap 30
 one_line_stderr "run --softcap, lacking it"
 contains "$tmp/err" "the implementation lacks softcap" "the lacked feature is named"
+# A switch the ABI does not carry (a row of props::kFeatures past kAbiFeatures) is refused for any
+# plug-in, and said so.
+expect 2 "run --alibi through a plug-in" -- "$bin" run --impl "$good" --alibi
+one_line_stderr "run --alibi through a plug-in"
+contains "$tmp/err" "the plug-in ABI does not carry alibi" "the feature the ABI lacks is named"
 
 echo "$passes passed, $failures failed"
 [ "$failures" -eq 0 ]

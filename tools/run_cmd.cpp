@@ -743,8 +743,13 @@ oracle::Expected<Plan> plan_rows(const RunOptions& o, int64_t world, const Limit
   if (o.configured()) {
     oracle::Expected<RunCase> r = configured_case(o, o.seed, world);
     if (!r) return r.status();
-    if (const auto f = lacked_in(*r, lacks))
-      return DCP_ERROR("--impl: the implementation lacks ", *f, ", which this case uses");
+    if (const auto f = lacked_in(*r, lacks)) {
+      const auto row = static_cast<size_t>(props::find_feature(*f) - props::kFeatures);
+      const bool carried = row < props::kAbiFeatures;
+      return DCP_ERROR(
+          "--impl: ", carried ? "the implementation lacks " : "the plug-in ABI does not carry ", *f,
+          ", which this case uses");
+    }
     rows.push_back(*r);
   } else {
     for (RunCase r : default_rows(o.seed)) {
