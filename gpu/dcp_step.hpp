@@ -274,8 +274,8 @@ ChunkRows chunk_rows(const DcpInputs& in, const KvCacheSpec& spec, int64_t pos0,
 GpuStatus check_group_comm(const DcpGeometry& geo, int64_t tp_rank, int64_t comm_rank,
                            int64_t comm_size);
 // the partial-attention parameters of the rank's step: shapes, heads, rows, variant and kernel
-// settings; the tensor pointers (q, q_pos, kv, sink, topk, o, lse) are the caller's, in
-// whichever memory it runs;
+// settings; the tensor pointers (q, q_pos, kv, the per-head vectors, topk, o, lse) are the
+// caller's, in whichever memory it runs;
 PartialAttentionParams rank_attention_params(const DcpInputs& in, const DcpConfig& cfg,
                                              const DcpGeometry& geo, const KvCacheSpec& spec,
                                              int64_t tp_rank);

@@ -181,7 +181,7 @@ inline constexpr MutantInfo kMutantCatalogue[] = {
      "N >= 2 and a window shorter than the context",
      "accelerate #4177 (the window dropped under CP)"},
     {Mutant::alibi_on_local_rows, "alibi_on_local_rows", "mask", kInStep,
-     "ALiBi's bias m_h (j - i) takes the key's local row for its position j", "ALiBi and N >= 2",
+     "ALiBi's distance to the query takes the key's local row for its position", "ALiBi and N >= 2",
      "TransformerEngine #1046 (ALiBi refused under CP: chunks' offsets)"},
     {Mutant::window_off_by_one, "window_off_by_one", "mask", kInStep, "window keeps W + 1 keys",
      "a window shorter than the context", "AMDMIGraphX #5260 (not DCP)"},

@@ -427,7 +427,7 @@ GpuStatus MutantDevice::attention_with_args(PartialAttentionParams p) {
     for (int64_t g = 0; s != nullptr && g < p.kv.kv_heads; ++g) sq.push_back(s[g] * s[g]);
     return sq;
   };
-  std::vector<float> twice, k_first, v_first, sink, q;
+  std::vector<float> twice, k_first, v_first, sink, slopes, q;
   std::vector<int32_t> tables;
   // The rank's local heads' sinks, each changed by f.
   const auto sinks = [&](auto f) {
@@ -513,6 +513,11 @@ GpuStatus MutantDevice::attention_with_args(PartialAttentionParams p) {
       if (p.base == LseBase::two) {
         p.scale /= gpu::kLog2eF;
         p.softcap /= gpu::kLog2eF;
+        if (p.alibi_slopes != nullptr) {  // the logit's every natural-unit term
+          slopes.assign(p.alibi_slopes, p.alibi_slopes + p.heads);
+          for (float& m : slopes) m /= gpu::kLog2eF;
+          p.alibi_slopes = slopes.data();
+        }
       }
       break;
     case Mutant::sink_missing:

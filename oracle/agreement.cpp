@@ -1,5 +1,7 @@
 #include "oracle/agreement.hpp"
 
+#include <algorithm>
+
 namespace dcp::oracle {
 
 std::vector<std::pair<double, double>> agreement_scales(const Case& c) {
@@ -8,6 +10,7 @@ std::vector<std::pair<double, double>> agreement_scales(const Case& c) {
   std::vector<std::pair<double, double>> scales(T * Hq);
   for (int64_t t = 0; t < T; ++t) {
     const std::vector<int64_t> keys = visible_keys(c, t);
+    const int64_t qpos = c.query_pos(t);
     for (int64_t h = 0; h < Hq; ++h) {
       const int64_t g = c.kv_head_of(h);
       double smax = c.has_sink() ? std::fabs(c.sink[h]) : 0.0;
@@ -15,7 +18,9 @@ std::vector<std::pair<double, double>> agreement_scales(const Case& c) {
       for (int64_t j : keys) {
         double dot = 0.0;
         for (int64_t d = 0; d < dk; ++d) dot += c.q.at({t, h, d}) * c.k.at({j, g, d});
-        smax = std::max(smax, std::fabs(tau * dot));
+        // The scaled product and the variant's logit (which its transform may move).
+        smax = std::max(
+            {smax, std::fabs(tau * dot), std::fabs(variant_logit(c, tau * dot, h, qpos, j))});
         for (int64_t i = 0; i < dv; ++i) vmax = std::max(vmax, std::fabs(c.v_at(j, g, i)));
       }
       const double s_scale = std::max(1.0, smax);

@@ -4,7 +4,7 @@
 //   q [T, Hq, Dk]   k [S, Hkv, Dk]   v [S, Hkv, Dv]     (or a shared latent: no v, V = k[..., :Dv])
 //   q_pos [T] global positions (default S-T .. S-1);  GQA: query head h reads KV head h / (Hq/Hkv)
 //   s = scale * q.k (scale default 1/sqrt(Dk));  softcap c > 0: s <- c tanh(s / c);
-//   ALiBi slopes m_h: s <- s + m_h (j - q_pos[t]) for key position j
+//   ALiBi slopes m_h: s <- s - m_h |j - q_pos[t]| for key position j
 //   key j visible to query t iff 0 <= j < S, causal => j <= q_pos[t], window W > 0 =>
 //   j > q_pos[t] - W, top-k given => j in topk[t];  sink sigma_h adds exp(sigma_h) to Z only.
 //   Z = sum_visible exp(s) + exp(sigma_h);  O = sum_visible exp(s) v_j / Z;  LSE = ln Z or log2 Z
@@ -48,7 +48,7 @@ struct Case {
   double softcap = 0.0;      // c > 0: s <- c tanh(s / c); 0: none
   std::vector<double> sink;  // [Hq] sink logits (natural-log units); empty: none
   // [Hq] ALiBi slopes m_h (natural-log units per position): key j's logit for a query at
-  // position i gains m_h (j - i) after the softcap; empty: none
+  // position i loses m_h |j - i| after the softcap (m_h (j - i) where j <= i); empty: none
   std::vector<double> alibi_slopes;
   Tensor<int64_t> topk;  // [T, K] global key positions, -1 = padding; empty: none
   LseBase lse_base = LseBase::e;
@@ -95,9 +95,12 @@ struct Case {
 struct HeadVector {
   const char* name;                   // the case file's tensor
   std::vector<double> Case::*values;  // empty: the case does not use it
+  // Each value is a rate per position, multiplied by distances up to D = S + the largest q_pos:
+  // validate keeps |value| D within half of fp32's range, so a kernel's product stays finite.
+  bool per_position = false;
 };
 inline constexpr HeadVector kHeadVectors[] = {{"sink", &Case::sink},
-                                              {"alibi_slopes", &Case::alibi_slopes}};
+                                              {"alibi_slopes", &Case::alibi_slopes, true}};
 
 // The variant's logit of key position j for query position i, query head h, from the scaled
 // product s = scale * q.k (natural-log units): the softcap, then ALiBi's bias. One definition for
@@ -111,8 +114,8 @@ Real variant_logit(const Case& c, Real s, int64_t h, int64_t i, int64_t j) {
     s = cap * tanh(s / cap);
   }
   if (!c.alibi_slopes.empty()) {
-    s = s + static_cast<Real>(c.alibi_slopes[static_cast<size_t>(h)]) *
-                static_cast<Real>(static_cast<double>(j - i));
+    s = s - static_cast<Real>(c.alibi_slopes[static_cast<size_t>(h)]) *
+                static_cast<Real>(static_cast<double>(j < i ? i - j : j - i));
   }
   return s;
 }

@@ -32,7 +32,7 @@ constexpr int kTf32SignificandBits = 11;
 constexpr double kTf32Operands = 2.0;
 // §3: softcap divides by c and multiplies back: 2u |s_pre|.
 constexpr double kSoftcapRoundings = 2.0;
-// §3, ALiBi: the bias m_h (j - i) is one product (two roundings when |j - i| > 2^24, past which
+// §3, ALiBi: the bias -m_h |j - i| is one product (two roundings when |j - i| > 2^24, past which
 // fp32 does not hold the distance itself); the logit then takes three on |s|: the bias's add,
 // and a base-2 kernel's product by log2 e after it and that constant's rounding.
 constexpr double kAlibiBiasRoundings = 1.0;
@@ -182,8 +182,8 @@ double compounded(double u, double k) { return std::expm1(k * std::log1p(u)); }
 struct RowLogits {
   std::vector<double> s;         // logits after softcap, natural-log units
   std::vector<double> s_pre;     // scale * q.k before softcap
-  std::vector<double> bias;      // ALiBi's m_h (j - i) in s (empty without ALiBi)
-  std::vector<double> distance;  // its j - i
+  std::vector<double> bias;      // ALiBi's -m_h |j - i| in s (empty without ALiBi)
+  std::vector<double> distance;  // its |j - i|
   std::vector<double> a;         // scale * sum |q_k k_k|
   // §3: the dot's adds, in any order, form a binary tree whose Dk - 1 nodes each sum a subset of
   // the products, the l-th largest node at most Dk - l + 1 of them; a subset of l products sums
@@ -253,9 +253,9 @@ RowLogits row_logits(const Case& c, int64_t t, int64_t h, std::span<const int64_
     in.node_sum[x] = tau * nodes.sum;
     in.node_sq[x] = tau * tau * (sq + nodes.sq);
     in.s[x] = variant_logit(c, in.s_pre[x], h, qpos, keys[x]);
-    if (!c.alibi_slopes.empty()) {
-      in.distance.push_back(static_cast<double>(keys[x] - qpos));
-      in.bias.push_back(c.alibi_slopes[h] * in.distance.back());
+    if (!c.alibi_slopes.empty()) {  // as variant_logit adds it
+      in.distance.push_back(static_cast<double>(keys[x] < qpos ? qpos - keys[x] : keys[x] - qpos));
+      in.bias.push_back(-c.alibi_slopes[h] * in.distance.back());
     }
     in.M = std::max(in.M, std::fabs(in.s[x]));
     in.smax = std::max(in.smax, in.s[x]);
@@ -432,14 +432,29 @@ KeyErrors key_errors(const Units& un, double softcap, int64_t seq, const RowLogi
     }
     k.e_bar += k.p[x] * k.e[x];
   }
-  // Equal logits, equal roundings: one group per distinct logit.
+  // Equal logits, equal roundings: keys of one logit share a group, and so do keys of one scaled
+  // product (a key repeated at another position: the same dot, its roundings the same, under a
+  // bias that moves its logit), joined transitively.
+  std::vector<int64_t> root(static_cast<size_t>(n));
+  for (int64_t x = 0; x < n; ++x) root[x] = x;
+  const auto find = [&](int64_t x) {
+    while (root[x] != x) x = root[x] = root[root[x]];
+    return x;
+  };
   std::vector<int64_t> order(static_cast<size_t>(n));
-  for (int64_t x = 0; x < n; ++x) order[x] = x;
-  std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return in.s[a] < in.s[b]; });
-  k.group.resize(n);
-  for (int64_t y = 0; y < n; ++y) {
-    if (y == 0 || in.s[order[y]] != in.s[order[y - 1]]) ++k.groups;
-    k.group[order[y]] = k.groups - 1;
+  for (const std::vector<double>* v : {&in.s_pre, &in.s}) {
+    for (int64_t x = 0; x < n; ++x) order[x] = x;
+    std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return (*v)[a] < (*v)[b]; });
+    for (int64_t y = 1; y < n; ++y)
+      if ((*v)[order[y]] == (*v)[order[y - 1]]) root[find(order[y])] = find(order[y - 1]);
+  }
+  // Numbered in the order of their least logits (order is by logit now).
+  k.group.assign(n, -1);
+  std::vector<int64_t> number(static_cast<size_t>(n), -1);
+  for (const int64_t x : order) {
+    int64_t& g = number[find(x)];
+    if (g < 0) g = k.groups++;
+    k.group[x] = g;
   }
   if (in.sink) {
     k.p_sink = std::exp(in.sigma - L_ref);

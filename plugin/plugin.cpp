@@ -506,6 +506,20 @@ void rank_fields(const gpu::PartialAttentionParams& p, Args& a) {
   a.softcap = p.softcap;
 }
 
+// The per-head vectors the ABI carries: the sink alone (gpu::kHeadVectors' others never reach a
+// plug-in: the properties do not draw them for one, run --impl refuses them). One handed to a
+// level anyway is refused here, by name, rather than dropped.
+constexpr std::string_view kAbiHeadVectors[] = {"sink"};
+template <class Has>
+gpu::GpuStatus head_vectors_carried(Has has) {
+  for (const gpu::HeadVector& hv : gpu::kHeadVectors)
+    if (has(hv) && std::find(std::begin(kAbiHeadVectors), std::end(kAbiHeadVectors), hv.name) ==
+                       std::end(kAbiHeadVectors))
+      return DCP_GPU_ERROR("plug-in: ABI ", DCPV_ABI_VERSION, " does not carry '", hv.name,
+                           "', which this step uses");
+  return {};
+}
+
 // The host device with the plug-in's levels in place of the production kernels.
 class PluginDevice : public gpu::HostDevice {
  public:
@@ -513,8 +527,9 @@ class PluginDevice : public gpu::HostDevice {
       : HostDevice(&comm), p_(p), deadline_(deadline) {}
 
   gpu::GpuStatus partial_attention(const gpu::PartialAttentionParams& p) {
+    if (!p_.has_paged() && !p_.has_partial()) return HostDevice::partial_attention(p);
+    DCP_GPU_TRY(head_vectors_carried([&](const gpu::HeadVector& hv) { return p.*hv.param; }));
     if (p_.has_paged()) return paged_attention(p);
-    if (!p_.has_partial()) return HostDevice::partial_attention(p);
     if (p.req != nullptr)
       return DCP_GPU_ERROR("plug-in: ABI ", DCPV_ABI_VERSION,
                            "'s partial level takes one request's keys; this step is a batch");
@@ -898,6 +913,8 @@ props::DcpBackend plugin_step_backend(const Plugin& p, std::chrono::milliseconds
   auto run = [p, deadline](const gpu::DcpInputs& in,
                            const gpu::DcpConfig& cfg) -> gpu::Result<gpu::GroupRun> {
     DCP_GPU_TRY(gpu::validate_inputs(in, cfg));
+    DCP_GPU_TRY(
+        head_vectors_carried([&](const gpu::HeadVector& hv) { return !(in.*hv.values).empty(); }));
     if (in.batched())
       return DCP_GPU_ERROR("plug-in: ABI ", DCPV_ABI_VERSION,
                            "'s step level takes one request; this step is a batch of ",

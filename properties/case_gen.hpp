@@ -95,7 +95,7 @@ inline constexpr FeatureInfo kFeatures[] = {
     {Feature::batch, "batch", "is a batch", [](const CaseSpec&, bool batch) { return batch; }},
     {Feature::alibi, "alibi", "uses ALiBi", [](const CaseSpec& s, bool) { return s.alibi; },
      &CaseSpec::alibi,
-     "ALiBi: per-head slopes m_h, the logit of key j for query i gains m_h (j - i)", 8},
+     "ALiBi: per-head slopes m_h, the logit of key j for query i loses m_h |j - i|", 8},
 };
 inline constexpr size_t kAbiFeatures = 6;  // DCPV_LACKS_SOFTCAP .. DCPV_LACKS_BATCH
 constexpr bool features_in_order() {
@@ -105,7 +105,7 @@ constexpr bool features_in_order() {
 }
 static_assert(features_in_order(), "kFeatures: row i is Feature i, the ABI's bits first");
 const FeatureInfo* find_feature(std::string_view name);
-// "softcap, sink, topk, window, latent or batch": every row's name, for a refusal or a help.
+// "softcap, sink, ..., batch or alibi": every row's name, for a refusal or a help.
 std::string feature_names();
 
 // How a generated case holds K and V: as doubles (properties and tests write and read them), or

@@ -312,6 +312,42 @@ TEST(DcpHostPath, BadBatchesAreOneLineErrors) {
 // A retired request's pages are reused by the live ones with their stale rows: the live
 // requests' outputs stay within their oracles' bounds, the rows nobody rewrote still hold the
 // retired request's values, and only their `written` flags are cleared.
+// A switch drawn late (ALiBi's) is written only when on, read back, refused when mistyped, and a
+// setup that uses it passes on the host path (N = 4, I = 3: positions far from the rows).
+TEST(DcpHostPath, AlibiRoundTripsThroughSetupFilesAndPasses) {
+  DcpSetup s;
+  s.spec = CaseSpec{.tokens = 2,
+                    .q_heads = 8,
+                    .kv_heads = 2,
+                    .head_dim = 16,
+                    .v_dim = 16,
+                    .seq = 150,
+                    .causal = false,
+                    .explicit_pos = true,
+                    .softcap = 20.0,
+                    .alibi = true,
+                    .seed = 5};
+  s.cfg.tp_size = 4;
+  s.cfg.layout = {4, 3};
+  s.cfg.base = gpu::LseBase::two;
+  s.chunks = {100, 50};
+  const nlohmann::json j = to_json(s);
+  EXPECT_EQ(j.at("spec").at("alibi"), true);
+  const oracle::Expected<DcpSetup> back = setup_from_json(j);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_TRUE(back->spec.alibi);
+  const DcpCheck checked = check_dcp_setup(*back);
+  EXPECT_TRUE(checked.pass) << checked.report;
+  s.spec.alibi = false;
+  EXPECT_FALSE(to_json(s).at("spec").contains("alibi"));  // as entries pinned before it
+  nlohmann::json bad = j;
+  bad["spec"]["alibi"] = "yes";
+  const oracle::Expected<DcpSetup> refused = setup_from_json(bad);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("spec.alibi"), std::string::npos)
+      << refused.status().message();
+}
+
 TEST(DcpHostPath, ReusedPagesKeepStaleRowsAndTheLiveRequestsIgnoreThem) {
   CaseSpec spec{.q_heads = 2, .kv_heads = 1, .seq = 60};
   gpu::DcpConfig cfg;

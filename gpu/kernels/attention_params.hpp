@@ -83,14 +83,14 @@ struct PartialAttentionParams {
 
 // The variant's logit of the key in rank-local row `row` for query token t, local head h, from
 // the scaled product s = scale * k_scale * q.k (natural-log units): the softcap, then ALiBi's
-// bias m_h (j - i) on the key's global position j (its request's, in a batch) and the query's i.
+// bias -m_h |j - i| on the key's global position j (its request's, in a batch) and the query's i.
 // The kernel body and the planted attention of mutants/ call it.
 DCP_HD inline float variant_logit(const PartialAttentionParams& p, float s, int64_t t, int64_t h,
                                   int64_t row) {
   if (p.softcap > 0.0f) s = p.softcap * tanhf(s / p.softcap);
   if (p.alibi_slopes != nullptr) {
-    const int64_t j = p.layout.position(p.rank, row);
-    s += p.alibi_slopes[h] * static_cast<float>(j - p.q_pos[t]);
+    const int64_t d = p.layout.position(p.rank, row) - p.q_pos[t];
+    s -= p.alibi_slopes[h] * static_cast<float>(d < 0 ? -d : d);
   }
   return s;
 }

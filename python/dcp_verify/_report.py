@@ -196,8 +196,15 @@ _RANGES = {  # keyword -> (flag, kind)
 def _range_flags(ranges: dict) -> list[str]:
     flags, without = [], []
     for key, value in ranges.items():
+        if key not in _RANGES and isinstance(value, bool):
+            # Any other feature of the case model (its switches, as `properties --without` names
+            # them): dcp-verify knows them, and refuses a name it does not know.
+            if not value:
+                without.append(key)
+            continue
         if key not in _RANGES:
-            raise TypeError(f"unknown range '{key}'; expected one of {', '.join(_RANGES)}")
+            raise TypeError(f"unknown range '{key}'; expected one of {', '.join(_RANGES)}, or a "
+                            "feature of the case model = False")
         flag, kind = _RANGES[key]
         if kind is int:
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)):

@@ -51,7 +51,8 @@ def properties(impl: Any, seed: Optional[int] = None, cases: int = 100, *, array
     without a report, the suite's process killed by a signal, raises SuiteDied). ranges: what is
     drawn, for an implementation that supports less (max_ranks, max_groups, max_seq,
     max_head_dim, max_v_dim; ranks, head_dims, v_dims: the only N, Dk, Dv drawn, e.g.
-    head_dims=(64, 128); softcap, sink, topk, window, shared_latent = False; q_dtypes from
+    head_dims=(64, 128); softcap, sink, topk, window, shared_latent = False, and any other
+    feature `dcp-verify properties --without` names, its name = False; q_dtypes from
     ("f32", "bf16", "f16"); kv_dtypes from those and ("fp8e4m3", "fp8e5m2"), an fp8 cache
     reaching the levels dequantized in float32, each stored value times its KV head's scale;
     lse_bases from ("e", "2")). only: the properties to run (names as the report's rows:

@@ -167,6 +167,7 @@ TEST(EmulatedCudaStep, RealBlockSizeOnModelShapesEqualsHost) {
   gqa.tokens = 2, gqa.q_heads = 8, gqa.kv_heads = 2, gqa.head_dim = 128, gqa.v_dim = 128;
   gqa.seq = 300, gqa.kv_dtype = oracle::DType::bf16, gqa.q_dtype = oracle::DType::bf16;
   gqa.window = 200, gqa.softcap = 30.0, gqa.sink = true, gqa.lse_base = oracle::LseBase::two;
+  gqa.alibi = true;  // its positions on every rank of a 4-way DCP group with I = 2, in base 2
   gpu::DcpConfig c1;
   c1.tp_size = 4, c1.layout = {4, 2}, c1.strategy = gpu::CommStrategy::ag_rs, c1.splits = 3;
   c1.tile = 32, c1.base = gpu::LseBase::two, c1.order = gpu::ReduceOrder::random;

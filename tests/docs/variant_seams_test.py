@@ -20,7 +20,8 @@ SOURCES = ("oracle", "gpu", "properties", "mutants", "plugin", "include", "pytho
            "tools")
 SUFFIXES = {".cpp", ".hpp", ".h", ".cu", ".cuh", ".py"}
 # (the word, the list's first words, the words after the list), in the "A variant" bullet
-LISTS = (("alibi", re.compile(r"alibi"), "ALiBi went in as one commit", "A variant with a value"),
+LISTS = (("alibi", re.compile(r"alibi", re.I), "ALiBi went in as one commit",
+          "A variant with a value"),
          ("softcap", re.compile(r"\bsoftcap\b"), "A variant with a value", None))
 
 
@@ -38,7 +39,8 @@ def naming(root, word):
     found = set()
     for folder in SOURCES:
         for path in (root / folder).rglob("*"):
-            if path.suffix in SUFFIXES and path.is_file() and "__pycache__" not in path.parts:
+            if (path.suffix in SUFFIXES and path.is_file() and "__pycache__" not in path.parts
+                    and not path.name.startswith("test_")):  # tests kept beside their library
                 if word.search(path.read_text(encoding="utf-8", errors="replace")):
                     found.add(path.relative_to(root).as_posix())
     return found

@@ -200,7 +200,7 @@ TEST(CudaBackend, RepresentativeCasesWithinBoundAndAgreeWithHost) {
     add(gqa, 4, 4, 1, gpu::CommStrategy::ag_rs, false, 1, gpu::LseBase::e);
     add(gqa, 4, 2, 4, gpu::CommStrategy::a2a, true, 3, gpu::LseBase::two);
     CaseSpec win = gqa;
-    win.window = 50, win.softcap = 30.0, win.sink = true;
+    win.window = 50, win.softcap = 30.0, win.sink = true, win.alibi = true;
     add(win, 8, 4, 2, gpu::CommStrategy::a2a, false, 2, gpu::LseBase::e);
     CaseSpec topk = gqa;
     topk.topk = 24;

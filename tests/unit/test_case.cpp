@@ -124,6 +124,41 @@ TEST(OracleExact, TwoTokensGiveTheLogisticOfTheirLogitGap) {
   EXPECT_DOUBLE_EQ(a->lse.data[0], std::log(1.0 + std::exp(2.0)));
 }
 
+TEST(OracleExact, AlibiPenalizesEachKeyByItsDistanceToTheQuery) {
+  // q . k = 0 for every key, so the logits are the biases alone: -m |j - i| for the query at
+  // position 2 (non-causal: key 3 is one ahead and penalized as much as key 1).
+  Case c = tiny_case(4);
+  c.q_pos = {2};
+  c.causal = false;
+  c.alibi_slopes = {0.5};
+  for (int j = 0; j < 4; ++j) c.v.at({j, 0, 0}) = j;
+  auto a = reference(c);
+  ASSERT_TRUE(a.ok());
+  const double w[4] = {std::exp(-1.0), std::exp(-0.5), 1.0, std::exp(-0.5)};
+  const double z = w[0] + w[1] + w[2] + w[3];
+  EXPECT_NEAR(a->o.data[0], (w[1] + 2.0 * w[2] + 3.0 * w[3]) / z, 4e-16);
+  EXPECT_NEAR(a->lse.data[0], std::log(z), 4e-16);
+  // Slope 0: no bias, the plain average of the values.
+  c.alibi_slopes = {0.0};
+  auto flat = reference(c);
+  ASSERT_TRUE(flat.ok());
+  EXPECT_NEAR(flat->o.data[0], 1.5, 4e-16);
+}
+
+TEST(CaseValidation, NamesABadAlibiSlope) {
+  Case c = tiny_case(2);
+  c.alibi_slopes = {1.0, 2.0};
+  EXPECT_THAT(error_of(c), HasSubstr("tensor 'alibi_slopes': 2 values; expected Hq = 1"));
+  c.alibi_slopes = {NAN};
+  EXPECT_THAT(error_of(c), HasSubstr("tensor 'alibi_slopes': element 0 is nan; expected finite"));
+  c.alibi_slopes = {0.1};  // not an F32 value
+  EXPECT_THAT(error_of(c), ::testing::AllOf(HasSubstr("tensor 'alibi_slopes': element 0 = 0.1"),
+                                            HasSubstr("is not an F32 value")));
+  // 2^126 times the largest distance, S + the query's position 1 = 3: past half of fp32's range
+  c.alibi_slopes = {std::ldexp(1.0, 126)};
+  EXPECT_THAT(error_of(c), HasSubstr("times distances up to 3 leaves fp32's range"));
+}
+
 TEST(OracleExact, EmptyRowIsZeroWithMinusInfinityLse) {
   Case c = tiny_case(3);
   c.q_pos = {0};
@@ -174,6 +209,7 @@ TEST(CaseFile, RoundTripsEveryField) {
                           .window = 7,
                           .softcap = 12.5,
                           .sink = true,
+                          .alibi = true,
                           .topk = 5,
                           .lse_base = LseBase::two,
                           .explicit_scale = true,
@@ -191,6 +227,8 @@ TEST(CaseFile, RoundTripsEveryField) {
   EXPECT_EQ(back->kv_dtype, DType::f16);
   EXPECT_EQ(back->q_pos, c.q_pos);
   EXPECT_EQ(back->sink, c.sink);
+  ASSERT_EQ(back->alibi_slopes.size(), 4u);
+  EXPECT_EQ(back->alibi_slopes, c.alibi_slopes);
   EXPECT_EQ(back->topk.data, c.topk.data);
   EXPECT_EQ(back->scale, c.scale);
   EXPECT_EQ(back->window, 7);
