@@ -158,10 +158,13 @@ Status validate(const Case& c) {
   if (!(std::isfinite(c.softcap) && c.softcap >= 0.0)) {
     return DCP_ERROR("metadata 'softcap': ", c.softcap, "; expected a finite value >= 0");
   }
-  // The largest distance between a query and a key: S + the largest query position.
-  double distance = std::max<double>(static_cast<double>(S), 1.0);
-  for (int64_t t = 0; t < T; ++t)
-    distance = std::max(distance, static_cast<double>(S) + static_cast<double>(c.query_pos(t)));
+  // The largest distance between a query and a key, max over queries of max(i, S - 1 - i) (0
+  // without keys).
+  double distance = 0.0;
+  for (int64_t t = 0; t < T && S > 0; ++t) {
+    const double i = static_cast<double>(c.query_pos(t));
+    distance = std::max({distance, i, static_cast<double>(S - 1) - i});
+  }
   constexpr double kMaxRate = 0.5 * 3.4028234663852886e38;  // half of fp32's largest finite
   for (const HeadVector& hv : kHeadVectors) {
     const std::vector<double>& x = c.*hv.values;
@@ -177,7 +180,7 @@ Status validate(const Case& c) {
         return DCP_ERROR("tensor '", hv.name, "': element ", h, " = ", x[h],
                          " is not an F32 value");
       }
-      if (hv.per_position && std::fabs(x[h]) * distance > kMaxRate) {
+      if (hv.per_position && distance > 0.0 && std::fabs(x[h]) * distance > kMaxRate) {
         return DCP_ERROR("tensor '", hv.name, "': element ", h, " = ", x[h],
                          " times distances up to ", distance,
                          " leaves fp32's range; expected |value| <= ", kMaxRate / distance);

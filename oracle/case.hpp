@@ -95,8 +95,8 @@ struct Case {
 struct HeadVector {
   const char* name;                   // the case file's tensor
   std::vector<double> Case::*values;  // empty: the case does not use it
-  // Each value is a rate per position, multiplied by distances up to D = S + the largest q_pos:
-  // validate keeps |value| D within half of fp32's range, so a kernel's product stays finite.
+  // Each value is a rate per position, multiplied by query-key distances up to D: validate keeps
+  // |value| D within half of fp32's range, so a kernel's product stays finite.
   bool per_position = false;
 };
 inline constexpr HeadVector kHeadVectors[] = {{"sink", &Case::sink},

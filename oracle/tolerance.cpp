@@ -284,8 +284,8 @@ struct KeyErrors {
   // every key, cancels in O) and, in a round-to-nearest kernel, the dot product's roundings. In
   // the LSE, where the exponential's mean does not cancel: m_lse_j and the dot's scale b_lse_j,
   // or, where the claim bounds that mean (exp_bias), m_bias_j with the mean charged whole and
-  // the exponential's deviation from it random, of scale b_j. Keys of equal logits share their
-  // roundings: group[x] numbers the key's logit.
+  // the exponential's deviation from it random, of scale b_j. Keys of equal logits, or of equal
+  // scaled products, share their roundings: group[x] numbers the key's group (key_errors).
   std::vector<double> m, b, m_lse, b_lse, m_bias;
   std::vector<int64_t> group;
   int64_t groups = 0;
@@ -443,6 +443,8 @@ KeyErrors key_errors(const Units& un, double softcap, int64_t seq, const RowLogi
   };
   std::vector<int64_t> order(static_cast<size_t>(n));
   for (const std::vector<double>* v : {&in.s_pre, &in.s}) {
+    if (v == &in.s_pre && in.bias.empty())
+      continue;  // without a bias: equal products, equal logits
     for (int64_t x = 0; x < n; ++x) order[x] = x;
     std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return (*v)[a] < (*v)[b]; });
     for (int64_t y = 1; y < n; ++y)
@@ -787,9 +789,9 @@ class PartialWalks {
 // One element's sums over the row's keys (§2, §3): T_key,i, S_i and S'_i = sum_j P_j (1 + e_j)
 // |v_ji| (how large the computed summands may be).
 // §10 adds the statistical tier's: the systematic part of T_key, and the root sums of squares,
-// over groups of equal logits, of the random parts of T_key and of the P cast's roundings.
-// The P cast's (§4): C_i = sum_j (u_p P^_j + min(P^_j, p_floor)) |v_ji|, P^_j = P_j (1 + e_j) /
-// den bounding the computed normalized weights, and its root sum of squares over groups.
+// over groups of equal logits (KeyErrors::group), of the random parts of T_key and of the P cast's
+// roundings. The P cast's (§4): C_i = sum_j (u_p P^_j + min(P^_j, p_floor)) |v_ji|, P^_j = P_j (1 +
+// e_j) / den bounding the computed normalized weights, and its root sum of squares over groups.
 struct ElementSums {
   double t_key = 0.0, s = 0.0, s_weighted = 0.0;
   double t_sys = 0.0, t_rand = 0.0;
@@ -810,7 +812,7 @@ struct CastError {
 };
 
 // Every element's sums of a row (dv of them): one pass over the row's keys, each key's V row read
-// once for all its components; a group of keys of equal logits is visited together, so that its
+// once for all its components; a group of keys (KeyErrors::group) is visited together, so that its
 // random parts are summed, squared and added before the next.
 // With a layout, the same pass writes the row's PartialSums to *parts (a second pass over the
 // keys in position order where some logits are equal: their groups are visited apart). Without
@@ -1063,10 +1065,11 @@ struct RowBound {
 };
 
 // §10: the statistical tier's x_keys of the LSE: sum_j P_j m_j (and the sink's) plus lambda times
-// the root sum of squares, over groups of equal logits, of the random parts P_j b_j, then the
-// denominator's sum; never above the sound e_bar + g. Where the claim bounds the exponential's
-// mean below its largest error (exp_bias), also the same with that mean charged whole and the
-// exponential's deviations random (one more event: derive counts it), and the smaller of the two.
+// the root sum of squares, over groups of keys (KeyErrors::group), of the random parts P_j b_j,
+// then the denominator's sum; never above the sound e_bar + g. Where the claim bounds the
+// exponential's mean below its largest error (exp_bias), also the same with that mean charged whole
+// and the exponential's deviations random (one more event: derive counts it), and the smaller of
+// the two.
 double statistical_lse_keys(const Units& un, const KeyErrors& k, const Coefficients& co) {
   const auto keys = [&](const std::vector<double>& m, const std::vector<double>& b) {
     std::vector<double> grp(static_cast<size_t>(k.groups), 0.0);

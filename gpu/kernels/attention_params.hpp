@@ -84,7 +84,7 @@ struct PartialAttentionParams {
 // The variant's logit of the key in rank-local row `row` for query token t, local head h, from
 // the scaled product s = scale * k_scale * q.k (natural-log units): the softcap, then ALiBi's
 // bias -m_h |j - i| on the key's global position j (its request's, in a batch) and the query's i.
-// The kernel body and the planted attention of mutants/ call it.
+// The kernel body calls it, and so does the planted copy of the attention at the device seam.
 DCP_HD inline float variant_logit(const PartialAttentionParams& p, float s, int64_t t, int64_t h,
                                   int64_t row) {
   if (p.softcap > 0.0f) s = p.softcap * tanhf(s / p.softcap);
