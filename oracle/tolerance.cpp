@@ -180,11 +180,11 @@ double compounded(double u, double k) { return std::expm1(k * std::log1p(u)); }
 
 // The exact logits of one row's visible keys and the sink.
 struct RowLogits {
-  std::vector<double> s;         // logits after softcap, natural-log units
-  std::vector<double> s_pre;     // scale * q.k before softcap
-  std::vector<double> bias;      // ALiBi's -m_h |j - i| in s (empty without ALiBi)
-  std::vector<double> distance;  // its |j - i|
-  std::vector<double> a;         // scale * sum |q_k k_k|
+  std::vector<double> s;            // logits after softcap, natural-log units
+  std::vector<double> s_pre;        // scale * q.k before softcap
+  std::vector<double> bias;         // ALiBi's -m_h |j - i| in s (empty without ALiBi)
+  std::vector<double> bias_charge;  // its product's roundings, in units of u: r |bias|
+  std::vector<double> a;            // scale * sum |q_k k_k|
   // §3: the dot's adds, in any order, form a binary tree whose Dk - 1 nodes each sum a subset of
   // the products, the l-th largest node at most Dk - l + 1 of them; a subset of l products sums
   // to at most T_l = min(l x_max, a_max) in magnitude (x_max the largest |product|, a_max the
@@ -254,8 +254,10 @@ RowLogits row_logits(const Case& c, int64_t t, int64_t h, std::span<const int64_
     in.node_sq[x] = tau * tau * (sq + nodes.sq);
     in.s[x] = variant_logit(c, in.s_pre[x], h, qpos, keys[x]);
     if (!c.alibi_slopes.empty()) {  // as variant_logit adds it
-      in.distance.push_back(static_cast<double>(keys[x] < qpos ? qpos - keys[x] : keys[x] - qpos));
-      in.bias.push_back(-c.alibi_slopes[h] * in.distance.back());
+      const double distance = static_cast<double>(keys[x] < qpos ? qpos - keys[x] : keys[x] - qpos);
+      in.bias.push_back(-c.alibi_slopes[h] * distance);
+      const double roundings = kAlibiBiasRoundings + (distance > kFp32ExactIntegers ? 1.0 : 0.0);
+      in.bias_charge.push_back(roundings * std::fabs(in.bias.back()));
     }
     in.M = std::max(in.M, std::fabs(in.s[x]));
     in.smax = std::max(in.smax, in.s[x]);
@@ -349,11 +351,8 @@ double logit_error(const Units& un, double softcap, double dot, const RowLogits&
     delta += kSoftcapRoundings * un.u * std::fabs(in.s_pre[x]) +
              (un.a.tanh_rel + un.u) * std::fabs(in.s[x] - bias);
   }
-  if (!in.bias.empty()) {
-    const double bias_roundings =
-        kAlibiBiasRoundings + (std::fabs(in.distance[x]) > kFp32ExactIntegers ? 1.0 : 0.0);
-    delta += un.u * (bias_roundings * std::fabs(bias) + kAlibiLogitRoundings * std::fabs(in.s[x]));
-  }
+  if (!in.bias.empty())
+    delta += un.u * (in.bias_charge[x] + kAlibiLogitRoundings * std::fabs(in.s[x]));
   return delta;
 }
 
@@ -442,14 +441,14 @@ KeyErrors key_errors(const Units& un, double softcap, int64_t seq, const RowLogi
     return x;
   };
   std::vector<int64_t> order(static_cast<size_t>(n));
-  for (const std::vector<double>* v : {&in.s_pre, &in.s}) {
-    if (v == &in.s_pre && in.bias.empty())
-      continue;  // without a bias: equal products, equal logits
+  const auto join_equal = [&](const std::vector<double>& v) {  // leaves `order` sorted by v
     for (int64_t x = 0; x < n; ++x) order[x] = x;
-    std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return (*v)[a] < (*v)[b]; });
+    std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return v[a] < v[b]; });
     for (int64_t y = 1; y < n; ++y)
-      if ((*v)[order[y]] == (*v)[order[y - 1]]) root[find(order[y])] = find(order[y - 1]);
-  }
+      if (v[order[y]] == v[order[y - 1]]) root[find(order[y])] = find(order[y - 1]);
+  };
+  if (!in.bias.empty()) join_equal(in.s_pre);  // without a bias, equal products: equal logits
+  join_equal(in.s);
   // Numbered in the order of their least logits (order is by logit now).
   k.group.assign(n, -1);
   std::vector<int64_t> number(static_cast<size_t>(n), -1);

@@ -33,7 +33,7 @@ constexpr double kRowStateBytes = 64.0;
 // The oracle's per-row work vectors over a row's visible keys: the attention pass keeps one of
 // double-doubles; the bound keeps 18 of 8 bytes (oracle/tolerance.cpp: RowLogits' seven, the
 // scaled products before and after the softcap, |q|.|k|, the dot's node sums and squares, a
-// variant's bias and distance; KeyErrors' seven weights, error bounds and statistical parts, and
+// variant's bias and its charge; KeyErrors' seven weights, error bounds and statistical parts, and
 // its groups; the grouping's three scratch vectors).
 constexpr double kBoundVectors = 18.0;
 // Step buffers a rank holds at once, in units of its partial [T, Hg, Dv + 1] in fp32: the
