@@ -168,10 +168,18 @@ GpuStatus validate_inputs(const DcpInputs& in, const DcpConfig& cfg) {
   if (!d.shared_latent && in.v.quantize != in.k.quantize)
     return DCP_GPU_ERROR("tensor 'v': quantize is ", in.v.quantize ? "true" : "false",
                          "; expected k's, ", in.k.quantize ? "true" : "false");
+  const bool by_token = in.kv_scale_grain == ScaleGrain::token;
+  if (by_token && in.batched() && !(in.k_scale.empty() && in.v_scale.empty()))
+    return DCP_GPU_ERROR("tensor 'k_scale': scales by token in a batch; a batch's are by head");
   const auto check_scale = [&](const std::vector<float>& sc, const char* name) -> GpuStatus {
-    if (!sc.empty() && sc.size() != 1 && sc.size() != static_cast<size_t>(d.kv_heads))
+    const auto n = static_cast<int64_t>(sc.size());
+    if (!by_token && n != 0 && n != 1 && n != d.kv_heads)
       return DCP_GPU_ERROR("tensor '", name, "': ", sc.size(), " elements; expected none, 1 (per ",
                            "tensor) or ", d.kv_heads, " (per KV head)");
+    if (by_token && n != 0 && n != in.seq && n != in.seq * d.kv_heads)
+      return DCP_GPU_ERROR("tensor '", name, "': ", sc.size(),
+                           " elements by token; expected none, ", in.seq, " (per token) or ",
+                           in.seq * d.kv_heads, " (per token and KV head)");
     for (size_t g = 0; g < sc.size(); ++g)
       if (!std::isfinite(sc[g]) || !(sc[g] > 0.0f))
         return DCP_GPU_ERROR("tensor '", name, "': element [", g, "] = ", sc[g],
@@ -180,6 +188,10 @@ GpuStatus validate_inputs(const DcpInputs& in, const DcpConfig& cfg) {
   };
   DCP_GPU_TRY(check_scale(in.k_scale, "k_scale"));
   DCP_GPU_TRY(check_scale(in.v_scale, "v_scale"));
+  if (by_token && !in.k_scale.empty() && !in.v_scale.empty() &&
+      in.v_scale.size() != in.k_scale.size())
+    return DCP_GPU_ERROR("tensor 'v_scale': ", in.v_scale.size(), " elements by token; expected ",
+                         "k_scale's ", in.k_scale.size());
   if (d.shared_latent && !in.v_scale.empty())
     return DCP_GPU_ERROR(
         "tensor 'v_scale': given for a shared latent, whose V is K (k_scale "
@@ -281,6 +293,13 @@ Result<KvCacheSpec> rank_cache_spec(const DcpInputs& in, const DcpConfig& cfg, i
   spec.v_dim = d.v_dim;
   spec.shared_latent = d.shared_latent;
   spec.dtype = in.kv_dtype;
+  spec.scale_grain = in.kv_scale_grain;
+  // By token: one scale per token when the inputs' are (S == S x Hkv only for one KV head).
+  const std::vector<float>& scales = in.k_scale.empty() ? in.v_scale : in.k_scale;
+  spec.scale_heads =
+      in.kv_scale_grain == ScaleGrain::token && static_cast<int64_t>(scales.size()) != in.seq
+          ? spec.kv_heads
+          : 1;
   if (cfg.page_size > 0) {
     const int64_t used = page_counts(in, cfg).used;
     spec.page_size = cfg.page_size;
@@ -355,6 +374,8 @@ int64_t widened_slot(const PagePlan& plan, const int32_t* table, const DcpLayout
 
 KvScales rank_kv_scales(const DcpInputs& in, const KvCacheSpec& spec) {
   const auto local = [&](const std::vector<float>& s) {
+    if (spec.scale_grain == ScaleGrain::token)  // each slot's, stored by the KV write
+      return std::vector<float>(s.empty() ? 0 : static_cast<size_t>(scale_entries(spec)), 0.0f);
     std::vector<float> out;
     for (int64_t g = 0; g < (s.empty() ? 0 : spec.kv_heads); ++g)
       out.push_back(s.size() == 1 ? s[0] : s[static_cast<size_t>(spec.kv_head0 + g)]);
@@ -387,6 +408,19 @@ ChunkRows chunk_rows(const DcpInputs& in, const KvCacheSpec& spec, int64_t pos0,
     if (!d.shared_latent)
       std::copy_n(in.v.bytes_at((pos * d.kv_heads + spec.kv_head0) * dv), H * dv * e,
                   &c.v[static_cast<size_t>(i * H * dv * e)]);
+  }
+  if (spec.scale_grain == ScaleGrain::token) {  // each row's scales, of the spec's KV heads
+    const auto rows = [&](const std::vector<float>& sc, std::vector<float>& out) {
+      const bool per_token = static_cast<int64_t>(sc.size()) == in.seq;  // else [S, Hkv]
+      for (int64_t i = 0; i < (sc.empty() ? 0 : len); ++i) {
+        const int64_t pos = pos0 + i;
+        for (int64_t g = 0; g < spec.scale_heads; ++g)
+          out.push_back(per_token ? sc[static_cast<size_t>(pos)]
+                                  : sc[static_cast<size_t>(pos * d.kv_heads + spec.kv_head0 + g)]);
+      }
+    };
+    rows(in.k_scale, c.k_scale);
+    rows(in.v_scale, c.v_scale);
   }
   return c;
 }

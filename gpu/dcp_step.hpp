@@ -140,11 +140,14 @@ struct DcpInputs {
   KvSource k;                                   // [S, Hkv, Dk]
   KvSource v;                                   // [S, Hkv, Dv]; empty for a shared latent
   StorageFormat kv_dtype = StorageFormat::f32;  // the caches' format
-  // The caches' dequantization scales (an fp8 cache's k_scale / v_scale, as engines keep them):
-  // [1] per tensor or [Hkv] per KV head, finite and > 0; empty: none. The key the attention
-  // means is the stored key times k_scale (KvSource says what k and v hold; v's quantize must be
-  // k's). A shared latent has no v_scale: k_scale scales its V too.
+  // The caches' dequantization scales (an fp8 cache's k_scale / v_scale, as engines keep them),
+  // finite and > 0, of kv_scale_grain: by head [1] per tensor or [Hkv] per KV head; by token [S]
+  // per token or [S, Hkv] per token and KV head (one request only), stored by the KV write with
+  // each token. Empty: none. The key the attention means is the stored key times its k_scale
+  // (KvSource says what k and v hold; v's quantize must be k's). A shared latent has no v_scale:
+  // k_scale scales its V too.
   std::vector<float> k_scale, v_scale;
+  ScaleGrain kv_scale_grain = ScaleGrain::head;
   std::vector<int64_t> q_pos;  // [T] global positions
   int64_t seq = 0;             // S
   float scale = 1.0f;
@@ -266,6 +269,8 @@ struct ChunkRows {
   StorageFormat dtype = StorageFormat::f32;
   std::vector<uint8_t> k, v;
   bool quantize = false;  // in.k.quantize
+  // Scales by token: each row's [len, spec.scale_heads] (empty: by head, or none)
+  std::vector<float> k_scale, v_scale;
 };
 // (request b's positions in a batch)
 ChunkRows chunk_rows(const DcpInputs& in, const KvCacheSpec& spec, int64_t pos0, int64_t len,

@@ -51,7 +51,7 @@ struct DeviceCache {
   KvCacheSpec spec;
   typename Device::template Buffer<uint8_t> k, v;  // elements of spec.dtype; v empty for a latent
   typename Device::template Buffer<uint8_t> written;         // [pool rows]
-  typename Device::template Buffer<float> k_scale, v_scale;  // [kv_heads] each; empty: none
+  typename Device::template Buffer<float> k_scale, v_scale;  // scale_entries(spec); empty: none
   // [requests, table_pages] (plan_pages); empty: not paged
   typename Device::template Buffer<int32_t> block_table;
   std::vector<int64_t>
@@ -158,10 +158,14 @@ Result<DeviceCache<Device>> build_device_cache(Device& dev, const DcpInputs& in,
       ChunkRows c = chunk_rows(in, spec, pos0, len, b);
       DCP_GPU_ASSIGN(kc, dev.upload(std::move(c.k)));
       DCP_GPU_ASSIGN(vc, dev.upload(std::move(c.v)));
-      DCP_GPU_TRY(write_device_chunk(dev, cache,
-                                     KvChunk{pos0, len, c.dtype, kc.data(),
-                                             spec.shared_latent ? nullptr : vc.data(), c.quantize},
-                                     b));
+      DCP_GPU_ASSIGN(ksc, dev.upload(std::move(c.k_scale)));
+      DCP_GPU_ASSIGN(vsc, dev.upload(std::move(c.v_scale)));
+      DCP_GPU_TRY(write_device_chunk(
+          dev, cache,
+          KvChunk{pos0, len, c.dtype, kc.data(), spec.shared_latent ? nullptr : vc.data(),
+                  c.quantize, ksc.size() > 0 ? ksc.data() : nullptr,
+                  vsc.size() > 0 ? vsc.data() : nullptr},
+          b));
       DCP_GPU_TRY(dev.sync());  // the chunk buffers are freed next
       pos0 += len;
     }

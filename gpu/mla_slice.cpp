@@ -138,7 +138,7 @@ Result<MlaRun> run_mla_threads(const MlaInputs& in, const DcpConfig& cfg) {
       for (int64_t row = 0; row < cfg.layout.count(me, in.seq); ++row)
         for (int64_t i = 0; i < dk; ++i)
           run.k_att[static_cast<size_t>(cfg.layout.position(me, row) * dk + i)] =
-              view.key(row, 0, i) * view.k_scale_of(0);
+              view.key(row, 0, i) * view.k_scale_of(row, 0);
     }
     Result<RankStepOutput> r = run_tp_rank(comm, att, cfg, tp_rank, &q);
     if (!r) return r.status();

@@ -211,7 +211,7 @@ void buggy_attention(Mutant m, const PartialAttentionParams& p) {
       for (int64_t i = 0; i < dk; ++i)
         qs[static_cast<size_t>(i)] = operand(p.q[(t * H + h) * dk + i]);
       const int64_t g = (p.head0 + h) / group - p.kv_head0;
-      const float logit_scale = p.scale * kv.k_scale_of(g);  // the K scale folded in, as the body
+      const bool by_token = kv.scales_by_token();  // scales as the body applies them
       for (int64_t sp = 0; sp < p.splits; ++sp) {
         const int64_t k0 = nk * sp / p.splits, k1 = nk * (sp + 1) / p.splits;
         MergeAcc a = m == Mutant::zero_initial_max ? MergeAcc{0.0f, 0.0f} : MergeAcc{};
@@ -225,6 +225,7 @@ void buggy_attention(Mutant m, const PartialAttentionParams& p) {
             float dot = 0.0f;
             for (int64_t i = 0; i < dk; ++i)
               dot += qs[static_cast<size_t>(i)] * operand(kv.key(row, g, i));
+            const float logit_scale = p.scale * kv.k_scale_of(row, g);
             float sc = gpu::variant_logit(m == Mutant::alibi_on_local_rows ? rows_as_positions : p,
                                           dot * logit_scale, t, h, row);
             if (!masked.empty() && masked[static_cast<size_t>(row)])
@@ -241,8 +242,10 @@ void buggy_attention(Mutant m, const PartialAttentionParams& p) {
           for (int64_t i = 0; i < dv; ++i) {
             float n = num[static_cast<size_t>(i)] * alpha;
             for (int64_t x = t0; x < t1; ++x) {
+              const int64_t row = rows[static_cast<size_t>(x)];
+              const float v = kv.value(row, g, i);
               n += operand(gpu::round_to(p.p_cast, s[static_cast<size_t>(x - t0)])) *
-                   operand(kv.value(rows[static_cast<size_t>(x)], g, i));
+                   operand(by_token ? v * kv.v_scale_of(row, g) : v);
               if (m == Mutant::bf16_accumulation) n = gpu::round_bf16(n);
             }
             num[static_cast<size_t>(i)] = n;
@@ -271,7 +274,8 @@ void buggy_attention(Mutant m, const PartialAttentionParams& p) {
         l = gpu::finish(base, a, o, dv);
         if (m == Mutant::partial_lse_scaled_max && !gpu::is_empty_lse(a.m))
           l += (p.scale - 1.0f) * a.m;  // tau m + log z: the max, already scaled, scaled again
-        for (int64_t i = 0; i < dv; ++i) o[i] *= kv.v_scale_of(g);  // the V scale, as the body
+        if (!by_token)
+          for (int64_t i = 0; i < dv; ++i) o[i] *= kv.v_scale_of(0, g);  // as the body
       }
     }
   }
@@ -339,13 +343,24 @@ std::vector<int32_t> MutantDevice::buggy_tables(std::vector<int32_t> t) const {
   return t;
 }
 
-// Token i of the chunk written to the cache's row `row`, as the production write stores it.
-void write_token(const body::KvWrite& a, int64_t row, int64_t i) {
+// Token i of the chunk written to the cache's row `row`, as the production write stores it; its
+// scales, by token, stored at the entries of row `scale_row` (row itself, where no bug moves them;
+// none past the cache's rows, as a bounds-checked store).
+void write_token(const body::KvWrite& a, int64_t row, int64_t i, int64_t scale_row) {
   const gpu::KvView& c = a.cache;
+  const bool by_token = c.scale_grain == gpu::ScaleGrain::token;
   for (int64_t g = 0; g < c.kv_heads; ++g) {
+    const float ks = body::chunk_scale(a, a.k_scale, i, g),
+                vs = body::chunk_scale(a, a.v_scale, i, g);
+    if (by_token && scale_row < c.rows) {
+      if (a.k_scale != nullptr) c.k_scale[c.scale_index(scale_row, g)] = ks;
+      if (a.v_scale != nullptr && !a.latent) c.v_scale[c.scale_index(scale_row, g)] = vs;
+    }
     for (int64_t x = 0; x < c.head_dim; ++x) {
       const float e = gpu::load_element(a.src, a.k, (i * c.kv_heads + g) * c.head_dim + x);
-      if (a.quantize)
+      if (by_token)
+        c.set_stored_key(row, g, x, a.quantize ? e / ks : e);
+      else if (a.quantize)
         c.set_key(row, g, x, e);
       else
         c.set_stored_key(row, g, x, e);
@@ -353,7 +368,9 @@ void write_token(const body::KvWrite& a, int64_t row, int64_t i) {
     if (!a.latent)
       for (int64_t x = 0; x < c.v_dim; ++x) {
         const float e = gpu::load_element(a.src, a.v, (i * c.kv_heads + g) * c.v_dim + x);
-        if (a.quantize)
+        if (by_token)
+          c.set_stored_value(row, g, x, a.quantize ? e / vs : e);
+        else if (a.quantize)
           c.set_value(row, g, x, e);
         else
           c.set_stored_value(row, g, x, e);
@@ -370,13 +387,15 @@ void write_token(const body::KvWrite& a, int64_t row, int64_t i) {
 GpuStatus MutantDevice::kv_write(const body::KvWrite& a) {
   const gpu::DcpLayout& lay = a.layout;
   const gpu::KvView& c = a.cache;
-  if (in_family(path_, {Mutant::kv_write_global_row, Mutant::owner_from_local_row})) {
+  if (in_family(path_, {Mutant::kv_write_global_row, Mutant::owner_from_local_row,
+                        Mutant::token_scale_global_row})) {
     for (int64_t i = 0; i < a.len; ++i) {
       const int64_t pos = a.pos0 + i;
       const int64_t owner =
           m_ == Mutant::owner_from_local_row ? lay.owner(lay.row(pos)) : lay.owner(pos);
       const int64_t row = m_ == Mutant::kv_write_global_row ? pos : lay.row(pos);
-      if (owner == a.rank && row < c.rows) write_token(a, row, i);
+      if (owner == a.rank && row < c.rows)
+        write_token(a, row, i, m_ == Mutant::token_scale_global_row ? pos : row);
     }
     return {};
   }
@@ -398,7 +417,7 @@ GpuStatus MutantDevice::kv_write(const body::KvWrite& a) {
     if (i < 0 || i >= a.len)
       return DCP_GPU_ERROR("kv write: rank ", a.rank, " row ", row, " maps to position ", pos,
                            ", outside the chunk [", a.pos0, ", ", a.pos0 + a.len, ")");
-    write_token(a, row, i);
+    write_token(a, row, i, row);
   }
   return {};
 }
@@ -422,9 +441,10 @@ GpuStatus MutantDevice::partial_attention(const PartialAttentionParams& p) {
 // The production attention with the bug in its arguments (or none).
 GpuStatus MutantDevice::attention_with_args(PartialAttentionParams p) {
   // A scale applied twice: the cache's scales squared.
+  const int64_t entries = p.kv.scale_entries();  // of each scale array (by head or by token)
   const auto squared = [&](const float* s) {
     std::vector<float> sq;
-    for (int64_t g = 0; s != nullptr && g < p.kv.kv_heads; ++g) sq.push_back(s[g] * s[g]);
+    for (int64_t e = 0; s != nullptr && e < entries; ++e) sq.push_back(s[e] * s[e]);
     return sq;
   };
   std::vector<float> twice, k_first, v_first, sink, slopes, q;
@@ -436,10 +456,10 @@ GpuStatus MutantDevice::attention_with_args(PartialAttentionParams p) {
     for (float& x : sink) x = f(x);
     p.sink = sink.data();
   };
-  // A per-head scale array read as one scalar: its first entry for every KV head.
-  const auto first_only = [&](const float* scale, std::vector<float>& into) -> const float* {
+  // A scale array read as one scalar: its first entry for every KV head (and token).
+  const auto first_only = [&](float* scale, std::vector<float>& into) -> float* {
     if (scale == nullptr) return nullptr;
-    into.assign(static_cast<size_t>(p.kv.kv_heads), scale[0]);
+    into.assign(static_cast<size_t>(entries), scale[0]);
     return into.data();
   };
   switch (m_) {

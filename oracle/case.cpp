@@ -7,11 +7,12 @@
 namespace dcp::oracle {
 namespace {
 
-// Every element of `data` (shape [rows, heads, width]) finite and, divided by its head's scale
-// (`scales`: none, [1] or [heads]), a value of dtype.
+// Every element of `data` (shape [rows, heads, width]) finite and, divided by its row's scale
+// (`scales`: none, or of `grain`: kv_tensor.hpp), a value of dtype.
 Status check_values(const Shape& shape, std::span<const double> data, const char* name, DType dtype,
-                    const std::vector<double>& scales) {
+                    const std::vector<double>& scales, ScaleGrain grain = ScaleGrain::head) {
   const int64_t width = shape.size() == 3 ? shape[2] : 1, heads = shape.size() == 3 ? shape[1] : 1;
+  const int64_t rows = shape.empty() ? 1 : shape[0];
   for (size_t i = 0; i < data.size(); ++i) {
     const double x = data[i];
     if (!std::isfinite(x)) {
@@ -23,9 +24,9 @@ Status check_values(const Shape& shape, std::span<const double> data, const char
                          dtype_name(dtype), " value");
       continue;
     }
+    const int64_t r = static_cast<int64_t>(i) / width;
     const double scale =
-        scales[scales.size() == 1 ? 0
-                                  : static_cast<size_t>(static_cast<int64_t>(i) / width % heads)];
+        scales[scale_index(grain, scales.size(), r / heads, r % heads, rows, heads)];
     // x / scale is exact when x is a stored value times the scale; the product checks it is.
     if (!representable(dtype, x / scale) || (x / scale) * scale != x) {
       return DCP_ERROR("tensor '", name, "': element ", i, " = ", x, " is not a ",
@@ -37,14 +38,14 @@ Status check_values(const Shape& shape, std::span<const double> data, const char
 
 // Keys or values: as doubles, check_values; as stored, in kv_dtype (so each is a value of it times
 // the scale, exactly) and finite.
-Status check_kv(const KvTensor& t, const char* name, DType dtype,
-                const std::vector<double>& scales) {
+Status check_kv(const KvTensor& t, const char* name, DType dtype, const std::vector<double>& scales,
+                ScaleGrain grain) {
   if (!t.is_stored()) {
     if (static_cast<int64_t>(t.data.size()) != t.numel()) {
       return DCP_ERROR("tensor '", name, "': holds ", t.data.size(), " values; its shape ",
                        shape_string(t.shape), " needs ", t.numel());
     }
-    return check_values(t.shape, t.data, name, dtype, scales);
+    return check_values(t.shape, t.data, name, dtype, scales, grain);
   }
   if (t.stored_dtype() != dtype) {
     return DCP_ERROR("tensor '", name, "': stored as ", dtype_name(t.stored_dtype()),
@@ -59,12 +60,18 @@ Status check_kv(const KvTensor& t, const char* name, DType dtype,
   return {};
 }
 
-// A dequantization scale: [1] or [Hkv], finite fp32 values > 0.
-Status check_scale(const std::vector<double>& s, const char* name, int64_t Hkv) {
+// A dequantization scale of its grain (kv_tensor.hpp), finite fp32 values > 0.
+Status check_scale(const std::vector<double>& s, const char* name, ScaleGrain grain, int64_t S,
+                   int64_t Hkv) {
   if (s.empty()) return {};
-  if (s.size() != 1 && static_cast<int64_t>(s.size()) != Hkv) {
-    return DCP_ERROR("tensor '", name, "': ", s.size(),
-                     " values; expected 1 (per tensor) or Hkv = ", Hkv, " (per KV head)");
+  const auto n = static_cast<int64_t>(s.size());
+  if (grain == ScaleGrain::head && n != 1 && n != Hkv) {
+    return DCP_ERROR("tensor '", name, "': ", n, " values; expected 1 (per tensor) or Hkv = ", Hkv,
+                     " (per KV head)");
+  }
+  if (grain == ScaleGrain::token && n != S && n != S * Hkv) {
+    return DCP_ERROR("tensor '", name, "': ", n, " values by token; expected S = ", S,
+                     " (per token) or S x Hkv = ", S * Hkv, " (per token and KV head)");
   }
   for (size_t g = 0; g < s.size(); ++g) {
     if (!(std::isfinite(s[g]) && s[g] > 0.0) || !representable(DType::f32, s[g])) {
@@ -110,8 +117,8 @@ Status validate(const Case& c) {
     return DCP_ERROR("tensor 'k': dtype ", dtype_name(c.kv_dtype), "; expected ",
                      float_dtype_names());
   }
-  DCP_TRY(check_scale(c.k_scale, "k_scale", Hkv));
-  DCP_TRY(check_scale(c.v_scale, "v_scale", Hkv));
+  DCP_TRY(check_scale(c.k_scale, "k_scale", c.kv_scale_grain, S, Hkv));
+  DCP_TRY(check_scale(c.v_scale, "v_scale", c.kv_scale_grain, S, Hkv));
   if (c.shared_latent() && !c.v_scale.empty()) {
     return DCP_ERROR(
         "tensor 'v_scale': given for a shared latent, whose V is K (k_scale scales "
@@ -133,8 +140,8 @@ Status validate(const Case& c) {
     }
   }
   DCP_TRY(check_values(c.q.shape, c.q.data, "q", c.q_dtype, {}));
-  DCP_TRY(check_kv(c.k, "k", c.kv_dtype, c.k_scale));
-  if (!c.shared_latent()) DCP_TRY(check_kv(c.v, "v", c.kv_dtype, c.v_scale));
+  DCP_TRY(check_kv(c.k, "k", c.kv_dtype, c.k_scale, c.kv_scale_grain));
+  if (!c.shared_latent()) DCP_TRY(check_kv(c.v, "v", c.kv_dtype, c.v_scale, c.kv_scale_grain));
 
   if (!c.q_pos.empty()) {
     if (static_cast<int64_t>(c.q_pos.size()) != T) {

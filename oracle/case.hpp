@@ -8,8 +8,9 @@
 //   key j visible to query t iff 0 <= j < S, causal => j <= q_pos[t], window W > 0 =>
 //   j > q_pos[t] - W, top-k given => j in topk[t];  sink sigma_h adds exp(sigma_h) to Z only.
 //   Z = sum_visible exp(s) + exp(sigma_h);  O = sum_visible exp(s) v_j / Z;  LSE = ln Z or log2 Z
-//   fp8 caches: k holds the dequantized keys k8 * k_scale (per tensor or per KV head), exactly
-//   (4 significand bits times 24 fit a double), and likewise v; the oracle takes them as exact.
+//   fp8 caches: k holds the dequantized keys k8 * k_scale (per tensor, KV head, token, or token
+//   and KV head), exactly (4 significand bits times 24 fit a double), and likewise v; the oracle
+//   takes them as exact.
 //
 //   Case c = ...;  DCP_TRY(validate(c));   // names the tensor and index of any violation
 #pragma once
@@ -36,9 +37,12 @@ struct Case {
   KvTensor v;  // [S, Hkv, Dv], likewise with v_scale; empty (rank 0) for a shared latent
   DType q_dtype = DType::f32;
   DType kv_dtype = DType::f32;
-  // The dequantization scales of K and V as stored (fp8 caches): [1] per tensor or [Hkv] per KV
-  // head, finite fp32 values > 0; empty: none (1). A shared latent has no v_scale: its V is K.
+  // The dequantization scales of K and V as stored (fp8 caches), finite fp32 values > 0, of
+  // kv_scale_grain (kv_tensor.hpp): by head [1] per tensor or [Hkv] per KV head; by token [S] per
+  // token or [S * Hkv] per token and KV head. Empty: none (1). A shared latent has no v_scale:
+  // its V is K.
   std::vector<double> k_scale, v_scale;
+  ScaleGrain kv_scale_grain = ScaleGrain::head;
   int64_t v_dim = 0;  // Dv; for a shared latent V is k[..., :v_dim]; else must equal v's last dim
 
   std::vector<int64_t> q_pos;   // [T] global query positions; empty means S-T .. S-1
@@ -66,14 +70,24 @@ struct Case {
   int64_t query_pos(int64_t t) const { return q_pos.empty() ? seq() - tokens() + t : q_pos[t]; }
   // The KV head query head h reads: h / (Hq / Hkv), on global head indices.
   int64_t kv_head_of(int64_t h) const { return h / (q_heads() / kv_heads()); }
-  // The scale of KV head g's stored keys and values (1 without one).
-  double k_scale_of(int64_t g) const { return scale_at(k_scale, g); }
-  double v_scale_of(int64_t g) const {
-    return shared_latent() ? k_scale_of(g) : scale_at(v_scale, g);
+  // The scale of key j's stored key and value at KV head g (1 without one).
+  double k_scale_of(int64_t j, int64_t g) const { return scale_at(k_scale, j, g); }
+  double v_scale_of(int64_t j, int64_t g) const {
+    return shared_latent() ? k_scale_of(j, g) : scale_at(v_scale, j, g);
   }
-  // The scale of element i of k, or of v ([S, Hkv, D] row-major): its KV head's.
-  double k_scale_at(int64_t i) const { return k_scale_of(i / k.dim(2) % k.dim(1)); }
-  double v_scale_at(int64_t i) const { return v_scale_of(i / v.dim(2) % v.dim(1)); }
+  // The scale of element i of k, or of v ([S, Hkv, D] row-major): its key's and KV head's.
+  double k_scale_at(int64_t i) const {
+    const int64_t r = i / k.dim(2);
+    return k_scale_of(r / k.dim(1), r % k.dim(1));
+  }
+  double v_scale_at(int64_t i) const {
+    const int64_t r = i / v.dim(2);
+    return v_scale_of(r / v.dim(1), r % v.dim(1));
+  }
+  // Whether the scales differ from key to key (kernels then apply them per key, inside the sums).
+  bool scales_per_token() const {
+    return kv_scale_grain == ScaleGrain::token && !(k_scale.empty() && v_scale.empty());
+  }
   // V value of key j, KV head g, component i (from k for a shared latent).
   double v_at(int64_t j, int64_t g, int64_t i) const {
     return shared_latent() ? k.at({j, g, i}) : v.at({j, g, i});
@@ -85,8 +99,8 @@ struct Case {
   }
 
  private:
-  static double scale_at(const std::vector<double>& s, int64_t g) {
-    return s.empty() ? 1.0 : s[s.size() == 1 ? 0 : static_cast<size_t>(g)];
+  double scale_at(const std::vector<double>& s, int64_t j, int64_t g) const {
+    return s.empty() ? 1.0 : s[scale_index(kv_scale_grain, s.size(), j, g, seq(), kv_heads())];
   }
 };
 

@@ -85,23 +85,27 @@ Expected<KvTensor> kv_tensor(std::string_view source, StFile& f, const std::stri
   return KvTensor::stored(t.shape, t.dtype, t.bytes, t.keep, {});
 }
 
-// Stored keys and values times their KV head's scale: the case's dequantized, exact values (an
-// fp8 or bf16 value times an fp32 scale fits a double); in place, the scale goes with the bytes.
+// Stored keys and values times their row's scale: the case's dequantized, exact values (an fp8
+// or bf16 value times an fp32 scale fits a double); in place, the scale goes with the bytes.
 // Shapes that do not fit are left as they are, for validate to name.
 void dequantize(Case& c) {
-  const auto fits = [](const KvTensor& t, const std::vector<double>& s) {
-    return t.rank() == 3 && (s.size() == 1 || static_cast<int64_t>(s.size()) == t.dim(1)) &&
-           (t.is_stored() || static_cast<int64_t>(t.data.size()) == t.numel());
+  const auto fits = [&c](const KvTensor& t, const std::vector<double>& s) {
+    if (t.rank() != 3) return false;
+    const auto n = static_cast<int64_t>(s.size());
+    const bool sized = c.kv_scale_grain == ScaleGrain::head
+                           ? n == 1 || n == t.dim(1)
+                           : n == t.dim(0) || n == t.dim(0) * t.dim(1);
+    return sized && (t.is_stored() || static_cast<int64_t>(t.data.size()) == t.numel());
   };
   if (fits(c.k, c.k_scale)) {
     if (c.k.is_stored())
-      c.k.set_stored_scale(c.k_scale);
+      c.k.set_stored_scale(c.k_scale, c.kv_scale_grain);
     else
       for (int64_t i = 0; i < c.k.numel(); ++i) c.k.data[i] *= c.k_scale_at(i);
   }
   if (!c.shared_latent() && fits(c.v, c.v_scale)) {
     if (c.v.is_stored())
-      c.v.set_stored_scale(c.v_scale);
+      c.v.set_stored_scale(c.v_scale, c.kv_scale_grain);
     else
       for (int64_t i = 0; i < c.v.numel(); ++i) c.v.data[i] *= c.v_scale_at(i);
   }
@@ -189,16 +193,27 @@ Expected<Case> case_from_file(StFile&& f, std::string_view source) {
     }
     c.*hv.values = t.values;
   }
+  // A scale's rank says its grain: [] or [1] per tensor, [Hkv] per KV head; [S, 1] per token,
+  // [S, Hkv] per token and KV head (a [S] vector would be ambiguous where S = Hkv).
+  const char* grain_of = nullptr;
   for (const auto& [name, scale] :
        {std::pair{"k_scale", &c.k_scale}, std::pair{"v_scale", &c.v_scale}}) {
     if (!f.tensors.count(name)) continue;
     const StTensor& t = f.tensors.at(name);
     // An empty scale would read as no scale at all, and the kernel be blamed for the difference.
-    if (t.dtype != DType::f32 || t.shape.size() > 1 || t.values.empty()) {
+    if (t.dtype != DType::f32 || t.shape.size() > 2 || t.values.empty()) {
       return DCP_ERROR(source, ": tensor '", name, "': ", dtype_name(t.dtype), " ",
                        shape_string(t.shape), t.values.empty() ? " (no element)" : "",
-                       "; expected F32 [] or [1] (per tensor) or [Hkv]");
+                       "; expected F32 [] or [1] (per tensor), [Hkv], [S, 1] (per token) or "
+                       "[S, Hkv]");
     }
+    const ScaleGrain grain = t.shape.size() == 2 ? ScaleGrain::token : ScaleGrain::head;
+    if (grain_of != nullptr && grain != c.kv_scale_grain)
+      return DCP_ERROR(source, ": tensor '", name, "': ", shape_string(t.shape), " is by ",
+                       grain == ScaleGrain::token ? "token" : "head", "; '", grain_of,
+                       "' is not (K and V scales share a grain)");
+    grain_of = name;
+    c.kv_scale_grain = grain;
     *scale = t.values;
   }
   if (f.tensors.count("topk")) {
@@ -689,14 +704,16 @@ StFile case_to_file(const Case& c) {
   f.tensors["k"] = stored(c.k, c.kv_dtype, [&](int64_t i) { return c.k_scale_at(i); });
   if (!c.shared_latent())
     f.tensors["v"] = stored(c.v, c.kv_dtype, [&](int64_t i) { return c.v_scale_at(i); });
-  if (!c.k_scale.empty()) {
-    f.tensors["k_scale"] =
-        StTensor{DType::f32, {static_cast<int64_t>(c.k_scale.size())}, c.k_scale, {}};
-  }
-  if (!c.v_scale.empty()) {
-    f.tensors["v_scale"] =
-        StTensor{DType::f32, {static_cast<int64_t>(c.v_scale.size())}, c.v_scale, {}};
-  }
+  // A scale by token as [S, 1] or [S, Hkv] (its rank says its grain), else [1] or [Hkv].
+  const auto scale_shape = [&c](const std::vector<double>& s) -> Shape {
+    const auto n = static_cast<int64_t>(s.size());
+    if (c.kv_scale_grain == ScaleGrain::head) return {n};
+    return {c.seq(), n == c.seq() ? 1 : c.kv_heads()};
+  };
+  if (!c.k_scale.empty())
+    f.tensors["k_scale"] = StTensor{DType::f32, scale_shape(c.k_scale), c.k_scale, {}};
+  if (!c.v_scale.empty())
+    f.tensors["v_scale"] = StTensor{DType::f32, scale_shape(c.v_scale), c.v_scale, {}};
   if (!c.q_pos.empty()) {
     f.tensors["q_pos"] = StTensor{DType::i64, {static_cast<int64_t>(c.q_pos.size())}, {}, c.q_pos};
   }

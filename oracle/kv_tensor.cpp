@@ -88,18 +88,18 @@ void narrow_to_stored(DType dtype, const double* x, int64_t n, uint8_t* out) {
   std::abort();
 }
 
-KvTensor KvTensor::to_stored(DType dtype, std::vector<double> scale) const {
+KvTensor KvTensor::to_stored(DType dtype, std::vector<double> scale, ScaleGrain grain) const {
   if (is_stored()) {
     std::fprintf(stderr, "KvTensor::to_stored: already stored\n");
     std::abort();
   }
   auto held =
       std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(numel() * dtype_bytes(dtype)));
-  KvTensor t = stored(shape, dtype, held->data(), held, std::move(scale));
+  KvTensor t = stored(shape, dtype, held->data(), held, std::move(scale), grain);
   const int64_t w = shape[2], rows = numel() / std::max<int64_t>(1, w);
   std::vector<double> row(static_cast<size_t>(w));
   for (int64_t r = 0; r < rows; ++r) {
-    const double s = t.scale_of(r % shape[1]);
+    const double s = t.scale_of(r / shape[1], r % shape[1]);
     for (int64_t i = 0; i < w; ++i)
       row[static_cast<size_t>(i)] = data[static_cast<size_t>(r * w + i)] / s;
     narrow_to_stored(dtype, row.data(), w, held->data() + r * w * dtype_bytes(dtype));

@@ -1,7 +1,8 @@
 // kv_tensor.hpp — a case's keys or values [S, Hkv, D]: held as doubles (cases built in memory:
 // generators, tests, the MLA slice), or as a file stores them (bf16, f16, fp8 or f32 bytes, read
-// in place from a memory-mapped case file) and widened a row at a time, times the row's KV-head
-// scale. Either way a value is the same exact double (case.hpp: stored value x scale fits one).
+// in place from a memory-mapped case file) and widened a row at a time, times the row's scale (its
+// KV head's, or its token's: ScaleGrain). Either way a value is the same exact double (case.hpp:
+// stored value x scale fits one).
 //
 //   KvTensor k(Tensor<double>({S, Hkv, D}));        // held as doubles: k.data, k.at({j, g, i})
 //   KvTensor k = KvTensor::stored({S, Hkv, D}, DType::bf16, bytes, keep, {k_scale});
@@ -65,6 +66,19 @@ inline int64_t first_nonfinite(DType dtype, const uint8_t* p, int64_t n) {
   return -1;
 }
 
+// The grain of a dequantization scale vector (a case's k_scale or v_scale, as engines keep them):
+// by KV head, n = 1 (one for the tensor) or Hkv; or by token, n = S (one per token) or S * Hkv
+// (per token and KV head, row-major). A case file says which by the tensor's rank (case_file.cpp).
+enum class ScaleGrain { head, token };
+
+// The entry of key j, KV head g in a scale vector of n entries of that grain, for S keys and Hkv
+// heads (n == S * Hkv == S only when Hkv == 1, where both readings agree).
+inline size_t scale_index(ScaleGrain grain, size_t n, int64_t j, int64_t g, int64_t S,
+                          int64_t Hkv) {
+  if (grain == ScaleGrain::head) return n == 1 ? 0 : static_cast<size_t>(g);
+  return static_cast<size_t>(n == static_cast<size_t>(S) ? j : j * Hkv + g);
+}
+
 struct KvTensor {
   Shape shape;
   std::vector<double> data;  // held as doubles: numel values, row-major; stored: empty
@@ -75,30 +89,37 @@ struct KvTensor {
   KvTensor(Tensor<double> t) : shape(std::move(t.shape)), data(std::move(t.data)) {}  // NOLINT
 
   // Keys or values as a file stores them: numel elements of `dtype` at `bytes`, kept alive by
-  // `keep` (the file's mapping), each row times scale[g] (`scale`: empty, [1] or [Hkv]).
+  // `keep` (the file's mapping), each row times its entry of `scale` (empty: 1; else of `grain`).
   static KvTensor stored(Shape s, DType dtype, const uint8_t* bytes,
-                         std::shared_ptr<const void> keep, std::vector<double> scale) {
+                         std::shared_ptr<const void> keep, std::vector<double> scale,
+                         ScaleGrain grain = ScaleGrain::head) {
     KvTensor t;
     t.shape = std::move(s);
     t.dtype_ = dtype;
     t.bytes_ = bytes;
     t.keep_ = std::move(keep);
     t.scale_ = std::move(scale);
+    t.grain_ = grain;
     return t;
   }
 
-  // These values held as dtype's bytes, each row divided by scale[g] (`scale`: empty, [1] or
-  // [Hkv]; every value must be its stored value times that scale, as a case's are): a long
-  // generated case then costs what its file would. Requires a tensor held as doubles.
-  KvTensor to_stored(DType dtype, std::vector<double> scale) const;
+  // These values held as dtype's bytes, each row divided by its entry of `scale` (as stored();
+  // every value must be its stored value times that scale, as a case's are): a long generated
+  // case then costs what its file would. Requires a tensor held as doubles.
+  KvTensor to_stored(DType dtype, std::vector<double> scale,
+                     ScaleGrain grain = ScaleGrain::head) const;
 
   bool is_stored() const { return bytes_ != nullptr; }
   DType stored_dtype() const { return dtype_; }
   const uint8_t* stored_bytes() const { return bytes_; }
   const std::vector<double>& stored_scale() const { return scale_; }
+  ScaleGrain stored_grain() const { return grain_; }
   const std::shared_ptr<const void>& stored_owner() const { return keep_; }
   // The scale each stored row is multiplied by (a case file's k_scale or v_scale, read after K).
-  void set_stored_scale(std::vector<double> scale) { scale_ = std::move(scale); }
+  void set_stored_scale(std::vector<double> scale, ScaleGrain grain) {
+    scale_ = std::move(scale);
+    grain_ = grain;
+  }
   // Bytes held for the values: 8 per element as doubles, the format's width as stored.
   int64_t bytes_held() const { return numel() * (is_stored() ? dtype_bytes(dtype_) : 8); }
 
@@ -113,8 +134,8 @@ struct KvTensor {
   double at(std::initializer_list<int64_t> idx) const {
     if (!is_stored()) return data[offset(idx)];
     double x;
-    widen_stored(dtype_, bytes_ + offset(idx) * dtype_bytes(dtype_), 1, scale_of(idx.begin()[1]),
-                 &x);
+    widen_stored(dtype_, bytes_ + offset(idx) * dtype_bytes(dtype_), 1,
+                 scale_of(idx.begin()[0], idx.begin()[1]), &x);
     return x;
   }
 
@@ -123,7 +144,7 @@ struct KvTensor {
   const double* row(int64_t j, int64_t g, double* buf) const {
     const int64_t w = shape[2], off = (j * shape[1] + g) * w;
     if (!is_stored()) return data.data() + off;
-    widen_stored(dtype_, bytes_ + off * dtype_bytes(dtype_), w, scale_of(g), buf);
+    widen_stored(dtype_, bytes_ + off * dtype_bytes(dtype_), w, scale_of(j, g), buf);
     return buf;
   }
 
@@ -134,13 +155,14 @@ struct KvTensor {
     const int64_t w = rank() == 3 ? shape[2] : 1, rows = w == 0 ? 0 : numel() / w;
     for (int64_t r = 0; r < rows; ++r)
       widen_stored(dtype_, bytes_ + r * w * dtype_bytes(dtype_), w,
-                   scale_of(rank() == 3 ? r % shape[1] : 0), t.data.data() + r * w);
+                   rank() == 3 ? scale_of(r / shape[1], r % shape[1]) : 1.0, t.data.data() + r * w);
     return t;
   }
 
  private:
-  double scale_of(int64_t g) const {
-    return scale_.empty() ? 1.0 : scale_[scale_.size() == 1 ? 0 : static_cast<size_t>(g)];
+  double scale_of(int64_t j, int64_t g) const {
+    return scale_.empty() ? 1.0
+                          : scale_[scale_index(grain_, scale_.size(), j, g, shape[0], shape[1])];
   }
   int64_t checked(int64_t off) const {
     if (is_stored()) {
@@ -154,6 +176,7 @@ struct KvTensor {
   const uint8_t* bytes_ = nullptr;
   std::shared_ptr<const void> keep_;
   std::vector<double> scale_;
+  ScaleGrain grain_ = ScaleGrain::head;
 };
 
 }  // namespace dcp::oracle

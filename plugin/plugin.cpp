@@ -520,6 +520,15 @@ gpu::GpuStatus head_vectors_carried(Has has) {
   return {};
 }
 
+// The ABI's scales are per KV head: scales by token never reach a plug-in (the properties do not
+// draw them for one, run --impl refuses them); handed to a level anyway, refused here.
+gpu::GpuStatus scales_carried(bool by_token) {
+  if (by_token)
+    return DCP_GPU_ERROR("plug-in: ABI ", DCPV_ABI_VERSION,
+                         " does not carry scales by token, which this step uses");
+  return {};
+}
+
 // The host device with the plug-in's levels in place of the production kernels.
 class PluginDevice : public gpu::HostDevice {
  public:
@@ -529,6 +538,7 @@ class PluginDevice : public gpu::HostDevice {
   gpu::GpuStatus partial_attention(const gpu::PartialAttentionParams& p) {
     if (!p_.has_paged() && !p_.has_partial()) return HostDevice::partial_attention(p);
     DCP_GPU_TRY(head_vectors_carried([&](const gpu::HeadVector& hv) { return p.*hv.param; }));
+    DCP_GPU_TRY(scales_carried(p.kv.scales_by_token()));
     if (p_.has_paged()) return paged_attention(p);
     if (p.req != nullptr)
       return DCP_GPU_ERROR("plug-in: ABI ", DCPV_ABI_VERSION,
@@ -915,6 +925,8 @@ props::DcpBackend plugin_step_backend(const Plugin& p, std::chrono::milliseconds
     DCP_GPU_TRY(gpu::validate_inputs(in, cfg));
     DCP_GPU_TRY(
         head_vectors_carried([&](const gpu::HeadVector& hv) { return !(in.*hv.values).empty(); }));
+    DCP_GPU_TRY(scales_carried(in.kv_scale_grain == gpu::ScaleGrain::token &&
+                               !(in.k_scale.empty() && in.v_scale.empty())));
     if (in.batched())
       return DCP_GPU_ERROR("plug-in: ABI ", DCPV_ABI_VERSION,
                            "'s step level takes one request; this step is a batch of ",

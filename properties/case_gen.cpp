@@ -199,7 +199,12 @@ std::optional<dcp::oracle::Case> make_case_unless(const CaseSpec& s, KvHolding h
   if (s.kv_scale != KvScale::none) {
     // Quantize last, so every value style's keys are the stored values times their scale.
     const double fmt_max = dcp::oracle::max_finite(s.kv_dtype);
-    const size_t n = s.kv_scale == KvScale::per_tensor ? 1 : static_cast<size_t>(Hkv);
+    const size_t n = static_cast<size_t>(s.kv_scale == KvScale::per_tensor  ? 1
+                                         : s.kv_scale == KvScale::per_head  ? Hkv
+                                         : s.kv_scale == KvScale::per_token ? S
+                                                                            : S * Hkv);
+    c.kv_scale_grain = scales_by_token(s.kv_scale) ? dcp::oracle::ScaleGrain::token
+                                                   : dcp::oracle::ScaleGrain::head;
     auto draw_scales = [&] {
       std::vector<double> sc(n);
       for (double& x : sc)
@@ -227,8 +232,9 @@ std::optional<dcp::oracle::Case> make_case_unless(const CaseSpec& s, KvHolding h
                                    (0.5 + 1.5 * std::ldexp(double(rng.below(1 << 20)), -20)));
   }
   if (holding == KvHolding::stored) {
-    if (!c.k.is_stored()) c.k = c.k.to_stored(s.kv_dtype, c.k_scale);
-    if (!s.shared_latent && !c.v.is_stored()) c.v = c.v.to_stored(s.kv_dtype, c.v_scale);
+    if (!c.k.is_stored()) c.k = c.k.to_stored(s.kv_dtype, c.k_scale, c.kv_scale_grain);
+    if (!s.shared_latent && !c.v.is_stored())
+      c.v = c.v.to_stored(s.kv_dtype, c.v_scale, c.kv_scale_grain);
   }
   return c;
 }
@@ -240,6 +246,10 @@ std::vector<dcp::oracle::Case> make_batch_cases(const CaseSpec& spec,
   std::vector<dcp::oracle::Case> out;
   for (size_t b = 0; b < seqs.size(); ++b) {
     CaseSpec sb = spec;
+    // The batch shares request 0's scales (batch.hpp): scales by token are not shared, so a
+    // batch takes them per tensor or per KV head.
+    if (sb.kv_scale == KvScale::per_token) sb.kv_scale = KvScale::per_tensor;
+    if (sb.kv_scale == KvScale::per_token_head) sb.kv_scale = KvScale::per_head;
     sb.seq = seqs[b];
     sb.tokens = b < tokens.size() ? tokens[b] : spec.tokens;
     sb.seed = spec.seed + b;
@@ -297,9 +307,8 @@ std::string describe(const CaseSpec& s) {
   os << "T=" << s.tokens << " Hq=" << s.q_heads << " Hkv=" << s.kv_heads << " Dk=" << s.head_dim
      << " Dv=" << s.v_dim << " S=" << s.seq << (s.shared_latent ? " latent" : "")
      << " q=" << dcp::oracle::dtype_name(s.q_dtype) << " kv=" << dcp::oracle::dtype_name(s.kv_dtype)
-     << (s.kv_scale == KvScale::per_tensor ? " kv_scale=tensor"
-         : s.kv_scale == KvScale::per_head ? " kv_scale=head"
-                                           : "")
+     << (s.kv_scale != KvScale::none ? std::string(" kv_scale=") + kv_scale_name(s.kv_scale)
+                                     : std::string())
      << " causal=" << s.causal << (s.explicit_pos ? " q_pos=random" : "") << " window=" << s.window
      << " softcap=" << s.softcap << " sink=" << s.sink << (s.alibi ? " alibi" : "")
      << " topk=" << s.topk << " base=" << dcp::oracle::lse_base_name(s.lse_base)

@@ -32,9 +32,18 @@ namespace dcp::props {
 enum class ValueStyle { normal, peaked, wide, ties, tiny, extreme };
 
 // An fp8 cache's dequantization scales (as engines keep k_scale / v_scale): none, one per tensor,
-// or one per KV head. Keys and values are drawn, then stored as round(x / scale) in kv_dtype, so
-// the case's values are the stored ones times the scale.
-enum class KvScale { none, per_tensor, per_head };
+// one per KV head, one per token, or one per token and KV head (the last two as LMDeploy and
+// TensorRT-LLM keep quantized caches: a scale written with each token). Keys and values are drawn,
+// then stored as round(x / scale) in kv_dtype, so the case's values are the stored ones times the
+// scale.
+enum class KvScale { none, per_tensor, per_head, per_token, per_token_head };
+inline bool scales_by_token(KvScale s) {
+  return s == KvScale::per_token || s == KvScale::per_token_head;
+}
+// Each one's name, in the enum's order: `run --kv-scale NAME`, case labels ("kv=e4m3/token"),
+// and "per_NAME" in setup files.
+inline constexpr const char* kKvScaleNames[] = {"none", "tensor", "head", "token", "token_head"};
+inline const char* kv_scale_name(KvScale s) { return kKvScaleNames[static_cast<int>(s)]; }
 
 struct CaseSpec {
   int64_t tokens = 1;    // T
@@ -72,7 +81,7 @@ struct CaseSpec {
 // A row with a switch (a bool of CaseSpec) is also `run --NAME`, the setup file's "spec.NAME", a
 // case label's "+NAME" and, with drawn_one_in > 0, drawn on in one case of that many after every
 // other field of a case (a new feature leaves every earlier seed's draws as they were).
-enum class Feature { softcap, sink, topk, window, latent, batch, alibi };
+enum class Feature { softcap, sink, topk, window, latent, batch, alibi, token_scales };
 struct FeatureInfo {
   Feature feature;
   const char* name;
@@ -96,6 +105,8 @@ inline constexpr FeatureInfo kFeatures[] = {
     {Feature::alibi, "alibi", "uses ALiBi", [](const CaseSpec& s, bool) { return s.alibi; },
      &CaseSpec::alibi,
      "ALiBi: per-head slopes m_h, the logit of key j for query i loses m_h |j - i|", 8},
+    {Feature::token_scales, "token_scales", "uses per-token KV scales",
+     [](const CaseSpec& s, bool) { return scales_by_token(s.kv_scale); }},
 };
 inline constexpr size_t kAbiFeatures = 6;  // DCPV_LACKS_SOFTCAP .. DCPV_LACKS_BATCH
 constexpr bool features_in_order() {

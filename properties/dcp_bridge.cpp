@@ -36,13 +36,14 @@ std::vector<float> to_float(const std::vector<double>& x) {
 }
 
 // Keys or values [S, H, D] as the production path's writer hands them to the caches, in the
-// caches' format f: the stored elements, each value divided by its KV head's scale (`scale`:
-// empty, [1] or [H]; a case's values are stored elements times the scale, so the quotient is the
+// caches' format f: the stored elements, each value divided by its row's scale (`scale`: empty,
+// or of `grain`; a case's values are stored elements times the scale, so the quotient is the
 // stored element, exactly). A case file's bytes are borrowed where they are those elements
 // already (kept alive by the file's mapping); otherwise they are encoded a row at a time.
 gpu::KvSource kv_source(const oracle::KvTensor& t, gpu::StorageFormat f,
-                        const std::vector<double>& scale) {
-  if (t.is_stored() && t.stored_dtype() == to_oracle_dtype(f) && t.stored_scale() == scale)
+                        const std::vector<double>& scale, oracle::ScaleGrain grain) {
+  if (t.is_stored() && t.stored_dtype() == to_oracle_dtype(f) && t.stored_scale() == scale &&
+      (scale.empty() || t.stored_grain() == grain))
     return gpu::KvSource::borrowed(f, t.stored_bytes(), t.numel(), t.stored_owner());
   const int64_t S = t.dim(0), H = t.dim(1), D = t.dim(2);
   auto held =
@@ -51,7 +52,8 @@ gpu::KvSource kv_source(const oracle::KvTensor& t, gpu::StorageFormat f,
   for (int64_t j = 0; j < S; ++j)
     for (int64_t g = 0; g < H; ++g) {
       const double* r = t.row(j, g, row.data());
-      const double sg = scale.empty() ? 1.0 : scale.size() == 1 ? scale[0] : scale[g];
+      const double sg =
+          scale.empty() ? 1.0 : scale[oracle::scale_index(grain, scale.size(), j, g, S, H)];
       for (int64_t i = 0; i < D; ++i)
         gpu::store_element(f, held->data(), (j * H + g) * D + i, static_cast<float>(r[i] / sg));
     }
@@ -175,10 +177,12 @@ gpu::DcpInputs to_dcp_inputs(const Case& c, std::vector<int64_t> chunks) {
                                c.head_dim(), c.v_dim,     c.shared_latent()};
   in.q = to_float(c.q.data);
   in.kv_dtype = to_storage_format(c.kv_dtype);
-  in.k = kv_source(c.k, in.kv_dtype, c.k_scale);
-  if (!c.shared_latent()) in.v = kv_source(c.v, in.kv_dtype, c.v_scale);
+  in.k = kv_source(c.k, in.kv_dtype, c.k_scale, c.kv_scale_grain);
+  if (!c.shared_latent()) in.v = kv_source(c.v, in.kv_dtype, c.v_scale, c.kv_scale_grain);
   in.k_scale = to_float(c.k_scale);  // fp32 values (case.hpp)
   in.v_scale = to_float(c.v_scale);
+  in.kv_scale_grain = c.kv_scale_grain == oracle::ScaleGrain::token ? gpu::ScaleGrain::token
+                                                                    : gpu::ScaleGrain::head;
   for (int64_t t = 0; t < c.tokens(); ++t) in.q_pos.push_back(c.query_pos(t));
   in.seq = c.seq();
   in.scale = static_cast<float>(c.scale ? *c.scale : 1.0 / std::sqrt(double(c.head_dim())));
@@ -410,7 +414,9 @@ oracle::Expected<gpu::DcpInputs> to_dcp_batch_inputs(const std::vector<Case>& re
         r.dims.shared_latent != d.shared_latent)
       return differs("heads or dimensions");
     if (r.kv_dtype != first.kv_dtype || r.k.dtype != first.k.dtype) return differs("kv dtype");
-    if (r.k_scale != first.k_scale || r.v_scale != first.v_scale) return differs("k/v scales");
+    if (r.k_scale != first.k_scale || r.v_scale != first.v_scale ||
+        r.kv_scale_grain != first.kv_scale_grain)
+      return differs("k/v scales");
     for (const gpu::HeadVector& hv : gpu::kHeadVectors)
       if (r.*hv.values != first.*hv.values) return differs(hv.name);
     if (r.scale != first.scale || r.causal != first.causal || r.window != first.window ||

@@ -111,6 +111,9 @@ oracle::Status validate_setup(const DcpSetup& s, const SetupNames& n) {
   if (g.page_size <= 0)
     return DCP_ERROR(n.batch, ": a batch in one step keeps its requests in a paged pool; set ",
                      n.page_size);
+  if (scales_by_token(c.kv_scale))
+    return DCP_ERROR(n.kv_scale, " ", kv_scale_name(c.kv_scale),
+                     ": a batch shares its requests' scales; expected tensor or head");
   int64_t longest = 0, shortest = kMaxSeq;
   for (size_t b = 0; b < s.batch.size(); ++b) {
     if (s.batch[b] < 0 || s.batch[b] > kMaxSeq)
@@ -154,7 +157,9 @@ std::string describe(const DcpSetup& s) {
 namespace {
 
 const char* kStyles[] = {"normal", "peaked", "wide", "ties", "tiny", "extreme"};
-const char* kScales[] = {"none", "per_tensor", "per_head"};  // KvScale
+const char* kScales[] = {"none", "per_tensor", "per_head", "per_token",
+                         "per_token_head"};  // KvScale
+static_assert(std::size(kScales) == std::size(kKvScaleNames), "kScales: one per KvScale");
 
 std::string dt(oracle::DType d) { return std::string(oracle::dtype_name(d)); }
 
@@ -387,7 +392,7 @@ oracle::Expected<DcpSetup> setup_from_json(const nlohmann::json& j) {
     const auto at = std::find(std::begin(kScales), std::end(kScales), sc);
     if (at == std::end(kScales))
       return DCP_ERROR("spec.kv_scale: got \"", oracle::printable(sc),
-                       "\"; expected none, per_tensor or per_head");
+                       "\"; expected none, per_tensor, per_head, per_token or per_token_head");
     p.kv_scale = static_cast<KvScale>(at - std::begin(kScales));
   }
   DCP_TRY(c.get("causal", p.causal));

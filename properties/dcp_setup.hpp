@@ -113,8 +113,8 @@ struct DcpLimits {
   std::vector<int64_t> dcp_sizes{}, head_dims{}, v_dims{};
 };
 
-// The caches a DCP property draws: the value formats (f32, bf16, f16) or fp8 (E4M3, E5M2, with no,
-// per-tensor or per-head scales), those of lim.kv_dtypes (in its order).
+// The caches a DCP property draws: the value formats (f32, bf16, f16) or fp8 (E4M3, E5M2, with no
+// scales, or scales per tensor, KV head or token), those of lim.kv_dtypes (in its order).
 enum class CacheKind { values, fp8 };
 std::vector<oracle::DType> cache_formats(const DcpLimits& lim, CacheKind kind);
 

@@ -144,21 +144,23 @@ ModelOutput run_fp32_model(const Case& c, const ModelConfig& m) {
       const int64_t g = c.kv_head_of(h);
       const double* q = &c.q.data[c.q.offset({t, h, 0})];
       // An fp8 cache's scales, as kernels apply them: the dot product over the stored keys, the
-      // K scale folded into the softmax scale, the V scale applied to the output (1: none).
-      const float k_scale = static_cast<float>(c.k_scale_of(g));
-      const float v_scale = static_cast<float>(c.v_scale_of(g));
-      const float v_fold = m.dequantize_to ? 1.0f : v_scale;
-      // With dequantize_to the keys are dequantized (rounded) first and the scale is tau alone.
-      const float k_fold = m.dequantize_to ? 1.0f : k_scale;
-      const float tau_k = tau * k_fold, tau_log2e_k = tau_log2e * k_fold;
+      // K scale folded into the softmax scale (per key when scales are by token), the V scale
+      // applied to the output, or by token to each value as it is dequantized (1: none).
+      const bool by_token = c.scales_per_token();
+      const auto k_scale = [&](int64_t j) { return static_cast<float>(c.k_scale_of(j, g)); };
+      const auto v_scale = [&](int64_t j) { return static_cast<float>(c.v_scale_of(j, g)); };
+      const float v_fold = m.dequantize_to || by_token ? 1.0f : v_scale(0);
       std::vector<double> stored_k(static_cast<size_t>(dk)), k_row(static_cast<size_t>(dk));
       // Logits in the model's units (log2 units when base2).
       auto logit = [&](int64_t j) {
+        // With dequantize_to the keys are dequantized (rounded) first and the scale is tau alone.
+        const float k_fold = m.dequantize_to ? 1.0f : k_scale(j);
+        const float tau_k = tau * k_fold, tau_log2e_k = tau_log2e * k_fold;
         const double* kr = c.k.row(j, g, k_row.data());
         for (int64_t i = 0; i < dk; ++i) {
           // kr[i] / k_scale is exact (case.hpp).
           stored_k[i] =
-              m.dequantize_to ? oracle::round_to(*m.dequantize_to, kr[i]) : kr[i] / k_scale;
+              m.dequantize_to ? oracle::round_to(*m.dequantize_to, kr[i]) : kr[i] / k_scale(j);
         }
         const float d = dot(q, stored_k.data(), dk, m);
         if (!plain) {
@@ -218,9 +220,12 @@ ModelOutput run_fp32_model(const Case& c, const ModelConfig& m) {
             const float pc = round_p(p, m);
             const int64_t j = mine[x];
             for (int64_t i = 0; i < dv; ++i) {
-              const double v_j = m.dequantize_to
-                                     ? oracle::round_to(*m.dequantize_to, c.v_at(j, g, i))
-                                     : c.v_at(j, g, i) / v_scale;
+              // By token, the stored value times its scale, rounded once to fp32.
+              const double v_j =
+                  m.dequantize_to ? oracle::round_to(*m.dequantize_to, c.v_at(j, g, i))
+                  : by_token ? static_cast<float>(static_cast<float>(c.v_at(j, g, i) / v_scale(j)) *
+                                                  v_scale(j))
+                             : c.v_at(j, g, i) / v_scale(j);
               const float v = tf32_operand(static_cast<float>(v_j), m);
               acc[i] = accumulate(acc[i], pc, v, m);
             }

@@ -41,6 +41,11 @@ inline void draw_late_switches(CaseSpec& s, const DcpLimits& lim = {}) {
   for (const FeatureInfo& f : kFeatures)
     if (f.toggle != nullptr && f.drawn_one_in > 0 && lim.allows(f.feature))
       s.*f.toggle = *rc::gen::weightedElement<bool>({{f.drawn_one_in - 1, false}, {1, true}});
+  // Scales by token in one case of three that has scales: per tensor becomes per token, per KV
+  // head per token and KV head (after the switches, so earlier seeds draw as they did).
+  if (s.kv_scale != KvScale::none && lim.allows(Feature::token_scales) &&
+      *rc::gen::weightedElement<bool>({{2, false}, {1, true}}))
+    s.kv_scale = s.kv_scale == KvScale::per_tensor ? KvScale::per_token : KvScale::per_token_head;
 }
 
 inline rc::Gen<CaseSpec> gen_case_spec(SpecLimits lim) {
@@ -362,6 +367,9 @@ inline DcpSetup draw_dcp_batch_setup(const DcpLimits& lim) {
                                        : CacheKind::fp8;
   DcpSetup s = *gen_dcp_setup(lim, kind);
   gpu::DcpConfig& cfg = s.cfg;
+  // A batch shares its requests' scales (batch.hpp): none by token.
+  if (s.spec.kv_scale == KvScale::per_token) s.spec.kv_scale = KvScale::per_tensor;
+  if (s.spec.kv_scale == KvScale::per_token_head) s.spec.kv_scale = KvScale::per_head;
   if (cfg.page_size == 0) draw_paging(cfg, true);
   // Every logit offset by +-100 is a per-request construction a shared prefix would mix.
   if (s.spec.values == ValueStyle::extreme) s.spec.values = ValueStyle::normal;

@@ -65,10 +65,8 @@ rc::Gen<DcpLayout> gen_layout() {
 // " kv=F8_E4M3/head" for an fp8 cache (the format and its scales), else nothing.
 std::string fp8_cache(const CaseSpec& s) {
   if (!oracle::is_fp8(s.kv_dtype)) return "";
-  const char* scale = s.kv_scale == KvScale::per_tensor ? "/tensor"
-                      : s.kv_scale == KvScale::per_head ? "/head"
-                                                        : "";
-  return " kv=" + std::string(oracle::dtype_name(s.kv_dtype)) + scale;
+  return " kv=" + std::string(oracle::dtype_name(s.kv_dtype)) +
+         (s.kv_scale != KvScale::none ? "/" + std::string(kv_scale_name(s.kv_scale)) : "");
 }
 
 // The engines' test's atol = rtol (vLLM's DCP kernel test): 1e-5 where every format of the step
@@ -308,8 +306,8 @@ void kv_write_property() {
     RC_ASSERT(contiguous_rows == held);
     const gpu::KvView view = c->view();
     for (int64_t g = 0; g < heads; ++g) {
-      RC_ASSERT(view.k_scale_of(g) == (scaled ? scales.k[static_cast<size_t>(g)] : 1.0f));
-      RC_ASSERT(view.v_scale_of(g) ==
+      RC_ASSERT(view.k_scale_of(0, g) == (scaled ? scales.k[static_cast<size_t>(g)] : 1.0f));
+      RC_ASSERT(view.v_scale_of(0, g) ==
                 (scaled ? (latent ? scales.k : scales.v)[static_cast<size_t>(g)] : 1.0f));
     }
     for (int64_t row = 0; row < rows; ++row) {
@@ -451,8 +449,8 @@ std::vector<SuiteProperty> property_suite(const DcpBackend& backend, const DcpLi
                    [backend, lim] { dcp_path_property(backend, lim, CacheKind::values); }});
   if (!cache_formats(lim, CacheKind::fp8).empty())
     dcp.push_back({"dcp-fp8",
-                   "the same with fp8 KV caches (E4M3, E5M2) and no, per-tensor or per-head "
-                   "scales",
+                   "the same with fp8 KV caches (E4M3, E5M2) and no scales, or scales per "
+                   "tensor, KV head or token",
                    [backend, lim] { dcp_path_property(backend, lim, CacheKind::fp8); }});
   if (lim.allows(Feature::batch))
     dcp.push_back({"dcp-batch",

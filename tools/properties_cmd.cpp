@@ -208,7 +208,7 @@ void add_draw_flags(CLI::App* cmd, DrawOptions& d) {
   cmd->add_option(
          "--kv-dtypes", d.kv_dtypes,
          "K/V storage formats drawn: f32, bf16, f16, fp8e4m3, fp8e5m2 (default all; fp8 with "
-         "no, per-tensor or per-head scales)")
+         "no scales or scales per tensor, KV head, token or token and KV head)")
       ->delimiter(',');
   cmd->add_option("--lse-bases", d.lse_bases, "LSE bases drawn (e, 2; default both)")
       ->delimiter(',');

@@ -63,7 +63,7 @@ std::string variant_of(const CaseSpec& s) {
   if (s.kv_dtype != s.q_dtype || s.kv_scale != KvScale::none) {  // the caches' own format
     const gpu::StorageFormat f = props::to_storage_format(s.kv_dtype);
     v += "+kv=" + std::string(gpu::is_fp8(f) ? gpu::format_name(f).substr(3) : gpu::format_name(f));
-    if (s.kv_scale != KvScale::none) v += s.kv_scale == KvScale::per_tensor ? "/tensor" : "/head";
+    if (s.kv_scale != KvScale::none) v += "/" + std::string(props::kv_scale_name(s.kv_scale));
   }
   return v;
 }
@@ -263,8 +263,9 @@ const std::vector<CaseFlag>& case_flag_table() {
        "else --dtype)",
        &CaseOptions::kv_dtype},
       {"--kv-scale",
-       "The caches' dequantization scales: none, tensor (one k_scale and one v_scale) or head "
-       "(one per KV head); fp8 caches only (default tensor for them)",
+       "The caches' dequantization scales: none, tensor (one k_scale and one v_scale), head "
+       "(one per KV head), token (one per token, written with it) or token_head (per token and "
+       "KV head); fp8 caches only (default tensor for them)",
        &CaseOptions::kv_scale},
       {"--out-dtype", "Storage of the output: f32, f16 or bf16", &CaseOptions::out_dtype},
       {"--order", "Combine reduction order: seq, pair or rand", &CaseOptions::order},
@@ -327,14 +328,13 @@ oracle::Expected<CaseSpec> configured_spec(const CaseOptions& o, const ModelPres
   if (!kd) return DCP_ERROR("--kv-dtype: got '", kvt, "'; expected ", gpu::format_names(true));
   s.kv_dtype = props::to_oracle_dtype(*kd);
   const std::string sc = pick(o.kv_scale, std::string(gpu::is_fp8(*kd) ? "tensor" : "none"));
-  if (sc == "none")
-    s.kv_scale = KvScale::none;
-  else if (sc == "tensor")
-    s.kv_scale = KvScale::per_tensor;
-  else if (sc == "head")
-    s.kv_scale = KvScale::per_head;
-  else
-    return DCP_ERROR("--kv-scale: got '", sc, "'; expected none, tensor or head");
+  const auto named =
+      std::find(std::begin(props::kKvScaleNames), std::end(props::kKvScaleNames), sc);
+  if (named == std::end(props::kKvScaleNames))
+    return DCP_ERROR("--kv-scale: got '", sc, "'; expected ",
+                     oracle::choices_text(std::vector<std::string_view>(
+                         std::begin(props::kKvScaleNames), std::end(props::kKvScaleNames))));
+  s.kv_scale = static_cast<KvScale>(named - std::begin(props::kKvScaleNames));
   s.window = pick(o.window, int64_t{0});
   s.softcap = pick(o.softcap, 0.0);
   for (size_t i = 0; i < o.switches.size(); ++i)

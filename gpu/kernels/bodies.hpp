@@ -62,6 +62,10 @@ struct KvWrite {
   bool quantize = false;    // the chunk holds values (stored as x / scale), not stored elements
   const void* k = nullptr;  // [len, cache.kv_heads, cache.head_dim]
   const void* v = nullptr;  // [len, cache.kv_heads, cache.v_dim]; unused for a latent
+  // Scales by token: the chunk's [len, cache.scale_heads] (v_scale == k_scale for a latent);
+  // nullptr where the cache has none or its are by head.
+  const float* k_scale = nullptr;
+  const float* v_scale = nullptr;
   KvView cache;
 };
 
@@ -72,8 +76,17 @@ DCP_HD inline int64_t kv_write_threads(const KvWrite& a) {
   return a.len * a.cache.kv_heads * kv_write_width(a);
 }
 
+// The scale, by token, of chunk row i at KV head h from the chunk's scales (1 without them).
+DCP_HD inline float chunk_scale(const KvWrite& a, const float* scales, int64_t i, int64_t h) {
+  if (scales == nullptr) return 1.0f;
+  const int64_t n = a.cache.scale_heads;
+  return scales[i * n + (n == 1 ? 0 : h)];
+}
+
 // Thread x: the owner of the chunk's row keeps the component at layout.row(pos), rounded to the
-// cache's format (divided by its KV head's scale first when the chunk holds values).
+// cache's format (divided by its scale first when the chunk holds values). By token, the thread
+// of a key's (a value's) first component stores the row's K (V) scale in its slot's entry, as
+// engines' quantizing writes do; the component's own quantizing reads the chunk's, not that entry.
 DCP_HD inline void kv_write(const KvWrite& a, int64_t x) {
   const int64_t width = kv_write_width(a), heads = a.cache.kv_heads, dk = a.cache.head_dim;
   if (x >= kv_write_threads(a)) return;
@@ -81,18 +94,32 @@ DCP_HD inline void kv_write(const KvWrite& a, int64_t x) {
   const int64_t pos = a.pos0 + i;
   if (a.layout.owner(pos) != a.rank) return;
   const int64_t row = a.layout.row(pos);
+  const bool by_token = a.cache.scale_grain == ScaleGrain::token;
+  const bool scale_owner = by_token && (a.cache.scale_heads > 1 || h == 0);
   if (c < dk) {
     const float e = load_element(a.src, a.k, (i * heads + h) * dk + c);
-    if (a.quantize)
+    if (by_token) {
+      const float sc = chunk_scale(a, a.k_scale, i, h);
+      if (scale_owner && c == 0 && a.k_scale != nullptr)
+        a.cache.k_scale[a.cache.scale_index(row, h)] = sc;
+      a.cache.set_stored_key(row, h, c, a.quantize ? e / sc : e);
+    } else if (a.quantize) {
       a.cache.set_key(row, h, c, e);
-    else
+    } else {
       a.cache.set_stored_key(row, h, c, e);
+    }
   } else {
     const float e = load_element(a.src, a.v, (i * heads + h) * a.cache.v_dim + (c - dk));
-    if (a.quantize)
+    if (by_token) {
+      const float sc = chunk_scale(a, a.v_scale, i, h);
+      if (scale_owner && c == dk && a.v_scale != nullptr)
+        a.cache.v_scale[a.cache.scale_index(row, h)] = sc;
+      a.cache.set_stored_value(row, h, c - dk, a.quantize ? e / sc : e);
+    } else if (a.quantize) {
       a.cache.set_value(row, h, c - dk, e);
-    else
+    } else {
       a.cache.set_stored_value(row, h, c - dk, e);
+    }
   }
   if (h == 0 && c == 0) a.cache.written[a.cache.slot(row)] = 1;
 }
@@ -190,8 +217,11 @@ DCP_HD void partial_attention_as(Block& blk, const PartialAttentionParams& p,
   const int64_t group = p.q_heads_total / p.kv_heads_total;
   const int64_t g = (p.head0 + h) / group - p.kv_head0;  // global map, then local
   const int64_t k0 = nk * sp / p.splits, k1 = nk * (sp + 1) / p.splits;
-  const float logit_scale = p.scale * kv.k_scale_of(g);  // exact without a K scale
-  const float v_scale = kv.v_scale_of(g);
+  // By head, the K scale folded into the logit scale and the V scale applied to the output; by
+  // token, each key's K scale into its own logit scale and each value dequantized (a product,
+  // one rounding) as it is read (exact without a scale).
+  const bool by_token = kv.scales_by_token();
+  const float v_scale = by_token ? 1.0f : kv.v_scale_of(0, g);
 
   MergeAcc a;  // running (m, z) of this split, identical in every thread
   float local[kMaxVPerThread];
@@ -207,6 +237,7 @@ DCP_HD void partial_attention_as(Block& blk, const PartialAttentionParams& p,
       float dot = 0.0f;
       for (int64_t i = 0; i < dk; ++i)
         dot += qs[i] * product_operand(p.tf32, kv.template key_as<F>(row, g, i));
+      const float logit_scale = p.scale * kv.k_scale_of(row, g);
       const float sc = to_base_units(p.base, variant_logit(p, dot * logit_scale, t, h, row));
       s[x - t0] = sc;
       m_loc = fmaxf(m_loc, sc);
@@ -224,8 +255,9 @@ DCP_HD void partial_attention_as(Block& blk, const PartialAttentionParams& p,
       float n = num[j] * alpha;
       for (int64_t x = t0; x < t1; ++x) {  // P rounded for the P.V product only
         const int64_t row = list != nullptr ? list[x] : r_lo + x;
+        const float v = kv.template value_as<F>(row, g, i);
         n += product_operand(p.tf32, round_to(p.p_cast, s[x - t0])) *
-             product_operand(p.tf32, kv.template value_as<F>(row, g, i));
+             product_operand(p.tf32, by_token ? v * kv.v_scale_of(row, g) : v);
       }
       num[j] = n;
     }

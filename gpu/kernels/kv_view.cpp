@@ -81,10 +81,16 @@ GpuStatus validate_block_tables(const KvCacheSpec& spec, const std::vector<int32
 }
 
 GpuStatus validate_cache_scales(const KvCacheSpec& spec, const KvScales& scales) {
+  const bool by_token = spec.scale_grain == ScaleGrain::token;
+  if (by_token && spec.scale_heads != 1 && spec.scale_heads != spec.kv_heads)
+    return DCP_GPU_ERROR("kv cache: scale_heads ", spec.scale_heads, "; expected 1 or kv_heads ",
+                         spec.kv_heads);
   const auto check = [&](const std::vector<float>& s, const char* name) -> GpuStatus {
-    if (!s.empty() && s.size() != static_cast<size_t>(spec.kv_heads))
+    if (!s.empty() && s.size() != static_cast<size_t>(scale_entries(spec)))
       return DCP_GPU_ERROR("kv cache: ", name, " holds ", s.size(), " scales; expected none or ",
-                           spec.kv_heads, " (one per stored KV head)");
+                           scale_entries(spec),
+                           by_token ? " (pool rows x scale_heads)" : " (one per stored KV head)");
+    if (by_token) return {};  // the KV write stores each token's
     for (size_t g = 0; g < s.size(); ++g)
       if (!std::isfinite(s[g]) || !(s[g] > 0.0f))
         return DCP_GPU_ERROR("kv cache: ", name, "[", g, "] is ", s[g],

@@ -8,10 +8,14 @@
 // the first v_dim components of K. The cache holds its storage format's elements (1 byte an fp8
 // component, 2 a bf16 or f16 one, 4 an f32 one): a rank's cache costs what the engine's would.
 // An fp8 cache (or any other) may carry dequantization scales, as engines keep k_scale and
-// v_scale: one per KV head (a per-tensor scale is the same for every head), so the key the
-// attention means is the stored value times k_scale_of(g). Readers fold the scales in as engines
-// do (the K scale into the logit scale, the V scale into the output: attention_params.hpp);
-// writers store the stored elements they are handed, or quantize values to round(x / scale).
+// v_scale, of an explicit grain (ScaleGrain): by KV head, [kv_heads] (a per-tensor scale is the
+// same for every head); or by token, [pool rows, scale_heads], one per token (scale_heads 1) or
+// per token and KV head, as LMDeploy and TensorRT-LLM keep quantized caches: the KV write stores
+// each token's scale in its slot beside its elements. The key the attention means is the stored
+// value times k_scale_of(row, g). Readers fold the scales in as engines do (by head: the K scale
+// into the logit scale and the V scale into the output; by token: the K scale into each key's
+// logit scale and the V scale into each value: bodies.hpp); writers store the stored elements
+// they are handed, or quantize values to round(x / scale).
 //
 // KvView is the only place that turns (rank-local row, KV head) into an element address; the
 // kernel bodies (bodies.hpp) read and write the cache through it alone. A paged cache keeps its
@@ -24,7 +28,7 @@
 //                    .head_dim = 576, .v_dim = 512, .shared_latent = true};
 //   KvView view = kv_view(spec, k.data(), v.data(), written.data());   // bytes of spec.dtype
 //   float x = view.key(row, g, i);                // stored component i, widened to fp32
-//   float k = x * view.k_scale_of(g);             // the key it stands for (scale 1 without one)
+//   float k = x * view.k_scale_of(row, g);        // the key it stands for (scale 1 without one)
 #pragma once
 
 #include <cstdint>
@@ -36,6 +40,9 @@
 #include "gpu/status.hpp"
 
 namespace dcp::gpu {
+
+// The grain of a cache's dequantization scales: by KV head (per tensor too), or by token.
+enum class ScaleGrain { head, token };
 
 struct KvCacheSpec {
   DcpLayout layout;
@@ -49,6 +56,8 @@ struct KvCacheSpec {
   StorageFormat dtype = StorageFormat::f32;
   int64_t page_size = 0;   // > 0: rows in pages of this many, placed through a block table
   int64_t pool_pages = 0;  // pages in the pool (at least the ceil(physical_rows / page_size) used)
+  ScaleGrain scale_grain = ScaleGrain::head;  // of the scales, when the cache has them
+  int64_t scale_heads = 1;  // by token: 1 (a scale per token) or kv_heads (per token and head)
   // The rows of the pool: pool_pages * page_size when paged, else physical_rows.
   int64_t pool_rows() const { return page_size > 0 ? pool_pages * page_size : physical_rows; }
   // The pages the rows use: ceil(physical_rows / page_size), 0 when not paged.
@@ -61,11 +70,14 @@ struct KvCacheSpec {
 // Every device's cache is created through it.
 GpuStatus validate_cache_spec(const KvCacheSpec& spec);
 
-// The dequantization scales of a cache's KV heads, k and v [kv_heads] each (empty: none; v empty
-// for a shared latent, whose V is scaled by k). Finite and > 0.
+// The dequantization scales of a cache, k and v (empty: none; v empty for a shared latent, whose
+// V is scaled by k): by head [kv_heads] each, finite and > 0; by token [pool rows, scale_heads]
+// each, the values the KV write will store (0 until then).
 struct KvScales {
   std::vector<float> k, v;
 };
+// The entries of each of a spec's scale arrays (KvView::scale_entries).
+int64_t scale_entries(const KvCacheSpec& s);
 GpuStatus validate_cache_scales(const KvCacheSpec& spec, const KvScales& scales);
 
 // Checks a paged cache's block tables [requests, spec.table_pages()] (empty when the cache is not
@@ -79,20 +91,23 @@ GpuStatus validate_block_tables(const KvCacheSpec& spec, const std::vector<int32
 // Element addressing of one rank's cache in some device's memory: k [rows, kv_heads, head_dim],
 // v [rows, kv_heads, v_head_stride] of which the first v_dim are V (v == k, v_head_stride ==
 // head_dim for a shared latent), elements of `dtype` as storage_format.hpp holds them (2 bytes a
-// bf16 component), written [pool rows] 1 where a token was stored; k_scale, v_scale [kv_heads] the
-// dequantization scales of the local KV heads (nullptr: 1; v_scale == k_scale for a latent);
+// bf16 component), written [pool rows] 1 where a token was stored; k_scale, v_scale the
+// dequantization scales of scale_grain (scale_entries; nullptr: 1; v_scale == k_scale for a
+// latent), by token indexed by pool row like k and v;
 // block_table [ceil(rows / page)] the pool page of each page of rows (nullptr: k and v hold the
 // rows in order). k, v and `written` are indexed by pool row.
 struct KvView {
   void* k = nullptr;
   void* v = nullptr;
   uint8_t* written = nullptr;
-  const float* k_scale = nullptr;
-  const float* v_scale = nullptr;
+  float* k_scale = nullptr;  // written by the KV write when by token
+  float* v_scale = nullptr;
   const int32_t* block_table = nullptr;
   int64_t rows = 0, kv_heads = 1, head_dim = 1, v_dim = 1, v_head_stride = 1, page = 1;
   int64_t pool_rows = 0;  // rows of the pool k and v index (pool pages * page when paged)
   StorageFormat dtype = StorageFormat::f32;
+  ScaleGrain scale_grain = ScaleGrain::head;
+  int64_t scale_heads = 1;  // by token: entries per slot (1, or kv_heads)
   // A shared latent (v == k): said apart, since a rank that owns no tokens may hold no arrays.
   bool shared_latent = false;
 
@@ -101,9 +116,26 @@ struct KvView {
     return block_table != nullptr ? block_table[row / page] * page + row % page : row;
   }
 
-  // The scales of local KV head g.
-  DCP_HD float k_scale_of(int64_t g) const { return k_scale != nullptr ? k_scale[g] : 1.0f; }
-  DCP_HD float v_scale_of(int64_t g) const { return v_scale != nullptr ? v_scale[g] : 1.0f; }
+  // The entry of rank-local row `row`, local KV head g in a scale array.
+  DCP_HD int64_t scale_index(int64_t row, int64_t g) const {
+    if (scale_grain == ScaleGrain::head) return g;
+    return slot(row) * scale_heads + (scale_heads == 1 ? 0 : g);
+  }
+  // The scales of that row's key and value at local KV head g.
+  DCP_HD float k_scale_of(int64_t row, int64_t g) const {
+    return k_scale != nullptr ? k_scale[scale_index(row, g)] : 1.0f;
+  }
+  DCP_HD float v_scale_of(int64_t row, int64_t g) const {
+    return v_scale != nullptr ? v_scale[scale_index(row, g)] : 1.0f;
+  }
+  // The entries of each scale array: kv_heads by head, pool rows x scale_heads by token.
+  DCP_HD int64_t scale_entries() const {
+    return scale_grain == ScaleGrain::head ? kv_heads : pool_rows * scale_heads;
+  }
+  // Whether the scales differ from row to row.
+  DCP_HD bool scales_by_token() const {
+    return scale_grain == ScaleGrain::token && (k_scale != nullptr || v_scale != nullptr);
+  }
 
   // Component i of the stored key (i < head_dim) and value (i < v_dim) of rank-local row `row`,
   // local KV head g, as floats (exact; before the scale). The _as forms take the format at
@@ -123,12 +155,12 @@ struct KvView {
     return load_as<F>(v, (slot(row) * kv_heads + g) * v_head_stride + i);
   }
   // Quantizes the value x of that component: stores x / scale rounded to dtype (x itself, rounded,
-  // without a scale).
+  // without a scale); the row's scale already in place.
   DCP_HD void set_key(int64_t row, int64_t g, int64_t i, float x) const {
-    set_stored_key(row, g, i, k_scale != nullptr ? x / k_scale[g] : x);
+    set_stored_key(row, g, i, x / k_scale_of(row, g));
   }
   DCP_HD void set_value(int64_t row, int64_t g, int64_t i, float x) const {
-    set_stored_value(row, g, i, v_scale != nullptr ? x / v_scale[g] : x);
+    set_stored_value(row, g, i, x / v_scale_of(row, g));
   }
   // Stores the stored value x (a writer's element of dtype already: exact), rounded to dtype.
   DCP_HD void set_stored_key(int64_t row, int64_t g, int64_t i, float x) const {
@@ -140,10 +172,10 @@ struct KvView {
 };
 
 // The view of a spec's cache over its three arrays (v ignored for a shared latent), its scales
-// ([kv_heads] each, nullptr: none; v_scale ignored for a shared latent, whose V is scaled by
-// k_scale) and, paged, its block table.
+// (scale_entries(s) each, nullptr: none; v_scale ignored for a shared latent, whose V is scaled
+// by k_scale) and, paged, its block table.
 inline KvView kv_view(const KvCacheSpec& s, void* k, void* v, uint8_t* written,
-                      const float* k_scale = nullptr, const float* v_scale = nullptr,
+                      float* k_scale = nullptr, float* v_scale = nullptr,
                       const int32_t* block_table = nullptr) {
   KvView view;
   view.k = k;
@@ -160,6 +192,8 @@ inline KvView kv_view(const KvCacheSpec& s, void* k, void* v, uint8_t* written,
   view.v_dim = s.v_dim;
   view.v_head_stride = s.shared_latent ? s.head_dim : s.v_dim;
   view.dtype = s.dtype;
+  view.scale_grain = s.scale_grain;
+  view.scale_heads = s.scale_heads;
   view.shared_latent = s.shared_latent;
   return view;
 }
@@ -172,6 +206,10 @@ inline KvCacheSizes kv_cache_bytes(const KvCacheSpec& s) {
   const int64_t e = format_bytes(s.dtype), pool = s.pool_rows();
   return {pool * s.kv_heads * s.head_dim * e, s.shared_latent ? 0 : pool * s.kv_heads * s.v_dim * e,
           s.pool_rows()};
+}
+
+inline int64_t scale_entries(const KvCacheSpec& s) {
+  return kv_view(s, nullptr, nullptr, nullptr).scale_entries();
 }
 
 }  // namespace dcp::gpu

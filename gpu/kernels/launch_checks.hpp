@@ -53,6 +53,9 @@ struct KvChunk {
   const void* k = nullptr;
   const void* v = nullptr;
   bool quantize = false;
+  // A cache's scales by token: the chunk's rows' [len, scale_heads] (ChunkRows), stored with them
+  const float* k_scale = nullptr;
+  const float* v_scale = nullptr;
 };
 
 // A KV write's arguments, checked: a valid chunk, every row it needs inside the cache, its

@@ -154,7 +154,8 @@ TEST(EmulatedCudaStep, DcpPathPropertyWithinDerivedBound) {
 }
 
 // With the GPU's block size, on shapes of real models: GQA with every variant, the MLA latent
-// (Dv 512: 4 of each thread's 8 components), and Dv 1024 (the kernel's limit: all 8); each in
+// (Dv 512: 4 of each thread's 8 components), and Dv 1024 (the kernel's limit: all 8, over an
+// E4M3 cache with a scale per token, stored per slot by the KV write); each in
 // both thread orders. The GQA rows run a bf16 pipeline (poly3 exponential, P, partials and the
 // reduce-scatter in bf16), the MLA row tf32 products with P in fp16.
 TEST(EmulatedCudaStep, RealBlockSizeOnModelShapesEqualsHost) {
@@ -195,6 +196,7 @@ TEST(EmulatedCudaStep, RealBlockSizeOnModelShapesEqualsHost) {
   CaseSpec wide;
   wide.tokens = 1, wide.q_heads = 4, wide.kv_heads = 1, wide.head_dim = 64;
   wide.v_dim = gpu::kMaxAttentionVDim, wide.seq = 90;
+  wide.kv_dtype = oracle::DType::f8e4m3, wide.kv_scale = KvScale::per_token;
   gpu::DcpConfig c4;
   c4.tp_size = 2, c4.layout = {2, 3}, c4.strategy = gpu::CommStrategy::ag_rs, c4.splits = 2;
   rows.push_back({wide, c4});

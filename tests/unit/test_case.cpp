@@ -239,10 +239,12 @@ TEST(CaseFile, RoundTripsEveryField) {
   std::filesystem::remove(path);
 }
 
-// An fp8 cache with per-head scales: the file holds the stored bytes and the scales, the case
-// the dequantized values (stored times scale, exactly), and a save writes the same bytes back.
+// An fp8 cache with scales of each grain: the file holds the stored bytes and the scales ([1],
+// [Hkv], [S, 1], [S, Hkv]), the case the dequantized values (stored times scale, exactly), and a
+// save writes the same bytes back.
 TEST(CaseFile, Fp8KeysAndValuesWithScalesAreDequantizedExactly) {
-  for (const props::KvScale per : {props::KvScale::per_tensor, props::KvScale::per_head}) {
+  for (const props::KvScale per : {props::KvScale::per_tensor, props::KvScale::per_head,
+                                   props::KvScale::per_token, props::KvScale::per_token_head}) {
     for (const DType fp8 : {DType::f8e4m3, DType::f8e5m2}) {
       props::CaseSpec s;
       s.q_heads = 4;
@@ -253,12 +255,19 @@ TEST(CaseFile, Fp8KeysAndValuesWithScalesAreDequantizedExactly) {
       s.seed = 5;
       const Case c = props::make_case(s);
       ASSERT_TRUE(validate(c).ok()) << validate(c).message();
-      ASSERT_EQ(c.k_scale.size(), per == props::KvScale::per_tensor ? 1u : 2u);
+      const size_t entries[] = {0, 1, 2, 24, 48};  // by KvScale
+      ASSERT_EQ(c.k_scale.size(), entries[static_cast<int>(per)]);
       const StFile f = case_to_file(c);
       const StTensor& k8 = f.tensors.at("k");
       EXPECT_EQ(k8.dtype, fp8);
+      const Shape scale_shapes[] = {{}, {1}, {2}, {24, 1}, {24, 2}};
+      EXPECT_EQ(f.tensors.at("v_scale").shape, scale_shapes[static_cast<int>(per)]);
       for (int64_t i = 0; i < c.k.numel(); ++i) {
-        const double scale = c.k_scale_of(i / c.k.dim(2) % 2);
+        const int64_t row = i / c.k.dim(2);
+        const double scale = c.k_scale_of(row / 2, row % 2);
+        if (props::scales_by_token(per)) {  // no two tokens share one (drawn scales)
+          EXPECT_NE(scale, c.k_scale_of((row / 2 + 1) % 24, row % 2)) << i;
+        }
         EXPECT_TRUE(representable(fp8, k8.values[i])) << i;
         EXPECT_EQ(k8.values[i] * scale, c.k.data[i]) << i;
       }
@@ -273,6 +282,7 @@ TEST(CaseFile, Fp8KeysAndValuesWithScalesAreDequantizedExactly) {
       EXPECT_EQ(back->v.widened().data, c.v.data);
       EXPECT_EQ(back->k_scale, c.k_scale);
       EXPECT_EQ(back->v_scale, c.v_scale);
+      EXPECT_EQ(back->kv_scale_grain, c.kv_scale_grain);
       EXPECT_EQ(serialize_safetensors(case_to_file(*back)), bytes);
     }
   }
@@ -298,9 +308,20 @@ TEST(CaseFile, RejectsBadScales) {
   bad = f;
   bad.tensors["k_scale"].dtype = DType::bf16;
   EXPECT_THAT(error(bad), HasSubstr("tensor 'k_scale': BF16 [2]; expected F32"));
+  // By token: [S, 1] or [S, Hkv] (S = 16 here), K's and V's of one grain.
+  bad = f;
+  bad.tensors["k_scale"].values.assign(48, 0.5);
+  bad.tensors["k_scale"].shape = {16, 3};
+  bad.tensors["v_scale"] = bad.tensors["k_scale"];
+  EXPECT_THAT(error(bad), HasSubstr("tensor 'k_scale': 48 values by token; expected S = 16 (per "
+                                    "token) or S x Hkv = 32 (per token and KV head)"));
+  bad = f;
+  bad.tensors["v_scale"].values.assign(16, 0.5);
+  bad.tensors["v_scale"].shape = {16, 1};
+  EXPECT_THAT(error(bad), HasSubstr("tensor 'v_scale': [16, 1] is by token; 'k_scale' is not"));
   // A value that is no stored E4M3 value times its scale (the scale is not what the file says).
   Case c = props::make_case(s);
-  c.k.data[0] += 0.01 * c.k_scale_of(0);
+  c.k.data[0] += 0.01 * c.k_scale_of(0, 0);
   EXPECT_THAT(validate(c).message(), HasSubstr("tensor 'k': element 0 = "));
   EXPECT_THAT(validate(c).message(), HasSubstr("is not a F8_E4M3 value times its scale"));
   props::CaseSpec latent = s;
