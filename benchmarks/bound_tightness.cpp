@@ -68,7 +68,7 @@ dcp::oracle::Case decode_case(uint64_t seed, int k, DType kv) {
   s.sink = k % 2 == 1;
   s.seed = seed * 100000 + static_cast<uint64_t>(k);
   s.kv_dtype = kv;
-  if (dcp::oracle::is_fp8(kv)) s.kv_scale = dcp::props::KvScale::per_head;
+  if (dcp::oracle::is_quantized(kv)) s.kv_scale = dcp::props::KvScale::per_head;
   return dcp::props::make_case(s);
 }
 

@@ -335,8 +335,9 @@ Expected<Tensor<double>> result_tensor(std::string_view source, const StFile& f,
                                        const std::string& name, const Shape& want, const char* dims,
                                        DType* dtype) {
   const StTensor& t = f.tensors.at(name);
-  if (t.dtype == DType::i64) {
-    return DCP_ERROR(source, ": tensor '", name, "': dtype I64; expected ", float_dtype_names());
+  if (t.dtype == DType::i64 || t.dtype == DType::i8) {
+    return DCP_ERROR(source, ": tensor '", name, "': dtype ", dtype_name(t.dtype), "; expected ",
+                     float_dtype_names());
   }
   if (t.shape != want) {
     return DCP_ERROR(source, ": tensor '", name, "': shape ", shape_string(t.shape), "; expected ",
@@ -407,8 +408,10 @@ std::string format_text(DType d) {
       return "f8_e4m3";
     case DType::f8e5m2:
       return "f8_e5m2";
-    case DType::i64:  // never a claimed format: result_from_file refuses I64 tensors
+    case DType::i64:  // never a claimed format: result_from_file refuses integer tensors
       return "i64";
+    case DType::i8:
+      return "i8";
   }
   return "?";
 }
@@ -546,6 +549,7 @@ Expected<DcpResult> result_from_file(const StFile& f, const Case& c, std::string
   const auto half = [](DType t) { return t == DType::bf16 || t == DType::f16; };
   if (half(c.kv_dtype)) a.p_cast = c.kv_dtype;
   if (is_fp8(c.kv_dtype)) a.p_cast = half(c.q_dtype) ? c.q_dtype : c.kv_dtype;
+  if (c.kv_dtype == DType::i8 && half(c.q_dtype)) a.p_cast = c.q_dtype;  // int8 read into q's
   if (md.count("p_cast")) {
     if (md.at("p_cast") == "none") {
       a.p_cast.reset();

@@ -4,10 +4,12 @@
 //   DType::bf16: 8 significand bits, fp32's exponent range; DType::f16: 11 bits, max 65504.
 //   DType::f8e4m3: 4 bits, max 448, no infinities (OCP E4M3, PyTorch's float8_e4m3fn);
 //   DType::f8e5m2: 3 bits, max 57344, IEEE-style infinities (OCP E5M2, float8_e5m2).
+//   DType::i8: the integers -128 .. 127 (an int8 KV cache's codes, meant times their scale).
 //   round_to(DType::bf16, x)   rounds a double to the nearest bf16 value (ties to even)
 //   representable(DType::f16, x)  is true when x is exactly an fp16 value
 #pragma once
 
+#include <algorithm>
 #include <bit>
 #include <cfloat>
 #include <cmath>
@@ -23,7 +25,7 @@
 
 namespace dcp::oracle {
 
-enum class DType { f64, f32, f16, bf16, f8e4m3, f8e5m2, i64 };
+enum class DType { f64, f32, f16, bf16, f8e4m3, f8e5m2, i64, i8 };
 
 // Each dtype's facts in one row, in the enum's order: its safetensors name (printed and parsed)
 // and its bytes. A new dtype is one row here.
@@ -35,7 +37,7 @@ struct DTypeInfo {
 inline constexpr DTypeInfo kDTypes[] = {
     {DType::f64, "F64", 8},   {DType::f32, "F32", 4},        {DType::f16, "F16", 2},
     {DType::bf16, "BF16", 2}, {DType::f8e4m3, "F8_E4M3", 1}, {DType::f8e5m2, "F8_E5M2", 1},
-    {DType::i64, "I64", 8}};
+    {DType::i64, "I64", 8},   {DType::i8, "I8", 1}};
 
 constexpr bool dtype_rows_in_enum_order() {
   for (size_t i = 0; i < std::size(kDTypes); ++i)
@@ -71,10 +73,14 @@ std::string dtype_names(Keep keep) {
   return choices_text(names);
 }
 
-// The floating dtypes a case's tensors may hold: every one but I64.
+// The floating dtypes a case's tensors may hold: every one but the integers.
 inline std::string float_dtype_names() {
-  return dtype_names([](DType t) { return t != DType::i64; });
+  return dtype_names([](DType t) { return t != DType::i64 && t != DType::i8; });
 }
+
+// The int8 codes' range: a quantizing write rounds x / scale to the nearest integer (ties to even)
+// and saturates at the ends, as a GPU's saturating conversion does.
+inline constexpr double kI8Min = -128.0, kI8Max = 127.0;
 
 inline int dtype_bytes(DType t) {
   const DTypeInfo* d = dtype_info(t);
@@ -97,6 +103,7 @@ inline double unit_roundoff(DType t) {
     case DType::f8e5m2:
       return std::ldexp(1.0, -3);
     case DType::i64:
+    case DType::i8:
       return 0.0;
   }
   return 0.0;
@@ -119,6 +126,7 @@ inline double min_normal(DType t) {
     case DType::f8e5m2:
       return std::ldexp(1.0, -14);
     case DType::i64:
+    case DType::i8:
       return 0.0;
   }
   return 0.0;
@@ -132,6 +140,8 @@ inline constexpr int kE5m2Bits = 3, kE5m2Emin = -14, kE5m2Bias = 15;
 inline constexpr double kE5m2Max = 57344.0;
 
 inline bool is_fp8(DType t) { return t == DType::f8e4m3 || t == DType::f8e5m2; }
+// A quantized cache's format: fp8 or int8 codes, which a cache keeps beside their scales.
+inline bool is_quantized(DType t) { return is_fp8(t) || t == DType::i8; }
 
 // The largest finite value of a floating dtype.
 inline double max_finite(DType t) {
@@ -148,6 +158,8 @@ inline double max_finite(DType t) {
       return kE4m3Max;
     case DType::f8e5m2:
       return kE5m2Max;
+    case DType::i8:
+      return kI8Max;
     case DType::i64:
       return 0.0;
   }
@@ -226,6 +238,8 @@ inline double round_to(DType t, double x) {
       return round_to_format(x, kE5m2Bits, kE5m2Emin, kE5m2Max);
     case DType::i64:
       return std::nearbyint(x);
+    case DType::i8:
+      return std::isnan(x) ? 0.0 : std::clamp(std::nearbyint(x), kI8Min, kI8Max);
   }
   return x;
 }

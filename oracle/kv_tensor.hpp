@@ -1,8 +1,8 @@
 // kv_tensor.hpp — a case's keys or values [S, Hkv, D]: held as doubles (cases built in memory:
-// generators, tests, the MLA slice), or as a file stores them (bf16, f16, fp8 or f32 bytes, read
-// in place from a memory-mapped case file) and widened a row at a time, times the row's scale (its
-// KV head's, or its token's: ScaleGrain). Either way a value is the same exact double (case.hpp:
-// stored value x scale fits one).
+// generators, tests, the MLA slice), or as a file stores them (bf16, f16, fp8, int8 or f32 bytes,
+// read in place from a memory-mapped case file) and widened a row at a time, times the row's scale
+// (its KV head's, or its token's: ScaleGrain). Either way a value is the same exact double
+// (case.hpp: stored value x scale fits one).
 //
 //   KvTensor k(Tensor<double>({S, Hkv, D}));        // held as doubles: k.data, k.at({j, g, i})
 //   KvTensor k = KvTensor::stored({S, Hkv, D}, DType::bf16, bytes, keep, {k_scale});
@@ -61,6 +61,7 @@ inline int64_t first_nonfinite(DType dtype, const uint8_t* p, int64_t n) {
     case DType::f8e5m2:
       return scan(uint8_t{}, 0x7c, 0x7c);
     case DType::i64:
+    case DType::i8:  // every code is finite
       break;
   }
   return -1;

@@ -94,6 +94,8 @@ Expected<Bound> derive_mla_bound(const MlaCase& m, const Tensor<double>& q_att,
   const int64_t T = m.tokens(), H = m.heads(), Dc = m.q_lora(), Dn = m.nope(), Dr = m.rope(),
                 Dl = m.kv_lora(), Dv = m.v_head(), S = m.seq(), dk = Dl + Dr, dq = Dn + Dr;
   const double u = unit_roundoff(a.accum), u_kv = unit_roundoff(m.kv_dtype);
+  if (!(u_kv > 0.0))  // the rotated k_pe is rounded to kv_dtype: relative u_kv, a float format's
+    return DCP_ERROR("mla: kv_dtype ", dtype_name(m.kv_dtype), "; expected a float format");
   if (q_att.shape != Shape{T, H, dk} || k_att.shape != Shape{S, dk})
     return DCP_ERROR("mla: q_att ", shape_string(q_att.shape), " / k_att ",
                      shape_string(k_att.shape), "; expected [", T, ", ", H, ", ", dk, "] / [", S,

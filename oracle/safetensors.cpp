@@ -362,6 +362,9 @@ void decode(const Entry& e, const uint8_t* data, StTensor* t) {
     case DType::f8e5m2:
       each(W1{}, [&e](uint64_t b) { return fp8_bits_to_double(e.dtype, static_cast<uint8_t>(b)); });
       break;
+    case DType::i8:
+      each(W1{}, [](uint64_t b) { return static_cast<double>(static_cast<int8_t>(b)); });
+      break;
     case DType::i64:
       break;
   }
@@ -391,6 +394,7 @@ bool known_dtype(DType t) {
     case DType::f8e4m3:
     case DType::f8e5m2:
     case DType::i64:
+    case DType::i8:
       return true;
   }
   return false;

@@ -331,7 +331,7 @@ std::optional<oracle::DType> claim_format(dcpv_dtype d) {
   }
 }
 
-// The ABI's name of a value format (rows_in hands fp8 caches over dequantized, in F32).
+// The ABI's name of a value format (rows_in hands fp8 and int8 caches over dequantized, in F32).
 dcpv_dtype plugin_dtype(gpu::StorageFormat f) {
   switch (f) {
     case gpu::StorageFormat::bf16:
@@ -341,6 +341,7 @@ dcpv_dtype plugin_dtype(gpu::StorageFormat f) {
     case gpu::StorageFormat::f32:
     case gpu::StorageFormat::f8e4m3:  // never reached: dequantized first
     case gpu::StorageFormat::f8e5m2:
+    case gpu::StorageFormat::i8:
       break;
   }
   return DCPV_F32;
@@ -386,7 +387,7 @@ Rows rows_in(gpu::StorageFormat f, gpu::StorageFormat src, const void* base, int
              int64_t heads, int64_t width, int64_t head_stride, const float* scale = nullptr,
              bool quantize = false) {
   Rows r;
-  const bool dequantize = gpu::is_fp8(f) || scale != nullptr;
+  const bool dequantize = gpu::is_cache_only(f) || scale != nullptr;
   if (src == f && !dequantize && !quantize) {
     r.t = view(base, plugin_dtype(f), {rows, heads, width}, {heads * head_stride, head_stride, 1});
     return r;
@@ -439,6 +440,8 @@ dcpv_dldtype dl_format(gpu::StorageFormat f) {
       return {DCPV_DL_FLOAT8_E4M3FN, 8, 1};
     case gpu::StorageFormat::f8e5m2:
       return {DCPV_DL_FLOAT8_E5M2, 8, 1};
+    case gpu::StorageFormat::i8:
+      return {DCPV_DL_INT, 8, 1};
     case gpu::StorageFormat::f32:
       break;
   }

@@ -140,34 +140,30 @@ struct Judge {
 
 }  // namespace
 
+// Each production format beside the oracle's dtype of the same values: one row a format (the two
+// lists are kept apart on purpose; this table is where they meet).
+struct FormatPair {
+  oracle::DType oracle;
+  gpu::StorageFormat storage;
+};
+constexpr FormatPair kFormatPairs[] = {{oracle::DType::f32, gpu::StorageFormat::f32},
+                                       {oracle::DType::f16, gpu::StorageFormat::f16},
+                                       {oracle::DType::bf16, gpu::StorageFormat::bf16},
+                                       {oracle::DType::f8e4m3, gpu::StorageFormat::f8e4m3},
+                                       {oracle::DType::f8e5m2, gpu::StorageFormat::f8e5m2},
+                                       {oracle::DType::i8, gpu::StorageFormat::i8}};
+static_assert(std::size(kFormatPairs) == std::size(gpu::kFormatNames),
+              "kFormatPairs: one row per production format");
+
 gpu::StorageFormat to_storage_format(oracle::DType d) {
-  switch (d) {
-    case oracle::DType::bf16:
-      return gpu::StorageFormat::bf16;
-    case oracle::DType::f16:
-      return gpu::StorageFormat::f16;
-    case oracle::DType::f8e4m3:
-      return gpu::StorageFormat::f8e4m3;
-    case oracle::DType::f8e5m2:
-      return gpu::StorageFormat::f8e5m2;
-    default:
-      return gpu::StorageFormat::f32;
-  }
+  for (const FormatPair& f : kFormatPairs)
+    if (f.oracle == d) return f.storage;
+  return gpu::StorageFormat::f32;  // f64: the oracle's own, read by the production path as f32
 }
 
 oracle::DType to_oracle_dtype(gpu::StorageFormat d) {
-  switch (d) {
-    case gpu::StorageFormat::bf16:
-      return oracle::DType::bf16;
-    case gpu::StorageFormat::f16:
-      return oracle::DType::f16;
-    case gpu::StorageFormat::f8e4m3:
-      return oracle::DType::f8e4m3;
-    case gpu::StorageFormat::f8e5m2:
-      return oracle::DType::f8e5m2;
-    case gpu::StorageFormat::f32:
-      break;
-  }
+  for (const FormatPair& f : kFormatPairs)
+    if (f.storage == d) return f.oracle;
   return oracle::DType::f32;
 }
 

@@ -79,8 +79,8 @@ oracle::Status validate_setup(const DcpSetup& s, const SetupNames& n) {
                      g.layout.interleave,
                      " (a virtual page of page_size N slots holds whole "
                      "interleave blocks)");
-  if (c.kv_scale != KvScale::none && !oracle::is_fp8(c.kv_dtype))
-    return DCP_ERROR(n.kv_scale, ": scales are for fp8 caches; K/V are ",
+  if (c.kv_scale != KvScale::none && !oracle::is_quantized(c.kv_dtype))
+    return DCP_ERROR(n.kv_scale, ": scales are for fp8 and int8 caches; K/V are ",
                      oracle::dtype_name(c.kv_dtype));
   if (g.strategy == gpu::CommStrategy::a2a && g.math.merge != gpu::StorageFormat::f32)
     return DCP_ERROR(n.merge, ": got ", gpu::format_name(g.math.merge),
@@ -372,7 +372,7 @@ oracle::Expected<DcpSetup> setup_from_json(const nlohmann::json& j) {
   std::string qd, kd, base, style;
   DCP_TRY(c.get("q_dtype", qd));
   DCP_TRY(c.get("kv_dtype", kd));
-  // The production path keeps q in F32, F16 or BF16 and K/V in those or fp8
+  // The production path keeps q in F32, F16 or BF16 and K/V in those, fp8 or int8
   // (gpu/kernels/storage_format.hpp).
   const auto production = [](std::optional<oracle::DType> t) {
     return t && (*t == oracle::DType::f32 || *t == oracle::DType::f16 || *t == oracle::DType::bf16);
@@ -381,9 +381,9 @@ oracle::Expected<DcpSetup> setup_from_json(const nlohmann::json& j) {
   if (!production(q_dtype))
     return DCP_ERROR("spec.q_dtype: got \"", oracle::printable(qd),
                      "\"; expected F32, F16 or BF16");
-  if (!production(kv_dtype) && !(kv_dtype && oracle::is_fp8(*kv_dtype)))
+  if (!production(kv_dtype) && !(kv_dtype && oracle::is_quantized(*kv_dtype)))
     return DCP_ERROR("spec.kv_dtype: got \"", oracle::printable(kd),
-                     "\"; expected F32, F16, BF16, F8_E4M3 or F8_E5M2");
+                     "\"; expected F32, F16, BF16, F8_E4M3, F8_E5M2 or I8");
   p.q_dtype = *q_dtype;
   p.kv_dtype = *kv_dtype;
   if (c.has("kv_scale")) {  // absent in entries pinned before fp8 caches, and for none
@@ -469,7 +469,7 @@ oracle::Expected<DcpSetup> setup_from_json(const nlohmann::json& j) {
 std::vector<oracle::DType> cache_formats(const DcpLimits& lim, CacheKind kind) {
   std::vector<oracle::DType> out;
   for (const oracle::DType d : lim.kv_dtypes)
-    if (oracle::is_fp8(d) == (kind == CacheKind::fp8)) out.push_back(d);
+    if (oracle::is_quantized(d) == (kind == CacheKind::fp8)) out.push_back(d);
   return out;
 }
 

@@ -69,8 +69,9 @@ inline rc::Gen<CaseSpec> gen_case_spec(SpecLimits lim) {
                                                      {2, DType::bf16},
                                                      {2, DType::f16},
                                                      {fp8, DType::f8e4m3},
-                                                     {fp8, DType::f8e5m2}});
-      if (dcp::oracle::is_fp8(s.kv_dtype))
+                                                     {fp8, DType::f8e5m2},
+                                                     {fp8, DType::i8}});
+      if (dcp::oracle::is_quantized(s.kv_dtype))
         s.kv_scale = *rc::gen::element(KvScale::none, KvScale::per_tensor, KvScale::per_head);
     }
     s.causal = *rc::gen::weightedElement<bool>({{1, false}, {3, true}});

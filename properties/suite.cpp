@@ -64,7 +64,7 @@ rc::Gen<DcpLayout> gen_layout() {
 
 // " kv=F8_E4M3/head" for an fp8 cache (the format and its scales), else nothing.
 std::string fp8_cache(const CaseSpec& s) {
-  if (!oracle::is_fp8(s.kv_dtype)) return "";
+  if (!oracle::is_quantized(s.kv_dtype)) return "";
   return " kv=" + std::string(oracle::dtype_name(s.kv_dtype)) +
          (s.kv_scale != KvScale::none ? "/" + std::string(kv_scale_name(s.kv_scale)) : "");
 }
@@ -449,8 +449,8 @@ std::vector<SuiteProperty> property_suite(const DcpBackend& backend, const DcpLi
                    [backend, lim] { dcp_path_property(backend, lim, CacheKind::values); }});
   if (!cache_formats(lim, CacheKind::fp8).empty())
     dcp.push_back({"dcp-fp8",
-                   "the same with fp8 KV caches (E4M3, E5M2) and no scales, or scales per "
-                   "tensor, KV head or token",
+                   "the same with fp8 and int8 KV caches (E4M3, E5M2, I8) and no scales, or "
+                   "scales per tensor, KV head or token",
                    [backend, lim] { dcp_path_property(backend, lim, CacheKind::fp8); }});
   if (lim.allows(Feature::batch))
     dcp.push_back({"dcp-batch",

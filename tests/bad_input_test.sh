@@ -236,7 +236,7 @@ for f in dcp0 negchunk typo unknown missing badstyle hugeint tpn a2a16 mathexp s
   says "pinned counterexamples" "pinned $f"
 done
 bad "pinned scales on a bf16 cache" -- "$bin" properties --pinned "$tmp/scale16.json" --only pinned
-says "entry 1: setup.spec.kv_scale: scales are for fp8 caches" "pinned scales on a bf16 cache"
+says "entry 1: setup.spec.kv_scale: scales are for fp8 and int8 caches" "pinned scales on a bf16 cache"
 bad "pinned dcp_size 0: the field named" -- "$bin" properties --pinned "$tmp/dcp0.json" --only pinned
 says "entry 1: setup.config.dcp_size: got 0" "pinned dcp_size 0: the field named"
 bad "pinned 16-bit sum with a2a" -- "$bin" properties --pinned "$tmp/a2a16.json" --only pinned

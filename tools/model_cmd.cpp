@@ -351,9 +351,10 @@ Command add_model_command(CLI::App& app) {
   cmd->add_option("--dtype", o->dtype,
                   "Storage of q, and of KV without --kv-dtype: bf16, f16 or f32")
       ->capture_default_str();
-  cmd->add_option("--kv-dtype", o->kv_dtype,
-                  "Storage of KV: bf16, f16, f32, fp8e4m3 or fp8e5m2 (default: the preset's, else "
-                  "--dtype)");
+  cmd->add_option(
+      "--kv-dtype", o->kv_dtype,
+      "Storage of KV: bf16, f16, f32, fp8e4m3, fp8e5m2 or int8 (default: the preset's, else "
+      "--dtype)");
   cmd->add_option("--partial-dtype", o->partial_dtype,
                   "Format of the partial O on the wire: f32, f16 or bf16")
       ->capture_default_str();

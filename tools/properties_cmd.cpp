@@ -136,8 +136,8 @@ std::optional<std::string> read_limits(DrawOptions& o) {
     if (!f) return std::nullopt;
     return props::to_oracle_dtype(*f);
   };
-  if (auto why = read_list("--kv-dtypes", o.kv_dtypes, lim.kv_dtypes, kv_format,
-                           "f32, bf16, f16, fp8e4m3 or fp8e5m2"))
+  if (auto why =
+          read_list("--kv-dtypes", o.kv_dtypes, lim.kv_dtypes, kv_format, gpu::format_names(true)))
     return why;
   if (auto why = read_list(
           "--lse-bases", o.lse_bases, lim.lse_bases,
@@ -207,8 +207,8 @@ void add_draw_flags(CLI::App* cmd, DrawOptions& d) {
       ->delimiter(',');
   cmd->add_option(
          "--kv-dtypes", d.kv_dtypes,
-         "K/V storage formats drawn: f32, bf16, f16, fp8e4m3, fp8e5m2 (default all; fp8 with "
-         "no scales or scales per tensor, KV head, token or token and KV head)")
+         "K/V storage formats drawn: f32, bf16, f16, fp8e4m3, fp8e5m2, int8 (default all; fp8 and "
+         "int8 with no scales or scales per tensor, KV head, token or token and KV head)")
       ->delimiter(',');
   cmd->add_option("--lse-bases", d.lse_bases, "LSE bases drawn (e, 2; default both)")
       ->delimiter(',');
@@ -384,7 +384,7 @@ int run_properties(PropertiesOptions& o, const Limits& lim) {
                        }});
     if (impl->step && !props::cache_formats(draws, props::CacheKind::fp8).empty())
       suite.push_back({kImplStepFp8Property,
-                       "the same with fp8 KV caches (dequantized in F32 for it)",
+                       "the same with fp8 and int8 KV caches (dequantized in F32 for it)",
                        [step = *impl->step, draws] {
                          props::dcp_path_property(step, draws, props::CacheKind::fp8);
                        }});

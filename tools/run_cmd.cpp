@@ -259,13 +259,13 @@ const std::vector<CaseFlag>& case_flag_table() {
       {"--dtype", "Storage of q, and of KV without --kv-dtype: f32, f16 or bf16 (default bf16)",
        &CaseOptions::dtype},
       {"--kv-dtype",
-       "Storage of the KV caches: f32, f16, bf16, fp8e4m3 or fp8e5m2 (default the preset's, "
+       "Storage of the KV caches: f32, f16, bf16, fp8e4m3, fp8e5m2 or int8 (default the preset's, "
        "else --dtype)",
        &CaseOptions::kv_dtype},
       {"--kv-scale",
        "The caches' dequantization scales: none, tensor (one k_scale and one v_scale), head "
        "(one per KV head), token (one per token, written with it) or token_head (per token and "
-       "KV head); fp8 caches only (default tensor for them)",
+       "KV head); fp8 and int8 caches only (default tensor for them)",
        &CaseOptions::kv_scale},
       {"--out-dtype", "Storage of the output: f32, f16 or bf16", &CaseOptions::out_dtype},
       {"--order", "Combine reduction order: seq, pair or rand", &CaseOptions::order},
@@ -327,7 +327,7 @@ oracle::Expected<CaseSpec> configured_spec(const CaseOptions& o, const ModelPres
   const auto kd = gpu::parse_kv_format(kvt);
   if (!kd) return DCP_ERROR("--kv-dtype: got '", kvt, "'; expected ", gpu::format_names(true));
   s.kv_dtype = props::to_oracle_dtype(*kd);
-  const std::string sc = pick(o.kv_scale, std::string(gpu::is_fp8(*kd) ? "tensor" : "none"));
+  const std::string sc = pick(o.kv_scale, std::string(gpu::is_cache_only(*kd) ? "tensor" : "none"));
   const auto named =
       std::find(std::begin(props::kKvScaleNames), std::end(props::kKvScaleNames), sc);
   if (named == std::end(props::kKvScaleNames))

@@ -300,6 +300,8 @@ DCP_HD void partial_attention(Block& blk, const PartialAttentionParams& p, const
       return partial_attention_as<StorageFormat::f8e4m3>(blk, p, b, row_block, sp);
     case StorageFormat::f8e5m2:
       return partial_attention_as<StorageFormat::f8e5m2>(blk, p, b, row_block, sp);
+    case StorageFormat::i8:
+      return partial_attention_as<StorageFormat::i8>(blk, p, b, row_block, sp);
   }
 }
 

@@ -2,13 +2,15 @@
 // (oracle::DType is the oracle's own, independent list; properties/dcp_bridge.hpp maps them).
 //
 // Queries, partials and outputs are stored in fp32, fp16 or bf16; KV caches also in fp8 (OCP
-// E4M3 and E5M2, as PyTorch's float8_e4m3fn and float8_e5m2); arithmetic is fp32. A KV cache
+// E4M3 and E5M2, as PyTorch's float8_e4m3fn and float8_e5m2) or int8 codes (-128 .. 127, meant
+// times their scale, as LMDeploy's and TensorRT-LLM's int8 caches); arithmetic is fp32. A KV cache
 // holds its elements in their format (2 bytes a bf16 key component, 1 an fp8 one: load_element,
 // store_element); queries, partials and outputs are floats already rounded to their format (round
 // to nearest even, as a GPU's conversion instructions do), so a stored value is an exact float.
 // Rounding into fp8 saturates: a finite value beyond the largest (448, 57344) and an infinity
 // become the largest of their sign, as engines' quantizing writes clamp (and as a GPU's
-// `satfinite` conversion does); a NaN stays a NaN.
+// `satfinite` conversion does); a NaN stays a NaN. Rounding into int8 rounds to the nearest
+// integer (ties to even) and saturates at -128 and 127, as a GPU's cvt.rni.sat.s8 does (a NaN: 0).
 //
 //   float x = round_to(StorageFormat::bf16, 1.00390625f);   // 1.0f (ties to even)
 //   store_element(StorageFormat::bf16, cache, i, x);        // its 16 bits at element i
@@ -26,30 +28,33 @@
 
 namespace dcp::gpu {
 
-enum class StorageFormat { f32, f16, bf16, f8e4m3, f8e5m2 };
+enum class StorageFormat { f32, f16, bf16, f8e4m3, f8e5m2, i8 };
 
 inline constexpr EnumName<StorageFormat> kFormatNames[] = {
     {StorageFormat::f32, "f32", "fp32"},
     {StorageFormat::f16, "f16", "fp16"},
     {StorageFormat::bf16, "bf16"},
     {StorageFormat::f8e4m3, "fp8e4m3", "f8e4m3", "e4m3"},
-    {StorageFormat::f8e5m2, "fp8e5m2", "f8e5m2", "e5m2"}};
+    {StorageFormat::f8e5m2, "fp8e5m2", "f8e5m2", "e5m2"},
+    {StorageFormat::i8, "int8", "i8"}};
 inline std::string_view format_name(StorageFormat d) { return name_in(kFormatNames, d); }
 DCP_HD inline bool is_fp8(StorageFormat d) {
   return d == StorageFormat::f8e4m3 || d == StorageFormat::f8e5m2;
 }
-// A KV cache's format: a value format or fp8 (fp8e4m3 / e4m3, fp8e5m2 / e5m2).
+// A format only a KV cache holds (fp8, int8), its elements meant times a scale where it has one.
+DCP_HD inline bool is_cache_only(StorageFormat d) { return is_fp8(d) || d == StorageFormat::i8; }
+// A KV cache's format: a value format, fp8 (fp8e4m3 / e4m3, fp8e5m2 / e5m2) or int8.
 inline std::optional<StorageFormat> parse_kv_format(std::string_view s) {
   return parse_in(kFormatNames, s);
 }
 // A value format (queries, partials, outputs, the P cast, the merge): f32, f16 or bf16.
 inline std::optional<StorageFormat> parse_format(std::string_view s) {
   const std::optional<StorageFormat> f = parse_kv_format(s);
-  return f && !is_fp8(*f) ? f : std::nullopt;
+  return f && !is_cache_only(*f) ? f : std::nullopt;
 }
-// What the parsers accept, for refusals: "f32, f16 or bf16"; with fp8 for a KV cache.
+// What the parsers accept, for refusals: "f32, f16 or bf16"; with fp8 and int8 for a KV cache.
 inline std::string format_names(bool kv) {
-  return names_in(kFormatNames, [kv](StorageFormat f) { return kv || !is_fp8(f); });
+  return names_in(kFormatNames, [kv](StorageFormat f) { return kv || !is_cache_only(f); });
 }
 
 // fp32 -> bf16 -> fp32, round to nearest even; NaN stays NaN, overflow gives inf.
@@ -104,6 +109,14 @@ DCP_HD inline float round_fp8(float x, int bits, int emin, float largest) {
 DCP_HD inline float round_e4m3(float x) { return round_fp8(x, kE4m3Bits, kE4m3Emin, kE4m3Max); }
 DCP_HD inline float round_e5m2(float x) { return round_fp8(x, kE5m2Bits, kE5m2Emin, kE5m2Max); }
 
+// fp32 -> int8 -> fp32: the nearest integer (ties to even), saturated at -128 and 127; NaN gives 0.
+inline constexpr float kI8Min = -128.0f, kI8Max = 127.0f;
+DCP_HD inline float round_i8(float x) {
+  if (!(x == x)) return 0.0f;
+  const float r = rintf(x);
+  return r < kI8Min ? kI8Min : r > kI8Max ? kI8Max : r;
+}
+
 DCP_HD inline float round_to(StorageFormat d, float x) {
   switch (d) {
     case StorageFormat::f32:
@@ -116,15 +129,17 @@ DCP_HD inline float round_to(StorageFormat d, float x) {
       return round_e4m3(x);
     case StorageFormat::f8e5m2:
       return round_e5m2(x);
+    case StorageFormat::i8:
+      return round_i8(x);
   }
   return x;
 }
 
 // ---- Elements as held in memory: f32 as a float, f16 and bf16 as their 16-bit patterns, fp8 as
-// its byte ----------------------------------------------------------------------------------------
+// its byte, int8 as a signed byte -----------------------------------------------------------------
 
 DCP_HD inline int64_t format_bytes(StorageFormat d) {
-  return d == StorageFormat::f32 ? 4 : is_fp8(d) ? 1 : 2;
+  return d == StorageFormat::f32 ? 4 : is_cache_only(d) ? 1 : 2;
 }
 
 // The float of a bf16 pattern: its 16 bits are the float's upper half.
@@ -225,8 +240,10 @@ DCP_HD inline float load_as(const void* p, int64_t i) {
     return f16_bits_to_float(static_cast<const uint16_t*>(p)[i]);
   } else if constexpr (F == StorageFormat::f8e4m3) {
     return e4m3_bits_to_float(static_cast<const uint8_t*>(p)[i]);
-  } else {
+  } else if constexpr (F == StorageFormat::f8e5m2) {
     return e5m2_bits_to_float(static_cast<const uint8_t*>(p)[i]);
+  } else {
+    return static_cast<float>(static_cast<const int8_t*>(p)[i]);
   }
 }
 
@@ -243,6 +260,8 @@ DCP_HD inline float load_element(StorageFormat d, const void* p, int64_t i) {
       return load_as<StorageFormat::f8e4m3>(p, i);
     case StorageFormat::f8e5m2:
       return load_as<StorageFormat::f8e5m2>(p, i);
+    case StorageFormat::i8:
+      return load_as<StorageFormat::i8>(p, i);
   }
   return 0.0f;
 }
@@ -264,6 +283,9 @@ DCP_HD inline void store_element(StorageFormat d, void* p, int64_t i, float x) {
       return;
     case StorageFormat::f8e5m2:
       static_cast<uint8_t*>(p)[i] = float_to_e5m2_bits(x);
+      return;
+    case StorageFormat::i8:
+      static_cast<int8_t*>(p)[i] = static_cast<int8_t>(round_i8(x));
       return;
   }
 }

@@ -40,9 +40,9 @@
  *
  * Version 2 (below; version 1 still loads) adds the level engines call: `paged`, one rank's
  * attention over its cache as an engine keeps it — a pool of pages in the cache's storage format
- * (fp8 as raw bytes with its scales: the kernel's own dequantization is judged), a block table
- * per request, a decode batch — with tensors described as DLPack describes them, and a mask of
- * the case features the implementation lacks (never drawn for it). A version-2 plug-in exports
+ * (fp8 or int8 as raw bytes with its scales: the kernel's own dequantization is judged), a block
+ * table per request, a decode batch — with tensors described as DLPack describes them, and a mask
+ * of the case features the implementation lacks (never drawn for it). A version-2 plug-in exports
  * dcpv_get_impl_v2 (dcp-verify looks for it first):
  *   static dcpv_impl_v2 impl = {DCPV_ABI_VERSION_2, "mine", claim, DCPV_F32, DCPV_LACKS_SOFTCAP,
  *                               DCPV_PAGES_NHD, NULL, NULL, NULL, NULL, my_paged};
@@ -274,7 +274,7 @@ typedef struct dcpv_paged_args {
                                       its rows) */
   dcpv_dltensor k_cache;           /* the pool (page_layout) with D = Dk, in the cache's storage
                                       format: float32, bfloat16, float16, float8_e4m3fn,
-                                      float8_e5m2 */
+                                      float8_e5m2, or int8 codes (DCPV_DL_INT, 8 bits) */
   dcpv_dltensor v_cache;           /* the same with D = Dv, or absent (shared latent) */
   dcpv_dltensor k_scale, v_scale;  /* [kv_heads] float32, or absent: 1 (a shared latent's V
                                       is scaled by k_scale; v_scale absent) */

@@ -6,7 +6,7 @@
 // The socket's descriptor is in the environment variable DCPV_BRIDGE_FD. Every message, both
 // ways, is a frame: an 8-byte little-endian length n, n bytes of JSON (the header), then the
 // header's "bytes" bytes of payload: the tensors the header lists, each {"name", "dtype" (f32,
-// f16, bf16, fp8e4m3, fp8e5m2, i32, i64), "shape", "offset", "nbytes"}, dense and row-major, in
+// f16, bf16, fp8e4m3, fp8e5m2, i8, i32, i64), "shape", "offset", "nbytes"}, dense and row-major, in
 // the payload at "offset". It speaks ABI version 2 (dcpv_get_impl_v2):
 //   dcpv_get_impl_v2: -> {"op": "hello", "abi": 2}
 //                   <- {"name": ..., "levels": ["paged", "partial", ...], "claim": {the dcpv_claim
@@ -128,6 +128,7 @@ Strided strided(const dcpv_dltensor& t) {
                      : is(DCPV_DL_BFLOAT, 16)       ? "bf16"
                      : is(DCPV_DL_FLOAT8_E4M3FN, 8) ? "fp8e4m3"
                      : is(DCPV_DL_FLOAT8_E5M2, 8)   ? "fp8e5m2"
+                     : is(DCPV_DL_INT, 8)           ? "i8"
                      : is(DCPV_DL_INT, 32)          ? "i32"
                      : is(DCPV_DL_INT, 64)          ? "i64"
                                                     : "?";  // never handed to the bridge

@@ -64,6 +64,8 @@ float stored(const dcpv_dltensor& t, int64_t off) {
     return fp8_value(static_cast<const uint8_t*>(t.data)[off], 3, 7, true);
   if (code == DCPV_DL_FLOAT8_E5M2)
     return fp8_value(static_cast<const uint8_t*>(t.data)[off], 2, 15, false);
+  if (code == DCPV_DL_INT && t.dtype.bits == 8)  // an int8 code
+    return static_cast<float>(static_cast<const int8_t*>(t.data)[off]);
   const uint16_t h = static_cast<const uint16_t*>(t.data)[off];
   if (code == DCPV_DL_BFLOAT) {
     const uint32_t b = static_cast<uint32_t>(h) << 16;

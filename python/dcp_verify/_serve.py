@@ -254,8 +254,9 @@ def _send_frame(sock: socket.socket, header: dict, arrays: list[tuple[str, np.nd
     sock.sendall(struct.pack("<Q", len(text)) + text + b"".join(chunks))
 
 
-_NP = {"f32": "<f4", "f16": "<f2", "i32": "<i4", "i64": "<i8"}
-_ITEM_BYTES = {"f32": 4, "f16": 2, "bf16": 2, "fp8e4m3": 1, "fp8e5m2": 1, "i32": 4, "i64": 8}
+_NP = {"f32": "<f4", "f16": "<f2", "i8": "i1", "i32": "<i4", "i64": "<i8"}
+_ITEM_BYTES = {"f32": 4, "f16": 2, "bf16": 2, "fp8e4m3": 1, "fp8e5m2": 1, "i8": 1, "i32": 4,
+               "i64": 8}
 
 
 def _fp8_table(exponent_bits: int, bias: int, e4m3fn: bool) -> np.ndarray:
@@ -287,7 +288,7 @@ def _arrays_of(header: dict, payload: bytearray, kind: str, device: Optional[str
             import torch
             tdt = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16,
                    "fp8e4m3": torch.float8_e4m3fn, "fp8e5m2": torch.float8_e5m2,
-                   "i32": torch.int32, "i64": torch.int64}[dt]
+                   "i8": torch.int8, "i32": torch.int32, "i64": torch.int64}[dt]
             count = nbytes // _ITEM_BYTES[dt]
             arr = (torch.frombuffer(payload, dtype=tdt, count=count, offset=off).reshape(shape)
                    if count else torch.zeros(shape, dtype=tdt))

@@ -117,8 +117,9 @@ TEST(CudaSingleGpu, AbortReleasesWaitingRanks) {
 }
 
 // The KV write kernel stores exactly what the host cache stores (rounding included), for chunks
-// at arbitrary offsets with interleave, in bf16 and in both fp8 formats (stored elements copied;
-// the quantizing write, x / scale, is checked on the host by the kv-writes property).
+// at arbitrary offsets with interleave, in bf16, both fp8 formats and int8 (stored elements
+// copied; the quantizing write, x / scale, is checked on the host by the kv-writes property), and
+// by token each slot's scales as the host stores them.
 TEST(CudaKernels, KvWriteMatchesHostCacheBitForBit) {
   DCP_NEEDS_GPU(1);
   CaseSpec spec{
@@ -132,7 +133,9 @@ TEST(CudaKernels, KvWriteMatchesHostCacheBitForBit) {
   ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
   for (const auto& [dtype, scale] : {std::pair{oracle::DType::bf16, KvScale::none},
                                      std::pair{oracle::DType::f8e4m3, KvScale::per_tensor},
-                                     std::pair{oracle::DType::f8e5m2, KvScale::per_head}}) {
+                                     std::pair{oracle::DType::f8e5m2, KvScale::per_head},
+                                     std::pair{oracle::DType::f8e4m3, KvScale::per_token},
+                                     std::pair{oracle::DType::i8, KvScale::per_token_head}}) {
     SCOPED_TRACE(std::string(oracle::dtype_name(dtype)));
     spec.kv_dtype = dtype;
     spec.kv_scale = scale;
@@ -147,16 +150,26 @@ TEST(CudaKernels, KvWriteMatchesHostCacheBitForBit) {
       auto k = gpu::DeviceBuffer<uint8_t>::create(kn, s);
       auto v = gpu::DeviceBuffer<uint8_t>::create(vn, s);
       auto w = gpu::DeviceBuffer<uint8_t>::create(static_cast<size_t>(ks.physical_rows), s);
-      ASSERT_TRUE(k.ok() && v.ok() && w.ok());
+      // By token, the slots' scales (stored by the write); by head the view needs none here.
+      const bool by_token = scales_by_token(scale);
+      const size_t sn = by_token ? static_cast<size_t>(gpu::scale_entries(ks)) : 0;
+      auto k_sc = gpu::DeviceBuffer<float>::create(sn, s);
+      auto v_sc = gpu::DeviceBuffer<float>::create(sn, s);
+      ASSERT_TRUE(k.ok() && v.ok() && w.ok() && k_sc.ok() && v_sc.ok());
       int64_t pos0 = 0;
       for (const int64_t len : gpu::write_chunks(in)) {
         const gpu::ChunkRows rows = gpu::chunk_rows(in, ks, pos0, len);
         auto kc = gpu::DeviceBuffer<uint8_t>::upload(rows.k, s);
         auto vc = gpu::DeviceBuffer<uint8_t>::upload(rows.v, s);
-        ASSERT_TRUE(kc.ok() && vc.ok());
-        const auto args =
-            gpu::kv_write_args(ks, gpu::kv_view(ks, k->data(), v->data(), w->data()),
-                               gpu::KvChunk{pos0, len, rows.dtype, kc->data(), vc->data()});
+        auto kcs = gpu::DeviceBuffer<float>::upload(rows.k_scale, s);
+        auto vcs = gpu::DeviceBuffer<float>::upload(rows.v_scale, s);
+        ASSERT_TRUE(kc.ok() && vc.ok() && kcs.ok() && vcs.ok());
+        const auto args = gpu::kv_write_args(
+            ks,
+            gpu::kv_view(ks, k->data(), v->data(), w->data(), by_token ? k_sc->data() : nullptr,
+                         by_token ? v_sc->data() : nullptr),
+            gpu::KvChunk{pos0, len, rows.dtype, kc->data(), vc->data(), rows.quantize,
+                         by_token ? kcs->data() : nullptr, by_token ? vcs->data() : nullptr});
         ASSERT_TRUE(args.ok() && gpu::launch_kv_write(*args, s).ok());
         ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
         pos0 += len;
@@ -168,6 +181,12 @@ TEST(CudaKernels, KvWriteMatchesHostCacheBitForBit) {
         ASSERT_EQ(kd[i], host->k[i]) << "tp " << tp << " k[" << i << "]";
       for (size_t i = 0; i < vn; ++i)
         ASSERT_EQ(vd[i], host->v[i]) << "tp " << tp << " v[" << i << "]";
+      std::vector<float> kd_sc(sn), vd_sc(sn);
+      ASSERT_TRUE(k_sc->download(kd_sc, s).ok() && v_sc->download(vd_sc, s).ok());
+      for (size_t i = 0; i < sn; ++i) {
+        ASSERT_EQ(kd_sc[i], host->k_scale[i]) << "tp " << tp << " k_scale[" << i << "]";
+        ASSERT_EQ(vd_sc[i], host->v_scale[i]) << "tp " << tp << " v_scale[" << i << "]";
+      }
     }
   }
   cudaStreamDestroy(s);

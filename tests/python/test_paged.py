@@ -16,7 +16,7 @@ from torch_paged import BUGS, TorchPaged
 CASES = 40
 # The caches the level receives: a value format each, and fp8 with no, per-tensor or per-head
 # scales (the dcp-fp8 property draws those).
-CACHES = {"f32": ("f32",), "bf16": ("bf16",), "fp8": ("fp8e4m3", "fp8e5m2")}
+CACHES = {"f32": ("f32",), "bf16": ("bf16",), "fp8": ("fp8e4m3", "fp8e5m2"), "int8": ("int8",)}
 
 
 class Recorded(TorchPaged):
@@ -46,7 +46,7 @@ def test_a_correct_paged_kernel_passes_in_every_storage_format(layout, cache):
     assert impl.seen, "the paged level was never called"
     formats = {s["dtype"] for s in impl.seen}
     want = {"f32": {torch.float32}, "bf16": {torch.bfloat16},
-            "fp8": {torch.float8_e4m3fn, torch.float8_e5m2}}[cache]
+            "fp8": {torch.float8_e4m3fn, torch.float8_e5m2}, "int8": {torch.int8}}[cache]
     assert formats == want, formats  # the pool as stored, never dequantized for the kernel
     for s in impl.seen:
         pages, a, b = s["shape"][:3]
@@ -54,7 +54,7 @@ def test_a_correct_paged_kernel_passes_in_every_storage_format(layout, cache):
         assert (a, b) == ((s["page"], s["kv_heads"]) if layout == "NHD"
                           else (s["kv_heads"], s["page"]))
         assert s["table"][0] == s["requests"]
-    if cache == "fp8":
+    if cache in ("fp8", "int8"):
         assert any(s["scaled"] for s in impl.seen)
     assert any(s["requests"] > 1 for s in impl.seen)  # the batch property's calls
 

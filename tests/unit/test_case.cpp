@@ -239,13 +239,13 @@ TEST(CaseFile, RoundTripsEveryField) {
   std::filesystem::remove(path);
 }
 
-// An fp8 cache with scales of each grain: the file holds the stored bytes and the scales ([1],
-// [Hkv], [S, 1], [S, Hkv]), the case the dequantized values (stored times scale, exactly), and a
-// save writes the same bytes back.
-TEST(CaseFile, Fp8KeysAndValuesWithScalesAreDequantizedExactly) {
+// An fp8 or int8 cache with scales of each grain: the file holds the stored bytes and the scales
+// ([1], [Hkv], [S, 1], [S, Hkv]), the case the dequantized values (stored times scale, exactly),
+// and a save writes the same bytes back.
+TEST(CaseFile, QuantizedKeysAndValuesWithScalesAreDequantizedExactly) {
   for (const props::KvScale per : {props::KvScale::per_tensor, props::KvScale::per_head,
                                    props::KvScale::per_token, props::KvScale::per_token_head}) {
-    for (const DType fp8 : {DType::f8e4m3, DType::f8e5m2}) {
+    for (const DType fp8 : {DType::f8e4m3, DType::f8e5m2, DType::i8}) {
       props::CaseSpec s;
       s.q_heads = 4;
       s.kv_heads = 2;
@@ -436,8 +436,9 @@ TEST(CaseFile, RejectsUnknownNamesAndBadMetadata) {
   EXPECT_THAT(case_from_file(bad, "c.st").status().message(), HasSubstr("'lse_base' = \"10\""));
   bad = f;
   bad.tensors["q"].dtype = DType::f64;
-  EXPECT_THAT(case_from_file(bad, "c.st").status().message(),
-              HasSubstr("tensor 'q': dtype F64; inputs are F32, F16, BF16, F8_E4M3 or F8_E5M2"));
+  EXPECT_THAT(
+      case_from_file(bad, "c.st").status().message(),
+      HasSubstr("tensor 'q': dtype F64; inputs are F32, F16, BF16, F8_E4M3, F8_E5M2 or I8"));
   bad = f;
   bad.tensors.erase("k");
   EXPECT_THAT(case_from_file(bad, "c.st").status().message(), HasSubstr("missing tensor 'k'"));

@@ -169,4 +169,30 @@ TEST(StorageFormat, StoringFp8RoundsToNearestEvenAsTheOracleAndSaturates) {
   }
 }
 
+// int8 codes: every byte loads as its two's-complement integer and stores back to itself, and a
+// float rounds to the nearest integer (ties to even) saturated at -128 and 127, as the oracle's
+// round_to, at every quarter of the range and past it.
+TEST(StorageFormat, EveryInt8CodeLoadsAsItsIntegerAndFloatsRoundAndSaturateAsTheOracle) {
+  for (uint32_t b = 0; b <= 0xff; ++b) {
+    const uint8_t cell[4] = {static_cast<uint8_t>(b), 0, 0, 0};
+    const float x = dcp::gpu::load_element(StorageFormat::i8, cell, 0);
+    ASSERT_EQ(x, static_cast<float>(static_cast<int8_t>(b))) << b;
+    ASSERT_TRUE(dcp::oracle::representable(dcp::oracle::DType::i8, x)) << b;
+    ASSERT_EQ(stored_byte(StorageFormat::i8, x), b) << b;
+  }
+  for (float x = -200.0f; x <= 200.0f; x += 0.25f) {
+    const double r = dcp::oracle::round_to(dcp::oracle::DType::i8, static_cast<double>(x));
+    ASSERT_EQ(static_cast<double>(dcp::gpu::round_to(StorageFormat::i8, x)), r) << x;
+    ASSERT_EQ(static_cast<int8_t>(stored_byte(StorageFormat::i8, x)), static_cast<int8_t>(r)) << x;
+  }
+  EXPECT_EQ(dcp::gpu::round_to(StorageFormat::i8, 2.5f), 2.0f);  // ties to even
+  EXPECT_EQ(dcp::gpu::round_to(StorageFormat::i8, -3.5f), -4.0f);
+  EXPECT_EQ(dcp::gpu::round_to(StorageFormat::i8, INFINITY), 127.0f);
+  EXPECT_EQ(dcp::gpu::round_to(StorageFormat::i8, -1e30f), -128.0f);
+  EXPECT_EQ(dcp::gpu::round_to(StorageFormat::i8, NAN), 0.0f);
+  EXPECT_EQ(dcp::gpu::format_bytes(StorageFormat::i8), 1);
+  EXPECT_FALSE(dcp::gpu::parse_format("int8"));  // a cache's format only
+  EXPECT_EQ(dcp::gpu::parse_kv_format("int8"), StorageFormat::i8);
+}
+
 }  // namespace
