@@ -170,7 +170,8 @@ GpuStatus validate_inputs(const DcpInputs& in, const DcpConfig& cfg) {
                          "; expected k's, ", in.k.quantize ? "true" : "false");
   const bool by_token = in.kv_scale_grain == ScaleGrain::token;
   if (by_token && in.batched() && !(in.k_scale.empty() && in.v_scale.empty()))
-    return DCP_GPU_ERROR("tensor 'k_scale': scales by token in a batch; a batch's are by head");
+    return DCP_GPU_ERROR("tensor '", in.k_scale.empty() ? "v_scale" : "k_scale",
+                         "': scales by token in a batch; a batch's are by head");
   const auto check_scale = [&](const std::vector<float>& sc, const char* name) -> GpuStatus {
     const auto n = static_cast<int64_t>(sc.size());
     if (!by_token && n != 0 && n != 1 && n != d.kv_heads)
@@ -413,7 +414,7 @@ ChunkRows chunk_rows(const DcpInputs& in, const KvCacheSpec& spec, int64_t pos0,
     const auto rows = [&](const std::vector<float>& sc, std::vector<float>& out) {
       const bool per_token = static_cast<int64_t>(sc.size()) == in.seq;  // else [S, Hkv]
       for (int64_t i = 0; i < (sc.empty() ? 0 : len); ++i) {
-        const int64_t pos = pos0 + i;
+        const int64_t pos = in.request_key0(b) + pos0 + i;  // the row of k and v, as above
         for (int64_t g = 0; g < spec.scale_heads; ++g)
           out.push_back(per_token ? sc[static_cast<size_t>(pos)]
                                   : sc[static_cast<size_t>(pos * d.kv_heads + spec.kv_head0 + g)]);

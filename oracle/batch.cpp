@@ -100,6 +100,11 @@ Expected<BatchOffsets> batch_offsets(const StFile& f, std::string_view source) {
                        " has no query token; every request decodes at least one");
     }
   }
+  for (const char* scale : {"k_scale", "v_scale"}) {
+    if (f.tensors.count(scale) && f.tensors.at(scale).shape.size() == 2)
+      return DCP_ERROR(source, ": tensor '", scale, "': ", shape_string(f.tensors.at(scale).shape),
+                       " is by token; a batch's scales are the batch's, [1] or [Hkv]");
+  }
   b.cu_q = std::move(*cu_q);
   b.cu_k = std::move(*cu_k);
   return b;

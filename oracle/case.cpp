@@ -119,6 +119,12 @@ Status validate(const Case& c) {
   }
   DCP_TRY(check_scale(c.k_scale, "k_scale", c.kv_scale_grain, S, Hkv));
   DCP_TRY(check_scale(c.v_scale, "v_scale", c.kv_scale_grain, S, Hkv));
+  if (c.kv_scale_grain == ScaleGrain::token && !c.k_scale.empty() && !c.v_scale.empty() &&
+      c.v_scale.size() != c.k_scale.size()) {
+    return DCP_ERROR("tensor 'v_scale': ", c.v_scale.size(),
+                     " values by token; expected k_scale's ", c.k_scale.size(),
+                     " (both per token, or both per token and KV head)");
+  }
   if (c.shared_latent() && !c.v_scale.empty()) {
     return DCP_ERROR(
         "tensor 'v_scale': given for a shared latent, whose V is K (k_scale scales "

@@ -52,13 +52,16 @@ Expected<int64_t> parse_int(std::string_view source, const std::string& key,
   return x;
 }
 
-// The tensor's values, moved out of the file.
+// The tensor's values, moved out of the file (K and V may also hold int8 codes: `kv`).
 Expected<Tensor<double>> float_tensor(std::string_view source, StFile& f, const std::string& name,
-                                      DType* dtype) {
+                                      DType* dtype, bool kv = false) {
   StTensor& t = f.tensors.at(name);
-  const auto input = [](DType d) { return d != DType::i64 && d != DType::f64; };
-  if (t.dtype == DType::i64) {
-    return DCP_ERROR(source, ": tensor '", name, "': dtype I64; expected ", dtype_names(input));
+  const auto input = [kv](DType d) {
+    return d != DType::i64 && d != DType::f64 && (kv || d != DType::i8);
+  };
+  if (t.dtype == DType::i64 || (t.dtype == DType::i8 && !kv)) {
+    return DCP_ERROR(source, ": tensor '", name, "': dtype ", dtype_name(t.dtype), "; expected ",
+                     dtype_names(input));
   }
   if (t.dtype == DType::f64) {
     return DCP_ERROR(source, ": tensor '", name, "': dtype F64; inputs are ", dtype_names(input),
@@ -77,7 +80,7 @@ Expected<KvTensor> kv_tensor(std::string_view source, StFile& f, const std::stri
                              DType* dtype) {
   StTensor& t = f.tensors.at(name);
   if (t.bytes == nullptr || t.dtype == DType::i64 || t.dtype == DType::f64) {
-    auto values = float_tensor(source, f, name, dtype);
+    auto values = float_tensor(source, f, name, dtype, true);
     if (!values) return values.status();
     return KvTensor(std::move(*values));
   }
@@ -208,6 +211,12 @@ Expected<Case> case_from_file(StFile&& f, std::string_view source) {
                        "[S, Hkv]");
     }
     const ScaleGrain grain = t.shape.size() == 2 ? ScaleGrain::token : ScaleGrain::head;
+    const Shape k_shape = f.tensors.count("k") ? f.tensors.at("k").shape : Shape{};
+    if (grain == ScaleGrain::token && k_shape.size() == 3 &&
+        (t.shape[0] != k_shape[0] || (t.shape[1] != 1 && t.shape[1] != k_shape[1])))
+      return DCP_ERROR(source, ": tensor '", name, "': ", shape_string(t.shape),
+                       "; expected [S, 1] ", "or [S, Hkv] = [", k_shape[0], ", ", k_shape[1],
+                       "] by token");
     if (grain_of != nullptr && grain != c.kv_scale_grain)
       return DCP_ERROR(source, ": tensor '", name, "': ", shape_string(t.shape), " is by ",
                        grain == ScaleGrain::token ? "token" : "head", "; '", grain_of,
@@ -545,7 +554,8 @@ Expected<DcpResult> result_from_file(const StFile& f, const Case& c, std::string
   // Tensor-core kernels feed P to the P.V product in V's format: a 16-bit KV cache implies P
   // rounded to it unless the metadata says otherwise ("none": P kept in the accumulator). An fp8
   // cache is read into q's format when q is 16-bit (V dequantized for a bf16 or f16 MMA), else
-  // multiplied in fp8, P cast to V's fp8 format.
+  // multiplied in fp8, P cast to V's fp8 format; an int8 cache is read into q's 16-bit format, or
+  // dequantized into the fp32 accumulation (no P cast).
   const auto half = [](DType t) { return t == DType::bf16 || t == DType::f16; };
   if (half(c.kv_dtype)) a.p_cast = c.kv_dtype;
   if (is_fp8(c.kv_dtype)) a.p_cast = half(c.q_dtype) ? c.q_dtype : c.kv_dtype;

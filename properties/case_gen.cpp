@@ -248,8 +248,7 @@ std::vector<dcp::oracle::Case> make_batch_cases(const CaseSpec& spec,
     CaseSpec sb = spec;
     // The batch shares request 0's scales (batch.hpp): scales by token are not shared, so a
     // batch takes them per tensor or per KV head.
-    if (sb.kv_scale == KvScale::per_token) sb.kv_scale = KvScale::per_tensor;
-    if (sb.kv_scale == KvScale::per_token_head) sb.kv_scale = KvScale::per_head;
+    sb.kv_scale = scales_by_head(sb.kv_scale);
     sb.seq = seqs[b];
     sb.tokens = b < tokens.size() ? tokens[b] : spec.tokens;
     sb.seed = spec.seed + b;

@@ -40,6 +40,13 @@ enum class KvScale { none, per_tensor, per_head, per_token, per_token_head };
 inline bool scales_by_token(KvScale s) {
   return s == KvScale::per_token || s == KvScale::per_token_head;
 }
+// The same scales by head: per token becomes per tensor, per token and KV head per KV head (a
+// batch shares its scales: batch.hpp).
+inline KvScale scales_by_head(KvScale s) {
+  return s == KvScale::per_token        ? KvScale::per_tensor
+         : s == KvScale::per_token_head ? KvScale::per_head
+                                        : s;
+}
 // Each one's name, in the enum's order: `run --kv-scale NAME`, case labels ("kv=e4m3/token"),
 // and "per_NAME" in setup files.
 inline constexpr const char* kKvScaleNames[] = {"none", "tensor", "head", "token", "token_head"};

@@ -368,9 +368,7 @@ inline DcpSetup draw_dcp_batch_setup(const DcpLimits& lim) {
                                        : CacheKind::fp8;
   DcpSetup s = *gen_dcp_setup(lim, kind);
   gpu::DcpConfig& cfg = s.cfg;
-  // A batch shares its requests' scales (batch.hpp): none by token.
-  if (s.spec.kv_scale == KvScale::per_token) s.spec.kv_scale = KvScale::per_tensor;
-  if (s.spec.kv_scale == KvScale::per_token_head) s.spec.kv_scale = KvScale::per_head;
+  s.spec.kv_scale = scales_by_head(s.spec.kv_scale);  // a batch shares its scales (batch.hpp)
   if (cfg.page_size == 0) draw_paging(cfg, true);
   // Every logit offset by +-100 is a per-request construction a shared prefix would mix.
   if (s.spec.values == ValueStyle::extreme) s.spec.values = ValueStyle::normal;

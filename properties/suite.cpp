@@ -208,11 +208,12 @@ void kv_write_property() {
   });
   const int64_t seq = *rc::gen::inRange<int64_t>(0, 400);
   const std::vector<int64_t> chunks = make_chunks(seq, *rc::gen::arbitrary<uint64_t>());
-  // Every cache format, with or without scales (one per KV head), written from chunks of stored
+  // Every cache format, with or without scales (one per KV head, or by token: one per token or per
+  // token and KV head, stored by the write in each token's slot), written from chunks of stored
   // elements (in the cache's format) or of fp32 values (quantized as x / scale).
-  const gpu::StorageFormat fmt =
-      *rc::gen::element(gpu::StorageFormat::f32, gpu::StorageFormat::bf16, gpu::StorageFormat::f16,
-                        gpu::StorageFormat::f8e4m3, gpu::StorageFormat::f8e5m2);
+  const gpu::StorageFormat fmt = *rc::gen::element(
+      gpu::StorageFormat::f32, gpu::StorageFormat::bf16, gpu::StorageFormat::f16,
+      gpu::StorageFormat::f8e4m3, gpu::StorageFormat::f8e5m2, gpu::StorageFormat::i8);
   const int64_t heads = *rc::gen::inRange<int64_t>(1, 4);
   const bool latent = *rc::gen::arbitrary<bool>();
   const bool scaled = *rc::gen::arbitrary<bool>();
@@ -224,22 +225,33 @@ void kv_write_property() {
       l.interleave * *rc::gen::weightedOneOf<int64_t>(
                          {{1, rc::gen::just<int64_t>(0)}, {1, rc::gen::inRange<int64_t>(1, 5)}});
   paging.page_seed = *rc::gen::arbitrary<uint64_t>();
+  const bool by_token = scaled && *rc::gen::arbitrary<bool>();
+  const int64_t scale_heads = by_token && *rc::gen::arbitrary<bool>() ? 1 : heads;
   gpu::DcpInputs context;  // the plan's view of the context: one request of seq tokens
   context.seq = seq;
   const gpu::Result<gpu::PagePlan> plan = gpu::plan_pages(context, paging);
   RC_ASSERT(plan.ok());
-  // Scales anywhere in [2^-12, 2^8): a stored value c in {1, 2} times a scale is exact in fp32
-  // (c is a power of two), so quantizing it back gives c exactly in every format.
+  // Scales anywhere in [2^-12, 2^8), by token that times 1 + p mod 5: a stored value c in {1, 2}
+  // times a scale is exact in fp32 (c is a power of two), so quantizing it back gives c exactly in
+  // every format.
   const auto draw_scales = [&] {
     std::vector<float> sc;
-    for (int64_t g = 0; scaled && g < heads; ++g)
+    for (int64_t g = 0; scaled && g < scale_heads; ++g)
       sc.push_back(static_cast<float>(*rc::gen::inRange(1, 1 << 20)) / 4096.0f);
     return sc;
   };
-  const gpu::KvScales scales{draw_scales(), latent ? std::vector<float>{} : draw_scales()};
+  const std::vector<float> k_base = draw_scales(),
+                           v_base = latent ? std::vector<float>{} : draw_scales();
+  // The scale of token p at KV head g (none: 1).
+  const auto scale_of = [&](const std::vector<float>& base, int64_t p, int64_t g) {
+    if (base.empty()) return 1.0f;
+    const float b = base[static_cast<size_t>(scale_heads == 1 ? 0 : g)];
+    return by_token ? b * static_cast<float>(1 + p % 5) : b;
+  };
   set_current_case(layout_case(l, "S", seq) + " chunks=" + std::to_string(chunks.size()) +
                    " kv=" + std::string(gpu::format_name(fmt)) + " heads=" + std::to_string(heads) +
                    (latent ? " latent" : "") + (scaled ? " scaled" : "") +
+                   (by_token ? (scale_heads == 1 ? " by-token" : " by-token-head") : "") +
                    (from_values ? " from-values" : " from-stored") +
                    (paging.page_size > 0 ? " page=" + std::to_string(paging.page_size) : ""));
   // Token p's stored component i (of 9, p < 2^9) is 2 where bit i of p is set, else 1, and its
@@ -254,16 +266,23 @@ void kv_write_property() {
   const int64_t rows = (seq + cycle - 1) / cycle * l.interleave;
   const gpu::StorageFormat src = from_values ? gpu::StorageFormat::f32 : fmt;
   const auto chunk_of = [&](int64_t pos0, int64_t len, int64_t width, int64_t off,
-                            const std::vector<float>& sc) {
+                            const std::vector<float>& base) {
     std::vector<uint8_t> bytes(static_cast<size_t>(len * heads * width * gpu::format_bytes(src)));
     for (int64_t j = 0; j < len; ++j)
       for (int64_t g = 0; g < heads; ++g)
         for (int64_t i = 0; i < width; ++i) {
           const float c = code(pos0 + j, off + i);
-          const float x = from_values && !sc.empty() ? c * sc[static_cast<size_t>(g)] : c;
+          const float x = from_values ? c * scale_of(base, pos0 + j, g) : c;
           gpu::store_element(src, bytes.data(), (j * heads + g) * width + i, x);
         }
     return bytes;
+  };
+  // By token, the chunk's scales [len, scale_heads] the write stores (empty: by head, or none).
+  const auto chunk_scales = [&](int64_t pos0, int64_t len, const std::vector<float>& base) {
+    std::vector<float> sc;
+    for (int64_t j = 0; by_token && !base.empty() && j < len; ++j)
+      for (int64_t g = 0; g < scale_heads; ++g) sc.push_back(scale_of(base, pos0 + j, g));
+    return sc;
   };
   for (int64_t r = 0; r < l.ranks; ++r) {
     gpu::KvCacheSpec spec{l, r, rows, heads, 0, dk, dv, latent, fmt};
@@ -271,19 +290,32 @@ void kv_write_property() {
       spec.page_size = paging.page_size;
       spec.pool_pages = plan->pool_pages;
     }
+    spec.scale_grain = by_token ? gpu::ScaleGrain::token : gpu::ScaleGrain::head;
+    spec.scale_heads = scale_heads;
+    // By head the scales themselves; by token each slot's entry, stored by the writes (0 before).
+    const auto cache_scales = [&](const std::vector<float>& base) {
+      return by_token && !base.empty()
+                 ? std::vector<float>(static_cast<size_t>(gpu::scale_entries(spec)), 0.0f)
+                 : base;
+    };
     gpu::HostDevice dev(nullptr);
     const std::vector<int32_t>& table = plan->tables;
-    gpu::Result<gpu::HostKvCache> c = gpu::alloc_device_cache(dev, spec, scales, table);
+    gpu::Result<gpu::HostKvCache> c = gpu::alloc_device_cache(
+        dev, spec, gpu::KvScales{cache_scales(k_base), cache_scales(v_base)}, table);
     RC_ASSERT(c.ok());
     int64_t pos0 = 0;
     for (const int64_t len : chunks) {
-      const std::vector<uint8_t> k = chunk_of(pos0, len, dk, 0, scales.k);
+      const std::vector<uint8_t> k = chunk_of(pos0, len, dk, 0, k_base);
       const std::vector<uint8_t> v =
-          latent ? std::vector<uint8_t>{} : chunk_of(pos0, len, dv, kBits, scales.v);
-      RC_ASSERT(gpu::write_device_chunk(dev, *c,
-                                        gpu::KvChunk{pos0, len, src, k.data(),
-                                                     latent ? nullptr : v.data(), from_values})
-                    .ok());
+          latent ? std::vector<uint8_t>{} : chunk_of(pos0, len, dv, kBits, v_base);
+      const std::vector<float> ks = chunk_scales(pos0, len, k_base),
+                               vs = chunk_scales(pos0, len, v_base);
+      RC_ASSERT(
+          gpu::write_device_chunk(
+              dev, *c,
+              gpu::KvChunk{pos0, len, src, k.data(), latent ? nullptr : v.data(), from_values,
+                           ks.empty() ? nullptr : ks.data(), vs.empty() ? nullptr : vs.data()})
+              .ok());
       pos0 += len;
     }
     // Expected by brute force from the oracle's statement of the layout: rank r holds, in
@@ -305,16 +337,14 @@ void kv_write_property() {
     while (contiguous_rows < rows && written(contiguous_rows)) ++contiguous_rows;
     RC_ASSERT(contiguous_rows == held);
     const gpu::KvView view = c->view();
-    for (int64_t g = 0; g < heads; ++g) {
-      RC_ASSERT(view.k_scale_of(0, g) == (scaled ? scales.k[static_cast<size_t>(g)] : 1.0f));
-      RC_ASSERT(view.v_scale_of(0, g) ==
-                (scaled ? (latent ? scales.k : scales.v)[static_cast<size_t>(g)] : 1.0f));
-    }
     for (int64_t row = 0; row < rows; ++row) {
       RC_ASSERT(written(row) == (row < held));
       if (row >= held) continue;
       const int64_t p = mine[static_cast<size_t>(row)];
       for (int64_t g = 0; g < heads; ++g) {
+        // Each row's scales: its KV head's, or by token its own token's (a latent's V: K's).
+        RC_ASSERT(view.k_scale_of(row, g) == scale_of(k_base, p, g));
+        RC_ASSERT(view.v_scale_of(row, g) == scale_of(latent ? k_base : v_base, p, g));
         for (int64_t i = 0; i < dk; ++i) RC_ASSERT(view.key(row, g, i) == code(p, i));
         if (!latent)
           for (int64_t i = 0; i < dv; ++i) RC_ASSERT(view.value(row, g, i) == code(p, kBits + i));

@@ -292,16 +292,17 @@ TEST(ToleranceSensitivity, UnclaimedPairwiseMergeFails) {
   EXPECT_GT(violated, 0) << "a pairwise merge claimed as one merge was never caught";
 }
 
-// An fp8 cache (docs/tolerances.md §3, §4): the oracle takes stored value times scale as exact, and
-// the kernel's folded scales cost one rounding each (by token: the K scale's product with the
-// softmax scale per key, each V element's dequantizing product). Every correct variant on fp8 K/V
-// with scales of every grain, fp8 P casts and fp8 outputs among them, gets a bound and is inside
-// it (the general soundness property draws these too, more rarely).
+// An fp8 or int8 cache (docs/tolerances.md §3, §4): the oracle takes stored value times scale as
+// exact, and the kernel's folded scales cost one rounding each (by token: the K scale's product
+// with the softmax scale per key, each V element's dequantizing product). Every correct variant on
+// fp8 or int8 K/V with scales of every grain, fp8 P casts and fp8 outputs among them, gets a bound
+// and is inside it (the general soundness property draws these too, more rarely).
 RC_GTEST_PROP(ToleranceSoundness, Fp8CachesWithScalesAreWithinTheBound, ()) {
   SpecLimits lim;
   lim.max_seq = 120;
   CaseSpec spec = *gen_case_spec(lim);
-  spec.kv_dtype = *rc::gen::element(oracle::DType::f8e4m3, oracle::DType::f8e5m2);
+  spec.kv_dtype =
+      *rc::gen::element(oracle::DType::f8e4m3, oracle::DType::f8e5m2, oracle::DType::i8);
   spec.kv_scale = *rc::gen::element(KvScale::none, KvScale::per_tensor, KvScale::per_head,
                                     KvScale::per_token, KvScale::per_token_head);
   ModelConfig m = *gen_model_config_for(spec);

@@ -167,14 +167,18 @@ void print_row(std::ostream& out, const Table& t, const std::string& part, const
                cell("%.4f", w_stat.ratio), index_text(w), tensor_verdict(violations, suspects)});
 }
 
-// " (k_scale per head, v_scale per tensor)" for an fp8 cache's scales; empty without them.
+// " (k_scale per head, v_scale per tensor)" for a quantized cache's scales (by token: "per token"
+// or "per token and head"); empty without them.
 std::string scales_text(const oracle::Case& c) {
   std::string text;
+  const bool by_token = c.kv_scale_grain == oracle::ScaleGrain::token;
   for (const auto& [name, s] :
        {std::pair{"k_scale", &c.k_scale}, std::pair{"v_scale", &c.v_scale}}) {
     if (s->empty()) continue;
+    const bool one = by_token ? static_cast<int64_t>(s->size()) == c.seq() : s->size() == 1;
     text += std::string(text.empty() ? " (" : ", ") + name +
-            (s->size() == 1 ? " per tensor" : " per head");
+            (by_token ? (one ? " per token" : " per token and head")
+                      : (one ? " per tensor" : " per head"));
   }
   return text.empty() ? text : text + ")";
 }

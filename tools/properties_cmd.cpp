@@ -363,6 +363,9 @@ int run_properties(PropertiesOptions& o, const Limits& lim) {
   // What the implementation says it lacks is never drawn, as with --without.
   for (const std::string& lacked : impl ? impl->lacks : std::vector<std::string>{})
     if (const props::FeatureInfo* f = props::find_feature(lacked)) o.draws.limits.lack(f->feature);
+  // int8 caches reach a plug-in's paged level as raw codes, a format plug-ins written before it
+  // cannot read: drawn for one only where --kv-dtypes names it.
+  if (impl && o.draws.kv_dtypes.empty()) std::erase(o.draws.limits.kv_dtypes, oracle::DType::i8);
   props::set_property_bound(o.bound == "statistical" ? props::BoundTier::statistical
                                                      : props::BoundTier::sound);
   std::vector<props::SuiteProperty> suite = props::property_suite(backend, o.draws.limits);

@@ -57,8 +57,9 @@ struct PartialAttentionParams {
   int64_t table_stride = 0;
 
   // The case's variant (global positions, natural-log units).
-  float scale = 0.0f;    // softmax scale; the body folds each KV head's k_scale into it (scale *
-                         // k_scale, one rounding) and multiplies the partial output by its v_scale
+  float scale = 0.0f;    // softmax scale; the body folds each key's k_scale into it (scale *
+                         // k_scale, one rounding) and applies v_scale to the partial output (by
+                         // head) or to each value as it is read (by token: kv_view.hpp)
   bool causal = true;    // key pos <= query pos
   int64_t window = 0;    // > 0: key pos > query pos - window
   float softcap = 0.0f;  // > 0: s <- softcap * tanh(s / softcap)

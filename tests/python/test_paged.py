@@ -1,8 +1,8 @@
 """The paged level (impl.h, ABI 2) driven with a PyTorch paged kernel (torch_paged.py) as engines
 call one: each rank's pool in the vLLM (NHD) and FlashInfer HND layouts, in its storage format
-(f32, bf16, fp8 with its scales), block tables over a fragmented pool, decode batches. The correct
-kernel passes; a K scale applied twice and a block table read one page off are killed, each with
-its shrunk case.
+(f32, bf16, fp8 or int8 with its scales), block tables over a fragmented pool, decode batches.
+The correct kernel passes; a K scale applied twice and a block table read one page off are
+killed, each with its shrunk case.
 """
 
 import numpy as np
@@ -14,8 +14,8 @@ from dcp_verify import testing
 from torch_paged import BUGS, TorchPaged
 
 CASES = 40
-# The caches the level receives: a value format each, and fp8 with no, per-tensor or per-head
-# scales (the dcp-fp8 property draws those).
+# The caches the level receives: a value format each, and fp8 or int8 with no, per-tensor or
+# per-head scales (the dcp-fp8 property draws those).
 CACHES = {"f32": ("f32",), "bf16": ("bf16",), "fp8": ("fp8e4m3", "fp8e5m2"), "int8": ("int8",)}
 
 

@@ -313,14 +313,30 @@ TEST(CaseFile, RejectsBadScales) {
   bad.tensors["k_scale"].values.assign(48, 0.5);
   bad.tensors["k_scale"].shape = {16, 3};
   bad.tensors["v_scale"] = bad.tensors["k_scale"];
-  EXPECT_THAT(error(bad), HasSubstr("tensor 'k_scale': 48 values by token; expected S = 16 (per "
-                                    "token) or S x Hkv = 32 (per token and KV head)"));
+  EXPECT_THAT(error(bad), HasSubstr("tensor 'k_scale': [16, 3]; expected [S, 1] or [S, Hkv] = "
+                                    "[16, 2] by token"));
   bad = f;
   bad.tensors["v_scale"].values.assign(16, 0.5);
   bad.tensors["v_scale"].shape = {16, 1};
   EXPECT_THAT(error(bad), HasSubstr("tensor 'v_scale': [16, 1] is by token; 'k_scale' is not"));
+  bad.tensors["k_scale"] = bad.tensors["v_scale"];  // [S, Hkv] read transposed is refused
+  bad.tensors["k_scale"].values.assign(32, 0.5);
+  bad.tensors["k_scale"].shape = {2, 16};
+  EXPECT_THAT(error(bad), HasSubstr("tensor 'k_scale': [2, 16]; expected [S, 1] or [S, Hkv] = "
+                                    "[16, 2] by token"));
+  bad.tensors["k_scale"].shape = {16, 2};  // K per token and head, V per token: one shape
+  EXPECT_THAT(error(bad), HasSubstr("tensor 'v_scale': 16 values by token; expected k_scale's 32"));
   // A value that is no stored E4M3 value times its scale (the scale is not what the file says).
   Case c = props::make_case(s);
+  {  // a case built in memory: by token, S or S x Hkv scales
+    props::CaseSpec t = s;
+    t.kv_scale = props::KvScale::per_token;
+    Case by_token = props::make_case(t);
+    by_token.k_scale.push_back(0.5);
+    EXPECT_THAT(validate(by_token).message(),
+                HasSubstr("tensor 'k_scale': 17 values by token; expected S = 16 (per token) or "
+                          "S x Hkv = 32 (per token and KV head)"));
+  }
   c.k.data[0] += 0.01 * c.k_scale_of(0, 0);
   EXPECT_THAT(validate(c).message(), HasSubstr("tensor 'k': element 0 = "));
   EXPECT_THAT(validate(c).message(), HasSubstr("is not a F8_E4M3 value times its scale"));
@@ -395,6 +411,15 @@ TEST(Batch, RejectsBadOffsetsByName) {
     return split_case_file(f, "b.st").status().message();
   };
   EXPECT_THAT(error({0, 2}, {}), HasSubstr("b.st: tensor 'cu_seqlens_q' without 'cu_seqlens_k'"));
+  {  // a batch's scales are the batch's: by token they would be one request's or the wrong ones
+    StFile f = good;
+    f.tensors["cu_seqlens_q"] = StTensor{DType::i64, {3}, {}, {0, 1, 2}};
+    f.tensors["cu_seqlens_k"] = StTensor{DType::i64, {3}, {}, {0, 4, 8}};
+    f.tensors["k_scale"] = StTensor{DType::f32, {8, 1}, std::vector<double>(8, 0.5), {}};
+    EXPECT_THAT(split_case_file(f, "b.st").status().message(),
+                HasSubstr("b.st: tensor 'k_scale': [8, 1] is by token; a batch's scales are the "
+                          "batch's, [1] or [Hkv]"));
+  }
   EXPECT_THAT(error({1, 2}, {0, 8}), HasSubstr("tensor 'cu_seqlens_q': element 0 = 1; expected 0"));
   EXPECT_THAT(error({0, 2}, {0, 5, 3, 8}),
               HasSubstr("tensor 'cu_seqlens_k': element 2 = 3 < element 1 = 5"));
@@ -438,7 +463,7 @@ TEST(CaseFile, RejectsUnknownNamesAndBadMetadata) {
   bad.tensors["q"].dtype = DType::f64;
   EXPECT_THAT(
       case_from_file(bad, "c.st").status().message(),
-      HasSubstr("tensor 'q': dtype F64; inputs are F32, F16, BF16, F8_E4M3, F8_E5M2 or I8"));
+      HasSubstr("tensor 'q': dtype F64; inputs are F32, F16, BF16, F8_E4M3 or F8_E5M2"));
   bad = f;
   bad.tensors.erase("k");
   EXPECT_THAT(case_from_file(bad, "c.st").status().message(), HasSubstr("missing tensor 'k'"));
