@@ -350,30 +350,20 @@ void write_token(const body::KvWrite& a, int64_t row, int64_t i, int64_t scale_r
   const gpu::KvView& c = a.cache;
   const bool by_token = c.scale_grain == gpu::ScaleGrain::token;
   for (int64_t g = 0; g < c.kv_heads; ++g) {
-    const float ks = body::chunk_scale(a, a.k_scale, i, g),
-                vs = body::chunk_scale(a, a.v_scale, i, g);
+    const float ks = by_token ? body::chunk_scale(a, a.k_scale, i, g) : c.k_scale_of(row, g);
+    const float vs = by_token ? body::chunk_scale(a, a.v_scale, i, g) : c.v_scale_of(row, g);
     if (by_token && scale_row < c.rows) {
       if (a.k_scale != nullptr) c.k_scale[c.scale_index(scale_row, g)] = ks;
       if (a.v_scale != nullptr && !a.latent) c.v_scale[c.scale_index(scale_row, g)] = vs;
     }
     for (int64_t x = 0; x < c.head_dim; ++x) {
       const float e = gpu::load_element(a.src, a.k, (i * c.kv_heads + g) * c.head_dim + x);
-      if (by_token)
-        c.set_stored_key(row, g, x, a.quantize ? e / ks : e);
-      else if (a.quantize)
-        c.set_key(row, g, x, e);
-      else
-        c.set_stored_key(row, g, x, e);
+      c.set_stored_key(row, g, x, a.quantize ? e / ks : e);
     }
     if (!a.latent)
       for (int64_t x = 0; x < c.v_dim; ++x) {
         const float e = gpu::load_element(a.src, a.v, (i * c.kv_heads + g) * c.v_dim + x);
-        if (by_token)
-          c.set_stored_value(row, g, x, a.quantize ? e / vs : e);
-        else if (a.quantize)
-          c.set_value(row, g, x, e);
-        else
-          c.set_stored_value(row, g, x, e);
+        c.set_stored_value(row, g, x, a.quantize ? e / vs : e);
       }
   }
   c.written[c.slot(row)] = 1;

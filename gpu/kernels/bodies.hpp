@@ -96,30 +96,20 @@ DCP_HD inline void kv_write(const KvWrite& a, int64_t x) {
   const int64_t row = a.layout.row(pos);
   const bool by_token = a.cache.scale_grain == ScaleGrain::token;
   const bool scale_owner = by_token && (a.cache.scale_heads > 1 || h == 0);
+  // The scale the component is divided by when the chunk holds values: the chunk's by token,
+  // else the cache's KV head's (1 without scales).
   if (c < dk) {
     const float e = load_element(a.src, a.k, (i * heads + h) * dk + c);
-    if (by_token) {
-      const float sc = chunk_scale(a, a.k_scale, i, h);
-      if (scale_owner && c == 0 && a.k_scale != nullptr)
-        a.cache.k_scale[a.cache.scale_index(row, h)] = sc;
-      a.cache.set_stored_key(row, h, c, a.quantize ? e / sc : e);
-    } else if (a.quantize) {
-      a.cache.set_key(row, h, c, e);
-    } else {
-      a.cache.set_stored_key(row, h, c, e);
-    }
+    const float sc = by_token ? chunk_scale(a, a.k_scale, i, h) : a.cache.k_scale_of(row, h);
+    if (scale_owner && c == 0 && a.k_scale != nullptr)
+      a.cache.k_scale[a.cache.scale_index(row, h)] = sc;
+    a.cache.set_stored_key(row, h, c, a.quantize ? e / sc : e);
   } else {
     const float e = load_element(a.src, a.v, (i * heads + h) * a.cache.v_dim + (c - dk));
-    if (by_token) {
-      const float sc = chunk_scale(a, a.v_scale, i, h);
-      if (scale_owner && c == dk && a.v_scale != nullptr)
-        a.cache.v_scale[a.cache.scale_index(row, h)] = sc;
-      a.cache.set_stored_value(row, h, c - dk, a.quantize ? e / sc : e);
-    } else if (a.quantize) {
-      a.cache.set_value(row, h, c - dk, e);
-    } else {
-      a.cache.set_stored_value(row, h, c - dk, e);
-    }
+    const float sc = by_token ? chunk_scale(a, a.v_scale, i, h) : a.cache.v_scale_of(row, h);
+    if (scale_owner && c == dk && a.v_scale != nullptr)
+      a.cache.v_scale[a.cache.scale_index(row, h)] = sc;
+    a.cache.set_stored_value(row, h, c - dk, a.quantize ? e / sc : e);
   }
   if (h == 0 && c == 0) a.cache.written[a.cache.slot(row)] = 1;
 }

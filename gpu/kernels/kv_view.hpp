@@ -154,14 +154,6 @@ struct KvView {
   DCP_HD float value_as(int64_t row, int64_t g, int64_t i) const {
     return load_as<F>(v, (slot(row) * kv_heads + g) * v_head_stride + i);
   }
-  // Quantizes the value x of that component: stores x / scale rounded to dtype (x itself, rounded,
-  // without a scale); the row's scale already in place.
-  DCP_HD void set_key(int64_t row, int64_t g, int64_t i, float x) const {
-    set_stored_key(row, g, i, x / k_scale_of(row, g));
-  }
-  DCP_HD void set_value(int64_t row, int64_t g, int64_t i, float x) const {
-    set_stored_value(row, g, i, x / v_scale_of(row, g));
-  }
   // Stores the stored value x (a writer's element of dtype already: exact), rounded to dtype.
   DCP_HD void set_stored_key(int64_t row, int64_t g, int64_t i, float x) const {
     store_element(dtype, k, (slot(row) * kv_heads + g) * head_dim + i, x);

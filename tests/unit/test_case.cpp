@@ -461,9 +461,8 @@ TEST(CaseFile, RejectsUnknownNamesAndBadMetadata) {
   EXPECT_THAT(case_from_file(bad, "c.st").status().message(), HasSubstr("'lse_base' = \"10\""));
   bad = f;
   bad.tensors["q"].dtype = DType::f64;
-  EXPECT_THAT(
-      case_from_file(bad, "c.st").status().message(),
-      HasSubstr("tensor 'q': dtype F64; inputs are F32, F16, BF16, F8_E4M3 or F8_E5M2"));
+  EXPECT_THAT(case_from_file(bad, "c.st").status().message(),
+              HasSubstr("tensor 'q': dtype F64; inputs are F32, F16, BF16, F8_E4M3 or F8_E5M2"));
   bad = f;
   bad.tensors.erase("k");
   EXPECT_THAT(case_from_file(bad, "c.st").status().message(), HasSubstr("missing tensor 'k'"));
