@@ -83,8 +83,9 @@ Status check_scale(const std::vector<double>& s, const char* name, ScaleGrain gr
 }
 
 // F64 inputs are for cases the oracle derives itself (the decompressed MLA slice); case files
-// still take F32, F16 or BF16 only (case_file.cpp). K and V may also hold int8 codes (I8).
-bool is_input_float(DType t) { return t != DType::i64 && t != DType::i8; }
+// still take F32, F16 or BF16 only (case_file.cpp). K and V may also hold a quantized cache's
+// codes (I8).
+bool is_input_float(DType t) { return is_float(t); }
 
 }  // namespace
 
@@ -113,9 +114,8 @@ Status validate(const Case& c) {
     return DCP_ERROR("tensor 'q': dtype ", dtype_name(c.q_dtype), "; expected ",
                      float_dtype_names());
   }
-  if (!is_input_float(c.kv_dtype) && c.kv_dtype != DType::i8) {
-    return DCP_ERROR("tensor 'k': dtype ", dtype_name(c.kv_dtype), "; expected ",
-                     float_dtype_names(), " or I8");
+  if (!is_input_float(c.kv_dtype) && !is_quantized(c.kv_dtype)) {
+    return DCP_ERROR("tensor 'k': dtype ", dtype_name(c.kv_dtype), "; expected ", kv_dtype_names());
   }
   DCP_TRY(check_scale(c.k_scale, "k_scale", c.kv_scale_grain, S, Hkv));
   DCP_TRY(check_scale(c.v_scale, "v_scale", c.kv_scale_grain, S, Hkv));

@@ -310,21 +310,26 @@ Expected<std::optional<double>> intrinsic_error(std::string_view source, const S
   return std::optional<double>(*x);
 }
 
-// Which formats a metadata key may name besides f32, bf16 and f16: f64 (accum), fp8 (p_cast).
+// Which formats a metadata key may name besides the value formats (f32, f16, bf16): f64 (accum),
+// fp8 (p_cast).
 enum class Formats { half, with_f64, with_fp8 };
 
-// The arithmetic formats a result's metadata may name.
+// The arithmetic formats a result's metadata may name, by their rows' format_text (dtype.hpp).
 Expected<DType> parse_format(std::string_view source, const std::string& key,
                              const std::string& text, Formats extra) {
-  if (text == "f32") return DType::f32;
-  if (text == "bf16") return DType::bf16;
-  if (text == "f16") return DType::f16;
-  if (text == "f64" && extra == Formats::with_f64) return DType::f64;
-  if (text == "f8_e4m3" && extra == Formats::with_fp8) return DType::f8e4m3;
-  if (text == "f8_e5m2" && extra == Formats::with_fp8) return DType::f8e5m2;
+  const auto allowed = [extra](DType d) {
+    if (d == DType::f64) return extra == Formats::with_f64;
+    if (is_fp8(d)) return extra == Formats::with_fp8;
+    return dtype_info(d)->role == Role::value;
+  };
+  std::vector<std::string_view> names;
+  for (const DTypeInfo& d : kDTypes) {
+    if (!allowed(d.value)) continue;
+    if (d.format_text == text) return d.value;
+    names.push_back(d.format_text);
+  }
   return DCP_ERROR(source, ": metadata '", key, "' = \"", text, "\"; expected ",
-                   extra == Formats::with_f64 ? "f64, " : "", "f32, bf16",
-                   extra == Formats::with_fp8 ? ", f16, f8_e4m3 or f8_e5m2" : " or f16");
+                   choices_text(names));
 }
 
 Expected<int64_t> positive_int(std::string_view source, const StFile& f, const std::string& key,
@@ -404,25 +409,8 @@ Tensor<double> heads_first_to_tokens_first(const Tensor<double>& x, int64_t bloc
 }  // namespace
 
 std::string format_text(DType d) {
-  switch (d) {
-    case DType::f64:
-      return "f64";
-    case DType::f16:
-      return "f16";
-    case DType::bf16:
-      return "bf16";
-    case DType::f32:
-      return "f32";
-    case DType::f8e4m3:
-      return "f8_e4m3";
-    case DType::f8e5m2:
-      return "f8_e5m2";
-    case DType::i64:  // never a claimed format: result_from_file refuses integer tensors
-      return "i64";
-    case DType::i8:
-      return "i8";
-  }
-  return "?";
+  const DTypeInfo* row = dtype_info(d);
+  return row ? std::string(row->format_text) : "?";
 }
 
 Expected<DcpResult> result_from_file(const StFile& f, const Case& c, std::string_view source) {

@@ -74,8 +74,8 @@ Expected<DcpResult> load_result(const std::string& path, const Case& c);
 // are no partials (fp32).
 StFile result_to_file(const DcpResult& r, const Case& c);
 
-// A format as a result file's metadata names it: "f32", "bf16", "f16", "f8_e4m3", "f8_e5m2" (and
-// "f64" for a reference's accum).
+// A format as a result file's metadata names it, its row's format_text (dtype.hpp): "f32",
+// "bf16", "f8_e4m3", ... ("f64" for a reference's accum).
 std::string format_text(DType d);
 
 // o [T, Hq, Dv] and lse [T, Hq] as F64, metadata lse_base, accum "f64" and p_cast "none" (so

@@ -5,6 +5,7 @@
 //   DType::f8e4m3: 4 bits, max 448, no infinities (OCP E4M3, PyTorch's float8_e4m3fn);
 //   DType::f8e5m2: 3 bits, max 57344, IEEE-style infinities (OCP E5M2, float8_e5m2).
 //   DType::i8: the integers -128 .. 127 (an int8 KV cache's codes, meant times their scale).
+//   Each one's facts are a row of kDTypes; what follows derives from the rows.
 //   round_to(DType::bf16, x)   rounds a double to the nearest bf16 value (ties to even)
 //   representable(DType::f16, x)  is true when x is exactly an fp16 value
 #pragma once
@@ -27,17 +28,35 @@ namespace dcp::oracle {
 
 enum class DType { f64, f32, f16, bf16, f8e4m3, f8e5m2, i64, i8 };
 
-// Each dtype's facts in one row, in the enum's order: its safetensors name (printed and parsed)
-// and its bytes. A new dtype is one row here.
+// What a dtype may hold in a case: values (inputs, results, claimed formats), a quantized KV
+// cache's elements (K and V only, beside their scales), or indices.
+enum class Role { value, cache, index };
+// How its bits mean a number: IEEE-style (the all-ones exponent is inf and NaN); finite, with one
+// NaN per sign (S.1111.111, no inf: OCP E4M3); or two's complement integers.
+enum class Encoding { ieee, finite, integer };
+
+// Each dtype's facts in one row, in the enum's order: its safetensors name (printed and parsed),
+// its bytes, its role, its name as a result file's metadata names a format, and for a floating
+// dtype its encoding, stored significand bits and exponent bias (whence its unit roundoff, smallest
+// normal and largest finite value). A new dtype is one row here.
 struct DTypeInfo {
   DType value;
   std::string_view name;
   int bytes;
+  Role role;
+  std::string_view format_text;
+  Encoding encoding;
+  int man_bits = 0, exp_bits = 0, bias = 0;
 };
 inline constexpr DTypeInfo kDTypes[] = {
-    {DType::f64, "F64", 8},   {DType::f32, "F32", 4},        {DType::f16, "F16", 2},
-    {DType::bf16, "BF16", 2}, {DType::f8e4m3, "F8_E4M3", 1}, {DType::f8e5m2, "F8_E5M2", 1},
-    {DType::i64, "I64", 8},   {DType::i8, "I8", 1}};
+    {DType::f64, "F64", 8, Role::value, "f64", Encoding::ieee, 52, 11, 1023},
+    {DType::f32, "F32", 4, Role::value, "f32", Encoding::ieee, 23, 8, 127},
+    {DType::f16, "F16", 2, Role::value, "f16", Encoding::ieee, 10, 5, 15},
+    {DType::bf16, "BF16", 2, Role::value, "bf16", Encoding::ieee, 7, 8, 127},
+    {DType::f8e4m3, "F8_E4M3", 1, Role::cache, "f8_e4m3", Encoding::finite, 3, 4, 7},
+    {DType::f8e5m2, "F8_E5M2", 1, Role::cache, "f8_e5m2", Encoding::ieee, 2, 5, 15},
+    {DType::i64, "I64", 8, Role::index, "i64", Encoding::integer},
+    {DType::i8, "I8", 1, Role::cache, "i8", Encoding::integer}};
 
 constexpr bool dtype_rows_in_enum_order() {
   for (size_t i = 0; i < std::size(kDTypes); ++i)
@@ -73,97 +92,78 @@ std::string dtype_names(Keep keep) {
   return choices_text(names);
 }
 
-// The floating dtypes a case's tensors may hold: every one but the integers.
-inline std::string float_dtype_names() {
-  return dtype_names([](DType t) { return t != DType::i64 && t != DType::i8; });
+inline bool is_float(DType t) {
+  const DTypeInfo* d = dtype_info(t);
+  return d && d->encoding != Encoding::integer;
 }
+// A quantized cache's format: fp8 or int8 codes, which a cache keeps beside their scales.
+inline bool is_quantized(DType t) {
+  const DTypeInfo* d = dtype_info(t);
+  return d && d->role == Role::cache;
+}
+inline bool is_fp8(DType t) { return is_quantized(t) && is_float(t); }
 
-// The int8 codes' range: a quantizing write rounds x / scale to the nearest integer (ties to even)
-// and saturates at the ends, as a GPU's saturating conversion does.
-inline constexpr double kI8Min = -128.0, kI8Max = 127.0;
+// The floating dtypes a case's tensors may hold: every one but the integers.
+inline std::string float_dtype_names() { return dtype_names(is_float); }
+// What a case's K and V may hold: those and the quantized caches' codes.
+inline std::string kv_dtype_names() {
+  return dtype_names([](DType t) { return is_float(t) || is_quantized(t); });
+}
 
 inline int dtype_bytes(DType t) {
   const DTypeInfo* d = dtype_info(t);
   return d ? d->bytes : 0;
 }
 
-// Unit roundoff u = 2^-p of a floating dtype with p significand bits (implicit bit included).
+// The quantized caches' formats (fp8, int8 codes), in the table's order.
+inline std::vector<DType> quantized_dtypes() {
+  std::vector<DType> out;
+  for (const DTypeInfo& d : kDTypes)
+    if (d.role == Role::cache) out.push_back(d.value);
+  return out;
+}
+
+// The floating dtypes coarser than f32 (16-bit and fp8), finest first (ties in the table's
+// order): the formats a cast may round into.
+inline std::vector<DType> narrow_floats_finest_first() {
+  std::vector<DType> out;
+  for (const DTypeInfo& d : kDTypes)
+    if (d.encoding != Encoding::integer && d.man_bits < dtype_info(DType::f32)->man_bits)
+      out.push_back(d.value);
+  std::stable_sort(out.begin(), out.end(), [](DType a, DType b) {
+    return dtype_info(a)->man_bits > dtype_info(b)->man_bits;
+  });
+  return out;
+}
+
+// The int8 codes' range: a quantizing write rounds x / scale to the nearest integer (ties to even)
+// and saturates at the ends, as a GPU's saturating conversion does.
+inline constexpr double kI8Min = -128.0, kI8Max = 127.0;
+
+// Unit roundoff u = 2^-p of a floating dtype with p significand bits (implicit bit included); 0
+// for the integers.
 inline double unit_roundoff(DType t) {
-  switch (t) {
-    case DType::f64:
-      return std::ldexp(1.0, -53);
-    case DType::f32:
-      return std::ldexp(1.0, -24);
-    case DType::f16:
-      return std::ldexp(1.0, -11);
-    case DType::bf16:
-      return std::ldexp(1.0, -8);
-    case DType::f8e4m3:
-      return std::ldexp(1.0, -4);
-    case DType::f8e5m2:
-      return std::ldexp(1.0, -3);
-    case DType::i64:
-    case DType::i8:
-      return 0.0;
-  }
-  return 0.0;
+  return is_float(t) ? std::ldexp(1.0, -(dtype_info(t)->man_bits + 1)) : 0.0;
 }
 
-// Smallest positive normal value of a floating dtype: below it a rounding may lose all relative
-// accuracy (subnormals, or flush-to-zero), so it sets the absolute error floor of a rounding.
+// Smallest positive normal value of a floating dtype, 2^(1 - bias): below it a rounding may lose
+// all relative accuracy (subnormals, or flush-to-zero), so it sets the absolute error floor of a
+// rounding.
 inline double min_normal(DType t) {
-  switch (t) {
-    case DType::f64:
-      return std::ldexp(1.0, -1022);
-    case DType::f32:
-      return std::ldexp(1.0, -126);
-    case DType::f16:
-      return std::ldexp(1.0, -14);
-    case DType::bf16:
-      return std::ldexp(1.0, -126);
-    case DType::f8e4m3:
-      return std::ldexp(1.0, -6);
-    case DType::f8e5m2:
-      return std::ldexp(1.0, -14);
-    case DType::i64:
-    case DType::i8:
-      return 0.0;
-  }
-  return 0.0;
+  return is_float(t) ? std::ldexp(1.0, 1 - dtype_info(t)->bias) : 0.0;
 }
 
-// The fp8 formats' parameters: significand bits (implicit bit included), the exponent of the
-// smallest normal, the exponent bias and the largest finite value.
-inline constexpr int kE4m3Bits = 4, kE4m3Emin = -6, kE4m3Bias = 7;
-inline constexpr double kE4m3Max = 448.0;
-inline constexpr int kE5m2Bits = 3, kE5m2Emin = -14, kE5m2Bias = 15;
-inline constexpr double kE5m2Max = 57344.0;
-
-inline bool is_fp8(DType t) { return t == DType::f8e4m3 || t == DType::f8e5m2; }
-// A quantized cache's format: fp8 or int8 codes, which a cache keeps beside their scales.
-inline bool is_quantized(DType t) { return is_fp8(t) || t == DType::i8; }
-
-// The largest finite value of a floating dtype.
+// The largest finite value of a floating dtype: the largest significand at the largest exponent
+// that is not the all-ones one (IEEE-style), or at the all-ones one less its NaN's significand
+// (finite: E4M3's 1.75 * 2^8 = 448); an int8 code's 127.
 inline double max_finite(DType t) {
-  switch (t) {
-    case DType::f64:
-      return DBL_MAX;
-    case DType::f32:
-      return FLT_MAX;
-    case DType::bf16:
-      return 3.3895313892515355e38;  // (2 - 2^-7) 2^127
-    case DType::f16:
-      return 65504.0;
-    case DType::f8e4m3:
-      return kE4m3Max;
-    case DType::f8e5m2:
-      return kE5m2Max;
-    case DType::i8:
-      return kI8Max;
-    case DType::i64:
-      return 0.0;
-  }
-  return 0.0;
+  const DTypeInfo* d = dtype_info(t);
+  if (!d) return 0.0;
+  if (d->encoding == Encoding::integer) return t == DType::i8 ? kI8Max : 0.0;
+  const int top = (1 << d->exp_bits) - 1 - d->bias;  // the all-ones exponent's
+  if (d->encoding == Encoding::ieee)
+    return std::ldexp(2.0 - std::ldexp(1.0, -d->man_bits), top - 1);
+  return std::ldexp(2.0 - std::ldexp(1.0, 1 - d->man_bits), top);
 }
 
 // --- bit-level conversions -------------------------------------------------------------------
@@ -187,19 +187,20 @@ inline double f16_bits_to_double(uint16_t h) {
   return sign ? -v : v;
 }
 
-// An fp8 byte: sign, 4 or 5 exponent bits, 3 or 2 mantissa bits. E4M3 has no infinities and one
-// NaN per sign (S.1111.111); E5M2's all-ones exponent is inf or NaN, as in IEEE formats.
+// An fp8 byte (any row of one byte and a floating encoding): sign, exponent and stored bits as
+// its row says. IEEE-style (E5M2): the all-ones exponent is inf (stored bits 0) or NaN; finite
+// (E4M3): no inf, and one NaN per sign, S.1111.111.
 inline double fp8_bits_to_double(DType t, uint8_t b) {
-  const bool e4m3 = t == DType::f8e4m3;
-  const int man_bits = e4m3 ? kE4m3Bits - 1 : kE5m2Bits - 1;
-  const int bias = e4m3 ? kE4m3Bias : kE5m2Bias;
-  const int exp_all = e4m3 ? 0xf : 0x1f;
+  const DTypeInfo& d = *dtype_info(t);
+  const int man_bits = d.man_bits, bias = d.bias;
+  const int exp_all = (1 << d.exp_bits) - 1, man_all = (1 << man_bits) - 1;
   const int sign = (b >> 7) & 1;
   const int exp = (b >> man_bits) & exp_all;
-  const int man = b & ((1 << man_bits) - 1);
+  const int man = b & man_all;
+  const bool ieee = d.encoding == Encoding::ieee;
   double v;
-  if (exp == exp_all && (!e4m3 || man == (1 << man_bits) - 1)) {
-    v = (!e4m3 && man == 0) ? INFINITY : std::nan("");
+  if (exp == exp_all && (ieee || man == man_all)) {
+    v = (ieee && man == 0) ? INFINITY : std::nan("");
   } else if (exp == 0) {
     v = std::ldexp(static_cast<double>(man), 1 - bias - man_bits);  // subnormal
   } else {
@@ -228,20 +229,15 @@ inline double round_to(DType t, double x) {
       return x;
     case DType::f32:
       return static_cast<double>(static_cast<float>(x));
-    case DType::f16:
-      return round_to_format(x, 11, -14, max_finite(DType::f16));
-    case DType::bf16:
-      return round_to_format(x, 8, -126, max_finite(DType::bf16));
-    case DType::f8e4m3:
-      return round_to_format(x, kE4m3Bits, kE4m3Emin, kE4m3Max);
-    case DType::f8e5m2:
-      return round_to_format(x, kE5m2Bits, kE5m2Emin, kE5m2Max);
     case DType::i64:
       return std::nearbyint(x);
     case DType::i8:
       return std::isnan(x) ? 0.0 : std::clamp(std::nearbyint(x), kI8Min, kI8Max);
+    default: {  // the 16-bit and fp8 formats, from their rows
+      const DTypeInfo& d = *dtype_info(t);
+      return round_to_format(x, d.man_bits + 1, 1 - d.bias, max_finite(t));
+    }
   }
-  return x;
 }
 
 // Whether x is exactly a value of t (non-finite x counts as representable). The 32- and 16-bit
@@ -286,17 +282,17 @@ inline uint16_t double_to_f16_bits(double x) {
   return sign | static_cast<uint16_t>(((e - 1 + 15) << 10) | man);
 }
 
-// The fp8 byte of round_to(t, x): a value past the largest finite one is E5M2's inf, or E4M3's
-// NaN (it has no inf); NaN is the all-ones pattern of the sign.
+// The fp8 byte of round_to(t, x): a value past the largest finite one is an IEEE-style format's
+// inf, or a finite one's NaN (it has no inf); NaN is the all-ones pattern of the sign.
 inline uint8_t double_to_fp8_bits(DType t, double x) {
-  const bool e4m3 = t == DType::f8e4m3;
-  const int man_bits = e4m3 ? kE4m3Bits - 1 : kE5m2Bits - 1;
-  const int bias = e4m3 ? kE4m3Bias : kE5m2Bias;
+  const DTypeInfo& d = *dtype_info(t);
+  const int man_bits = d.man_bits, bias = d.bias;
+  const bool ieee = d.encoding == Encoding::ieee;
   const uint8_t sign = std::signbit(x) ? 0x80 : 0;
   const double r = round_to(t, x);
   const double a = std::fabs(r);
-  if (std::isnan(r) || (e4m3 && std::isinf(a))) return sign | 0x7f;
-  if (std::isinf(a)) return sign | 0x7c;
+  if (std::isnan(r) || (!ieee && std::isinf(a))) return sign | 0x7f;
+  if (std::isinf(a)) return static_cast<uint8_t>(sign | (((1 << d.exp_bits) - 1) << man_bits));
   if (a == 0.0) return sign;
   int e;
   std::frexp(a, &e);  // a = f * 2^e

@@ -43,16 +43,14 @@ DCP_WIDEN_CLONES void widen_stored(DType dtype, const uint8_t* p, int64_t n, dou
         out[i] = d * scale;
       }
       return;
-    case DType::f8e4m3:
-    case DType::f8e5m2:
-      for (int64_t i = 0; i < n; ++i) out[i] = fp8_bits_to_double(dtype, p[i]) * scale;
-      return;
     case DType::i8:
       for (int64_t i = 0; i < n; ++i)
         out[i] = static_cast<double>(static_cast<int8_t>(p[i])) * scale;
       return;
-    case DType::i64:
-      break;
+    default:  // fp8: every byte's value from its row (dtype.hpp)
+      if (!is_fp8(dtype)) break;
+      for (int64_t i = 0; i < n; ++i) out[i] = fp8_bits_to_double(dtype, p[i]) * scale;
+      return;
   }
   std::fprintf(stderr, "widen_stored: %s is not a floating dtype\n", dtype_name(dtype).data());
   std::abort();
@@ -81,15 +79,13 @@ void narrow_to_stored(DType dtype, const double* x, int64_t n, uint8_t* out) {
     case DType::f64:
       for (int64_t i = 0; i < n; ++i) put(i, std::bit_cast<uint64_t>(x[i]));
       return;
-    case DType::f8e4m3:
-    case DType::f8e5m2:
-      for (int64_t i = 0; i < n; ++i) put(i, double_to_fp8_bits(dtype, x[i]));
-      return;
     case DType::i8:  // a code, rounded and saturated (round_to)
       for (int64_t i = 0; i < n; ++i) put(i, static_cast<int8_t>(round_to(DType::i8, x[i])));
       return;
-    case DType::i64:
-      break;
+    default:
+      if (!is_fp8(dtype)) break;
+      for (int64_t i = 0; i < n; ++i) put(i, double_to_fp8_bits(dtype, x[i]));
+      return;
   }
   std::fprintf(stderr, "narrow_to_stored: %s is not a floating dtype\n", dtype_name(dtype).data());
   std::abort();

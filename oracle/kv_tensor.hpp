@@ -36,35 +36,32 @@ void widen_stored(DType dtype, const uint8_t* p, int64_t n, double scale, double
 void narrow_to_stored(DType dtype, const double* x, int64_t n, uint8_t* out);
 
 // The index of the first of n stored elements that is not finite (inf or NaN), or -1: its
-// exponent field all ones (E4M3, without infinities: exponent and mantissa all ones).
+// exponent field all ones (a finite-encoded fp8, without infinities: every bit but the sign's).
 inline int64_t first_nonfinite(DType dtype, const uint8_t* p, int64_t n) {
-  const auto scan = [&](auto word, uint64_t mask, uint64_t all) -> int64_t {
+  const DTypeInfo* d = dtype_info(dtype);
+  if (!d || d->encoding == Encoding::integer) return -1;  // every code is finite
+  const auto scan = [&](auto word) -> int64_t {
     using W = decltype(word);
+    const uint64_t exp_all = ((uint64_t{1} << d->exp_bits) - 1) << d->man_bits;
+    const uint64_t mask =
+        d->encoding == Encoding::ieee ? exp_all : exp_all | ((uint64_t{1} << d->man_bits) - 1);
     for (int64_t i = 0; i < n; ++i) {
       W b;
       std::memcpy(&b, p + sizeof(W) * static_cast<size_t>(i), sizeof(W));
-      if ((b & mask) == all) return i;
+      if ((b & mask) == mask) return i;
     }
     return -1;
   };
-  switch (dtype) {
-    case DType::bf16:
-      return scan(uint16_t{}, 0x7f80, 0x7f80);
-    case DType::f16:
-      return scan(uint16_t{}, 0x7c00, 0x7c00);
-    case DType::f32:
-      return scan(uint32_t{}, 0x7f800000, 0x7f800000);
-    case DType::f64:
-      return scan(uint64_t{}, 0x7ff0000000000000, 0x7ff0000000000000);
-    case DType::f8e4m3:
-      return scan(uint8_t{}, 0x7f, 0x7f);
-    case DType::f8e5m2:
-      return scan(uint8_t{}, 0x7c, 0x7c);
-    case DType::i64:
-    case DType::i8:  // every code is finite
-      break;
+  switch (d->bytes) {
+    case 8:
+      return scan(uint64_t{});
+    case 4:
+      return scan(uint32_t{});
+    case 2:
+      return scan(uint16_t{});
+    default:
+      return scan(uint8_t{});
   }
-  return -1;
 }
 
 // The grain of a dequantization scale vector (a case's k_scale or v_scale, as engines keep them):

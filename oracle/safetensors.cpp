@@ -33,7 +33,10 @@ namespace {
 using json = nlohmann::json;
 
 constexpr std::string_view kMetadataKey = "__metadata__";
-constexpr std::string_view kAcceptedDtypes = "F64, F32, F16, BF16, F8_E4M3, F8_E5M2, I64";
+// Every dtype of dtype.hpp's table, "F64, F32, ... or I8".
+std::string accepted_dtypes() {
+  return dtype_names([](DType) { return true; });
+}
 // A valid header nests 3 deep (object, tensor entry, shape); deeper input is rejected early so
 // a hostile header cannot make the parser build an arbitrarily deep tree.
 constexpr int kMaxHeaderDepth = 16;
@@ -218,13 +221,13 @@ Status parse_entry(const std::string& src, const std::string& name, const json& 
   const json& dt = v.at("dtype");
   if (!dt.is_string()) {
     return DCP_ERROR(where, ": field 'dtype' is ", kind(dt), ", expected a string (one of ",
-                     kAcceptedDtypes, ")");
+                     accepted_dtypes(), ")");
   }
   const std::string& dt_name = dt.get_ref<const std::string&>();
   const std::optional<DType> dtype = parse_dtype(dt_name);
   if (!dtype) {
-    return DCP_ERROR(where, ": unknown dtype ", in_quotes(dt_name), " (accepted: ", kAcceptedDtypes,
-                     ")");
+    return DCP_ERROR(where, ": unknown dtype ", in_quotes(dt_name),
+                     " (accepted: ", accepted_dtypes(), ")");
   }
   e->dtype = *dtype;
 
@@ -358,14 +361,13 @@ void decode(const Entry& e, const uint8_t* data, StTensor* t) {
     case DType::bf16:
       each(W2{}, [](uint64_t b) { return bf16_bits_to_double(static_cast<uint16_t>(b)); });
       break;
-    case DType::f8e4m3:
-    case DType::f8e5m2:
-      each(W1{}, [&e](uint64_t b) { return fp8_bits_to_double(e.dtype, static_cast<uint8_t>(b)); });
-      break;
     case DType::i8:
       each(W1{}, [](uint64_t b) { return static_cast<double>(static_cast<int8_t>(b)); });
       break;
-    case DType::i64:
+    default:  // fp8: every byte's value from its row (dtype.hpp)
+      if (is_fp8(e.dtype))
+        each(W1{},
+             [&e](uint64_t b) { return fp8_bits_to_double(e.dtype, static_cast<uint8_t>(b)); });
       break;
   }
 }
@@ -385,20 +387,7 @@ void encode(const StTensor& t, std::vector<uint8_t>& out) {
                    out.data() + at);
 }
 
-bool known_dtype(DType t) {
-  switch (t) {
-    case DType::f64:
-    case DType::f32:
-    case DType::f16:
-    case DType::bf16:
-    case DType::f8e4m3:
-    case DType::f8e5m2:
-    case DType::i64:
-    case DType::i8:
-      return true;
-  }
-  return false;
-}
+bool known_dtype(DType t) { return dtype_info(t) != nullptr; }
 
 }  // namespace
 
@@ -562,7 +551,7 @@ Status check_st_file(const StFile& file, std::string_view source) {
     if (!is_utf8(name)) return DCP_ERROR(where, ": the name is not valid UTF-8");
     if (!known_dtype(t.dtype)) {
       return DCP_ERROR(where, ": dtype value ", static_cast<int>(t.dtype), " is not one of ",
-                       kAcceptedDtypes);
+                       accepted_dtypes());
     }
     int64_t numel = 0, nbytes = 0;
     DCP_TRY(shape_size(t.shape, t.dtype, where, &numel, &nbytes));

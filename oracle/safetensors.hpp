@@ -9,9 +9,10 @@
 //   const StTensor& k = f->tensors.at("k");   // k.dtype == DType::f32, k.values.size() == 6
 //   DCP_TRY(write_safetensors("out.safetensors", *f));
 //
-// Accepted dtypes: F64, F32, F16, BF16, F8_E4M3, F8_E5M2 (into values, exactly) and I64 (into
-// ints), little-endian. A file is memory-mapped; tensors named in StReadOptions::in_place stay
-// there as stored (a long case's K and V: its file's bytes, not eight per element):
+// Accepted dtypes: those of dtype.hpp's table, the floating ones and I8 codes (into values,
+// exactly) and I64 (into ints), little-endian. A file is memory-mapped; tensors named in
+// StReadOptions::in_place stay there as stored (a long case's K and V: its file's bytes, not eight
+// per element):
 //   auto f = read_safetensors(path, {.in_place = {"k", "v"}});   // f->tensors["k"].bytes
 // A mapped file that another process truncates while it is read raises SIGBUS on the next read of
 // a page it lost; mapped_file_at names the file for the handler that ends the process with a line

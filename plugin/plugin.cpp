@@ -333,18 +333,9 @@ std::optional<oracle::DType> claim_format(dcpv_dtype d) {
 
 // The ABI's name of a value format (rows_in hands fp8 and int8 caches over dequantized, in F32).
 dcpv_dtype plugin_dtype(gpu::StorageFormat f) {
-  switch (f) {
-    case gpu::StorageFormat::bf16:
-      return DCPV_BF16;
-    case gpu::StorageFormat::f16:
-      return DCPV_F16;
-    case gpu::StorageFormat::f32:
-    case gpu::StorageFormat::f8e4m3:  // never reached: dequantized first
-    case gpu::StorageFormat::f8e5m2:
-    case gpu::StorageFormat::i8:
-      break;
-  }
-  return DCPV_F32;
+  return f == gpu::StorageFormat::bf16  ? DCPV_BF16
+         : f == gpu::StorageFormat::f16 ? DCPV_F16
+                                        : DCPV_F32;
 }
 
 dcpv_tensor view(const void* data, dcpv_dtype dtype, std::initializer_list<int64_t> shape,
@@ -430,21 +421,23 @@ const float* or_null(const std::vector<float>& s) { return s.empty() ? nullptr :
 // until the call has returned (a deque's elements never move).
 constexpr dcpv_dldtype kDlF32{DCPV_DL_FLOAT, 32, 1}, kDlI32{DCPV_DL_INT, 32, 1},
     kDlI64{DCPV_DL_INT, 64, 1};
+// Each production format as DLPack describes it (version 2 hands caches over as stored): one row a
+// format.
+struct DlFormat {
+  gpu::StorageFormat format;
+  dcpv_dldtype dl;
+};
+constexpr DlFormat kDlFormats[] = {{gpu::StorageFormat::f32, kDlF32},
+                                   {gpu::StorageFormat::f16, {DCPV_DL_FLOAT, 16, 1}},
+                                   {gpu::StorageFormat::bf16, {DCPV_DL_BFLOAT, 16, 1}},
+                                   {gpu::StorageFormat::f8e4m3, {DCPV_DL_FLOAT8_E4M3FN, 8, 1}},
+                                   {gpu::StorageFormat::f8e5m2, {DCPV_DL_FLOAT8_E5M2, 8, 1}},
+                                   {gpu::StorageFormat::i8, {DCPV_DL_INT, 8, 1}}};
+static_assert(std::size(kDlFormats) == std::size(gpu::kFormatNames),
+              "kDlFormats: one row per production format");
 dcpv_dldtype dl_format(gpu::StorageFormat f) {
-  switch (f) {
-    case gpu::StorageFormat::f16:
-      return {DCPV_DL_FLOAT, 16, 1};
-    case gpu::StorageFormat::bf16:
-      return {DCPV_DL_BFLOAT, 16, 1};
-    case gpu::StorageFormat::f8e4m3:
-      return {DCPV_DL_FLOAT8_E4M3FN, 8, 1};
-    case gpu::StorageFormat::f8e5m2:
-      return {DCPV_DL_FLOAT8_E5M2, 8, 1};
-    case gpu::StorageFormat::i8:
-      return {DCPV_DL_INT, 8, 1};
-    case gpu::StorageFormat::f32:
-      break;
-  }
+  for (const DlFormat& row : kDlFormats)
+    if (row.format == f) return row.dl;
   return kDlF32;
 }
 class DlTensors {

@@ -147,13 +147,29 @@ struct FormatPair {
   gpu::StorageFormat storage;
 };
 constexpr FormatPair kFormatPairs[] = {{oracle::DType::f32, gpu::StorageFormat::f32},
-                                       {oracle::DType::f16, gpu::StorageFormat::f16},
                                        {oracle::DType::bf16, gpu::StorageFormat::bf16},
+                                       {oracle::DType::f16, gpu::StorageFormat::f16},
                                        {oracle::DType::f8e4m3, gpu::StorageFormat::f8e4m3},
                                        {oracle::DType::f8e5m2, gpu::StorageFormat::f8e5m2},
                                        {oracle::DType::i8, gpu::StorageFormat::i8}};
 static_assert(std::size(kFormatPairs) == std::size(gpu::kFormatNames),
               "kFormatPairs: one row per production format");
+
+std::vector<oracle::DType> production_dtypes(bool kv) {
+  std::vector<oracle::DType> out;
+  for (const FormatPair& f : kFormatPairs)
+    if (kv || !gpu::is_cache_only(f.storage)) out.push_back(f.oracle);
+  return out;
+}
+
+bool is_production_dtype(oracle::DType d, bool kv) {
+  const std::vector<oracle::DType> all = production_dtypes(kv);
+  return std::find(all.begin(), all.end(), d) != all.end();
+}
+
+std::string production_dtype_names(bool kv) {
+  return oracle::dtype_names([kv](oracle::DType d) { return is_production_dtype(d, kv); });
+}
 
 gpu::StorageFormat to_storage_format(oracle::DType d) {
   for (const FormatPair& f : kFormatPairs)

@@ -28,6 +28,12 @@
 namespace dcp::props {
 
 // Storage formats on the two sides (oracle::DType::f64 has no production counterpart).
+// The oracle's dtypes the production path stores (its formats, gpu/kernels/storage_format.hpp):
+// the value formats (F32, BF16, F16) and, with kv, the caches' (fp8, int8), in the order
+// properties draw them; whether d is one; their names, "F32, BF16 or F16" (for refusals).
+std::vector<oracle::DType> production_dtypes(bool kv);
+bool is_production_dtype(oracle::DType d, bool kv);
+std::string production_dtype_names(bool kv);
 gpu::StorageFormat to_storage_format(oracle::DType d);
 oracle::DType to_oracle_dtype(gpu::StorageFormat d);
 inline gpu::LseBase to_gpu_base(oracle::LseBase b) {

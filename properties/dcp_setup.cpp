@@ -372,18 +372,14 @@ oracle::Expected<DcpSetup> setup_from_json(const nlohmann::json& j) {
   std::string qd, kd, base, style;
   DCP_TRY(c.get("q_dtype", qd));
   DCP_TRY(c.get("kv_dtype", kd));
-  // The production path keeps q in F32, F16 or BF16 and K/V in those, fp8 or int8
-  // (gpu/kernels/storage_format.hpp).
-  const auto production = [](std::optional<oracle::DType> t) {
-    return t && (*t == oracle::DType::f32 || *t == oracle::DType::f16 || *t == oracle::DType::bf16);
-  };
+  // The production path keeps q in a value format and K/V in those, fp8 or int8.
   const auto q_dtype = oracle::parse_dtype(qd), kv_dtype = oracle::parse_dtype(kd);
-  if (!production(q_dtype))
-    return DCP_ERROR("spec.q_dtype: got \"", oracle::printable(qd),
-                     "\"; expected F32, F16 or BF16");
-  if (!production(kv_dtype) && !(kv_dtype && oracle::is_quantized(*kv_dtype)))
-    return DCP_ERROR("spec.kv_dtype: got \"", oracle::printable(kd),
-                     "\"; expected F32, F16, BF16, F8_E4M3, F8_E5M2 or I8");
+  if (!q_dtype || !is_production_dtype(*q_dtype, false))
+    return DCP_ERROR("spec.q_dtype: got \"", oracle::printable(qd), "\"; expected ",
+                     production_dtype_names(false));
+  if (!kv_dtype || !is_production_dtype(*kv_dtype, true))
+    return DCP_ERROR("spec.kv_dtype: got \"", oracle::printable(kd), "\"; expected ",
+                     production_dtype_names(true));
   p.q_dtype = *q_dtype;
   p.kv_dtype = *kv_dtype;
   if (c.has("kv_scale")) {  // absent in entries pinned before fp8 caches, and for none

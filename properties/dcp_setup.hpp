@@ -104,18 +104,16 @@ struct DcpLimits {
   uint32_t lacks = 0;
   bool allows(Feature f) const { return (lacks >> static_cast<int>(f) & 1u) == 0; }
   void lack(Feature f) { lacks |= 1u << static_cast<int>(f); }
-  std::vector<oracle::DType> q_dtypes{oracle::DType::f32, oracle::DType::bf16, oracle::DType::f16};
-  std::vector<oracle::DType> kv_dtypes{oracle::DType::f32,    oracle::DType::bf16,
-                                       oracle::DType::f16,    oracle::DType::f8e4m3,
-                                       oracle::DType::f8e5m2, oracle::DType::i8};
+  std::vector<oracle::DType> q_dtypes = production_dtypes(false);  // F32, BF16, F16
+  std::vector<oracle::DType> kv_dtypes = production_dtypes(true);  // every production format
   std::vector<oracle::LseBase> lse_bases{oracle::LseBase::e, oracle::LseBase::two};
   // Where not empty, the only N, Dk and Dv drawn, each at most its maximum above (a kernel built
   // for Dk in {64, 128}, groups of N a power of two); shrinking goes toward the first listed.
   std::vector<int64_t> dcp_sizes{}, head_dims{}, v_dims{};
 };
 
-// The caches a DCP property draws: the value formats (f32, bf16, f16) or the quantized ones (fp8
-// E4M3 and E5M2, int8; with no scales, or scales per tensor, KV head or token), those of
+// The caches a DCP property draws: the value formats (f32, bf16, f16) or the quantized ones (fp8,
+// int8; with no scales, or scales per tensor, KV head or token), those of
 // lim.kv_dtypes (in its order).
 enum class CacheKind { values, fp8 };
 std::vector<oracle::DType> cache_formats(const DcpLimits& lim, CacheKind kind);

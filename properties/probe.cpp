@@ -52,7 +52,7 @@ double ulp_bits(double x, int bits) {
   std::frexp(x, &e);  // |x| in [2^(e-1), 2^e)
   return std::ldexp(1.0, std::max(e - bits, -149));
 }
-int significand_bits(DType f) { return f == DType::bf16 ? 8 : f == DType::f16 ? 11 : 24; }
+int significand_bits(DType f) { return oracle::dtype_info(f)->man_bits + 1; }
 double ulp_of(DType f, double x) { return ulp_bits(x, significand_bits(f)); }
 
 // x rounded to fp32 toward zero: a truncating accumulator's add (x exact in double).
@@ -84,10 +84,11 @@ std::string claim_number(double x) {
 
 // The narrowest format all values are exactly in: an fp8 one, bf16, f16 or f32.
 DType holding_format(const std::vector<float>& xs) {
-  for (const DType f : {DType::f8e5m2, DType::f8e4m3, DType::bf16, DType::f16})
-    if (std::all_of(xs.begin(), xs.end(),
-                    [f](float x) { return oracle::round_to(f, x) == static_cast<double>(x); }))
-      return f;
+  const std::vector<DType> narrow = oracle::narrow_floats_finest_first();
+  for (auto f = narrow.rbegin(); f != narrow.rend(); ++f) {
+    const auto holds = [f](float x) { return oracle::round_to(*f, x) == static_cast<double>(x); };
+    if (std::all_of(xs.begin(), xs.end(), holds)) return *f;
+  }
   return DType::f32;
 }
 
@@ -374,7 +375,7 @@ struct CastModel {
 std::vector<CastModel> cast_models() {
   std::vector<CastModel> m = {{std::nullopt, false, false}};
   for (const bool normalized : {false, true}) m.push_back({std::nullopt, true, normalized});
-  for (const DType f : {DType::f16, DType::bf16, DType::f8e4m3, DType::f8e5m2})
+  for (const DType f : oracle::narrow_floats_finest_first())
     for (const bool normalized : {false, true}) m.push_back({f, false, normalized});
   return m;
 }
@@ -438,8 +439,8 @@ CastVerdict judge_cast(const PairsResult& pr) {
   ev << " of " << used << " outputs";
   if (coarsest == nullptr) {
     // No model: the coarsest word there is, which covers any rounding of 3 or more bits.
-    v.cast = DType::f8e5m2;
-    ev << ": no cast explains every output; the coarsest (f8_e5m2) claimed";
+    v.cast = oracle::narrow_floats_finest_first().back();
+    ev << ": no cast explains every output; the coarsest (" << format_word(*v.cast) << ") claimed";
   } else {
     v.cast = coarsest->cast;
     v.tf32 = coarsest->tf32;

@@ -21,6 +21,25 @@
 
 namespace dcp::props {
 
+using dcp::oracle::quantized_dtypes;
+// rc::gen::weightedElement over weights and elements listed at run time (a table's rows): the
+// same draws as the initializer-list form with the same pairs.
+template <class T>
+rc::Gen<T> weighted_element(std::vector<std::pair<size_t, T>> pairs) {
+  std::vector<size_t> weights;
+  std::vector<T> elements;
+  for (auto& [w, e] : pairs) weights.push_back(w), elements.push_back(std::move(e));
+  return rc::gen::detail::WeightedElementGen<T>(std::move(weights), std::move(elements));
+}
+// The fp8 dtypes, in the table's order (oracle/dtype.hpp), as T: DType or std::optional<DType>.
+template <class T>
+std::vector<T> fp8_dtypes() {
+  std::vector<T> out;
+  for (const dcp::oracle::DType d : quantized_dtypes())
+    if (dcp::oracle::is_fp8(d)) out.push_back(T(d));
+  return out;
+}
+
 struct SpecLimits {
   int64_t max_tokens = 3;
   int64_t max_kv_heads = 2;
@@ -65,12 +84,10 @@ inline rc::Gen<CaseSpec> gen_case_spec(SpecLimits lim) {
       const int fp8 = lim.fp8 ? 1 : 0;
       s.q_dtype = *rc::gen::weightedElement<DType>(
           {{2, DType::f32}, {2, DType::bf16}, {2, DType::f16}, {fp8, DType::f8e4m3}});
-      s.kv_dtype = *rc::gen::weightedElement<DType>({{2, DType::f32},
-                                                     {2, DType::bf16},
-                                                     {2, DType::f16},
-                                                     {fp8, DType::f8e4m3},
-                                                     {fp8, DType::f8e5m2},
-                                                     {fp8, DType::i8}});
+      std::vector<std::pair<size_t, DType>> kv = {
+          {2, DType::f32}, {2, DType::bf16}, {2, DType::f16}};
+      for (const DType d : quantized_dtypes()) kv.push_back({fp8, d});  // fp8 and int8 codes
+      s.kv_dtype = *weighted_element(std::move(kv));
       if (dcp::oracle::is_quantized(s.kv_dtype))
         s.kv_scale = *rc::gen::element(KvScale::none, KvScale::per_tensor, KvScale::per_head);
     }
@@ -136,8 +153,7 @@ inline rc::Gen<ModelConfig> gen_model_config() {
     m.p_cast = *rc::gen::weightedOneOf<std::optional<DType>>(
         {{4, rc::gen::just(std::optional<DType>())},
          {2, rc::gen::element(std::optional<DType>(DType::bf16), std::optional<DType>(DType::f16))},
-         {1, rc::gen::element(std::optional<DType>(DType::f8e4m3),
-                              std::optional<DType>(DType::f8e5m2))}});
+         {1, rc::gen::elementOf(fp8_dtypes<std::optional<DType>>())}});
     m.tf32 = *rc::gen::weightedElement<bool>({{3, false}, {1, true}});
     // Now and then a tensor core's sums: each add truncated (claimed accum_rounding any).
     m.truncate = *rc::gen::weightedElement<bool>({{3, false}, {1, true}});
@@ -146,11 +162,10 @@ inline rc::Gen<ModelConfig> gen_model_config() {
     // rounded once (claimed as kv_dequant).
     m.dequantize_to = *rc::gen::weightedElement<std::optional<DType>>(
         {{6, std::nullopt}, {1, DType::bf16}, {1, DType::f16}});
-    m.out = *rc::gen::weightedElement<DType>({{2, DType::f32},
-                                              {2, DType::bf16},
-                                              {2, DType::f16},
-                                              {1, DType::f8e4m3},
-                                              {1, DType::f8e5m2}});
+    std::vector<std::pair<size_t, DType>> out = {
+        {2, DType::f32}, {2, DType::bf16}, {2, DType::f16}};
+    for (const DType d : fp8_dtypes<DType>()) out.push_back({1, d});
+    m.out = *weighted_element(std::move(out));
     m.merge = *rc::gen::weightedElement<Merge>(
         {{2, Merge::ag_rs}, {2, Merge::a2a}, {1, Merge::pairwise}});
     m.reverse_merge = *rc::gen::arbitrary<bool>();

@@ -211,9 +211,9 @@ void kv_write_property() {
   // Every cache format, with or without scales (one per KV head, or by token: one per token or per
   // token and KV head, stored by the write in each token's slot), written from chunks of stored
   // elements (in the cache's format) or of fp32 values (quantized as x / scale).
-  const gpu::StorageFormat fmt = *rc::gen::element(
-      gpu::StorageFormat::f32, gpu::StorageFormat::bf16, gpu::StorageFormat::f16,
-      gpu::StorageFormat::f8e4m3, gpu::StorageFormat::f8e5m2, gpu::StorageFormat::i8);
+  std::vector<gpu::StorageFormat> formats;
+  for (const oracle::DType d : production_dtypes(true)) formats.push_back(to_storage_format(d));
+  const gpu::StorageFormat fmt = *rc::gen::elementOf(formats);
   const int64_t heads = *rc::gen::inRange<int64_t>(1, 4);
   const bool latent = *rc::gen::arbitrary<bool>();
   const bool scaled = *rc::gen::arbitrary<bool>();
@@ -479,8 +479,8 @@ std::vector<SuiteProperty> property_suite(const DcpBackend& backend, const DcpLi
                    [backend, lim] { dcp_path_property(backend, lim, CacheKind::values); }});
   if (!cache_formats(lim, CacheKind::fp8).empty())
     dcp.push_back({"dcp-fp8",
-                   "the same with fp8 and int8 KV caches (E4M3, E5M2, I8) and no scales, or "
-                   "scales per tensor, KV head or token",
+                   "the same with quantized KV caches (fp8, int8) and no scales, or scales per "
+                   "tensor, KV head or token",
                    [backend, lim] { dcp_path_property(backend, lim, CacheKind::fp8); }});
   if (lim.allows(Feature::batch))
     dcp.push_back({"dcp-batch",

@@ -205,12 +205,12 @@ TEST_F(CheckResultFile, MalformedFilesAreRefusedByName) {
   f = good;
   f.metadata["p_cast"] = "fp8";
   EXPECT_NE(
-      error_of(f).find("metadata 'p_cast' = \"fp8\"; expected f32, bf16, f16, f8_e4m3 or f8_e5m2"),
+      error_of(f).find("metadata 'p_cast' = \"fp8\"; expected f32, f16, bf16, f8_e4m3 or f8_e5m2"),
       std::string::npos)
       << error_of(f);
   f = good;
   f.metadata["merge_accum"] = "f8_e4m3";
-  EXPECT_NE(error_of(f).find("metadata 'merge_accum' = \"f8_e4m3\"; expected f32, bf16 or f16"),
+  EXPECT_NE(error_of(f).find("metadata 'merge_accum' = \"f8_e4m3\"; expected f32, f16 or bf16"),
             std::string::npos)
       << error_of(f);
   f = good;

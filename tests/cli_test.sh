@@ -551,7 +551,7 @@ contains "$tmp/out" "   dcp-fp8                20  OK" "properties: dcp-fp8 runs
 if grep -q "   dcp-path " "$tmp/out"; then echo "FAIL: dcp-path ran with fp8 formats only"; failures=$((failures + 1)); else passes=$((passes + 1)); fi
 expect 2 "properties --only dcp-fp8 without fp8" -- "$bin" properties --only dcp-fp8 --kv-dtypes bf16
 one_line_stderr "properties --only dcp-fp8 without fp8"
-contains "$tmp/err" "--kv-dtypes draws no fp8 format" "properties: --only names why dcp-fp8 is absent"
+contains "$tmp/err" "--kv-dtypes draws no quantized format" "properties: --only names why dcp-fp8 is absent"
 mkdir -p "$tmp/fp8cases"
 expect 0 "cases, fp8 caches only" -- "$bin" cases --out "$tmp/fp8cases" --seed 3 --count 2 --kv-dtypes fp8e4m3
 [ -f "$tmp/fp8cases/case-0001.safetensors" ] && passes=$((passes + 1)) || { echo "FAIL: cases wrote no fp8 case"; failures=$((failures + 1)); }

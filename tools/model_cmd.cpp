@@ -353,8 +353,7 @@ Command add_model_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option(
       "--kv-dtype", o->kv_dtype,
-      "Storage of KV: bf16, f16, f32, fp8e4m3, fp8e5m2 or int8 (default: the preset's, else "
-      "--dtype)");
+      "Storage of KV: " + gpu::format_names(true) + " (default: the preset's, else --dtype)");
   cmd->add_option("--partial-dtype", o->partial_dtype,
                   "Format of the partial O on the wire: f32, f16 or bf16")
       ->capture_default_str();

@@ -207,8 +207,9 @@ void add_draw_flags(CLI::App* cmd, DrawOptions& d) {
       ->delimiter(',');
   cmd->add_option(
          "--kv-dtypes", d.kv_dtypes,
-         "K/V storage formats drawn: f32, bf16, f16, fp8e4m3, fp8e5m2, int8 (default all; fp8 and "
-         "int8 with no scales or scales per tensor, KV head, token or token and KV head)")
+         "K/V storage formats drawn: " + gpu::format_names(true) +
+             " (default all; the quantized ones with no scales or scales per tensor, KV head, "
+             "token or token and KV head)")
       ->delimiter(',');
   cmd->add_option("--lse-bases", d.lse_bases, "LSE bases drawn (e, 2; default both)")
       ->delimiter(',');
@@ -402,7 +403,8 @@ int run_properties(PropertiesOptions& o, const Limits& lim) {
     if (!known && ((levels && (name == "dcp-fp8" || name == "dcp-path")) ||
                    (step && (name == kImplStepFp8Property || name == kImplStepProperty)))) {
       return bad("--only " + name + ": --kv-dtypes draws no " +
-                 (fp8 ? "fp8 format (fp8e4m3, fp8e5m2)" : "16- or 32-bit format (f32, bf16, f16)"));
+                 (fp8 ? "quantized format (" + gpu::cache_format_names() + ")"
+                      : "16- or 32-bit format (" + gpu::format_names(false) + ")"));
     }
     // dcp-batch exists, but not for this run: said so, not "unknown".
     if (!known && name == "dcp-batch") {

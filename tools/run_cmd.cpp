@@ -259,8 +259,8 @@ const std::vector<CaseFlag>& case_flag_table() {
       {"--dtype", "Storage of q, and of KV without --kv-dtype: f32, f16 or bf16 (default bf16)",
        &CaseOptions::dtype},
       {"--kv-dtype",
-       "Storage of the KV caches: f32, f16, bf16, fp8e4m3, fp8e5m2 or int8 (default the preset's, "
-       "else --dtype)",
+       "Storage of the KV caches: " + gpu::format_names(true) +
+           " (default the preset's, else --dtype)",
        &CaseOptions::kv_dtype},
       {"--kv-scale",
        "The caches' dequantization scales: none, tensor (one k_scale and one v_scale), head "

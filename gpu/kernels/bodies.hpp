@@ -279,20 +279,8 @@ DCP_HD void partial_attention_as(Block& blk, const PartialAttentionParams& p,
 template <class Block>
 DCP_HD void partial_attention(Block& blk, const PartialAttentionParams& p, const AttentionBlock& b,
                               int64_t row_block, int64_t sp) {
-  switch (p.kv.dtype) {
-    case StorageFormat::f32:
-      return partial_attention_as<StorageFormat::f32>(blk, p, b, row_block, sp);
-    case StorageFormat::bf16:
-      return partial_attention_as<StorageFormat::bf16>(blk, p, b, row_block, sp);
-    case StorageFormat::f16:
-      return partial_attention_as<StorageFormat::f16>(blk, p, b, row_block, sp);
-    case StorageFormat::f8e4m3:
-      return partial_attention_as<StorageFormat::f8e4m3>(blk, p, b, row_block, sp);
-    case StorageFormat::f8e5m2:
-      return partial_attention_as<StorageFormat::f8e5m2>(blk, p, b, row_block, sp);
-    case StorageFormat::i8:
-      return partial_attention_as<StorageFormat::i8>(blk, p, b, row_block, sp);
-  }
+  with_format(p.kv.dtype,
+              [&](auto f) { partial_attention_as<decltype(f)::value>(blk, p, b, row_block, sp); });
 }
 
 // The local combine of split-KV partials: split_o [splits, rows, Dv], split_lse [splits, rows]

@@ -38,11 +38,73 @@ inline constexpr EnumName<StorageFormat> kFormatNames[] = {
     {StorageFormat::f8e5m2, "fp8e5m2", "f8e5m2", "e5m2"},
     {StorageFormat::i8, "int8", "i8"}};
 inline std::string_view format_name(StorageFormat d) { return name_in(kFormatNames, d); }
-DCP_HD inline bool is_fp8(StorageFormat d) {
-  return d == StorageFormat::f8e4m3 || d == StorageFormat::f8e5m2;
+
+// An fp8 encoding: stored significand bits, exponent bias, its largest finite value, and whether
+// it is finite (no inf; one NaN per sign, S.1111.111: OCP E4M3) or IEEE-style (the all-ones
+// exponent is inf and NaN: E5M2). man_bits 0: not fp8.
+struct Fp8Bits {
+  int man_bits = 0, bias = 0;
+  float largest = 0.0f;
+  bool finite = false;
+};
+// Each format's facts in one row: its bytes, whether only a KV cache holds it (fp8, int8 codes,
+// meant times a scale where it has one), and for fp8 its encoding. With kFormatNames and
+// with_format below, a new format is a row in each (and its element codec, for a new kind).
+struct FormatFacts {
+  int bytes;
+  bool cache_only;
+  Fp8Bits fp8;
+};
+DCP_HD constexpr FormatFacts format_facts(StorageFormat d) {
+  switch (d) {
+    case StorageFormat::f32:
+      return {4, false, {}};
+    case StorageFormat::f16:
+      return {2, false, {}};
+    case StorageFormat::bf16:
+      return {2, false, {}};
+    case StorageFormat::f8e4m3:  // 1.75 * 2^8: S.1111.111 is the NaN
+      return {1, true, {3, 7, 448.0f, true}};
+    case StorageFormat::f8e5m2:  // 1.75 * 2^15: the all-ones exponent is inf and NaN
+      return {1, true, {2, 15, 57344.0f, false}};
+    case StorageFormat::i8:
+      return {1, true, {}};
+  }
+  return {4, false, {}};
 }
+
+// A format as a type: fn(FormatTag<F>{}) runs fn with F known at compile time.
+template <StorageFormat F>
+struct FormatTag {
+  static constexpr StorageFormat value = F;
+};
+// fn(FormatTag<d>{}): the one switch that turns a run-time format into a compile-time one
+// (load_element, store_element, round_to, the attention body's instantiations).
+#if defined(__CUDACC__)
+#pragma nv_exec_check_disable
+#endif
+template <class Fn>
+DCP_HD decltype(auto) with_format(StorageFormat d, Fn&& fn) {
+  switch (d) {
+    case StorageFormat::f16:
+      return fn(FormatTag<StorageFormat::f16>{});
+    case StorageFormat::bf16:
+      return fn(FormatTag<StorageFormat::bf16>{});
+    case StorageFormat::f8e4m3:
+      return fn(FormatTag<StorageFormat::f8e4m3>{});
+    case StorageFormat::f8e5m2:
+      return fn(FormatTag<StorageFormat::f8e5m2>{});
+    case StorageFormat::i8:
+      return fn(FormatTag<StorageFormat::i8>{});
+    case StorageFormat::f32:
+      break;
+  }
+  return fn(FormatTag<StorageFormat::f32>{});
+}
+
+DCP_HD constexpr bool is_fp8(StorageFormat d) { return format_facts(d).fp8.man_bits > 0; }
 // A format only a KV cache holds (fp8, int8), its elements meant times a scale where it has one.
-DCP_HD inline bool is_cache_only(StorageFormat d) { return is_fp8(d) || d == StorageFormat::i8; }
+DCP_HD constexpr bool is_cache_only(StorageFormat d) { return format_facts(d).cache_only; }
 // A KV cache's format: a value format, fp8 (fp8e4m3 / e4m3, fp8e5m2 / e5m2) or int8.
 inline std::optional<StorageFormat> parse_kv_format(std::string_view s) {
   return parse_in(kFormatNames, s);
@@ -52,10 +114,12 @@ inline std::optional<StorageFormat> parse_format(std::string_view s) {
   const std::optional<StorageFormat> f = parse_kv_format(s);
   return f && !is_cache_only(*f) ? f : std::nullopt;
 }
-// What the parsers accept, for refusals: "f32, f16 or bf16"; with fp8 and int8 for a KV cache.
+// What the parsers accept, for refusals and help: "f32, f16 or bf16"; with fp8 and int8 for a KV
+// cache. The quantized caches' alone: "fp8e4m3, fp8e5m2 or int8".
 inline std::string format_names(bool kv) {
   return names_in(kFormatNames, [kv](StorageFormat f) { return kv || !is_cache_only(f); });
 }
+inline std::string cache_format_names() { return names_in(kFormatNames, is_cache_only); }
 
 // fp32 -> bf16 -> fp32, round to nearest even; NaN stays NaN, overflow gives inf.
 DCP_HD inline float round_bf16(float x) {
@@ -86,14 +150,7 @@ DCP_HD inline float round_f16(float x) {
   return r;
 }
 
-// The fp8 formats: significand bits (the implicit one included), the exponent of the smallest
-// normal, the largest finite value (E4M3's S.1111.111 is its NaN, so 1.75 * 2^8; E5M2 keeps
-// IEEE's all-ones exponent for inf and NaN, so 1.75 * 2^15).
-inline constexpr int kE4m3Bits = 4, kE4m3Emin = -6, kE4m3Bias = 7;  // Emin = 1 - bias
 inline constexpr uint32_t kFloatBias = 127;
-inline constexpr float kE4m3Max = 448.0f;
-inline constexpr int kE5m2Bits = 3, kE5m2Emin = -14;
-inline constexpr float kE5m2Max = 57344.0f;
 
 // fp32 -> fp8 -> fp32: round to nearest even with `bits` significand bits and subnormals below
 // 2^emin, saturating at +-largest (an infinity too); NaN stays NaN.
@@ -106,8 +163,9 @@ DCP_HD inline float round_fp8(float x, int bits, int emin, float largest) {
   const int q = e - bits < emin - bits + 1 ? emin - bits + 1 : e - bits;  // spacing exponent
   return ldexpf(rintf(ldexpf(x, -q)), q);  // ties to even; |x| < largest rounds to <= largest
 }
-DCP_HD inline float round_e4m3(float x) { return round_fp8(x, kE4m3Bits, kE4m3Emin, kE4m3Max); }
-DCP_HD inline float round_e5m2(float x) { return round_fp8(x, kE5m2Bits, kE5m2Emin, kE5m2Max); }
+DCP_HD inline float round_fp8(float x, const Fp8Bits& f) {
+  return round_fp8(x, f.man_bits + 1, 1 - f.bias, f.largest);
+}
 
 // fp32 -> int8 -> fp32: the nearest integer (ties to even), saturated at -128 and 127; NaN gives 0.
 inline constexpr float kI8Min = -128.0f, kI8Max = 127.0f;
@@ -117,30 +175,29 @@ DCP_HD inline float round_i8(float x) {
   return r < kI8Min ? kI8Min : r > kI8Max ? kI8Max : r;
 }
 
-DCP_HD inline float round_to(StorageFormat d, float x) {
-  switch (d) {
-    case StorageFormat::f32:
-      return x;
-    case StorageFormat::bf16:
-      return round_bf16(x);
-    case StorageFormat::f16:
-      return round_f16(x);
-    case StorageFormat::f8e4m3:
-      return round_e4m3(x);
-    case StorageFormat::f8e5m2:
-      return round_e5m2(x);
-    case StorageFormat::i8:
-      return round_i8(x);
+// x rounded to F (round to nearest even; fp8 and int8 saturate).
+template <StorageFormat F>
+DCP_HD inline float round_as(float x) {
+  if constexpr (F == StorageFormat::bf16) {
+    return round_bf16(x);
+  } else if constexpr (F == StorageFormat::f16) {
+    return round_f16(x);
+  } else if constexpr (is_fp8(F)) {
+    return round_fp8(x, format_facts(F).fp8);
+  } else if constexpr (F == StorageFormat::i8) {
+    return round_i8(x);
+  } else {
+    return x;
   }
-  return x;
+}
+DCP_HD inline float round_to(StorageFormat d, float x) {
+  return with_format(d, [x](auto f) { return round_as<decltype(f)::value>(x); });
 }
 
 // ---- Elements as held in memory: f32 as a float, f16 and bf16 as their 16-bit patterns, fp8 as
 // its byte, int8 as a signed byte -----------------------------------------------------------------
 
-DCP_HD inline int64_t format_bytes(StorageFormat d) {
-  return d == StorageFormat::f32 ? 4 : is_cache_only(d) ? 1 : 2;
-}
+DCP_HD inline int64_t format_bytes(StorageFormat d) { return format_facts(d).bytes; }
 
 // The float of a bf16 pattern: its 16 bits are the float's upper half.
 DCP_HD inline float bf16_bits_to_float(uint16_t b) {
@@ -165,24 +222,23 @@ DCP_HD inline float f16_bits_to_float(uint16_t h) {
   return y;
 }
 
-// The float of an E4M3 byte (exact): bias 7, subnormals m * 2^-9, S.1111.111 NaN, no inf.
-DCP_HD inline float e4m3_bits_to_float(uint8_t b) {
-  const uint32_t e = (b >> 3) & 0xfu, man = b & 0x7u;
+// The float of an fp8 byte of encoding f (exact): subnormals m * 2^(1 - bias - man_bits); a
+// finite encoding's S.1111.111 is NaN, an IEEE-style one's all-ones exponent inf or NaN.
+DCP_HD inline float fp8_bits_to_float(uint8_t b, const Fp8Bits& f) {
+  const uint32_t m = static_cast<uint32_t>(f.man_bits);
+  const uint32_t exp_all = (1u << (7u - m)) - 1u, man_all = (1u << m) - 1u;
+  const uint32_t e = (b >> m) & exp_all, man = b & man_all;
   float a;
-  if (e == 0xfu && man == 0x7u) {
-    a = NAN;
+  if (e == exp_all && (!f.finite || man == man_all)) {
+    a = f.finite || man != 0 ? NAN : INFINITY;
   } else if (e == 0) {
-    a = ldexpf(static_cast<float>(man), kE4m3Emin - (kE4m3Bits - 1));  // man * 2^-9
+    a = ldexpf(static_cast<float>(man), 1 - f.bias - f.man_bits);
   } else {
-    const uint32_t w = ((e + kFloatBias - kE4m3Bias) << 23) | (man << 20);
+    const uint32_t w =
+        ((e + kFloatBias - static_cast<uint32_t>(f.bias)) << 23) | (man << (23u - m));
     memcpy(&a, &w, sizeof a);
   }
   return (b & 0x80u) ? -a : a;
-}
-
-// The float of an E5M2 byte (exact): E5M2 is the upper byte of an f16 pattern.
-DCP_HD inline float e5m2_bits_to_float(uint8_t b) {
-  return f16_bits_to_float(static_cast<uint16_t>(b << 8));
 }
 
 // The bf16 pattern of round_bf16(x).
@@ -208,24 +264,20 @@ DCP_HD inline uint16_t float_to_f16_bits(float x) {
   return static_cast<uint16_t>(sign | ((e - 112u) << 10) | ((w >> 13) & 0x3ffu));
 }
 
-// The E4M3 byte of round_e4m3(x) (a NaN: S.1111.111).
-DCP_HD inline uint8_t float_to_e4m3_bits(float x) {
-  const float r = round_e4m3(x);
+// The fp8 byte of round_fp8(x, f) (a NaN: S.1111.111; saturated, so never an inf).
+DCP_HD inline uint8_t float_to_fp8_bits(float x, const Fp8Bits& f) {
+  const float r = round_fp8(x, f);
   uint32_t w;
   memcpy(&w, &r, sizeof w);
   const uint8_t sign = static_cast<uint8_t>((w >> 24) & 0x80u);
   if (!(r == r)) return static_cast<uint8_t>(sign | 0x7fu);
   const float a = fabsf(r);
-  if (a < ldexpf(1.0f, kE4m3Emin))  // a subnormal (or zero): a / 2^-9 an exact integer
-    return static_cast<uint8_t>(sign |
-                                static_cast<uint8_t>(ldexpf(a, (kE4m3Bits - 1) - kE4m3Emin)));
-  const uint32_t e = ((w >> 23) & 0xffu) - (kFloatBias - kE4m3Bias);  // in [1, 15]
-  return static_cast<uint8_t>(sign | (e << 3) | ((w >> 20) & 0x7u));
-}
-
-// The E5M2 byte of round_e5m2(x): the upper byte of its f16 pattern (exact: 2 stored bits).
-DCP_HD inline uint8_t float_to_e5m2_bits(float x) {
-  return static_cast<uint8_t>(float_to_f16_bits(round_e5m2(x)) >> 8);
+  const int emin = 1 - f.bias;
+  if (a < ldexpf(1.0f, emin))  // a subnormal (or zero): a / 2^(emin - man_bits) an exact integer
+    return static_cast<uint8_t>(sign | static_cast<uint8_t>(ldexpf(a, f.man_bits - emin)));
+  const uint32_t m = static_cast<uint32_t>(f.man_bits);
+  const uint32_t e = ((w >> 23) & 0xffu) - (kFloatBias - static_cast<uint32_t>(f.bias));
+  return static_cast<uint8_t>(sign | (e << m) | ((w >> (23u - m)) & ((1u << m) - 1u)));
 }
 
 // Element i of an array of F's elements at p, as a float (exact); F fixed at compile time, so
@@ -238,56 +290,35 @@ DCP_HD inline float load_as(const void* p, int64_t i) {
     return bf16_bits_to_float(static_cast<const uint16_t*>(p)[i]);
   } else if constexpr (F == StorageFormat::f16) {
     return f16_bits_to_float(static_cast<const uint16_t*>(p)[i]);
-  } else if constexpr (F == StorageFormat::f8e4m3) {
-    return e4m3_bits_to_float(static_cast<const uint8_t*>(p)[i]);
-  } else if constexpr (F == StorageFormat::f8e5m2) {
-    return e5m2_bits_to_float(static_cast<const uint8_t*>(p)[i]);
+  } else if constexpr (is_fp8(F)) {
+    return fp8_bits_to_float(static_cast<const uint8_t*>(p)[i], format_facts(F).fp8);
   } else {
     return static_cast<float>(static_cast<const int8_t*>(p)[i]);
   }
 }
 
-// The same with the format chosen at run time.
-DCP_HD inline float load_element(StorageFormat d, const void* p, int64_t i) {
-  switch (d) {
-    case StorageFormat::f32:
-      return load_as<StorageFormat::f32>(p, i);
-    case StorageFormat::bf16:
-      return load_as<StorageFormat::bf16>(p, i);
-    case StorageFormat::f16:
-      return load_as<StorageFormat::f16>(p, i);
-    case StorageFormat::f8e4m3:
-      return load_as<StorageFormat::f8e4m3>(p, i);
-    case StorageFormat::f8e5m2:
-      return load_as<StorageFormat::f8e5m2>(p, i);
-    case StorageFormat::i8:
-      return load_as<StorageFormat::i8>(p, i);
+// x rounded to F (round_as) and stored as element i of an array of F's elements at p.
+template <StorageFormat F>
+DCP_HD inline void store_as(void* p, int64_t i, float x) {
+  if constexpr (F == StorageFormat::f32) {
+    static_cast<float*>(p)[i] = x;
+  } else if constexpr (F == StorageFormat::bf16) {
+    static_cast<uint16_t*>(p)[i] = float_to_bf16_bits(x);
+  } else if constexpr (F == StorageFormat::f16) {
+    static_cast<uint16_t*>(p)[i] = float_to_f16_bits(x);
+  } else if constexpr (is_fp8(F)) {
+    static_cast<uint8_t*>(p)[i] = float_to_fp8_bits(x, format_facts(F).fp8);
+  } else {
+    static_cast<int8_t*>(p)[i] = static_cast<int8_t>(round_i8(x));
   }
-  return 0.0f;
 }
 
-// x rounded to d (round_to) and stored as element i of an array of d's elements at p.
+// The same with the format chosen at run time.
+DCP_HD inline float load_element(StorageFormat d, const void* p, int64_t i) {
+  return with_format(d, [p, i](auto f) { return load_as<decltype(f)::value>(p, i); });
+}
 DCP_HD inline void store_element(StorageFormat d, void* p, int64_t i, float x) {
-  switch (d) {
-    case StorageFormat::f32:
-      static_cast<float*>(p)[i] = x;
-      return;
-    case StorageFormat::bf16:
-      static_cast<uint16_t*>(p)[i] = float_to_bf16_bits(x);
-      return;
-    case StorageFormat::f16:
-      static_cast<uint16_t*>(p)[i] = float_to_f16_bits(x);
-      return;
-    case StorageFormat::f8e4m3:
-      static_cast<uint8_t*>(p)[i] = float_to_e4m3_bits(x);
-      return;
-    case StorageFormat::f8e5m2:
-      static_cast<uint8_t*>(p)[i] = float_to_e5m2_bits(x);
-      return;
-    case StorageFormat::i8:
-      static_cast<int8_t*>(p)[i] = static_cast<int8_t>(round_i8(x));
-      return;
-  }
+  with_format(d, [p, i, x](auto f) { store_as<decltype(f)::value>(p, i, x); });
 }
 
 }  // namespace dcp::gpu

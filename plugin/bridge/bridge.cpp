@@ -119,19 +119,24 @@ Strided strided(const dcpv_tensor& t) {
           t.ndim, t.shape, t.strides};
 }
 
+// The wire's name of each DLPack dtype a version-2 level is handed: one row a dtype.
+struct WireName {
+  uint8_t code, bits;
+  const char* name;
+};
+constexpr WireName kWireNames[] = {{DCPV_DL_FLOAT, 32, "f32"},
+                                   {DCPV_DL_FLOAT, 16, "f16"},
+                                   {DCPV_DL_BFLOAT, 16, "bf16"},
+                                   {DCPV_DL_FLOAT8_E4M3FN, 8, "fp8e4m3"},
+                                   {DCPV_DL_FLOAT8_E5M2, 8, "fp8e5m2"},
+                                   {DCPV_DL_INT, 8, "i8"},
+                                   {DCPV_DL_INT, 32, "i32"},
+                                   {DCPV_DL_INT, 64, "i64"}};
+
 Strided strided(const dcpv_dltensor& t) {
-  const auto is = [&](uint8_t code, uint8_t bits) {
-    return t.dtype.code == code && t.dtype.bits == bits;
-  };
-  const char* name = is(DCPV_DL_FLOAT, 32)          ? "f32"
-                     : is(DCPV_DL_FLOAT, 16)        ? "f16"
-                     : is(DCPV_DL_BFLOAT, 16)       ? "bf16"
-                     : is(DCPV_DL_FLOAT8_E4M3FN, 8) ? "fp8e4m3"
-                     : is(DCPV_DL_FLOAT8_E5M2, 8)   ? "fp8e5m2"
-                     : is(DCPV_DL_INT, 8)           ? "i8"
-                     : is(DCPV_DL_INT, 32)          ? "i32"
-                     : is(DCPV_DL_INT, 64)          ? "i64"
-                                                    : "?";  // never handed to the bridge
+  const char* name = "?";  // never handed to the bridge
+  for (const WireName& w : kWireNames)
+    if (t.dtype.code == w.code && t.dtype.bits == w.bits) name = w.name;
   return {t.data, name, static_cast<size_t>(t.dtype.bits / 8), t.ndim, t.shape, t.strides};
 }
 

@@ -14,7 +14,7 @@ import subprocess
 import tempfile
 import traceback
 from collections.abc import Mapping
-from typing import Any, Optional, Protocol, TypedDict
+from typing import Any, NamedTuple, Optional, Protocol, TypedDict
 
 import numpy as np
 
@@ -139,7 +139,7 @@ class LevelArgs:
     """One call's arguments: the scalar fields of impl.h's dcpv_*_args as attributes, and its
     tensors as arrays (numpy, or torch with arrays="torch"); absent tensors (no sink, no top-k,
     V of a shared latent, no scales) are None. The paged level's pool comes in its storage format
-    (torch: float8_e4m3fn / float8_e5m2 for fp8; numpy, which has no bfloat16 or fp8, widens
+    (torch: its own fp8 dtype, int8 for int8 codes; numpy, which has no bfloat16 or fp8, widens
     those to float32, exactly). The arrays are only valid during the call: copy to keep."""
 
     def __init__(self, op: str, fields: dict, tensors: dict):
@@ -254,13 +254,31 @@ def _send_frame(sock: socket.socket, header: dict, arrays: list[tuple[str, np.nd
     sock.sendall(struct.pack("<Q", len(text)) + text + b"".join(chunks))
 
 
-_NP = {"f32": "<f4", "f16": "<f2", "i8": "i1", "i32": "<i4", "i64": "<i8"}
-_ITEM_BYTES = {"f32": 4, "f16": 2, "bf16": 2, "fp8e4m3": 1, "fp8e5m2": 1, "i8": 1, "i32": 4,
-               "i64": 8}
+class _Format(NamedTuple):
+    """A wire format: its bytes, numpy's dtype (None: widened to float32, exactly, as numpy has no
+    bfloat16 or fp8), torch's dtype, and for fp8 its exponent bits, bias and encoding ("fn": no
+    infinity, S.1111.111 is NaN; "ieee": the all-ones exponent is inf and NaN)."""
+    bytes: int
+    numpy: Optional[str]
+    torch: str
+    fp8: Optional[tuple] = None
 
 
-def _fp8_table(exponent_bits: int, bias: int, e4m3fn: bool) -> np.ndarray:
-    """Every fp8 code's value as float32: E4M3FN (no infinity; S.1111.111 is NaN) or E5M2."""
+# Every format the suite hands a level, one row each.
+_FORMATS = {
+    "f32": _Format(4, "<f4", "float32"),
+    "f16": _Format(2, "<f2", "float16"),
+    "bf16": _Format(2, None, "bfloat16"),
+    "fp8e4m3": _Format(1, None, "float8_e4m3fn", (4, 7, "fn")),
+    "fp8e5m2": _Format(1, None, "float8_e5m2", (5, 15, "ieee")),
+    "i8": _Format(1, "i1", "int8"),
+    "i32": _Format(4, "<i4", "int32"),
+    "i64": _Format(8, "<i8", "int64"),
+}
+
+
+def _fp8_table(exponent_bits: int, bias: int, encoding: str) -> np.ndarray:
+    """Every fp8 code's value as float32, for the encodings of _Format.fp8."""
     mantissa_bits = 7 - exponent_bits
     codes = np.arange(256)
     sign = np.where(codes & 0x80, -1.0, 1.0)
@@ -269,14 +287,14 @@ def _fp8_table(exponent_bits: int, bias: int, e4m3fn: bool) -> np.ndarray:
     value = np.where(e == 0, m * 2.0 ** (1 - bias - mantissa_bits),
                      (1 + m / 2.0 ** mantissa_bits) * 2.0 ** (e.astype(float) - bias))
     top = e == (1 << exponent_bits) - 1
-    if e4m3fn:
-        value = np.where(top & (m == 7), np.nan, value)
+    if encoding == "fn":
+        value = np.where(top & (m == (1 << mantissa_bits) - 1), np.nan, value)
     else:
         value = np.where(top, np.where(m == 0, np.inf, np.nan), value)
     return (sign * value).astype(np.float32)
 
 
-_FP8 = {"fp8e4m3": _fp8_table(4, 7, True), "fp8e5m2": _fp8_table(5, 15, False)}
+_FP8 = {name: _fp8_table(*f.fp8) for name, f in _FORMATS.items() if f.fp8}
 
 
 def _arrays_of(header: dict, payload: bytearray, kind: str, device: Optional[str] = None) -> dict:
@@ -286,10 +304,8 @@ def _arrays_of(header: dict, payload: bytearray, kind: str, device: Optional[str
         shape, off, nbytes, dt = tuple(t["shape"]), t["offset"], t["nbytes"], t["dtype"]
         if kind == "torch":
             import torch
-            tdt = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16,
-                   "fp8e4m3": torch.float8_e4m3fn, "fp8e5m2": torch.float8_e5m2,
-                   "i8": torch.int8, "i32": torch.int32, "i64": torch.int64}[dt]
-            count = nbytes // _ITEM_BYTES[dt]
+            tdt = getattr(torch, _FORMATS[dt].torch)
+            count = nbytes // _FORMATS[dt].bytes
             arr = (torch.frombuffer(payload, dtype=tdt, count=count, offset=off).reshape(shape)
                    if count else torch.zeros(shape, dtype=tdt))
             if device is not None:
@@ -301,8 +317,8 @@ def _arrays_of(header: dict, payload: bytearray, kind: str, device: Optional[str
             codes = np.frombuffer(payload, dtype=np.uint8, count=nbytes, offset=off)
             arr = _FP8[dt][codes].reshape(shape)
         else:
-            arr = np.frombuffer(payload, dtype=_NP[dt], count=nbytes // np.dtype(_NP[dt]).itemsize,
-                                offset=off).reshape(shape)
+            arr = np.frombuffer(payload, dtype=_FORMATS[dt].numpy,
+                                count=nbytes // _FORMATS[dt].bytes, offset=off).reshape(shape)
         out[t["name"]] = arr
     return out
 

@@ -53,8 +53,9 @@ def properties(impl: Any, seed: Optional[int] = None, cases: int = 100, *, array
     max_head_dim, max_v_dim; ranks, head_dims, v_dims: the only N, Dk, Dv drawn, e.g.
     head_dims=(64, 128); softcap, sink, topk, window, shared_latent = False, and any other
     feature `dcp-verify properties --without` names, its name = False; q_dtypes from
-    ("f32", "bf16", "f16"); kv_dtypes from those and ("fp8e4m3", "fp8e5m2"), an fp8 cache
-    reaching the levels dequantized in float32, each stored value times its KV head's scale;
+    ("f32", "bf16", "f16"); kv_dtypes from those and the quantized caches' formats (those
+    `dcp-verify properties --help` lists for --kv-dtypes: fp8e4m3, int8, ...), a quantized cache
+    reaching partial and step dequantized in float32, each stored value times its scale;
     lse_bases from ("e", "2")). only: the properties to run (names as the report's rows:
     "pinned", "dcp-path", "dcp-fp8", "dcp-step", "dcp-step-fp8"), all when None. bound: the tier
     the properties assert, "sound" (default) or "statistical" (a SUSPECT case fails too).

@@ -463,7 +463,9 @@ TEST(SafetensorsMalformed, UnknownDtype) {
   const std::string msg =
       error_of(raw(one("{\"dtype\": \"F8_E3M4\", \"shape\": [1], \"data_offsets\": [0, 1]}"), {0}));
   EXPECT_THAT(msg, HasSubstr("tensor 'k': unknown dtype 'F8_E3M4'"));
-  EXPECT_THAT(msg, HasSubstr("(accepted: F64, F32, F16, BF16, F8_E4M3, F8_E5M2, I64)"));
+  EXPECT_THAT(msg,
+              HasSubstr("(accepted: " +
+                        dcp::oracle::dtype_names([](dcp::oracle::DType) { return true; }) + ")"));
   EXPECT_THAT(error_of(raw(one("{\"dtype\": \"f32\", \"shape\": [0], \"data_offsets\": [0, 0]}"))),
               HasSubstr("unknown dtype 'f32'"));  // names are case-sensitive
 }

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <vector>
 
 #include "gpu/kernels/storage_format.hpp"
 #include "oracle/dtype.hpp"
@@ -92,14 +93,28 @@ TEST(StorageFormat, F32ElementsAreTheirFloats) {
   EXPECT_EQ(dcp::gpu::format_bytes(StorageFormat::f8e5m2), 1);
 }
 
-constexpr StorageFormat kFp8[] = {StorageFormat::f8e4m3, StorageFormat::f8e5m2};
+// Every fp8 format of the production path's table, and the oracle's row of the same encoding (its
+// own, independent table): each checked against the other.
+std::vector<StorageFormat> fp8_formats() {
+  std::vector<StorageFormat> out;
+  for (const auto& row : dcp::gpu::kFormatNames)
+    if (dcp::gpu::is_fp8(row.value)) out.push_back(row.value);
+  return out;
+}
+const std::vector<StorageFormat> kFp8 = fp8_formats();
 
 dcp::oracle::DType oracle_of(StorageFormat d) {
-  return d == StorageFormat::f8e4m3 ? dcp::oracle::DType::f8e4m3 : dcp::oracle::DType::f8e5m2;
+  const dcp::gpu::Fp8Bits f = dcp::gpu::format_facts(d).fp8;
+  for (const dcp::oracle::DType o : dcp::oracle::quantized_dtypes()) {
+    const dcp::oracle::DTypeInfo& row = *dcp::oracle::dtype_info(o);
+    if (dcp::oracle::is_fp8(o) && row.man_bits == f.man_bits && row.bias == f.bias &&
+        (row.encoding == dcp::oracle::Encoding::finite) == f.finite)
+      return o;
+  }
+  ADD_FAILURE() << dcp::gpu::format_name(d) << ": no oracle dtype of the same encoding";
+  return dcp::oracle::DType::f32;
 }
-float fp8_largest(StorageFormat d) {
-  return d == StorageFormat::f8e4m3 ? dcp::gpu::kE4m3Max : dcp::gpu::kE5m2Max;
-}
+float fp8_largest(StorageFormat d) { return dcp::gpu::format_facts(d).fp8.largest; }
 uint8_t stored_byte(StorageFormat d, float x) {
   uint8_t cell[4] = {};
   dcp::gpu::store_element(d, cell, 0, x);
