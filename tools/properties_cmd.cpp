@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <iterator>
 #include <memory>
 #include <random>
 #include <sstream>
@@ -364,9 +365,17 @@ int run_properties(PropertiesOptions& o, const Limits& lim) {
   // What the implementation says it lacks is never drawn, as with --without.
   for (const std::string& lacked : impl ? impl->lacks : std::vector<std::string>{})
     if (const props::FeatureInfo* f = props::find_feature(lacked)) o.draws.limits.lack(f->feature);
-  // int8 caches reach a plug-in's paged level as raw codes, a format plug-ins written before it
-  // cannot read: drawn for one only where --kv-dtypes names it.
-  if (impl && o.draws.kv_dtypes.empty()) std::erase(o.draws.limits.kv_dtypes, oracle::DType::i8);
+  // A plug-in is handed the K/V formats of ABI version 2 as it was released; a format added since
+  // reaches its paged level as raw codes that a plug-in written before it cannot read (int8 and
+  // later): drawn for one only where --kv-dtypes names it. This list never grows.
+  constexpr oracle::DType kAbi2KvDtypes[] = {oracle::DType::f32, oracle::DType::bf16,
+                                             oracle::DType::f16, oracle::DType::f8e4m3,
+                                             oracle::DType::f8e5m2};
+  if (impl && o.draws.kv_dtypes.empty())
+    std::erase_if(o.draws.limits.kv_dtypes, [&](oracle::DType d) {
+      return std::find(std::begin(kAbi2KvDtypes), std::end(kAbi2KvDtypes), d) ==
+             std::end(kAbi2KvDtypes);
+    });
   props::set_property_bound(o.bound == "statistical" ? props::BoundTier::statistical
                                                      : props::BoundTier::sound);
   std::vector<props::SuiteProperty> suite = props::property_suite(backend, o.draws.limits);
