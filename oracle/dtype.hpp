@@ -166,6 +166,26 @@ inline double max_finite(DType t) {
   return std::ldexp(2.0 - std::ldexp(1.0, 1 - d->man_bits), top);
 }
 
+// A floating dtype's non-finite elements: those whose bits under `mask` equal `pattern`. The
+// exponent field all ones (IEEE-style); that and every stored significand bit (finite: E4M3's
+// S.1111.111).
+struct NonFinite {
+  uint64_t mask, pattern;
+};
+inline NonFinite nonfinite_bits(const DTypeInfo& d) {
+  const uint64_t exp_all = ((uint64_t{1} << d.exp_bits) - 1) << d.man_bits;
+  const uint64_t man_all = (uint64_t{1} << d.man_bits) - 1;
+  switch (d.encoding) {
+    case Encoding::ieee:
+      return {exp_all, exp_all};
+    case Encoding::finite:
+      return {exp_all | man_all, exp_all | man_all};
+    case Encoding::integer:
+      break;
+  }
+  return {0, 1};  // never: every integer is finite
+}
+
 // --- bit-level conversions -------------------------------------------------------------------
 
 inline double bf16_bits_to_double(uint16_t b) {

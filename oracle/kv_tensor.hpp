@@ -35,20 +35,18 @@ void widen_stored(DType dtype, const uint8_t* p, int64_t n, double scale, double
 // widen_stored with scale 1 (a NaN keeps its sign, as a file writes it).
 void narrow_to_stored(DType dtype, const double* x, int64_t n, uint8_t* out);
 
-// The index of the first of n stored elements that is not finite (inf or NaN), or -1: its
-// exponent field all ones (a finite-encoded fp8, without infinities: every bit but the sign's).
+// The index of the first of n stored elements that is not finite (inf or NaN), or -1: the
+// element's bits under its row's non-finite mask equal to the pattern (dtype.hpp).
 inline int64_t first_nonfinite(DType dtype, const uint8_t* p, int64_t n) {
   const DTypeInfo* d = dtype_info(dtype);
   if (!d || d->encoding == Encoding::integer) return -1;  // every code is finite
+  const NonFinite nf = nonfinite_bits(*d);
   const auto scan = [&](auto word) -> int64_t {
     using W = decltype(word);
-    const uint64_t exp_all = ((uint64_t{1} << d->exp_bits) - 1) << d->man_bits;
-    const uint64_t mask =
-        d->encoding == Encoding::ieee ? exp_all : exp_all | ((uint64_t{1} << d->man_bits) - 1);
     for (int64_t i = 0; i < n; ++i) {
       W b;
       std::memcpy(&b, p + sizeof(W) * static_cast<size_t>(i), sizeof(W));
-      if ((b & mask) == mask) return i;
+      if ((b & nf.mask) == nf.pattern) return i;
     }
     return -1;
   };

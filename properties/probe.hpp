@@ -74,8 +74,8 @@ struct ProbeFinding {
 struct ProbeClaim {
   std::string accum = "f32";           // "f32" or "tf32" (P rounded to tf32 before P.V)
   std::string accum_rounding = "any";  // "nearest" or "any"
-  std::string p_cast = "none";         // "none", "bf16", "f16", "f8_e4m3" or "f8_e5m2"
-  std::string partial_dtype = "f32";   // "f32", "bf16", "f16", "f8_e4m3" or "f8_e5m2"
+  std::string p_cast = "none";         // "none", or a format word: "bf16", "f16", "f8_e4m3", ...
+  std::string partial_dtype = "f32";   // a format word: "f32", "bf16", "f16", "f8_e4m3", ...
   double exp_rel_err = 0.0;            // 0: the default (2 ulp)
   double exp_bias = 0.0;               // its mean's bound, where below it; 0: not claimed
   int64_t tile = 1;                    // 1: any tiling
