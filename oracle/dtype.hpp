@@ -4,6 +4,8 @@
 //   DType::bf16: 8 significand bits, fp32's exponent range; DType::f16: 11 bits, max 65504.
 //   DType::f8e4m3: 4 bits, max 448, no infinities (OCP E4M3, PyTorch's float8_e4m3fn);
 //   DType::f8e5m2: 3 bits, max 57344, IEEE-style infinities (OCP E5M2, float8_e5m2).
+//   DType::f8e4m3fnuz: 4 bits, max 240, no infinities, no -0: 0x80 is the one NaN (AMD MI300's
+//   fp8, PyTorch's float8_e4m3fnuz; "F8_E4M3FNUZ" is this suite's name, safetensors has none).
 //   DType::i8: the integers -128 .. 127 (an int8 KV cache's codes, meant times their scale).
 //   Each one's facts are a row of kDTypes; what follows derives from the rows.
 //   round_to(DType::bf16, x)   rounds a double to the nearest bf16 value (ties to even)
@@ -26,14 +28,15 @@
 
 namespace dcp::oracle {
 
-enum class DType { f64, f32, f16, bf16, f8e4m3, f8e5m2, i64, i8 };
+enum class DType { f64, f32, f16, bf16, f8e4m3, f8e5m2, i64, i8, f8e4m3fnuz };
 
 // What a dtype may hold in a case: values (inputs, results, claimed formats), a quantized KV
 // cache's elements (K and V only, beside their scales), or indices.
 enum class Role { value, cache, index };
 // How its bits mean a number: IEEE-style (the all-ones exponent is inf and NaN); finite, with one
-// NaN per sign (S.1111.111, no inf: OCP E4M3); or two's complement integers.
-enum class Encoding { ieee, finite, integer };
+// NaN per sign (S.1111.111, no inf: OCP E4M3); finite with an unsigned zero (no inf, no -0: the
+// sign bit alone, 0x80, is the one NaN; "fnuz"); or two's complement integers.
+enum class Encoding { ieee, finite, fnuz, integer };
 
 // Each dtype's facts in one row, in the enum's order: its safetensors name (printed and parsed),
 // its bytes, its role, its name as a result file's metadata names a format, and for a floating
@@ -56,7 +59,8 @@ inline constexpr DTypeInfo kDTypes[] = {
     {DType::f8e4m3, "F8_E4M3", 1, Role::cache, "f8_e4m3", Encoding::finite, 3, 4, 7},
     {DType::f8e5m2, "F8_E5M2", 1, Role::cache, "f8_e5m2", Encoding::ieee, 2, 5, 15},
     {DType::i64, "I64", 8, Role::index, "i64", Encoding::integer},
-    {DType::i8, "I8", 1, Role::cache, "i8", Encoding::integer}};
+    {DType::i8, "I8", 1, Role::cache, "i8", Encoding::integer},
+    {DType::f8e4m3fnuz, "F8_E4M3FNUZ", 1, Role::cache, "f8_e4m3fnuz", Encoding::fnuz, 3, 4, 8}};
 
 constexpr bool dtype_rows_in_enum_order() {
   for (size_t i = 0; i < std::size(kDTypes); ++i)
@@ -154,8 +158,9 @@ inline double min_normal(DType t) {
 }
 
 // The largest finite value of a floating dtype: the largest significand at the largest exponent
-// that is not the all-ones one (IEEE-style), or at the all-ones one less its NaN's significand
-// (finite: E4M3's 1.75 * 2^8 = 448); an int8 code's 127.
+// that is not the all-ones one (IEEE-style), at the all-ones one less its NaN's significand
+// (finite: E4M3's 1.75 * 2^8 = 448), or at the all-ones one (fnuz: 1.875 * 2^7 = 240); an int8
+// code's 127.
 inline double max_finite(DType t) {
   const DTypeInfo* d = dtype_info(t);
   if (!d) return 0.0;
@@ -163,12 +168,13 @@ inline double max_finite(DType t) {
   const int top = (1 << d->exp_bits) - 1 - d->bias;  // the all-ones exponent's
   if (d->encoding == Encoding::ieee)
     return std::ldexp(2.0 - std::ldexp(1.0, -d->man_bits), top - 1);
+  if (d->encoding == Encoding::fnuz) return std::ldexp(2.0 - std::ldexp(1.0, -d->man_bits), top);
   return std::ldexp(2.0 - std::ldexp(1.0, 1 - d->man_bits), top);
 }
 
 // A floating dtype's non-finite elements: those whose bits under `mask` equal `pattern`. The
 // exponent field all ones (IEEE-style); that and every stored significand bit (finite: E4M3's
-// S.1111.111).
+// S.1111.111); the byte 0x80 (fnuz).
 struct NonFinite {
   uint64_t mask, pattern;
 };
@@ -180,6 +186,8 @@ inline NonFinite nonfinite_bits(const DTypeInfo& d) {
       return {exp_all, exp_all};
     case Encoding::finite:
       return {exp_all | man_all, exp_all | man_all};
+    case Encoding::fnuz:
+      return {0xff, 0x80};
     case Encoding::integer:
       break;
   }
@@ -209,7 +217,7 @@ inline double f16_bits_to_double(uint16_t h) {
 
 // An fp8 byte (any row of one byte and a floating encoding): sign, exponent and stored bits as
 // its row says. IEEE-style (E5M2): the all-ones exponent is inf (stored bits 0) or NaN; finite
-// (E4M3): no inf, and one NaN per sign, S.1111.111.
+// (E4M3): no inf, and one NaN per sign, S.1111.111; fnuz: 0x80 is NaN, every other byte a value.
 inline double fp8_bits_to_double(DType t, uint8_t b) {
   const DTypeInfo& d = *dtype_info(t);
   const int man_bits = d.man_bits, bias = d.bias;
@@ -218,8 +226,9 @@ inline double fp8_bits_to_double(DType t, uint8_t b) {
   const int exp = (b >> man_bits) & exp_all;
   const int man = b & man_all;
   const bool ieee = d.encoding == Encoding::ieee;
+  if (d.encoding == Encoding::fnuz && b == 0x80) return std::nan("");
   double v;
-  if (exp == exp_all && (ieee || man == man_all)) {
+  if (d.encoding != Encoding::fnuz && exp == exp_all && (ieee || man == man_all)) {
     v = (ieee && man == 0) ? INFINITY : std::nan("");
   } else if (exp == 0) {
     v = std::ldexp(static_cast<double>(man), 1 - bias - man_bits);  // subnormal
@@ -303,7 +312,8 @@ inline uint16_t double_to_f16_bits(double x) {
 }
 
 // The fp8 byte of round_to(t, x): a value past the largest finite one is an IEEE-style format's
-// inf, or a finite one's NaN (it has no inf); NaN is the all-ones pattern of the sign.
+// inf, or a finite one's NaN (it has no inf); NaN is the all-ones pattern of the sign (fnuz: 0x80,
+// and a zero of either sign 0x00).
 inline uint8_t double_to_fp8_bits(DType t, double x) {
   const DTypeInfo& d = *dtype_info(t);
   const int man_bits = d.man_bits, bias = d.bias;
@@ -311,6 +321,10 @@ inline uint8_t double_to_fp8_bits(DType t, double x) {
   const uint8_t sign = std::signbit(x) ? 0x80 : 0;
   const double r = round_to(t, x);
   const double a = std::fabs(r);
+  if (d.encoding == Encoding::fnuz) {
+    if (std::isnan(r) || std::isinf(a)) return 0x80;
+    if (a == 0.0) return 0x00;
+  }
   if (std::isnan(r) || (!ieee && std::isinf(a))) return sign | 0x7f;
   if (std::isinf(a)) return static_cast<uint8_t>(sign | (((1 << d.exp_bits) - 1) << man_bits));
   if (a == 0.0) return sign;

@@ -427,12 +427,14 @@ struct DlFormat {
   gpu::StorageFormat format;
   dcpv_dldtype dl;
 };
-constexpr DlFormat kDlFormats[] = {{gpu::StorageFormat::f32, kDlF32},
-                                   {gpu::StorageFormat::f16, {DCPV_DL_FLOAT, 16, 1}},
-                                   {gpu::StorageFormat::bf16, {DCPV_DL_BFLOAT, 16, 1}},
-                                   {gpu::StorageFormat::f8e4m3, {DCPV_DL_FLOAT8_E4M3FN, 8, 1}},
-                                   {gpu::StorageFormat::f8e5m2, {DCPV_DL_FLOAT8_E5M2, 8, 1}},
-                                   {gpu::StorageFormat::i8, {DCPV_DL_INT, 8, 1}}};
+constexpr DlFormat kDlFormats[] = {
+    {gpu::StorageFormat::f32, kDlF32},
+    {gpu::StorageFormat::f16, {DCPV_DL_FLOAT, 16, 1}},
+    {gpu::StorageFormat::bf16, {DCPV_DL_BFLOAT, 16, 1}},
+    {gpu::StorageFormat::f8e4m3, {DCPV_DL_FLOAT8_E4M3FN, 8, 1}},
+    {gpu::StorageFormat::f8e5m2, {DCPV_DL_FLOAT8_E5M2, 8, 1}},
+    {gpu::StorageFormat::i8, {DCPV_DL_INT, 8, 1}},
+    {gpu::StorageFormat::f8e4m3fnuz, {DCPV_DL_FLOAT8_E4M3FNUZ, 8, 1}}};
 static_assert(std::size(kDlFormats) == std::size(gpu::kFormatNames),
               "kDlFormats: one row per production format");
 dcpv_dldtype dl_format(gpu::StorageFormat f) {

@@ -151,7 +151,8 @@ constexpr FormatPair kFormatPairs[] = {{oracle::DType::f32, gpu::StorageFormat::
                                        {oracle::DType::f16, gpu::StorageFormat::f16},
                                        {oracle::DType::f8e4m3, gpu::StorageFormat::f8e4m3},
                                        {oracle::DType::f8e5m2, gpu::StorageFormat::f8e5m2},
-                                       {oracle::DType::i8, gpu::StorageFormat::i8}};
+                                       {oracle::DType::i8, gpu::StorageFormat::i8},
+                                       {oracle::DType::f8e4m3fnuz, gpu::StorageFormat::f8e4m3fnuz}};
 static_assert(std::size(kFormatPairs) == std::size(gpu::kFormatNames),
               "kFormatPairs: one row per production format");
 

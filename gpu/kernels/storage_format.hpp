@@ -2,7 +2,8 @@
 // (oracle::DType is the oracle's own, independent list; properties/dcp_bridge.hpp maps them).
 //
 // Queries, partials and outputs are stored in fp32, fp16 or bf16; KV caches also in fp8 (OCP
-// E4M3 and E5M2, as PyTorch's float8_e4m3fn and float8_e5m2) or int8 codes (-128 .. 127, meant
+// E4M3 and E5M2, as PyTorch's float8_e4m3fn and float8_e5m2; E4M3FNUZ, AMD MI300's fp8, as
+// float8_e4m3fnuz) or int8 codes (-128 .. 127, meant
 // times their scale, as LMDeploy's and TensorRT-LLM's int8 caches); arithmetic is fp32. A KV cache
 // holds its elements in their format (2 bytes a bf16 key component, 1 an fp8 one: load_element,
 // store_element); queries, partials and outputs are floats already rounded to their format (round
@@ -28,7 +29,7 @@
 
 namespace dcp::gpu {
 
-enum class StorageFormat { f32, f16, bf16, f8e4m3, f8e5m2, i8 };
+enum class StorageFormat { f32, f16, bf16, f8e4m3, f8e5m2, i8, f8e4m3fnuz };
 
 inline constexpr EnumName<StorageFormat> kFormatNames[] = {
     {StorageFormat::f32, "f32", "fp32"},
@@ -36,16 +37,20 @@ inline constexpr EnumName<StorageFormat> kFormatNames[] = {
     {StorageFormat::bf16, "bf16"},
     {StorageFormat::f8e4m3, "fp8e4m3", "f8e4m3", "e4m3"},
     {StorageFormat::f8e5m2, "fp8e5m2", "f8e5m2", "e5m2"},
-    {StorageFormat::i8, "int8", "i8"}};
+    {StorageFormat::i8, "int8", "i8"},
+    {StorageFormat::f8e4m3fnuz, "fp8e4m3fnuz", "f8e4m3fnuz", "e4m3fnuz"}};
 inline std::string_view format_name(StorageFormat d) { return name_in(kFormatNames, d); }
 
-// An fp8 encoding: stored significand bits, exponent bias, its largest finite value, and whether
-// it is finite (no inf; one NaN per sign, S.1111.111: OCP E4M3) or IEEE-style (the all-ones
-// exponent is inf and NaN: E5M2). man_bits 0: not fp8.
+// How an fp8 byte means a number: IEEE-style (the all-ones exponent is inf and NaN: E5M2);
+// finite (no inf; one NaN per sign, S.1111.111: OCP E4M3); fnuz (no inf, no -0: 0x80 is the one
+// NaN, the all-ones exponent a normal one: E4M3FNUZ).
+enum class Fp8Encoding { ieee, finite, fnuz };
+// An fp8 format: stored significand bits, exponent bias, its largest finite value, its encoding.
+// man_bits 0: not fp8.
 struct Fp8Bits {
   int man_bits = 0, bias = 0;
   float largest = 0.0f;
-  bool finite = false;
+  Fp8Encoding encoding = Fp8Encoding::ieee;
 };
 // Each format's facts in one row: its bytes, whether only a KV cache holds it (fp8, int8 codes,
 // meant times a scale where it has one), and for fp8 its encoding. With kFormatNames and
@@ -64,11 +69,13 @@ DCP_HD constexpr FormatFacts format_facts(StorageFormat d) {
     case StorageFormat::bf16:
       return {2, false, {}};
     case StorageFormat::f8e4m3:  // 1.75 * 2^8: S.1111.111 is the NaN
-      return {1, true, {3, 7, 448.0f, true}};
+      return {1, true, {3, 7, 448.0f, Fp8Encoding::finite}};
     case StorageFormat::f8e5m2:  // 1.75 * 2^15: the all-ones exponent is inf and NaN
-      return {1, true, {2, 15, 57344.0f, false}};
+      return {1, true, {2, 15, 57344.0f, Fp8Encoding::ieee}};
     case StorageFormat::i8:
       return {1, true, {}};
+    case StorageFormat::f8e4m3fnuz:  // 1.875 * 2^7: the all-ones exponent is a normal one
+      return {1, true, {3, 8, 240.0f, Fp8Encoding::fnuz}};
   }
   return {4, false, {}};
 }
@@ -96,6 +103,8 @@ DCP_HD decltype(auto) with_format(StorageFormat d, Fn&& fn) {
       return fn(FormatTag<StorageFormat::f8e5m2>{});
     case StorageFormat::i8:
       return fn(FormatTag<StorageFormat::i8>{});
+    case StorageFormat::f8e4m3fnuz:
+      return fn(FormatTag<StorageFormat::f8e4m3fnuz>{});
     case StorageFormat::f32:
       break;
   }
@@ -223,14 +232,17 @@ DCP_HD inline float f16_bits_to_float(uint16_t h) {
 }
 
 // The float of an fp8 byte of encoding f (exact): subnormals m * 2^(1 - bias - man_bits); a
-// finite encoding's S.1111.111 is NaN, an IEEE-style one's all-ones exponent inf or NaN.
+// finite encoding's S.1111.111 is NaN, an IEEE-style one's all-ones exponent inf or NaN, fnuz's
+// 0x80 NaN.
 DCP_HD inline float fp8_bits_to_float(uint8_t b, const Fp8Bits& f) {
   const uint32_t m = static_cast<uint32_t>(f.man_bits);
   const uint32_t exp_all = (1u << (7u - m)) - 1u, man_all = (1u << m) - 1u;
   const uint32_t e = (b >> m) & exp_all, man = b & man_all;
+  const bool ieee = f.encoding == Fp8Encoding::ieee;
+  if (f.encoding == Fp8Encoding::fnuz && b == 0x80u) return NAN;
   float a;
-  if (e == exp_all && (!f.finite || man == man_all)) {
-    a = f.finite || man != 0 ? NAN : INFINITY;
+  if (f.encoding != Fp8Encoding::fnuz && e == exp_all && (ieee || man == man_all)) {
+    a = !ieee || man != 0 ? NAN : INFINITY;
   } else if (e == 0) {
     a = ldexpf(static_cast<float>(man), 1 - f.bias - f.man_bits);
   } else {
@@ -264,14 +276,17 @@ DCP_HD inline uint16_t float_to_f16_bits(float x) {
   return static_cast<uint16_t>(sign | ((e - 112u) << 10) | ((w >> 13) & 0x3ffu));
 }
 
-// The fp8 byte of round_fp8(x, f) (a NaN: S.1111.111; saturated, so never an inf).
+// The fp8 byte of round_fp8(x, f) (a NaN: S.1111.111, fnuz's 0x80; saturated, so never an inf;
+// fnuz has one zero, 0x00).
 DCP_HD inline uint8_t float_to_fp8_bits(float x, const Fp8Bits& f) {
   const float r = round_fp8(x, f);
   uint32_t w;
   memcpy(&w, &r, sizeof w);
+  const bool fnuz = f.encoding == Fp8Encoding::fnuz;
   const uint8_t sign = static_cast<uint8_t>((w >> 24) & 0x80u);
-  if (!(r == r)) return static_cast<uint8_t>(sign | 0x7fu);
+  if (!(r == r)) return fnuz ? uint8_t{0x80u} : static_cast<uint8_t>(sign | 0x7fu);
   const float a = fabsf(r);
+  if (fnuz && a == 0.0f) return 0x00u;
   const int emin = 1 - f.bias;
   if (a < ldexpf(1.0f, emin))  // a subnormal (or zero): a / 2^(emin - man_bits) an exact integer
     return static_cast<uint8_t>(sign | static_cast<uint8_t>(ldexpf(a, f.man_bits - emin)));

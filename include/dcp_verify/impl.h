@@ -195,7 +195,7 @@ typedef struct dcpv_dldevice {
   int32_t device_id;
 } dcpv_dldevice;
 typedef struct dcpv_dldtype {
-  uint8_t code; /* DCPV_DL_INT, _UINT, _FLOAT, _BFLOAT, _FLOAT8_E4M3FN, _FLOAT8_E5M2 */
+  uint8_t code; /* DCPV_DL_INT, _UINT, _FLOAT, _BFLOAT, _FLOAT8_E4M3FN, _FLOAT8_E5M2, ... */
   uint8_t bits;
   uint16_t lanes; /* 1 */
 } dcpv_dldtype;
@@ -216,8 +216,11 @@ enum {
   DCPV_DL_UINT = 1,
   DCPV_DL_FLOAT = 2,
   DCPV_DL_BFLOAT = 4,
-  DCPV_DL_FLOAT8_E4M3FN = 10, /* OCP E4M3: no infinity, largest 448 (torch.float8_e4m3fn) */
-  DCPV_DL_FLOAT8_E5M2 = 12    /* OCP E5M2 (torch.float8_e5m2) */
+  DCPV_DL_FLOAT8_E4M3FN = 10,   /* OCP E4M3: no infinity, largest 448 (torch.float8_e4m3fn) */
+  DCPV_DL_FLOAT8_E4M3FNUZ = 11, /* no infinity, no -0 (0x80 is NaN), bias 8, largest 240: AMD
+                                   MI300's fp8 (torch.float8_e4m3fnuz); handed to a plug-in only
+                                   where --kv-dtypes names fp8e4m3fnuz */
+  DCPV_DL_FLOAT8_E5M2 = 12      /* OCP E5M2 (torch.float8_e5m2) */
 };
 
 /* Case features an implementation lacks: dcp-verify never draws them for it (as `properties

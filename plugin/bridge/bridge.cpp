@@ -129,6 +129,7 @@ constexpr WireName kWireNames[] = {{DCPV_DL_FLOAT, 32, "f32"},
                                    {DCPV_DL_BFLOAT, 16, "bf16"},
                                    {DCPV_DL_FLOAT8_E4M3FN, 8, "fp8e4m3"},
                                    {DCPV_DL_FLOAT8_E5M2, 8, "fp8e5m2"},
+                                   {DCPV_DL_FLOAT8_E4M3FNUZ, 8, "fp8e4m3fnuz"},
                                    {DCPV_DL_INT, 8, "i8"},
                                    {DCPV_DL_INT, 32, "i32"},
                                    {DCPV_DL_INT, 64, "i64"}};

@@ -257,7 +257,8 @@ def _send_frame(sock: socket.socket, header: dict, arrays: list[tuple[str, np.nd
 class _Format(NamedTuple):
     """A wire format: its bytes, numpy's dtype (None: widened to float32, exactly, as numpy has no
     bfloat16 or fp8), torch's dtype, and for fp8 its exponent bits, bias and encoding ("fn": no
-    infinity, S.1111.111 is NaN; "ieee": the all-ones exponent is inf and NaN)."""
+    infinity, S.1111.111 is NaN; "fnuz": no infinity, no -0, 0x80 is NaN; "ieee": the all-ones
+    exponent is inf and NaN)."""
     bytes: int
     numpy: Optional[str]
     torch: str
@@ -271,6 +272,7 @@ _FORMATS = {
     "bf16": _Format(2, None, "bfloat16"),
     "fp8e4m3": _Format(1, None, "float8_e4m3fn", (4, 7, "fn")),
     "fp8e5m2": _Format(1, None, "float8_e5m2", (5, 15, "ieee")),
+    "fp8e4m3fnuz": _Format(1, None, "float8_e4m3fnuz", (4, 8, "fnuz")),
     "i8": _Format(1, "i1", "int8"),
     "i32": _Format(4, "<i4", "int32"),
     "i64": _Format(8, "<i8", "int64"),
@@ -289,6 +291,8 @@ def _fp8_table(exponent_bits: int, bias: int, encoding: str) -> np.ndarray:
     top = e == (1 << exponent_bits) - 1
     if encoding == "fn":
         value = np.where(top & (m == (1 << mantissa_bits) - 1), np.nan, value)
+    elif encoding == "fnuz":
+        value = np.where(codes == 0x80, np.nan, value)
     else:
         value = np.where(top, np.where(m == 0, np.inf, np.nan), value)
     return (sign * value).astype(np.float32)

@@ -16,7 +16,8 @@ from torch_paged import BUGS, TorchPaged
 CASES = 40
 # The caches the level receives: a value format each, and fp8 or int8 with no, per-tensor or
 # per-head scales (the dcp-fp8 property draws those).
-CACHES = {"f32": ("f32",), "bf16": ("bf16",), "fp8": ("fp8e4m3", "fp8e5m2"), "int8": ("int8",)}
+CACHES = {"f32": ("f32",), "bf16": ("bf16",), "fp8": ("fp8e4m3", "fp8e5m2", "fp8e4m3fnuz"),
+          "int8": ("int8",)}
 
 
 class Recorded(TorchPaged):
@@ -46,7 +47,8 @@ def test_a_correct_paged_kernel_passes_in_every_storage_format(layout, cache):
     assert impl.seen, "the paged level was never called"
     formats = {s["dtype"] for s in impl.seen}
     want = {"f32": {torch.float32}, "bf16": {torch.bfloat16},
-            "fp8": {torch.float8_e4m3fn, torch.float8_e5m2}, "int8": {torch.int8}}[cache]
+            "fp8": {torch.float8_e4m3fn, torch.float8_e5m2, torch.float8_e4m3fnuz},
+            "int8": {torch.int8}}[cache]
     assert formats == want, formats  # the pool as stored, never dequantized for the kernel
     for s in impl.seen:
         pages, a, b = s["shape"][:3]
@@ -132,6 +134,7 @@ def test_numpy_levels_get_fp8_pools_widened_exactly():
     """numpy has no fp8: the pool's codes arrive as their float32 values, as torch decodes them."""
     from dcp_verify._serve import _FP8
 
-    for name, dtype in (("fp8e4m3", torch.float8_e4m3fn), ("fp8e5m2", torch.float8_e5m2)):
+    for name, dtype in (("fp8e4m3", torch.float8_e4m3fn), ("fp8e5m2", torch.float8_e5m2),
+                        ("fp8e4m3fnuz", torch.float8_e4m3fnuz)):
         decoded = torch.arange(256, dtype=torch.uint8).view(dtype).float().numpy()
         np.testing.assert_array_equal(_FP8[name], decoded)

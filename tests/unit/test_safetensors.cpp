@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "oracle/file_write.hpp"
+#include "oracle/kv_tensor.hpp"
 #include "oracle/safetensors.hpp"
 
 namespace dcp::oracle {
@@ -178,16 +179,36 @@ TEST(SafetensorsRoundTrip, F8E5M2SubnormalsInfAndTiesToEven) {
                      {1.0, 1.5, kInf, 0.0});
 }
 
+TEST(SafetensorsRoundTrip, F8E4M3FnuzOneZeroOneNanAndSaturation) {
+  // Bias 8: 240 = 1.875 * 2^7 the largest (the all-ones exponent is a normal one), 2^-10 the
+  // smallest subnormal, 2^-7 the smallest normal; no -0 (a negative zero stores as +0).
+  const std::vector<double> exact = {1.0,    -2.0, 240.0, std::ldexp(1.0, -10), std::ldexp(1.0, -7),
+                                     -240.0, 0.0};
+  const StFile in = one_tensor(DType::f8e4m3fnuz, {7}, exact);
+  expect_same_values(round_trip(in).tensors.at("t").values, exact);
+  EXPECT_EQ(stored_bits(in, 1), (std::vector<uint64_t>{0x40, 0xc8, 0x7f, 0x01, 0x08, 0xff, 0x00}));
+  EXPECT_EQ(max_finite(DType::f8e4m3fnuz), 240.0);
+  EXPECT_EQ(min_normal(DType::f8e4m3fnuz), std::ldexp(1.0, -7));
+  // -0 and a tie toward it store as 0x00; past 240 (248 ties away from it) and NaN: 0x80, the NaN.
+  const StFile odd =
+      one_tensor(DType::f8e4m3fnuz, {4}, {-0.0, -std::ldexp(1.0, -11), 250.0, std::nan("")});
+  EXPECT_EQ(stored_bits(odd, 1), (std::vector<uint64_t>{0x00, 0x00, 0x80, 0x80}));
+  EXPECT_TRUE(std::isnan(fp8_bits_to_double(DType::f8e4m3fnuz, 0x80)));
+  EXPECT_EQ(first_nonfinite(DType::f8e4m3fnuz, std::vector<uint8_t>{0x7f, 0xff, 0x80}.data(), 3),
+            2);
+}
+
 // Every fp8 byte decodes to a value the format represents, which encodes back to the same byte
 // (NaNs to the all-ones NaN of their sign), and no two bytes but +0 and -0 share a value.
 TEST(SafetensorsRoundTrip, EveryFp8ByteRoundTrips) {
-  for (DType t : {DType::f8e4m3, DType::f8e5m2}) {
+  for (DType t : {DType::f8e4m3, DType::f8e5m2, DType::f8e4m3fnuz}) {
     std::vector<double> finite;
     for (int b = 0; b < 256; ++b) {
       const double v = fp8_bits_to_double(t, static_cast<uint8_t>(b));
       const uint8_t back = double_to_fp8_bits(t, v);
       if (std::isnan(v)) {
-        EXPECT_EQ(back, (b & 0x80) | 0x7f) << dtype_name(t) << " byte " << b;
+        EXPECT_EQ(back, t == DType::f8e4m3fnuz ? 0x80 : (b & 0x80) | 0x7f)
+            << dtype_name(t) << " byte " << b;
         continue;
       }
       EXPECT_EQ(back, b) << dtype_name(t) << " byte " << b << " = " << v;
@@ -196,14 +217,19 @@ TEST(SafetensorsRoundTrip, EveryFp8ByteRoundTrips) {
     }
     std::sort(finite.begin(), finite.end());
     EXPECT_EQ(std::adjacent_find(finite.begin(), finite.end()), finite.end()) << dtype_name(t);
-    // E4M3: 2 x 126 nonzero finite values (the NaN takes one code per sign); E5M2: 2 x 123.
-    EXPECT_EQ(finite.size(), t == DType::f8e4m3 ? 252u : 246u) << dtype_name(t);
+    // E4M3: 2 x 126 nonzero finite values (the NaN takes one code per sign); E5M2: 2 x 123;
+    // E4M3FNUZ: 2 x 127 (one zero, one NaN).
+    EXPECT_EQ(finite.size(), t == DType::f8e4m3   ? 252u
+                             : t == DType::f8e5m2 ? 246u
+                                                  : 254u)
+        << dtype_name(t);
     EXPECT_EQ(finite.back(), max_finite(t)) << dtype_name(t);
   }
 }
 
 TEST(SafetensorsRoundTrip, NanStaysNanInEveryFloatingDtype) {
-  for (DType t : {DType::f64, DType::f32, DType::f16, DType::bf16, DType::f8e4m3, DType::f8e5m2}) {
+  for (DType t : {DType::f64, DType::f32, DType::f16, DType::bf16, DType::f8e4m3, DType::f8e5m2,
+                  DType::f8e4m3fnuz}) {
     const StFile out = round_trip(one_tensor(t, {2}, {std::nan(""), -std::nan("")}));
     const std::vector<double>& v = out.tensors.at("t").values;
     ASSERT_EQ(v.size(), 2u) << dtype_name(t);

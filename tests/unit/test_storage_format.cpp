@@ -103,12 +103,18 @@ std::vector<StorageFormat> fp8_formats() {
 }
 const std::vector<StorageFormat> kFp8 = fp8_formats();
 
+bool same_encoding(dcp::oracle::Encoding o, dcp::gpu::Fp8Encoding g) {
+  using O = dcp::oracle::Encoding;
+  using G = dcp::gpu::Fp8Encoding;
+  return (o == O::ieee && g == G::ieee) || (o == O::finite && g == G::finite) ||
+         (o == O::fnuz && g == G::fnuz);
+}
 dcp::oracle::DType oracle_of(StorageFormat d) {
   const dcp::gpu::Fp8Bits f = dcp::gpu::format_facts(d).fp8;
   for (const dcp::oracle::DType o : dcp::oracle::quantized_dtypes()) {
     const dcp::oracle::DTypeInfo& row = *dcp::oracle::dtype_info(o);
     if (dcp::oracle::is_fp8(o) && row.man_bits == f.man_bits && row.bias == f.bias &&
-        (row.encoding == dcp::oracle::Encoding::finite) == f.finite)
+        same_encoding(row.encoding, f.encoding))
       return o;
   }
   ADD_FAILURE() << dcp::gpu::format_name(d) << ": no oracle dtype of the same encoding";
