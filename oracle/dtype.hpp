@@ -127,15 +127,18 @@ inline std::vector<DType> quantized_dtypes() {
   return out;
 }
 
-// The floating dtypes coarser than f32 (16-bit and fp8), finest first (ties in the table's
-// order): the formats a cast may round into.
+// The floating dtypes coarser than f32 (16-bit and fp8), finest first: fewer significand bits
+// later, and of as many, the wider subnormal range first (E4M3FNUZ's smallest normal 2^-7 before
+// E4M3's 2^-6: the coarser one's claim covers a kernel of either). The formats a cast may round
+// into; the probe claims the coarsest that explains a kernel.
 inline std::vector<DType> narrow_floats_finest_first() {
   std::vector<DType> out;
   for (const DTypeInfo& d : kDTypes)
     if (d.encoding != Encoding::integer && d.man_bits < dtype_info(DType::f32)->man_bits)
       out.push_back(d.value);
   std::stable_sort(out.begin(), out.end(), [](DType a, DType b) {
-    return dtype_info(a)->man_bits > dtype_info(b)->man_bits;
+    const DTypeInfo &x = *dtype_info(a), &y = *dtype_info(b);
+    return x.man_bits != y.man_bits ? x.man_bits > y.man_bits : x.bias > y.bias;
   });
   return out;
 }

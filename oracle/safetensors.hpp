@@ -88,10 +88,10 @@ const char* mapped_file_at(const void* p);
 Status check_st_file(const StFile& file, std::string_view source);
 
 // The file's bytes. Each tensor is stored in its own dtype (F32 to F8 rounded to nearest even,
-// NaN kept as a NaN of the same sign; past E4M3's largest finite value, which has no inf, NaN); the
-// header is padded with spaces to a multiple of 8 bytes and tensors are laid out widest dtype
-// first, then by name, so every tensor is aligned to its element size. Returns an empty vector when
-// check_st_file fails.
+// NaN kept as a NaN, of the same sign where the format has one of each; past the largest finite
+// value of a format without inf, NaN); the header is padded with spaces to a multiple of 8 bytes
+// and tensors are laid out widest dtype first, then by name, so every tensor is aligned to its
+// element size. Returns an empty vector when check_st_file fails.
 std::vector<uint8_t> serialize_safetensors(const StFile& file);
 // Writes the file whole or not at all (file_write.hpp).
 Status write_safetensors(const std::string& path, const StFile& file);

@@ -42,6 +42,16 @@ TEST(Probe, Bf16OutputsShowRoundToNearestThroughMidpoints) {
   EXPECT_EQ(r.claim.accum_rounding, "nearest") << probe_text(r);
 }
 
+// P cast to E4M3: the claim is E4M3, never E4M3FNUZ, which rounds every weight the probe draws
+// alike but has the finer subnormals (its claim would be too tight for an E4M3 kernel's small
+// weights); the finer of two equal casts is ruled out by the coarser, which covers both.
+TEST(Probe, AnE4m3PCastIsClaimedAsE4m3) {
+  gpu::KernelMath m;
+  m.p_cast = gpu::StorageFormat::f8e4m3;
+  const ProbeReport r = probe_path(m, 64);
+  EXPECT_EQ(r.claim.p_cast, "f8_e4m3") << probe_text(r);
+}
+
 TEST(Probe, ANonFiniteOutputIsTheImplementationsFailureNotAMeasurement) {
   ProbeTarget t;
   t.backend = props::DcpBackend([](const gpu::DcpInputs& in, const gpu::DcpConfig& cfg) {

@@ -301,8 +301,7 @@ RC_GTEST_PROP(ToleranceSoundness, Fp8CachesWithScalesAreWithinTheBound, ()) {
   SpecLimits lim;
   lim.max_seq = 120;
   CaseSpec spec = *gen_case_spec(lim);
-  spec.kv_dtype =
-      *rc::gen::element(oracle::DType::f8e4m3, oracle::DType::f8e5m2, oracle::DType::i8);
+  spec.kv_dtype = *rc::gen::elementOf(oracle::quantized_dtypes());  // fp8 and int8 codes
   spec.kv_scale = *rc::gen::element(KvScale::none, KvScale::per_tensor, KvScale::per_head,
                                     KvScale::per_token, KvScale::per_token_head);
   ModelConfig m = *gen_model_config_for(spec);
@@ -325,7 +324,7 @@ RC_GTEST_PROP(ToleranceSoundness, Fp8PCastOfWideRowsIsWithinTheBound, ()) {
   spec.q_heads = 4 * spec.kv_heads;
   spec.seq = std::max<int64_t>(spec.seq, 8);
   ModelConfig m = *gen_model_config_for(spec);
-  m.p_cast = *rc::gen::element(oracle::DType::f8e4m3, oracle::DType::f8e5m2);
+  m.p_cast = *rc::gen::elementOf(fp8_dtypes<oracle::DType>());
   check_within_bound(spec, m);
 }
 

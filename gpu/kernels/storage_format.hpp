@@ -8,8 +8,8 @@
 // holds its elements in their format (2 bytes a bf16 key component, 1 an fp8 one: load_element,
 // store_element); queries, partials and outputs are floats already rounded to their format (round
 // to nearest even, as a GPU's conversion instructions do), so a stored value is an exact float.
-// Rounding into fp8 saturates: a finite value beyond the largest (448, 57344) and an infinity
-// become the largest of their sign, as engines' quantizing writes clamp (and as a GPU's
+// Rounding into fp8 saturates: a finite value beyond the largest (448, 57344, 240) and an
+// infinity become the largest of their sign, as engines' quantizing writes clamp (and as a GPU's
 // `satfinite` conversion does); a NaN stays a NaN. Rounding into int8 rounds to the nearest
 // integer (ties to even) and saturates at -128 and 127, as a GPU's cvt.rni.sat.s8 does (a NaN: 0).
 //
@@ -114,7 +114,7 @@ DCP_HD decltype(auto) with_format(StorageFormat d, Fn&& fn) {
 DCP_HD constexpr bool is_fp8(StorageFormat d) { return format_facts(d).fp8.man_bits > 0; }
 // A format only a KV cache holds (fp8, int8), its elements meant times a scale where it has one.
 DCP_HD constexpr bool is_cache_only(StorageFormat d) { return format_facts(d).cache_only; }
-// A KV cache's format: a value format, fp8 (fp8e4m3 / e4m3, fp8e5m2 / e5m2) or int8.
+// A KV cache's format: a value format, fp8 (fp8e4m3 / e4m3, fp8e5m2 / e5m2, ...) or int8.
 inline std::optional<StorageFormat> parse_kv_format(std::string_view s) {
   return parse_in(kFormatNames, s);
 }

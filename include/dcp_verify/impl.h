@@ -277,7 +277,8 @@ typedef struct dcpv_paged_args {
                                       its rows) */
   dcpv_dltensor k_cache;           /* the pool (page_layout) with D = Dk, in the cache's storage
                                       format: float32, bfloat16, float16, float8_e4m3fn,
-                                      float8_e5m2, or int8 codes (DCPV_DL_INT, 8 bits) */
+                                      float8_e5m2, or int8 codes (DCPV_DL_INT, 8 bits); where
+                                      --kv-dtypes names them, float8_e4m3fnuz or later */
   dcpv_dltensor v_cache;           /* the same with D = Dv, or absent (shared latent) */
   dcpv_dltensor k_scale, v_scale;  /* [kv_heads] float32, or absent: 1 (a shared latent's V
                                       is scaled by k_scale; v_scale absent) */

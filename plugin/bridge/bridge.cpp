@@ -5,9 +5,9 @@
 //
 // The socket's descriptor is in the environment variable DCPV_BRIDGE_FD. Every message, both
 // ways, is a frame: an 8-byte little-endian length n, n bytes of JSON (the header), then the
-// header's "bytes" bytes of payload: the tensors the header lists, each {"name", "dtype" (f32,
-// f16, bf16, fp8e4m3, fp8e5m2, i8, i32, i64), "shape", "offset", "nbytes"}, dense and row-major, in
-// the payload at "offset". It speaks ABI version 2 (dcpv_get_impl_v2):
+// header's "bytes" bytes of payload: the tensors the header lists, each {"name", "dtype" (a name
+// of kWireNames below: f32, bf16, fp8e4m3, i8, ...), "shape", "offset", "nbytes"}, dense and
+// row-major, in the payload at "offset". It speaks ABI version 2 (dcpv_get_impl_v2):
 //   dcpv_get_impl_v2: -> {"op": "hello", "abi": 2}
 //                   <- {"name": ..., "levels": ["paged", "partial", ...], "claim": {the dcpv_claim
 //                       fields by name, formats as "f32" / "bf16" / "f16"}, "kv_dequant": "f32",

@@ -56,6 +56,15 @@ float fp8_value(uint8_t code, int mantissa, int bias, bool e4m3fn) {
   return sign * std::ldexp(static_cast<float>(m | (1 << mantissa)), e - bias - mantissa);
 }
 
+// Whether this plug-in reads a pool of t's dtype: the formats of ABI version 2 as released (a
+// later one, handed over only where --kv-dtypes names it, is refused by name instead).
+bool readable(const dcpv_dltensor& t) {
+  const uint8_t code = t.dtype.code, bits = t.dtype.bits;
+  return (code == DCPV_DL_FLOAT && (bits == 32 || bits == 16)) ||
+         (code == DCPV_DL_BFLOAT && bits == 16) || code == DCPV_DL_FLOAT8_E4M3FN ||
+         code == DCPV_DL_FLOAT8_E5M2 || (code == DCPV_DL_INT && bits == 8);
+}
+
 // Element `off` of a tensor of any of the pool's storage formats, as a float.
 float stored(const dcpv_dltensor& t, int64_t off) {
   const uint8_t code = t.dtype.code;
@@ -107,6 +116,13 @@ int paged(void*, const dcpv_paged_args* args, char* err, size_t err_len) {
   const dcpv_paged_args& a = *args;
   if (a.page_layout != DCPV_PAGES_NHD || a.k_cache.device.device_type != DCPV_DL_CPU) {
     std::snprintf(err, err_len, "expected an NHD pool in host memory");
+    return 1;
+  }
+  if (!readable(a.k_cache) || (a.v_cache.data && !readable(a.v_cache))) {
+    std::snprintf(err, err_len,
+                  "k_cache: DLPack dtype code %d, %d bits, is not a format this "
+                  "plug-in reads",
+                  a.k_cache.dtype.code, a.k_cache.dtype.bits);
     return 1;
   }
   const int64_t group = a.q_heads_total / a.kv_heads_total, N = a.ranks, I = a.interleave;

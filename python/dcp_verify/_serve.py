@@ -266,7 +266,7 @@ class _Format(NamedTuple):
 
 
 # Every format the suite hands a level, one row each.
-_FORMATS = {
+_WIRE = {
     "f32": _Format(4, "<f4", "float32"),
     "f16": _Format(2, "<f2", "float16"),
     "bf16": _Format(2, None, "bfloat16"),
@@ -298,7 +298,7 @@ def _fp8_table(exponent_bits: int, bias: int, encoding: str) -> np.ndarray:
     return (sign * value).astype(np.float32)
 
 
-_FP8 = {name: _fp8_table(*f.fp8) for name, f in _FORMATS.items() if f.fp8}
+_FP8 = {name: _fp8_table(*f.fp8) for name, f in _WIRE.items() if f.fp8}
 
 
 def _arrays_of(header: dict, payload: bytearray, kind: str, device: Optional[str] = None) -> dict:
@@ -308,8 +308,8 @@ def _arrays_of(header: dict, payload: bytearray, kind: str, device: Optional[str
         shape, off, nbytes, dt = tuple(t["shape"]), t["offset"], t["nbytes"], t["dtype"]
         if kind == "torch":
             import torch
-            tdt = getattr(torch, _FORMATS[dt].torch)
-            count = nbytes // _FORMATS[dt].bytes
+            tdt = getattr(torch, _WIRE[dt].torch)
+            count = nbytes // _WIRE[dt].bytes
             arr = (torch.frombuffer(payload, dtype=tdt, count=count, offset=off).reshape(shape)
                    if count else torch.zeros(shape, dtype=tdt))
             if device is not None:
@@ -321,8 +321,8 @@ def _arrays_of(header: dict, payload: bytearray, kind: str, device: Optional[str
             codes = np.frombuffer(payload, dtype=np.uint8, count=nbytes, offset=off)
             arr = _FP8[dt][codes].reshape(shape)
         else:
-            arr = np.frombuffer(payload, dtype=_FORMATS[dt].numpy,
-                                count=nbytes // _FORMATS[dt].bytes, offset=off).reshape(shape)
+            arr = np.frombuffer(payload, dtype=_WIRE[dt].numpy,
+                                count=nbytes // _WIRE[dt].bytes, offset=off).reshape(shape)
         out[t["name"]] = arr
     return out
 

@@ -245,7 +245,7 @@ TEST(CaseFile, RoundTripsEveryField) {
 TEST(CaseFile, QuantizedKeysAndValuesWithScalesAreDequantizedExactly) {
   for (const props::KvScale per : {props::KvScale::per_tensor, props::KvScale::per_head,
                                    props::KvScale::per_token, props::KvScale::per_token_head}) {
-    for (const DType fp8 : {DType::f8e4m3, DType::f8e5m2, DType::i8}) {
+    for (const DType fp8 : quantized_dtypes()) {
       props::CaseSpec s;
       s.q_heads = 4;
       s.kv_heads = 2;
