@@ -13,6 +13,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cfloat>
 #include <cmath>
@@ -147,32 +148,59 @@ inline std::vector<DType> narrow_floats_finest_first() {
 // and saturates at the ends, as a GPU's saturating conversion does.
 inline constexpr double kI8Min = -128.0, kI8Max = 127.0;
 
-// Unit roundoff u = 2^-p of a floating dtype with p significand bits (implicit bit included); 0
-// for the integers.
+// 2^e, exactly, in a constant expression (std::ldexp is not constexpr in C++20).
+constexpr double exp2i(int e) {
+  double r = 1.0;
+  for (; e > 0; --e) r *= 2.0;
+  for (; e < 0; ++e) r /= 2.0;
+  return r;
+}
+
+// A floating dtype's range from its row, derived once at compile time (rounding reads it on every
+// element): unit roundoff u = 2^-p (p significand bits, the implicit one included); smallest
+// positive normal 2^(1 - bias), below which a rounding may lose all relative accuracy (subnormals,
+// or flush-to-zero), so it sets a rounding's absolute error floor; largest finite value, the
+// largest significand at the largest exponent that is not the all-ones one (IEEE-style), at the
+// all-ones one less its NaN's significand (finite: E4M3's 1.75 * 2^8 = 448), or at the all-ones
+// one (fnuz: 1.875 * 2^7 = 240). All 0 for the integers.
+struct FloatRange {
+  double unit_roundoff = 0.0, min_normal = 0.0, max_finite = 0.0;
+};
+constexpr FloatRange float_range(const DTypeInfo& d) {
+  if (d.encoding == Encoding::integer) return {};
+  const int top = (1 << d.exp_bits) - 1 - d.bias;  // the all-ones exponent's
+  const double largest = d.encoding == Encoding::ieee ? (2.0 - exp2i(-d.man_bits)) * exp2i(top - 1)
+                         : d.encoding == Encoding::fnuz
+                             ? (2.0 - exp2i(-d.man_bits)) * exp2i(top)
+                             : (2.0 - exp2i(1 - d.man_bits)) * exp2i(top);
+  return {exp2i(-(d.man_bits + 1)), exp2i(1 - d.bias), largest};
+}
+inline constexpr auto kFloatRanges = [] {
+  std::array<FloatRange, std::size(kDTypes)> out{};
+  for (size_t i = 0; i < out.size(); ++i) out[i] = float_range(kDTypes[i]);
+  return out;
+}();
+
+static_assert(kFloatRanges[static_cast<size_t>(DType::f64)].max_finite == DBL_MAX &&
+                  kFloatRanges[static_cast<size_t>(DType::f32)].max_finite == FLT_MAX &&
+                  kFloatRanges[static_cast<size_t>(DType::bf16)].max_finite ==
+                      3.3895313892515355e38 &&  // (2 - 2^-7) 2^127
+                  kFloatRanges[static_cast<size_t>(DType::f16)].max_finite == 65504.0 &&
+                  kFloatRanges[static_cast<size_t>(DType::f8e4m3)].max_finite == 448.0 &&
+                  kFloatRanges[static_cast<size_t>(DType::f8e5m2)].max_finite == 57344.0 &&
+                  kFloatRanges[static_cast<size_t>(DType::f8e4m3fnuz)].max_finite == 240.0,
+              "kFloatRanges: the formats' published largest values");
+
 inline double unit_roundoff(DType t) {
-  return is_float(t) ? std::ldexp(1.0, -(dtype_info(t)->man_bits + 1)) : 0.0;
+  return dtype_info(t) ? kFloatRanges[static_cast<size_t>(t)].unit_roundoff : 0.0;
 }
-
-// Smallest positive normal value of a floating dtype, 2^(1 - bias): below it a rounding may lose
-// all relative accuracy (subnormals, or flush-to-zero), so it sets the absolute error floor of a
-// rounding.
 inline double min_normal(DType t) {
-  return is_float(t) ? std::ldexp(1.0, 1 - dtype_info(t)->bias) : 0.0;
+  return dtype_info(t) ? kFloatRanges[static_cast<size_t>(t)].min_normal : 0.0;
 }
-
-// The largest finite value of a floating dtype: the largest significand at the largest exponent
-// that is not the all-ones one (IEEE-style), at the all-ones one less its NaN's significand
-// (finite: E4M3's 1.75 * 2^8 = 448), or at the all-ones one (fnuz: 1.875 * 2^7 = 240); an int8
-// code's 127.
+// The largest finite value of a floating dtype (FloatRange); an int8 code's 127.
 inline double max_finite(DType t) {
-  const DTypeInfo* d = dtype_info(t);
-  if (!d) return 0.0;
-  if (d->encoding == Encoding::integer) return t == DType::i8 ? kI8Max : 0.0;
-  const int top = (1 << d->exp_bits) - 1 - d->bias;  // the all-ones exponent's
-  if (d->encoding == Encoding::ieee)
-    return std::ldexp(2.0 - std::ldexp(1.0, -d->man_bits), top - 1);
-  if (d->encoding == Encoding::fnuz) return std::ldexp(2.0 - std::ldexp(1.0, -d->man_bits), top);
-  return std::ldexp(2.0 - std::ldexp(1.0, 1 - d->man_bits), top);
+  if (t == DType::i8) return kI8Max;
+  return dtype_info(t) ? kFloatRanges[static_cast<size_t>(t)].max_finite : 0.0;
 }
 
 // A floating dtype's non-finite elements: those whose bits under `mask` equal `pattern`. The

@@ -204,9 +204,8 @@ TEST_F(CheckResultFile, MalformedFilesAreRefusedByName) {
   EXPECT_NE(error_of(f).find("metadata 'sink_rank' = \"2\""), std::string::npos) << error_of(f);
   f = good;
   f.metadata["p_cast"] = "fp8";
-  EXPECT_NE(
-      error_of(f).find("metadata 'p_cast' = \"fp8\"; expected f32, f16, bf16, f8_e4m3"),
-      std::string::npos)
+  EXPECT_NE(error_of(f).find("metadata 'p_cast' = \"fp8\"; expected f32, f16, bf16, f8_e4m3"),
+            std::string::npos)
       << error_of(f);
   f = good;
   f.metadata["merge_accum"] = "f8_e4m3";
