@@ -135,7 +135,9 @@ dcp::gpu::DcpConfig draw_host(Rng& rng, const CaseSpec& spec) {
 
 struct Tally {
   int64_t cases = 0, rows = 0, parts = 0, suspect = 0, failed = 0, refused = 0;
-  std::string first;  // the first alarm's case
+  std::string first;     // the first alarm's case
+  double closest = 0.0;  // the largest err/stat of any part: how near a correct result came
+  std::string closest_case;
 };
 
 void judge(const dcp::oracle::Case& c, const dcp::oracle::DcpResult& r, const std::string& what,
@@ -152,6 +154,10 @@ void judge(const dcp::oracle::Case& c, const dcp::oracle::DcpResult& r, const st
     const bool failed = !part.cmp.pass(), suspect = !failed && !part.cmp.pass_statistical();
     t.failed += failed ? 1 : 0;
     t.suspect += suspect ? 1 : 0;
+    if (part.cmp.max_stat_ratio() > t.closest) {
+      t.closest = part.cmp.max_stat_ratio();
+      t.closest_case = what;
+    }
     if ((failed || suspect) && t.first.empty())
       t.first = what + ": " + part.cmp.summary() + " / " + part.cmp.statistical_summary();
   }
@@ -160,11 +166,12 @@ void judge(const dcp::oracle::Case& c, const dcp::oracle::DcpResult& r, const st
 void print(const char* name, const Tally& t) {
   std::printf(
       "%-10s cases %7lld  parts %8lld  rows %9lld  SUSPECT %lld  FAILED %lld  refused %lld"
-      "  (the tier allows %.2g SUSPECT parts)\n",
+      "  (the tier allows %.2g SUSPECT parts)  largest err/stat %.3g\n",
       name, static_cast<long long>(t.cases), static_cast<long long>(t.parts),
       static_cast<long long>(t.rows), static_cast<long long>(t.suspect),
       static_cast<long long>(t.failed), static_cast<long long>(t.refused),
-      static_cast<double>(t.parts) * dcp::oracle::kStatFalseAlarm);
+      static_cast<double>(t.parts) * dcp::oracle::kStatFalseAlarm, t.closest);
+  if (!t.closest_case.empty()) std::printf("  largest err/stat at: %s\n", t.closest_case.c_str());
   if (!t.first.empty()) std::printf("  first alarm: %s\n", t.first.c_str());
 }
 

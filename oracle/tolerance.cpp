@@ -7,6 +7,7 @@
 #include <span>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "oracle/parallel.hpp"
@@ -59,8 +60,21 @@ constexpr double kAccumExtraFlushes = 2.0;
 constexpr double kLseAbsMargin = 1.0;
 // §5: a partial LSE's add m + ln l and its base conversion: 3u_s L_abs.
 constexpr double kPartialLseRoundings = 3.0;
-// §5: the merge's exponent argument L_r - M: 6u_s L_abs.
-constexpr double kMergeArgRoundings = 6.0;
+// §5: the merge's exponent argument (L_r - M) log2 e, fused or not: each operand scaled apart,
+// u_s (|L_r| + |M|) <= 2u_s mag, and the subtraction's (or the fma's) rounding and the rounded
+// log2 e, 2u_s |L_r - M| <= 2u_s spread (LseRange); without a layout 2 L_abs + 4 L_abs = 6 L_abs.
+constexpr double kMergeArgRoundingsMag = 2.0;
+constexpr double kMergeArgRoundingsSpread = 2.0;
+// §10: a rounding error uniform on [-h, h] is sub-Gaussian with variance proxy h^2 / 3 (its moment
+// generating function sinh(th) / (th) is at most exp(t^2 h^2 / 6), term by term): scale h/sqrt 3.
+constexpr double kUniformRoundingScale = 0.57735026918962576;
+// §10: the significand bits a rounding must drop for its error to be taken as uniform on its
+// interval: 2^8 or more values of the dropped bits make a fine grid; a few make a coarse discrete
+// error, ties at half an ulp among them.
+constexpr int kUniformDroppedBits = 8;
+// §5: the merge sums whose nodes are taken one by one from the exact partials (N_m - 1 of them per
+// element); a longer claimed sum (an fp32 merge of thousands of partials) takes gamma_N(u_m) Q.
+constexpr int64_t kMaxExactMergeTerms = 1024;
 // §5, §7: -ln(1 - x) is taken with x clamped to 1/2 to stay finite; x <= kappa, so the clamp only
 // acts on rows refused for kappa > kMaxKappa.
 constexpr double kMaxLogArg = 0.5;
@@ -77,7 +91,7 @@ constexpr double kEvalRel = 0x1p-30;
 constexpr double kEvalSlack = 1.0 + kEvalRel;
 // §7: the final add m + ln l: 2u_s L_abs.
 constexpr double kLseAddRoundings = 2.0;
-// §7: the stored LSE: (u_lse + 2u_s) |L|.
+// §7: the stored LSE: half an ulp of lse_out at |L| plus its error, and 2u_s |L|.
 constexpr double kLseStoreRoundings = 2.0;
 // §7: the oracle's term 2^-52 (|L| + 1): an absolute floor of 1 on the scale of L.
 constexpr double kOracleLseFloor = 1.0;
@@ -99,12 +113,12 @@ struct Units {
   double u_kdq;        // a claimed kv_dequant's rounding of each key element; 0 without
   double dq_floor;     // its absolute floor per element (a subnormal of kv_dequant); 0 without
   double p_tiny;       // absolute: P cast into the subnormal range; 0 when not cast
-  double g_tf32;       // tf32 operands of each q.k product: gamma_2(2^-11); 0 without tf32
-  double u_out;        // the final O store
-  double u_lse_out;    // the final LSE store
-  int64_t shards;      // N >= 1
-  double u_m;          // the cross-rank sum of the outputs
-  double u_d;          // the cross-rank sum of the weights (the merged LSE's, the denominator's)
+  // §10: the scale of the P cast's rounding per unit of its bound u_p P^_j (cast_scale).
+  double cast_sd;
+  double g_tf32;   // tf32 operands of each q.k product: gamma_2(2^-11); 0 without tf32
+  int64_t shards;  // N >= 1
+  double u_m;      // the cross-rank sum of the outputs
+  double u_d;      // the cross-rank sum of the weights (the merged LSE's, the denominator's)
   // §10: accumulations round to nearest (not truncating MMA), so their roundings are the
   // statistical tier's random ones; lambda, the tail factor of its concentration bounds.
   bool nearest = false;
@@ -129,6 +143,24 @@ double subnormal_floor(DType t) { return unit_roundoff(t) * min_normal(t); }
 // §1: the same with flush to zero, which may lose a whole subnormal: 2^emin.
 double store_floor(const Arithmetic& a, DType t) {
   return a.ftz ? min_normal(t) : subnormal_floor(t);
+}
+
+// §6, §7: the largest error of a store rounding to nearest in t a value of magnitude at most y:
+// half an ulp of y's binade, u 2^floor(log2 y), at most u y (half of it at the binade's top) and
+// never below the subnormal range's u 2^emin. Past t's largest finite value, u y.
+double rounding_error(DType t, double y) {
+  if (!(y <= max_finite(t))) return unit_roundoff(t) * y;
+  return std::ldexp(unit_roundoff(t), std::max(std::ilogb(y), std::ilogb(min_normal(t))));
+}
+
+// §10: the P cast's scale per unit of its bound: uniform (kUniformRoundingScale) where it drops at
+// least kUniformDroppedBits of the accumulation format's significand and is the only rounding of
+// P.V's operands; else Hoeffding's range, 1 (TF32 operands round V, an input; a cast that drops a
+// few bits leaves a coarse discrete error, with ties at half an ulp).
+double cast_scale(const Arithmetic& a) {
+  if (!a.p_cast || a.tf32) return 1.0;
+  const double ratio = unit_roundoff(*a.p_cast) / unit_roundoff(a.accum);
+  return ratio >= std::ldexp(1.0, kUniformDroppedBits) ? kUniformRoundingScale : 1.0;
 }
 
 // §1: tf32's unit roundoff, 0 without tf32.
@@ -156,9 +188,8 @@ Units units_of(const Arithmetic& a) {
                0.0,
                0.0,
                a.p_cast ? store_floor(a, *a.p_cast) : 0.0,
+               cast_scale(a),
                gamma_n(kTf32Operands, tf32_roundoff(a)),
-               unit_roundoff(a.out),
-               unit_roundoff(a.lse_out),
                std::max<int64_t>(1, a.shards),
                unit_roundoff(a.merge_accum),
                unit_roundoff(a.merge_lse_accum.value_or(a.merge_accum)),
@@ -192,6 +223,9 @@ struct RowLogits {
   // T_l bounds the sum of the nodes' magnitudes, and node_sq = scale^2 (sum_k (q_k k_k)^2 +
   // sum_{l=2..Dk} T_l^2) the sum of the squares of every rounded quantity of the dot (§10).
   std::vector<double> node_sum, node_sq;
+  // §10: scale * sqrt(sum_k (q_k k_k)^2), what one rounding of each of q's scaled elements moves
+  // the logit by at most, in root sum of squares over the elements.
+  std::vector<double> x_l2;
   bool sink = false;
   double sigma = 0.0;          // the sink logit (0 without a sink)
   double M = 0.0;              // largest |logit|, sink included
@@ -231,6 +265,7 @@ RowLogits row_logits(const Case& c, int64_t t, int64_t h, std::span<const int64_
   in.a.resize(n);
   in.node_sum.resize(n);
   in.node_sq.resize(n);
+  in.x_l2.resize(n);
   in.M = in.sink ? std::fabs(in.sigma) : 0.0;
   in.smax = in.sink ? in.sigma : kNegInf;
   std::vector<double> row_buf(static_cast<size_t>(dk));
@@ -252,6 +287,7 @@ RowLogits row_logits(const Case& c, int64_t t, int64_t h, std::span<const int64_
     const TreeNodes nodes = tree_nodes(dk, x_max, (absdot + std::fabs(dot)) / 2.0);
     in.node_sum[x] = tau * nodes.sum;
     in.node_sq[x] = tau * tau * (sq + nodes.sq);
+    in.x_l2[x] = tau * std::sqrt(sq);
     in.s[x] = variant_logit(c, in.s_pre[x], h, qpos, keys[x]);
     if (!c.alibi_slopes.empty()) {  // as variant_logit adds it
       const double distance = static_cast<double>(keys[x] < qpos ? qpos - keys[x] : keys[x] - qpos);
@@ -269,6 +305,12 @@ RowLogits row_logits(const Case& c, int64_t t, int64_t h, std::span<const int64_
   in.q_side = static_cast<double>(1 + (c.k_scale.empty() ? 0 : kKScaleRoundings));
   return in;
 }
+
+// §10: how the running max of the row's accumulators moves (running_max), in natural units.
+struct RunningMax {
+  double rise;    // after each accumulator's first tile
+  double spread;  // the row's largest logit less the least of the accumulators' final maxima
+};
 
 // The weight of each key and of the sink, exact, and the bound on its relative error.
 struct KeyErrors {
@@ -289,21 +331,36 @@ struct KeyErrors {
   // the exponential's deviation from it random, of scale b_j. Keys of equal logits, or of equal
   // scaled products, share their roundings: group[x] numbers the key's group (key_errors).
   std::vector<double> m, b, m_lse, b_lse, m_bias;
+  // §10, round to nearest: u x_l2_j, the scale u of key j's share of the q-side roundings (one
+  // per element of q, common to every key: random over q's elements, not over the keys), and
+  // their scale in the LSE, q_lse = sum_j P_j u x_l2_j.
+  std::vector<double> q_rand;
+  double q_lse = 0.0;
+  // §10, round to nearest: the part of m_j from the two rounded constants every logit shares, the
+  // scale's on s_pre and log2 e's on the exponent argument: u |s_pre,j| + u (|s_j| + M); O takes
+  // it per key or, under the order assumption, as one relative error of every argument (o_bounds).
+  std::vector<double> m_const;
+  std::span<const double> logit;  // the exact logits s_j (RowLogits::s, which outlives this)
+  double M = 0.0;                 // their largest magnitude, the sink's included (RowLogits::M)
   std::vector<int64_t> group;
   int64_t groups = 0;
   double eps_exp = 0.0;  // the exponential's error bound: the sink's share of the keys' mean
   double rho = 0.0;      // the rescales' relative error (§3), in O bounded apart (§10)
-  // §10: the rescale chain's total, (1 + rho)(R eps_r + (1 + eps_r) expm1(3u 2M)), eps_r the
-  // rescale exponential's error (rescale_exp_rel_err, else the kernel's): the sum
-  // of |alpha_t - 1| over the rescales, times the largest product after one.
+  // §10: the rescale chain's total, (1 + rho)(R eps_r + (1 + eps_r) expm1(3u rise)), eps_r the
+  // rescale exponential's error (rescale_exp_rel_err, else the kernel's), rise what the running
+  // max's computed changes telescope to (at most 2M): the sum of |alpha_t - 1| over the
+  // rescales, times the largest product after one.
   double rescale_walk = 0.0;
+  // §10: how far any key's running max (the computed one) lies below the row's largest logit,
+  // summed by parts: the rise after the first tile plus the accumulators' spread, at most 4M.
+  double max_range = 0.0;
 };
 
-// §3, §5: R rescales by exponentials of the change of a running max within [-M, M], each with
-// the exponential's error and an argument rounded to u (the arguments telescope to at most 2M):
-// (1 + eps_exp)^R exp(3u 2M) - 1.
-double rescale_chain(double R, double eps_exp, double u, double M) {
-  return std::expm1(R * std::log1p(eps_exp) + kExpArgRoundings * u * kRescaleArgRange * M);
+// §3, §5: R rescales by exponentials of the change of a running max, each with the exponential's
+// error and an argument rounded to u; the arguments telescope to at most `range` (2M for a row's
+// logits within [-M, M]): (1 + eps_exp)^R exp(3u range) - 1.
+double rescale_chain(double R, double eps_exp, double u, double range) {
+  return std::expm1(R * std::log1p(eps_exp) + kExpArgRoundings * u * range);
 }
 
 // §3, the rescales: the relative error rho a key's weight picks up from the online softmax's
@@ -314,7 +371,7 @@ double rescale_count(const Units& un, int64_t seq, bool sink) {
   return static_cast<double>((seq + tile - 1) / tile + (sink ? 1 : 0));
 }
 double rescale_error(const Units& un, int64_t seq, bool sink, double M) {
-  return rescale_chain(rescale_count(un, seq, sink), un.eps_rescale, un.u, M);
+  return rescale_chain(rescale_count(un, seq, sink), un.eps_rescale, un.u, kRescaleArgRange * M);
 }
 
 // §3, the dot product's error: the lesser of gamma_{Dk+3}(u) a_j (every rounding charged the
@@ -357,8 +414,11 @@ double logit_error(const Units& un, double softcap, double dot, const RowLogits&
 }
 
 // docs/tolerances.md §3, key-level errors: the weight of each key.
+// rm: the exact running max's rise after each accumulator's first tile and the spread of the
+// accumulators' maxima where the order of their keys is known (running_max), else 2M each; the
+// computed maxima's errors are added here, and neither is taken above 2M.
 KeyErrors key_errors(const Units& un, double softcap, int64_t seq, const RowLogits& in,
-                     double L_ref) {
+                     double L_ref, const RunningMax& rm) {
   const int64_t n = static_cast<int64_t>(in.s.size());
   const double rho = rescale_error(un, seq, in.sink, in.M);
   // A weight with relative error e, then rescaled: (1 + e)(1 + rho) - 1.
@@ -371,14 +431,15 @@ KeyErrors key_errors(const Units& un, double softcap, int64_t seq, const RowLogi
   k.m_lse.resize(n);
   k.b_lse.assign(n, 0.0);
   k.m_bias.resize(n);
+  k.q_rand.assign(n, 0.0);
+  k.m_const.assign(n, 0.0);
+  k.logit = in.s;
+  k.M = in.M;
   k.eps_exp = un.eps_exp;
   k.rho = rho;
-  k.rescale_walk =
-      (1.0 + rho) *
-      (rescale_count(un, seq, in.sink) * un.eps_rescale +
-       (1.0 + un.eps_rescale) * std::expm1(kExpArgRoundings * un.u * kRescaleArgRange * in.M));
   k.l_ratio = std::max(1.0, std::exp(L_ref - in.smax));
   const double u = un.u;
+  double delta_top = 0.0;  // the largest logit error: the computed maxima are within it
   // (1 + u)^k - 1 for the dot's roundings on a path, the operands' q-side ones, both, and the
   // score's two (§10): the same for every key.
   const DotError dot_error(un, in);
@@ -388,6 +449,7 @@ KeyErrors key_errors(const Units& un, double softcap, int64_t seq, const RowLogi
     k.p[x] = std::exp(in.s[x] - L_ref);
     const double dot = dot_error.of(un, in, x);
     const double delta = logit_error(un, softcap, dot, in, x);
+    delta_top = std::max(delta_top, delta);
     const double arg = kExpArgRoundings * u * (std::fabs(in.s[x]) + in.M);
     if (in.s[x] - in.smax < kUnderflowArg) {
       k.e[x] = kLostWeight;
@@ -409,25 +471,32 @@ KeyErrors key_errors(const Units& un, double softcap, int64_t seq, const RowLogi
         // The logit: sum_i x_i prod_l (1 + delta_l) over the Dk dot roundings on term i's
         // path, times the operands' q-side roundings, times two on the score (a scale, or
         // scale * log2 e rounded and applied): the linear part sum_l delta_l C_l over the
-        // products and the tree's nodes, sum_l C_l^2 <= node_sq; the rest is systematic, TF32
-        // operands and a dequantization's rounding among it. The exponent argument's
-        // subtraction and product are random, its rounded log2 e is not.
-        const double a = in.a[x], dk = in.dot_path;
-        const double dot_rest = a * (grow_dot - dk * u) + a * (1.0 + grow_dot) * grow_q +
-                                (std::fabs(in.s_pre[x]) + a * grow_path) * grow_score +
+        // products and the tree's nodes, sum_l C_l^2 <= node_sq, and the linear part of q's
+        // own scale rounding, sum_i theta_i x_i: one theta_i per element of q, shared by every
+        // key, so random over i (q_rand) and not over the keys; the score's product is random,
+        // its constant (the scale, or scale * log2 e, rounded) is one relative error of every
+        // logit, m_const; the rest is systematic, a K scale's rounding, TF32 operands and a
+        // dequantization's rounding among it. The exponent argument's subtraction and product
+        // are random, its rounded log2 e is one relative error of every argument, m_const.
+        const double a = in.a[x], dk = in.dot_path, s_pre = std::fabs(in.s_pre[x]);
+        const double dot_rest = a * (grow_dot - dk * u) + a * ((1.0 + grow_dot) * grow_q - u) +
+                                (s_pre + a * grow_path) * grow_score - 2.0 * u * s_pre +
                                 (un.g_tf32 + un.u_kdq) * a * (1.0 + grow_dot);
         const double arg_abs = std::fabs(in.s[x]) + in.M;
-        y_sys = delta - dot + dot_rest + u * arg_abs;
-        b_lin = u * std::sqrt(in.node_sq[x] + 2.0 * arg_abs * arg_abs);
+        y_sys = delta - dot + dot_rest;
+        k.m_const[x] = u * s_pre + u * arg_abs;
+        b_lin = u * std::sqrt(in.node_sq[x] + 2.0 * arg_abs * arg_abs + s_pre * s_pre);
+        k.q_rand[x] = u * in.x_l2[x];
+        k.q_lse += k.p[x] * k.q_rand[x];
       }
       const double e_y = std::expm1(y_max);
       const double g_max = rescaled(e_y);
       k.m[x] = y_sys + (e_y - y_max) + rho * e_y + un.eps_exp * g_max;
       // (not std::hypot: glibc 2.35 versions it anew, and the wheel promises glibc 2.34)
       k.b[x] = std::sqrt(un.eps_exp * un.eps_exp + b_lin * b_lin);
-      k.m_lse[x] = k.m[x] + un.eps_exp + rho;
+      k.m_lse[x] = k.m[x] + k.m_const[x] + un.eps_exp + rho;
       k.b_lse[x] = b_lin;
-      k.m_bias[x] = k.m[x] + un.exp_bias + rho;
+      k.m_bias[x] = k.m[x] + k.m_const[x] + un.exp_bias + rho;
     }
     k.e_bar += k.p[x] * k.e[x];
   }
@@ -466,32 +535,62 @@ KeyErrors key_errors(const Units& un, double softcap, int64_t seq, const RowLogi
     if (k.e_sink < kLostWeight) k.e_max = std::max(k.e_max, k.e_sink);
     k.e_bar += k.p_sink * k.e_sink;
   }
+  const double full = kRescaleArgRange * in.M;
+  const double range = std::min(full, rm.rise + 2.0 * delta_top);
+  // A lagging shift may end anywhere from the first key's logit up: rise twice (o_bounds).
+  k.max_range = 2.0 * range + std::min(full, rm.spread + 2.0 * delta_top);
+  k.rescale_walk =
+      (1.0 + rho) * (rescale_count(un, seq, in.sink) * un.eps_rescale +
+                     (1.0 + un.eps_rescale) * std::expm1(kExpArgRoundings * un.u * range));
   return k;
 }
 
 // The relative coefficients of first_i (§6).
 struct Coefficients {
-  double g;       // gamma_{n_acc + R_acc}(u), n_acc = accumulated_terms, R_acc its rescales
-  double c_S;     // coefficient of S_i
-  double c_O;     // coefficient of |O_i|
-  double g_stat;  // §10: the statistical tier's g, lambda u sqrt(K) + (K u)^2 / (1 - K u), K =
-                  // n_acc + R_acc
+  double g;    // gamma_{n_acc + R_acc}(u), n_acc = accumulated_terms, R_acc its rescales
+  double c_S;  // coefficient of S_i
+  double c_O;  // coefficient of |O_i|
+  // §10: the statistical tier's g, of K = n_acc + R_acc roundings: a part kept whole, g_sys, and
+  // the scale g_rand of the random one, each per unit of the largest partial sum.
+  double g_sys, g_rand;
 };
 
-// §10: a sum's roundings when they are independent and of mean zero: of the first-order part
-// sum_k delta_k c_k (K = n_acc + R_acc roundings, |c_k| <= the sum of the magnitudes) at most
-// lambda u sqrt(K) times that sum but for a tail of 2 exp(-lambda^2 / 2); the rest of
-// gamma_K(u), (K u)^2 / (1 - K u), is kept whole. Adds that may truncate (u = 2u_s): each error
-// toward zero within an ulp, so a mean of at most u_s relative, charged whole as a bias (K u_s),
-// and a deviation from it of at most u_s, independent (lambda u_s sqrt(K)); adds that round to
-// nearest are within the same.
-double statistical_gamma(const Units& un, double terms, double g) {
+// §10: a sum's roundings when they are independent and of mean zero: the first-order part
+// sum_k delta_k c_k (K = n_acc + R_acc roundings, |c_k| <= the largest partial sum) has the scale
+// u sqrt(K) times that sum; the rest of gamma_K(u), (K u)^2 / (1 - K u), is kept whole. Adds that
+// may truncate (u = 2u_s): each error toward zero within an ulp, so a mean of at most u_s
+// relative, charged whole as a bias (K u_s), and a deviation from it of at most u_s, independent
+// (scale u_s sqrt(K)); adds that round to nearest are within the same. {g_sys, g_rand}; {g, 0}
+// where K u reaches 1.
+std::pair<double, double> statistical_gamma(const Units& un, double terms, double g) {
   const double ku = terms * un.u;
-  if (ku >= 1.0) return g;
+  if (ku >= 1.0) return {g, 0.0};
   const double rest = ku * ku / (1.0 - ku);
-  if (un.nearest) return std::min(g, un.lambda * un.u * std::sqrt(terms) + rest);
-  return std::min(g, terms * un.u_s + un.lambda * un.u_s * std::sqrt(terms) + rest);
+  if (un.nearest) return {rest, un.u * std::sqrt(terms)};
+  return {terms * un.u_s + rest, un.u_s * std::sqrt(terms)};
 }
+
+// §10: one event's bound, lambda times the root sum of squares of its random parts' scales plus
+// the parts kept whole. A part whose statistical bound is no smaller than its sound one is kept
+// whole at the sound value: it needs no concentration, and so no event.
+class StatSum {
+ public:
+  explicit StatSum(double lambda) : lambda_(lambda) {}
+  void whole(double x) { sys_ += x; }
+  // A part of sound bound `sound`: `sys` kept whole and a random part of scale `sd`.
+  void part(double sys, double sd, double sound) {
+    if (sys + lambda_ * sd < sound) {
+      sys_ += sys;
+      var_ += sd * sd;
+    } else {
+      sys_ += sound;
+    }
+  }
+  double bound() const { return sys_ + lambda_ * std::sqrt(var_); }
+
+ private:
+  double lambda_, sys_ = 0.0, var_ = 0.0;
+};
 
 // The ranks of a row's partition, numbered 0 .. count - 1 in rank order. A row touches at most
 // min(ranks, keys) ranks, and a claimed N is not bounded by the case's size (a result file's
@@ -515,6 +614,34 @@ RankSlots rank_slots(std::span<const int64_t> keys, const Ownership& own) {
   held.erase(std::unique(held.begin(), held.end()), held.end());
   const auto count = static_cast<int64_t>(held.size());
   return RankSlots{own, std::move(held), count};
+}
+
+// §10: under the order assumption (each accumulator's keys in position order, each shifted by a
+// running max that starts at its first tile's and never passes its largest logit: online
+// softmax, lazy rescales that lag behind it included), the running max of each accumulator: its
+// rise, max over the accumulators of (the largest logit, the sink's taken as one more of every
+// accumulator's: a kernel may join it last) less its first key's logit (a first tile holds at
+// least that key, however tiles align); and the spread of their largest logits below the row's,
+// smax - min_r max_r. The accumulators: one (layout nullopt) or the layout's ranks.
+RunningMax running_max(std::span<const int64_t> keys, const RowLogits& in,
+                       const std::optional<Ownership>& layout) {
+  const RankSlots slots =
+      layout ? rank_slots(keys, *layout) : rank_slots(keys, Ownership{1, 1, {}});
+  const auto count = static_cast<size_t>(slots.count);
+  std::vector<double> first(count, kNegInf), top(count, in.sink ? in.sigma : kNegInf);
+  std::vector<int64_t> seen(count, 0);
+  for (size_t x = 0; x < keys.size(); ++x) {
+    const auto r = static_cast<size_t>(slots.of(keys[x]));
+    if (seen[r]++ == 0) first[r] = in.s[x];
+    top[r] = std::max(top[r], in.s[x]);
+  }
+  RunningMax out{0.0, 0.0};
+  for (size_t r = 0; r < count; ++r) {
+    if (seen[r] == 0) continue;
+    out.rise = std::max(out.rise, top[r] - first[r]);
+    out.spread = std::max(out.spread, in.smax - top[r]);
+  }
+  return out;
 }
 
 // §4: the terms one accumulator sums. Every key of the row and the sink (n_eff), unless the
@@ -543,7 +670,8 @@ Coefficients accumulation(const Units& un, double n_acc) {
   const double g = gamma_n(n_acc + rescales, un.u);
   const double c_O = un.shards > 1 ? g : g + un.eps_div + un.u_v;
   // §10: the statistical tier counts the same roundings, each random.
-  return Coefficients{g, g + un.u_v, c_O, statistical_gamma(un, n_acc + rescales, g)};
+  const auto [g_sys, g_rand] = statistical_gamma(un, n_acc + rescales, g);
+  return Coefficients{g, g + un.u_v, c_O, g_sys, g_rand};
 }
 
 // §4, the absolute floors: accumulator underflow (the denominator's 1 and the numerator's
@@ -559,9 +687,12 @@ double absolute_floor(const Units& un, double n_eff, double max_abs_v) {
 // approximation: each a relative error that enters the merged output as a factor (1 + x), |x| <=
 // the value, for ag_rs and a2a alike (the larger of the two where they differ).
 struct Merge {
-  double value;       // B_v: a partial's value, its division and its store
-  double weight;      // C: a partial's weight, common to the numerator and the denominator
-  double num;         // N_b: the numerator's own: products, their sum (and ag_rs's own exp)
+  double value;      // B_v: a partial's value, its division and its store
+  double weight;     // C: a partial's weight, common to the numerator and the denominator
+  double num;        // N_b: the numerator's own: products, their sum (and ag_rs's own exp)
+  double num_terms;  // N_b less its sum's gamma_N(u_m): the products' own and the exponentials'
+  double sum_u;      // the unit roundoff of that sum of N_m = sum_terms terms; 0: no such sum
+  int64_t sum_terms;
   double den;         // D_b: the denominator's own: its sum (and the exponentials it sums)
   double whole;       // F: the whole output: a2a's final division, ag_rs's merged-LSE log
   double lse;         // the merged LSE's error beyond the single device's, natural units
@@ -610,6 +741,32 @@ double lse_abs_bound(double M, double n_eff) {
   return M + std::log(std::max(1.0, n_eff)) + kLseAbsMargin;
 }
 
+// §5: where the merge's roundings scale: mag >= |L_r| and |L| (every partial's, every state's of a
+// merge tree, and the merged LSE), spread >= L - L_r >= M - L_r (the exponent arguments, a tree's
+// telescoping rescales) for every partial whose weight can matter. Without a layout, L_abs and
+// 2 L_abs. With one, from the exact partials' weights w_r = sum_{j in r} P_j = e^(L_r - L) (the
+// sink's own part as one more; a sink joined to a rank only raises its weight): spread = max_r
+// -ln w_r over the partials of nonzero weight (a rank without keys has LSE -inf and weight 0; one
+// whose weights underflow even in double has 0 in any format),
+// mag = |L| + spread, each plus kLseAbsMargin for the computed LSEs' own errors and double's;
+// neither above the bounds without a layout.
+struct LseRange {
+  double mag, spread;
+};
+LseRange lse_range(const Units& un, std::span<const int64_t> keys, const KeyErrors& k, double L_ref,
+                   double L_abs) {
+  if (un.shards <= 1 || !un.a.layout) return {L_abs, 2.0 * L_abs};
+  const RankSlots slots = rank_slots(keys, *un.a.layout);
+  std::vector<double> w(static_cast<size_t>(slots.count), 0.0);
+  for (size_t x = 0; x < keys.size(); ++x) w[static_cast<size_t>(slots.of(keys[x]))] += k.p[x];
+  if (k.p_sink > 0.0) w.push_back(k.p_sink);
+  double spread = 0.0;
+  for (const double wr : w)
+    if (wr > 0.0) spread = std::max(spread, -std::log(wr));
+  spread += kLseAbsMargin;
+  return {std::min(L_abs, std::fabs(L_ref) + spread), std::min(2.0 * L_abs, spread)};
+}
+
 // §5: a partial as any merge receives it: its LSE's own error lam (its log, the add m + ln l and a
 // base conversion, its store; its keys' errors cancel in the merge, as on one device), the merge's
 // exponential eps_m (merge_exp_rel_err, else the kernel's) and its argument's rounding, and the
@@ -627,10 +784,10 @@ struct PartialEntry {
 // LSEs off by lam + (d - 1) lambda_lev: C. Its value passes D divisions and D - 1 stores on top of
 // its own (the root's store is the output's): B_v. The sums: N_b (two roundings a level), D_b
 // (one). The merged LSE: lam + D lambda_lev.
-Merge pairwise_merge(const Units& un, const PartialEntry& p, double L_abs, int64_t D) {
+Merge pairwise_merge(const Units& un, const PartialEntry& p, const LseRange& range, int64_t D) {
   const double u_o = unit_roundoff(un.a.partial_o), u_l = unit_roundoff(un.a.partial_lse);
   const double lambda_lev = -ln_one_minus(exp_error(p.arg, p.eps_m)) - ln_one_minus(un.u_d) +
-                            un.eps_log(std::log(2.0)) + un.u_s * L_abs + u_l * L_abs;
+                            un.eps_log(std::log(2.0)) + (un.u_s + u_l) * range.mag;
   const double Dd = static_cast<double>(D);
   double weight = 1.0;
   for (int64_t d = 0; d < D; ++d) {
@@ -643,6 +800,9 @@ Merge pairwise_merge(const Units& un, const PartialEntry& p, double L_abs, int64
           1.0,
       weight - 1.0,
       compounded(un.u_m, 2.0 * Dd),
+      compounded(un.u_m, 2.0 * Dd),
+      0.0,
+      0,
       compounded(un.u_d, Dd),
       0.0,
       p.lam + Dd * lambda_lev,
@@ -652,17 +812,18 @@ Merge pairwise_merge(const Units& un, const PartialEntry& p, double L_abs, int64
 }
 
 // docs/tolerances.md §5, the merge of N > 1 partials; nullopt when N = 1.
-std::optional<Merge> merge_terms(const Units& un, double n_eff, double L_abs) {
+std::optional<Merge> merge_terms(const Units& un, double n_eff, const LseRange& range) {
   if (un.shards <= 1) return std::nullopt;
   const double N = static_cast<double>(un.shards);
   // The terms of the merge_accum sum: N, or fewer where pieces merge in fp32 first.
   const double N_m = static_cast<double>(merge_sum_terms(un.a));
   const PartialEntry p{
-      un.eps_log(std::log(std::max(1.0, n_eff))) + kPartialLseRoundings * un.u_s * L_abs +
-          unit_roundoff(un.a.partial_lse) * L_abs,
-      un.a.merge_exp_rel_err.value_or(un.eps_exp), kMergeArgRoundings * un.u_s * L_abs,
+      un.eps_log(std::log(std::max(1.0, n_eff))) +
+          (kPartialLseRoundings * un.u_s + unit_roundoff(un.a.partial_lse)) * range.mag,
+      un.a.merge_exp_rel_err.value_or(un.eps_exp),
+      un.u_s * (kMergeArgRoundingsMag * range.mag + kMergeArgRoundingsSpread * range.spread),
       (1.0 + un.eps_div) * (1.0 + un.u_v) * (1.0 + unit_roundoff(un.a.partial_o)) - 1.0};
-  if (const int64_t D = pairwise_depth(un.a); D > 0) return pairwise_merge(un, p, L_abs, D);
+  if (const int64_t D = pairwise_depth(un.a); D > 0) return pairwise_merge(un, p, range, D);
   const double lam = p.lam, eps_m = p.eps_m;
   const double g_N = gamma_n(N_m, un.u_m);
   // The weights' sum, the denominator's and the merged LSE's, in merge_lse_accum.
@@ -673,7 +834,8 @@ std::optional<Merge> merge_terms(const Units& un, double n_eff, double L_abs) {
   // A merge may also run as a tree of unnormalized states (a2a's combine): each level rescales a
   // state by an exponential of the change of its max and adds, so a partial passes up to N - 1
   // rescales (their arguments telescope, as in §3) and 2N roundings in the accumulation format.
-  const double chain = rescale_chain(static_cast<double>(un.shards - 1), eps_m, un.u_s, L_abs);
+  const double chain =
+      rescale_chain(static_cast<double>(un.shards - 1), eps_m, un.u_s, range.spread);
   const double g_tree = gamma_n(kAccumRoundingsPerTerm * N, un.u_s);
   // ag_rs computes its merged LSE over such a tree too, and there the rescales reach the
   // denominator alone (the numerator's weights exp(L_r - L) are fresh exponentials): D_b carries
@@ -682,12 +844,13 @@ std::optional<Merge> merge_terms(const Units& un, double n_eff, double L_abs) {
   const double den = (1.0 + eps_w) * (1.0 + chain) * (1.0 + g_N_den) * (1.0 + g_tree) - 1.0;
   // The merged LSE's log (of a sum up to N (1 + D_b)) and its add.
   const double log_N =
-      un.eps_log(std::log(N) - std::log1p(-std::min(den, kMaxLogArg))) + un.u_s * L_abs;
+      un.eps_log(std::log(N) - std::log1p(-std::min(den, kMaxLogArg))) + un.u_s * range.mag;
   return Merge{p.value,
                // a2a: lambda, the shared exponential and a tree's rescales
                (1.0 + exp_error(lam, eps_w)) * (1.0 + chain) - 1.0,
-               (1.0 + eps_w) * (1.0 + un.u_m) * (1.0 + g_N) * (1.0 + g_tree) - 1.0, den,
-               std::max(un.eps_div, std::expm1(log_N)),
+               (1.0 + eps_w) * (1.0 + un.u_m) * (1.0 + g_N) * (1.0 + g_tree) - 1.0,
+               (1.0 + eps_w) * (1.0 + un.u_m) * (1.0 + g_tree) - 1.0, un.u_m,
+               static_cast<int64_t>(N_m), den, std::max(un.eps_div, std::expm1(log_N)),
                lam - std::log1p(-std::min(den, kMaxLogArg)) + log_N, N * std::exp(kUnderflowArg),
                store_floor(un.a, un.a.partial_o) +
                    N_m * (un.a.ftz ? 1.0 : un.u_m) * min_normal(un.a.merge_accum)};
@@ -728,8 +891,11 @@ double max_abs_value(const Case& c, std::span<const int64_t> keys, int64_t g) {
 // Evaluated in double: each signed sum is off by at most kEvalRel S_i, which the caller adds.
 // And the rescales' walk: B_i = sum_r max_b |sum_{j in r, j before b} P_j (v_ji - O_i)|, the
 // largest prefix of the keys' first-order coefficients in each rank's position order.
+// And the merge's nodes (§5): T_l, l = 2 .. N_m, of the terms t_r = sum_{j in r} P_j v_ji, N_m
+// the merge sum's terms (ranks holding no key add terms of 0).
 struct PartialSums {
   std::vector<double> a, walk, rescale_walk;  // [Dv] each
+  std::vector<double> nodes;                  // [Dv, N_m - 1]: T_2 .. T_N_m of each element
 };
 
 // Accumulates PartialSums one key at a time, the keys in position order: per rank slot and
@@ -764,15 +930,38 @@ class PartialWalks {
     }
   }
 
-  PartialSums finish() const {
+  PartialSums finish(int64_t merge_terms) const {
     const auto n = static_cast<size_t>(dv_);
-    PartialSums out{std::vector<double>(n, 0.0), std::vector<double>(n, 0.0),
-                    std::vector<double>(n, 0.0)};
+    PartialSums out{
+        std::vector<double>(n, 0.0), std::vector<double>(n, 0.0), std::vector<double>(n, 0.0), {}};
     for (int64_t r = 0; r < slots_.count; ++r) {
       for (int64_t i = 0; i < dv_; ++i) {
         out.a[i] += std::fabs(num_[r * dv_ + i]);
         out.walk[i] = std::max(out.walk[i], hi_[r * dv_ + i] - lo_[r * dv_ + i]);
         out.rescale_walk[i] += coef_max_[r * dv_ + i];
+      }
+    }
+    if (merge_terms > 1) {
+      const auto nodes = static_cast<size_t>(merge_terms - 1);
+      out.nodes.assign(n * nodes, 0.0);
+      std::vector<double> t(static_cast<size_t>(slots_.count));
+      for (int64_t i = 0; i < dv_; ++i) {
+        double pos = 0.0, neg = 0.0;
+        for (int64_t r = 0; r < slots_.count; ++r) {
+          const double x = num_[r * dv_ + i];
+          (x > 0.0 ? pos : neg) += std::fabs(x);
+          t[static_cast<size_t>(r)] = std::fabs(x);
+        }
+        std::sort(t.begin(), t.end(), std::greater<>());
+        const double most = std::max(pos, neg);
+        double* T = &out.nodes[static_cast<size_t>(i) * nodes];
+        double top = 0.0;
+        // Past the ranks that hold keys the terms are 0: each node at most min(A, most).
+        for (int64_t l = 1; l <= merge_terms; ++l) {
+          if (l <= slots_.count) top += t[static_cast<size_t>(l - 1)];
+          // The last node sums every term: the signed total itself.
+          if (l >= 2) T[l - 2] = l == merge_terms ? std::fabs(pos - neg) : std::min(top, most);
+        }
       }
     }
     return out;
@@ -794,9 +983,15 @@ class PartialWalks {
 struct ElementSums {
   double t_key = 0.0, s = 0.0, s_weighted = 0.0;
   double t_sys = 0.0, t_rand = 0.0;
+  double q_rand = 0.0;  // sum_j P_j |v_ji - O_i| u x_l2_j: the q-side roundings' scale (§10)
+  // §10: sum_j P_j (v_ji - O_i) s_j, signed, where the rounded constants are taken as one relative
+  // error of every argument (SumsScope::constants_apart); else t_sys holds them per key.
+  double cov = 0.0;
   double t_pv = 0.0;   // sum_j P_j |v_ji - O_i| over the keys whose weight cannot underflow
   double s_pos = 0.0;  // sum_j P_j max(v_ji, 0): S_i less it is the negative terms' (§10)
-  double cast = 0.0, cast_rms = 0.0;
+  // The P cast's C_i; the root sum of squares over groups of its relative part, u_p P^_j |v_ji|;
+  // and the sum of its subnormal floors, min(P^_j, p_floor) |v_ji|, which §10 keeps whole.
+  double cast = 0.0, cast_rms = 0.0, cast_floor = 0.0;
 };
 
 // The P cast's per-key error (§4), in units of the normalized weights: relative u_p, and the
@@ -804,10 +999,8 @@ struct ElementSums {
 // least share of the exact one.
 struct CastError {
   double u_p, p_floor, den;
-  double of(double p_weighted) const {
-    const double p_hat = p_weighted / den;
-    return u_p * p_hat + std::min(p_hat, p_floor);
-  }
+  double relative(double p_weighted) const { return u_p * p_weighted / den; }
+  double floor(double p_weighted) const { return std::min(p_weighted / den, p_floor); }
 };
 
 // Every element's sums of a row (dv of them): one pass over the row's keys, each key's V row read
@@ -816,10 +1009,18 @@ struct CastError {
 // With a layout, the same pass writes the row's PartialSums to *parts (a second pass over the
 // keys in position order where some logits are equal: their groups are visited apart). Without
 // `walk` (§10: no partial sums in position order) it sums t_pv and s_pos instead.
+struct SumsScope {
+  std::optional<Ownership> layout;  // the accumulators' partition, where known
+  bool walk = false;                // §10: each accumulator sums its keys in position order
+  int64_t merge_terms = 0;          // §5: the merge sum's terms, for its nodes (0: none)
+  bool constants_apart = false;     // §10: the rounded constants by covariance (cov), not per key
+};
 std::vector<ElementSums> element_sums(const Case& c, std::span<const int64_t> keys, int64_t g,
                                       const double* o, const KeyErrors& k, const CastError& cast,
-                                      const std::optional<Ownership>& layout, bool walk,
-                                      PartialSums* parts) {
+                                      const SumsScope& scope, PartialSums* parts) {
+  const std::optional<Ownership>& layout = scope.layout;
+  const bool walk = scope.walk, apart = scope.constants_apart;
+  const bool cast_on = cast.u_p > 0.0 || cast.p_floor > 0.0;
   const int64_t dv = c.v_dim;
   const size_t n = keys.size(), G = static_cast<size_t>(k.groups);
   std::vector<ElementSums> e(static_cast<size_t>(dv));
@@ -838,7 +1039,8 @@ std::vector<ElementSums> element_sums(const Case& c, std::span<const int64_t> ke
     for (size_t x = 0; x < n; ++x) order[next[static_cast<size_t>(k.group[x])]++] = x;
   }
   std::vector<double> t_key(dv, 0.0), t_sys(dv, 0.0), s(dv, 0.0), sw(dv, 0.0), cst(dv, 0.0),
-      gb(dv, 0.0), gc(dv, 0.0), rand2(dv, 0.0), cast2(dv, 0.0), t_pv(dv, 0.0), s_pos(dv, 0.0);
+      gb(dv, 0.0), gc(dv, 0.0), rand2(dv, 0.0), cast2(dv, 0.0), t_pv(dv, 0.0), s_pos(dv, 0.0),
+      q_rand(dv, 0.0), cfl(dv, 0.0), cov(dv, 0.0);
   std::vector<double> row_buf(static_cast<size_t>(std::max(c.head_dim(), dv)));
   const std::optional<RankSlots> slots =
       layout ? std::optional<RankSlots>(rank_slots(keys, *layout)) : std::nullopt;
@@ -851,8 +1053,8 @@ std::vector<ElementSums> element_sums(const Case& c, std::span<const int64_t> ke
   const auto add_key = [&](size_t x, bool alone) {
     const double* v = c.v_row(keys[x], g, row_buf.data());
     if (fused) walks->add(keys[x], k.p[x], v, o);
-    const double p = k.p[x], pe = p * (1.0 + k.e[x]), ek = k.e[x], mk = k.m[x], bk = k.b[x];
-    const double cw = cast.of(pe);
+    const double p = k.p[x], pe = p * (1.0 + k.e[x]), ek = k.e[x], bk = k.b[x], qk = k.q_rand[x];
+    const double mk = k.m[x] + (apart ? 0.0 : k.m_const[x]);
     const double kept = ek < kLostWeight ? 1.0 : 0.0;
     if (!walk) {  // the sums the statistical bound takes in any order (o_bounds)
       for (int64_t i = 0; i < dv; ++i) {
@@ -865,15 +1067,30 @@ std::vector<ElementSums> element_sums(const Case& c, std::span<const int64_t> ke
       const double pv = p * std::fabs(v[i] - o[i]);
       t_key[i] += pv * ek;
       t_sys[i] += pv * mk;
+      q_rand[i] += pv * qk;
       s[i] += p * av;
       sw[i] += pe * av;
-      cst[i] += cw * av;
       if (alone) {
         rand2[i] += (pv * bk) * (pv * bk);
-        cast2[i] += (cw * av) * (cw * av);
       } else {
         gb[i] += pv * bk;
-        gc[i] += cw * av;
+      }
+    }
+    if (apart) {
+      const double ps = p * k.logit[x];
+      for (int64_t i = 0; i < dv; ++i) cov[i] += ps * (v[i] - o[i]);
+    }
+    if (cast_on) {
+      const double cw = cast.relative(pe), cf = cast.floor(pe);
+      for (int64_t i = 0; i < dv; ++i) {
+        const double av = std::fabs(v[i]);
+        cst[i] += (cw + cf) * av;
+        cfl[i] += cf * av;
+        if (alone) {
+          cast2[i] += (cw * av) * (cw * av);
+        } else {
+          gc[i] += cw * av;
+        }
       }
     }
   };
@@ -900,16 +1117,19 @@ std::vector<ElementSums> element_sums(const Case& c, std::span<const int64_t> ke
     e[i].s_weighted = sw[i];
     e[i].cast = cst[i];
     e[i].t_rand = std::sqrt(rand2[i]);
+    e[i].q_rand = q_rand[i];
+    e[i].cov = cov[i];
     e[i].t_pv = t_pv[i];
     e[i].s_pos = s_pos[i];
     e[i].cast_rms = std::sqrt(cast2[i]);
+    e[i].cast_floor = cfl[i];
   }
   if (walks) {
     if (!fused) {
       for (size_t x = 0; x < n; ++x)
         walks->add(keys[x], k.p[x], c.v_row(keys[x], g, row_buf.data()), o);
     }
-    *parts = walks->finish();
+    *parts = walks->finish(scope.merge_terms);
   }
   return e;
 }
@@ -934,13 +1154,43 @@ struct TermsOut {
 // with its own second-order factor), then the merge, exactly: with Q = F1 S'_i bounding
 // sum_r w_r |O_r,i| of the computed partials and R = (1 + C)/(1 - C),
 //   E_X   = B_v R Q + C/(1 - C) (Q + |O_i| + B1)      (partial values, the weights' common error)
-//   E_div = (N_b + D_b)/(1 - D_b) (1 + B_v) R Q       (the numerator's and denominator's own)
+//   E_div = (E_n + D_b (|O_i| + B1 + E_X))/(1 - D_b)  (the numerator's and denominator's own)
 //   |O^ - O| <= (1 + F)(B1 + E_X + E_div + A) + F |O_i|,
-// A the merge's absolute terms times (1 + N_b) R / (1 - D_b), the sums they pass through.
-double merged_o_bound(double b1, double o, double q, const Merge& m, double max_abs_v) {
+// E_n = N_b (1 + B_v) R Q the numerator's own error, A the merge's absolute terms times
+// (1 + N_b) R / (1 - D_b), the sums they pass through.
+// Where the exact partials are known (sums: their terms t_r = w_r O_r,i), E_n is also at most
+// the terms' own factors N_p (1 + B_v) R Q plus the sum's roundings over its nodes: any order of
+// N_m terms makes N_m - 1 nodes, the l-th largest a sum of at most N_m - l + 1 terms, at most
+// T_l = min(the l largest |t_r|, max(sum of the positive t_r, of the negative)) for the exact
+// terms; the computed terms differ from them by at most Delta = (1 + N_p)(1 + B_v) R Q - A in all,
+// and each node is at most (1 + N_p)(1 + B_v) R Q; a node's computed value carries its operands'
+// errors, (1 + gamma_{N_m}(u_m)), and its rounding is at most u_m of it (not half an ulp of its
+// binade: the kernel's sum is in its own units, e^(L - M) or 1 + the merged LSE's error times
+// these, and a binade does not survive that scale).
+struct ExactTerms {
+  double a;                       // A_i = sum_r |t_r|
+  std::span<const double> nodes;  // T_2 .. T_N_m
+  double slack;                   // what double's evaluation may add to each
+};
+double merged_o_bound(double b1, double o, double q, const Merge& m, double max_abs_v,
+                      const std::optional<ExactTerms>& terms) {
   const double R = (1.0 + m.weight) / (1.0 - m.weight);
+  const double vr = (1.0 + m.value) * R;
   const double e_x = m.value * R * q + m.weight / (1.0 - m.weight) * (q + std::fabs(o) + b1);
-  const double e_div = (m.num + m.den) / (1.0 - m.den) * (1.0 + m.value) * R * q;
+  double e_n = m.num * vr * q;
+  if (terms && m.sum_terms > 1) {
+    const double cap = (1.0 + m.num_terms) * vr * q;
+    const double delta = std::max(0.0, cap - terms->a);
+    const double grow = 1.0 + gamma_n(static_cast<double>(m.sum_terms), m.sum_u);
+    double nodes = 0.0;
+    for (const double T : terms->nodes) nodes += std::min(T + terms->slack + delta, cap);
+    e_n = std::min(e_n, m.num_terms * vr * q + m.sum_u * grow * nodes);
+  }
+  // One merge of all N (sum_terms > 0): the denominator's own error scales the merge of the
+  // computed partials, X, |X| <= |O_i| + B1 + E_X: Ô = (X + E_n) / (1 + d), d the weights' mean
+  // of the terms' errors, |d| <= D_b. A pairwise tree's inner levels divide apart: (1 + B_v) R Q.
+  const double scale = m.sum_terms > 0 ? std::fabs(o) + b1 + e_x : vr * q;
+  const double e_div = (e_n + m.den * scale) / (1.0 - m.den);
   // The absolute terms pass through the same sums: (1 + N_b) R / (1 - D_b).
   const double through = (1.0 + m.num) * R / (1.0 - m.den);
   const double absolute = through * (m.abs_floor + m.abs_weight * (max_abs_v + std::fabs(o)));
@@ -949,11 +1199,10 @@ double merged_o_bound(double b1, double o, double q, const Merge& m, double max_
 
 // docs/tolerances.md §6, the bound on O for each i of the row (ob [Dv]): the single device's
 // first-order bound first_i exp(8 kappa), the P cast's (§4, exact), then with N > 1 the merge of
-// §5 around them, then the output's store, exact: (1 + u_out) B + u_out |O_i|; and the oracle's
-// 2^-52 (|O_i| + S_i).
-// The statistical tier (§10) writes os [Dv]: the same with T_key, the accumulation and the P
-// cast taken by concentration bounds, never above the sound bound.
-// terms.o, where set, receives what each step adds to element terms.element's sound bound.
+// §5 around them, then the output's store, exact: B plus half an ulp of |O_i| + B in out; and the
+// oracle's 2^-52 (|O_i| + S_i). The statistical tier (§10) writes os [Dv]: the same with T_key, the
+// accumulation and the P cast taken by one concentration bound (StatSum), never above the sound
+// bound. terms.o, where set, receives what each step adds to element terms.element's sound bound.
 void o_bounds(const Case& c, std::span<const int64_t> keys, int64_t g, const double* o_ref,
               const KeyErrors& k, const Coefficients& co, const std::optional<Merge>& m,
               const Units& un, double floor, double max_abs_v, double second, double* ob,
@@ -977,11 +1226,33 @@ void o_bounds(const Case& c, std::span<const int64_t> keys, int64_t g, const dou
       one_partial ? std::optional<Ownership>(Ownership{1, 1, {}}) : un.a.layout;
   PartialSums parts;
   const bool walk = sums_layout.has_value() && un.position_order;
+  // §10: the rounded constants every logit shares (KeyErrors::m_const), per key; or, under the
+  // order assumption in rows whose logit is the scaled dot itself (no softcap, sink or ALiBi), as
+  // one relative error of at most 2u of every exponent argument s_j - m: in O, 2u |sum_j P_j
+  // (v_ji - O_i) s_j| for s_j, and for the running max m, by parts over each accumulator's
+  // tiles and then over the accumulators, 2u max_range B_i (B_i the prefix walk of the rescales).
+  const bool constants_apart =
+      un.nearest && walk && c.softcap == 0.0 && !c.has_sink() && c.alibi_slopes.empty();
+  const double u_const = compounded(un.u, 2.0);
+  // (Without it they are in t_sys.) Evaluated in double, the covariance is off by at most
+  // kEvalRel of sum_j P_j |v_ji - O_i| |s_j| <= M (S_i + |O_i|), which is added.
+  const auto constants = [&](const ElementSums& e, int64_t i, double o) {
+    if (!constants_apart) return 0.0;
+    return u_const * (std::fabs(e.cov) + kEvalRel * k.M * (e.s + std::fabs(o)) +
+                      k.max_range * (parts.rescale_walk[i] + kEvalRel * e.s));
+  };
+  // §5: the merge sum's nodes from the exact partials, where the layout names them and each is
+  // a term of the sum (not pieces summed first).
+  const int64_t merge_n =
+      m && un.a.layout && m->sum_terms == un.shards && m->sum_terms <= kMaxExactMergeTerms
+          ? m->sum_terms
+          : 0;
   const std::vector<ElementSums> sums =
-      element_sums(c, keys, g, o_ref, k, cast_error, sums_layout, walk, &parts);
+      element_sums(c, keys, g, o_ref, k, cast_error,
+                   SumsScope{sums_layout, walk, merge_n, constants_apart}, &parts);
   // The output's store, of the computed value within `b` of O_i.
   auto stored = [&](double b, double o) {
-    return ((1.0 + un.u_out) * b + un.u_out * std::fabs(o)) * kEvalSlack;
+    return (b + rounding_error(un.a.out, std::fabs(o) + b)) * kEvalSlack;
   };
   for (int64_t i = 0; i < c.v_dim; ++i) {
     const double o = o_ref[i];
@@ -998,14 +1269,21 @@ void o_bounds(const Case& c, std::span<const int64_t> keys, int64_t g, const dou
     // the tiles); else rho on every weight.
     const double rescales =
         walk ? k.rescale_walk * (parts.rescale_walk[i] + kEvalRel * e.s) : k.rho * e.t_pv;
-    const double first_stat = std::min(e.t_key, e.t_sys + rescales + un.lambda * e.t_rand) +
-                              (co.c_S - co.g) * e.s + co.g_stat * runs +
-                              (co.c_O - co.g + co.g_stat) * std::fabs(o) + floor;
     const double cast = cast_factor * e.cast;
-    const double cast_stat = cast_factor * std::min(e.cast, un.lambda * e.cast_rms);
     const double single = first * second + cast;
     double bound = single;
-    double stat = std::min(first, first_stat) * second + cast_stat;
+    // §10, one event per element: the key weights' random parts (the keys' draws and the q-side
+    // roundings), the numerator's and the denominator's adds and the P cast's roundings, each
+    // independent of the others, in one root sum of squares; the rest kept whole.
+    StatSum stat_sum(un.lambda);
+    stat_sum.whole(((co.c_S - co.g) * e.s + (co.c_O - co.g) * std::fabs(o) + floor) * second);
+    stat_sum.part((e.t_sys + constants(e, i, o) + rescales) * second,
+                  std::sqrt(e.t_rand * e.t_rand + e.q_rand * e.q_rand) * second, e.t_key * second);
+    stat_sum.part(co.g_sys * runs * second, co.g_rand * runs * second, co.g * e.s * second);
+    stat_sum.part(co.g_sys * std::fabs(o) * second, co.g_rand * std::fabs(o) * second,
+                  co.g * std::fabs(o) * second);
+    stat_sum.part(cast_factor * e.cast_floor, cast_factor * un.cast_sd * e.cast_rms, cast);
+    double stat = std::min(single, stat_sum.bound());
     if (m) {
       // Q >= sum_r w*_r |O^v_r,i|, the computed partials' sums, their absolute floors included:
       // each computed numerator is within sum_j P_j |v_ji| ((1 + e_j) num_factor - 1) of the
@@ -1015,8 +1293,16 @@ void o_bounds(const Case& c, std::span<const int64_t> keys, int64_t g, const dou
       // The P cast's subnormal floor is in C_i (with its relative part, counted twice).
       const double q =
           (std::min(a, e.s) + num_factor * e.s_weighted - e.s + floor) / den_factor + e.cast;
-      bound = merged_o_bound(bound, o, q, *m, max_abs_v);
-      stat = merged_o_bound(stat, o, q, *m, max_abs_v);
+      std::optional<ExactTerms> exact;
+      if (merge_n > 1) {
+        const auto nodes = static_cast<size_t>(merge_n - 1);
+        exact =
+            ExactTerms{parts.a[i],
+                       std::span<const double>(&parts.nodes[static_cast<size_t>(i) * nodes], nodes),
+                       kEvalRel * e.s};
+      }
+      bound = merged_o_bound(bound, o, q, *m, max_abs_v, exact);
+      stat = merged_o_bound(stat, o, q, *m, max_abs_v, exact);
     }
     const double oracle = kOracleRel * (std::fabs(o) + e.s);
     ob[i] = stored(bound, o) + oracle;
@@ -1045,8 +1331,9 @@ double lse_bound(const Units& un, LseBase base, double L, const RowLogits& in, d
   const double computed = (lam * second + merge) * units;
   const double L_out = lse_from_natural(base, L);
   // The store rounds the computed LSE, |L| plus its error.
-  const double stored = (1.0 + un.u_lse_out) * computed +
-                        (un.u_lse_out + kLseStoreRoundings * un.u_s) * std::fabs(L_out) * second;
+  const double stored = computed +
+                        rounding_error(un.a.lse_out, computed + std::fabs(L_out) * second) +
+                        kLseStoreRoundings * un.u_s * std::fabs(L_out) * second;
   const double oracle = kOracleRel * (std::fabs(L_out) + kOracleLseFloor);
   if (terms) {
     *terms = named_terms(kLseBoundTermNames,
@@ -1063,12 +1350,13 @@ struct RowBound {
   bool merge_ok = true;  // the merge's factors are below 1/2 (§5)
 };
 
-// §10: the statistical tier's x_keys of the LSE: sum_j P_j m_j (and the sink's) plus lambda times
-// the root sum of squares, over groups of keys (KeyErrors::group), of the random parts P_j b_j,
-// then the denominator's sum; never above the sound e_bar + g. Where the claim bounds the
-// exponential's mean below its largest error (exp_bias), also the same with that mean charged whole
-// and the exponential's deviations random (one more event: derive counts it), and the smaller of
-// the two.
+// §10: the statistical tier's x_keys of the LSE, one event: sum_j P_j m_j (and the sink's) kept
+// whole, and lambda times the root sum of squares of the random parts' scales: over groups of keys
+// (KeyErrors::group) of P_j b_j, the q-side roundings' q_lse and the denominator's adds g_rand;
+// each part never above its sound one (e_bar, g). Where the claim bounds the exponential's mean
+// below its largest error (exp_bias), also the same with that mean charged whole and the
+// exponential's deviations random (one more event: case_units counts it), and the smaller of the
+// two.
 double statistical_lse_keys(const Units& un, const KeyErrors& k, const Coefficients& co) {
   const auto keys = [&](const std::vector<double>& m, const std::vector<double>& b) {
     std::vector<double> grp(static_cast<size_t>(k.groups), 0.0);
@@ -1077,13 +1365,16 @@ double statistical_lse_keys(const Units& un, const KeyErrors& k, const Coefficie
       sys += k.p[x] * m[x];
       grp[static_cast<size_t>(k.group[x])] += k.p[x] * b[x];
     }
-    double rand2 = 0.0;
+    double rand2 = k.q_lse * k.q_lse;
     for (double v : grp) rand2 += v * v;
-    return sys + un.lambda * std::sqrt(rand2);
+    StatSum sum(un.lambda);
+    sum.part(sys, std::sqrt(rand2), k.e_bar);
+    sum.part(co.g_sys, co.g_rand, co.g);
+    return sum.bound();
   };
   double x = keys(k.m_lse, k.b_lse);
   if (un.exp_bias < un.eps_exp) x = std::min(x, keys(k.m_bias, k.b));
-  return std::min(k.e_bar, x) + co.g_stat;
+  return std::min(k.e_bar + co.g, x);
 }
 
 // One row (t, h): §2 to §7 in order; writes the row's O bounds to ob [Dv] (and their terms where
@@ -1099,10 +1390,16 @@ RowBound bound_row(const Case& c, const Attention& ref, const Units& un,
     return RowBound{0.0, 0.0, 0.0, true};
   }
   const RowLogits in = row_logits(c, t, h, keys, tau);
-  const KeyErrors k = key_errors(un, c.softcap, c.seq(), in, L_ref);
+  // §10: under the order assumption (as o_bounds' walks), the running max's rise.
+  const std::optional<Ownership> accumulators =
+      un.shards <= 1 ? std::optional<Ownership>(Ownership{1, 1, {}}) : un.a.layout;
+  const RunningMax rm = accumulators && un.position_order
+                            ? running_max(keys, in, un.shards <= 1 ? std::nullopt : un.a.layout)
+                            : RunningMax{kRescaleArgRange * in.M, kRescaleArgRange * in.M};
+  const KeyErrors k = key_errors(un, c.softcap, c.seq(), in, L_ref, rm);
   const Coefficients co = accumulation(un, accumulated_terms(un, keys, in));
   const double L_abs = lse_abs_bound(in.M, in.n_eff);
-  const std::optional<Merge> m = merge_terms(un, in.n_eff, L_abs);
+  const std::optional<Merge> m = merge_terms(un, in.n_eff, lse_range(un, keys, k, L_ref, L_abs));
   const double kappa = first_order_kappa(k, co);
   const double second = second_order_factor(kappa);
 
@@ -1123,7 +1420,8 @@ RowBound bound_row(const Case& c, const Attention& ref, const Units& un,
 std::string kappa_culprit(const Case& c, const Units& un, std::span<const int64_t> keys, int64_t t,
                           int64_t h, double tau, double L_ref) {
   const RowLogits in = row_logits(c, t, h, keys, tau);
-  const KeyErrors k = key_errors(un, c.softcap, c.seq(), in, L_ref);
+  const KeyErrors k = key_errors(un, c.softcap, c.seq(), in, L_ref,
+                                 RunningMax{kRescaleArgRange * in.M, kRescaleArgRange * in.M});
   const Coefficients co = accumulation(un, accumulated_terms(un, keys, in));
   const bool one = un.shards <= 1;
   struct Term {
@@ -1247,12 +1545,12 @@ Expected<CaseUnits> case_units(const Case& c, const Attention& ref, const Arithm
     cu.un.u_v = (1.0 + cu.un.u_v) * (1.0 + u_dq) - 1.0;
     cu.un.dq_floor = store_floor(a, *a.kv_dequant);
   }
-  // §10: the events the statistical tier counts, three per O element (the key weights, the
-  // accumulation, the P cast) and two per row (the LSE's key weights and its sum; three where a
-  // claimed exp_bias adds the key weights with the exponential's deviations), each with a tail of
+  // §10: the events the statistical tier counts, one per O element (its key weights, sums and P
+  // cast together) and one per row (the LSE's key weights and its sum; two where a claimed
+  // exp_bias adds the key weights with the exponential's deviations), each with a tail of
   // 2 exp(-lambda^2 / 2): lambda makes their union kStatFalseAlarm.
-  const double row_events = cu.un.exp_bias < cu.un.eps_exp ? 3.0 : 2.0;
-  const double events = static_cast<double>(T * Hq) * (3.0 * static_cast<double>(dv) + row_events);
+  const double row_events = cu.un.exp_bias < cu.un.eps_exp ? 2.0 : 1.0;
+  const double events = static_cast<double>(T * Hq) * (static_cast<double>(dv) + row_events);
   cu.un.lambda = std::sqrt(2.0 * std::log(2.0 * std::max(1.0, events) / kStatFalseAlarm));
   cu.un.position_order = topk_ascending(c);
   return cu;
