@@ -625,8 +625,8 @@ RankSlots rank_slots(std::span<const int64_t> keys, const Ownership& own) {
 // smax - min_r max_r. The accumulators: one (layout nullopt) or the layout's ranks.
 RunningMax running_max(std::span<const int64_t> keys, const RowLogits& in,
                        const std::optional<Ownership>& layout) {
-  const RankSlots slots =
-      layout ? rank_slots(keys, *layout) : rank_slots(keys, Ownership{1, 1, {}});
+  const Ownership one{1, 1, {}};  // RankSlots keeps a reference: it must outlive slots
+  const RankSlots slots = rank_slots(keys, layout ? *layout : one);
   const auto count = static_cast<size_t>(slots.count);
   std::vector<double> first(count, kNegInf), top(count, in.sink ? in.sigma : kNegInf);
   std::vector<int64_t> seen(count, 0);
