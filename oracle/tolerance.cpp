@@ -622,11 +622,10 @@ RankSlots rank_slots(std::span<const int64_t> keys, const Ownership& own) {
 // rise, max over the accumulators of (the largest logit, the sink's taken as one more of every
 // accumulator's: a kernel may join it last) less its first key's logit (a first tile holds at
 // least that key, however tiles align); and the spread of their largest logits below the row's,
-// smax - min_r max_r. The accumulators: one (layout nullopt) or the layout's ranks.
+// smax - min_r max_r. The accumulators: one (Ownership{1, 1}) or the layout's ranks.
 RunningMax running_max(std::span<const int64_t> keys, const RowLogits& in,
-                       const std::optional<Ownership>& layout) {
-  const Ownership one{1, 1, {}};  // RankSlots keeps a reference: it must outlive slots
-  const RankSlots slots = rank_slots(keys, layout ? *layout : one);
+                       const Ownership& accumulators) {
+  const RankSlots slots = rank_slots(keys, accumulators);
   const auto count = static_cast<size_t>(slots.count);
   std::vector<double> first(count, kNegInf), top(count, in.sink ? in.sigma : kNegInf);
   std::vector<int64_t> seen(count, 0);
@@ -1394,7 +1393,7 @@ RowBound bound_row(const Case& c, const Attention& ref, const Units& un,
   const std::optional<Ownership> accumulators =
       un.shards <= 1 ? std::optional<Ownership>(Ownership{1, 1, {}}) : un.a.layout;
   const RunningMax rm = accumulators && un.position_order
-                            ? running_max(keys, in, un.shards <= 1 ? std::nullopt : un.a.layout)
+                            ? running_max(keys, in, *accumulators)
                             : RunningMax{kRescaleArgRange * in.M, kRescaleArgRange * in.M};
   const KeyErrors k = key_errors(un, c.softcap, c.seq(), in, L_ref, rm);
   const Coefficients co = accumulation(un, accumulated_terms(un, keys, in));
