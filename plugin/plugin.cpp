@@ -364,9 +364,10 @@ dcpv_tensor dense(const T* data, dcpv_dtype dtype, std::initializer_list<int64_t
 // elements, a row every heads * head_stride) as a cache of format f holds them, handed over as a
 // tensor: a view of them where they are f's already (a cache is), else converted into `held` (the
 // view points into it, so a Rows is moved, never copied). The ABI has no fp8 and no scales: an
-// fp8 cache, or one with scales (`scale` [heads], nullptr: none), is handed over dequantized, in
-// F32, each stored value times its head's scale rounded once (the rounding the oracle's bound
-// counts for a scaled cache). `quantize`: the elements are values the cache stores as x / scale.
+// fp8 cache, or one with scales (`scale` of a row and a head, by head or by token; empty: none),
+// is handed over dequantized, in F32, each stored value times its scale rounded once (the
+// rounding the oracle's bound counts for a scaled cache). `quantize`: the elements are values the
+// cache stores as x / scale.
 struct Rows {
   std::vector<uint8_t> held;
   dcpv_tensor t{};
@@ -374,11 +375,12 @@ struct Rows {
   Rows(Rows&&) = default;
   Rows(const Rows&) = delete;
 };
+using ScaleOf = std::function<float(int64_t row, int64_t head)>;
 Rows rows_in(gpu::StorageFormat f, gpu::StorageFormat src, const void* base, int64_t rows,
-             int64_t heads, int64_t width, int64_t head_stride, const float* scale = nullptr,
+             int64_t heads, int64_t width, int64_t head_stride, const ScaleOf& scale = {},
              bool quantize = false) {
   Rows r;
-  const bool dequantize = gpu::is_cache_only(f) || scale != nullptr;
+  const bool dequantize = gpu::is_cache_only(f) || scale;
   if (src == f && !dequantize && !quantize) {
     r.t = view(base, plugin_dtype(f), {rows, heads, width}, {heads * head_stride, head_stride, 1});
     return r;
@@ -387,7 +389,7 @@ Rows rows_in(gpu::StorageFormat f, gpu::StorageFormat src, const void* base, int
   r.held.resize(static_cast<size_t>(rows * heads * width * gpu::format_bytes(out)));
   for (int64_t i = 0; i < rows; ++i)
     for (int64_t h = 0; h < heads; ++h) {
-      const float s = scale != nullptr ? scale[h] : 1.0f;
+      const float s = scale ? scale(i, h) : 1.0f;
       for (int64_t c = 0; c < width; ++c) {
         const float x = gpu::load_element(src, base, (i * heads + h) * head_stride + c);
         const float stored = gpu::round_to(f, quantize ? x / s : x);
@@ -409,13 +411,6 @@ std::vector<uint8_t> rows_in_order(const gpu::KvView& kv, const void* base, int6
                 static_cast<const uint8_t*>(base) + kv.slot(r) * bytes, static_cast<size_t>(bytes));
   return out;
 }
-
-// A KV head's scales [Hkv] of the inputs' k_scale or v_scale ([1] or [Hkv]); empty: none.
-std::vector<float> per_head(const std::vector<float>& s, int64_t kv_heads) {
-  if (s.size() != 1) return s;
-  return std::vector<float>(static_cast<size_t>(kv_heads), s[0]);
-}
-const float* or_null(const std::vector<float>& s) { return s.empty() ? nullptr : s.data(); }
 
 // Version 2's tensors (DLPack's description) of one call: their shapes and strides live here
 // until the call has returned (a deque's elements never move).
@@ -504,27 +499,38 @@ void rank_fields(const gpu::PartialAttentionParams& p, Args& a) {
   a.softcap = p.softcap;
 }
 
-// The per-head vectors the ABI carries: the sink alone (gpu::kHeadVectors' others never reach a
-// plug-in: the properties do not draw them for one, run --impl refuses them). One handed to a
-// level anyway is refused here, by name, rather than dropped.
-constexpr std::string_view kAbiHeadVectors[] = {"sink"};
+// The per-head vectors the ABI carries: the sink, and from version 3 ALiBi's slopes (the
+// properties do not draw them for a plug-in that lacks them, run --impl refuses them). One handed
+// to a level anyway is refused here, by name, rather than dropped.
 template <class Has>
-gpu::GpuStatus head_vectors_carried(Has has) {
-  for (const gpu::HeadVector& hv : gpu::kHeadVectors)
-    if (has(hv) && std::find(std::begin(kAbiHeadVectors), std::end(kAbiHeadVectors), hv.name) ==
-                       std::end(kAbiHeadVectors))
-      return DCP_GPU_ERROR("plug-in: ABI ", DCPV_ABI_VERSION, " does not carry '", hv.name,
+gpu::GpuStatus head_vectors_carried(const Plugin& p, Has has) {
+  for (const gpu::HeadVector& hv : gpu::kHeadVectors) {
+    const std::string_view name = hv.name;
+    const bool carried = name == "sink" || (name == "alibi_slopes" && p.abi == DCPV_ABI_VERSION_3);
+    if (has(hv) && !carried)
+      return DCP_GPU_ERROR("plug-in: ABI ", p.abi, " does not carry '", hv.name,
                            "', which this step uses");
+  }
   return {};
 }
 
-// The ABI's scales are per KV head: scales by token never reach a plug-in (the properties do not
-// draw them for one, run --impl refuses them); handed to a level anyway, refused here.
-gpu::GpuStatus scales_carried(bool by_token) {
-  if (by_token)
-    return DCP_GPU_ERROR("plug-in: ABI ", DCPV_ABI_VERSION,
+// Scales by token reach a version-3 plug-in (a paged level's as a pool of them, the other levels'
+// dequantized by the suite); never an earlier one (the properties do not draw them for it, run
+// --impl refuses them): handed to a level anyway, refused here.
+gpu::GpuStatus scales_carried(const Plugin& p, bool by_token) {
+  if (by_token && p.abi != DCPV_ABI_VERSION_3)
+    return DCP_GPU_ERROR("plug-in: ABI ", p.abi,
                          " does not carry scales by token, which this step uses");
   return {};
+}
+
+// A KV head's scale of row j of the model-wide inputs' k_scale or v_scale: by head [1] or
+// [Hkv], by token [S] or [S, Hkv] (in.kv_scale_grain).
+float input_scale(const std::vector<float>& s, gpu::ScaleGrain grain, int64_t S, int64_t j,
+                  int64_t g) {
+  if (grain == gpu::ScaleGrain::head) return s.size() == 1 ? s[0] : s[static_cast<size_t>(g)];
+  const auto per_row = static_cast<int64_t>(s.size()) / std::max<int64_t>(1, S);
+  return s[static_cast<size_t>(j * per_row + (per_row == 1 ? 0 : g))];
 }
 
 // The host device with the plug-in's levels in place of the production kernels.
@@ -535,8 +541,8 @@ class PluginDevice : public gpu::HostDevice {
 
   gpu::GpuStatus partial_attention(const gpu::PartialAttentionParams& p) {
     if (!p_.has_paged() && !p_.has_partial()) return HostDevice::partial_attention(p);
-    DCP_GPU_TRY(head_vectors_carried([&](const gpu::HeadVector& hv) { return p.*hv.param; }));
-    DCP_GPU_TRY(scales_carried(p.kv.scales_by_token()));
+    DCP_GPU_TRY(head_vectors_carried(p_, [&](const gpu::HeadVector& hv) { return p.*hv.param; }));
+    DCP_GPU_TRY(scales_carried(p_, p.kv.scales_by_token()));
     if (p_.has_paged()) return paged_attention(p);
     if (p.req != nullptr)
       return DCP_GPU_ERROR("plug-in: ABI ", DCPV_ABI_VERSION,
@@ -553,11 +559,18 @@ class PluginDevice : public gpu::HostDevice {
     const std::vector<uint8_t> v_rows =
         paged && !latent ? rows_in_order(p.kv, p.kv.v, n, p.kv.kv_heads * p.kv.v_head_stride)
                          : std::vector<uint8_t>{};
-    const Rows k = rows_in(f, f, paged ? k_rows.data() : p.kv.k, n, p.kv.kv_heads, dk,
-                           p.kv.head_dim, p.kv.k_scale);
+    const gpu::KvView& kv = p.kv;
+    const ScaleOf k_scale = kv.k_scale != nullptr
+                                ? ScaleOf([&](int64_t r, int64_t g) { return kv.k_scale_of(r, g); })
+                                : ScaleOf{};
+    const ScaleOf v_scale = kv.v_scale != nullptr
+                                ? ScaleOf([&](int64_t r, int64_t g) { return kv.v_scale_of(r, g); })
+                                : ScaleOf{};
+    const Rows k =
+        rows_in(f, f, paged ? k_rows.data() : kv.k, n, kv.kv_heads, dk, kv.head_dim, k_scale);
     const Rows v = latent ? Rows{}
-                          : rows_in(f, f, paged ? v_rows.data() : p.kv.v, n, p.kv.kv_heads, dv,
-                                    p.kv.v_head_stride, p.kv.v_scale);
+                          : rows_in(f, f, paged ? v_rows.data() : kv.v, n, kv.kv_heads, dv,
+                                    kv.v_head_stride, v_scale);
     dcpv_partial_args a{};
     rank_fields(p, a);
     a.keys = n;
@@ -571,6 +584,7 @@ class PluginDevice : public gpu::HostDevice {
     a.topk = p.topk != nullptr ? dense(p.topk, DCPV_I64, {T, p.topk_k}) : dcpv_tensor{};
     a.o = dense(p.o, DCPV_F32, {T, H, dv});
     a.lse = dense(p.lse, DCPV_F32, {T, H});
+    if (p.alibi_slopes != nullptr) a.alibi_slopes = dense(p.alibi_slopes, DCPV_F32, {H});
     char err[kErrBytes] = {};
     const std::string what = level_call(p_, "partial", p.rank);
     const auto call = [&] { return p_.impl->partial(p_.impl->self, &a, err, sizeof err); };
@@ -642,8 +656,15 @@ class PluginDevice : public gpu::HostDevice {
     a.block_table = dl.of(tables.data(), kDlI32, {B, table_pages});
     a.k_cache = pool(kv.k, k_hnd, dk, kv.head_dim);
     if (!latent) a.v_cache = pool(kv.v, v_hnd, dv, kv.v_head_stride);
-    if (kv.k_scale != nullptr) a.k_scale = dl.of(kv.k_scale, kDlF32, {G});
-    if (kv.v_scale != nullptr && !latent) a.v_scale = dl.of(kv.v_scale, kDlF32, {G});
+    // Scales by head [G]; by token a pool of them, a token's in its slot (impl.h, version 3).
+    const auto scales = [&](const float* x) {
+      if (kv.scale_grain == gpu::ScaleGrain::head) return dl.of(x, kDlF32, {G});
+      if (kv.scale_heads == 1) return dl.of(x, kDlF32, {pages, P});
+      return dl.of(x, kDlF32, {pages, P, kv.scale_heads});
+    };
+    if (kv.k_scale != nullptr) a.k_scale = scales(kv.k_scale);
+    if (kv.v_scale != nullptr && !latent) a.v_scale = scales(kv.v_scale);
+    if (p.alibi_slopes != nullptr) a.alibi_slopes = dl.of(p.alibi_slopes, kDlF32, {H});
     if (p.sink != nullptr) a.sink = dl.of(p.sink, kDlF32, {H});
     if (p.topk != nullptr) a.topk = dl.of(p.topk, kDlI64, {T, p.topk_k});
     a.o = dl.of(p.o, kDlF32, {T, H, dv});
@@ -743,14 +764,19 @@ void apply_claim(const dcpv_claim& c, int64_t n, bool partial, bool merged, orac
 // DCPV_LACKS_* as `properties --without` names the features: bit i, name i.
 constexpr const char* kLackNames[] = DCPV_LACKS_NAMES;
 constexpr uint32_t kLackMask = (1u << std::size(kLackNames)) - 1;
-static_assert(DCPV_LACKS_BATCH == 1u << (std::size(kLackNames) - 1), "a name for every bit");
+// The bits version 2 knows; a version 1 or 2 plug-in lacks every later one.
+constexpr uint32_t kLackMaskV2 = (1u << DCPV_LACKS_V2_COUNT) - 1;
+static_assert(DCPV_LACKS_TOKEN_SCALES == 1u << (std::size(kLackNames) - 1), "a name for every bit");
+static_assert(DCPV_LACKS_BATCH == 1u << (DCPV_LACKS_V2_COUNT - 1), "version 2's bits");
 
 // A version-2 plug-in's fields beyond version 1's, one-line errors naming them as impl.h does.
 oracle::Status check_v2_fields(const std::string& path, const dcpv_impl_v2& v) {
   if (v.kv_dequant != DCPV_F32 && v.kv_dequant != DCPV_BF16 && v.kv_dequant != DCPV_F16)
     return DCP_ERROR("--impl ", path, ": kv_dequant must be DCPV_F32, DCPV_BF16 or DCPV_F16");
-  if ((v.lacks & ~kLackMask) != 0)
-    return DCP_ERROR("--impl ", path, ": lacks has bits outside DCPV_LACKS_* (", v.lacks, ")");
+  const uint32_t known = v.abi_version == DCPV_ABI_VERSION_2 ? kLackMaskV2 : kLackMask;
+  if ((v.lacks & ~known) != 0)
+    return DCP_ERROR("--impl ", path, ": lacks has bits outside DCPV_LACKS_* of ABI version ",
+                     v.abi_version, " (", v.lacks, ")");
   if (v.page_layout != DCPV_PAGES_NHD && v.page_layout != DCPV_PAGES_HND)
     return DCP_ERROR("--impl ", path, ": page_layout must be DCPV_PAGES_NHD or DCPV_PAGES_HND");
   return {};
@@ -846,17 +872,18 @@ oracle::Expected<Plugin> load_plugin(const std::string& path, std::chrono::milli
                      "declare it extern \"C\" in C++)");
   if (exported_v2) {
     if (impl_v2 == nullptr) return DCP_ERROR("--impl ", path, ": dcpv_get_impl_v2 returned NULL");
-    if (impl_v2->abi_version != DCPV_ABI_VERSION_2)
+    if (impl_v2->abi_version != DCPV_ABI_VERSION_2 && impl_v2->abi_version != DCPV_ABI_VERSION_3)
       return DCP_ERROR("--impl ", path, ": dcpv_get_impl_v2 gave ABI version ",
-                       impl_v2->abi_version, "; expected ", DCPV_ABI_VERSION_2);
+                       impl_v2->abi_version, "; expected ", DCPV_ABI_VERSION_2, " or ",
+                       DCPV_ABI_VERSION_3);
     DCP_TRY(check_v2_fields(path, *impl_v2));
     if (impl_v2->paged != nullptr && impl_v2->partial != nullptr)
       return DCP_ERROR("--impl ", path,
                        ": provides both paged and partial; a rank's attention is one of them");
-    p.abi = DCPV_ABI_VERSION_2;
+    p.abi = impl_v2->abi_version;
     p.paged = impl_v2->paged;
     p.kv_dequant = impl_v2->kv_dequant;
-    p.lacks = impl_v2->lacks;
+    p.lacks = impl_v2->lacks | (p.abi == DCPV_ABI_VERSION_3 ? 0u : kLackMask & ~kLackMaskV2);
     p.page_layout = static_cast<dcpv_page_layout>(impl_v2->page_layout);
     p.v2_fields = std::make_shared<const dcpv_impl>(
         dcpv_impl{DCPV_ABI_VERSION, impl_v2->name, impl_v2->claim, impl_v2->self, impl_v2->partial,
@@ -866,15 +893,17 @@ oracle::Expected<Plugin> load_plugin(const std::string& path, std::chrono::milli
     return DCP_ERROR("--impl ", path, ": dcpv_get_impl returned NULL");
   } else if (impl->abi_version != DCPV_ABI_VERSION) {
     return DCP_ERROR("--impl ", path, ": ABI version ", impl->abi_version,
-                     "; this dcp-verify speaks versions ", DCPV_ABI_VERSION, " and ",
-                     DCPV_ABI_VERSION_2, " (dcpv_get_impl_v2)");
+                     "; this dcp-verify speaks versions ", DCPV_ABI_VERSION, ", ",
+                     DCPV_ABI_VERSION_2, " and ", DCPV_ABI_VERSION_3, " (dcpv_get_impl_v2)");
+  } else {
+    p.lacks = kLackMask & ~kLackMaskV2;  // version 1 knows none of version 3's features
   }
   p.impl = impl;
   if (p.impl->name == nullptr || p.impl->name[0] == '\0')
     return DCP_ERROR("--impl ", path, ": the implementation has no name");
   if (!p.attends() && !p.has_combine() && !p.has_step())
     return DCP_ERROR("--impl ", path, ": '", p.impl->name, "' provides no level (",
-                     p.abi == DCPV_ABI_VERSION_2 ? "paged, " : "",
+                     p.abi != DCPV_ABI_VERSION ? "paged, " : "",
                      "partial, combine and step are all NULL)");
   DCP_TRY(check_claim(path, p.impl->claim));
   return p;
@@ -921,10 +950,10 @@ props::DcpBackend plugin_step_backend(const Plugin& p, std::chrono::milliseconds
   auto run = [p, deadline](const gpu::DcpInputs& in,
                            const gpu::DcpConfig& cfg) -> gpu::Result<gpu::GroupRun> {
     DCP_GPU_TRY(gpu::validate_inputs(in, cfg));
-    DCP_GPU_TRY(
-        head_vectors_carried([&](const gpu::HeadVector& hv) { return !(in.*hv.values).empty(); }));
-    DCP_GPU_TRY(scales_carried(in.kv_scale_grain == gpu::ScaleGrain::token &&
-                               !(in.k_scale.empty() && in.v_scale.empty())));
+    DCP_GPU_TRY(head_vectors_carried(
+        p, [&](const gpu::HeadVector& hv) { return !(in.*hv.values).empty(); }));
+    DCP_GPU_TRY(scales_carried(p, in.kv_scale_grain == gpu::ScaleGrain::token &&
+                                      !(in.k_scale.empty() && in.v_scale.empty())));
     if (in.batched())
       return DCP_GPU_ERROR("plug-in: ABI ", DCPV_ABI_VERSION,
                            "'s step level takes one request; this step is a batch of ",
@@ -932,13 +961,16 @@ props::DcpBackend plugin_step_backend(const Plugin& p, std::chrono::milliseconds
     DCP_GPU_ASSIGN(geo, gpu::DcpGeometry::create(cfg, in.dims));
     const gpu::AttentionDims& d = in.dims;
     const int64_t N = cfg.layout.ranks, T = d.tokens, Hq = d.q_heads, dv = d.v_dim, S = in.seq;
-    const std::vector<float> ks = per_head(in.k_scale, d.kv_heads),
-                             vs = per_head(d.shared_latent ? in.k_scale : in.v_scale, d.kv_heads);
+    const auto scale_of = [&](const std::vector<float>& s) {
+      return s.empty() ? ScaleOf{} : ScaleOf([&s, &in](int64_t j, int64_t g) {
+        return input_scale(s, in.kv_scale_grain, in.seq, j, g);
+      });
+    };
     const Rows k = rows_in(in.kv_dtype, in.k.dtype, in.k.data, S, d.kv_heads, d.head_dim,
-                           d.head_dim, or_null(ks), in.k.quantize);
+                           d.head_dim, scale_of(in.k_scale), in.k.quantize);
     const Rows v = d.shared_latent ? Rows{}
                                    : rows_in(in.kv_dtype, in.v.dtype, in.v.data, S, d.kv_heads, dv,
-                                             dv, or_null(vs), in.v.quantize);
+                                             dv, scale_of(in.v_scale), in.v.quantize);
     std::vector<float> o(static_cast<size_t>(T * Hq * dv)), lse(static_cast<size_t>(T * Hq));
     std::vector<float> op(static_cast<size_t>(N * T * Hq * dv)),
         lp(static_cast<size_t>(N * T * Hq));
@@ -968,6 +1000,7 @@ props::DcpBackend plugin_step_backend(const Plugin& p, std::chrono::milliseconds
     a.lse = dense(lse.data(), DCPV_F32, {T, Hq});
     a.o_partial = dense(op.data(), DCPV_F32, {N, T, Hq, dv});
     a.lse_partial = dense(lp.data(), DCPV_F32, {N, T, Hq});
+    if (!in.alibi_slopes.empty()) a.alibi_slopes = dense(in.alibi_slopes.data(), DCPV_F32, {Hq});
     char err[kErrBytes] = {};
     const std::string what = level_call(p, "step", std::nullopt);
     const auto call = [&] { return p.impl->step(p.impl->self, &a, err, sizeof err); };

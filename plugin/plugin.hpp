@@ -31,8 +31,9 @@ struct Plugin {
   // Its levels and claim in version 1's terms (a version-2 plug-in's copied into v2_fields).
   const dcpv_impl* impl = nullptr;
   std::shared_ptr<const dcpv_impl> v2_fields;
-  // Version 2 only: the paged level (it runs in place of partial), the format it dequantizes K and
-  // V into, the features it lacks (DCPV_LACKS_*) and the page layout it asks for.
+  // Its ABI version (1, 2 or 3); version 2 and 3 only: the paged level (it runs in place of
+  // partial), the format it dequantizes K and V into and the page layout it asks for. The features
+  // it lacks (DCPV_LACKS_*): a version 1 or 2 plug-in lacks every feature version 3 added.
   int32_t abi = DCPV_ABI_VERSION;
   dcpv_paged_fn paged = nullptr;
   dcpv_dtype kv_dequant = DCPV_F32;

@@ -83,8 +83,9 @@ struct CaseSpec {
 
 // The features a case may use and an implementation may lack, one row each (kFeatures). A row names
 // its feature everywhere: `properties --without NAME`, the Python package's keyword, bit i of the
-// plug-in ABI's lacks mask for row i < kAbiFeatures (rows past them the ABI does not carry: never
-// drawn for a plug-in, and refused by `run --impl`), and a pinned setup's refusal ("uses a sink").
+// plug-in ABI's lacks mask for row i < kAbiFeatures (rows past version 2's bits: lacked by every
+// plug-in of version 1 or 2; rows past kAbiFeatures the ABI does not carry: never drawn for a
+// plug-in, and refused by `run --impl`), and a pinned setup's refusal ("uses a sink").
 // A row with a switch (a bool of CaseSpec) is also `run --NAME`, the setup file's "spec.NAME", a
 // case label's "+NAME" and, with drawn_one_in > 0, drawn on in one case of that many after every
 // other field of a case (a new feature leaves every earlier seed's draws as they were).
@@ -115,7 +116,7 @@ inline constexpr FeatureInfo kFeatures[] = {
     {Feature::token_scales, "token_scales", "uses per-token KV scales",
      [](const CaseSpec& s, bool) { return scales_by_token(s.kv_scale); }},
 };
-inline constexpr size_t kAbiFeatures = 6;  // DCPV_LACKS_SOFTCAP .. DCPV_LACKS_BATCH
+inline constexpr size_t kAbiFeatures = 8;  // DCPV_LACKS_SOFTCAP .. DCPV_LACKS_TOKEN_SCALES
 constexpr bool features_in_order() {
   for (size_t i = 0; i < std::size(kFeatures); ++i)
     if (static_cast<size_t>(kFeatures[i].feature) != i) return false;

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# ABI version 2's paged level (include/dcp_verify/impl.h) end to end, from C: the example paged
-# kernel (plugin/examples/paged_impl.cpp) passes the property suite with its cache handed over as
-# stored (fp8 pages with their scales, block tables over a fragmented pool, decode batches) and a
-# batched run in one step; its copy with the K scale applied twice is caught on the fp8 caches with
-# a shrunk case; a version-2 plug-in with any field out of range is refused in one line naming it.
+# The paged level (include/dcp_verify/impl.h, versions 2 and 3) end to end, from C: the example
+# paged kernel (plugin/examples/paged_impl.cpp, version 3) passes the property suite with its cache
+# handed over as stored (fp8 pages with their scales, by head or by token, block tables over a
+# fragmented pool, decode batches, ALiBi) and a batched run in one step; its copy with the K scale
+# applied twice is caught on the fp8 caches with a shrunk case, and with ALiBi's bias on the local
+# row on an ALiBi run; a plug-in with any field out of range is refused in one line naming it; the
+# same kernel as version 2 is never handed ALiBi or scales by token.
 # Usage: paged_plugin_test.sh path/to/dcp-verify path/to/libdcpv_paged_example.so \
 #          path/to/libdcpv_paged_example_bug.so path/to/libdcpv_paged_example_bad.so
 set -u
@@ -29,6 +31,10 @@ then passes=$((passes + 1)); else echo "FAIL: the paged example's properties: no
 
 expect 0 "paged example, a batch in one step over fp8 pages" -- "$bin" run --impl "$good" --seq 64 --dcp-size 4 --interleave 2 --batch 3 --page-size 8 --kv-dtype fp8e4m3 --kv-scale head --quiet
 contains "$tmp/out" "# run: OK" "a batched fp8 run passes"
+expect 0 "paged example, int8 pages with scales by token and KV head, ALiBi" -- "$bin" run --impl "$good" --seq 96 --dcp-size 4 --interleave 2 --page-size 8 --kv-dtype int8 --kv-scale token_head --alibi --quiet
+contains "$tmp/out" "# run: OK" "scales by token and ALiBi reach a version-3 plug-in and pass"
+expect 1 "ALiBi on the local row, run" -- env DCPV_PAGED_BUG=alibi_local "$bin" run --impl "$buggy" --seq 96 --dcp-size 4 --alibi --quiet
+contains "$tmp/out" "FAILED" "ALiBi's bias on the rank-local row is FAILED"
 
 expect 1 "K scale applied twice, properties" -- "$bin" properties --impl "$buggy" --only dcp-fp8 --cases 100 --seed 1
 contains "$tmp/out" "dcp-fp8" "the fp8 property runs"
@@ -36,11 +42,12 @@ contains "$tmp/out" "FAILED" "the planted bug is reported FAILED"
 contains "$tmp/out" "over bound" "an element over its bound is named"
 contains "$tmp/out" "T=1 Hq=1 Hkv=1 Dk=1 Dv=1" "the counterexample is shrunk"
 
-# Version-2 fields out of range: exit 2, one line naming the field.
+# Version-2 and 3 fields out of range: exit 2, one line naming the field.
 for case in "layout|page_layout must be DCPV_PAGES_NHD or DCPV_PAGES_HND" \
             "dequant|kv_dequant must be DCPV_F32, DCPV_BF16 or DCPV_F16" \
-            "lacks|lacks has bits outside DCPV_LACKS_*" \
-            "version|dcpv_get_impl_v2 gave ABI version 3; expected 2" \
+            "lacks|lacks has bits outside DCPV_LACKS_* of ABI version 3" \
+            "lacks_v2|lacks has bits outside DCPV_LACKS_* of ABI version 2" \
+            "version|dcpv_get_impl_v2 gave ABI version 4; expected 2 or 3" \
             "both|provides both paged and partial" \
             "null|dcpv_get_impl_v2 returned NULL"; do
   field=${case%%|*}
@@ -61,11 +68,16 @@ else passes=$((passes + 1)); fi
 expect 2 "run --softcap, lacking it" -- env DCPV_PAGED_BAD=no_softcap "$bin" run --impl "$bad" --softcap 30
 one_line_stderr "run --softcap, lacking it"
 contains "$tmp/err" "the implementation lacks softcap" "the lacked feature is named"
-# A switch the ABI does not carry (a row of props::kFeatures past kAbiFeatures) is refused for any
-# plug-in, and said so.
-expect 2 "run --alibi through a plug-in" -- "$bin" run --impl "$good" --alibi
-one_line_stderr "run --alibi through a plug-in"
-contains "$tmp/err" "the plug-in ABI does not carry alibi" "the feature the ABI lacks is named"
+# Version 3's features never reach a version-2 plug-in: a run asking for one is refused naming it,
+# and its properties pass without drawing them.
+expect 2 "run --alibi through a version-2 plug-in" -- env DCPV_PAGED_BAD=v2 "$bin" run --impl "$bad" --alibi
+one_line_stderr "run --alibi through a version-2 plug-in"
+contains "$tmp/err" "the implementation lacks alibi" "the feature version 2 lacks is named"
+expect 2 "run, scales by token through a version-2 plug-in" -- env DCPV_PAGED_BAD=v2 "$bin" run --impl "$bad" --kv-dtype int8 --kv-scale token
+one_line_stderr "run, scales by token through a version-2 plug-in"
+contains "$tmp/err" "the implementation lacks token_scales" "scales by token are named"
+expect 0 "a version-2 plug-in, properties" -- env DCPV_PAGED_BAD=v2 "$bin" properties --impl "$bad" --cases 60 --seed 1
+contains "$tmp/out" "# properties: OK" "a version-2 paged plug-in still passes"
 
 echo "$passes passed, $failures failed"
 [ "$failures" -eq 0 ]

@@ -47,6 +47,13 @@
  *   static dcpv_impl_v2 impl = {DCPV_ABI_VERSION_2, "mine", claim, DCPV_F32, DCPV_LACKS_SOFTCAP,
  *                               DCPV_PAGES_NHD, NULL, NULL, NULL, NULL, my_paged};
  *   const dcpv_impl_v2* dcpv_get_impl_v2(void) { return &impl; }
+ *
+ * Version 3 is version 2's struct with abi_version DCPV_ABI_VERSION_3: the plug-in reads the
+ * arguments' version-3 fields (each at the end of its struct, so version 1 and 2 plug-ins read
+ * theirs where they were): ALiBi's slopes at every attention level, and KV scales by token at the
+ * paged level (the contiguous levels get K and V dequantized by the suite, as for scales by head);
+ * its lacks mask may name them (DCPV_LACKS_ALIBI, DCPV_LACKS_TOKEN_SCALES). Neither is ever drawn
+ * for a version 1 or 2 plug-in, which does not know them.
  */
 #ifndef DCP_VERIFY_IMPL_H_
 #define DCP_VERIFY_IMPL_H_
@@ -97,13 +104,16 @@ typedef struct dcpv_partial_args {
   dcpv_tensor q_pos;          /* [T] I64, global positions of the queries */
   dcpv_tensor k;              /* [n, kv_heads, Dk] in the cache's storage format; an fp8
                                  cache, or one with scales, in F32: each stored value times its
-                                 KV head's scale, rounded once */
+                                 scale (its KV head's; version 3: or its token's), rounded once */
   dcpv_tensor v;              /* [n, kv_heads, Dv] likewise */
   dcpv_tensor k_pos;          /* [n] I64, increasing global positions of the rank's tokens */
   dcpv_tensor sink;           /* [H] F32 sink logits (natural-log units), or absent */
   dcpv_tensor topk;           /* [T, K] I64 selected global positions, -1 padding, or absent */
   dcpv_tensor o;              /* out: [T, H, Dv] F32 */
   dcpv_tensor lse;            /* out: [T, H] F32, base lse_base */
+  dcpv_tensor alibi_slopes;   /* version 3: [H] F32 ALiBi slopes m_h, or absent: the logit of
+                                 key position j for a query at position i is
+                                 softcap(scale q.k) - m_h |j - i| (natural-log units) */
 } dcpv_partial_args;
 
 /* The merge of N partials of one rank's own heads. */
@@ -156,6 +166,7 @@ typedef struct dcpv_step_args {
   dcpv_tensor o_partial;   /* out, optional: [N, T, Hq, Dv] F32, rank r's partial */
   dcpv_tensor lse_partial; /* out, optional: [N, T, Hq] F32 */
   int32_t wrote_partials;  /* the plug-in sets 1 when it wrote o_partial and lse_partial */
+  dcpv_tensor alibi_slopes; /* version 3: [Hq] F32 ALiBi slopes, or absent (as for partial) */
 } dcpv_step_args;
 
 typedef int (*dcpv_partial_fn)(void* self, const dcpv_partial_args* args, char* err,
@@ -186,6 +197,7 @@ DCPV_EXPORT const dcpv_impl* dcpv_get_impl(void);
 /* ---- Version 2 ---------------------------------------------------------------------------- */
 
 #define DCPV_ABI_VERSION_2 2
+#define DCPV_ABI_VERSION_3 3 /* version 2's structs, with the fields marked "version 3" */
 
 /* A tensor as DLPack (dlpack.h, v1) describes one, field for field: a DLTensor* may be read as a
  * dcpv_dltensor* and back. shape and strides (elements, never NULL here) point to ndim values
@@ -231,11 +243,16 @@ enum {
   DCPV_LACKS_TOPK = 1u << 2,
   DCPV_LACKS_WINDOW = 1u << 3,
   DCPV_LACKS_LATENT = 1u << 4, /* a shared latent (MLA: V is K's first v_dim components) */
-  DCPV_LACKS_BATCH = 1u << 5   /* more than one request in a step */
+  DCPV_LACKS_BATCH = 1u << 5,  /* more than one request in a step */
+  /* Version 3 (a version 1 or 2 plug-in lacks them all): */
+  DCPV_LACKS_ALIBI = 1u << 6,       /* ALiBi slopes (alibi_slopes) */
+  DCPV_LACKS_TOKEN_SCALES = 1u << 7 /* KV scales by token (and KV head) */
 };
 /* Their names, bit i named by element i (as `properties --without` names them). */
 #define DCPV_LACKS_NAMES \
-  { "softcap", "sink", "topk", "window", "latent", "batch" }
+  { "softcap", "sink", "topk", "window", "latent", "batch", "alibi", "token_scales" }
+/* How many of them version 2 knows (bits 0 .. 5). */
+#define DCPV_LACKS_V2_COUNT 6
 
 /* How a page of the pool is laid out: NHD [pages, page_size, kv_heads, D] (vLLM's cache, and
  * FlashInfer's NHD), or HND [pages, kv_heads, page_size, D] (FlashInfer's HND). */
@@ -247,7 +264,11 @@ typedef enum dcpv_page_layout { DCPV_PAGES_NHD = 0, DCPV_PAGES_HND = 1 } dcpv_pa
  * floor(p / (I N)) I + p mod I of the request's rows on it (local_seq_lens[b] of them); row r is
  * slot r mod page_size of pool page block_table[b][r / page_size]. Positions (q_pos, topk, the
  * masks) count within the request. A stored element x of KV head g is the value x k_scale[g]
- * (x v_scale[g] for V): the kernel dequantizes. Inputs are read-only; o and lse are written. */
+ * (x v_scale[g] for V): the kernel dequantizes. With scales by token (version 3), the element x
+ * of KV head g in pool slot (page pg, slot s) is the value x k_scale[pg][s] (one scale a token)
+ * or x k_scale[pg][s][g] (one a token and KV head), whatever the page layout: engines write a
+ * token's scales into its slot beside its elements. Inputs are read-only; o and lse are
+ * written. */
 typedef struct dcpv_paged_args {
   int64_t rank, ranks, interleave; /* this DCP rank r of N, and I */
   int64_t requests;                /* B */
@@ -281,17 +302,21 @@ typedef struct dcpv_paged_args {
                                       --kv-dtypes names them, float8_e4m3fnuz or later */
   dcpv_dltensor v_cache;           /* the same with D = Dv, or absent (shared latent) */
   dcpv_dltensor k_scale, v_scale;  /* [kv_heads] float32, or absent: 1 (a shared latent's V
-                                      is scaled by k_scale; v_scale absent) */
+                                      is scaled by k_scale; v_scale absent); version 3 also
+                                      [pages, page_size] or [pages, page_size, kv_heads]: by
+                                      token (above) */
   dcpv_dltensor sink;              /* [H] float32 sink logits (natural-log units), or absent */
   dcpv_dltensor topk;              /* [T, K] int64 selected positions, -1 padding, or absent */
   dcpv_dltensor o;                 /* out: [T, H, Dv] float32 */
   dcpv_dltensor lse;               /* out: [T, H] float32, base lse_base */
+  dcpv_dltensor alibi_slopes;      /* version 3: [H] float32 ALiBi slopes, or absent (as for
+                                      partial; positions within the request) */
 } dcpv_paged_args;
 
 typedef int (*dcpv_paged_fn)(void* self, const dcpv_paged_args* args, char* err, size_t err_len);
 
 typedef struct dcpv_impl_v2 {
-  int32_t abi_version; /* DCPV_ABI_VERSION_2 */
+  int32_t abi_version; /* DCPV_ABI_VERSION_2, or DCPV_ABI_VERSION_3 */
   const char* name;    /* shown in reports */
   dcpv_claim claim;
   /* The format the paged level dequantizes K and V into before its products: DCPV_F32 (each
@@ -299,7 +324,7 @@ typedef struct dcpv_impl_v2 {
    * scale and the output), DCPV_BF16 or DCPV_F16 (rounded once to it, as a 16-bit MMA reads an
    * fp8 cache). */
   dcpv_dtype kv_dequant;
-  uint32_t lacks;      /* DCPV_LACKS_* */
+  uint32_t lacks;      /* DCPV_LACKS_* (version 2: bits 0 .. 5 only) */
   int32_t page_layout; /* dcpv_page_layout of the pool the paged level receives */
   void* self;          /* passed back to every call */
   dcpv_partial_fn partial;
@@ -308,7 +333,7 @@ typedef struct dcpv_impl_v2 {
   dcpv_paged_fn paged; /* NULL: none; else partial must be NULL: paged runs in its place */
 } dcpv_impl_v2;
 
-/* The symbol a version-2 plug-in exports. */
+/* The symbol a version-2 or version-3 plug-in exports. */
 DCPV_EXPORT const dcpv_impl_v2* dcpv_get_impl_v2(void);
 
 #ifdef __cplusplus

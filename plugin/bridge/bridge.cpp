@@ -7,11 +7,12 @@
 // ways, is a frame: an 8-byte little-endian length n, n bytes of JSON (the header), then the
 // header's "bytes" bytes of payload: the tensors the header lists, each {"name", "dtype" (a name
 // of kWireNames below: f32, bf16, fp8e4m3, i8, ...), "shape", "offset", "nbytes"}, dense and
-// row-major, in the payload at "offset". It speaks ABI version 2 (dcpv_get_impl_v2):
-//   dcpv_get_impl_v2: -> {"op": "hello", "abi": 2}
+// row-major, in the payload at "offset". It speaks ABI version 3 (dcpv_get_impl_v2):
+//   dcpv_get_impl_v2: -> {"op": "hello", "abi": 3}
 //                   <- {"name": ..., "levels": ["paged", "partial", ...], "claim": {the dcpv_claim
 //                       fields by name, formats as "f32" / "bf16" / "f16"}, "kv_dequant": "f32",
-//                       "lacks": ["softcap", ...], "page_layout": "NHD" | "HND"}
+//                       "lacks": ["softcap", ..., "alibi", "token_scales"], "page_layout": "NHD" |
+//                       "HND"}
 //   a level:        -> {"op": "paged" | "partial" | "combine" | "step", "args": {the scalar fields
 //                       of its dcpv_*_args by name}, "tensors": [its input tensors; absent ones
 //                       left out; the paged level's pool in its storage format, as stored]}
@@ -404,7 +405,8 @@ int call(const char* op, const json& args, const Request& request, const Strided
   return 0;
 }
 
-// The tensors the partial and step levels share (their k_pos aside): q, q_pos, k, v, sink, topk.
+// The tensors the partial and step levels share (their k_pos aside): q, q_pos, k, v, sink, topk,
+// alibi_slopes.
 template <class Args>
 void put_attention(Request& r, const Args& a) {
   r.put("q", a.q);
@@ -413,6 +415,7 @@ void put_attention(Request& r, const Args& a) {
   r.put("v", a.v);
   r.put("sink", a.sink);
   r.put("topk", a.topk);
+  r.put("alibi_slopes", a.alibi_slopes);
 }
 
 // The case's variant, as the partial, paged and step levels state it; kv: the cache's K.
@@ -503,7 +506,8 @@ int bridge_paged_unguarded(const dcpv_paged_args* a, char* err, size_t err_len) 
         std::pair{"local_seq_lens", &a->local_seq_lens}, std::pair{"block_table", &a->block_table},
         std::pair{"k_cache", &a->k_cache}, std::pair{"v_cache", &a->v_cache},
         std::pair{"k_scale", &a->k_scale}, std::pair{"v_scale", &a->v_scale},
-        std::pair{"sink", &a->sink}, std::pair{"topk", &a->topk}})
+        std::pair{"sink", &a->sink}, std::pair{"topk", &a->topk},
+        std::pair{"alibi_slopes", &a->alibi_slopes}})
     r.put(name, *t);
   json args = rank_args(*a);
   args.update({{"interleave", a->interleave},
@@ -584,14 +588,14 @@ uint32_t lacks_of(const json& names) {
 static const dcpv_impl_v2* get_impl() {
   static std::mutex hello;  // the first call says hello; the others wait for it
   const std::lock_guard<std::mutex> lock(hello);
-  if (g_impl.abi_version == DCPV_ABI_VERSION_2) return &g_impl;
+  if (g_impl.abi_version == DCPV_ABI_VERSION_3) return &g_impl;
   g_conn.fd = env_fd("DCPV_BRIDGE_FD");
   if (g_conn.fd < 0) return nullptr;
   if (g_conn.shm == nullptr) map_shared_region();
   json reply;
   std::vector<char> rp;
   std::string why;
-  if (!exchange({{"op", "hello"}, {"abi", DCPV_ABI_VERSION_2}}, Request{}, 0, reply, rp, why))
+  if (!exchange({{"op", "hello"}, {"abi", DCPV_ABI_VERSION_3}}, Request{}, 0, reply, rp, why))
     return nullptr;
   g_conn.name = reply.value("name", std::string());
   const json levels = reply.value("levels", json::array());
@@ -601,7 +605,7 @@ static const dcpv_impl_v2* get_impl() {
     return false;
   };
   const json c = reply.value("claim", json::object());
-  g_impl.abi_version = DCPV_ABI_VERSION_2;
+  g_impl.abi_version = DCPV_ABI_VERSION_3;
   g_impl.name = g_conn.name.c_str();
   g_impl.claim.accum_rounding_nearest = c.value("accum_rounding_nearest", 1);
   g_impl.claim.tf32 = c.value("tf32", 0);

@@ -1,23 +1,28 @@
-// paged_impl.cpp — a complete version-2 dcp-verify plug-in (include/dcp_verify/impl.h): a paged
+// paged_impl.cpp — a complete version-3 dcp-verify plug-in (include/dcp_verify/impl.h): a paged
 // decode kernel, called as an engine calls one, judged by `dcp-verify properties --impl
 // ./libdcpv_paged_example.so`.
 //
 //   paged   per request, token and head: the rank's rows read through the request's block table
 //           from the pool (vLLM's layout, [pages, page_size, kv_heads, D]) in its storage format,
-//           each element dequantized here (fp8 and 16-bit formats decoded, times its KV head's
-//           k_scale or v_scale), each row's global position derived from the DCP layout (row r
-//           of rank k: floor(r / I) I N + k I + r mod I) for the masks, scores in fp32, a
-//           two-pass softmax, O = sum w v / sum w and LSE = max + log(sum w)
+//           each element dequantized here (fp8 and 16-bit formats decoded, times its k_scale or
+//           v_scale: its KV head's, or its slot's by token), each row's position derived from
+//           the DCP layout (row r of rank k: floor(r / I) I N + k I + r mod I) for the masks and
+//           ALiBi's bias, scores in fp32, a two-pass softmax, O = sum w v / sum w and
+//           LSE = max + log(sum w)
 //
 // It provides no combine: the production path merges. Built three times by CMake:
 // libdcpv_paged_example.so; libdcpv_paged_example_bug.so with DCPV_PAGED_BUG, which plants a bug
-// of engines' fp8 paths: the K scale applied twice (once folded into the softmax scale, once in
-// the dequantization); and libdcpv_paged_example_bad.so with DCPV_PAGED_BAD, which hands the
-// loader a field out of range, named by the environment variable DCPV_PAGED_BAD (layout,
-// dequant, lacks, version, both: a partial level beside paged, null: no implementation; or
-// no_softcap: in range, saying it lacks the soft-cap). The
-// ctest plugin.* tests prove the first passes the property suite (fp8 caches and decode batches
-// included), the second is caught with a shrunk case, and the third is refused in one line.
+// engines have shipped, named by the environment variable DCPV_PAGED_BUG: k_scale_twice (the
+// default; fp8 paths: the K scale once folded into the softmax scale and once in the
+// dequantization) or alibi_local (ALiBi's bias on the rank-local row instead of the token's
+// position: DCP's local-index bug class); and libdcpv_paged_example_bad.so with DCPV_PAGED_BAD,
+// which hands the loader a field out of range, named by the environment variable DCPV_PAGED_BAD
+// (layout, dequant, lacks, lacks_v2: a version-3 bit in a version-2 plug-in, version, both: a
+// partial level beside paged, null: no implementation; or in range: no_softcap, saying it lacks
+// the soft-cap, v2: the same kernel as version 2, which knows no ALiBi and no scales by token).
+// The ctest plugin.* tests prove the first passes the property suite (fp8 caches, scales by
+// token, ALiBi and decode batches included), the second is caught with a shrunk case, and the
+// third is refused in one line.
 #include <dcp_verify/impl.h>
 
 #include <cmath>
@@ -103,14 +108,29 @@ float& out(const dcpv_dltensor& t, std::initializer_list<int64_t> idx) {
   return static_cast<float*>(t.data)[offset(t, idx)];
 }
 
-// Component i of KV head g of request b's row r, dequantized: the pool's element times the head's
-// scale (absent: 1).
+// The scale of KV head g of the token in (page, slot): by head [kv_heads], by token
+// [pages, page_size] or by token and head [pages, page_size, kv_heads]; absent: 1.
+float scale_at(const dcpv_dltensor& scale, int64_t page, int64_t slot, int64_t g) {
+  if (scale.data == nullptr) return 1.0f;
+  if (scale.ndim == 1) return f32(scale, {g});
+  if (scale.ndim == 2) return f32(scale, {page, slot});
+  return f32(scale, {page, slot, g});
+}
+
+// Component i of KV head g of request b's row r, dequantized: the pool's element times its scale.
 float cached(const dcpv_paged_args& a, const dcpv_dltensor& pool, const dcpv_dltensor& scale,
              int64_t b, int64_t r, int64_t g, int64_t i) {
   const int64_t page = i32(a.block_table, {b, r / a.page_size}), slot = r % a.page_size;
-  const float s = scale.data != nullptr ? f32(scale, {g}) : 1.0f;
-  return stored(pool, offset(pool, {page, slot, g, i})) * s;
+  return stored(pool, offset(pool, {page, slot, g, i})) * scale_at(scale, page, slot, g);
 }
+
+#ifdef DCPV_PAGED_BUG
+// Which planted bug (the environment's DCPV_PAGED_BUG): true for ALiBi on the local row.
+bool alibi_local_bug() {
+  const char* which = std::getenv("DCPV_PAGED_BUG");
+  return which != nullptr && std::string(which) == "alibi_local";
+}
+#endif
 
 int paged(void*, const dcpv_paged_args* args, char* err, size_t err_len) {
   const dcpv_paged_args& a = *args;
@@ -150,11 +170,19 @@ int paged(void*, const dcpv_paged_args* args, char* err, size_t err_len) {
           float dot = 0.0f;
           for (int64_t i = 0; i < a.head_dim; ++i)
             dot += f32(a.q, {t, h, i}) * cached(a, a.k_cache, a.k_scale, b, r, g, i);
+          int64_t bias_pos = kp;  // ALiBi's distance is between positions
 #ifdef DCPV_PAGED_BUG
-          if (a.k_scale.data != nullptr) dot *= f32(a.k_scale, {g});  // the scale a second time
+          if (alibi_local_bug()) {
+            bias_pos = r;                          // the rank-local row instead
+          } else if (a.k_scale.data != nullptr) {  // the K scale a second time
+            dot *=
+                scale_at(a.k_scale, i32(a.block_table, {b, r / a.page_size}), r % a.page_size, g);
+          }
 #endif
           float sc = dot * a.scale;
           if (a.softcap > 0.0f) sc = a.softcap * std::tanh(sc / a.softcap);
+          if (a.alibi_slopes.data != nullptr)
+            sc -= f32(a.alibi_slopes, {h}) * static_cast<float>(std::llabs(bias_pos - qp));
           w[static_cast<size_t>(r)] = sc * units;
           m = std::fmax(m, sc * units);
         }
@@ -190,9 +218,9 @@ int paged(void*, const dcpv_paged_args* args, char* err, size_t err_len) {
 // fp32 adds on a CPU round to nearest; the math library's exp and log; a two-pass softmax (any
 // tiling); each element dequantized into fp32 (DCPV_F32).
 const dcpv_impl_v2 kImpl = {
-    DCPV_ABI_VERSION_2,
+    DCPV_ABI_VERSION_3,
 #ifdef DCPV_PAGED_BUG
-    "paged example (K scale applied twice)",
+    "paged example (a planted bug: DCPV_PAGED_BUG)",
 #else
     "paged example",
 #endif
@@ -222,7 +250,9 @@ extern "C" const dcpv_impl_v2* dcpv_get_impl_v2(void) {
   if (field == "layout") bad.page_layout = 7;
   if (field == "dequant") bad.kv_dequant = DCPV_I64;
   if (field == "lacks") bad.lacks = 1u << 20;
-  if (field == "version") bad.abi_version = 3;
+  if (field == "lacks_v2") bad.abi_version = DCPV_ABI_VERSION_2, bad.lacks = DCPV_LACKS_ALIBI;
+  if (field == "v2") bad.abi_version = DCPV_ABI_VERSION_2;  // in range: knows neither
+  if (field == "version") bad.abi_version = 4;
   if (field == "both") bad.partial = unused_partial;
   if (field == "no_softcap") bad.lacks = DCPV_LACKS_SOFTCAP;  // in range: a feature it lacks
   return &bad;

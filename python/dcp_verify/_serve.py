@@ -42,8 +42,10 @@ class Claim(TypedDict, total=False):
 class Implementation(Protocol):
     """What properties drives: any of the four levels (each optional) and a claim; optionally
     `lacks` (features never drawn for it, as --without names them: "softcap", "sink", "topk",
-    "window", "latent", "batch") and `page_layout` ("NHD", the default, or "HND": the pool the
-    paged level receives)."""
+    "window", "latent", "batch"), `supports` (features added since, drawn only for an
+    implementation that names them: "alibi", its levels get `alibi_slopes`; "token_scales", K/V
+    scales by token, which the paged level gets as a pool of them) and `page_layout` ("NHD", the
+    default, or "HND": the pool the paged level receives)."""
 
     claim: Claim
 
@@ -56,6 +58,9 @@ class Implementation(Protocol):
 _LEVELS = ("paged", "partial", "combine", "step")
 _FORMATS = {"f32": "f32", "bf16": "bf16", "f16": "f16"}
 _FEATURES = ("softcap", "sink", "topk", "window", "latent", "batch")
+# Features an implementation handles only when its `supports` names them (impl.h's version 3):
+# one written before them never meets them.
+_OPT_IN = ("alibi", "token_scales")
 
 
 def _claim_fields(claim: Any) -> dict:
@@ -120,9 +125,18 @@ def _hello(impl: Any, claim: Any) -> dict:
         lacks = None if isinstance(given, str) else tuple(given)
     except TypeError:
         lacks = None
-    if lacks is None or not all(x in _FEATURES for x in lacks):
-        raise ValueError(f"impl.lacks: expected a collection of {', '.join(_FEATURES)}, "
+    if lacks is None or not all(x in _FEATURES + _OPT_IN for x in lacks):
+        raise ValueError(f"impl.lacks: expected a collection of {', '.join(_FEATURES + _OPT_IN)}, "
                          f"got {given!r}")
+    offered = getattr(impl, "supports", ())
+    try:
+        supports = None if isinstance(offered, str) else tuple(offered)
+    except TypeError:
+        supports = None
+    if supports is None or not all(x in _OPT_IN for x in supports):
+        raise ValueError(f"impl.supports: expected a collection of {', '.join(_OPT_IN)}, "
+                         f"got {offered!r}")
+    lacks += tuple(x for x in _OPT_IN if x not in supports and x not in lacks)
     layout = getattr(impl, "page_layout", "NHD")
     if layout not in ("NHD", "HND"):
         raise ValueError(f"impl.page_layout: expected 'NHD' or 'HND', got {layout!r}")
@@ -130,15 +144,15 @@ def _hello(impl: Any, claim: Any) -> dict:
             "lacks": list(lacks), "page_layout": layout}
 
 
-_TENSORS = ("q", "q_pos", "k", "v", "k_pos", "sink", "topk", "o_partial", "lse_partial",
-            "query_start_loc", "seq_lens", "local_seq_lens", "block_table", "k_cache", "v_cache",
-            "k_scale", "v_scale")
+_TENSORS = ("q", "q_pos", "k", "v", "k_pos", "sink", "topk", "alibi_slopes", "o_partial",
+            "lse_partial", "query_start_loc", "seq_lens", "local_seq_lens", "block_table",
+            "k_cache", "v_cache", "k_scale", "v_scale")
 
 
 class LevelArgs:
     """One call's arguments: the scalar fields of impl.h's dcpv_*_args as attributes, and its
     tensors as arrays (numpy, or torch with arrays="torch"); absent tensors (no sink, no top-k,
-    V of a shared latent, no scales) are None. The paged level's pool comes in its storage format
+    no ALiBi, V of a shared latent, no scales) are None. The paged level's pool comes in its storage format
     (torch: its own fp8 dtype, int8 for int8 codes; numpy, which has no bfloat16 or fp8, widens
     those to float32, exactly). The arrays are only valid during the call: copy to keep."""
 

@@ -1,8 +1,9 @@
-"""The paged level (impl.h, ABI 2) driven with a PyTorch paged kernel (torch_paged.py) as engines
-call one: each rank's pool in the vLLM (NHD) and FlashInfer HND layouts, in its storage format
-(f32, bf16, fp8 or int8 with its scales), block tables over a fragmented pool, decode batches.
-The correct kernel passes; a K scale applied twice and a block table read one page off are
-killed, each with its shrunk case.
+"""The paged level (impl.h, ABI 2 and 3) driven with a PyTorch paged kernel (torch_paged.py) as
+engines call one: each rank's pool in the vLLM (NHD) and FlashInfer HND layouts, in its storage
+format (f32, bf16, fp8 or int8 with its scales, by KV head or by token), block tables over a
+fragmented pool, decode batches, ALiBi. The correct kernel passes; a K scale applied twice, a block
+table read one page off and ALiBi's bias on the local row are killed, each with its shrunk case;
+what an implementation does not say it supports never reaches it.
 """
 
 import numpy as np
@@ -31,6 +32,8 @@ class Recorded(TorchPaged):
         self.seen.append({"dtype": a.k_cache.dtype, "shape": tuple(a.k_cache.shape),
                           "page": a.page_size, "kv_heads": a.kv_heads, "layout": a.page_layout,
                           "scaled": a.k_scale is not None, "requests": a.requests,
+                          "scale_dims": None if a.k_scale is None else a.k_scale.dim(),
+                          "alibi": a.alibi_slopes is not None,
                           "table": tuple(a.block_table.shape)})
         return super().paged(a)
 
@@ -58,7 +61,10 @@ def test_a_correct_paged_kernel_passes_in_every_storage_format(layout, cache):
         assert s["table"][0] == s["requests"]
     if cache in ("fp8", "int8"):
         assert any(s["scaled"] for s in impl.seen)
+        # scales by KV head and, as pools read through the block table, by token (and head)
+        assert {s["scale_dims"] for s in impl.seen if s["scaled"]} == {1, 2, 3}
     assert any(s["requests"] > 1 for s in impl.seen)  # the batch property's calls
+    assert any(s["alibi"] for s in impl.seen)  # it says it supports ALiBi: drawn
 
 
 @pytest.mark.parametrize("layout", ["NHD", "HND"])
@@ -94,6 +100,46 @@ def test_lacked_features_are_never_drawn():
     assert "dcp-batch" not in {p["name"] for p in report.raw["properties"]}
 
 
+def test_features_added_since_reach_only_an_implementation_that_supports_them():
+    """ALiBi and scales by token (impl.h's version 3) are drawn for an implementation whose
+    `supports` names them, never for one written before them (no `supports`), nor for one that
+    names one of them in `lacks`; a `supports` naming anything else is refused."""
+    class Seen(TorchPaged):
+        def __init__(self, supports=None, lacks=()):
+            super().__init__()
+            if supports is not None:
+                self.supports = supports
+            self.lacks = lacks
+            self.seen = set()
+
+        def paged(self, a):
+            self.seen.add((a.alibi_slopes is not None,
+                           a.k_scale is not None and a.k_scale.dim() > 1))
+            return super().paged(a)
+
+    torch.set_num_threads(1)
+    everything = Seen()
+    testing.assert_properties(everything, seed=7, cases=CASES, arrays="torch",
+                              kv_dtypes=CACHES["int8"])
+    assert {alibi for alibi, _ in everything.seen} == {True, False}
+    assert {by_token for _, by_token in everything.seen} == {True, False}
+    for before in (Seen(supports=()), Seen(lacks=("alibi", "token_scales"))):
+        testing.assert_properties(before, seed=7, cases=CASES, arrays="torch",
+                                  kv_dtypes=CACHES["int8"])
+        assert before.seen == {(False, False)}, before.seen
+    only_alibi = Seen(supports=("alibi",))
+    testing.assert_properties(only_alibi, seed=7, cases=CASES, arrays="torch",
+                              kv_dtypes=CACHES["int8"])
+    assert {by_token for _, by_token in only_alibi.seen} == {False}
+    assert {alibi for alibi, _ in only_alibi.seen} == {True, False}
+    for supports in (("alibi_slopes",), "alibi", None):
+        impl = TorchPaged()
+        impl.supports = supports
+        with pytest.raises(ValueError, match="impl.supports: expected a collection of alibi, "
+                                             "token_scales"):
+            dcp_verify.properties(impl, seed=1, cases=1, arrays="torch")
+
+
 def test_a_kernel_dequantizing_into_bf16_is_caught_unless_it_claims_so():
     """fp8 pages times a non-power-of-2 scale, rounded to bf16 (a kernel feeding a bf16 MMA): the
     kernel that does not claim it is caught, and the case it shrinks to passes once it claims
@@ -109,7 +155,8 @@ def test_a_kernel_dequantizing_into_bf16_is_caught_unless_it_claims_so():
     report = dcp_verify.properties(unclaimed, seed=7, cases=CASES, arrays="torch",
                                    kv_dtypes=CACHES["fp8"], only=["dcp-fp8"])
     assert report.verdict == "FAILED" and "over bound" in report.summary(), report.text
-    assert report.pin["spec"].get("kv_scale") in ("per_tensor", "per_head"), report.pin
+    assert report.pin["spec"].get("kv_scale") in ("per_tensor", "per_head", "per_token",
+                                                  "per_token_head"), report.pin
     claimed = TorchPaged(dequant=torch.bfloat16)
     assert claimed.claim["kv_dequant"] == "bf16"
     assert dcp_verify.replay(claimed, report.pin, arrays="torch").ok

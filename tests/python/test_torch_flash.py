@@ -1,7 +1,8 @@
 """PyTorch's CPU flash-attention kernel driven through dcp_verify.properties (tests/python/torch_flash.py).
 
-The kernel passes with the claim that describes it, in fp32 and bf16; the merge with a planted bug
-fails with a shrunk counterexample and a reproduce line.
+The kernel passes with the claim that describes it, in fp32 and bf16, ALiBi included; the merge with
+a planted bug, and ALiBi's bias on the local row, fail with a shrunk counterexample and a reproduce
+line.
 """
 
 import os
@@ -63,6 +64,30 @@ def test_bf16_kernel_without_its_exp_claim_is_caught():
     report = dcp_verify.properties(impl, seed=11, cases=CASES, arrays="torch",
                                    **TorchFlash.RANGES_BF16)
     assert not report.ok and report.verdict == "FAILED", report.text
+
+
+class RecordsAlibi(TorchFlash):
+    def __init__(self, bug=None):
+        super().__init__(torch.float32, bug)
+        self.slopes = []
+
+    def partial(self, a):
+        if a.alibi_slopes is not None:
+            self.slopes.append(a.alibi_slopes.shape)
+        return super().partial(a)
+
+
+def test_alibi_reaches_the_flash_kernel_as_a_bias_and_its_local_index_bug_is_caught():
+    """ALiBi (an implementation that supports it gets alibi_slopes [H]) through PyTorch's flash
+    kernel as an additive float mask per head: it passes; with the bias on the rank-local row
+    instead of the key's position (DCP's local-index bug class) it fails, shrunk."""
+    correct = RecordsAlibi()
+    testing.assert_properties(correct, seed=11, cases=CASES, arrays="torch", **TorchFlash.RANGES)
+    assert correct.slopes and all(len(shape) == 1 for shape in correct.slopes)
+    report = dcp_verify.properties(RecordsAlibi("alibi_local"), seed=11, cases=CASES,
+                                   arrays="torch", **TorchFlash.RANGES)
+    assert report.verdict == "FAILED" and "alibi" in report.counterexample, report.text
+    assert dcp_verify.replay(TorchFlash(torch.float32), report.pin, arrays="torch").ok
 
 
 @pytest.mark.parametrize("bug", ["base2", "mean"])

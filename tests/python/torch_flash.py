@@ -1,7 +1,8 @@
 """PyTorch's CPU flash-attention kernel as a DCP implementation, for dcp_verify.properties.
 
 partial: torch.ops.aten._scaled_dot_product_flash_attention_for_cpu over the rank's own keys, with
-the masks (causal, window, top-k) built from the keys' global positions and GQA expanded by hand;
+the masks (causal, window, top-k) and ALiBi's bias (an additive float mask per head) built from the
+keys' global positions and GQA expanded by hand;
 combine: the LSE merge in torch, in the partials' base. `bug` plants a merge bug.
 
     report = dcp_verify.properties(TorchFlash(torch.bfloat16), seed=3, cases=30, **TorchFlash.RANGES)
@@ -25,10 +26,14 @@ _TILE = 512
 
 class TorchFlash:
     """dtype: torch.float32 or torch.bfloat16, the kernel's inputs and output.
-    bug: None, "base2" (a natural-log LSE merged as if base 2) or "mean" (the partials averaged)."""
+    bug: None, "base2" (a natural-log LSE merged as if base 2), "mean" (the partials averaged) or
+    "alibi_local" (ALiBi's bias on the rank-local row instead of the key's position)."""
 
     # What the kernel does not support, never drawn: a logit soft-cap and attention sinks.
     RANGES = {"softcap": False, "sink": False}
+    # Features added since the package's first release, which it handles: ALiBi, and K/V scales by
+    # token (the partial level gets K and V dequantized).
+    supports = ("alibi", "token_scales")
     # bf16 inputs must hold the case's values exactly: q and K/V drawn in bf16 only.
     RANGES_BF16 = {**RANGES, "q_dtypes": ("bf16",), "kv_dtypes": ("bf16",)}
 
@@ -72,11 +77,15 @@ class TorchFlash:
         if a.topk is not None:
             chosen = torch.as_tensor(a.topk)  # [T, K], -1 padding
             visible &= (chosen.view(T, -1, 1) == k_pos.view(1, 1, n)).any(dim=1)
-        mask = torch.zeros(T, n).masked_fill(~visible, -math.inf)
+        mask = torch.zeros(T, n).masked_fill(~visible, -math.inf).view(1, 1, T, n)
+        if a.alibi_slopes is not None:  # the logit loses m_h |j - i|: a bias per head
+            where = torch.arange(n).view(1, n) if self.bug == "alibi_local" else k_pos
+            distance = (where - q_pos).abs().float()  # [T, n]
+            mask = mask - torch.as_tensor(a.alibi_slopes).view(1, H, 1, 1) * distance
         q = torch.nn.functional.pad(torch.as_tensor(a.q).to(self.dtype), (0, width - a.head_dim))
         q = q.permute(1, 0, 2).unsqueeze(0)  # [1, H, T, width]
         out, lse_e = _FLASH(q, k.permute(1, 0, 2).unsqueeze(0), v.permute(1, 0, 2).unsqueeze(0),
-                            0.0, False, attn_mask=mask.view(1, 1, T, n), scale=a.scale)[:2]
+                            0.0, False, attn_mask=mask, scale=a.scale)[:2]
         o = out[0].permute(1, 0, 2)[..., :dv].float()  # [T, H, Dv], values in the kernel's format
         lse = lse_e[0].permute(1, 0).float()
         empty = ~visible.any(dim=1)  # the kernel returns LSE 0 there

@@ -1,11 +1,12 @@
 """A paged DCP decode kernel in PyTorch, called as an engine calls one: dcp_verify's paged level.
 
 Each rank's cache arrives as the engine keeps it: a pool of pages in the cache's storage format
-(fp8 as float8_e4m3fn / float8_e5m2 with its k_scale / v_scale), a block table per request, the
-requests' lengths and their queries' rows. The kernel gathers each request's rows through its
-block table, dequantizes them with the scales, and attends in float32 (masks by the keys'
-positions, which it derives from the DCP layout; GQA; sinks; soft-cap; top-k; a shared latent),
-returning the rank's partial O and LSE. `bug` plants one of the engines' paged-cache bugs.
+(fp8 as float8_e4m3fn / float8_e5m2 with its k_scale / v_scale, by KV head or, a token's in its
+slot, by token), a block table per request, the requests' lengths and their queries' rows. The
+kernel gathers each request's rows through its block table, dequantizes them with the scales, and
+attends in float32 (masks and ALiBi's bias by the keys' positions, which it derives from the DCP
+layout; GQA; sinks; soft-cap; top-k; a shared latent), returning the rank's partial O and LSE.
+`bug` plants one of the engines' paged-cache bugs.
 
     report = dcp_verify.properties(TorchPaged(), seed=3, cases=30, arrays="torch")
 """
@@ -17,15 +18,19 @@ import math
 import torch
 
 _LN2 = math.log(2.0)
-BUGS = ("k_scale_twice", "page_off_by_one")
+BUGS = ("k_scale_twice", "page_off_by_one", "alibi_local")
 
 
 class TorchPaged:
     """layout: "NHD" (vLLM's [pages, page_size, kv_heads, D]) or "HND" (FlashInfer's).
-    bug: None, "k_scale_twice" (K dequantized with its scale applied twice) or "page_off_by_one"
-    (each row read from the pool page after the one its block table names).
+    bug: None, "k_scale_twice" (K dequantized with its scale applied twice), "page_off_by_one"
+    (each row read from the pool page after the one its block table names) or "alibi_local"
+    (ALiBi's bias on the rank-local row instead of the key's position).
     dequant: torch.float32, or torch.bfloat16 (each dequantized element rounded to bf16, as a
     kernel feeding a bf16 MMA from an fp8 cache does); claim_dequant: whether the claim says so."""
+
+    # Features added since the package's first release, which it handles: ALiBi, scales by token.
+    supports = ("alibi", "token_scales")
 
     def __init__(self, layout: str = "NHD", bug: str | None = None,
                  dequant: torch.dtype = torch.float32, claim_dequant: bool = True):
@@ -38,6 +43,16 @@ class TorchPaged:
             self.claim["kv_dequant"] = "bf16"
         self.name = f"torch-paged-{layout}" + (f"-bug-{bug}" if bug else "") + \
             ("-bf16-dequant" if dequant == torch.bfloat16 else "")
+
+    @staticmethod
+    def scales(scale, table, n, page_size):
+        """A scale to multiply rows [n, kv_heads, D] by: by KV head [kv_heads], or by token (a
+        pool [pages, page_size] or [pages, page_size, kv_heads], read through the table)."""
+        if scale.dim() == 1:
+            return scale.view(1, -1, 1)
+        r = torch.arange(n)
+        per_slot = scale[table[r // page_size].long(), r % page_size]  # [n] or [n, kv_heads]
+        return per_slot.reshape(n, 1 if scale.dim() == 2 else scale.shape[2], 1)
 
     def rows(self, cache, table, n, page_size):
         """Rows 0 .. n-1 of one request from the pool, [n, kv_heads, D], as stored."""
@@ -66,12 +81,12 @@ class TorchPaged:
             v = self.rows(a.v_cache, a.block_table[b], n, P).float() if not a.shared_latent \
                 else k[..., :dv]
             if a.k_scale is not None:
-                scale = a.k_scale.view(1, -1, 1)
+                scale = self.scales(a.k_scale, a.block_table[b], n, P)
                 k = k * scale * (scale if self.bug == "k_scale_twice" else 1.0)
                 if a.shared_latent:
                     v = k[..., :dv] if self.bug != "k_scale_twice" else v * scale
             if a.v_scale is not None:
-                v = v * a.v_scale.view(1, -1, 1)
+                v = v * self.scales(a.v_scale, a.block_table[b], n, P)
             k, v = k.to(self.dequant).float(), v.to(self.dequant).float()
             k, v = k[:, kv, :], v[:, kv, :]  # [n, H, D]
             # Row r of this rank holds position (r / I) I N + rank I + r mod I.
@@ -89,6 +104,10 @@ class TorchPaged:
             s = torch.einsum("thd,nhd->thn", q[lo:hi], k) * a.scale  # [t, H, n]
             if a.softcap > 0:
                 s = a.softcap * torch.tanh(s / a.softcap)
+            if a.alibi_slopes is not None:  # the logit loses m_h |j - i|
+                where = r if self.bug == "alibi_local" else k_pos
+                distance = (where.view(1, 1, n) - q_pos.view(-1, 1, 1)).abs().float()
+                s = s - torch.as_tensor(a.alibi_slopes).view(1, H, 1) * distance
             s = s.masked_fill(~visible.view(hi - lo, 1, n), -math.inf)
             m = s.max(dim=-1).values if n else torch.full((hi - lo, H), -math.inf)
             if a.sink is not None:
