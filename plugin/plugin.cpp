@@ -506,7 +506,7 @@ template <class Has>
 gpu::GpuStatus head_vectors_carried(const Plugin& p, Has has) {
   for (const gpu::HeadVector& hv : gpu::kHeadVectors) {
     const std::string_view name = hv.name;
-    const bool carried = name == "sink" || (name == "alibi_slopes" && p.abi == DCPV_ABI_VERSION_3);
+    const bool carried = name == "sink" || (name == "alibi_slopes" && p.abi >= DCPV_ABI_VERSION_3);
     if (has(hv) && !carried)
       return DCP_GPU_ERROR("plug-in: ABI ", p.abi, " does not carry '", hv.name,
                            "', which this step uses");
@@ -518,7 +518,7 @@ gpu::GpuStatus head_vectors_carried(const Plugin& p, Has has) {
 // dequantized by the suite); never an earlier one (the properties do not draw them for it, run
 // --impl refuses them): handed to a level anyway, refused here.
 gpu::GpuStatus scales_carried(const Plugin& p, bool by_token) {
-  if (by_token && p.abi != DCPV_ABI_VERSION_3)
+  if (by_token && p.abi < DCPV_ABI_VERSION_3)
     return DCP_GPU_ERROR("plug-in: ABI ", p.abi,
                          " does not carry scales by token, which this step uses");
   return {};
@@ -545,7 +545,7 @@ class PluginDevice : public gpu::HostDevice {
     DCP_GPU_TRY(scales_carried(p_, p.kv.scales_by_token()));
     if (p_.has_paged()) return paged_attention(p);
     if (p.req != nullptr)
-      return DCP_GPU_ERROR("plug-in: ABI ", DCPV_ABI_VERSION,
+      return DCP_GPU_ERROR("plug-in: ABI ", p_.abi,
                            "'s partial level takes one request's keys; this step is a batch");
     const int64_t T = p.tokens, H = p.heads, dk = p.head_dim, dv = p.v_dim, n = p.rows;
     const bool latent = p.kv.shared_latent;
@@ -769,11 +769,12 @@ constexpr uint32_t kLackMaskV2 = (1u << DCPV_LACKS_V2_COUNT) - 1;
 static_assert(DCPV_LACKS_TOKEN_SCALES == 1u << (std::size(kLackNames) - 1), "a name for every bit");
 static_assert(DCPV_LACKS_BATCH == 1u << (DCPV_LACKS_V2_COUNT - 1), "version 2's bits");
 
-// A version-2 plug-in's fields beyond version 1's, one-line errors naming them as impl.h does.
+// A version-2 or 3 plug-in's fields beyond version 1's, one-line errors naming them as impl.h
+// does.
 oracle::Status check_v2_fields(const std::string& path, const dcpv_impl_v2& v) {
   if (v.kv_dequant != DCPV_F32 && v.kv_dequant != DCPV_BF16 && v.kv_dequant != DCPV_F16)
     return DCP_ERROR("--impl ", path, ": kv_dequant must be DCPV_F32, DCPV_BF16 or DCPV_F16");
-  const uint32_t known = v.abi_version == DCPV_ABI_VERSION_2 ? kLackMaskV2 : kLackMask;
+  const uint32_t known = v.abi_version >= DCPV_ABI_VERSION_3 ? kLackMask : kLackMaskV2;
   if ((v.lacks & ~known) != 0)
     return DCP_ERROR("--impl ", path, ": lacks has bits outside DCPV_LACKS_* of ABI version ",
                      v.abi_version, " (", v.lacks, ")");
@@ -788,6 +789,14 @@ void single_partial_merge(const dcpv_claim& c, oracle::Arithmetic& a) {
   if (a.shards == 1 &&
       (c.partial_o != DCPV_F32 || c.combine_accum != DCPV_F32 || c.exp_rel_err > 0.0))
     a.shards = 2;
+}
+
+// The names of the bits of `mask`.
+std::vector<std::string> lack_names(uint32_t mask) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < std::size(kLackNames); ++i)
+    if ((mask & (1u << i)) != 0) out.emplace_back(kLackNames[i]);
+  return out;
 }
 
 }  // namespace
@@ -818,12 +827,12 @@ std::string Plugin::levels() const {
   return s;
 }
 
-std::vector<std::string> Plugin::lacked_features() const {
-  std::vector<std::string> out;
-  for (size_t i = 0; i < std::size(kLackNames); ++i)
-    if ((lacks & (1u << i)) != 0) out.emplace_back(kLackNames[i]);
-  return out;
+uint32_t Plugin::uncarried() const {
+  return abi >= DCPV_ABI_VERSION_3 ? 0u : kLackMask & ~kLackMaskV2;
 }
+
+std::vector<std::string> Plugin::lacked_features() const { return lack_names(lacks | uncarried()); }
+std::vector<std::string> Plugin::uncarried_features() const { return lack_names(uncarried()); }
 
 oracle::Expected<Plugin> load_plugin(const std::string& path, std::chrono::milliseconds limit) {
   // A bare file name would make dlopen search the library path; a plug-in is named by its path.
@@ -883,7 +892,7 @@ oracle::Expected<Plugin> load_plugin(const std::string& path, std::chrono::milli
     p.abi = impl_v2->abi_version;
     p.paged = impl_v2->paged;
     p.kv_dequant = impl_v2->kv_dequant;
-    p.lacks = impl_v2->lacks | (p.abi == DCPV_ABI_VERSION_3 ? 0u : kLackMask & ~kLackMaskV2);
+    p.lacks = impl_v2->lacks;
     p.page_layout = static_cast<dcpv_page_layout>(impl_v2->page_layout);
     p.v2_fields = std::make_shared<const dcpv_impl>(
         dcpv_impl{DCPV_ABI_VERSION, impl_v2->name, impl_v2->claim, impl_v2->self, impl_v2->partial,
@@ -892,11 +901,9 @@ oracle::Expected<Plugin> load_plugin(const std::string& path, std::chrono::milli
   } else if (impl == nullptr) {
     return DCP_ERROR("--impl ", path, ": dcpv_get_impl returned NULL");
   } else if (impl->abi_version != DCPV_ABI_VERSION) {
-    return DCP_ERROR("--impl ", path, ": ABI version ", impl->abi_version,
-                     "; this dcp-verify speaks versions ", DCPV_ABI_VERSION, ", ",
-                     DCPV_ABI_VERSION_2, " and ", DCPV_ABI_VERSION_3, " (dcpv_get_impl_v2)");
-  } else {
-    p.lacks = kLackMask & ~kLackMaskV2;  // version 1 knows none of version 3's features
+    return DCP_ERROR("--impl ", path, ": dcpv_get_impl gave ABI version ", impl->abi_version,
+                     "; expected ", DCPV_ABI_VERSION, " (versions ", DCPV_ABI_VERSION_2, " and ",
+                     DCPV_ABI_VERSION_3, " export dcpv_get_impl_v2)");
   }
   p.impl = impl;
   if (p.impl->name == nullptr || p.impl->name[0] == '\0')
@@ -955,7 +962,7 @@ props::DcpBackend plugin_step_backend(const Plugin& p, std::chrono::milliseconds
     DCP_GPU_TRY(scales_carried(p, in.kv_scale_grain == gpu::ScaleGrain::token &&
                                       !(in.k_scale.empty() && in.v_scale.empty())));
     if (in.batched())
-      return DCP_GPU_ERROR("plug-in: ABI ", DCPV_ABI_VERSION,
+      return DCP_GPU_ERROR("plug-in: ABI ", p.abi,
                            "'s step level takes one request; this step is a batch of ",
                            in.requests());
     DCP_GPU_ASSIGN(geo, gpu::DcpGeometry::create(cfg, in.dims));

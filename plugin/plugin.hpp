@@ -32,8 +32,8 @@ struct Plugin {
   const dcpv_impl* impl = nullptr;
   std::shared_ptr<const dcpv_impl> v2_fields;
   // Its ABI version (1, 2 or 3); version 2 and 3 only: the paged level (it runs in place of
-  // partial), the format it dequantizes K and V into and the page layout it asks for. The features
-  // it lacks (DCPV_LACKS_*): a version 1 or 2 plug-in lacks every feature version 3 added.
+  // partial), the format it dequantizes K and V into, the features it says it lacks
+  // (DCPV_LACKS_*) and the page layout it asks for.
   int32_t abi = DCPV_ABI_VERSION;
   dcpv_paged_fn paged = nullptr;
   dcpv_dtype kv_dequant = DCPV_F32;
@@ -47,8 +47,12 @@ struct Plugin {
   bool attends() const { return has_partial() || has_paged(); }
   // The levels it provides, joined by '+': "paged+combine", "step", ...
   std::string levels() const;
-  // The features it lacks, as `properties --without` names them.
+  // The features its ABI version predates (version 3's, for a plug-in of version 1 or 2).
+  uint32_t uncarried() const;
+  // The features it lacks, said or predated, as `properties --without` names them; those its
+  // version predates.
   std::vector<std::string> lacked_features() const;
+  std::vector<std::string> uncarried_features() const;
 };
 
 // Opens the shared library (a regular file; never unloaded) and checks what it exports:

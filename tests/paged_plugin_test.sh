@@ -35,6 +35,12 @@ expect 0 "paged example, int8 pages with scales by token and KV head, ALiBi" -- 
 contains "$tmp/out" "# run: OK" "scales by token and ALiBi reach a version-3 plug-in and pass"
 expect 1 "ALiBi on the local row, run" -- env DCPV_PAGED_BUG=alibi_local "$bin" run --impl "$buggy" --seq 96 --dcp-size 4 --alibi --quiet
 contains "$tmp/out" "FAILED" "ALiBi's bias on the rank-local row is FAILED"
+# The properties draw ALiBi for the version-3 example: its local-row copy fails there too (the
+# correct example passed the same seed above), shrunk to a case that uses it.
+expect 1 "ALiBi on the local row, properties" -- env DCPV_PAGED_BUG=alibi_local "$bin" properties --impl "$buggy" --only dcp-path --cases 100 --seed 1
+contains "$tmp/out" "ALiBi on the local row" "the header names the planted bug"
+contains "$tmp/out" "FAILED" "the drawn ALiBi cases catch it"
+contains "$tmp/out" "alibi" "the counterexample uses ALiBi"
 
 expect 1 "K scale applied twice, properties" -- "$bin" properties --impl "$buggy" --only dcp-fp8 --cases 100 --seed 1
 contains "$tmp/out" "dcp-fp8" "the fp8 property runs"
@@ -72,10 +78,10 @@ contains "$tmp/err" "the implementation lacks softcap" "the lacked feature is na
 # and its properties pass without drawing them.
 expect 2 "run --alibi through a version-2 plug-in" -- env DCPV_PAGED_BAD=v2 "$bin" run --impl "$bad" --alibi
 one_line_stderr "run --alibi through a version-2 plug-in"
-contains "$tmp/err" "the implementation lacks alibi" "the feature version 2 lacks is named"
+contains "$tmp/err" "the plug-in's ABI version does not carry alibi" "the feature version 2 lacks is named"
 expect 2 "run, scales by token through a version-2 plug-in" -- env DCPV_PAGED_BAD=v2 "$bin" run --impl "$bad" --kv-dtype int8 --kv-scale token
 one_line_stderr "run, scales by token through a version-2 plug-in"
-contains "$tmp/err" "the implementation lacks token_scales" "scales by token are named"
+contains "$tmp/err" "the plug-in's ABI version does not carry token_scales" "scales by token are named"
 expect 0 "a version-2 plug-in, properties" -- env DCPV_PAGED_BAD=v2 "$bin" properties --impl "$bad" --cases 60 --seed 1
 contains "$tmp/out" "# properties: OK" "a version-2 paged plug-in still passes"
 

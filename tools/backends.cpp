@@ -250,8 +250,11 @@ oracle::Expected<ImplBackends> open_impl(const std::string& path, const std::str
   b.attends = p->attends() || (!b.levels && p->has_step());
   b.batches = p->has_paged() && (p->lacks & DCPV_LACKS_BATCH) == 0;
   b.lacks = p->lacked_features();
-  for (size_t i = props::kAbiFeatures; i < std::size(props::kFeatures); ++i)
-    b.lacks.emplace_back(props::kFeatures[i].name);  // features the ABI does not carry
+  b.uncarried = p->uncarried_features();
+  for (size_t i = props::kAbiFeatures; i < std::size(props::kFeatures); ++i) {
+    b.lacks.emplace_back(props::kFeatures[i].name);  // features no ABI version carries
+    b.uncarried.emplace_back(props::kFeatures[i].name);
+  }
   // Escaped: a name or path with a newline would print a line of its own into the report.
   b.label =
       oracle::printable(p->impl->name) + " (" + oracle::printable(path) + ", " + p->levels() + ")";

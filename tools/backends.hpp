@@ -72,6 +72,7 @@ struct ImplBackends {
   bool attends = false;            // it computes partials itself: a partial, paged or step level
   bool batches = false;            // its levels take a batch of requests (ABI 2's paged level)
   std::vector<std::string> lacks;  // the features it lacks, as --without names them
+  std::vector<std::string> uncarried;  // of them, those its ABI version does not carry
   // run's choice: the partial and combine levels where there are any, else the step.
   const props::DcpBackend& preferred() const { return levels ? *levels : *step; }
 };

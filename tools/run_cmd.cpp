@@ -735,20 +735,21 @@ std::optional<std::string> lacked_in(const RunCase& r, const std::vector<std::st
   return std::nullopt;
 }
 
-// lacks: the features the --impl plug-in says it lacks: the default sweep leaves their rows out,
-// a configured case using one is refused.
+// lacks: the features the --impl plug-in lacks (uncarried: those of them its ABI version does
+// not carry): the default sweep leaves their rows out, a configured case using one is refused.
 oracle::Expected<Plan> plan_rows(const RunOptions& o, int64_t world, const Limits& lim,
-                                 const std::vector<std::string>& lacks) {
+                                 const std::vector<std::string>& lacks,
+                                 const std::vector<std::string>& uncarried) {
   std::vector<RunCase> rows;
   if (o.configured()) {
     oracle::Expected<RunCase> r = configured_case(o, o.seed, world);
     if (!r) return r.status();
     if (const auto f = lacked_in(*r, lacks)) {
-      const auto row = static_cast<size_t>(props::find_feature(*f) - props::kFeatures);
-      const bool carried = row < props::kAbiFeatures;
-      return DCP_ERROR(
-          "--impl: ", carried ? "the implementation lacks " : "the plug-in ABI does not carry ", *f,
-          ", which this case uses");
+      if (std::find(uncarried.begin(), uncarried.end(), *f) != uncarried.end())
+        return DCP_ERROR(
+            "--impl: the plug-in's ABI version does not carry ", *f,
+            ", which this case uses (include/dcp_verify/impl.h: a later version does)");
+      return DCP_ERROR("--impl: the implementation lacks ", *f, ", which this case uses");
     }
     rows.push_back(*r);
   } else {
@@ -1117,7 +1118,7 @@ int run_dcp(const RunOptions& o, const Limits& lim, std::ostream& out, std::ostr
   // (and said by rank 0 alone).
   std::string impl_label;
   bool impl_batches = false;
-  std::vector<std::string> impl_lacks;
+  std::vector<std::string> impl_lacks, impl_uncarried;
   const auto backend = [&]() -> oracle::Expected<props::DcpBackend> {
     if (!o.impl) return open_backend(o.backend, o.comm, std::chrono::seconds(o.timeout_s));
     const auto impl = open_impl(*o.impl, o.backend, o.comm, std::chrono::seconds(o.timeout_s));
@@ -1125,6 +1126,7 @@ int run_dcp(const RunOptions& o, const Limits& lim, std::ostream& out, std::ostr
     impl_label = impl->label;
     impl_batches = impl->batches;
     impl_lacks = impl->lacks;
+    impl_uncarried = impl->uncarried;
     return impl->preferred();
   }();
   if (!backend) return refuse("run", backend.status().message(), err);
@@ -1148,7 +1150,7 @@ int run_dcp(const RunOptions& o, const Limits& lim, std::ostream& out, std::ostr
     if (const auto why =
             reports_error(o.json_path, o.junit_path, {{"--impl", o.impl.value_or("")}}))
       return DCP_ERROR(*why);
-    return plan_rows(o, runner->world, runner->share(lim), impl_lacks);
+    return plan_rows(o, runner->world, runner->share(lim), impl_lacks, impl_uncarried);
   }();
   if (const auto why = runner->agree(planned, std::chrono::seconds(o.timeout_s), err))
     return bad(*why);

@@ -9,10 +9,11 @@
 // of kWireNames below: f32, bf16, fp8e4m3, i8, ...), "shape", "offset", "nbytes"}, dense and
 // row-major, in the payload at "offset". It speaks ABI version 3 (dcpv_get_impl_v2):
 //   dcpv_get_impl_v2: -> {"op": "hello", "abi": 3}
-//                   <- {"name": ..., "levels": ["paged", "partial", ...], "claim": {the dcpv_claim
-//                       fields by name, formats as "f32" / "bf16" / "f16"}, "kv_dequant": "f32",
-//                       "lacks": ["softcap", ..., "alibi", "token_scales"], "page_layout": "NHD" |
-//                       "HND"}
+//                   <- {"abi": 3, "name": ..., "levels": ["paged", "partial", ...], "claim": {the
+//                       dcpv_claim fields by name, formats as "f32" / "bf16" / "f16"},
+//                       "kv_dequant": "f32", "lacks": ["softcap", ..., "alibi", "token_scales"],
+//                       "page_layout": "NHD" | "HND"} (a reply without "abi" 3 lacks alibi and
+//                       token_scales)
 //   a level:        -> {"op": "paged" | "partial" | "combine" | "step", "args": {the scalar fields
 //                       of its dcpv_*_args by name}, "tensors": [its input tensors; absent ones
 //                       left out; the paged level's pool in its storage format, as stored]}
@@ -623,7 +624,11 @@ static const dcpv_impl_v2* get_impl() {
   g_impl.paged = provides("paged") ? bridge_paged : nullptr;
   // An unknown format or layout reaches load_plugin's checks, which name the field.
   g_impl.kv_dequant = claim_format(reply, "kv_dequant");
+  // A server that does not say it speaks version 3 lacks what version 3 added.
   g_impl.lacks = lacks_of(reply.value("lacks", json::array()));
+  if (!reply.contains("abi") || !reply["abi"].is_number_integer() ||
+      reply["abi"].get<int64_t>() < DCPV_ABI_VERSION_3)
+    g_impl.lacks |= DCPV_LACKS_ALIBI | DCPV_LACKS_TOKEN_SCALES;
   const std::string layout = reply.value("page_layout", std::string("NHD"));
   g_impl.page_layout = layout == "NHD" ? DCPV_PAGES_NHD : layout == "HND" ? DCPV_PAGES_HND : -1;
   return &g_impl;

@@ -125,10 +125,14 @@ float cached(const dcpv_paged_args& a, const dcpv_dltensor& pool, const dcpv_dlt
 }
 
 #ifdef DCPV_PAGED_BUG
-// Which planted bug (the environment's DCPV_PAGED_BUG): true for ALiBi on the local row.
+// Which planted bug (the environment's DCPV_PAGED_BUG, read once): true for ALiBi on the local
+// row.
 bool alibi_local_bug() {
-  const char* which = std::getenv("DCPV_PAGED_BUG");
-  return which != nullptr && std::string(which) == "alibi_local";
+  static const bool local = [] {
+    const char* which = std::getenv("DCPV_PAGED_BUG");
+    return which != nullptr && std::string(which) == "alibi_local";
+  }();
+  return local;
 }
 #endif
 
@@ -220,7 +224,7 @@ int paged(void*, const dcpv_paged_args* args, char* err, size_t err_len) {
 const dcpv_impl_v2 kImpl = {
     DCPV_ABI_VERSION_3,
 #ifdef DCPV_PAGED_BUG
-    "paged example (a planted bug: DCPV_PAGED_BUG)",
+    "paged example (K scale applied twice)",
 #else
     "paged example",
 #endif
@@ -242,7 +246,11 @@ int unused_partial(void*, const dcpv_partial_args*, char*, size_t) { return 1; }
 }  // namespace
 
 extern "C" const dcpv_impl_v2* dcpv_get_impl_v2(void) {
-#ifdef DCPV_PAGED_BAD
+#if defined(DCPV_PAGED_BUG)
+  static dcpv_impl_v2 planted = kImpl;
+  if (alibi_local_bug()) planted.name = "paged example (ALiBi on the local row)";
+  return &planted;
+#elif defined(DCPV_PAGED_BAD)
   static dcpv_impl_v2 bad = kImpl;
   const char* what = std::getenv("DCPV_PAGED_BAD");
   const std::string field = what != nullptr ? what : "layout";

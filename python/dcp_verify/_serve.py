@@ -43,9 +43,9 @@ class Implementation(Protocol):
     """What properties drives: any of the four levels (each optional) and a claim; optionally
     `lacks` (features never drawn for it, as --without names them: "softcap", "sink", "topk",
     "window", "latent", "batch"), `supports` (features added since, drawn only for an
-    implementation that names them: "alibi", its levels get `alibi_slopes`; "token_scales", K/V
-    scales by token, which the paged level gets as a pool of them) and `page_layout` ("NHD", the
-    default, or "HND": the pool the paged level receives)."""
+    implementation that names them and does not name them in `lacks` too: "alibi", its levels get
+    `alibi_slopes`; "token_scales", K/V scales by token, which the paged level gets as a pool of
+    them) and `page_layout` ("NHD", the default, or "HND": the pool the paged level receives)."""
 
     claim: Claim
 
@@ -113,8 +113,8 @@ def _claim_fields(claim: Any) -> dict:
 
 def _hello(impl: Any, claim: Any) -> dict:
     """What the bridge's hello reply says of impl beside its name and levels (impl.h's
-    dcpv_impl_v2): its claim's fields, the format its paged level dequantizes into, the features
-    it lacks and its page layout."""
+    dcpv_impl_v2, version 3): its claim's fields, the format its paged level dequantizes into,
+    the features it lacks and its page layout."""
     fields = _claim_fields(claim)
     dequant = "none" if claim is None else claim.get("kv_dequant", "none")
     if dequant not in ("none", "f32", "bf16", "f16"):
@@ -125,9 +125,9 @@ def _hello(impl: Any, claim: Any) -> dict:
         lacks = None if isinstance(given, str) else tuple(given)
     except TypeError:
         lacks = None
-    if lacks is None or not all(x in _FEATURES + _OPT_IN for x in lacks):
-        raise ValueError(f"impl.lacks: expected a collection of {', '.join(_FEATURES + _OPT_IN)}, "
-                         f"got {given!r}")
+    known = _FEATURES + _OPT_IN
+    if lacks is None or not all(x in known for x in lacks):
+        raise ValueError(f"impl.lacks: expected a collection of {', '.join(known)}, got {given!r}")
     offered = getattr(impl, "supports", ())
     try:
         supports = None if isinstance(offered, str) else tuple(offered)
@@ -140,7 +140,7 @@ def _hello(impl: Any, claim: Any) -> dict:
     layout = getattr(impl, "page_layout", "NHD")
     if layout not in ("NHD", "HND"):
         raise ValueError(f"impl.page_layout: expected 'NHD' or 'HND', got {layout!r}")
-    return {"claim": fields, "kv_dequant": "f32" if dequant == "none" else dequant,
+    return {"abi": 3, "claim": fields, "kv_dequant": "f32" if dequant == "none" else dequant,
             "lacks": list(lacks), "page_layout": layout}
 
 
@@ -152,9 +152,9 @@ _TENSORS = ("q", "q_pos", "k", "v", "k_pos", "sink", "topk", "alibi_slopes", "o_
 class LevelArgs:
     """One call's arguments: the scalar fields of impl.h's dcpv_*_args as attributes, and its
     tensors as arrays (numpy, or torch with arrays="torch"); absent tensors (no sink, no top-k,
-    no ALiBi, V of a shared latent, no scales) are None. The paged level's pool comes in its storage format
-    (torch: its own fp8 dtype, int8 for int8 codes; numpy, which has no bfloat16 or fp8, widens
-    those to float32, exactly). The arrays are only valid during the call: copy to keep."""
+    no ALiBi, V of a shared latent, no scales) are None. The paged level's pool comes in its
+    storage format (torch: its own fp8 dtype, int8 for int8 codes; numpy, which has no bfloat16
+    or fp8, widens those to float32, exactly). The arrays are only valid during the call: copy to keep."""
 
     def __init__(self, op: str, fields: dict, tensors: dict):
         self.op = op

@@ -60,8 +60,8 @@ def test_cases_are_the_suites_and_judge_like_any_case():
 
 
 def test_a_feature_of_the_case_model_is_a_range_keyword():
-    # ALiBi, a switch the plug-in ABI does not carry, is drawn in the suite's cases (one in eight)
-    # and left out by its name = False, as `properties --without` names it.
+    # ALiBi, a switch of the case model, is drawn in the suite's cases (one in eight) and left out
+    # by its name = False, as `properties --without` names it.
     drawn = dcp_verify.cases(seed=1, n=40, max_seq=16)
     with_alibi = [c for c in drawn if "alibi_slopes" in c.tensors]
     assert with_alibi and all(c.setup["spec"].get("alibi") for c in with_alibi)

@@ -15,8 +15,8 @@ from dcp_verify import testing
 from torch_paged import BUGS, TorchPaged
 
 CASES = 40
-# The caches the level receives: a value format each, and fp8 or int8 with no, per-tensor or
-# per-head scales (the dcp-fp8 property draws those).
+# The caches the level receives: a value format each, and fp8 or int8 with no, per-tensor,
+# per-head, per-token or per-token-and-head scales (the dcp-fp8 property draws those).
 CACHES = {"f32": ("f32",), "bf16": ("bf16",), "fp8": ("fp8e4m3", "fp8e5m2", "fp8e4m3fnuz"),
           "int8": ("int8",)}
 
@@ -117,13 +117,26 @@ def test_features_added_since_reach_only_an_implementation_that_supports_them():
                            a.k_scale is not None and a.k_scale.dim() > 1))
             return super().paged(a)
 
+    class Unaware:
+        """A kernel written before the two: no `supports` at all."""
+        claim = TorchPaged().claim
+
+        def __init__(self):
+            self.kernel = TorchPaged()
+            self.seen = set()
+
+        def paged(self, a):
+            self.seen.add((a.alibi_slopes is not None,
+                           a.k_scale is not None and a.k_scale.dim() > 1))
+            return self.kernel.paged(a)
+
     torch.set_num_threads(1)
     everything = Seen()
     testing.assert_properties(everything, seed=7, cases=CASES, arrays="torch",
                               kv_dtypes=CACHES["int8"])
     assert {alibi for alibi, _ in everything.seen} == {True, False}
     assert {by_token for _, by_token in everything.seen} == {True, False}
-    for before in (Seen(supports=()), Seen(lacks=("alibi", "token_scales"))):
+    for before in (Unaware(), Seen(supports=()), Seen(lacks=("alibi", "token_scales"))):
         testing.assert_properties(before, seed=7, cases=CASES, arrays="torch",
                                   kv_dtypes=CACHES["int8"])
         assert before.seen == {(False, False)}, before.seen
@@ -138,6 +151,33 @@ def test_features_added_since_reach_only_an_implementation_that_supports_them():
         with pytest.raises(ValueError, match="impl.supports: expected a collection of alibi, "
                                              "token_scales"):
             dcp_verify.properties(impl, seed=1, cases=1, arrays="torch")
+
+
+def test_a_server_that_does_not_say_it_speaks_version_3_is_never_handed_its_features(monkeypatch):
+    """The bridge's hello reply without "abi": 3 (a server written to the wire protocol before
+    version 3) lacks ALiBi and scales by token, whatever its `lacks` says."""
+    from dcp_verify import _suite
+    real = _suite._hello
+    def without_abi(impl, claim):
+        return {k: v for k, v in real(impl, claim).items() if k != "abi"}
+
+    monkeypatch.setattr(_suite, "_hello", without_abi)
+
+    class Seen(TorchPaged):
+        def __init__(self):
+            super().__init__()
+            self.seen = set()
+
+        def paged(self, a):
+            self.seen.add((a.alibi_slopes is not None,
+                           a.k_scale is not None and a.k_scale.dim() > 1))
+            return super().paged(a)
+
+    torch.set_num_threads(1)
+    impl = Seen()
+    assert set(impl.supports) == {"alibi", "token_scales"}
+    testing.assert_properties(impl, seed=7, cases=CASES, arrays="torch", kv_dtypes=CACHES["int8"])
+    assert impl.seen == {(False, False)}, impl.seen
 
 
 def test_a_kernel_dequantizing_into_bf16_is_caught_unless_it_claims_so():

@@ -73,7 +73,7 @@ class RecordsAlibi(TorchFlash):
 
     def partial(self, a):
         if a.alibi_slopes is not None:
-            self.slopes.append(a.alibi_slopes.shape)
+            self.slopes.append((tuple(a.alibi_slopes.shape), a.heads))
         return super().partial(a)
 
 
@@ -83,10 +83,12 @@ def test_alibi_reaches_the_flash_kernel_as_a_bias_and_its_local_index_bug_is_cau
     instead of the key's position (DCP's local-index bug class) it fails, shrunk."""
     correct = RecordsAlibi()
     testing.assert_properties(correct, seed=11, cases=CASES, arrays="torch", **TorchFlash.RANGES)
-    assert correct.slopes and all(len(shape) == 1 for shape in correct.slopes)
+    assert correct.slopes and all(shape == (heads,) for shape, heads in correct.slopes)
     report = dcp_verify.properties(RecordsAlibi("alibi_local"), seed=11, cases=CASES,
                                    arrays="torch", **TorchFlash.RANGES)
     assert report.verdict == "FAILED" and "alibi" in report.counterexample, report.text
+    failed = next(p for p in report.raw["properties"] if p["result"] == "FAILED")
+    assert failed["shrinks"] > 0
     assert dcp_verify.replay(TorchFlash(torch.float32), report.pin, arrays="torch").ok
 
 
