@@ -435,3 +435,36 @@ def test_bad_input_is_refused_by_name(call, error, match):
     with pytest.raises(error, match=match):
         call()
 
+
+
+class ReferenceStep:
+    """A step level that supports ALiBi and scales by token (impl.h's version 3): the oracle's
+    answer on the arguments it is handed. Right only if they are the case's: the K/V it gets
+    dequantized by the suite with each token's scale, ALiBi's slopes of every query head."""
+
+    name = "reference-step"
+    claim = {"accum": "f32", "accum_rounding": "nearest"}
+    supports = ("alibi", "token_scales")
+
+    def __init__(self):
+        self.alibi = 0
+
+    def step(self, a):
+        case = {"q": a.q, "k": a.k, "q_pos": a.q_pos, "scale": float(a.scale),
+                "causal": bool(a.causal), "window": int(a.window), "softcap": float(a.softcap),
+                "lse_base": "2" if a.lse_base == 1 else "e", "v_dim": int(a.v_dim)}
+        if not a.shared_latent:
+            case["v"] = a.v
+        for name in ("sink", "topk", "alibi_slopes"):
+            if getattr(a, name) is not None:
+                case[name] = getattr(a, name)
+        self.alibi += a.alibi_slopes is not None
+        o, lse = dcp_verify.reference(case)
+        return o.astype(np.float32), lse.astype(np.float32)
+
+
+def test_a_version_3_step_level_gets_alibi_and_caches_scaled_by_token():
+    impl = ReferenceStep()
+    report = testing.assert_properties(impl, seed=5, cases=40, only=("dcp-step", "dcp-step-fp8"))
+    assert impl.alibi > 0  # drawn, and the slopes handed over are the case's
+    assert {p["name"] for p in report.raw["properties"]} == {"dcp-step", "dcp-step-fp8"}
