@@ -111,9 +111,10 @@ typedef struct dcpv_partial_args {
   dcpv_tensor topk;           /* [T, K] I64 selected global positions, -1 padding, or absent */
   dcpv_tensor o;              /* out: [T, H, Dv] F32 */
   dcpv_tensor lse;            /* out: [T, H] F32, base lse_base */
-  dcpv_tensor alibi_slopes;   /* version 3: [H] F32 ALiBi slopes m_h, or absent: the logit of
-                                 key position j for a query at position i is
-                                 softcap(scale q.k) - m_h |j - i| (natural-log units) */
+  dcpv_tensor alibi_slopes;   /* version 3: [H] F32 ALiBi slopes, or absent: m_h of global
+                                 head head0 + h; the logit of key position j for a query at
+                                 position i is softcap(scale q.k) - m_h |j - i| (natural-log
+                                 units) */
 } dcpv_partial_args;
 
 /* The merge of N partials of one rank's own heads. */
