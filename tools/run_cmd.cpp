@@ -748,7 +748,7 @@ oracle::Expected<Plan> plan_rows(const RunOptions& o, int64_t world, const Limit
       if (std::find(uncarried.begin(), uncarried.end(), *f) != uncarried.end())
         return DCP_ERROR(
             "--impl: the plug-in's ABI version does not carry ", *f,
-            ", which this case uses (include/dcp_verify/impl.h: a later version does)");
+            ", which this case uses (include/dcp_verify/impl.h says which version does)");
       return DCP_ERROR("--impl: the implementation lacks ", *f, ", which this case uses");
     }
     rows.push_back(*r);

@@ -154,7 +154,8 @@ class LevelArgs:
     tensors as arrays (numpy, or torch with arrays="torch"); absent tensors (no sink, no top-k,
     no ALiBi, V of a shared latent, no scales) are None. The paged level's pool comes in its
     storage format (torch: its own fp8 dtype, int8 for int8 codes; numpy, which has no bfloat16
-    or fp8, widens those to float32, exactly). The arrays are only valid during the call: copy to keep."""
+    or fp8, widens those to float32, exactly). The arrays are only valid during the call: copy
+    to keep."""
 
     def __init__(self, op: str, fields: dict, tensors: dict):
         self.op = op
