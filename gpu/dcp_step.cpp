@@ -373,13 +373,20 @@ int64_t widened_slot(const PagePlan& plan, const int32_t* table, const DcpLayout
   return table[pos / virtual_page] * virtual_page + pos % virtual_page;
 }
 
+float input_scale(const DcpInputs& in, const std::vector<float>& s, int64_t row, int64_t g) {
+  if (in.kv_scale_grain == ScaleGrain::head)
+    return s.size() == 1 ? s[0] : s[static_cast<size_t>(g)];
+  const bool per_token = static_cast<int64_t>(s.size()) == in.seq;  // else [S, Hkv]
+  return s[static_cast<size_t>(per_token ? row : row * in.dims.kv_heads + g)];
+}
+
 KvScales rank_kv_scales(const DcpInputs& in, const KvCacheSpec& spec) {
   const auto local = [&](const std::vector<float>& s) {
     if (spec.scale_grain == ScaleGrain::token)  // each slot's, stored by the KV write
       return std::vector<float>(s.empty() ? 0 : static_cast<size_t>(scale_entries(spec)), 0.0f);
     std::vector<float> out;
     for (int64_t g = 0; g < (s.empty() ? 0 : spec.kv_heads); ++g)
-      out.push_back(s.size() == 1 ? s[0] : s[static_cast<size_t>(spec.kv_head0 + g)]);
+      out.push_back(input_scale(in, s, 0, spec.kv_head0 + g));
     return out;
   };
   return KvScales{local(in.k_scale), local(in.v_scale)};
@@ -412,12 +419,10 @@ ChunkRows chunk_rows(const DcpInputs& in, const KvCacheSpec& spec, int64_t pos0,
   }
   if (spec.scale_grain == ScaleGrain::token) {  // each row's scales, of the spec's KV heads
     const auto rows = [&](const std::vector<float>& sc, std::vector<float>& out) {
-      const bool per_token = static_cast<int64_t>(sc.size()) == in.seq;  // else [S, Hkv]
       for (int64_t i = 0; i < (sc.empty() ? 0 : len); ++i) {
         const int64_t pos = in.request_key0(b) + pos0 + i;  // the row of k and v, as above
         for (int64_t g = 0; g < spec.scale_heads; ++g)
-          out.push_back(per_token ? sc[static_cast<size_t>(pos)]
-                                  : sc[static_cast<size_t>(pos * d.kv_heads + spec.kv_head0 + g)]);
+          out.push_back(input_scale(in, sc, pos, spec.kv_head0 + g));
       }
     };
     rows(in.k_scale, c.k_scale);

@@ -259,6 +259,9 @@ Result<PagePlan> plan_pages(const DcpInputs& in, const DcpConfig& cfg);
 int64_t widened_slot(const PagePlan& plan, const int32_t* table, const DcpLayout& lay, int64_t pos);
 // the scales of the KV heads the spec stores ([spec.kv_heads] each, or none);
 KvScales rank_kv_scales(const DcpInputs& in, const KvCacheSpec& spec);
+// the scale of global KV head g of model-wide row `row` of in.k_scale or in.v_scale (`s`): by
+// head [1] or [Hkv], by token [S] or [S, Hkv] (in.kv_scale_grain);
+float input_scale(const DcpInputs& in, const std::vector<float>& s, int64_t row, int64_t g);
 // request b's KV writes, in order, from position `from` (in.chunks, or one chunk of S, for one
 // request; a prefill and a decode append for a request of a batch);
 std::vector<int64_t> write_chunks(const DcpInputs& in, int64_t b = 0, int64_t from = 0);

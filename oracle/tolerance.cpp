@@ -643,6 +643,21 @@ RunningMax running_max(std::span<const int64_t> keys, const RowLogits& in,
   return out;
 }
 
+// §5, §10: the accumulators of a row's partial sums: one with N = 1, else the layout's ranks
+// where the claim names them (nullopt: not known).
+std::optional<Ownership> accumulators_of(const Units& un) {
+  if (un.shards <= 1) return Ownership{1, 1, {}};
+  return un.a.layout;
+}
+
+// §10: the running max's rise and spread under the order assumption (running_max, over the
+// accumulators' keys in position order), else 2M each.
+RunningMax running_max_of(const Units& un, std::span<const int64_t> keys, const RowLogits& in,
+                          const std::optional<Ownership>& accumulators) {
+  if (accumulators && un.position_order) return running_max(keys, in, *accumulators);
+  return RunningMax{kRescaleArgRange * in.M, kRescaleArgRange * in.M};
+}
+
 // §4: the terms one accumulator sums. Every key of the row and the sink (n_eff), unless the
 // claim names each key's partial: then each partial's numerator and denominator sum only its own
 // keys (the merge of §5 joins them), and the busiest partial's keys plus the sink (which joins
@@ -1220,9 +1235,7 @@ void o_bounds(const Case& c, std::span<const int64_t> keys, int64_t g, const dou
   // The exact partials (§5) where the layout is known, and the walk of the statistical tier
   // (§10): over one accumulator's keys with N = 1, over each rank's where the layout names them,
   // never for top-k rows (a gather kernel sums them in the list's order, not the positions').
-  const bool one_partial = un.shards <= 1;
-  const std::optional<Ownership> sums_layout =
-      one_partial ? std::optional<Ownership>(Ownership{1, 1, {}}) : un.a.layout;
+  const std::optional<Ownership> sums_layout = accumulators_of(un);
   PartialSums parts;
   const bool walk = sums_layout.has_value() && un.position_order;
   // §10: the rounded constants every logit shares (KeyErrors::m_const), per key; or, under the
@@ -1390,12 +1403,9 @@ RowBound bound_row(const Case& c, const Attention& ref, const Units& un,
   }
   const RowLogits in = row_logits(c, t, h, keys, tau);
   // §10: under the order assumption (as o_bounds' walks), the running max's rise.
-  const std::optional<Ownership> accumulators =
-      un.shards <= 1 ? std::optional<Ownership>(Ownership{1, 1, {}}) : un.a.layout;
-  const RunningMax rm = accumulators && un.position_order
-                            ? running_max(keys, in, *accumulators)
-                            : RunningMax{kRescaleArgRange * in.M, kRescaleArgRange * in.M};
-  const KeyErrors k = key_errors(un, c.softcap, c.seq(), in, L_ref, rm);
+  const std::optional<Ownership> accumulators = accumulators_of(un);
+  const KeyErrors k =
+      key_errors(un, c.softcap, c.seq(), in, L_ref, running_max_of(un, keys, in, accumulators));
   const Coefficients co = accumulation(un, accumulated_terms(un, keys, in));
   const double L_abs = lse_abs_bound(in.M, in.n_eff);
   const std::optional<Merge> m = merge_terms(un, in.n_eff, lse_range(un, keys, k, L_ref, L_abs));
@@ -1419,8 +1429,9 @@ RowBound bound_row(const Case& c, const Attention& ref, const Units& un,
 std::string kappa_culprit(const Case& c, const Units& un, std::span<const int64_t> keys, int64_t t,
                           int64_t h, double tau, double L_ref) {
   const RowLogits in = row_logits(c, t, h, keys, tau);
-  const KeyErrors k = key_errors(un, c.softcap, c.seq(), in, L_ref,
-                                 RunningMax{kRescaleArgRange * in.M, kRescaleArgRange * in.M});
+  // (The running max moves only §10's terms, not kappa: taken at its largest.)
+  const KeyErrors k =
+      key_errors(un, c.softcap, c.seq(), in, L_ref, running_max_of(un, keys, in, std::nullopt));
   const Coefficients co = accumulation(un, accumulated_terms(un, keys, in));
   const bool one = un.shards <= 1;
   struct Term {

@@ -502,11 +502,18 @@ void rank_fields(const gpu::PartialAttentionParams& p, Args& a) {
 // The per-head vectors the ABI carries: the sink, and from version 3 ALiBi's slopes (the
 // properties do not draw them for a plug-in that lacks them, run --impl refuses them). One handed
 // to a level anyway is refused here, by name, rather than dropped.
+struct AbiHeadVector {
+  std::string_view name;
+  int32_t since;  // the ABI version that carries it
+};
+constexpr AbiHeadVector kAbiHeadVectors[] = {{"sink", DCPV_ABI_VERSION},
+                                             {"alibi_slopes", DCPV_ABI_VERSION_3}};
 template <class Has>
 gpu::GpuStatus head_vectors_carried(const Plugin& p, Has has) {
   for (const gpu::HeadVector& hv : gpu::kHeadVectors) {
-    const std::string_view name = hv.name;
-    const bool carried = name == "sink" || (name == "alibi_slopes" && p.abi >= DCPV_ABI_VERSION_3);
+    const bool carried =
+        std::any_of(std::begin(kAbiHeadVectors), std::end(kAbiHeadVectors),
+                    [&](const AbiHeadVector& v) { return v.name == hv.name && p.abi >= v.since; });
     if (has(hv) && !carried)
       return DCP_GPU_ERROR("plug-in: ABI ", p.abi, " does not carry '", hv.name,
                            "', which this step uses");
@@ -522,15 +529,6 @@ gpu::GpuStatus scales_carried(const Plugin& p, bool by_token) {
     return DCP_GPU_ERROR("plug-in: ABI ", p.abi,
                          " does not carry scales by token, which this step uses");
   return {};
-}
-
-// A KV head's scale of row j of the model-wide inputs' k_scale or v_scale: by head [1] or
-// [Hkv], by token [S] or [S, Hkv] (in.kv_scale_grain).
-float input_scale(const std::vector<float>& s, gpu::ScaleGrain grain, int64_t S, int64_t j,
-                  int64_t g) {
-  if (grain == gpu::ScaleGrain::head) return s.size() == 1 ? s[0] : s[static_cast<size_t>(g)];
-  const auto per_row = static_cast<int64_t>(s.size()) / std::max<int64_t>(1, S);
-  return s[static_cast<size_t>(j * per_row + (per_row == 1 ? 0 : g))];
 }
 
 // The host device with the plug-in's levels in place of the production kernels.
@@ -970,7 +968,7 @@ props::DcpBackend plugin_step_backend(const Plugin& p, std::chrono::milliseconds
     const int64_t N = cfg.layout.ranks, T = d.tokens, Hq = d.q_heads, dv = d.v_dim, S = in.seq;
     const auto scale_of = [&](const std::vector<float>& s) {
       return s.empty() ? ScaleOf{} : ScaleOf([&s, &in](int64_t j, int64_t g) {
-        return input_scale(s, in.kv_scale_grain, in.seq, j, g);
+        return gpu::input_scale(in, s, j, g);
       });
     };
     const Rows k = rows_in(in.kv_dtype, in.k.dtype, in.k.data, S, d.kv_heads, d.head_dim,

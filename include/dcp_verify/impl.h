@@ -155,18 +155,18 @@ typedef struct dcpv_step_args {
   int32_t causal;               /* 1: key pos <= query pos */
   int64_t window;               /* > 0: key pos > query pos - window */
   float scale, softcap;
-  dcpv_tensor q;           /* [T, Hq, Dk] F32 */
-  dcpv_tensor q_pos;       /* [T] I64 */
-  dcpv_tensor k;           /* [S, Hkv, Dk] in the cache's storage format (an fp8 or scaled
-                              cache in F32, dequantized as for the partial level) */
-  dcpv_tensor v;           /* [S, Hkv, Dv] likewise, or absent */
-  dcpv_tensor sink;        /* [Hq] F32 sink logits, or absent: added once, by rank 0 */
-  dcpv_tensor topk;        /* [T, K] I64 selected positions, -1 padding, or absent */
-  dcpv_tensor o;           /* out: [T, Hq, Dv] F32 */
-  dcpv_tensor lse;         /* out: [T, Hq] F32 */
-  dcpv_tensor o_partial;   /* out, optional: [N, T, Hq, Dv] F32, rank r's partial */
-  dcpv_tensor lse_partial; /* out, optional: [N, T, Hq] F32 */
-  int32_t wrote_partials;  /* the plug-in sets 1 when it wrote o_partial and lse_partial */
+  dcpv_tensor q;            /* [T, Hq, Dk] F32 */
+  dcpv_tensor q_pos;        /* [T] I64 */
+  dcpv_tensor k;            /* [S, Hkv, Dk] in the cache's storage format (an fp8 or scaled
+                               cache in F32, dequantized as for the partial level) */
+  dcpv_tensor v;            /* [S, Hkv, Dv] likewise, or absent */
+  dcpv_tensor sink;         /* [Hq] F32 sink logits, or absent: added once, by rank 0 */
+  dcpv_tensor topk;         /* [T, K] I64 selected positions, -1 padding, or absent */
+  dcpv_tensor o;            /* out: [T, Hq, Dv] F32 */
+  dcpv_tensor lse;          /* out: [T, Hq] F32 */
+  dcpv_tensor o_partial;    /* out, optional: [N, T, Hq, Dv] F32, rank r's partial */
+  dcpv_tensor lse_partial;  /* out, optional: [N, T, Hq] F32 */
+  int32_t wrote_partials;   /* the plug-in sets 1 when it wrote o_partial and lse_partial */
   dcpv_tensor alibi_slopes; /* version 3: [Hq] F32 ALiBi slopes, or absent (as for partial) */
 } dcpv_step_args;
 
