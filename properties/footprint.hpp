@@ -2,7 +2,7 @@
 // shapes alone.
 //
 // Commands refuse, before allocating anything, a configuration whose footprint does not fit the
-// machine (tools/budget.hpp). Each figure is an upper bound of what the code allocates, term by
+// machine (harness/budget.hpp). Each figure is an upper bound of what the code allocates, term by
 // term (the terms are listed in footprint.cpp with the allocation each stands for), computed in
 // doubles so that no product of flags can wrap: an absurd configuration gives a huge or infinite
 // figure, never a small one. tests/footprint/test_footprint.cpp measures peak RSS against the

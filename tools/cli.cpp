@@ -67,7 +67,7 @@ std::vector<Command> add_commands(CLI::App& app) {
   // clang-format on
 }
 
-int run_cli(int argc, const char* const* argv, const Limits& limits) {
+int run_cli(int argc, const char* const* argv, const harness::Limits& limits) {
   CLI::App app{"dcp-verify: reference and verification suite for Decode Context Parallelism"};
   app.set_version_flag("--version", std::string("dcp-verify ") + DCP_VERSION);
   app.require_subcommand(0, 1);

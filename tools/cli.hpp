@@ -6,17 +6,17 @@
 // that an escaping exception is a finding there.
 //
 //   const char* argv[] = {"dcp-verify", "layout", "--dcp-size", "4"};
-//   int code = run_cli(4, argv, machine_limits());   // 0, 1, 2, 124 or 130 (command.hpp)
+//   int code = run_cli(4, argv, harness::machine_limits());   // 0, 1, 2, 124 or 130 (command.hpp)
 #pragma once
 
 #include <vector>
 
-#include "tools/budget.hpp"
+#include "harness/budget.hpp"
 #include "tools/command.hpp"
 
 namespace dcp::tools {
 
-int run_cli(int argc, const char* const* argv, const Limits& limits);
+int run_cli(int argc, const char* const* argv, const harness::Limits& limits);
 
 // Registers every subcommand on `app` (run first: it is the default job).
 std::vector<Command> add_commands(CLI::App& app);

@@ -1,10 +1,10 @@
 // command.hpp — how a dcp-verify subcommand plugs into the command line.
 //
 // Each subcommand file registers its flags on the CLI11 app and returns the function that runs
-// it once the arguments are parsed, within the process's limits (budget.hpp); run_cli (cli.hpp)
-// runs the chosen one. Exit status is the same for
-// every subcommand: 0 success, 1 a check failed, 2 bad input or usage (one line on stderr),
-// 124 a collective timed out, 130 interrupted (the summary so far is printed).
+// it once the arguments are parsed, within the process's limits (harness/budget.hpp); run_cli
+// (cli.hpp) runs the chosen one. Exit status is the same for every subcommand: 0 success, 1 a
+// check failed, 2 bad input or usage (one line on stderr), 124 a collective timed out, 130
+// interrupted (the summary so far is printed).
 //
 //   Command c = add_layout_command(app);   // registers `dcp-verify layout` and its flags
 //   ... app.parse(argc, argv) ...
@@ -13,7 +13,7 @@
 
 #include <functional>
 
-#include "tools/budget.hpp"
+#include "harness/budget.hpp"
 
 // CLI11 is declared, not included: it is header-only and costs seconds in every file that
 // includes it (tools/CMakeLists.txt), so only the files that register flags include it.
@@ -32,8 +32,8 @@ constexpr int kExitTimeout = 124;
 constexpr int kExitInterrupted = 130;  // 128 + SIGINT, as shells report it
 
 struct Command {
-  CLI::App* app = nullptr;                // the subcommand, owned by the parent app
-  std::function<int(const Limits&)> run;  // runs it with the parsed flags; the exit status
+  CLI::App* app = nullptr;                         // the subcommand, owned by the parent app
+  std::function<int(const harness::Limits&)> run;  // runs it with the parsed flags; the exit status
 };
 
 }  // namespace dcp::tools

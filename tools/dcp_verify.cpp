@@ -25,11 +25,11 @@
 
 int main(int argc, char** argv) {
   namespace t = dcp::tools;
-  // Commands refuse up front what does not fit (budget.hpp); these are the last resort, so that
-  // nothing ends in terminate(), an abort or a core dump.
+  // Commands refuse up front what does not fit (harness/budget.hpp); these are the last resort, so
+  // that nothing ends in terminate(), an abort or a core dump.
   t::install_file_fault_line();
   try {
-    return t::stdout_written(t::run_cli(argc, argv, t::machine_limits()));
+    return t::stdout_written(t::run_cli(argc, argv, dcp::harness::machine_limits()));
   } catch (const std::bad_alloc&) {
     std::cerr << "dcp-verify: out of memory (the machine ran short of what the command's "
                  "estimate allowed for; close other work or make the case smaller)\n";

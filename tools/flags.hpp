@@ -22,9 +22,9 @@
 namespace dcp::tools {
 
 // The documented ranges (docs/cli.md, "Limits and caps"); memory is checked separately, from the
-// whole configuration (budget.hpp). The setup's own are properties/dcp_setup.hpp's: --dcp-size
-// and --tp-size, --interleave, --seq and --window, and --tokens, --heads, --kv-heads, --head-dim,
-// --v-dim.
+// whole configuration (harness/budget.hpp). The setup's own are properties/dcp_setup.hpp's:
+// --dcp-size and --tp-size, --interleave, --seq and --window, and --tokens, --heads, --kv-heads,
+// --head-dim, --v-dim.
 using props::kMaxBatch;  // --batch: requests of one step
 using props::kMaxExtent;
 using props::kMaxInterleave;

@@ -61,7 +61,7 @@ BuildFacts build_facts() {
   return f;
 }
 
-void print_info(const BuildFacts& f, const gpu::DeviceReport& dev, const Limits& lim,
+void print_info(const BuildFacts& f, const gpu::DeviceReport& dev, const harness::Limits& lim,
                 std::ostream& out) {
   out << "# dcp-verify info\n"
       << "  version           " << DCP_VERSION << "\n"
@@ -85,7 +85,7 @@ void print_info(const BuildFacts& f, const gpu::DeviceReport& dev, const Limits&
       << "\n"
       << "  cuda driver       " << (dev.runtime_linked ? version_text(dev.driver_version) : "-")
       << "\n"
-      << "  memory            " << bytes_text(lim.memory_bytes)
+      << "  memory            " << harness::bytes_text(lim.memory_bytes)
       << " available (a command that needs more is refused up front)\n";
   if (dev.devices.empty()) out << "  devices           none: " << dev.why << "\n";
   for (const gpu::DeviceInfo& d : dev.devices) {
@@ -94,7 +94,7 @@ void print_info(const BuildFacts& f, const gpu::DeviceReport& dev, const Limits&
   }
 }
 
-json info_json(const BuildFacts& f, const gpu::DeviceReport& dev, const Limits& lim) {
+json info_json(const BuildFacts& f, const gpu::DeviceReport& dev, const harness::Limits& lim) {
   json devices = json::array();
   for (const gpu::DeviceInfo& d : dev.devices)
     devices.push_back({{"index", d.index},
@@ -130,7 +130,7 @@ json info_json(const BuildFacts& f, const gpu::DeviceReport& dev, const Limits& 
           {"memory_available_bytes", lim.memory_bytes}};
 }
 
-int run_info(const std::optional<std::string>& json_path, const Limits& lim) {
+int run_info(const std::optional<std::string>& json_path, const harness::Limits& lim) {
   if (const auto why = output_error("--json", json_path, {}))
     return refuse("info", *why, std::cerr);
   const BuildFacts facts = build_facts();
@@ -148,7 +148,7 @@ Command add_info_command(CLI::App& app) {
   CLI::App* cmd =
       app.add_subcommand("info", "What this binary was built with and the devices it sees");
   cmd->add_option("--json", *json_path, "Also write the report as JSON (docs/cli.md)");
-  return {cmd, [json_path](const Limits& lim) { return run_info(*json_path, lim); }};
+  return {cmd, [json_path](const harness::Limits& lim) { return run_info(*json_path, lim); }};
 }
 
 }  // namespace dcp::tools

@@ -15,9 +15,9 @@
 #include "gpu/dcp_step.hpp"
 #include "gpu/kernels/kv_view.hpp"
 #include "gpu/kernels/layout.hpp"
+#include "harness/report.hpp"
 #include "oracle/status.hpp"
 #include "tools/flags.hpp"
-#include "tools/table.hpp"
 
 namespace dcp::tools {
 namespace {
@@ -335,7 +335,7 @@ Command add_layout_command(CLI::App& app) {
   cmd->add_option("--page-seed", o->page_seed, "The pool's shuffled order")
       ->check(seed_value())
       ->capture_default_str();
-  return {cmd, [o](const Limits&) { return run_layout(*o, std::cout, std::cerr); }};
+  return {cmd, [o](const harness::Limits&) { return run_layout(*o, std::cout, std::cerr); }};
 }
 
 }  // namespace dcp::tools

@@ -49,8 +49,8 @@
 #include "gpu/dcp_step.hpp"
 #include "gpu/kernels/layout.hpp"
 #include "gpu/kernels/storage_format.hpp"
+#include "harness/presets.hpp"
 #include "tools/flags.hpp"
-#include "tools/presets.hpp"
 #include "tools/session.hpp"
 
 namespace dcp::tools {
@@ -112,7 +112,7 @@ std::string format(const char* fmt, Args... args) {
 
 // Everything about one configuration that does not depend on S.
 struct Model {
-  ModelShape shape;
+  harness::ModelShape shape;
   int64_t batch = 1, tokens = 1;      // B, T
   double b_kv = 2, b_q = 2, b_o = 4;  // bytes of a KV, a q and a partial-O element
   std::string kv_name = "bf16";       // the KV format
@@ -149,7 +149,7 @@ int64_t max_kv_heads(const gpu::DcpGeometry& geo) {
 }
 
 // The geometry of TP alone (N = 1) or of DCP (N = shape.dcp).
-gpu::Result<gpu::DcpGeometry> geometry(const ModelShape& s, int64_t n, int64_t tokens) {
+gpu::Result<gpu::DcpGeometry> geometry(const harness::ModelShape& s, int64_t n, int64_t tokens) {
   gpu::DcpConfig cfg;
   cfg.tp_size = s.tp;
   cfg.layout = {n, 1};
@@ -159,10 +159,11 @@ gpu::Result<gpu::DcpGeometry> geometry(const ModelShape& s, int64_t n, int64_t t
 
 // The model for the flags, or the first bad flag in one line.
 gpu::Result<Model> build_model(const ModelOptions& o) {
-  const ModelPreset* preset = find_preset(o.preset);
-  if (!preset) return DCP_GPU_ERROR("--preset: unknown '", o.preset, "'; expected ", kPresetNames);
+  const harness::ModelPreset* preset = harness::find_preset(o.preset);
+  if (!preset)
+    return DCP_GPU_ERROR("--preset: unknown '", o.preset, "'; expected ", harness::kPresetNames);
   Model m;
-  ModelShape& s = m.shape;
+  harness::ModelShape& s = m.shape;
   s = preset->shape;
   s.heads = o.heads.value_or(s.heads);
   s.kv_heads = o.kv_heads.value_or(s.kv_heads);
@@ -228,7 +229,7 @@ int seq_width(const ModelOptions& o) {
 }
 
 void print_header(const ModelOptions& o, const Model& m, std::ostream& out) {
-  const ModelShape& s = m.shape;
+  const harness::ModelShape& s = m.shape;
   const Hardware& hw = m.hw;
   out << "# dcp-verify model  preset=" << o.preset << "  comm=" << gpu::strategy_name(m.strategy)
       << (m.replicate_q ? " replicate-q" : " gather-q")
@@ -328,7 +329,7 @@ Command add_model_command(CLI::App& app) {
       "model",
       "The design's cost model of one DCP decode layer: KV read, communication, and the "
       "context length from which DCP pays");
-  cmd->add_option("--preset", o->preset, std::string("Shape: ") + kPresetNames)
+  cmd->add_option("--preset", o->preset, std::string("Shape: ") + harness::kPresetNames)
       ->capture_default_str();
   cmd->add_option("--heads", o->heads, "Hq, query heads (overrides the preset)")->check(extent);
   cmd->add_option("--kv-heads", o->kv_heads, "Hkv, KV heads (divides Hq)")->check(extent);
@@ -377,7 +378,7 @@ Command add_model_command(CLI::App& app) {
   cmd->add_option("--latency-us", o->hw.latency_us, "Latency of one collective, us")
       ->check(real_in(0.0, kMaxRate))
       ->capture_default_str();
-  return {cmd, [o](const Limits&) { return run_model(*o, std::cout, std::cerr); }};
+  return {cmd, [o](const harness::Limits&) { return run_model(*o, std::cout, std::cerr); }};
 }
 
 }  // namespace dcp::tools

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/report.hpp"
 #include "mutants/catalogue.hpp"
 #include "mutants/mutant_device.hpp"
 #include "properties/footprint.hpp"
@@ -21,7 +22,6 @@
 #include "tools/junit.hpp"
 #include "tools/property_runner.hpp"
 #include "tools/session.hpp"
-#include "tools/table.hpp"
 
 namespace dcp::tools {
 namespace {
@@ -301,7 +301,7 @@ int finish_mutants(const MutantsOptions& o, uint64_t seed, const MutantRow& clea
   return false_alarms == 0 && killed == static_cast<int64_t>(chosen.size()) ? kExitOk : kExitFail;
 }
 
-int run_mutants(const MutantsOptions& o, const Limits& lim) {
+int run_mutants(const MutantsOptions& o, const harness::Limits& lim) {
   auto bad = [](const std::string& why) { return refuse("mutants", why, std::cerr); };
   if (const auto why = reports_error(o.json_path, o.junit_path, {})) return bad(*why);
   const auto picked = chosen_mutants(o);
@@ -319,7 +319,7 @@ int run_mutants(const MutantsOptions& o, const Limits& lim) {
   props::Footprint planned = props::suite_case_footprint().most;
   planned.work *= static_cast<double>(o.cases) * static_cast<double>(suite.size()) *
                   static_cast<double>(chosen.size() + 1);
-  if (const auto why = over_limits(planned, lim))
+  if (const auto why = harness::over_limits(planned, lim))
     return bad("--cases " + std::to_string(o.cases) + ": " + *why);
   const uint64_t seed = o.seed ? *o.seed : std::random_device{}();
   silence_rapidcheck_banner();
@@ -428,7 +428,7 @@ Command add_mutants_command(CLI::App& app) {
              "Also run the engines' test on the same cases (the output at DCP = N against DCP = 1 "
              "within vLLM's fixed atol/rtol): a column of the case that test first flags");
   return {
-      cmd, [o, list, markdown, cmd](const Limits& lim) {
+      cmd, [o, list, markdown, cmd](const harness::Limits& lim) {
         if (!*list && *markdown)
           return refuse("mutants", "--markdown is --list's: add --list", std::cerr);
         if (!*list) return run_mutants(*o, lim);

@@ -7,11 +7,11 @@
 #include <string>
 
 #include "gpu/kernels/kernel_math.hpp"
+#include "harness/budget.hpp"
 #include "oracle/text.hpp"
 #include "plugin/plugin.hpp"
 #include "properties/probe.hpp"
 #include "tools/backends.hpp"
-#include "tools/budget.hpp"
 #include "tools/flags.hpp"
 #include "tools/session.hpp"
 
@@ -39,9 +39,9 @@ oracle::Expected<gpu::StorageFormat> format_of(const char* flag, const std::stri
                    cast ? "none, bf16 or f16" : "f32, bf16 or f16");
 }
 
-int run_probe(const ProbeOptions& o, const Limits& lim) {
+int run_probe(const ProbeOptions& o, const harness::Limits& lim) {
   const auto bad = [](const std::string& why) { return refuse("probe", why, std::cerr); };
-  if (const auto why = over_limits(props::probe_footprint(), lim)) return bad(*why);
+  if (const auto why = harness::over_limits(props::probe_footprint(), lim)) return bad(*why);
   props::ProbeTarget t;
   t.cfg.base = o.lse_base == "2" ? gpu::LseBase::two : gpu::LseBase::e;
   const auto deadline = std::chrono::seconds(o.timeout_s);
@@ -137,7 +137,7 @@ Command add_probe_command(CLI::App& app) {
       ->capture_default_str();
   add_timeout_flag(cmd, o->timeout_s);
   cmd->add_option("--json", o->json_path, "Also write the findings and the claim as JSON");
-  return {cmd, [o, cmd](const Limits& lim) {
+  return {cmd, [o, cmd](const harness::Limits& lim) {
             if (o->impl)
               for (const char* flag :
                    {"--exp", "--p-cast", "--tf32", "--partial-dtype", "--merge-dtype", "--tile"})

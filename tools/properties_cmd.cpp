@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "harness/report.hpp"
 #include "oracle/case_file.hpp"
 #include "oracle/text.hpp"
 #include "plugin/plugin.hpp"
@@ -26,7 +27,6 @@
 #include "tools/junit.hpp"
 #include "tools/property_runner.hpp"
 #include "tools/session.hpp"
-#include "tools/table.hpp"
 
 namespace dcp::tools {
 namespace {
@@ -152,15 +152,16 @@ std::optional<std::string> read_limits(DrawOptions& o) {
 // the range flags given, or of the default ranges), and `cases` of them within the work limit
 // (said of the count flag).
 std::optional<std::string> draws_over_limits(const DrawOptions& d, double cases,
-                                             const std::string& count_flag, const Limits& lim) {
+                                             const std::string& count_flag,
+                                             const harness::Limits& lim) {
   props::Footprint one = props::suite_case_footprint(d.limits).most;
   const double work = one.work * cases;
   one.work = 0.0;
-  if (const auto why = over_limits(one, lim))
+  if (const auto why = harness::over_limits(one, lim))
     return (d.limit_flags.empty() ? std::string("the default ranges") : d.limit_flags.substr(1)) +
            ": the largest case they draw " + *why;
   one.work = work;
-  if (const auto why = over_limits(one, lim)) return count_flag + ": " + *why;
+  if (const auto why = harness::over_limits(one, lim)) return count_flag + ": " + *why;
   return std::nullopt;
 }
 
@@ -343,7 +344,7 @@ int finish_properties(const PropertiesOptions& o, uint64_t seed, const std::vect
   return failed == 0 ? kExitOk : kExitFail;
 }
 
-int run_properties(PropertiesOptions& o, const Limits& lim) {
+int run_properties(PropertiesOptions& o, const harness::Limits& lim) {
   auto bad = [](const std::string& why) { return refuse("properties", why, std::cerr); };
   if (const auto why = read_limits(o.draws)) return bad(*why);
   const std::string pinned = o.pinned.value_or(installed_data_file("pinned.json"));
@@ -444,7 +445,7 @@ int run_properties(PropertiesOptions& o, const Limits& lim) {
       return bad((o.pinned ? "--pinned: " : "--pinned (default): ") + loaded.status().message());
     pins = std::move(*loaded);
     for (size_t i = 0; i < pins.size(); ++i)
-      if (const auto why = over_limits(props::dcp_check_footprint(pins[i].setup), lim))
+      if (const auto why = harness::over_limits(props::dcp_check_footprint(pins[i].setup), lim))
         return bad("--pinned '" + pinned + "': entry " + std::to_string(i) + ": " + *why);
   }
   if (const auto why = draws_over_limits(
@@ -519,7 +520,7 @@ constexpr int kRcMaxSize = 100;
 
 // Draws `count` DCP setups as the dcp-path property does and writes each case, with its setup as
 // JSON in the metadata (x_setup), to OUT/case-NNNN.safetensors.
-int run_cases(CasesOptions& o, const Limits& lim) {
+int run_cases(CasesOptions& o, const harness::Limits& lim) {
   auto bad = [](const std::string& why) { return refuse("cases", why, std::cerr); };
   if (const auto why = read_limits(o.draws)) return bad(*why);
   std::error_code ec;
@@ -569,7 +570,7 @@ Command add_cases_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--out", o->out, "An existing folder")->required();
   add_draw_flags(cmd, o->draws);
-  return {cmd, [o](const Limits& lim) { return run_cases(*o, lim); }};
+  return {cmd, [o](const harness::Limits& lim) { return run_cases(*o, lim); }};
 }
 
 Command add_properties_command(CLI::App& app) {
@@ -600,7 +601,7 @@ Command add_properties_command(CLI::App& app) {
                   "runs the pinned, dcp-path and dcp-fp8 properties (and dcp-batch with ABI 2's "
                   "paged level)");
   add_draw_flags(cmd, o->draws);
-  return {cmd, [o](const Limits& lim) { return run_properties(*o, lim); }};
+  return {cmd, [o](const harness::Limits& lim) { return run_properties(*o, lim); }};
 }
 
 }  // namespace dcp::tools

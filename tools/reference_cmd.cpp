@@ -37,7 +37,8 @@ struct ReferenceOptions {
 // A row's state as doubles: m, z and n[Dv], each hi then lo.
 constexpr int64_t kStateFixed = 4;
 
-int run_reference_mpi(const ReferenceOptions& o, const Limits& lim, int64_t rank, int64_t size) {
+int run_reference_mpi(const ReferenceOptions& o, const harness::Limits& lim, int64_t rank,
+                      int64_t size) {
   auto bad = [&](const std::string& why) {
     return refuse("reference", "process " + std::to_string(rank) + ": " + why, std::cerr);
   };
@@ -55,10 +56,10 @@ int run_reference_mpi(const ReferenceOptions& o, const Limits& lim, int64_t rank
     code = kExitBadInput;
   } else {
     // The node's processes share its memory; each maps the file and pages in its keys only.
-    Limits mine = lim;
+    harness::Limits mine = lim;
     mine.memory_bytes /= static_cast<double>(gpu::mpi_node().size);
     props::Footprint need =
-        props::file_footprint(file_bytes(o.case_path), props::FileRead::case_in_place);
+        props::file_footprint(harness::file_bytes(o.case_path), props::FileRead::case_in_place);
     c = oracle::load_case(o.case_path);
     if (c) {
       const props::Footprint judge = props::judge_footprint(*c, 1, oracle::Tier::fast);
@@ -67,7 +68,7 @@ int run_reference_mpi(const ReferenceOptions& o, const Limits& lim, int64_t rank
     }
     if (!c) {
       why = c.status().message(), code = kExitBadInput;
-    } else if (const auto over = over_limits(need, mine)) {
+    } else if (const auto over = harness::over_limits(need, mine)) {
       why = "--case " + o.case_path + ": " + *over, code = kExitBadInput;
     } else {
       const int64_t S = c->seq(), lo = S * rank / size, hi = S * (rank + 1) / size;
@@ -143,19 +144,21 @@ int run_reference_mpi(const ReferenceOptions& o, const Limits& lim, int64_t rank
 }
 #endif
 
-int run_reference(const ReferenceOptions& o, const Limits& lim) {
+int run_reference(const ReferenceOptions& o, const harness::Limits& lim) {
   auto bad = [](const std::string& why) { return refuse("reference", why, std::cerr); };
   if (const auto why = output_error({"--out", o.out_path}, {{"--case", o.case_path}}))
     return bad(*why);
   const props::Footprint file =
-      props::file_footprint(file_bytes(o.case_path), props::FileRead::case_in_place);
-  if (const auto why = over_limits(file, lim)) return bad("--case " + o.case_path + ": " + *why);
+      props::file_footprint(harness::file_bytes(o.case_path), props::FileRead::case_in_place);
+  if (const auto why = harness::over_limits(file, lim))
+    return bad("--case " + o.case_path + ": " + *why);
   auto c = oracle::load_case(o.case_path);
   if (!c) return bad(c.status().message());
   const oracle::Tier tier = o.tier == "certify" ? oracle::Tier::certify : oracle::Tier::fast;
   props::Footprint judge = props::judge_footprint(*c, 1, tier);
   judge.bytes += file.bytes;
-  if (const auto why = over_limits(judge, lim)) return bad("--case " + o.case_path + ": " + *why);
+  if (const auto why = harness::over_limits(judge, lim))
+    return bad("--case " + o.case_path + ": " + *why);
   // A progress line on a terminal, and Ctrl-C honoured between blocks of keys (fast tier).
   InterruptGuard guard;
   std::optional<Progress> progress;
@@ -193,7 +196,7 @@ Command add_reference_command(CLI::App& app) {
       ->check(CLI::IsMember({"fast", "certify"}))
       ->capture_default_str();
   add_timeout_flag(cmd, o->timeout_s);
-  return {cmd, [o](const Limits& lim) {
+  return {cmd, [o](const harness::Limits& lim) {
 #ifdef DCP_HAVE_MPI
             if (launched_by_mpirun()) {
               if (const auto st = gpu::mpi_init(nullptr, nullptr); !st)

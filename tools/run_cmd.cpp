@@ -17,6 +17,8 @@
 #include <vector>
 
 #include "gpu/run_threads.hpp"
+#include "harness/presets.hpp"
+#include "harness/report.hpp"
 #include "oracle/text.hpp"
 #include "plugin/plugin.hpp"
 #include "properties/case_gen.hpp"
@@ -26,11 +28,10 @@
 #include "tools/backends.hpp"
 #include "tools/flags.hpp"
 #include "tools/junit.hpp"
-#include "tools/presets.hpp"
 #include "tools/session.hpp"
-#include "tools/table.hpp"
 #ifdef DCP_HAVE_MPI
 #include "gpu/run_mpi.hpp"
+#include "harness/wire.hpp"
 #include "tools/mpi_jobs.hpp"
 #endif
 
@@ -215,7 +216,7 @@ struct CaseFlag {
 const std::vector<CaseFlag>& case_flag_table() {
   constexpr double kExtent = static_cast<double>(kMaxExtent), kSeq = static_cast<double>(kMaxSeq);
   static const std::vector<CaseFlag> table = {
-      {"--preset", std::string("Model preset: ") + kPresetNames, &CaseOptions::preset},
+      {"--preset", std::string("Model preset: ") + harness::kPresetNames, &CaseOptions::preset},
       {"--dcp-size", "N, ranks in a DCP group", &CaseOptions::dcp_size, 1,
        static_cast<double>(kMaxRanks)},
       {"--tp-size", "Attention TP size, a multiple of N (default N; mpi: world)",
@@ -310,7 +311,7 @@ bool CaseOptions::any() const {
 namespace {
 
 // The case of the flags (the preset's shapes where a flag is absent), before the layout.
-oracle::Expected<CaseSpec> configured_spec(const CaseOptions& o, const ModelPreset* p,
+oracle::Expected<CaseSpec> configured_spec(const CaseOptions& o, const harness::ModelPreset* p,
                                            uint64_t seed) {
   CaseSpec s{.tokens = pick(o.tokens, int64_t{1}),
              .q_heads = pick(o.heads, p ? p->shape.heads : int64_t{8}),
@@ -386,8 +387,9 @@ oracle::Status configured_math(const CaseOptions& o, gpu::DcpConfig& cfg) {
 }
 
 // The production path's configuration of the flags: layout, TP size, combine and kernel knobs.
-oracle::Expected<gpu::DcpConfig> configured_path(const CaseOptions& o, const ModelPreset* p,
-                                                 uint64_t seed, int64_t world) {
+oracle::Expected<gpu::DcpConfig> configured_path(const CaseOptions& o,
+                                                 const harness::ModelPreset* p, uint64_t seed,
+                                                 int64_t world) {
   gpu::DcpConfig cfg;
   const int64_t n = pick(o.dcp_size, p ? p->shape.dcp : (world > 0 ? world : int64_t{2}));
   cfg.layout = {n, pick(o.interleave, int64_t{1})};
@@ -445,9 +447,9 @@ oracle::Status check_requests(const DcpSetup& setup, const props::SetupNames& na
 
 oracle::Expected<RunCase> configured_case(const CaseOptions& o, uint64_t seed, int64_t world,
                                           const props::SetupNames& names) {
-  const ModelPreset* p = o.preset ? find_preset(*o.preset) : nullptr;
+  const harness::ModelPreset* p = o.preset ? harness::find_preset(*o.preset) : nullptr;
   if (o.preset && !p)
-    return DCP_ERROR("--preset: unknown '", *o.preset, "'; expected ", kPresetNames);
+    return DCP_ERROR("--preset: unknown '", *o.preset, "'; expected ", harness::kPresetNames);
   oracle::Expected<CaseSpec> spec = configured_spec(o, p, seed);
   if (!spec) return spec.status();
   oracle::Expected<gpu::DcpConfig> cfg = configured_path(o, p, seed, world);
@@ -542,7 +544,7 @@ DcpSetup batch_request(const RunCase& rc, int64_t b) {
 
 bool one_rank_per_process(const RunOptions& o) { return one_rank_per_process(o.backend, o.comm); }
 
-std::optional<std::string> over_budget(const RunCase& rc, const Limits& lim,
+std::optional<std::string> over_budget(const RunCase& rc, const harness::Limits& lim,
                                        const std::string& flags) {
   props::Footprint most;  // requests run one after another: the largest peak, the summed work
   double work = 0;
@@ -561,7 +563,7 @@ std::optional<std::string> over_budget(const RunCase& rc, const Limits& lim,
     if (f.bytes > most.bytes) most = f;
   }
   most.work = work;
-  const auto why = over_limits(most, lim);
+  const auto why = harness::over_limits(most, lim);
   if (!why) return std::nullopt;
   return (flags.empty() ? std::string("the case") : flags.substr(1)) + ": " + *why;
 }
@@ -737,7 +739,7 @@ std::optional<std::string> lacked_in(const RunCase& r, const std::vector<std::st
 
 // lacks: the features the --impl plug-in lacks (uncarried: those of them its ABI version does
 // not carry): the default sweep leaves their rows out, a configured case using one is refused.
-oracle::Expected<Plan> plan_rows(const RunOptions& o, int64_t world, const Limits& lim,
+oracle::Expected<Plan> plan_rows(const RunOptions& o, int64_t world, const harness::Limits& lim,
                                  const std::vector<std::string>& lacks,
                                  const std::vector<std::string>& uncarried) {
   std::vector<RunCase> rows;
@@ -770,7 +772,7 @@ oracle::Expected<Plan> plan_rows(const RunOptions& o, int64_t world, const Limit
                        r.setup.cfg.tp_size, " (run with mpirun -np ", r.setup.cfg.tp_size, ")");
   }
   const int64_t count = o.configured() ? o.cases : static_cast<int64_t>(rows.size());
-  Limits left = lim;  // what the rows may take once the report's rows are kept
+  harness::Limits left = lim;  // what the rows may take once the report's rows are kept
   if (o.json_path || o.junit_path) left.memory_bytes -= static_cast<double>(count) * kJsonRowBytes;
   left.work /= static_cast<double>(count);
   for (const RunCase& r : rows)
@@ -793,7 +795,7 @@ class RequestRunner {
   int64_t world = 0;  // processes of the job; 0: every rank in this process
   bool root = true;   // this process prints and reports
   // The memory one case may take: the limit, shared by the node's processes under MPI.
-  virtual Limits share(const Limits& lim) const { return lim; }
+  virtual harness::Limits share(const harness::Limits& lim) const { return lim; }
   // The planning's verdict, the same on every process: the line to refuse with, or nothing.
   virtual std::optional<std::string> agree(const oracle::Expected<Plan>& planned,
                                            std::chrono::seconds /*timeout*/,
@@ -835,46 +837,6 @@ class LocalRunner final : public RequestRunner {
 };
 
 #ifdef DCP_HAVE_MPI
-// A process's judgement of its share on the wire: pass, pass_statistical, backend_error,
-// oracle_error and interrupted (one byte each), max_ratio and max_stat_ratio, the count of
-// comparisons, then the report's bytes. The output's comparison (DcpCheck::full) is rank 0's own
-// and does not travel.
-constexpr size_t kJudgementFlags = 5;
-constexpr size_t kJudgementFixed = kJudgementFlags + 2 * sizeof(double) + sizeof(int64_t);
-
-std::vector<uint8_t> pack_judgement(const props::DcpCheck& c) {
-  std::vector<uint8_t> b(kJudgementFixed + c.report.size());
-  const bool flags[kJudgementFlags] = {c.pass, c.pass_statistical, c.backend_error, c.oracle_error,
-                                       c.interrupted};
-  for (size_t i = 0; i < kJudgementFlags; ++i) b[i] = flags[i] ? 1 : 0;
-  uint8_t* p = b.data() + kJudgementFlags;
-  std::memcpy(p, &c.max_ratio, sizeof(double));
-  std::memcpy(p + sizeof(double), &c.max_stat_ratio, sizeof(double));
-  std::memcpy(p + 2 * sizeof(double), &c.comparisons, sizeof(int64_t));
-  std::memcpy(b.data() + kJudgementFixed, c.report.data(), c.report.size());
-  return b;
-}
-
-props::DcpCheck unpack_judgement(const std::vector<uint8_t>& b) {
-  props::DcpCheck c;
-  if (b.size() < kJudgementFixed) {  // not what pack_judgement sends: a failure, said so
-    c.backend_error = true;
-    c.report = "gathering the judgements: a message of " + std::to_string(b.size()) +
-               " bytes, expected at least " + std::to_string(kJudgementFixed) + "\n";
-    return c;
-  }
-  bool* flags[kJudgementFlags] = {&c.pass, &c.pass_statistical, &c.backend_error, &c.oracle_error,
-                                  &c.interrupted};
-  for (size_t i = 0; i < kJudgementFlags; ++i) *flags[i] = b[i] != 0;
-  const uint8_t* p = b.data() + kJudgementFlags;
-  std::memcpy(&c.max_ratio, p, sizeof(double));
-  std::memcpy(&c.max_stat_ratio, p + sizeof(double), sizeof(double));
-  std::memcpy(&c.comparisons, p + 2 * sizeof(double), sizeof(int64_t));
-  c.report.assign(reinterpret_cast<const char*>(b.data()) + kJudgementFixed,
-                  b.size() - kJudgementFixed);
-  return c;
-}
-
 // One rank per process (--comm mpi, or nccl under mpirun). A request ends with the code every
 // rank ends the run with (0: go on), the same on every rank, and on rank 0 the check; rank 0
 // prints the one line that says why the run ends; a peer that never arrives ends the job here
@@ -885,8 +847,9 @@ class MpiRunner final : public RequestRunner {
     world = gpu::mpi_world_size();
     root = gpu::mpi_world_rank() == 0;
   }
-  Limits share(const Limits& lim) const override {
-    Limits mine = lim;  // the processes of one node share its memory; each holds a whole case
+  harness::Limits share(const harness::Limits& lim) const override {
+    harness::Limits mine =
+        lim;  // the processes of one node share its memory; each holds a whole case
     mine.memory_bytes /= static_cast<double>(gpu::mpi_node().size);
     return mine;
   }
@@ -980,16 +943,24 @@ RequestResult MpiRunner::run(const DcpSetup& s, size_t row, const oracle::Watch&
     return out;
   }
   // Every share judged: each process's judgement to rank 0, folded into the output's there.
-  const std::vector<uint8_t> packed = pack_judgement(mine);
-  const auto all = gpu::mpi_gather_bytes(packed, "gathering the judgements", s.cfg.deadline);
+  const auto all = gpu::mpi_gather_bytes(harness::encode_check(mine), "gathering the judgements",
+                                         s.cfg.deadline);
   if (!all) {
     refuse("run", where + all.status().message(), err);
     gpu::mpi_abort(kExitTimeout);
   }
   if (me != 0) return out;
   out.chk = mine;
-  for (size_t p = 1; p < all->size(); ++p)
-    props::merge_judgements(out.chk, unpack_judgement((*all)[p]));
+  for (size_t p = 1; p < all->size(); ++p) {
+    auto peer = harness::decode_check((*all)[p]);
+    if (!peer) {  // not what encode_check sent: a failure, said so
+      props::DcpCheck garbled;
+      garbled.backend_error = true;
+      garbled.report = "rank " + std::to_string(p) + ": " + peer.status().message() + "\n";
+      peer = garbled;
+    }
+    props::merge_judgements(out.chk, *peer);
+  }
   return out;
 }
 #endif
@@ -1113,7 +1084,7 @@ int finish_run(const RunOptions& o, const Plan& plan, const RunTotals& t, std::o
 
 }  // namespace
 
-int run_dcp(const RunOptions& o, const Limits& lim, std::ostream& out, std::ostream& err) {
+int run_dcp(const RunOptions& o, const harness::Limits& lim, std::ostream& out, std::ostream& err) {
   // Everything that can be refused is refused here, before the header, the same on every rank
   // (and said by rank 0 alone).
   std::string impl_label;
@@ -1277,7 +1248,7 @@ Command add_run_command(CLI::App& app) {
   run->add_option("--impl", o->impl,
                   "A DCP implementation to judge instead: a C plug-in (include/dcp_verify/impl.h) "
                   "whose levels replace the production path's");
-  return {run, [o, comm](const Limits& lim) {
+  return {run, [o, comm](const harness::Limits& lim) {
             if (comm->count() == 0) o->comm = default_comm(o->backend);
             // A pair this binary cannot run is refused before MPI starts (run_dcp checks again).
             if (o->impl || !one_rank_per_process(*o) || unavailable(o->backend, o->comm))

@@ -9,7 +9,8 @@
 // within its derived bound.
 //
 //   RunOptions opt;  opt.dcp_size = 4;  opt.comm_backend = "a2a";
-//   int code = run_dcp(opt, machine_limits(), std::cout, std::cerr);   // 0, 1 or 2 (command.hpp)
+//   int code = run_dcp(opt, harness::machine_limits(), std::cout, std::cerr);   // 0, 1 or 2
+//   (command.hpp)
 #pragma once
 
 #include <array>
@@ -19,9 +20,9 @@
 #include <string>
 #include <vector>
 
+#include "harness/budget.hpp"
 #include "oracle/status.hpp"
 #include "properties/dcp_setup.hpp"
-#include "tools/budget.hpp"
 #include "tools/command.hpp"
 #include "tools/flags.hpp"
 
@@ -87,7 +88,7 @@ oracle::Expected<RunCase> configured_case(const CaseOptions& o, uint64_t seed, i
 
 // Why the batch's requests (run one after another) do not fit the limits, naming the flags, or
 // nothing when they fit. `flags` is how the case was given (case_flags), for the message.
-std::optional<std::string> over_budget(const RunCase& rc, const Limits& lim,
+std::optional<std::string> over_budget(const RunCase& rc, const harness::Limits& lim,
                                        const std::string& flags);
 
 // Request b of the batch (0 <= b < rc.batch): context S - floor(b S / (2 B)) (a ragged batch
@@ -105,7 +106,8 @@ std::string case_flags(const CaseOptions& o);
 // mpirun) rather than as threads of this process.
 bool one_rank_per_process(const RunOptions& o);
 
-int run_dcp(const RunOptions& opt, const Limits& lim, std::ostream& out, std::ostream& err);
+int run_dcp(const RunOptions& opt, const harness::Limits& lim, std::ostream& out,
+            std::ostream& err);
 
 // Registers `dcp-verify run` and its flags.
 Command add_run_command(CLI::App& app);

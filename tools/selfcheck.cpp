@@ -8,13 +8,13 @@
 #include <string>
 #include <vector>
 
+#include "harness/report.hpp"
 #include "oracle/agreement.hpp"
 #include "oracle/compare.hpp"
 #include "properties/case_gen.hpp"
 #include "properties/fp32_model.hpp"
 #include "tools/command.hpp"
 #include "tools/flags.hpp"
-#include "tools/table.hpp"
 
 namespace dcp::tools {
 namespace {
@@ -185,7 +185,7 @@ Command add_selfcheck_command(CLI::App& app) {
       "selfcheck", "Check the oracle: fast vs certify tier, shard merge, fp32 model vs bound");
   cmd->add_option("--seed", o->seed, "Seed for the cases and shard layouts")->check(seed_value());
   add_switch(cmd, "--quiet", o->quiet, "Print failing rows and the summary only");
-  return {cmd, [o](const Limits&) { return run_selfcheck(*o, std::cout); }};
+  return {cmd, [o](const harness::Limits&) { return run_selfcheck(*o, std::cout); }};
 }
 
 }  // namespace dcp::tools

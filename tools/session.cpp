@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <charconv>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
@@ -190,27 +189,6 @@ std::string installed_data_file(const std::string& name) {
   return (base / "share" / "dcp-verify" / name).lexically_normal().string();
 }
 
-double file_bytes(const std::string& path) {
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) ? static_cast<double>(st.st_size)
-                                                               : 0.0;
-}
-
-nlohmann::json utf8_json(const nlohmann::json& j) {
-  if (j.is_string()) return oracle::utf8_escaped(j.get_ref<const std::string&>());
-  if (j.is_array()) {
-    nlohmann::json out = nlohmann::json::array();
-    for (const auto& x : j) out.push_back(utf8_json(x));
-    return out;
-  }
-  if (j.is_object()) {
-    nlohmann::json out = nlohmann::json::object();
-    for (const auto& [key, x] : j.items()) out[oracle::utf8_escaped(key)] = utf8_json(x);
-    return out;
-  }
-  return j;
-}
-
 bool write_json(std::string_view command, const std::string& path, const nlohmann::json& report) {
   const std::string text = utf8_json(report).dump(2) + "\n";
   const oracle::Status st = oracle::write_whole_file(
@@ -225,18 +203,6 @@ int refuse(std::string_view command, const std::string& why, std::ostream& err) 
       "dcp-verify " + std::string(command) + ": " + oracle::one_line(in_flag_terms(why)) + "\n";
   err << line << std::flush;
   return kExitBadInput;
-}
-
-std::string exact_text(double x) {
-  char buf[64];
-  const auto r = std::to_chars(buf, buf + sizeof buf, x);  // shortest round-trip form
-  return std::string(buf, r.ptr);
-}
-
-nlohmann::json json_number(double x) {
-  if (std::isfinite(x)) return x;
-  if (std::isnan(x)) return "nan";
-  return x > 0 ? "inf" : "-inf";
 }
 
 }  // namespace dcp::tools

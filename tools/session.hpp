@@ -23,7 +23,19 @@
 #include <utility>
 #include <vector>
 
+#include "harness/report.hpp"
+
 namespace dcp::tools {
+
+// The reports' vocabulary (tables, cells, exact and JSON numbers), the harness's and every
+// command's alike.
+using harness::Align;
+using harness::cell;
+using harness::Column;
+using harness::exact_text;
+using harness::json_number;
+using harness::Table;
+using harness::utf8_json;
 
 // A run shorter than this needs no progress line (the table appears soon enough).
 inline constexpr double kProgressAfterSeconds = 2.0;
@@ -106,26 +118,12 @@ const JobInputs& job_inputs();
 // build tree has the same layout as an installation).
 std::string installed_data_file(const std::string& name);
 
-// The size of a file to be read (0 when it cannot be read: the reader then says why).
-double file_bytes(const std::string& path);
-
 // Writes a report whole or not at all (oracle/file_write.hpp); on failure prints
 // "dcp-verify COMMAND: --json: ..." (one line) on stderr and returns false.
 bool write_json(std::string_view command, const std::string& path, const nlohmann::json& report);
-// The report with every string and key valid UTF-8 (oracle::utf8_escaped: a file name's other bytes
-// as the text \xNN), which a JSON or XML report must hold; write_json and write_reports apply it.
-nlohmann::json utf8_json(const nlohmann::json& report);
 
 // Prints "dcp-verify COMMAND: WHY" as one line on err (oracle::one_line) and returns
 // kExitBadInput: how every command refuses bad input.
 int refuse(std::string_view command, const std::string& why, std::ostream& err);
-
-// A double as typed on a command line, exactly (shortest text that reads back as the same value),
-// for reproduce lines.
-std::string exact_text(double x);
-
-// A double for a JSON report. JSON has no inf or NaN: they are written as the strings "inf",
-// "-inf" and "nan", so that an infinite err/bound stays distinct from null (not applicable).
-nlohmann::json json_number(double x);
 
 }  // namespace dcp::tools

@@ -10,13 +10,13 @@
 #include <vector>
 
 #include "gpu/run_threads.hpp"
+#include "harness/report.hpp"
 #include "properties/dcp_bridge.hpp"
 #include "properties/footprint.hpp"
 #include "tools/backends.hpp"
 #include "tools/flags.hpp"
 #include "tools/run_cmd.hpp"
 #include "tools/session.hpp"
-#include "tools/table.hpp"
 
 namespace dcp::tools {
 namespace {
@@ -138,7 +138,8 @@ oracle::Expected<std::vector<int64_t>> sweep_sizes(const SweepOptions& o) {
 // Why the sweep does not fit the limits: the largest size decides the memory (its own cache or
 // the N = 1 baseline's), and every size x (warmup + iters + check) x (N, 1) the work.
 std::optional<std::string> over_sweep_limits(const SweepOptions& o, const props::DcpSetup& last,
-                                             const std::vector<int64_t>& seqs, const Limits& lim) {
+                                             const std::vector<int64_t>& seqs,
+                                             const harness::Limits& lim) {
   props::DcpSetup big = last;
   // Every size writes its own chunks: budget for the longest write make_chunks draws.
   big.chunks = {std::min(o.max_seq, props::kMaxWriteChunk)};
@@ -156,7 +157,7 @@ std::optional<std::string> over_sweep_limits(const SweepOptions& o, const props:
     s.chunks = {seq};
     f.work += 2.0 * runs * props::dcp_check_footprint(s).work;
   }
-  if (const auto why = over_limits(f, lim))
+  if (const auto why = harness::over_limits(f, lim))
     return "-e " + std::to_string(o.max_seq) + case_flags(o) + ": " + *why;
   return std::nullopt;
 }
@@ -283,7 +284,7 @@ int finish_sweep(const SweepOptions& o, const props::DcpSetup& s0,
   return failed == 0 ? kExitOk : kExitFail;
 }
 
-int run_sweep(const SweepOptions& o, const Limits& lim) {
+int run_sweep(const SweepOptions& o, const harness::Limits& lim) {
   auto bad = [](const std::string& why) { return refuse("sweep", why, std::cerr); };
   if (const auto why = output_error("--json", o.json_path, {})) return bad(*why);
   const auto backend = open_in_process_backend(o.backend, std::chrono::seconds(o.timeout_s));
@@ -361,7 +362,7 @@ Command add_sweep_command(CLI::App& app) {
       ->capture_default_str();
   add_timeout_flag(cmd, o->timeout_s);
   cmd->add_option("--json", o->json_path, "Also write the report as JSON (docs/cli.md)");
-  return {cmd, [o](const Limits& lim) { return run_sweep(*o, lim); }};
+  return {cmd, [o](const harness::Limits& lim) { return run_sweep(*o, lim); }};
 }
 
 }  // namespace dcp::tools

@@ -1,5 +1,5 @@
 """What a run found (Report), how the package calls the dcp-verify binary and words its refusals in
-Python's keywords, and check."""
+Python's keywords, and check (in this process)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from typing import Any, Optional
 
 import numpy as np
 
+from . import _core
 from ._files import _write, binary
 
 
@@ -145,16 +146,15 @@ def check(case: Any, result: Any, tier: str = "fast", bound: str = "sound") -> R
                                  ("bound", bound, ("sound", "statistical"))):
         if value not in allowed:
             raise ValueError(f"{name}: expected one of {allowed}, got {value!r}")
+    # Judged in this process (the harness in dcp_verify._core), as `dcp-verify check` judges.
     with tempfile.TemporaryDirectory(prefix="dcp_verify_") as tmp:
         case_path = _write(os.path.join(tmp, "case.safetensors"), "case", case)
         result_path = _write(os.path.join(tmp, "result.safetensors"), "result", result)
-        report_path = os.path.join(tmp, "report.json")
-        proc = _run(["check", "--case", case_path, "--result", result_path, "--tier", tier,
-                     "--bound", bound, "--json", report_path])
-        if proc.returncode not in (0, 1):
-            raise _refused(proc)
-        with open(report_path) as f:
-            raw = json.load(f)
+        try:
+            report_json, text = _core.check_files(case_path, result_path, tier, bound)
+        except ValueError as e:
+            raise ValueError(_in_python_words(f"check: {e}")) from None
+    raw = json.loads(report_json)
     parts = raw.get("parts") or [p for r in raw.get("requests", []) for p in r["parts"]]
     worst = None
     for p in parts:
@@ -168,7 +168,7 @@ def check(case: Any, result: Any, tier: str = "fast", bound: str = "sound") -> R
                          "ratio": ratio,
                          "bound_terms": {t["term"]: _number(t["value"]) for t in w["bound_terms"]}}
     failed = [p["part"] for p in parts if not p["pass"]]
-    return Report(raw, proc.stdout, raw["verdict"], bool(raw["pass"]),
+    return Report(raw, text, raw["verdict"], bool(raw["pass"]),
                   max_err_over_bound=_number(raw.get("max_ratio")), worst=worst, failed=failed)
 
 

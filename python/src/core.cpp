@@ -7,6 +7,8 @@
 //   tensors, metadata, dtypes = _core.read_file("case.safetensors")
 //   o, lse = _core.reference(tensors, metadata, dtypes, "fast", "case")
 //   _core.write_file("result.safetensors", tensors, metadata, dtypes)
+//   report_json, text = _core.check_files("case.safetensors", "result.safetensors", "fast",
+//   "sound")
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/map.h>
@@ -14,13 +16,17 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "harness/check.hpp"
+#include "harness/report.hpp"
 #include "oracle/attention.hpp"
 #include "oracle/case_file.hpp"
 #include "oracle/dtype.hpp"
@@ -220,23 +226,31 @@ void write_file(const std::string& path, const nb::dict& tensors,
     throw nb::value_error(st.message().c_str());
 }
 
+// Ctrl-C inside the oracle: it polls between blocks of keys; Python's handler runs when the
+// polling thread is the main one, and leaves KeyboardInterrupt set, raised once the work returns.
+struct PythonSignals {
+  bool signalled = false;
+  dcp::oracle::Watch watch() {
+    dcp::oracle::Watch w;
+    w.stop = [this] {
+      nb::gil_scoped_acquire gil;
+      signalled = signalled || PyErr_CheckSignals() != 0;
+      return signalled;
+    };
+    return w;
+  }
+};
+
 std::pair<Numpy, Numpy> reference_of(const dcp::oracle::Case& c, const std::string& tier) {
   dcp::oracle::Expected<dcp::oracle::Attention> ref(dcp::oracle::Attention{});
-  // Ctrl-C: the oracle polls between blocks of keys; Python's handler runs when the polling thread
-  // is the main one, and leaves KeyboardInterrupt set for it, raised below.
-  bool signalled = false;
-  dcp::oracle::Watch watch;
-  watch.stop = [&signalled] {
-    nb::gil_scoped_acquire gil;
-    signalled = signalled || PyErr_CheckSignals() != 0;
-    return signalled;
-  };
+  PythonSignals signals;
   {
     nb::gil_scoped_release release;  // the oracle's threads need no Python
     ref = dcp::oracle::reference(
-        c, tier == "certify" ? dcp::oracle::Tier::certify : dcp::oracle::Tier::fast, watch);
+        c, tier == "certify" ? dcp::oracle::Tier::certify : dcp::oracle::Tier::fast,
+        signals.watch());
   }
-  if (signalled) throw nb::python_error();
+  if (signals.signalled) throw nb::python_error();
   if (!ref) throw nb::value_error(ref.status().message().c_str());
   return {owned(ref->o.data, ref->o.shape), owned(ref->lse.data, ref->lse.shape)};
 }
@@ -244,6 +258,44 @@ std::pair<Numpy, Numpy> reference_of(const dcp::oracle::Case& c, const std::stri
 void check_tier(const std::string& tier) {
   if (tier != "fast" && tier != "certify")
     throw nb::value_error(("tier: expected 'fast' or 'certify', got '" + tier + "'").c_str());
+}
+
+// The judgement of a result file against its case, as `dcp-verify check` makes it
+// (harness/check.hpp) but in this process: the JSON report (docs/cli.md) and the text the command
+// prints. Files that cannot be judged, or a part the oracle cannot judge, raise ValueError with the
+// command's line.
+std::pair<std::string, std::string> check_files(const std::string& case_path,
+                                                const std::string& result_path,
+                                                const std::string& tier, const std::string& bound) {
+  check_tier(tier);
+  if (bound != "sound" && bound != "statistical")
+    throw nb::value_error(
+        ("bound: expected 'sound' or 'statistical', got '" + bound + "'").c_str());
+  namespace h = dcp::harness;
+  const h::CheckParams params{
+      case_path, result_path,
+      tier == "certify" ? dcp::oracle::Tier::certify : dcp::oracle::Tier::fast,
+      bound == "statistical" ? h::Gate::statistical : h::Gate::sound};
+  const auto t0 = std::chrono::steady_clock::now();
+  PythonSignals signals;
+  dcp::oracle::Expected<h::CheckPlan> plan = dcp::oracle::Status();
+  dcp::oracle::ResultCheck all;
+  dcp::oracle::Status judging;
+  {
+    nb::gil_scoped_release release;
+    plan = h::plan_check(params, h::machine_limits());
+    if (plan) {
+      std::vector<std::optional<dcp::oracle::PartCheck>> judged(static_cast<size_t>(plan->planned));
+      judging = h::judge_parts(*plan, h::assign_parts(*plan, 1), 0, signals.watch(), judged, {});
+      all = h::collect_parts(*plan, judged);
+    }
+  }
+  if (signals.signalled) throw nb::python_error();
+  if (!plan) throw nb::value_error(plan.status().message().c_str());
+  if (!judging) throw nb::value_error(judging.message().c_str());
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return {h::utf8_json(h::check_report(*plan, all, secs)).dump(),
+          h::check_text(*plan, all, {.seconds = secs})};
 }
 
 }  // namespace
@@ -277,4 +329,6 @@ NB_MODULE(_core, m) {
       },
       "tensors"_a, "metadata"_a, "dtypes"_a, "tier"_a, "source"_a,
       "(o, lse) float64 of a case given as arrays and string metadata");
+  m.def("check_files", &check_files, "case"_a, "result"_a, "tier"_a, "bound"_a,
+        "(report as JSON, report as text) of a result file judged against its case file");
 }

@@ -19,7 +19,7 @@ import re
 import sys
 
 SOURCES = ("oracle", "gpu", "properties", "mutants", "plugin", "include", "python/dcp_verify",
-           "tools")
+           "harness", "tools")
 SUFFIXES = {".cpp", ".hpp", ".h", ".cu", ".cuh", ".py"}
 # (the word, its bullet, the list's first words, the words after the list)
 LISTS = (("alibi", re.compile(r"alibi", re.I), "A variant", "ALiBi went in as one commit",

@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "tools/budget.hpp"
+#include "harness/budget.hpp"
 #include "tools/cli.hpp"
 
 namespace {
@@ -102,7 +102,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<const char*> argv;
   for (const std::string& w : words) argv.push_back(w.c_str());
 
-  dcp::tools::Limits lim;
+  dcp::harness::Limits lim;
   lim.memory_bytes = kMemoryBytes;
   lim.work = kWork;
   // The command's own output is not what is tested here.

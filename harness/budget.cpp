@@ -1,5 +1,6 @@
-#include "tools/budget.hpp"
+#include "harness/budget.hpp"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,7 +12,7 @@
 #include <sstream>
 #include <string>
 
-namespace dcp::tools {
+namespace dcp::harness {
 namespace {
 
 constexpr double kKiB = 1024.0;
@@ -76,6 +77,12 @@ Limits machine_limits() {
   return lim;
 }
 
+double file_bytes(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) ? static_cast<double>(st.st_size)
+                                                               : 0.0;
+}
+
 std::string bytes_text(double bytes) {
   static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
   if (!std::isfinite(bytes)) return "more than can be counted";
@@ -102,4 +109,4 @@ std::optional<std::string> over_limits(const props::Footprint& f, const Limits& 
   return std::nullopt;
 }
 
-}  // namespace dcp::tools
+}  // namespace dcp::harness

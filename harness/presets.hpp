@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string_view>
 
-namespace dcp::tools {
+namespace dcp::harness {
 
 // A model's attention shape and parallel layout.
 struct ModelShape {
@@ -50,4 +50,4 @@ inline const ModelPreset* find_preset(std::string_view name) {
 // For messages: the names, listed.
 inline constexpr const char* kPresetNames = "k3-mla, k3-mla-fp8, deepseek-v3 or llama3-70b";
 
-}  // namespace dcp::tools
+}  // namespace dcp::harness

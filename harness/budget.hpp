@@ -16,7 +16,7 @@
 
 #include "properties/footprint.hpp"
 
-namespace dcp::tools {
+namespace dcp::harness {
 
 struct Limits {
   // Heap bytes this process may use: the memory the kernel reports available (MemAvailable), or
@@ -33,7 +33,10 @@ Limits machine_limits();
 // ...); 21.4 GiB are available", or nothing when it fits.
 std::optional<std::string> over_limits(const props::Footprint& f, const Limits& lim);
 
+// The size of a file to be read (0 when it cannot be read: the reader then says why).
+double file_bytes(const std::string& path);
+
 // Bytes for people: "512 B", "3.2 MiB", "1.7 PiB".
 std::string bytes_text(double bytes);
 
-}  // namespace dcp::tools
+}  // namespace dcp::harness

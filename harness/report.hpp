@@ -1,5 +1,6 @@
-// table.hpp — the tables the commands print. One list of columns owns every title, width and
-// alignment, so a header and its rows cannot drift apart.
+// report.hpp — how reports are written, by the commands and the Python package alike: tables
+// whose one list of columns owns every title, width and alignment (so a header and its rows
+// cannot drift apart), and numbers as a cell, as exact text and as JSON.
 //
 //   Table t(3, {{"row", 3, Align::left, 0}, {"S", 5}, {"verdict", 0, Align::left, 2}});
 //   t.fit(1, "1048576");                  // widen a column to hold a cell
@@ -10,12 +11,13 @@
 #include <cmath>
 #include <cstdio>
 #include <iosfwd>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <type_traits>
 #include <vector>
 
-namespace dcp::tools {
+namespace dcp::harness {
 
 enum class Align { left, right };
 
@@ -54,4 +56,16 @@ std::string cell(const char* format, T x) {
   return buf;
 }
 
-}  // namespace dcp::tools
+// A double as typed on a command line, exactly (shortest text that reads back as the same value),
+// for reproduce lines and claims.
+std::string exact_text(double x);
+
+// A double for a JSON report. JSON has no inf or NaN: they are written as the strings "inf",
+// "-inf" and "nan", so that an infinite err/bound stays distinct from null (not applicable).
+nlohmann::json json_number(double x);
+
+// The report with every string and key valid UTF-8 (oracle::utf8_escaped: a file name's other bytes
+// as the text \xNN), which a JSON or XML report must hold.
+nlohmann::json utf8_json(const nlohmann::json& report);
+
+}  // namespace dcp::harness

@@ -1,10 +1,14 @@
-#include "tools/table.hpp"
+#include "harness/report.hpp"
 
 #include <algorithm>
+#include <charconv>
+#include <cmath>
 #include <ostream>
 #include <utility>
 
-namespace dcp::tools {
+#include "oracle/text.hpp"
+
+namespace dcp::harness {
 
 Table::Table(size_t lead, std::vector<Column> columns)
     : lead_(lead), columns_(std::move(columns)) {}
@@ -38,4 +42,31 @@ void Table::print_line(std::ostream& out, std::string_view lead,
   out << line << "\n";
 }
 
-}  // namespace dcp::tools
+std::string exact_text(double x) {
+  char buf[64];
+  const auto r = std::to_chars(buf, buf + sizeof buf, x);  // shortest round-trip form
+  return std::string(buf, r.ptr);
+}
+
+nlohmann::json json_number(double x) {
+  if (std::isfinite(x)) return x;
+  if (std::isnan(x)) return "nan";
+  return x > 0 ? "inf" : "-inf";
+}
+
+nlohmann::json utf8_json(const nlohmann::json& j) {
+  if (j.is_string()) return oracle::utf8_escaped(j.get_ref<const std::string&>());
+  if (j.is_array()) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& x : j) out.push_back(utf8_json(x));
+    return out;
+  }
+  if (j.is_object()) {
+    nlohmann::json out = nlohmann::json::object();
+    for (const auto& [key, x] : j.items()) out[oracle::utf8_escaped(key)] = utf8_json(x);
+    return out;
+  }
+  return j;
+}
+
+}  // namespace dcp::harness
