@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
 #include <iostream>
 #include <iterator>
 #include <memory>
@@ -14,13 +13,13 @@
 #include <utility>
 #include <vector>
 
+#include "harness/draws.hpp"
 #include "harness/report.hpp"
 #include "oracle/case_file.hpp"
 #include "oracle/text.hpp"
 #include "plugin/plugin.hpp"
 #include "properties/footprint.hpp"
 #include "properties/pinned.hpp"
-#include "properties/rc_gen.hpp"
 #include "properties/suite.hpp"
 #include "tools/backends.hpp"
 #include "tools/flags.hpp"
@@ -33,15 +32,13 @@ namespace {
 
 using nlohmann::json;
 
-// What the DCP property draws (--max-dcp ... --lse-bases): an implementation's ranges.
+// What the DCP property draws (--max-dcp ... --lse-bases): an implementation's ranges as given
+// (harness/draws.hpp), and once read_limits has read them, the limits and the flags that narrowed
+// them (for reproduce lines).
 struct DrawOptions {
+  harness::DrawRanges given;
   props::DcpLimits limits;
-  std::vector<std::string> without, q_dtypes, kv_dtypes, lse_bases;
-  std::vector<int64_t> dcp_sizes, head_dims, v_dims;  // the values listed, as given
-  // The maximum flags a list is checked against where they were given (add_draw_flags).
-  const CLI::Option *max_dcp_flag = nullptr, *max_head_dim_flag = nullptr,
-                    *max_v_dim_flag = nullptr;
-  std::string limit_flags;  // the flags that narrowed the draws, as given, for reproduce lines
+  std::string limit_flags;
 };
 
 struct PropertiesOptions {
@@ -59,109 +56,12 @@ struct PropertiesOptions {
   DrawOptions draws;
 };
 
-// Reads the list flags into o.limits and records every narrowing flag for the reproduce line; the
-// one-line error of a name it does not know.
+// Reads the ranges given into o.limits and o.limit_flags; the one-line error of one it refuses.
 std::optional<std::string> read_limits(DrawOptions& o) {
-  props::DcpLimits& lim = o.limits;
-  std::ostringstream flags;
-  const props::DcpLimits all;
-  for (const auto& [flag, got, def] :
-       {std::tuple{"--max-dcp", lim.max_dcp, all.max_dcp},
-        std::tuple{"--max-groups", lim.max_groups, all.max_groups},
-        std::tuple{"--max-seq", lim.max_seq, all.max_seq},
-        std::tuple{"--max-head-dim", lim.max_head_dim, all.max_head_dim},
-        std::tuple{"--max-v-dim", lim.max_v_dim, all.max_v_dim}})
-    if (got != def) flags << " " << flag << " " << got;
-  // The values listed for N, Dk and Dv (each once, in the order given): the only ones drawn. The
-  // largest becomes the maximum, which a maximum flag given beside the list must not be below.
-  const auto read_set = [&](const char* flag, const CLI::Option* max_flag,
-                            const std::vector<int64_t>& given, std::vector<int64_t>& into,
-                            int64_t& most) -> std::optional<std::string> {
-    if (given.empty()) return std::nullopt;
-    into.clear();
-    std::string list;
-    for (const int64_t x : given) {
-      if (std::find(into.begin(), into.end(), x) != into.end()) continue;
-      into.push_back(x);
-      list += (list.empty() ? "" : ",") + std::to_string(x);
-    }
-    const int64_t top = *std::max_element(into.begin(), into.end());
-    if (max_flag != nullptr && max_flag->count() > 0 && most < top)
-      return std::string(flag) + ": " + std::to_string(top) + " is over " + max_flag->get_name() +
-             " " + std::to_string(most);
-    most = top;
-    flags << " " << flag << " " << list;
-    return std::nullopt;
-  };
-  if (auto why = read_set("--dcp-sizes", o.max_dcp_flag, o.dcp_sizes, lim.dcp_sizes, lim.max_dcp))
-    return why;
-  if (auto why = read_set("--head-dims", o.max_head_dim_flag, o.head_dims, lim.head_dims,
-                          lim.max_head_dim))
-    return why;
-  if (auto why = read_set("--v-dims", o.max_v_dim_flag, o.v_dims, lim.v_dims, lim.max_v_dim))
-    return why;
-  std::string names;
-  for (const std::string& w : o.without) {
-    const props::FeatureInfo* f = props::find_feature(w);
-    if (f == nullptr)
-      return "--without: unknown feature '" + w + "'; expected " + props::feature_names();
-    lim.lack(f->feature);
-    names += (names.empty() ? "" : ",") + w;
-  }
-  if (!names.empty()) flags << " --without " << names;
-  // A list flag's names, parsed by the project's own readers, into `into` (replaced, each once).
-  const auto read_list = [&](const char* flag, const std::vector<std::string>& given, auto& into,
-                             auto parse,
-                             const std::string& expected) -> std::optional<std::string> {
-    if (given.empty()) return std::nullopt;
-    into.clear();
-    std::string list;
-    for (const std::string& g : given) {
-      const auto x = parse(g);
-      if (!x) return std::string(flag) + ": unknown value '" + g + "'; expected " + expected;
-      if (std::find(into.begin(), into.end(), *x) == into.end()) into.push_back(*x);
-      list += (list.empty() ? "" : ",") + g;
-    }
-    flags << " " << flag << " " << list;
-    return std::nullopt;
-  };
-  const auto format = [](const std::string& g) -> std::optional<oracle::DType> {
-    const auto f = gpu::parse_format(g);
-    if (!f) return std::nullopt;
-    return props::to_oracle_dtype(*f);
-  };
-  if (auto why = read_list("--q-dtypes", o.q_dtypes, lim.q_dtypes, format, "f32, bf16 or f16"))
-    return why;
-  const auto kv_format = [](const std::string& g) -> std::optional<oracle::DType> {
-    const auto f = gpu::parse_kv_format(g);
-    if (!f) return std::nullopt;
-    return props::to_oracle_dtype(*f);
-  };
-  if (auto why =
-          read_list("--kv-dtypes", o.kv_dtypes, lim.kv_dtypes, kv_format, gpu::format_names(true)))
-    return why;
-  if (auto why = read_list(
-          "--lse-bases", o.lse_bases, lim.lse_bases,
-          [](const std::string& g) { return oracle::parse_lse_base(g); }, oracle::lse_base_names()))
-    return why;
-  o.limit_flags = flags.str();
-  return std::nullopt;
-}
-
-// Why the draws cannot run here: the largest case the ranges draw must fit in memory (said of
-// the range flags given, or of the default ranges), and `cases` of them within the work limit
-// (said of the count flag).
-std::optional<std::string> draws_over_limits(const DrawOptions& d, double cases,
-                                             const std::string& count_flag,
-                                             const harness::Limits& lim) {
-  props::Footprint one = props::suite_case_footprint(d.limits).most;
-  const double work = one.work * cases;
-  one.work = 0.0;
-  if (const auto why = harness::over_limits(one, lim))
-    return (d.limit_flags.empty() ? std::string("the default ranges") : d.limit_flags.substr(1)) +
-           ": the largest case they draw " + *why;
-  one.work = work;
-  if (const auto why = harness::over_limits(one, lim)) return count_flag + ": " + *why;
+  const auto d = harness::read_draws(o.given);
+  if (!d) return d.status().message();
+  o.limits = d->limits;
+  o.limit_flags = d->flags;
   return std::nullopt;
 }
 
@@ -173,47 +73,45 @@ constexpr const char* kBatchProperty = "dcp-batch";  // run for a plug-in with a
 constexpr const char* kImplStepProperty = "dcp-step";
 constexpr const char* kImplStepFp8Property = "dcp-step-fp8";
 
-// The flags of DrawOptions, for properties and cases.
+// The flags of DrawOptions, for properties and cases: each range's flag, its default DcpLimits'.
 void add_draw_flags(CLI::App* cmd, DrawOptions& d) {
-  d.max_dcp_flag =
-      cmd->add_option("--max-dcp", d.limits.max_dcp, "Largest N the DCP property draws")
-          ->check(int_in(1, props::kMaxDrawnDcp))
-          ->capture_default_str();
-  cmd->add_option("--max-groups", d.limits.max_groups, "Largest number of TP groups (TP / N)")
-      ->check(int_in(1, props::kMaxDrawnGroups))
-      ->capture_default_str();
-  cmd->add_option("--max-seq", d.limits.max_seq, "Largest context length S drawn")
-      ->check(int_in(1, props::kMaxDrawnSeq))
-      ->capture_default_str();
-  d.max_head_dim_flag = cmd->add_option("--max-head-dim", d.limits.max_head_dim, "Largest Dk drawn")
-                            ->check(int_in(1, props::kMaxDrawnHeadDim))
-                            ->capture_default_str();
-  d.max_v_dim_flag = cmd->add_option("--max-v-dim", d.limits.max_v_dim, "Largest Dv drawn")
-                         ->check(int_in(1, props::kMaxDrawnHeadDim))
-                         ->capture_default_str();
+  const props::DcpLimits all;
+  harness::DrawRanges& r = d.given;
+  for (const auto& [flag, into, def, most, help] :
+       {std::tuple{"--max-dcp", &r.max_dcp, all.max_dcp, props::kMaxDrawnDcp,
+                   "Largest N the DCP property draws"},
+        std::tuple{"--max-groups", &r.max_groups, all.max_groups, props::kMaxDrawnGroups,
+                   "Largest number of TP groups (TP / N)"},
+        std::tuple{"--max-seq", &r.max_seq, all.max_seq, props::kMaxDrawnSeq,
+                   "Largest context length S drawn"},
+        std::tuple{"--max-head-dim", &r.max_head_dim, all.max_head_dim, props::kMaxDrawnHeadDim,
+                   "Largest Dk drawn"},
+        std::tuple{"--max-v-dim", &r.max_v_dim, all.max_v_dim, props::kMaxDrawnHeadDim,
+                   "Largest Dv drawn"}})
+    cmd->add_option(flag, *into, help)->check(int_in(1, most))->default_str(std::to_string(def));
   for (const auto& [flag, into, most, help] :
-       {std::tuple{"--dcp-sizes", &d.dcp_sizes, props::kMaxDrawnDcp,
+       {std::tuple{"--dcp-sizes", &r.dcp_sizes, props::kMaxDrawnDcp,
                    "The only N drawn, a list (e.g. 1,2,4,8; default any up to --max-dcp)"},
-        std::tuple{"--head-dims", &d.head_dims, props::kMaxDrawnHeadDim,
+        std::tuple{"--head-dims", &r.head_dims, props::kMaxDrawnHeadDim,
                    "The only Dk drawn, a list (e.g. 64,128; default any up to --max-head-dim)"},
-        std::tuple{"--v-dims", &d.v_dims, props::kMaxDrawnHeadDim,
+        std::tuple{"--v-dims", &r.v_dims, props::kMaxDrawnHeadDim,
                    "The only Dv drawn, a list (default any up to --max-v-dim; a shared latent "
                    "only where one fits in Dk)"}})
     cmd->add_option(flag, *into, help)->check(int_in(1, most))->delimiter(',');
-  cmd->add_option("--without", d.without,
+  cmd->add_option("--without", r.without,
                   "Features the implementation lacks, never drawn (" + props::feature_names() +
                       "; batch: no dcp-batch property); pinned entries using them are not "
                       "replayed")
       ->delimiter(',');
-  cmd->add_option("--q-dtypes", d.q_dtypes, "Query formats drawn (f32, bf16, f16; default all)")
+  cmd->add_option("--q-dtypes", r.q_dtypes, "Query formats drawn (f32, bf16, f16; default all)")
       ->delimiter(',');
   cmd->add_option(
-         "--kv-dtypes", d.kv_dtypes,
+         "--kv-dtypes", r.kv_dtypes,
          "K/V storage formats drawn: " + gpu::format_names(true) +
              " (default all; the quantized ones with no scales or scales per tensor, KV head, "
              "token or token and KV head)")
       ->delimiter(',');
-  cmd->add_option("--lse-bases", d.lse_bases, "LSE bases drawn (e, 2; default both)")
+  cmd->add_option("--lse-bases", r.lse_bases, "LSE bases drawn (e, 2; default both)")
       ->delimiter(',');
 }
 
@@ -372,7 +270,7 @@ int run_properties(PropertiesOptions& o, const harness::Limits& lim) {
   constexpr oracle::DType kAbi2KvDtypes[] = {oracle::DType::f32, oracle::DType::bf16,
                                              oracle::DType::f16, oracle::DType::f8e4m3,
                                              oracle::DType::f8e5m2};
-  if (impl && o.draws.kv_dtypes.empty())
+  if (impl && o.draws.given.kv_dtypes.empty())
     std::erase_if(o.draws.limits.kv_dtypes, [&](oracle::DType d) {
       return std::find(std::begin(kAbi2KvDtypes), std::end(kAbi2KvDtypes), d) ==
              std::end(kAbi2KvDtypes);
@@ -448,8 +346,9 @@ int run_properties(PropertiesOptions& o, const harness::Limits& lim) {
       if (const auto why = harness::over_limits(props::dcp_check_footprint(pins[i].setup), lim))
         return bad("--pinned '" + pinned + "': entry " + std::to_string(i) + ": " + *why);
   }
-  if (const auto why = draws_over_limits(
-          o.draws, static_cast<double>(o.cases) * static_cast<double>(suite.size()),
+  if (const auto why = harness::draws_over_limits(
+          {o.draws.limits, o.draws.limit_flags},
+          static_cast<double>(o.cases) * static_cast<double>(suite.size()),
           "--cases " + std::to_string(o.cases), lim))
     return bad(*why);
   silence_rapidcheck_banner();
@@ -513,44 +412,16 @@ struct CasesOptions {
   DrawOptions draws;
 };
 
-// The largest --count: a folder of cases, each a few kilobytes to megabytes.
-constexpr int64_t kMaxDumpedCases = 10000;
-// RapidCheck's largest size: the cases grow from size 0 to it as in a property run.
-constexpr int kRcMaxSize = 100;
-
 // Draws `count` DCP setups as the dcp-path property does and writes each case, with its setup as
-// JSON in the metadata (x_setup), to OUT/case-NNNN.safetensors.
+// JSON in the metadata (x_setup), to OUT/case-NNNN.safetensors (harness/draws.hpp).
 int run_cases(CasesOptions& o, const harness::Limits& lim) {
   auto bad = [](const std::string& why) { return refuse("cases", why, std::cerr); };
   if (const auto why = read_limits(o.draws)) return bad(*why);
-  std::error_code ec;
-  if (!std::filesystem::is_directory(o.out, ec))
-    return bad("--out " + o.out + ": not an existing folder");
-  if (const auto why = draws_over_limits(o.draws, static_cast<double>(o.count),
-                                         "--count " + std::to_string(o.count), lim))
-    return bad(*why);
-  // The dcp-path property's cases, or dcp-fp8's when --kv-dtypes gives only fp8 formats.
-  const props::CacheKind kind =
-      props::cache_formats(o.draws.limits, props::CacheKind::values).empty()
-          ? props::CacheKind::fp8
-          : props::CacheKind::values;
-  const rc::Gen<props::DcpSetup> gen = props::gen_dcp_setup(o.draws.limits, kind);
-  const auto file = [&](int64_t i) {
-    char name[48];
-    std::snprintf(name, sizeof name, "case-%04lld.safetensors", static_cast<long long>(i));
-    return (std::filesystem::path(o.out) / name).string();
-  };
-  for (int64_t i = 0; i < o.count; ++i)  // never over a file already there
-    if (std::filesystem::exists(file(i), ec))
-      return bad("--out " + o.out + ": " + file(i) + " exists; give an empty folder");
-  rc::Random random(o.seed);
-  for (int64_t i = 0; i < o.count; ++i) {
-    const int size = static_cast<int>(o.count > 1 ? i * kRcMaxSize / (o.count - 1) : 0);
-    const props::DcpSetup setup = gen(random.split(), size).value();
-    oracle::StFile f = oracle::case_to_file(props::make_case(setup.spec));
-    f.metadata["x_setup"] = props::to_json(setup).dump();
-    if (const auto st = oracle::write_safetensors(file(i), f); !st) return bad(st.message());
-  }
+  if (const auto st =
+          harness::write_cases({o.draws.limits, o.draws.limit_flags},
+                               {.seed = o.seed, .count = o.count, .folder = o.out}, lim);
+      !st)
+    return bad(st.message());
   std::cout << "# dcp-verify cases  seed=" << o.seed << "  count=" << o.count << "  out=" << o.out
             << o.draws.limit_flags << "\n";
   return kExitOk;
@@ -566,7 +437,7 @@ Command add_cases_command(CLI::App& app) {
       "x_setup), for implementations driven outside dcp-verify");
   cmd->add_option("--seed", o->seed, "RapidCheck seed")->check(seed_value())->capture_default_str();
   cmd->add_option("--count", o->count, "Cases to write")
-      ->check(int_in(1, kMaxDumpedCases))
+      ->check(int_in(1, harness::kMaxWrittenCases))
       ->capture_default_str();
   cmd->add_option("--out", o->out, "An existing folder")->required();
   add_draw_flags(cmd, o->draws);
