@@ -4,7 +4,7 @@
 // (dcp_verify.cases reaches write_cases through `dcp-verify cases`: the generators bring
 // RapidCheck, whose Debian build cannot be linked into the extension module.)
 //
-//   DrawRanges r;  r.head_dims = {64, 128};  r.without = {"softcap"};
+//   DrawRanges r;  r.head_dims = {64, 128};  r.without = {"sink"};
 //   Expected<Draws> d = read_draws(r);       // d->limits for the generators, d->flags to reproduce
 //   DCP_TRY(write_cases(*d, {.seed = 1, .count = 10, .folder = "cases"}, machine_limits()));
 //

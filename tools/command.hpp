@@ -14,6 +14,7 @@
 #include <functional>
 
 #include "harness/budget.hpp"
+#include "harness/exit_status.hpp"
 
 // CLI11 is declared, not included: it is header-only and costs seconds in every file that
 // includes it (tools/CMakeLists.txt), so only the files that register flags include it.
@@ -23,13 +24,11 @@ class App;
 
 namespace dcp::tools {
 
-constexpr int kExitOk = 0;
-constexpr int kExitFail = 1;
-constexpr int kExitBadInput = 2;
-// A collective did not complete within --timeout: a rank stopped, died or hung (the message
-// names it). 124, as timeout(1) reports a command that ran out of time.
-constexpr int kExitTimeout = 124;
-constexpr int kExitInterrupted = 130;  // 128 + SIGINT, as shells report it
+using harness::kExitBadInput;
+using harness::kExitFail;
+using harness::kExitInterrupted;
+using harness::kExitOk;
+using harness::kExitTimeout;
 
 struct Command {
   CLI::App* app = nullptr;                         // the subcommand, owned by the parent app

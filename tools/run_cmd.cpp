@@ -5,8 +5,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
-#include <iomanip>
 #include <iostream>
 #include <limits>
 #include <memory>
@@ -36,159 +34,19 @@
 #endif
 
 namespace dcp::tools {
+
+using harness::batch_step;
+using harness::RequestResult;
+using harness::RequestRunner;
+using harness::RowOutcome;
+using harness::RowResult;
+
 namespace {
 
 using oracle::DType;
 using props::CaseSpec;
 using props::DcpSetup;
 using props::KvScale;
-
-// Request b > 0 of a batch draws its values from seed * stride + b, apart from other cases' seeds.
-constexpr uint64_t kRequestSeedStride = 1000003;
-
-// One write of a whole context of S tokens, standing for the writes a request draws when it is
-// made (batch_request); an empty context has none.
-std::vector<int64_t> whole_context_write(int64_t seq) {
-  return seq > 0 ? std::vector<int64_t>{seq} : std::vector<int64_t>{};
-}
-
-std::string variant_of(const CaseSpec& s) {
-  std::string v = s.causal ? "causal" : "full";
-  if (s.explicit_pos) v += "+pos";
-  if (s.window) v += "+win" + std::to_string(s.window);
-  if (s.softcap > 0) v += "+cap";
-  for (const props::FeatureInfo& f : props::kFeatures)
-    if (f.toggle != nullptr && s.*f.toggle) v += "+" + std::string(f.name);
-  if (s.topk) v += "+top" + std::to_string(s.topk);
-  if (s.lse_base == oracle::LseBase::two) v += "+b2";
-  if (s.kv_dtype != s.q_dtype || s.kv_scale != KvScale::none) {  // the caches' own format
-    const gpu::StorageFormat f = props::to_storage_format(s.kv_dtype);
-    v += "+kv=" + std::string(gpu::is_fp8(f) ? gpu::format_name(f).substr(3) : gpu::format_name(f));
-    if (s.kv_scale != KvScale::none) v += "/" + std::string(props::kv_scale_name(s.kv_scale));
-  }
-  return v;
-}
-
-// The kernels' arithmetic where it is not the default, in the variant column's style:
-// +exp3 (poly3 exponential), +P<fmt> (P cast), +tf32, +Or<fmt> (partials stored), +rs<fmt>
-// (the reduce-scatter's sums).
-std::string math_tag(const gpu::KernelMath& m) {
-  std::string v;
-  if (m.exp == gpu::ExpImpl::poly3) v += "+exp3";
-  if (m.p_cast != gpu::StorageFormat::f32) v += "+P" + std::string(gpu::format_name(m.p_cast));
-  if (m.tf32) v += "+tf32";
-  if (m.partial != gpu::StorageFormat::f32) v += "+Or" + std::string(gpu::format_name(m.partial));
-  if (m.merge != gpu::StorageFormat::f32) v += "+rs" + std::string(gpu::format_name(m.merge));
-  return v;
-}
-
-CaseSpec gqa_shape(uint64_t seed) {
-  return CaseSpec{.tokens = 2,
-                  .q_heads = 8,
-                  .kv_heads = 2,
-                  .head_dim = 64,
-                  .v_dim = 64,
-                  .seq = 1500,
-                  .q_dtype = DType::bf16,
-                  .kv_dtype = DType::bf16,
-                  .seed = seed};
-}
-
-CaseSpec mla_shape(uint64_t seed) {
-  CaseSpec s = gqa_shape(seed);
-  s.tokens = 1;
-  s.q_heads = 16;
-  s.kv_heads = 1;
-  s.head_dim = 72;  // a 64-d latent plus 8 rope dims: the K3 576/512 layout scaled down
-  s.v_dim = 64;
-  s.shared_latent = true;
-  return s;
-}
-
-DcpSetup make_row(CaseSpec spec, int64_t tp, int64_t n, int64_t il, gpu::CommStrategy st,
-                  bool repl) {
-  DcpSetup s;
-  s.cfg.tp_size = tp;
-  s.cfg.layout = {n, il};
-  s.cfg.strategy = st;
-  s.cfg.replicate_q = repl;
-  s.cfg.base = props::to_gpu_base(spec.lse_base);
-  s.chunks = whole_context_write(spec.seq);  // batch_request draws the writes
-  s.spec = spec;
-  return s;
-}
-
-// The default sweep. Every row sets its own variant on top of a base shape.
-std::vector<RunCase> default_rows(uint64_t seed) {
-  using gpu::CommStrategy;
-  const auto ag = CommStrategy::ag_rs, a2a = CommStrategy::a2a;
-  std::vector<RunCase> rows;
-  auto add = [&](CaseSpec s, int64_t tp, int64_t n, int64_t il, CommStrategy st, bool repl,
-                 gpu::ReduceOrder order = gpu::ReduceOrder::sequential, int64_t splits = 1,
-                 gpu::KernelMath math = {}, gpu::StorageFormat out = gpu::StorageFormat::f32) {
-    DcpSetup r = make_row(s, tp, n, il, st, repl);
-    r.cfg.order = order;
-    r.cfg.order_seed = seed;
-    r.cfg.splits = splits;
-    r.cfg.math = math;
-    r.cfg.out_dtype = out;
-    rows.push_back({r, variant_of(s) + math_tag(math), 1});
-  };
-  CaseSpec s = gqa_shape(seed);
-  add(s, 1, 1, 1, ag, false);  // one rank: the baseline
-  add(s, 2, 2, 1, a2a, false);
-  s.window = 256;
-  add(s, 4, 4, 1, ag, false, gpu::ReduceOrder::pairwise);
-  s = gqa_shape(seed + 1);
-  s.softcap = 30.0;
-  add(s, 4, 4, 16, a2a, true);
-  s = gqa_shape(seed + 2);
-  s.sink = true;
-  add(s, 8, 8, 1, a2a, false, gpu::ReduceOrder::random, 2);
-  s = gqa_shape(seed + 3);
-  s.topk = 64;
-  add(s, 8, 8, 4, ag, false);
-  s = gqa_shape(seed + 4);
-  s.lse_base = oracle::LseBase::two;
-  add(s, 4, 2, 2, a2a, false);  // two DCP groups in a TP group of 4
-  s = gqa_shape(seed + 5);
-  s.explicit_pos = true;
-  s.window = 100;
-  s.sink = true;
-  s.lse_base = oracle::LseBase::two;
-  add(s, 4, 2, 8, ag, true, gpu::ReduceOrder::random, 3);
-  s = gqa_shape(seed + 6);
-  s.seq = 3;  // shorter than N: ranks with nothing to attend to
-  add(s, 8, 8, 1, a2a, false);
-  // A bf16 pipeline as engines ship it at DCP 8: a cheap exponential, P in bf16 for the MMA,
-  // bf16 partials and a bf16 reduce-scatter into a bf16 output; then tf32 products with fp16
-  // partials over a2a.
-  const auto bf16 = gpu::StorageFormat::bf16, f16 = gpu::StorageFormat::f16;
-  s = gqa_shape(seed + 11);
-  s.seq = 2500;
-  add(s, 8, 8, 1, ag, false, gpu::ReduceOrder::sequential, 1,
-      {.exp = gpu::ExpImpl::poly3, .p_cast = bf16, .partial = bf16, .merge = bf16}, bf16);
-  s = gqa_shape(seed + 12);
-  s.sink = true;
-  add(s, 4, 4, 2, a2a, false, gpu::ReduceOrder::pairwise, 1,
-      {.p_cast = f16, .tf32 = true, .partial = f16}, f16);
-  s = mla_shape(seed + 7);
-  add(s, 1, 1, 1, a2a, false);
-  add(s, 4, 4, 1, a2a, true);
-  s.sink = true;
-  add(s, 8, 8, 1, a2a, true, gpu::ReduceOrder::pairwise);
-  s = mla_shape(seed + 8);
-  s.topk = 128;
-  add(s, 8, 8, 64, ag, false);
-  s = mla_shape(seed + 9);
-  s.window = 300;
-  s.lse_base = oracle::LseBase::two;
-  add(s, 4, 2, 1, ag, false);
-  s = mla_shape(seed + 10);
-  s.softcap = 4.0;
-  add(s, 4, 4, 3, a2a, false, gpu::ReduceOrder::random, 3);
-  return rows;
-}
 
 template <class T>
 T pick(const std::optional<T>& x, T dflt) {
@@ -459,7 +317,7 @@ oracle::Expected<RunCase> configured_case(const CaseOptions& o, uint64_t seed, i
   // Any drawn list is valid; one whole write stands for it here.
   DcpSetup setup{.spec = *spec,
                  .cfg = *cfg,
-                 .chunks = whole_context_write(spec->seq),
+                 .chunks = harness::whole_context_write(spec->seq),
                  .batch = {},
                  .shared_prefix = 0};
   setup.cfg.base = props::to_gpu_base(spec->lse_base);
@@ -470,7 +328,8 @@ oracle::Expected<RunCase> configured_case(const CaseOptions& o, uint64_t seed, i
   DCP_TRY(props::validate_setup(setup, named));
   DCP_TRY(check_requests(setup, named));
   RunCase rc{setup,
-             (p ? std::string(p->name) + " " : "") + variant_of(*spec) + math_tag(cfg->math) +
+             (p ? std::string(p->name) + " " : "") + harness::variant_of(*spec) +
+                 harness::math_tag(cfg->math) +
                  (cfg->page_size > 0 ? "+page" + std::to_string(cfg->page_size) : ""),
              pick(o.batch, int64_t{1})};
   rc.one_step = rc.batch > 1 && cfg->page_size > 0;
@@ -517,56 +376,7 @@ std::string case_flags(const CaseOptions& o) {
   return os.str();
 }
 
-namespace {
-// Request b's context: S - floor(b S / (2 B)).
-int64_t request_seq(const RunCase& rc, int64_t b) {
-  return rc.setup.spec.seq - b * rc.setup.spec.seq / (2 * rc.batch);
-}
-}  // namespace
-
-DcpSetup batch_step(const RunCase& rc) {
-  DcpSetup r = rc.setup;
-  for (int64_t b = 0; b < rc.batch; ++b) r.batch.push_back(request_seq(rc, b));
-  r.shared_prefix = rc.shared_prefix;
-  r.retired = rc.retired;
-  return r;
-}
-
-DcpSetup batch_request(const RunCase& rc, int64_t b) {
-  DcpSetup r = rc.setup;
-  if (b > 0) {
-    r.spec.seq = request_seq(rc, b);
-    r.spec.seed = rc.setup.spec.seed * kRequestSeedStride + static_cast<uint64_t>(b);
-  }
-  r.chunks = props::make_chunks(r.spec.seq, r.spec.seed);
-  return r;
-}
-
 bool one_rank_per_process(const RunOptions& o) { return one_rank_per_process(o.backend, o.comm); }
-
-std::optional<std::string> over_budget(const RunCase& rc, const harness::Limits& lim,
-                                       const std::string& flags) {
-  props::Footprint most;  // requests run one after another: the largest peak, the summed work
-  double work = 0;
-  if (rc.one_step) {  // every request at once
-    most = props::dcp_check_footprint(batch_step(rc), props::KvHolding::doubles);
-    work = most.work;
-  }
-  for (int64_t b = 0; !rc.one_step && b < rc.batch; ++b) {
-    // Chunk writes differ with the seed (--cases): budget for the longest make_chunks draws.
-    DcpSetup s{
-        .spec = rc.setup.spec, .cfg = rc.setup.cfg, .chunks = {}, .batch = {}, .shared_prefix = 0};
-    s.spec.seq = request_seq(rc, b);
-    s.chunks = {std::min(s.spec.seq, props::kMaxWriteChunk)};
-    const props::Footprint f = props::dcp_check_footprint(s, props::KvHolding::stored);
-    work += f.work;
-    if (f.bytes > most.bytes) most = f;
-  }
-  most.work = work;
-  const auto why = harness::over_limits(most, lim);
-  if (!why) return std::nullopt;
-  return (flags.empty() ? std::string("the case") : flags.substr(1)) + ": " + *why;
-}
 
 namespace {
 
@@ -589,22 +399,6 @@ std::string reproduce_line(const RunOptions& o) {
   if (o.impl) os << " --impl " << oracle::printable(*o.impl);
   return os.str();
 }
-
-// One finished row: its case, the worst check over its requests, and its verdict.
-struct RowResult {
-  const RunCase* rc = nullptr;  // alive while the row is printed and reported
-  props::DcpCheck worst;        // the request with the largest error / bound
-  bool pass = true;
-  bool suspect = false;     // a request over its statistical bound (SUSPECT where it passes)
-  double stat_ratio = 0.0;  // the largest error / statistical bound of the row's requests
-  bool judged = true;       // every request produced output to compare (no backend error)
-  int64_t comparisons = 0;  // the output's and the partials' comparisons of every request
-  std::string report;       // failing and suspect requests' reports
-  bool error = false;       // the implementation ended the run inside this row (report: why)
-  const char* verdict() const {
-    return error ? "ERROR" : !pass ? "FAILED" : suspect ? "SUSPECT" : "OK";
-  }
-};
 
 nlohmann::json row_json(size_t index, const RowResult& r) {
   const DcpSetup& s = r.rc->setup;
@@ -755,10 +549,10 @@ oracle::Expected<Plan> plan_rows(const RunOptions& o, int64_t world, const harne
     }
     rows.push_back(*r);
   } else {
-    for (RunCase r : default_rows(o.seed)) {
+    for (RunCase r : harness::default_rows(o.seed)) {
       if (o.impl) {  // the plug-in's arithmetic is its claim's: the rows keep their variants only
         r.setup.cfg.math = {};
-        r.variant = variant_of(r.setup.spec);
+        r.variant = harness::variant_of(r.setup.spec);
       }
       if ((world == 0 || r.setup.cfg.tp_size == world) && !lacked_in(r, lacks)) rows.push_back(r);
     }
@@ -776,65 +570,9 @@ oracle::Expected<Plan> plan_rows(const RunOptions& o, int64_t world, const harne
   if (o.json_path || o.junit_path) left.memory_bytes -= static_cast<double>(count) * kJsonRowBytes;
   left.work /= static_cast<double>(count);
   for (const RunCase& r : rows)
-    if (const auto why = over_budget(r, left, case_flags(o))) return DCP_ERROR(*why);
+    if (const auto why = harness::over_budget(r, left, case_flags(o))) return DCP_ERROR(*why);
   return Plan{rows, count};
 }
-
-// What one request ends with: kExitOk and its check (on the root), or the exit code the run
-// stops with and, when this process must still say why, the one line to refuse with.
-struct RequestResult {
-  int code = kExitOk;
-  props::DcpCheck chk;
-  std::optional<std::string> refusal;
-};
-
-// Where a run's requests execute: every rank in this process, or one rank per MPI process.
-class RequestRunner {
- public:
-  virtual ~RequestRunner() = default;
-  int64_t world = 0;  // processes of the job; 0: every rank in this process
-  bool root = true;   // this process prints and reports
-  // The memory one case may take: the limit, shared by the node's processes under MPI.
-  virtual harness::Limits share(const harness::Limits& lim) const { return lim; }
-  // The planning's verdict, the same on every process: the line to refuse with, or nothing.
-  virtual std::optional<std::string> agree(const oracle::Expected<Plan>& planned,
-                                           std::chrono::seconds /*timeout*/,
-                                           std::ostream& /*err*/) {
-    if (planned) return std::nullopt;
-    return planned.status().message();
-  }
-  // `watch` sees the oracle's work on the root (oracle/attention.hpp; props::check_dcp).
-  virtual RequestResult run(const DcpSetup& s, size_t row, const oracle::Watch& watch,
-                            std::ostream& err) = 0;
-};
-
-class LocalRunner final : public RequestRunner {
- public:
-  explicit LocalRunner(const props::DcpBackend& backend) : backend_(backend) {}
-  RequestResult run(const DcpSetup& s, size_t row, const oracle::Watch& watch,
-                    std::ostream&) override {
-    RequestResult r;
-    if (!s.batch.empty()) {
-      r.chk = props::check_dcp_setup(s, backend_, watch);
-    } else {
-      const auto c = props::make_case_unless(s.spec, props::KvHolding::stored, watch.stop);
-      if (!c) {
-        r.chk.interrupted = true;
-        return r;
-      }
-      r.chk = props::check_dcp(*c, s.cfg, s.chunks, backend_, true, watch);
-    }
-    if (r.chk.oracle_error) {
-      r.code = kExitBadInput;
-      r.refusal = "row " + std::to_string(row) + ": the oracle cannot judge this case: " +
-                  r.chk.report.substr(0, r.chk.report.find('\n'));
-    }
-    return r;
-  }
-
- private:
-  const props::DcpBackend& backend_;
-};
 
 #ifdef DCP_HAVE_MPI
 // One rank per process (--comm mpi, or nccl under mpirun). A request ends with the code every
@@ -855,12 +593,11 @@ class MpiRunner final : public RequestRunner {
   }
   // Every rank planned alike, but each read its node's free memory at its own moment: rank 0's
   // verdict (the first refusal of any rank) decides for all, before anything is printed.
-  std::optional<std::string> agree(const oracle::Expected<Plan>& planned,
-                                   std::chrono::seconds timeout, std::ostream& err) override {
+  std::optional<std::string> agree(const oracle::Status& planned, std::chrono::seconds timeout,
+                                   std::ostream& err) override {
     // First, that every process was given the same flags and files (the same on every rank).
     if (const auto differ = inputs_differ("run", timeout)) return *differ;
-    const auto v = gpu::mpi_agree(planned ? kExitOk : kExitBadInput,
-                                  planned ? "" : planned.status().message(), timeout);
+    const auto v = gpu::mpi_agree(planned ? kExitOk : kExitBadInput, planned.message(), timeout);
     if (!v) {
       refuse("run", "rank " + std::to_string(gpu::mpi_world_rank()) + ": " + v.status().message(),
              err);
@@ -972,52 +709,7 @@ std::unique_ptr<RequestRunner> make_runner([[maybe_unused]] const RunOptions& o,
 #ifdef DCP_HAVE_MPI
   if (const auto step = mpi_step(o.backend, o.comm)) return std::make_unique<MpiRunner>(*step);
 #endif
-  return std::make_unique<LocalRunner>(backend);
-}
-
-// One row: every request of its batch, in order. code != kExitOk: the run stops with it;
-// interrupted: the watch stopped the oracle inside the row, which has no verdict.
-struct RowOutcome {
-  int code = kExitOk;
-  std::optional<std::string> refusal;
-  RowResult row;
-  bool interrupted = false;
-};
-
-// `watch` sees the row's oracle work, its requests one after the other (request b's pairs
-// counted as b of the batch's request totals plus its own).
-RowOutcome run_row(const RunOptions& o, const RunCase& rc, size_t index, RequestRunner& runner,
-                   const oracle::Watch& watch, std::ostream& err) {
-  RowOutcome out;
-  out.row.rc = &rc;
-  const int64_t steps = rc.one_step ? 1 : rc.batch;  // a batch in one step, or request by request
-  for (int64_t b = 0; b < steps; ++b) {
-    DcpSetup s = rc.one_step ? batch_step(rc) : batch_request(rc, b);
-    s.cfg.deadline = std::chrono::seconds(o.timeout_s);
-    oracle::Watch request{.progress = nullptr, .stop = watch.stop};
-    if (watch.progress)
-      request.progress = [&](int64_t done, int64_t total) {
-        watch.progress(b * total + done, steps * total);
-      };
-    RequestResult r = runner.run(s, index, request, err);
-    if (r.code != kExitOk) return {r.code, std::move(r.refusal), {}};
-    if (!runner.root) continue;
-    if (r.chk.interrupted) {
-      out.interrupted = true;
-      return out;
-    }
-    const props::DcpCheck& chk = r.chk;
-    if (chk.max_ratio >= out.row.worst.max_ratio) out.row.worst = chk;
-    out.row.comparisons += chk.comparisons;
-    out.row.stat_ratio = std::max(out.row.stat_ratio, chk.max_stat_ratio);
-    if (chk.full.o_elements == 0) out.row.judged = false;
-    if (!chk.pass || !chk.pass_statistical) {
-      out.row.pass = out.row.pass && chk.pass;
-      out.row.suspect = out.row.suspect || !chk.pass_statistical;
-      out.row.report += chk.report + "case: " + props::describe(s) + "\n";
-    }
-  }
-  return out;
+  return harness::local_runner(backend);
 }
 
 // What the rows came to, for the summary and the report.
@@ -1123,7 +815,7 @@ int run_dcp(const RunOptions& o, const harness::Limits& lim, std::ostream& out, 
       return DCP_ERROR(*why);
     return plan_rows(o, runner->world, runner->share(lim), impl_lacks, impl_uncarried);
   }();
-  if (const auto why = runner->agree(planned, std::chrono::seconds(o.timeout_s), err))
+  if (const auto why = runner->agree(planned.status(), std::chrono::seconds(o.timeout_s), err))
     return bad(*why);
   const Plan& plan = *planned;
   const Table table = run_table(plan.rows);
@@ -1178,7 +870,8 @@ int run_dcp(const RunOptions& o, const harness::Limits& lim, std::ostream& out, 
     if (!rc) return bad(rc.status().message());  // not reached: case 0 had the same shape
     in_flight = &*rc;
     in_flight_index = i;
-    const RowOutcome r = run_row(o, *rc, static_cast<size_t>(i), *runner, watch, err);
+    const RowOutcome r = harness::run_row(*rc, static_cast<size_t>(i), *runner, watch,
+                                          std::chrono::seconds(o.timeout_s), err);
     in_flight = nullptr;
     if (r.interrupted) break;  // the rows so far are the summary
     if (r.code != kExitOk) {

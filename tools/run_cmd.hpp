@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "harness/budget.hpp"
+#include "harness/run.hpp"
 #include "oracle/status.hpp"
 #include "properties/dcp_setup.hpp"
 #include "tools/command.hpp"
@@ -62,17 +63,7 @@ struct RunOptions : CaseOptions {
   bool configured() const { return any() || cases != 1; }
 };
 
-// One configured case: the first request's setup, what it exercises, and the batch size.
-struct RunCase {
-  props::DcpSetup setup;
-  std::string variant;
-  int64_t batch = 1;
-  // The batch runs in one step over one paged pool (--page-size with --batch > 1), its requests
-  // sharing their first shared_prefix tokens; the first `retired` finished before the step.
-  bool one_step = false;
-  int64_t shared_prefix = 0;
-  int64_t retired = 0;
-};
+using harness::RunCase;
 
 // Registers the case-shaping flags on a subcommand.
 void add_case_flags(CLI::App* cmd, CaseOptions& o);
@@ -85,19 +76,6 @@ void add_case_flags(CLI::App* cmd, CaseOptions& o);
 // `names` says how the fields were given (the sweep sets S with -b and -e, not --seq).
 oracle::Expected<RunCase> configured_case(const CaseOptions& o, uint64_t seed, int64_t world,
                                           const props::SetupNames& names = kFlagNames);
-
-// Why the batch's requests (run one after another) do not fit the limits, naming the flags, or
-// nothing when they fit. `flags` is how the case was given (case_flags), for the message.
-std::optional<std::string> over_budget(const RunCase& rc, const harness::Limits& lim,
-                                       const std::string& flags);
-
-// Request b of the batch (0 <= b < rc.batch): context S - floor(b S / (2 B)) (a ragged batch
-// between S/2 and S) and its own values and chunk writes. Requests are made one at a time, as
-// they run: a batch's chunk lists together can outgrow the memory one request needs.
-props::DcpSetup batch_request(const RunCase& rc, int64_t b);
-// The whole batch as one step's setup (rc.one_step): the requests' contexts as batch_request
-// gives them, values from the row's seed, the shared prefix.
-props::DcpSetup batch_step(const RunCase& rc);
 
 // The flags that were given, as they would be typed (" --preset k3-mla --seq 4096 ...").
 std::string case_flags(const CaseOptions& o);

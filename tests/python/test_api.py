@@ -1,6 +1,8 @@
 """dcp_verify's Python API: reference, check, cases and properties, and how each refuses bad input."""
 
+import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -12,6 +14,7 @@ import pytest
 
 import dcp_verify
 from dcp_verify import testing
+from dcp_verify._files import _write
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "cases")
 CASE = os.path.join(FIXTURES, "gqa_causal_bf16.safetensors")
@@ -45,6 +48,33 @@ def test_check_passes_the_reference_and_names_a_wrong_output():
     assert '"verdict": "FAILED"' in bad.to_json()
     with pytest.raises(AssertionError, match="FAILED"):
         testing.assert_ok(bad)
+
+
+@pytest.mark.parametrize("partials", [False, True])
+def test_check_in_process_reports_what_the_command_reports(tmp_path, partials):
+    # dcp_verify.check judges in this process (the harness in dcp_verify._core); `dcp-verify check`
+    # on the same files prints the same text and writes the same report, but for the time taken.
+    o, lse = dcp_verify.reference(CASE)
+    o = o.astype(np.float32)
+    o[0, 1, 2] += 0.5  # over the output's bound
+    result = {"o": o, "lse": lse.astype(np.float32), "accum": "f32", "dcp_size": 2,
+              "interleave": 1}
+    if partials:  # not the ranks' partials: both ranks fail
+        result.update(o_partial=np.stack([o, o]),
+                      lse_partial=np.stack([lse, lse]).astype(np.float32))
+    path = _write(str(tmp_path / "result.safetensors"), "result", result)
+    mine = dcp_verify.check(CASE, path)
+    report = str(tmp_path / "report.json")
+    proc = subprocess.run([dcp_verify.binary(), "check", "--case", CASE, "--result", path,
+                           "--json", report], capture_output=True, text=True)
+    assert proc.returncode == 1 and mine.verdict == "FAILED", proc.stderr
+    with open(report) as f:
+        cli = json.load(f)
+    assert cli.pop("seconds") >= 0 and mine.raw.pop("seconds") >= 0
+    assert cli == mine.raw
+    assert mine.failed == (["output", "rank 0", "rank 1"] if partials else ["output"])
+    untimed = lambda text: re.sub(r"time: [0-9.]+ s", "time: - s", text)
+    assert untimed(proc.stdout) == untimed(mine.text)
 
 
 def test_cases_are_the_suites_and_judge_like_any_case():
