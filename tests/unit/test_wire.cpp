@@ -68,16 +68,15 @@ TEST(Wire, JudgedPartsComeBackWhole) {
     EXPECT_EQ(sent[i].index, (*back)[i].index);
     EXPECT_EQ(a.rank, b.rank);
     EXPECT_EQ(a.kappa, b.kappa);
-    EXPECT_EQ(a.cmp.o_elements, b.cmp.o_elements);
-    EXPECT_EQ(a.cmp.o_violations, b.cmp.o_violations);
-    EXPECT_EQ(a.cmp.lse_elements, b.cmp.lse_elements);
-    EXPECT_EQ(a.cmp.lse_violations, b.cmp.lse_violations);
-    EXPECT_EQ(a.cmp.o_suspects, b.cmp.o_suspects);
-    EXPECT_EQ(a.cmp.lse_suspects, b.cmp.lse_suspects);
-    expect_same(a.cmp.o_worst, b.cmp.o_worst);
-    expect_same(a.cmp.lse_worst, b.cmp.lse_worst);
-    expect_same(a.cmp.o_worst_stat, b.cmp.o_worst_stat);
-    expect_same(a.cmp.lse_worst_stat, b.cmp.lse_worst_stat);
+    for (int64_t oracle::Comparison::*n :
+         {&oracle::Comparison::o_elements, &oracle::Comparison::o_violations,
+          &oracle::Comparison::lse_elements, &oracle::Comparison::lse_violations,
+          &oracle::Comparison::o_suspects, &oracle::Comparison::lse_suspects})
+      EXPECT_EQ(a.cmp.*n, b.cmp.*n);
+    for (oracle::Worst oracle::Comparison::*w :
+         {&oracle::Comparison::o_worst, &oracle::Comparison::lse_worst,
+          &oracle::Comparison::o_worst_stat, &oracle::Comparison::lse_worst_stat})
+      expect_same(a.cmp.*w, b.cmp.*w);
     expect_same(a.worst_terms.o, b.worst_terms.o);
     expect_same(a.worst_terms.lse, b.worst_terms.lse);
   }
@@ -86,16 +85,20 @@ TEST(Wire, JudgedPartsComeBackWhole) {
   EXPECT_TRUE(none->empty());
 }
 
-// Each of a rank's judgement's fields, changed alone from its default, comes back changed: a
-// field the codec dropped would come back as the default.
+// Each of a rank's judgement's flags, changed alone from its default, comes back changed: a flag
+// the codec dropped would come back as the default.
+constexpr bool props::DcpCheck::*kFlags[] = {&props::DcpCheck::pass,
+                                             &props::DcpCheck::pass_statistical,
+                                             &props::DcpCheck::backend_error,
+                                             &props::DcpCheck::oracle_error,
+                                             &props::DcpCheck::unjudgeable,
+                                             &props::DcpCheck::judged_pass,
+                                             &props::DcpCheck::judged_pass_statistical,
+                                             &props::DcpCheck::interrupted};
 TEST(Wire, EveryFieldOfARanksJudgementTravels) {
   const props::DcpCheck base;
   std::vector<props::DcpCheck> one_each;
-  for (bool props::DcpCheck::*flag :
-       {&props::DcpCheck::pass, &props::DcpCheck::pass_statistical, &props::DcpCheck::backend_error,
-        &props::DcpCheck::oracle_error, &props::DcpCheck::unjudgeable,
-        &props::DcpCheck::judged_pass, &props::DcpCheck::judged_pass_statistical,
-        &props::DcpCheck::interrupted}) {
+  for (bool props::DcpCheck::*flag : kFlags) {
     props::DcpCheck c;
     c.*flag = !(base.*flag);
     one_each.push_back(c);
@@ -103,14 +106,7 @@ TEST(Wire, EveryFieldOfARanksJudgementTravels) {
   for (const props::DcpCheck& c : one_each) {
     const auto back = decode_check(encode_check(c));
     ASSERT_TRUE(back) << back.status().message();
-    EXPECT_EQ(back->pass, c.pass);
-    EXPECT_EQ(back->pass_statistical, c.pass_statistical);
-    EXPECT_EQ(back->backend_error, c.backend_error);
-    EXPECT_EQ(back->oracle_error, c.oracle_error);
-    EXPECT_EQ(back->unjudgeable, c.unjudgeable);
-    EXPECT_EQ(back->judged_pass, c.judged_pass);
-    EXPECT_EQ(back->judged_pass_statistical, c.judged_pass_statistical);
-    EXPECT_EQ(back->interrupted, c.interrupted);
+    for (bool props::DcpCheck::*flag : kFlags) EXPECT_EQ((*back).*flag, c.*flag);
   }
   props::DcpCheck c;
   c.max_ratio = kInf, c.max_stat_ratio = 0.75, c.comparisons = 123456789012;
