@@ -35,6 +35,11 @@ struct CheckParams {
   std::string case_path, result_path;
   oracle::Tier tier = oracle::Tier::fast;
   Gate gate = Gate::sound;
+  // The case's K and V read in place from the mapped file (a long context judged within its
+  // file's size of memory), or decoded into memory: a file truncated while mapped ends the
+  // process with SIGBUS, which the command names (tools/session.hpp) and a host process such as
+  // Python's may not.
+  bool in_place = true;
 };
 
 // One request of the files (all of them when the case is not a batch) and its judgement.

@@ -89,7 +89,9 @@ Worst get_worst(WireReader& r) {
   return x;
 }
 
-// A bound term travels as its name's place in the table of its tensor's terms.
+// A bound term travels as its name's place in the table of its tensor's terms (the oracle names
+// its terms from these tables only; a name outside them would travel as the table's size, which
+// the decoder refuses).
 void put(WireWriter& w, const std::vector<oracle::BoundTerm>& terms,
          const std::array<const char*, 8>& names) {
   w.count(static_cast<int64_t>(terms.size()));
@@ -107,7 +109,11 @@ std::vector<oracle::BoundTerm> get_terms(WireReader& r, const std::array<const c
                                          oracle::Status& bad) {
   std::vector<oracle::BoundTerm> terms;
   const int64_t n = r.count();
-  for (int64_t i = 0; i < n && bad.ok(); ++i) {
+  if (n < 0 || n > static_cast<int64_t>(names.size())) {
+    bad = DCP_ERROR(n, " bound terms, expected at most ", names.size());
+    return terms;
+  }
+  for (int64_t i = 0; i < n && bad.ok() && r.whole(); ++i) {
     const int64_t at = r.count();
     const double value = r.value();
     if (at < 0 || at >= static_cast<int64_t>(names.size())) {
@@ -165,6 +171,7 @@ oracle::Expected<std::vector<IndexedPart>> decode_parts(std::span<const uint8_t>
   oracle::Status bad;
   std::vector<IndexedPart> parts;
   const int64_t n = r.count();
+  if (n < 0) return DCP_ERROR("judged parts: ", n, " parts");
   for (int64_t i = 0; i < n && bad.ok() && r.whole(); ++i) {
     IndexedPart p;
     p.index = r.count();

@@ -5,8 +5,9 @@
 // A message is a sequence of fields, each written in the order the decoder reads it: flags as one
 // byte, counts and indices as 8-byte integers, values as 8-byte doubles (bit patterns, so NaN and
 // infinity travel exactly), texts as their length then their bytes. The processes of a job run one
-// binary on one kind of machine, so the byte order is the machines'. A message that ends early or
-// runs on is refused with a line that names what was being read.
+// binary on one kind of machine, so the byte order is the machines'. A message that ends early,
+// runs on, or holds a count or a name its fields cannot have is refused, naming the kind of
+// message.
 //
 //   std::vector<uint8_t> m = encode_parts({{3, part}});          // process k: its judged parts
 //   Expected<std::vector<IndexedPart>> back = decode_parts(m);    // process 0

@@ -2,22 +2,16 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <iostream>
 #include <memory>
-#include <sstream>
 #include <string>
 
 #include "harness/check.hpp"
-#include "harness/report.hpp"
-#include "oracle/text.hpp"
 #include "tools/flags.hpp"
 #include "tools/junit.hpp"
 #include "tools/session.hpp"
 
 #ifdef DCP_HAVE_MPI
-#include <mpi.h>
-
 #include "gpu/comm/comm_mpi.hpp"
 #include "harness/wire.hpp"
 #include "tools/backends.hpp"
@@ -105,13 +99,23 @@ int run_check(const CheckOptions& o, const harness::Limits& lim, const Job& job 
       gpu::mpi_abort(kExitTimeout);
     }
     if (job.rank != 0) return kExitOk;  // process 0 reports for the job
-    for (const std::vector<uint8_t>& from : *every) {
-      auto parts = harness::decode_parts(from);
-      if (!parts) return bad(parts.status().message());
-      for (harness::IndexedPart& p : *parts)
-        if (p.index >= 0 && static_cast<size_t>(p.index) < judged.size())
-          judged[static_cast<size_t>(p.index)] = std::move(p.part);
+    // Every part exactly once, from the process assign_parts gave it to: anything else is a
+    // message this binary did not send, refused (not a judgement short of parts).
+    for (size_t k = 1; k < every->size(); ++k) {
+      const std::string from = "process " + std::to_string(k) + ": ";
+      auto parts = harness::decode_parts((*every)[k]);
+      if (!parts) return bad(from + parts.status().message());
+      for (harness::IndexedPart& p : *parts) {
+        const auto g = static_cast<size_t>(p.index);
+        if (p.index < 0 || g >= judged.size() || owner[g] != static_cast<int64_t>(k) || judged[g])
+          return bad(from + "sent part " + std::to_string(p.index) + ", not one of its own");
+        judged[g] = std::move(p.part);
+      }
     }
+    for (size_t g = 0; g < judged.size(); ++g)
+      if (!judged[g])
+        return bad("process " + std::to_string(owner[g]) + " did not send part " +
+                   std::to_string(g));
   }
 #endif
   if (!judging) return bad(judging.message());

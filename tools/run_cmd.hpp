@@ -9,8 +9,7 @@
 // within its derived bound.
 //
 //   RunOptions opt;  opt.dcp_size = 4;  opt.comm_backend = "a2a";
-//   int code = run_dcp(opt, harness::machine_limits(), std::cout, std::cerr);   // 0, 1 or 2
-//   (command.hpp)
+//   int code = run_dcp(opt, harness::machine_limits(), std::cout, std::cerr);  // command.hpp
 #pragma once
 
 #include <array>

@@ -31,6 +31,7 @@
 #include "oracle/case_file.hpp"
 #include "oracle/dtype.hpp"
 #include "oracle/safetensors.hpp"
+#include "oracle/text.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -272,10 +273,12 @@ std::pair<std::string, std::string> check_files(const std::string& case_path,
     throw nb::value_error(
         ("bound: expected 'sound' or 'statistical', got '" + bound + "'").c_str());
   namespace h = dcp::harness;
+  // K and V decoded, not mapped: a case file truncated meanwhile is an error, not a SIGBUS that
+  // would end the Python process.
   const h::CheckParams params{
       case_path, result_path,
       tier == "certify" ? dcp::oracle::Tier::certify : dcp::oracle::Tier::fast,
-      bound == "statistical" ? h::Gate::statistical : h::Gate::sound};
+      bound == "statistical" ? h::Gate::statistical : h::Gate::sound, /*in_place=*/false};
   const auto t0 = std::chrono::steady_clock::now();
   PythonSignals signals;
   dcp::oracle::Expected<h::CheckPlan> plan = dcp::oracle::Status();
@@ -291,8 +294,13 @@ std::pair<std::string, std::string> check_files(const std::string& case_path,
     }
   }
   if (signals.signalled) throw nb::python_error();
-  if (!plan) throw nb::value_error(plan.status().message().c_str());
-  if (!judging) throw nb::value_error(judging.message().c_str());
+  // One line, valid UTF-8 (a file name's other bytes as \xNN), as the command says it.
+  const auto refusal = [](const std::string& why) {
+    return nb::value_error(
+        dcp::oracle::utf8_escaped(dcp::oracle::one_line(why)).c_str());
+  };
+  if (!plan) throw refusal(plan.status().message());
+  if (!judging) throw refusal(judging.message());
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return {h::utf8_json(h::check_report(*plan, all, secs)).dump(),
           h::check_text(*plan, all, {.seconds = secs})};

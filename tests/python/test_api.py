@@ -77,6 +77,32 @@ def test_check_in_process_reports_what_the_command_reports(tmp_path, partials):
     assert untimed(proc.stdout) == untimed(mine.text)
 
 
+def test_ctrl_c_stops_an_in_process_check_with_keyboard_interrupt(tmp_path):
+    # A check at the MPFR tier of a case far longer than the wait below: Ctrl-C (SIGINT) while
+    # the oracle works ends it with KeyboardInterrupt, as Python code would end, not a report.
+    script = tmp_path / "long_check.py"
+    script.write_text(
+        "import sys, numpy as np, dcp_verify\n"
+        "g = np.random.default_rng(0)\n"
+        "case = {'q': g.standard_normal((8, 8, 64), dtype=np.float32),\n"
+        "        'k': g.standard_normal((20000, 2, 64), dtype=np.float32),\n"
+        "        'v': g.standard_normal((20000, 2, 64), dtype=np.float32)}\n"
+        "result = {'o': np.zeros((8, 8, 64), np.float32), 'lse': np.zeros((8, 8), np.float32)}\n"
+        "print('judging', flush=True)\n"
+        "try:\n"
+        "    report = dcp_verify.check(case, result, tier='certify')\n"
+        "except KeyboardInterrupt:\n"
+        "    print('KeyboardInterrupt', flush=True)\n"
+        "    sys.exit(0)\n"
+        "print('finished:', report.verdict, flush=True)\n")
+    child = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    assert child.stdout.readline() == "judging\n"
+    time.sleep(1.0)  # into the oracle's work (the arrays are written and read by then)
+    child.send_signal(signal.SIGINT)
+    out, _ = child.communicate(timeout=120)
+    assert child.returncode == 0 and out == "KeyboardInterrupt\n", out
+
+
 def test_cases_are_the_suites_and_judge_like_any_case():
     drawn = dcp_verify.cases(seed=4, n=3, max_seq=64, softcap=False, kv_dtypes=("bf16",))
     assert len(drawn) == 3

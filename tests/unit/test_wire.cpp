@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -144,6 +145,16 @@ TEST(Wire, DamagedMessagesAreRefused) {
   EXPECT_NE(named.status().message().find("a bound term numbered 8, expected 0 to 7"),
             std::string::npos)
       << named.status().message();
+
+  // The LSE's term count (the 8 bytes before its one term): a count no part can have, refused
+  // before anything is read for it.
+  std::vector<uint8_t> many = part;
+  const int64_t huge = int64_t{1} << 40;
+  std::memcpy(many.data() + many.size() - 24, &huge, sizeof huge);
+  const auto counted = decode_parts(many);
+  ASSERT_FALSE(counted);
+  EXPECT_NE(counted.status().message().find("bound terms, expected at most 8"), std::string::npos)
+      << counted.status().message();
 
   const std::vector<uint8_t> check = encode_check(props::DcpCheck{});
   const auto cut = decode_check(std::span(check).first(check.size() - 1));
