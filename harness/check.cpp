@@ -35,9 +35,9 @@ oracle::Expected<CheckPlan> plan_check(const CheckParams& p, const Limits& lim) 
   CheckPlan plan;
   plan.params = p;
   // Both files are held in memory while the parts are judged (the case's K and V in place).
-  props::Footprint files = props::file_footprint(
-      file_bytes(p.case_path),
-      p.in_place ? props::FileRead::case_in_place : props::FileRead::decoded);
+  props::Footprint files =
+      props::file_footprint(file_bytes(p.case_path),
+                            p.in_place ? props::FileRead::case_in_place : props::FileRead::decoded);
   files.bytes += props::file_footprint(file_bytes(p.result_path)).bytes;
   if (const auto why = over_limits(files, lim)) return DCP_ERROR("--case and --result: ", *why);
   auto case_file = oracle::read_safetensors(

@@ -296,8 +296,7 @@ std::pair<std::string, std::string> check_files(const std::string& case_path,
   if (signals.signalled) throw nb::python_error();
   // One line, valid UTF-8 (a file name's other bytes as \xNN), as the command says it.
   const auto refusal = [](const std::string& why) {
-    return nb::value_error(
-        dcp::oracle::utf8_escaped(dcp::oracle::one_line(why)).c_str());
+    return nb::value_error(dcp::oracle::utf8_escaped(dcp::oracle::one_line(why)).c_str());
   };
   if (!plan) throw refusal(plan.status().message());
   if (!judging) throw refusal(judging.message());
