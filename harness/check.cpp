@@ -34,7 +34,8 @@ double statistical_false_alarm(const oracle::ResultCheck& rc) {
 oracle::Expected<CheckPlan> plan_check(const CheckParams& p, const Limits& lim) {
   CheckPlan plan;
   plan.params = p;
-  // Both files are held in memory while the parts are judged (the case's K and V in place).
+  // Both files are held in memory while the parts are judged (the case's K and V in place, where
+  // read so).
   props::Footprint files =
       props::file_footprint(file_bytes(p.case_path),
                             p.in_place ? props::FileRead::case_in_place : props::FileRead::decoded);
