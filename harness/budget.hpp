@@ -22,8 +22,8 @@ struct Limits {
   // Heap bytes this process may use: the memory the kernel reports available (MemAvailable), or
   // what the process's cgroup allows beyond its current use, whichever is smaller.
   double memory_bytes = 0.0;
-  // Work (footprint.hpp's units) one command may plan; unlimited, except where a harness (the
-  // command-line fuzzer) caps it to keep each run short.
+  // Work (footprint.hpp's units) one command may plan; unlimited, except where the command-line
+  // fuzzer (tests/fuzz) caps it to keep each run short.
   double work = std::numeric_limits<double>::infinity();
 };
 

@@ -17,14 +17,12 @@ using nlohmann::json;
 using oracle::Arithmetic;
 using oracle::Worst;
 
-const char* gate_name(Gate g) { return g == Gate::statistical ? "statistical" : "sound"; }
-
 std::string part_name(std::optional<int64_t> rank) {
   return rank ? "rank " + std::to_string(*rank) : "output";
 }
 
-bool passes(Gate g, const oracle::ResultCheck& rc) {
-  return g == Gate::statistical ? rc.pass_statistical() : rc.pass();
+bool passes(props::BoundTier gate, const oracle::ResultCheck& rc) {
+  return gate == props::BoundTier::statistical ? rc.pass_statistical() : rc.pass();
 }
 
 double statistical_false_alarm(const oracle::ResultCheck& rc) {
@@ -202,10 +200,10 @@ json claim_json(const oracle::DcpResult& r) {
 }
 
 // The verdict's keys of a report, for the parts of rc (one request's, or a whole batch's).
-json verdict_fields(Gate gate, const oracle::ResultCheck& rc, bool stopped) {
+json verdict_fields(props::BoundTier gate, const oracle::ResultCheck& rc, bool stopped) {
   return {{"max_ratio", json_number(rc.max_ratio())},
           {"max_stat_ratio", json_number(rc.max_stat_ratio())},
-          {"bound", gate_name(gate)},
+          {"bound", bound_name(gate)},
           {"verdict", !rc.pass()               ? "FAILED"
                       : !rc.pass_statistical() ? "SUSPECT"
                                                : "OK"},
@@ -215,7 +213,7 @@ json verdict_fields(Gate gate, const oracle::ResultCheck& rc, bool stopped) {
 }
 
 // One request's part of the report: the claim, every part, the verdict.
-json request_report(Gate gate, const CheckRequest& q) {
+json request_report(props::BoundTier gate, const CheckRequest& q) {
   json parts = json::array();
   for (const oracle::PartCheck& p : q.rc.parts) {
     const oracle::Comparison& c = p.cmp;
@@ -237,8 +235,6 @@ json request_report(Gate gate, const CheckRequest& q) {
   report.update(verdict_fields(gate, q.rc, static_cast<int64_t>(q.rc.parts.size()) < q.planned));
   return report;
 }
-
-const char* tier_name(oracle::Tier t) { return t == oracle::Tier::certify ? "certify" : "fast"; }
 
 // "request 3: " before a batch's part names; empty for one request.
 std::string request_prefix(size_t requests, size_t b) {
@@ -524,7 +520,7 @@ std::string check_text(const CheckPlan& plan, const oracle::ResultCheck& all,
       << "  time: " << cell("%.1f", how.seconds) << " s"
       << (how.processes > 1 ? "  processes: " + std::to_string(how.processes) : std::string())
       << "\n"
-      << "# bound: " << gate_name(plan.params.gate)
+      << "# bound: " << bound_name(plan.params.gate)
       << " gates the exit; statistical tier's false-alarm "
       << "probability <= " << cell("%.1e", statistical_false_alarm(all)) << "\n"
       << "# check: " << verdict << "\n";

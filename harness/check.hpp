@@ -3,7 +3,7 @@
 // a batch split into its requests, the parts (the merged output, then each rank's partial) shared
 // among the processes of a job, each part judged, and the report (docs/cli.md) built from them.
 //
-//   auto plan = plan_check({case_path, result_path, Tier::fast, Gate::sound}, limits);
+//   auto plan = plan_check({case_path, result_path, Tier::fast, BoundTier::sound}, limits);
 //   if (!plan) refuse(plan.status().message());
 //   std::vector<std::optional<PartCheck>> judged(plan->planned);
 //   DCP_TRY(judge_parts(*plan, assign_parts(*plan, 1), 0, watch, judged, nullptr));
@@ -17,24 +17,21 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "harness/budget.hpp"
+#include "harness/tiers.hpp"
 #include "oracle/attention.hpp"
 #include "oracle/case_file.hpp"
 #include "oracle/check.hpp"
 
 namespace dcp::harness {
 
-// The tier of the bounds that decides pass: sound (exceeding it is FAILED) or statistical
-// (exceeding it is SUSPECT, and fails too).
-enum class Gate { sound, statistical };
-const char* gate_name(Gate g);
-
 struct CheckParams {
   std::string case_path, result_path;
   oracle::Tier tier = oracle::Tier::fast;
-  Gate gate = Gate::sound;
+  props::BoundTier gate = props::BoundTier::sound;  // the tier that decides pass
   // The case's K and V read in place from the mapped file (a long context judged within its
   // file's size of memory), or decoded into memory: a file truncated while mapped ends the
   // process with SIGBUS, which the command names (tools/session.hpp) and a host process such as
@@ -80,7 +77,7 @@ oracle::ResultCheck collect_parts(CheckPlan& plan,
                                   const std::vector<std::optional<oracle::PartCheck>>& judged);
 
 // Whether the parts pass the gate's tier.
-bool passes(Gate g, const oracle::ResultCheck& rc);
+bool passes(props::BoundTier gate, const oracle::ResultCheck& rc);
 
 // docs/tolerances.md §10: each part's derivation allows kStatFalseAlarm, so a correct result is
 // SUSPECT with probability at most that times the parts judged.

@@ -41,9 +41,10 @@ int run_check(const CheckOptions& o, const harness::Limits& lim, const Job& job 
   const auto t0 = std::chrono::steady_clock::now();
   // The files read and checked, each request's case and result, before anything is judged; a
   // refusal here is this process's, and under mpirun every process hears of it (below).
+  // --tier and --bound are checked against the same lists when parsed (IsMember).
   const harness::CheckParams params{
-      o.case_path, o.result_path, o.tier == "certify" ? oracle::Tier::certify : oracle::Tier::fast,
-      o.bound == "statistical" ? harness::Gate::statistical : harness::Gate::sound};
+      o.case_path, o.result_path, harness::parse_tier(o.tier).value_or(oracle::Tier::fast),
+      harness::parse_bound(o.bound).value_or(props::BoundTier::sound)};
   oracle::Expected<harness::CheckPlan> plan = oracle::Status();
   const std::string refused = [&]() -> std::string {
     if (const auto why = reports_error(o.json_path, o.junit_path,
@@ -145,7 +146,7 @@ Command add_check_command(CLI::App& app) {
                   "[N,T,Hq,Dv], lse_partial [N,T,Hq]")
       ->required();
   cmd->add_option("--tier", o->tier, "Oracle tier: fast (double-double) or certify (MPFR)")
-      ->check(CLI::IsMember({"fast", "certify"}))
+      ->check(CLI::IsMember(harness::tier_names()))
       ->capture_default_str();
   add_bound_flag(cmd, o->bound);
   cmd->add_option("--json", o->json_path, "Also write the report as JSON (docs/cli.md)");

@@ -7,6 +7,7 @@
 #include <string>
 #include <system_error>
 
+#include "harness/tiers.hpp"
 #include "oracle/text.hpp"
 
 namespace dcp::tools {
@@ -112,7 +113,7 @@ void add_bound_flag(CLI::App* cmd, std::string& bound) {
   cmd->add_option("--bound", bound,
                   "The tier of the derived bound that gates the exit code: sound (worst case) or "
                   "statistical (a SUSPECT result fails too); reports show both")
-      ->check(CLI::IsMember({"sound", "statistical"}))
+      ->check(CLI::IsMember(harness::bound_names()))
       ->capture_default_str();
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "harness/report.hpp"
+#include "harness/tiers.hpp"
 #include "mutants/catalogue.hpp"
 #include "mutants/mutant_device.hpp"
 #include "properties/footprint.hpp"
@@ -323,8 +324,7 @@ int run_mutants(const MutantsOptions& o, const harness::Limits& lim) {
     return bad("--cases " + std::to_string(o.cases) + ": " + *why);
   const uint64_t seed = o.seed ? *o.seed : std::random_device{}();
   silence_rapidcheck_banner();
-  props::set_property_bound(o.bound == "statistical" ? props::BoundTier::statistical
-                                                     : props::BoundTier::sound);
+  props::set_property_bound(harness::parse_bound(o.bound).value_or(props::BoundTier::sound));
   std::ostream& out = std::cout;
   out << "# dcp-verify mutants  backend=host  seed=" << seed << "  cases=" << o.cases
       << " per property  mutants=" << chosen.size() << "  bound=" << o.bound << "\n"

@@ -15,6 +15,7 @@
 
 #include "harness/draws.hpp"
 #include "harness/report.hpp"
+#include "harness/tiers.hpp"
 #include "oracle/case_file.hpp"
 #include "oracle/text.hpp"
 #include "plugin/plugin.hpp"
@@ -275,8 +276,7 @@ int run_properties(PropertiesOptions& o, const harness::Limits& lim) {
       return std::find(std::begin(kAbi2KvDtypes), std::end(kAbi2KvDtypes), d) ==
              std::end(kAbi2KvDtypes);
     });
-  props::set_property_bound(o.bound == "statistical" ? props::BoundTier::statistical
-                                                     : props::BoundTier::sound);
+  props::set_property_bound(harness::parse_bound(o.bound).value_or(props::BoundTier::sound));
   std::vector<props::SuiteProperty> suite = props::property_suite(backend, o.draws.limits);
   if (impl) {
     std::erase_if(suite, [&](const props::SuiteProperty& p) {

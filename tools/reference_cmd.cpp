@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 
+#include "harness/tiers.hpp"
 #include "oracle/attention.hpp"
 #include "oracle/case_file.hpp"
 #include "oracle/text.hpp"
@@ -154,7 +155,7 @@ int run_reference(const ReferenceOptions& o, const harness::Limits& lim) {
     return bad("--case " + o.case_path + ": " + *why);
   auto c = oracle::load_case(o.case_path);
   if (!c) return bad(c.status().message());
-  const oracle::Tier tier = o.tier == "certify" ? oracle::Tier::certify : oracle::Tier::fast;
+  const oracle::Tier tier = harness::parse_tier(o.tier).value_or(oracle::Tier::fast);
   props::Footprint judge = props::judge_footprint(*c, 1, tier);
   judge.bytes += file.bytes;
   if (const auto why = harness::over_limits(judge, lim))
@@ -193,7 +194,7 @@ Command add_reference_command(CLI::App& app) {
   cmd->add_option("--case", o->case_path, "Case file (safetensors, docs/format.md)")->required();
   cmd->add_option("--out", o->out_path, "Output file (safetensors)")->required();
   cmd->add_option("--tier", o->tier, "fast (double-double) or certify (MPFR, 266 bits)")
-      ->check(CLI::IsMember({"fast", "certify"}))
+      ->check(CLI::IsMember(harness::tier_names()))
       ->capture_default_str();
   add_timeout_flag(cmd, o->timeout_s);
   return {cmd, [o](const harness::Limits& lim) {

@@ -17,6 +17,7 @@
 #include "gpu/run_threads.hpp"
 #include "harness/presets.hpp"
 #include "harness/report.hpp"
+#include "harness/tiers.hpp"
 #include "oracle/text.hpp"
 #include "plugin/plugin.hpp"
 #include "properties/case_gen.hpp"
@@ -726,7 +727,8 @@ int finish_run(const RunOptions& o, const Plan& plan, const RunTotals& t, std::o
   // Rows not run: Ctrl-C stopped the run, or a plug-in's level ended it (an ERROR row).
   const bool stopped = t.errors == 0 && t.done < plan.count;
   // The rows that fail the tier gating the exit code.
-  const int64_t gated = t.failed + (o.bound == "statistical" ? t.suspect : 0);
+  const int64_t gated =
+      t.failed + (harness::parse_bound(o.bound) == props::BoundTier::statistical ? t.suspect : 0);
   const auto worst_cell = [&](double x) { return t.judged > 0 ? cell("%.4f", x) : "-"; };
   const auto worst_json = [&](double x) {
     return t.judged > 0 ? json_number(x) : nlohmann::json(nullptr);

@@ -27,6 +27,7 @@
 
 #include "harness/check.hpp"
 #include "harness/report.hpp"
+#include "harness/tiers.hpp"
 #include "oracle/attention.hpp"
 #include "oracle/case_file.hpp"
 #include "oracle/dtype.hpp"
@@ -242,23 +243,22 @@ struct PythonSignals {
   }
 };
 
-std::pair<Numpy, Numpy> reference_of(const dcp::oracle::Case& c, const std::string& tier) {
+std::pair<Numpy, Numpy> reference_of(const dcp::oracle::Case& c, dcp::oracle::Tier tier) {
   dcp::oracle::Expected<dcp::oracle::Attention> ref(dcp::oracle::Attention{});
   PythonSignals signals;
   {
     nb::gil_scoped_release release;  // the oracle's threads need no Python
-    ref = dcp::oracle::reference(
-        c, tier == "certify" ? dcp::oracle::Tier::certify : dcp::oracle::Tier::fast,
-        signals.watch());
+    ref = dcp::oracle::reference(c, tier, signals.watch());
   }
   if (signals.signalled) throw nb::python_error();
   if (!ref) throw nb::value_error(ref.status().message().c_str());
   return {owned(ref->o.data, ref->o.shape), owned(ref->lse.data, ref->lse.shape)};
 }
 
-void check_tier(const std::string& tier) {
-  if (tier != "fast" && tier != "certify")
-    throw nb::value_error(("tier: expected 'fast' or 'certify', got '" + tier + "'").c_str());
+dcp::oracle::Tier tier_of(const std::string& tier) {
+  const std::optional<dcp::oracle::Tier> t = dcp::harness::parse_tier(tier);
+  if (!t) throw nb::value_error(("tier: expected 'fast' or 'certify', got '" + tier + "'").c_str());
+  return *t;
 }
 
 // The judgement of a result file against its case, as `dcp-verify check` makes it
@@ -268,17 +268,15 @@ void check_tier(const std::string& tier) {
 std::pair<std::string, std::string> check_files(const std::string& case_path,
                                                 const std::string& result_path,
                                                 const std::string& tier, const std::string& bound) {
-  check_tier(tier);
-  if (bound != "sound" && bound != "statistical")
+  namespace h = dcp::harness;
+  const dcp::oracle::Tier t = tier_of(tier);
+  const std::optional<dcp::props::BoundTier> gate = h::parse_bound(bound);
+  if (!gate)
     throw nb::value_error(
         ("bound: expected 'sound' or 'statistical', got '" + bound + "'").c_str());
-  namespace h = dcp::harness;
   // K and V decoded, not mapped: a case file truncated meanwhile is an error, not a SIGBUS that
   // would end the Python process.
-  const h::CheckParams params{
-      case_path, result_path,
-      tier == "certify" ? dcp::oracle::Tier::certify : dcp::oracle::Tier::fast,
-      bound == "statistical" ? h::Gate::statistical : h::Gate::sound, /*in_place=*/false};
+  const h::CheckParams params{case_path, result_path, t, *gate, /*in_place=*/false};
   const auto t0 = std::chrono::steady_clock::now();
   PythonSignals signals;
   dcp::oracle::Expected<h::CheckPlan> plan = dcp::oracle::Status();
@@ -317,10 +315,10 @@ NB_MODULE(_core, m) {
   m.def(
       "reference_file",
       [](const std::string& path, const std::string& tier) {
-        check_tier(tier);
+        const dcp::oracle::Tier t = tier_of(tier);
         auto c = dcp::oracle::load_case(path);
         if (!c) throw nb::value_error(c.status().message().c_str());
-        return reference_of(*c, tier);
+        return reference_of(*c, t);
       },
       "path"_a, "tier"_a, "(o, lse) float64 of a case file");
   m.def(
@@ -328,11 +326,11 @@ NB_MODULE(_core, m) {
       [](const nb::dict& tensors, const std::map<std::string, std::string>& metadata,
          const std::map<std::string, std::string>& dtypes, const std::string& tier,
          const std::string& source) {
-        check_tier(tier);
+        const dcp::oracle::Tier t = tier_of(tier);
         const StFile f = to_file(tensors, metadata, dtypes);
         auto c = dcp::oracle::case_from_file(f, source);
         if (!c) throw nb::value_error(c.status().message().c_str());
-        return reference_of(*c, tier);
+        return reference_of(*c, t);
       },
       "tensors"_a, "metadata"_a, "dtypes"_a, "tier"_a, "source"_a,
       "(o, lse) float64 of a case given as arrays and string metadata");
