@@ -11,20 +11,46 @@
 namespace dcp::oracle {
 namespace {
 
-// Sum of q[k] * key[k]. Inputs are fp32/fp16/bf16 values, so every product of two of them is
-// exact in double (at most 24 + 24 significand bits); only the additions round.
+// Significand bits of the values a case holds in a tensor of dtype d with these scales: a
+// floating format's (its implicit one included), an int8 code's 7 (|code| <= 127), plus, where
+// there are scales, theirs (an f32's 24; a double's 53 where one is not an f32).
+int value_bits(DType d, const std::vector<double>& scales) {
+  const DTypeInfo* info = dtype_info(d);
+  int bits = info && info->encoding != Encoding::integer ? info->man_bits + 1 : 7;
+  if (!scales.empty()) {
+    const bool f32 = std::all_of(scales.begin(), scales.end(), [](double x) {
+      return static_cast<double>(static_cast<float>(x)) == x;
+    });
+    bits += f32 ? 24 : 53;
+  }
+  return bits;
+}
+
+// Whether every product q[i] * k[i] of a case is exact in double: its factors' significand bits
+// sum to at most 53. So for q in f32, bf16 or f16 and K in those or fp8 with f32 scales (at most
+// 24 + 28); not for an int8 cache, whose values (7-bit codes times f32 scales) hold up to 31.
+bool products_exact(const Case& c) {
+  return value_bits(c.q_dtype, {}) + value_bits(c.kv_dtype, c.k_scale) <= 53;
+}
+
+// Sum of q[k] * key[k]. The dd tier adds each product exactly: as one double where products are
+// exact (products_exact), else as two_prod's pair; only the additions round.
 template <class Real>
-Real dot(const double* q, const double* key, int64_t n) {
+Real dot(const double* q, const double* key, int64_t n, bool /*exact*/) {
   Real acc(0);
   for (int64_t i = 0; i < n; ++i) acc += Real(q[i]) * Real(key[i]);
   return acc;
 }
 
 template <>
-dd dot<dd>(const double* q, const double* key, int64_t n) {
+dd dot<dd>(const double* q, const double* key, int64_t n, bool exact) {
   // Four independent accumulators break the two_sum latency chain; dd + exact double each.
   constexpr int kLanes = 4;
   dd acc[kLanes];
+  if (!exact) {
+    for (int64_t i = 0; i < n; ++i) acc[i % kLanes] = acc[i % kLanes] + two_prod(q[i], key[i]);
+    return (acc[0] + acc[1]) + (acc[2] + acc[3]);
+  }
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
     for (int l = 0; l < kLanes; ++l) acc[l] += q[i + l] * key[i + l];
@@ -115,6 +141,15 @@ struct BlockArgs {
   lo = e - (hi - sum);
 }
 
+// hi + lo += a * b where the product may round in double (products_exact false): its rounded
+// part added exactly, its error (two_prod's, exact by one FMA) added to lo, which rounds it
+// within the pair's 2^-106 relative.
+[[gnu::always_inline]] inline void add_product(double& hi, double& lo, double a, double b) {
+  const double p = a * b;
+  add_exact(hi, lo, p);
+  lo += std::fma(a, b, -p);
+}
+
 [[gnu::always_inline]] inline void block_kernel(const BlockArgs& a) {
   const Case& c = *a.c;
   const BlockTask& tk = a.task;
@@ -123,6 +158,7 @@ struct BlockArgs {
   const dd tau = c.scale ? dd(*c.scale) : dd(1.0) / sqrt(dd(static_cast<double>(dk)));
   const int64_t* keys = a.keys->data() + tk.begin;
   const int64_t qpos = c.query_pos(tk.t);
+  const bool exact_products = products_exact(c);
   // A stored K or V row is widened here once for the G heads that read it.
   std::vector<double> row_buf(static_cast<size_t>(std::max(dk, c.shared_latent() ? dk : dv)));
 
@@ -135,9 +171,15 @@ struct BlockArgs {
       const double* qrow = c.q.data.data() + (tk.t * Hq + h0 + h) * dk;
       double hi[kDotLanes] = {}, lo[kDotLanes] = {};
       int64_t i = 0;
-      for (; i + kDotLanes <= dk; i += kDotLanes)
-        for (int l = 0; l < kDotLanes; ++l) add_exact(hi[l], lo[l], qrow[i + l] * krow[i + l]);
-      for (int l = 0; i < dk; ++i, ++l) add_exact(hi[l], lo[l], qrow[i] * krow[i]);
+      if (exact_products) {
+        for (; i + kDotLanes <= dk; i += kDotLanes)
+          for (int l = 0; l < kDotLanes; ++l) add_exact(hi[l], lo[l], qrow[i + l] * krow[i + l]);
+        for (int l = 0; i < dk; ++i, ++l) add_exact(hi[l], lo[l], qrow[i] * krow[i]);
+      } else {
+        for (; i + kDotLanes <= dk; i += kDotLanes)
+          for (int l = 0; l < kDotLanes; ++l) add_product(hi[l], lo[l], qrow[i + l], krow[i + l]);
+        for (int l = 0; i < dk; ++i, ++l) add_product(hi[l], lo[l], qrow[i], krow[i]);
+      }
       dd acc[kDotLanes];
       for (int l = 0; l < kDotLanes; ++l) acc[l] = dd(hi[l], lo[l]);
       for (int w = kDotLanes / 2; w >= 1; w /= 2)
@@ -241,12 +283,14 @@ MergeState<Real> attend_row(const Case& c, int64_t t, int64_t h, std::span<const
   const double* qrow = &c.q.data[c.q.offset({t, h, 0})];
   const int64_t qpos = c.query_pos(t);
   std::vector<double> row_buf(static_cast<size_t>(std::max(dk, dv)));
+  const bool exact = products_exact(c);
 
   std::vector<Real> s(keys.size());
   Real m = RealOps<Real>::neg_inf();
   for (size_t x = 0; x < keys.size(); ++x) {
     const double* krow = c.k.row(keys[x], g, row_buf.data());
-    const Real score = variant_logit(c, Real(tau * dot<Real>(qrow, krow, dk)), h, qpos, keys[x]);
+    const Real score =
+        variant_logit(c, Real(tau * dot<Real>(qrow, krow, dk, exact)), h, qpos, keys[x]);
     s[x] = score;
     m = x == 0 ? score : max_of(m, score);
   }
