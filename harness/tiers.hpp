@@ -2,8 +2,9 @@
 // bound's tiers that decide pass (sound: over it is FAILED; statistical: over it is SUSPECT, which
 // fails too), as flags, keywords and reports spell them: one table each (gpu/kernels/names.hpp).
 //
-//   parse_tier("certify") == oracle::Tier::certify;   bound_name(props::BoundTier::sound) ==
-//   "sound" tier_names() == {"fast", "certify"}                // for a flag's accepted values
+//   parse_tier("certify") == oracle::Tier::certify;
+//   bound_name(props::BoundTier::sound) == "sound";
+//   tier_names() == {"fast", "certify"};  // a flag's accepted values
 #pragma once
 
 #include <optional>

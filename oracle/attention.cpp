@@ -12,7 +12,7 @@ namespace dcp::oracle {
 namespace {
 
 // Significand bits of the values a case holds in a tensor of dtype d with these scales: a
-// floating format's (its implicit one included), an int8 code's 7 (|code| <= 127), plus, where
+// floating format's (its implicit one included), an int8 code's 7 (|code| <= 128), plus, where
 // there are scales, theirs (an f32's 24; a double's 53 where one is not an f32).
 int value_bits(DType d, const std::vector<double>& scales) {
   const DTypeInfo* info = dtype_info(d);
@@ -91,7 +91,7 @@ Real max_of(const Real& a, const Real& b) {
 // double-double updates of independent lanes (dot products over 8 lanes, the P.V update over Dv
 // components) vectorize; the kernel is compiled for AVX-512, for AVX2 + FMA and for the baseline,
 // and the widest the CPU has runs (where two_prod's FMA is one instruction, not a library call).
-// The arithmetic is that of attend_row: dd += exact double product in the dots, two_prod-based
+// The arithmetic is that of attend_row: dd += each product exactly in the dots, two_prod-based
 // P.V updates, a dd exp per key and head. Blocks are merged in order by combine (merge.hpp).
 
 // Keys per block: about kBlocksPerThread blocks per thread and row group (enough to balance the
@@ -129,6 +129,7 @@ struct BlockArgs {
   const std::vector<int64_t>* keys;  // the token's visible keys
   BlockTask task;
   std::vector<MergeState<dd>>* out;  // [G] states of this block
+  bool exact_products;               // products_exact(*c), decided once for the case
 };
 
 // hi + lo += x for an exact double x, as operator+(dd, double), on separate hi and lo.
@@ -158,7 +159,7 @@ struct BlockArgs {
   const dd tau = c.scale ? dd(*c.scale) : dd(1.0) / sqrt(dd(static_cast<double>(dk)));
   const int64_t* keys = a.keys->data() + tk.begin;
   const int64_t qpos = c.query_pos(tk.t);
-  const bool exact_products = products_exact(c);
+  const bool exact_products = a.exact_products;
   // A stored K or V row is widened here once for the G heads that read it.
   std::vector<double> row_buf(static_cast<size_t>(std::max(dk, c.shared_latent() ? dk : dv)));
 
@@ -393,13 +394,14 @@ Expected<std::vector<MergeState<dd>>> attend_rows_watched(const Case& c, const K
   std::vector<std::vector<MergeState<dd>>> states(
       tasks.size(), std::vector<MergeState<dd>>(static_cast<size_t>(G)));
   static const BlockFn kernel = pick_block_kernel();
+  const bool exact_products = products_exact(c);
   int64_t total = 0;
   for (const BlockTask& tk : tasks) total += (tk.end - tk.begin) * G;
   WatchGate gate(watch, total);
   parallel_for(static_cast<int64_t>(tasks.size()), [&](int64_t i) {
     if (gate.stop()) return;
     const size_t k = static_cast<size_t>(i);
-    kernel({&c, &keys[static_cast<size_t>(tasks[k].t)], tasks[k], &states[k]});
+    kernel({&c, &keys[static_cast<size_t>(tasks[k].t)], tasks[k], &states[k], exact_products});
     gate.finished((tasks[k].end - tasks[k].begin) * G);
   });
   if (gate.stopped()) return DCP_ERROR("interrupted: ", gate.so_far("(row, key) pairs computed"));

@@ -6,6 +6,7 @@
 #include <sstream>
 #include <vector>
 
+#include "harness/tiers.hpp"
 #include "oracle/file_write.hpp"
 #include "tools/session.hpp"
 
@@ -97,7 +98,8 @@ std::string document(const std::string& suite, const std::vector<TestCase>& case
 
 std::vector<TestCase> run_cases(const json& r) {
   std::vector<TestCase> cases;
-  const bool statistical = r.value("bound", "sound") == "statistical";
+  const bool statistical =
+      harness::parse_bound(r.value("bound", "sound")) == props::BoundTier::statistical;
   for (const json& row : r.at("rows")) {
     TestCase c;
     c.name = "row " + std::to_string(row.at("row").get<int64_t>()) + ": " +
@@ -210,7 +212,8 @@ void check_parts(const json& req, const std::string& prefix, bool statistical,
 
 std::vector<TestCase> check_cases(const json& r) {
   std::vector<TestCase> cases;
-  const bool statistical = r.value("bound", "sound") == "statistical";
+  const bool statistical =
+      harness::parse_bound(r.value("bound", "sound")) == props::BoundTier::statistical;
   if (r.contains("requests")) {
     for (const json& q : r.at("requests"))
       check_parts(q, "request " + std::to_string(q.at("request").get<int64_t>()) + ": ",

@@ -265,7 +265,8 @@ int finish_mutants(const MutantsOptions& o, uint64_t seed, const MutantRow& clea
       << "\n# reproduce: dcp-verify mutants --seed " << seed << " --cases " << o.cases
       << (only_all.empty() ? "" : " --only " + only_all)
       << (o.fixed_tolerance ? " --fixed-tolerance" : "")
-      << (o.bound == "sound" ? "" : " --bound " + o.bound) << "\n"
+      << (harness::parse_bound(o.bound) == props::BoundTier::sound ? "" : " --bound " + o.bound)
+      << "\n"
       << "mutants: " << killed << "/" << chosen.size() << " killed, " << false_alarms
       << " false alarms\n";
   if (o.json_path || o.junit_path) {

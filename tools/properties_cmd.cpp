@@ -127,7 +127,7 @@ std::string reproduce_line(const PropertiesOptions& o, uint64_t seed, const std:
   os << "dcp-verify properties --backend " << o.backend << " --seed " << seed << " --cases "
      << o.cases;
   if (!only.empty()) os << " --only " << only;
-  if (o.bound != "sound") os << " --bound " << o.bound;
+  if (harness::parse_bound(o.bound) != props::BoundTier::sound) os << " --bound " << o.bound;
   if (o.impl) os << " --impl " << oracle::printable(*o.impl);
   if (o.pinned) os << " --pinned " << oracle::printable(*o.pinned);
   os << o.draws.limit_flags;

@@ -49,7 +49,7 @@ int run_reference_mpi(const ReferenceOptions& o, const harness::Limits& lim, int
   oracle::Expected<oracle::Case> c = oracle::Status();
   std::vector<oracle::MergeState<oracle::dd>> rows;
   InterruptGuard guard;
-  if (o.tier != "fast") {
+  if (harness::parse_tier(o.tier) != oracle::Tier::fast) {
     why = "--tier certify runs in one process (the certify tier is for small cases)";
     code = kExitBadInput;
   } else if (const auto out = output_error({"--out", o.out_path}, {{"--case", o.case_path}})) {

@@ -396,7 +396,7 @@ std::string reproduce_line(const RunOptions& o) {
   if (o.comm != default_comm(o.backend)) os << " --comm " << o.comm;
   os << case_flags(o);
   if (o.cases != 1) os << " --cases " << o.cases;
-  if (o.bound != "sound") os << " --bound " << o.bound;
+  if (harness::parse_bound(o.bound) != props::BoundTier::sound) os << " --bound " << o.bound;
   if (o.impl) os << " --impl " << oracle::printable(*o.impl);
   return os.str();
 }
