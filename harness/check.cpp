@@ -1,7 +1,6 @@
 #include "harness/check.hpp"
 
 #include <algorithm>
-#include <cctype>
 #include <ostream>
 #include <sstream>
 #include <string_view>
@@ -138,14 +137,6 @@ oracle::ResultCheck collect_parts(CheckPlan& plan,
 
 namespace {
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& ch : out) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  return out;
-}
-
-std::string dtype_word(oracle::DType d) { return lower(oracle::dtype_name(d)); }
-
 // The worst element of a tensor; with the sound tier, what each step adds to its bound.
 json worst_json(const oracle::Worst& w, int64_t elements, int64_t violations,
                 const std::vector<oracle::BoundTerm>* terms = nullptr) {
@@ -173,13 +164,13 @@ json optional_number(const std::optional<double>& x) { return x ? json_number(*x
 // What the result claims, as the report spells it (docs/cli.md).
 json claim_json(const oracle::DcpResult& r) {
   const oracle::Arithmetic& a = r.output_claim;
-  return {{"accum", a.tf32 ? "tf32" : dtype_word(a.accum)},
+  return {{"accum", a.tf32 ? "tf32" : oracle::format_text(a.accum)},
           {"ftz", a.ftz},
-          {"p_cast", a.p_cast ? json(dtype_word(*a.p_cast)) : json(nullptr)},
-          {"o", dtype_word(a.out)},
-          {"lse", dtype_word(a.lse_out)},
-          {"partial_o", dtype_word(a.partial_o)},
-          {"partial_lse", dtype_word(a.partial_lse)},
+          {"p_cast", a.p_cast ? json(oracle::format_text(*a.p_cast)) : json(nullptr)},
+          {"o", oracle::format_text(a.out)},
+          {"lse", oracle::format_text(a.lse_out)},
+          {"partial_o", oracle::format_text(a.partial_o)},
+          {"partial_lse", oracle::format_text(a.partial_lse)},
           {"partial_format_from", r.partial_format_from},
           {"tile", a.tile},
           {"accum_rounding", a.truncating_mma ? "any" : "nearest"},
@@ -188,10 +179,10 @@ json claim_json(const oracle::DcpResult& r) {
           {"log_rel_err", optional_number(a.log_rel_err)},
           {"merge_exp_rel_err", optional_number(a.merge_exp_rel_err)},
           {"rescale_exp_rel_err", optional_number(a.rescale_exp_rel_err)},
-          {"merge_accum", dtype_word(a.merge_accum)},
-          {"merge_lse_accum", dtype_word(a.merge_lse_accum.value_or(a.merge_accum))},
+          {"merge_accum", oracle::format_text(a.merge_accum)},
+          {"merge_lse_accum", oracle::format_text(a.merge_lse_accum.value_or(a.merge_accum))},
           {"merge_depth", a.merge_depth},
-          {"kv_dequant", a.kv_dequant ? json(dtype_word(*a.kv_dequant)) : json(nullptr)},
+          {"kv_dequant", a.kv_dequant ? json(oracle::format_text(*a.kv_dequant)) : json(nullptr)},
           {"dcp_size", r.dcp_size},
           {"interleave", r.owner.empty() ? json(r.interleave) : json(nullptr)},
           {"owner_map", !r.owner.empty()},
@@ -252,17 +243,17 @@ std::string index_text(const Worst& w) {
 std::string claim_text(const oracle::DcpResult& r) {
   const Arithmetic& a = r.output_claim;
   std::ostringstream os;
-  os << "accum " << (a.tf32 ? "tf32" : lower(oracle::dtype_name(a.accum)))
+  os << "accum " << (a.tf32 ? "tf32" : oracle::format_text(a.accum))
      << (a.truncating_mma ? "" : " (round to nearest)") << (a.ftz ? ", ftz" : "") << ", P cast "
-     << (a.p_cast ? lower(oracle::dtype_name(*a.p_cast)) : "none") << ", o "
-     << lower(oracle::dtype_name(a.out)) << ", lse " << lower(oracle::dtype_name(a.lse_out))
-     << (a.kv_dequant ? ", kv dequantized to " + lower(oracle::dtype_name(*a.kv_dequant)) : "")
+     << (a.p_cast ? oracle::format_text(*a.p_cast) : "none") << ", o " << oracle::format_text(a.out)
+     << ", lse " << oracle::format_text(a.lse_out)
+     << (a.kv_dequant ? ", kv dequantized to " + oracle::format_text(*a.kv_dequant) : "")
      << ", dcp_size " << r.dcp_size
      << (r.owner.empty() ? ", interleave " + std::to_string(r.interleave) : ", owner map")
-     << ", splits " << r.splits << ", partials " << lower(oracle::dtype_name(a.partial_o)) << "/"
-     << lower(oracle::dtype_name(a.partial_lse)) << " (" << r.partial_format_from << "), merge "
-     << lower(oracle::dtype_name(a.merge_accum))
-     << (a.merge_lse_accum ? ", merge lse " + lower(oracle::dtype_name(*a.merge_lse_accum)) : "")
+     << ", splits " << r.splits << ", partials " << oracle::format_text(a.partial_o) << "/"
+     << oracle::format_text(a.partial_lse) << " (" << r.partial_format_from << "), merge "
+     << oracle::format_text(a.merge_accum)
+     << (a.merge_lse_accum ? ", merge lse " + oracle::format_text(*a.merge_lse_accum) : "")
      << (a.merge_depth > 0 ? ", pairwise merges " + std::to_string(a.merge_depth) + " deep" : "")
      << ", sink "
      << (r.sink_rank ? "on rank " + std::to_string(*r.sink_rank) : std::string("at the merge"))
@@ -360,9 +351,9 @@ void print_check_header(std::ostream& out, const CheckPlan& plan, const Table& t
     out << "# case: T=" << c.tokens() << " Hq=" << c.q_heads() << " Hkv=" << c.kv_heads()
         << " Dk=" << c.head_dim() << " Dv=" << c.v_dim << " S=" << c.seq();
   }
-  out << (c.shared_latent() ? " (shared latent)" : "") << "  q "
-      << lower(oracle::dtype_name(c.q_dtype)) << ", kv " << lower(oracle::dtype_name(c.kv_dtype))
-      << scales_text(c) << "  lse base " << oracle::lse_base_name(c.lse_base) << "\n"
+  out << (c.shared_latent() ? " (shared latent)" : "") << "  q " << oracle::format_text(c.q_dtype)
+      << ", kv " << oracle::format_text(c.kv_dtype) << scales_text(c) << "  lse base "
+      << oracle::lse_base_name(c.lse_base) << "\n"
       << "# claim: " << claim_text(reqs.front().r) << "\n"
       << "#  worst (t, h, d): the element with the largest error/bound; err/stat: the largest "
          "error over the statistical bound (SUSPECT above 1); rank rows: that rank's partial vs "

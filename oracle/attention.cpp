@@ -284,7 +284,7 @@ MergeState<Real> attend_row(const Case& c, int64_t t, int64_t h, std::span<const
   const double* qrow = &c.q.data[c.q.offset({t, h, 0})];
   const int64_t qpos = c.query_pos(t);
   std::vector<double> row_buf(static_cast<size_t>(std::max(dk, dv)));
-  const bool exact = products_exact(c);
+  const bool exact = !std::is_same_v<Real, dd> || products_exact(c);  // only dd's dots ask
 
   std::vector<Real> s(keys.size());
   Real m = RealOps<Real>::neg_inf();
