@@ -139,6 +139,44 @@ GpuStatus validate_batch(const DcpInputs& in, const DcpConfig& cfg) {
   return {};
 }
 
+// cfg.page_scales: a paged cache, scales by token, every token of a rank-local page carrying the
+// same ones. A token at position p lives in rank-local page floor(row(p) / P), the same for the
+// tokens of one rank in [k N P, (k + 1) N P) (P is a multiple of I).
+GpuStatus check_page_scales(const DcpInputs& in, const DcpConfig& cfg) {
+  if (!cfg.page_scales) return {};
+  if (cfg.page_size <= 0)
+    return DCP_GPU_ERROR(
+        "DcpConfig.page_scales: scales by page need a paged cache (page_size > 0)");
+  if (in.kv_scale_grain != ScaleGrain::token)
+    return DCP_GPU_ERROR("DcpConfig.page_scales: the inputs' scales are by head; scales by page ",
+                         "are given by token ([S] or [S, Hkv]), the same over each page");
+  const DcpLayout& lay = cfg.layout;
+  const int64_t S = in.seq, N = lay.ranks, P = cfg.page_size;
+  for (const auto& [sc, name] : {std::pair{&in.k_scale, "k_scale"}, {&in.v_scale, "v_scale"}}) {
+    if (sc->empty() || S == 0) continue;
+    const int64_t heads = static_cast<int64_t>(sc->size()) / S;
+    // The first position of each (page index, rank): its scales stand for the page's.
+    std::vector<int64_t> first(static_cast<size_t>(((S - 1) / (N * P) + 1) * N), -1);
+    for (int64_t pos = 0; pos < S; ++pos) {
+      const int64_t page = lay.row(pos) / P, r = lay.owner(pos);
+      int64_t& f = first[static_cast<size_t>(page * N + r)];
+      if (f < 0) {
+        f = pos;
+        continue;
+      }
+      for (int64_t g = 0; g < heads; ++g)
+        if ((*sc)[static_cast<size_t>(pos * heads + g)] !=
+            (*sc)[static_cast<size_t>(f * heads + g)])
+          return DCP_GPU_ERROR("tensor '", name, "': tokens ", f, " and ", pos, " share rank ", r,
+                               "'s page ", page, " but their scales differ (",
+                               (*sc)[static_cast<size_t>(f * heads + g)], " and ",
+                               (*sc)[static_cast<size_t>(pos * heads + g)],
+                               "); DcpConfig.page_scales keeps one a page");
+    }
+  }
+  return {};
+}
+
 }  // namespace
 
 GpuStatus validate_inputs(const DcpInputs& in, const DcpConfig& cfg) {
@@ -168,6 +206,9 @@ GpuStatus validate_inputs(const DcpInputs& in, const DcpConfig& cfg) {
   if (!d.shared_latent && in.v.quantize != in.k.quantize)
     return DCP_GPU_ERROR("tensor 'v': quantize is ", in.v.quantize ? "true" : "false",
                          "; expected k's, ", in.k.quantize ? "true" : "false");
+  if (in.kv_scale_grain == ScaleGrain::page)
+    return DCP_GPU_ERROR("DcpInputs.kv_scale_grain: page; inputs give scales by head or token ",
+                         "(DcpConfig.page_scales keeps scales by token one a page)");
   const bool by_token = in.kv_scale_grain == ScaleGrain::token;
   if (by_token && in.batched() && !(in.k_scale.empty() && in.v_scale.empty()))
     return DCP_GPU_ERROR("tensor '", in.k_scale.empty() ? "v_scale" : "k_scale",
@@ -197,6 +238,7 @@ GpuStatus validate_inputs(const DcpInputs& in, const DcpConfig& cfg) {
     return DCP_GPU_ERROR(
         "tensor 'v_scale': given for a shared latent, whose V is K (k_scale "
         "scales both)");
+  DCP_GPU_TRY(check_page_scales(in, cfg));
   if (in.q_pos.size() != static_cast<size_t>(T)) return size_err("q_pos", in.q_pos.size(), T);
   for (int64_t t = 0; t < T; ++t) {
     if (in.q_pos[static_cast<size_t>(t)] < 0)
@@ -294,8 +336,11 @@ Result<KvCacheSpec> rank_cache_spec(const DcpInputs& in, const DcpConfig& cfg, i
   spec.v_dim = d.v_dim;
   spec.shared_latent = d.shared_latent;
   spec.dtype = in.kv_dtype;
-  spec.scale_grain = in.kv_scale_grain;
-  // By token: one scale per token when the inputs' are (S == S x Hkv only for one KV head).
+  spec.scale_grain = in.kv_scale_grain == ScaleGrain::token && cfg.page_scales && cfg.page_size > 0
+                         ? ScaleGrain::page
+                         : in.kv_scale_grain;
+  // By token (or page): one scale per token when the inputs' are (S == S x Hkv only for one KV
+  // head).
   const std::vector<float>& scales = in.k_scale.empty() ? in.v_scale : in.k_scale;
   spec.scale_heads =
       in.kv_scale_grain == ScaleGrain::token && static_cast<int64_t>(scales.size()) != in.seq
@@ -382,7 +427,7 @@ float input_scale(const DcpInputs& in, const std::vector<float>& s, int64_t row,
 
 KvScales rank_kv_scales(const DcpInputs& in, const KvCacheSpec& spec) {
   const auto local = [&](const std::vector<float>& s) {
-    if (spec.scale_grain == ScaleGrain::token)  // each slot's, stored by the KV write
+    if (spec.scale_grain != ScaleGrain::head)  // each slot's or page's, stored by the KV write
       return std::vector<float>(s.empty() ? 0 : static_cast<size_t>(scale_entries(spec)), 0.0f);
     std::vector<float> out;
     for (int64_t g = 0; g < (s.empty() ? 0 : spec.kv_heads); ++g)
@@ -417,7 +462,7 @@ ChunkRows chunk_rows(const DcpInputs& in, const KvCacheSpec& spec, int64_t pos0,
       std::copy_n(in.v.bytes_at((pos * d.kv_heads + spec.kv_head0) * dv), H * dv * e,
                   &c.v[static_cast<size_t>(i * H * dv * e)]);
   }
-  if (spec.scale_grain == ScaleGrain::token) {  // each row's scales, of the spec's KV heads
+  if (spec.scale_grain != ScaleGrain::head) {  // each row's scales, of the spec's KV heads
     const auto rows = [&](const std::vector<float>& sc, std::vector<float>& out) {
       for (int64_t i = 0; i < (sc.empty() ? 0 : len); ++i) {
         const int64_t pos = in.request_key0(b) + pos0 + i;  // the row of k and v, as above

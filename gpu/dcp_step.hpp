@@ -69,6 +69,11 @@ struct DcpConfig {
   // (plan_pages): a fragmented pool, as an engine's block allocator leaves it.
   int64_t page_size = 0;
   uint64_t page_seed = 0;
+  // With page_size > 0 and scales by token: the caches keep one scale per page of the pool (per
+  // page and KV head for [S, Hkv] scales), as a cache quantized page by page keeps them; the KV
+  // write stores a token's scales in its page's entry. Every token of a rank-local page must carry
+  // the same scales (validate_inputs names the first two that differ).
+  bool page_scales = false;
   // Polled between the step's KV writes and kernels, and by the host device between the
   // attention's rows, from every rank's thread at once (so it must be safe to call that way):
   // once it says true, the step ends with an error saying where (the CLI's Ctrl-C). Empty: the
@@ -143,9 +148,9 @@ struct DcpInputs {
   // The caches' dequantization scales (an fp8 cache's k_scale / v_scale, as engines keep them),
   // finite and > 0, of kv_scale_grain: by head [1] per tensor or [Hkv] per KV head; by token [S]
   // per token or [S, Hkv] per token and KV head (one request only), stored by the KV write with
-  // each token. Empty: none. The key the attention means is the stored key times its k_scale
-  // (KvSource says what k and v hold; v's quantize must be k's). A shared latent has no v_scale:
-  // k_scale scales its V too.
+  // each token (in its page's entry with DcpConfig.page_scales). Empty: none. The key the attention
+  // means is the stored key times its k_scale (KvSource says what k and v hold; v's quantize must
+  // be k's). A shared latent has no v_scale: k_scale scales its V too.
   std::vector<float> k_scale, v_scale;
   ScaleGrain kv_scale_grain = ScaleGrain::head;
   std::vector<int64_t> q_pos;  // [T] global positions

@@ -211,7 +211,7 @@ void buggy_attention(Mutant m, const PartialAttentionParams& p) {
       for (int64_t i = 0; i < dk; ++i)
         qs[static_cast<size_t>(i)] = operand(p.q[(t * H + h) * dk + i]);
       const int64_t g = (p.head0 + h) / group - p.kv_head0;
-      const bool by_token = kv.scales_by_token();  // scales as the body applies them
+      const bool by_token = kv.scales_by_row();  // scales as the body applies them
       for (int64_t sp = 0; sp < p.splits; ++sp) {
         const int64_t k0 = nk * sp / p.splits, k1 = nk * (sp + 1) / p.splits;
         MergeAcc a = m == Mutant::zero_initial_max ? MergeAcc{0.0f, 0.0f} : MergeAcc{};
@@ -348,7 +348,7 @@ std::vector<int32_t> MutantDevice::buggy_tables(std::vector<int32_t> t) const {
 // none past the cache's rows, as a bounds-checked store).
 void write_token(const body::KvWrite& a, int64_t row, int64_t i, int64_t scale_row) {
   const gpu::KvView& c = a.cache;
-  const bool by_token = c.scale_grain == gpu::ScaleGrain::token;
+  const bool by_token = c.scales_written();  // by token or page
   for (int64_t g = 0; g < c.kv_heads; ++g) {
     const float ks = by_token ? body::chunk_scale(a, a.k_scale, i, g) : c.k_scale_of(row, g);
     const float vs = by_token ? body::chunk_scale(a, a.v_scale, i, g) : c.v_scale_of(row, g);
@@ -378,14 +378,18 @@ GpuStatus MutantDevice::kv_write(const body::KvWrite& a) {
   const gpu::DcpLayout& lay = a.layout;
   const gpu::KvView& c = a.cache;
   if (in_family(path_, {Mutant::kv_write_global_row, Mutant::owner_from_local_row,
-                        Mutant::token_scale_global_row})) {
+                        Mutant::token_scale_global_row, Mutant::page_scale_logical_page})) {
+    // The scales' entry at the global position: its slot by token, its page (position / P,
+    // through the block table) by page; each mutant on its own grain.
+    const bool scale_at_pos =
+        (m_ == Mutant::token_scale_global_row && c.scale_grain == gpu::ScaleGrain::token) ||
+        (m_ == Mutant::page_scale_logical_page && c.scale_grain == gpu::ScaleGrain::page);
     for (int64_t i = 0; i < a.len; ++i) {
       const int64_t pos = a.pos0 + i;
       const int64_t owner =
           m_ == Mutant::owner_from_local_row ? lay.owner(lay.row(pos)) : lay.owner(pos);
       const int64_t row = m_ == Mutant::kv_write_global_row ? pos : lay.row(pos);
-      if (owner == a.rank && row < c.rows)
-        write_token(a, row, i, m_ == Mutant::token_scale_global_row ? pos : row);
+      if (owner == a.rank && row < c.rows) write_token(a, row, i, scale_at_pos ? pos : row);
     }
     return {};
   }

@@ -527,7 +527,7 @@ gpu::GpuStatus head_vectors_carried(const Plugin& p, Has has) {
 gpu::GpuStatus scales_carried(const Plugin& p, bool by_token) {
   if (by_token && p.abi < DCPV_ABI_VERSION_3)
     return DCP_GPU_ERROR("plug-in: ABI ", p.abi,
-                         " does not carry scales by token, which this step uses");
+                         " does not carry scales by token (or page), which this step uses");
   return {};
 }
 
@@ -540,7 +540,11 @@ class PluginDevice : public gpu::HostDevice {
   gpu::GpuStatus partial_attention(const gpu::PartialAttentionParams& p) {
     if (!p_.has_paged() && !p_.has_partial()) return HostDevice::partial_attention(p);
     DCP_GPU_TRY(head_vectors_carried(p_, [&](const gpu::HeadVector& hv) { return p.*hv.param; }));
-    DCP_GPU_TRY(scales_carried(p_, p.kv.scales_by_token()));
+    DCP_GPU_TRY(scales_carried(p_, p.kv.scales_by_row()));
+    if (p_.has_paged() && p.kv.scale_grain == gpu::ScaleGrain::page &&
+        (p.kv.k_scale != nullptr || p.kv.v_scale != nullptr))
+      return DCP_GPU_ERROR("plug-in: the paged level carries scales by head or token; this ",
+                           "step's cache keeps them by page (no ABI version carries those)");
     if (p_.has_paged()) return paged_attention(p);
     if (p.req != nullptr)
       return DCP_GPU_ERROR("plug-in: ABI ", p_.abi,

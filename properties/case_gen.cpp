@@ -199,18 +199,27 @@ std::optional<dcp::oracle::Case> make_case_unless(const CaseSpec& s, KvHolding h
   if (s.kv_scale != KvScale::none) {
     // Quantize last, so every value style's keys are the stored values times their scale.
     const double fmt_max = dcp::oracle::max_finite(s.kv_dtype);
-    const size_t n = static_cast<size_t>(s.kv_scale == KvScale::per_tensor  ? 1
-                                         : s.kv_scale == KvScale::per_head  ? Hkv
-                                         : s.kv_scale == KvScale::per_token ? S
-                                                                            : S * Hkv);
-    c.kv_scale_grain = scales_by_token(s.kv_scale) ? dcp::oracle::ScaleGrain::token
-                                                   : dcp::oracle::ScaleGrain::head;
+    const bool by_token = scales_by_token(s.kv_scale), by_page = scales_by_page(s.kv_scale);
+    const int64_t heads = scales_per_kv_head(s.kv_scale) ? Hkv : 1;
+    // Drawn: one a tensor, KV head, token or (rank, page), times the KV heads where per head.
+    const ScalePages& pg = s.scale_pages;
+    const int64_t groups = !by_token ? 1
+                           : by_page
+                               ? (S > 0 ? ((S - 1) / (pg.ranks * pg.page_size) + 1) * pg.ranks : 0)
+                               : S;
+    c.kv_scale_grain = by_token ? dcp::oracle::ScaleGrain::token : dcp::oracle::ScaleGrain::head;
     auto draw_scales = [&] {
-      std::vector<double> sc(n);
+      std::vector<double> sc(static_cast<size_t>(groups * heads));
       for (double& x : sc)
         x = round_to(DType::f32,
                      kDrawnAmax / fmt_max * (1.0 + std::ldexp(rng.below(1 << 20), -20)));
-      return sc;
+      if (!by_page) return sc;
+      std::vector<double> by_pos(static_cast<size_t>(S * heads));  // each token its page's
+      for (int64_t p = 0; p < S; ++p)
+        for (int64_t h = 0; h < heads; ++h)
+          by_pos[static_cast<size_t>(p * heads + h)] =
+              sc[static_cast<size_t>(pg.group(p) * heads + h)];
+      return by_pos;
     };
     // Saturated to the format's range, as engines quantize.
     auto quantize = [&](double x, double scale) {
@@ -308,6 +317,10 @@ std::string describe(const CaseSpec& s) {
      << " q=" << dcp::oracle::dtype_name(s.q_dtype) << " kv=" << dcp::oracle::dtype_name(s.kv_dtype)
      << (s.kv_scale != KvScale::none ? std::string(" kv_scale=") + kv_scale_name(s.kv_scale)
                                      : std::string())
+     << (scales_by_page(s.kv_scale) ? " pages=" + std::to_string(s.scale_pages.ranks) + "x" +
+                                          std::to_string(s.scale_pages.interleave) + "x" +
+                                          std::to_string(s.scale_pages.page_size)
+                                    : std::string())
      << " causal=" << s.causal << (s.explicit_pos ? " q_pos=random" : "") << " window=" << s.window
      << " softcap=" << s.softcap << " sink=" << s.sink << (s.alibi ? " alibi" : "")
      << " topk=" << s.topk << " base=" << dcp::oracle::lse_base_name(s.lse_base)

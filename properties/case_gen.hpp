@@ -33,24 +33,52 @@ enum class ValueStyle { normal, peaked, wide, ties, tiny, extreme };
 
 // An fp8 cache's dequantization scales (as engines keep k_scale / v_scale): none, one per tensor,
 // one per KV head, one per token, or one per token and KV head (the last two as LMDeploy and
-// TensorRT-LLM keep quantized caches: a scale written with each token). Keys and values are drawn,
-// then stored as round(x / scale) in kv_dtype, so the case's values are the stored ones times the
-// scale.
-enum class KvScale { none, per_tensor, per_head, per_token, per_token_head };
-inline bool scales_by_token(KvScale s) {
-  return s == KvScale::per_token || s == KvScale::per_token_head;
+// TensorRT-LLM keep quantized caches: a scale written with each token), or one per page of a
+// paged cache (and KV head), as a cache quantized page by page keeps them. Keys and values are
+// drawn, then stored as round(x / scale) in kv_dtype, so the case's values are the stored ones
+// times the scale. A case holds scales by page as scales by token, the same over the tokens of
+// each rank-local page of the layout in CaseSpec::scale_pages (the oracle knows no pages).
+enum class KvScale {
+  none,
+  per_tensor,
+  per_head,
+  per_token,
+  per_token_head,
+  per_page,
+  per_page_head
+};
+inline bool scales_by_page(KvScale s) {
+  return s == KvScale::per_page || s == KvScale::per_page_head;
 }
-// The same scales by head: per token becomes per tensor, per token and KV head per KV head (a
-// batch shares its scales: batch.hpp).
+// Whether the case's scales are by token (by page too: see above).
+inline bool scales_by_token(KvScale s) {
+  return s == KvScale::per_token || s == KvScale::per_token_head || scales_by_page(s);
+}
+// Whether there is one scale a KV head (per KV head, per token and head, per page and head).
+inline bool scales_per_kv_head(KvScale s) {
+  return s == KvScale::per_head || s == KvScale::per_token_head || s == KvScale::per_page_head;
+}
+// The same scales by head: per token or page becomes per tensor, per token (page) and KV head per
+// KV head (a batch shares its scales: batch.hpp).
 inline KvScale scales_by_head(KvScale s) {
-  return s == KvScale::per_token        ? KvScale::per_tensor
-         : s == KvScale::per_token_head ? KvScale::per_head
-                                        : s;
+  return !scales_by_token(s) ? s : scales_per_kv_head(s) ? KvScale::per_head : KvScale::per_tensor;
 }
 // Each one's name, in the enum's order: `run --kv-scale NAME`, case labels ("kv=e4m3/token"),
 // and "per_NAME" in setup files.
-inline constexpr const char* kKvScaleNames[] = {"none", "tensor", "head", "token", "token_head"};
+inline constexpr const char* kKvScaleNames[] = {"none",       "tensor", "head",     "token",
+                                                "token_head", "page",   "page_head"};
 inline const char* kv_scale_name(KvScale s) { return kKvScaleNames[static_cast<int>(s)]; }
+
+// The pages scales by page follow: token p lives on rank floor(p / I) mod N (layout.hpp) in its
+// rank-local page floor(p / (N P)) (P a multiple of I), and the tokens of one (rank, page) share
+// their scales. A DCP setup's are its configuration's (follow_pages, dcp_setup.hpp).
+struct ScalePages {
+  int64_t ranks = 1, interleave = 1, page_size = 1;  // N, I, P
+  // The (rank, page) of position p, as one index: page N + rank.
+  int64_t group(int64_t p) const {
+    return p / (ranks * page_size) * ranks + p / interleave % ranks;
+  }
+};
 
 struct CaseSpec {
   int64_t tokens = 1;    // T
@@ -63,6 +91,7 @@ struct CaseSpec {
   dcp::oracle::DType q_dtype = dcp::oracle::DType::f32;
   dcp::oracle::DType kv_dtype = dcp::oracle::DType::f32;
   KvScale kv_scale = KvScale::none;
+  ScalePages scale_pages{};  // with per_page and per_page_head only
   bool causal = true;
   bool explicit_pos = false;  // random q_pos in [0, S + 2) instead of S-T .. S-1
   int64_t window = 0;
@@ -89,7 +118,7 @@ struct CaseSpec {
 // A row with a switch (a bool of CaseSpec) is also `run --NAME`, the setup file's "spec.NAME", a
 // case label's "+NAME" and, with drawn_one_in > 0, drawn on in one case of that many after every
 // other field of a case (a new feature leaves every earlier seed's draws as they were).
-enum class Feature { softcap, sink, topk, window, latent, batch, alibi, token_scales };
+enum class Feature { softcap, sink, topk, window, latent, batch, alibi, token_scales, page_scales };
 struct FeatureInfo {
   Feature feature;
   const char* name;
@@ -115,6 +144,8 @@ inline constexpr FeatureInfo kFeatures[] = {
      "ALiBi: per-head slopes m_h, the logit of key j for query i loses m_h |j - i|", 8},
     {Feature::token_scales, "token_scales", "uses per-token KV scales",
      [](const CaseSpec& s, bool) { return scales_by_token(s.kv_scale); }},
+    {Feature::page_scales, "page_scales", "uses per-page KV scales",
+     [](const CaseSpec& s, bool) { return scales_by_page(s.kv_scale); }},
 };
 inline constexpr size_t kAbiFeatures = 8;  // DCPV_LACKS_SOFTCAP .. DCPV_LACKS_TOKEN_SCALES
 constexpr bool features_in_order() {

@@ -82,6 +82,15 @@ oracle::Status validate_setup(const DcpSetup& s, const SetupNames& n) {
   if (c.kv_scale != KvScale::none && !oracle::is_quantized(c.kv_dtype))
     return DCP_ERROR(n.kv_scale, ": scales are for fp8 and int8 caches; K/V are ",
                      oracle::dtype_name(c.kv_dtype));
+  if (scales_by_page(c.kv_scale) && g.page_size <= 0)
+    return DCP_ERROR(n.kv_scale, " ", kv_scale_name(c.kv_scale),
+                     ": scales by page need a paged cache; set ", n.page_size);
+  if (scales_by_page(c.kv_scale) != g.page_scales ||
+      (g.page_scales &&
+       (c.scale_pages.ranks != g.layout.ranks || c.scale_pages.interleave != g.layout.interleave ||
+        c.scale_pages.page_size != g.page_size)))
+    return DCP_ERROR(n.kv_scale, " ", kv_scale_name(c.kv_scale),
+                     ": the setup's pages and its scales' disagree (follow_pages sets both)");
   if (g.strategy == gpu::CommStrategy::a2a && g.math.merge != gpu::StorageFormat::f32)
     return DCP_ERROR(n.merge, ": got ", gpu::format_name(g.math.merge),
                      "; a2a merges in fp32 (a 16-bit sum is ag_rs's reduce-scatter)");
@@ -154,12 +163,19 @@ std::string describe(const DcpSetup& s) {
   return os.str();
 }
 
+void follow_pages(DcpSetup& s) {
+  s.cfg.page_scales = scales_by_page(s.spec.kv_scale) && s.cfg.page_size > 0;
+  if (s.cfg.page_scales)
+    s.spec.scale_pages = {s.cfg.layout.ranks, s.cfg.layout.interleave, s.cfg.page_size};
+}
+
 namespace {
 
 const char* kStyles[] = {"normal", "peaked", "wide", "ties", "tiny", "extreme"};
-const char* kScales[] = {"none", "per_tensor", "per_head", "per_token",
-                         "per_token_head"};  // KvScale
-static_assert(std::size(kScales) == std::size(kKvScaleNames), "kScales: one per KvScale");
+// A setup file's name of a KvScale: "per_" and its name ("none" alone).
+std::string scale_json_name(KvScale k) {
+  return k == KvScale::none ? "none" : "per_" + std::string(kv_scale_name(k));
+}
 
 std::string dt(oracle::DType d) { return std::string(oracle::dtype_name(d)); }
 
@@ -189,7 +205,7 @@ nlohmann::json to_json(const DcpSetup& s) {
   // setups that draw it off, byte for byte.
   for (const FeatureInfo& f : kFeatures)
     if (f.toggle != nullptr && (f.drawn_one_in == 0 || c.*f.toggle)) spec[f.name] = c.*f.toggle;
-  if (c.kv_scale != KvScale::none) spec["kv_scale"] = kScales[static_cast<int>(c.kv_scale)];
+  if (c.kv_scale != KvScale::none) spec["kv_scale"] = scale_json_name(c.kv_scale);
   const gpu::DcpConfig& g = s.cfg;
   nlohmann::json cfg = {{"tp_size", g.tp_size},
                         {"dcp_size", g.layout.ranks},
@@ -385,11 +401,15 @@ oracle::Expected<DcpSetup> setup_from_json(const nlohmann::json& j) {
   if (c.has("kv_scale")) {  // absent in entries pinned before fp8 caches, and for none
     std::string sc;
     DCP_TRY(c.get("kv_scale", sc));
-    const auto at = std::find(std::begin(kScales), std::end(kScales), sc);
-    if (at == std::end(kScales))
-      return DCP_ERROR("spec.kv_scale: got \"", oracle::printable(sc),
-                       "\"; expected none, per_tensor, per_head, per_token or per_token_head");
-    p.kv_scale = static_cast<KvScale>(at - std::begin(kScales));
+    std::vector<std::string> names;
+    for (size_t k = 0; k < std::size(kKvScaleNames); ++k)
+      names.push_back(scale_json_name(static_cast<KvScale>(k)));
+    const auto at = std::find(names.begin(), names.end(), sc);
+    if (at == names.end())
+      return DCP_ERROR(
+          "spec.kv_scale: got \"", oracle::printable(sc), "\"; expected ",
+          oracle::choices_text(std::vector<std::string_view>(names.begin(), names.end())));
+    p.kv_scale = static_cast<KvScale>(at - names.begin());
   }
   DCP_TRY(c.get("causal", p.causal));
   DCP_TRY(c.get("explicit_pos", p.explicit_pos));
@@ -458,6 +478,7 @@ oracle::Expected<DcpSetup> setup_from_json(const nlohmann::json& j) {
     DCP_TRY(top.get("shared_prefix", s.shared_prefix));
   }
   if (top.has("retired")) DCP_TRY(top.get("retired", s.retired));  // absent: none
+  follow_pages(s);
   DCP_TRY(validate_setup(s, kJsonNames));
   return s;
 }

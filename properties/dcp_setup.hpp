@@ -36,6 +36,12 @@ struct DcpSetup {
   int64_t retired = 0;
 };
 
+// Scales by page follow the setup's pages: spec.scale_pages from the layout and page size, and
+// cfg.page_scales on (off for any other scales). Every setup is put through it once its spec and
+// configuration are drawn or read (the generators, setup files, `run`); validate_setup refuses a
+// setup where the two disagree.
+void follow_pages(DcpSetup& s);
+
 // Runs the setup on the backend and judges it (check_dcp, or check_dcp_batch for a batch).
 DcpCheck check_dcp_setup(const DcpSetup& s, const DcpBackend& backend = nullptr,
                          const oracle::Watch& watch = {});

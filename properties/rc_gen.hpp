@@ -367,6 +367,12 @@ inline rc::Gen<DcpSetup> gen_dcp_setup(DcpLimits lim, CacheKind kind = CacheKind
     // paging.
     draw_paging(cfg, false);
     draw_late_switches(p, lim);
+    // Scales by token in a paged cache kept one a page in one case of two (drawn last, so earlier
+    // seeds draw as they did).
+    if (scales_by_token(p.kv_scale) && cfg.page_size > 0 && lim.allows(Feature::page_scales) &&
+        *rc::gen::arbitrary<bool>())
+      p.kv_scale = p.kv_scale == KvScale::per_token ? KvScale::per_page : KvScale::per_page_head;
+    follow_pages(s);
     return s;
   });
 }
@@ -385,6 +391,7 @@ inline DcpSetup draw_dcp_batch_setup(const DcpLimits& lim) {
   gpu::DcpConfig& cfg = s.cfg;
   s.spec.kv_scale = scales_by_head(s.spec.kv_scale);  // a batch shares its scales (batch.hpp)
   if (cfg.page_size == 0) draw_paging(cfg, true);
+  follow_pages(s);
   // Every logit offset by +-100 is a per-request construction a shared prefix would mix.
   if (s.spec.values == ValueStyle::extreme) s.spec.values = ValueStyle::normal;
   const int64_t n = cfg.layout.ranks, most = std::min<int64_t>(kMaxBatchRequestKeys, lim.max_seq);

@@ -209,7 +209,8 @@ void kv_write_property() {
   const int64_t seq = *rc::gen::inRange<int64_t>(0, 400);
   const std::vector<int64_t> chunks = make_chunks(seq, *rc::gen::arbitrary<uint64_t>());
   // Every cache format, with or without scales (one per KV head, or by token: one per token or per
-  // token and KV head, stored by the write in each token's slot), written from chunks of stored
+  // token and KV head, stored by the write in each token's slot, or in its page's entry when kept
+  // by page), written from chunks of stored
   // elements (in the cache's format) or of fp32 values (quantized as x / scale).
   std::vector<gpu::StorageFormat> formats;
   for (const oracle::DType d : production_dtypes(true)) formats.push_back(to_storage_format(d));
@@ -242,16 +243,21 @@ void kv_write_property() {
   };
   const std::vector<float> k_base = draw_scales(),
                            v_base = latent ? std::vector<float>{} : draw_scales();
-  // The scale of token p at KV head g (none: 1).
+  // By token in a paged cache, kept one a page in one case of two (drawn last).
+  const bool by_page = by_token && paging.page_size > 0 && *rc::gen::arbitrary<bool>();
+  // The scale of token p at KV head g (none: 1): by page, that times 1 + its (rank, page) mod 5.
   const auto scale_of = [&](const std::vector<float>& base, int64_t p, int64_t g) {
     if (base.empty()) return 1.0f;
     const float b = base[static_cast<size_t>(scale_heads == 1 ? 0 : g)];
-    return by_token ? b * static_cast<float>(1 + p % 5) : b;
+    const int64_t step =
+        by_page ? l.row(p) / paging.page_size * l.ranks + l.owner(p) : p;  // page or token
+    return by_token ? b * static_cast<float>(1 + step % 5) : b;
   };
   set_current_case(layout_case(l, "S", seq) + " chunks=" + std::to_string(chunks.size()) +
                    " kv=" + std::string(gpu::format_name(fmt)) + " heads=" + std::to_string(heads) +
                    (latent ? " latent" : "") + (scaled ? " scaled" : "") +
-                   (by_token ? (scale_heads == 1 ? " by-token" : " by-token-head") : "") +
+                   (by_token ? (by_page ? " by-page" : " by-token") : "") +
+                   (by_token && scale_heads > 1 ? "-head" : "") +
                    (from_values ? " from-values" : " from-stored") +
                    (paging.page_size > 0 ? " page=" + std::to_string(paging.page_size) : ""));
   // Token p's stored component i (of 9, p < 2^9) is 2 where bit i of p is set, else 1, and its
@@ -290,9 +296,12 @@ void kv_write_property() {
       spec.page_size = paging.page_size;
       spec.pool_pages = plan->pool_pages;
     }
-    spec.scale_grain = by_token ? gpu::ScaleGrain::token : gpu::ScaleGrain::head;
+    spec.scale_grain = by_page    ? gpu::ScaleGrain::page
+                       : by_token ? gpu::ScaleGrain::token
+                                  : gpu::ScaleGrain::head;
     spec.scale_heads = scale_heads;
-    // By head the scales themselves; by token each slot's entry, stored by the writes (0 before).
+    // By head the scales themselves; by token (page) each slot's (page's) entry, stored by the
+    // writes (0 before).
     const auto cache_scales = [&](const std::vector<float>& base) {
       return by_token && !base.empty()
                  ? std::vector<float>(static_cast<size_t>(gpu::scale_entries(spec)), 0.0f)
@@ -342,7 +351,8 @@ void kv_write_property() {
       if (row >= held) continue;
       const int64_t p = mine[static_cast<size_t>(row)];
       for (int64_t g = 0; g < heads; ++g) {
-        // Each row's scales: its KV head's, or by token its own token's (a latent's V: K's).
+        // Each row's scales: its KV head's, or by token (page) its own token's (page's; a
+        // latent's V: K's).
         RC_ASSERT(view.k_scale_of(row, g) == scale_of(k_base, p, g));
         RC_ASSERT(view.v_scale_of(row, g) == scale_of(latent ? k_base : v_base, p, g));
         for (int64_t i = 0; i < dk; ++i) RC_ASSERT(view.key(row, g, i) == code(p, i));
@@ -456,6 +466,9 @@ std::optional<std::string> fixed_tolerance_flags(const DcpBackend& backend, cons
   }
   gpu::DcpConfig single = s.cfg;
   single.layout = {1, 1};
+  // Scales by page follow the pages of N ranks; one rank's pages group other tokens, so the
+  // reference keeps the same scales by token.
+  single.page_scales = false;
   const gpu::Result<gpu::GroupRun> got = backend(in, s.cfg), want = backend(in, single);
   if (!got || !want)  // the engines' test fails too: the step errs at one of the sizes
     return (got ? want : got).status().message();

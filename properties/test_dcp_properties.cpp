@@ -348,6 +348,105 @@ TEST(DcpHostPath, AlibiRoundTripsThroughSetupFilesAndPasses) {
       << refused.status().message();
 }
 
+// Scales by page (--kv-scale page|page_head): the case draws one scale for each (rank, page) of the
+// setup's layout; the paged caches keep one a pool page (and KV head), stored by the KV write; the
+// step gives the bits it gives with the same scales kept by token, and passes; a setup file names
+// the grain and takes its pages from the configuration. Scales that differ within a rank's page,
+// and scales by page without a paged cache, are one-line errors.
+TEST(DcpHostPath, ScalesByPageGiveTheBitsOfTheSameScalesByToken) {
+  for (const KvScale per : {KvScale::per_page, KvScale::per_page_head}) {
+    DcpSetup s;
+    s.spec = CaseSpec{.tokens = 2,
+                      .q_heads = 4,
+                      .kv_heads = 2,
+                      .head_dim = 16,
+                      .v_dim = 8,
+                      .seq = 300,
+                      .kv_dtype = oracle::DType::f8e4m3,
+                      .kv_scale = per,
+                      .explicit_pos = true,
+                      .seed = 3};
+    s.cfg.tp_size = 4;
+    s.cfg.layout = {4, 2};
+    s.cfg.page_size = 6;
+    s.cfg.page_seed = 9;
+    s.chunks = {120, 1, 179};
+    follow_pages(s);
+    ASSERT_TRUE(s.cfg.page_scales);
+    EXPECT_EQ(s.spec.scale_pages.ranks, 4);
+    EXPECT_EQ(s.spec.scale_pages.interleave, 2);
+    EXPECT_EQ(s.spec.scale_pages.page_size, 6);
+    ASSERT_TRUE(validate_setup(s, kJsonNames).ok()) << validate_setup(s, kJsonNames).message();
+    const oracle::Case c = make_case(s.spec);
+    ASSERT_EQ(c.kv_scale_grain, oracle::ScaleGrain::token);
+    const int64_t heads = per == KvScale::per_page ? 1 : 2;
+    ASSERT_EQ(c.k_scale.size(), static_cast<size_t>(300 * heads));
+    const gpu::DcpLayout lay = s.cfg.layout;
+    for (int64_t p = 0; p < 300; ++p)  // equal exactly where the (rank, page) is
+      for (int64_t q = 0; q < 300; ++q) {
+        const bool same = lay.owner(p) == lay.owner(q) && lay.row(p) / 6 == lay.row(q) / 6;
+        EXPECT_EQ(c.k_scale_of(p, 0) == c.k_scale_of(q, 0), same) << p << " " << q;
+      }
+    const gpu::DcpInputs in = to_dcp_inputs(c, s.chunks);
+    const gpu::Result<gpu::KvCacheSpec> cache = gpu::rank_cache_spec(in, s.cfg, 1);
+    ASSERT_TRUE(cache.ok()) << cache.status().message();
+    EXPECT_EQ(cache->scale_grain, gpu::ScaleGrain::page);
+    EXPECT_EQ(gpu::scale_entries(*cache), cache->pool_pages * heads);
+    gpu::DcpConfig by_token = s.cfg;
+    by_token.page_scales = false;
+    const gpu::Result<gpu::GroupRun> paged = gpu::run_dcp_threads(in, s.cfg),
+                                     tokens = gpu::run_dcp_threads(in, by_token);
+    ASSERT_TRUE(paged.ok()) << paged.status().message();
+    ASSERT_TRUE(tokens.ok()) << tokens.status().message();
+    EXPECT_EQ(paged->o, tokens->o);
+    EXPECT_EQ(paged->lse, tokens->lse);
+    EXPECT_EQ(paged->partial_o, tokens->partial_o);
+    const DcpCheck checked = check_dcp_setup(s);
+    EXPECT_TRUE(checked.pass) << checked.report;
+    const nlohmann::json j = to_json(s);
+    EXPECT_EQ(j.at("spec").at("kv_scale"), per == KvScale::per_page ? "per_page" : "per_page_head");
+    const oracle::Expected<DcpSetup> back = setup_from_json(j);
+    ASSERT_TRUE(back.ok()) << back.status().message();
+    EXPECT_TRUE(back->cfg.page_scales);
+    EXPECT_EQ(back->spec.scale_pages.page_size, 6);
+    EXPECT_EQ(make_case(back->spec).k_scale, c.k_scale);
+  }
+  // Scales by token that differ within a page, kept one a page.
+  DcpSetup t;
+  t.spec = CaseSpec{.q_heads = 2,
+                    .kv_heads = 1,
+                    .seq = 40,
+                    .kv_dtype = oracle::DType::f8e4m3,
+                    .kv_scale = KvScale::per_token,
+                    .seed = 1};
+  t.cfg.tp_size = 2;
+  t.cfg.layout = {2, 1};
+  t.cfg.page_size = 4;
+  gpu::DcpConfig paged = t.cfg;
+  paged.page_scales = true;
+  const gpu::DcpInputs in = to_dcp_inputs(make_case(t.spec), {});
+  const auto refusal = [&](const gpu::DcpConfig& cfg) {
+    const gpu::Result<gpu::GroupRun> run = gpu::run_dcp_threads(in, cfg);
+    return run.ok() ? std::string("ran") : run.status().message();
+  };
+  EXPECT_NE(refusal(paged).find("tensor 'k_scale': tokens 0 and 2 share rank 0's page 0"),
+            std::string::npos)
+      << refusal(paged);
+  paged.page_size = 0;
+  EXPECT_NE(refusal(paged).find("DcpConfig.page_scales: scales by page need a paged cache"),
+            std::string::npos)
+      << refusal(paged);
+  t.spec.kv_scale = KvScale::per_page;
+  t.cfg.page_size = 0;
+  follow_pages(t);
+  EXPECT_NE(
+      validate_setup(t, kJsonNames)
+          .message()
+          .find("spec.kv_scale page: scales by page need a paged cache; set config.page_size"),
+      std::string::npos)
+      << validate_setup(t, kJsonNames).message();
+}
+
 TEST(DcpHostPath, ReusedPagesKeepStaleRowsAndTheLiveRequestsIgnoreThem) {
   CaseSpec spec{.q_heads = 2, .kv_heads = 1, .seq = 60};
   gpu::DcpConfig cfg;

@@ -124,8 +124,9 @@ const std::vector<CaseFlag>& case_flag_table() {
        &CaseOptions::kv_dtype},
       {"--kv-scale",
        "The caches' dequantization scales: none, tensor (one k_scale and one v_scale), head "
-       "(one per KV head), token (one per token, written with it) or token_head (per token and "
-       "KV head); fp8 and int8 caches only (default tensor for them)",
+       "(one per KV head), token (one per token, written with it), token_head (per token and "
+       "KV head), page or page_head (one per page of a paged cache, and KV head: with "
+       "--page-size); fp8 and int8 caches only (default tensor for them)",
        &CaseOptions::kv_scale},
       {"--out-dtype", "Storage of the output: f32, f16 or bf16", &CaseOptions::out_dtype},
       {"--order", "Combine reduction order: seq, pair or rand", &CaseOptions::order},
@@ -322,6 +323,7 @@ oracle::Expected<RunCase> configured_case(const CaseOptions& o, uint64_t seed, i
                  .batch = {},
                  .shared_prefix = 0};
   setup.cfg.base = props::to_gpu_base(spec->lse_base);
+  props::follow_pages(setup);
   // Every range and combination, named by its flag, before anything runs; over MPI the TP size
   // not given is the job's size.
   props::SetupNames named = names;

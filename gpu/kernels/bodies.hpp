@@ -94,7 +94,7 @@ DCP_HD inline void kv_write(const KvWrite& a, int64_t x) {
   const int64_t pos = a.pos0 + i;
   if (a.layout.owner(pos) != a.rank) return;
   const int64_t row = a.layout.row(pos);
-  const bool by_token = a.cache.scale_grain == ScaleGrain::token;
+  const bool by_token = a.cache.scales_written();  // by token or page: the chunk's
   const bool scale_owner = by_token && (a.cache.scale_heads > 1 || h == 0);
   // The scale the component is divided by when the chunk holds values: the chunk's by token,
   // else the cache's KV head's (1 without scales).
@@ -208,9 +208,9 @@ DCP_HD void partial_attention_as(Block& blk, const PartialAttentionParams& p,
   const int64_t g = (p.head0 + h) / group - p.kv_head0;  // global map, then local
   const int64_t k0 = nk * sp / p.splits, k1 = nk * (sp + 1) / p.splits;
   // By head, the K scale folded into the logit scale and the V scale applied to the output; by
-  // token, each key's K scale into its own logit scale and each value dequantized (a product,
-  // one rounding) as it is read (exact without a scale).
-  const bool by_token = kv.scales_by_token();
+  // token or page, each key's K scale into its own logit scale and each value dequantized (a
+  // product, one rounding) as it is read (exact without a scale).
+  const bool by_token = kv.scales_by_row();
   const float v_scale = by_token ? 1.0f : kv.v_scale_of(0, g);
 
   MergeAcc a;  // running (m, z) of this split, identical in every thread

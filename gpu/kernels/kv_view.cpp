@@ -25,6 +25,8 @@ GpuStatus validate_cache_spec(const KvCacheSpec& s) {
   if (s.page_size > 0 && s.pool_pages < s.table_pages())
     return DCP_GPU_ERROR("kv cache: pool_pages ", s.pool_pages, " cannot hold ", s.physical_rows,
                          " rows in pages of ", s.page_size, " (", s.table_pages(), " pages)");
+  if (s.scale_grain == ScaleGrain::page && s.page_size <= 0)
+    return DCP_GPU_ERROR("kv cache: scales by page in a cache that is not paged (page_size 0)");
   if (s.page_size > 0 && s.pool_pages > INT32_MAX)
     return DCP_GPU_ERROR("kv cache: pool_pages ", s.pool_pages, " exceeds the block table's int32");
   return {};
@@ -81,7 +83,7 @@ GpuStatus validate_block_tables(const KvCacheSpec& spec, const std::vector<int32
 }
 
 GpuStatus validate_cache_scales(const KvCacheSpec& spec, const KvScales& scales) {
-  const bool by_token = spec.scale_grain == ScaleGrain::token;
+  const bool by_token = spec.scale_grain != ScaleGrain::head;  // by token or page
   if (by_token && spec.scale_heads != 1 && spec.scale_heads != spec.kv_heads)
     return DCP_GPU_ERROR("kv cache: scale_heads ", spec.scale_heads, "; expected 1 or kv_heads ",
                          spec.kv_heads);
@@ -89,7 +91,9 @@ GpuStatus validate_cache_scales(const KvCacheSpec& spec, const KvScales& scales)
     if (!s.empty() && s.size() != static_cast<size_t>(scale_entries(spec)))
       return DCP_GPU_ERROR("kv cache: ", name, " holds ", s.size(), " scales; expected none or ",
                            scale_entries(spec),
-                           by_token ? " (pool rows x scale_heads)" : " (one per stored KV head)");
+                           spec.scale_grain == ScaleGrain::head    ? " (one per stored KV head)"
+                           : spec.scale_grain == ScaleGrain::token ? " (pool rows x scale_heads)"
+                                                                   : " (pool pages x scale_heads)");
     if (by_token) return {};  // the KV write stores each token's
     for (size_t g = 0; g < s.size(); ++g)
       if (!std::isfinite(s[g]) || !(s[g] > 0.0f))

@@ -9,13 +9,15 @@
 // component, 2 a bf16 or f16 one, 4 an f32 one): a rank's cache costs what the engine's would.
 // An fp8 cache (or any other) may carry dequantization scales, as engines keep k_scale and
 // v_scale, of an explicit grain (ScaleGrain): by KV head, [kv_heads] (a per-tensor scale is the
-// same for every head); or by token, [pool rows, scale_heads], one per token (scale_heads 1) or
+// same for every head); by token, [pool rows, scale_heads], one per token (scale_heads 1) or
 // per token and KV head, as LMDeploy and TensorRT-LLM keep quantized caches: the KV write stores
-// each token's scale in its slot beside its elements. The key the attention means is the stored
-// value times k_scale_of(row, g). Readers fold the scales in as engines do (by head: the K scale
-// into the logit scale and the V scale into the output; by token: the K scale into each key's
-// logit scale and the V scale into each value: bodies.hpp); writers store the stored elements
-// they are handed, or quantize values to round(x / scale).
+// each token's scale in its slot beside its elements; or by page, [pool pages, scale_heads], one
+// per page of a paged pool (and KV head), as a cache quantized page by page keeps them: the KV
+// write stores a token's scale in its page's entry, the same for every token of the page. The key
+// the attention means is the stored value times k_scale_of(row, g). Readers fold the scales in as
+// engines do (by head: the K scale into the logit scale and the V scale into the output; by token
+// or page: the K scale into each key's logit scale and the V scale into each value: bodies.hpp);
+// writers store the stored elements they are handed, or quantize values to round(x / scale).
 //
 // KvView is the only place that turns (rank-local row, KV head) into an element address; the
 // kernel bodies (bodies.hpp) read and write the cache through it alone. A paged cache keeps its
@@ -41,8 +43,9 @@
 
 namespace dcp::gpu {
 
-// The grain of a cache's dequantization scales: by KV head (per tensor too), or by token.
-enum class ScaleGrain { head, token };
+// The grain of a cache's dequantization scales: by KV head (per tensor too), by token, or by page
+// of a paged pool (the KV write stores the last two with each token).
+enum class ScaleGrain { head, token, page };
 
 struct KvCacheSpec {
   DcpLayout layout;
@@ -57,7 +60,7 @@ struct KvCacheSpec {
   int64_t page_size = 0;   // > 0: rows in pages of this many, placed through a block table
   int64_t pool_pages = 0;  // pages in the pool (at least the ceil(physical_rows / page_size) used)
   ScaleGrain scale_grain = ScaleGrain::head;  // of the scales, when the cache has them
-  int64_t scale_heads = 1;  // by token: 1 (a scale per token) or kv_heads (per token and head)
+  int64_t scale_heads = 1;  // by token or page: 1 (one a token or page) or kv_heads (and head)
   // The rows of the pool: pool_pages * page_size when paged, else physical_rows.
   int64_t pool_rows() const { return page_size > 0 ? pool_pages * page_size : physical_rows; }
   // The pages the rows use: ceil(physical_rows / page_size), 0 when not paged.
@@ -72,7 +75,7 @@ GpuStatus validate_cache_spec(const KvCacheSpec& spec);
 
 // The dequantization scales of a cache, k and v (empty: none; v empty for a shared latent, whose
 // V is scaled by k): by head [kv_heads] each, finite and > 0; by token [pool rows, scale_heads]
-// each, the values the KV write will store (0 until then).
+// or by page [pool pages, scale_heads] each, the values the KV write will store (0 until then).
 struct KvScales {
   std::vector<float> k, v;
 };
@@ -93,7 +96,7 @@ GpuStatus validate_block_tables(const KvCacheSpec& spec, const std::vector<int32
 // head_dim for a shared latent), elements of `dtype` as storage_format.hpp holds them (2 bytes a
 // bf16 component), written [pool rows] 1 where a token was stored; k_scale, v_scale the
 // dequantization scales of scale_grain (scale_entries; nullptr: 1; v_scale == k_scale for a
-// latent), by token indexed by pool row like k and v;
+// latent), by token indexed by pool row like k and v, by page by pool page;
 // block_table [ceil(rows / page)] the pool page of each page of rows (nullptr: k and v hold the
 // rows in order). k, v and `written` are indexed by pool row.
 struct KvView {
@@ -107,7 +110,7 @@ struct KvView {
   int64_t pool_rows = 0;  // rows of the pool k and v index (pool pages * page when paged)
   StorageFormat dtype = StorageFormat::f32;
   ScaleGrain scale_grain = ScaleGrain::head;
-  int64_t scale_heads = 1;  // by token: entries per slot (1, or kv_heads)
+  int64_t scale_heads = 1;  // by token or page: entries per slot or page (1, or kv_heads)
   // A shared latent (v == k): said apart, since a rank that owns no tokens may hold no arrays.
   bool shared_latent = false;
 
@@ -116,10 +119,15 @@ struct KvView {
     return block_table != nullptr ? block_table[row / page] * page + row % page : row;
   }
 
+  // The pool page holding rank-local row `row` (a paged cache's).
+  DCP_HD int64_t pool_page(int64_t row) const {
+    return block_table != nullptr ? block_table[row / page] : row / page;
+  }
   // The entry of rank-local row `row`, local KV head g in a scale array.
   DCP_HD int64_t scale_index(int64_t row, int64_t g) const {
     if (scale_grain == ScaleGrain::head) return g;
-    return slot(row) * scale_heads + (scale_heads == 1 ? 0 : g);
+    const int64_t at = scale_grain == ScaleGrain::token ? slot(row) : pool_page(row);
+    return at * scale_heads + (scale_heads == 1 ? 0 : g);
   }
   // The scales of that row's key and value at local KV head g.
   DCP_HD float k_scale_of(int64_t row, int64_t g) const {
@@ -128,13 +136,18 @@ struct KvView {
   DCP_HD float v_scale_of(int64_t row, int64_t g) const {
     return v_scale != nullptr ? v_scale[scale_index(row, g)] : 1.0f;
   }
-  // The entries of each scale array: kv_heads by head, pool rows x scale_heads by token.
+  // The entries of each scale array: kv_heads by head, pool rows x scale_heads by token, pool
+  // pages x scale_heads by page.
   DCP_HD int64_t scale_entries() const {
-    return scale_grain == ScaleGrain::head ? kv_heads : pool_rows * scale_heads;
+    return scale_grain == ScaleGrain::head    ? kv_heads
+           : scale_grain == ScaleGrain::token ? pool_rows * scale_heads
+                                              : pool_rows / page * scale_heads;
   }
+  // Whether the KV write stores the scales with each token (by token or page).
+  DCP_HD bool scales_written() const { return scale_grain != ScaleGrain::head; }
   // Whether the scales differ from row to row.
-  DCP_HD bool scales_by_token() const {
-    return scale_grain == ScaleGrain::token && (k_scale != nullptr || v_scale != nullptr);
+  DCP_HD bool scales_by_row() const {
+    return scales_written() && (k_scale != nullptr || v_scale != nullptr);
   }
 
   // Component i of the stored key (i < head_dim) and value (i < v_dim) of rank-local row `row`,

@@ -25,12 +25,12 @@ Result<body::KvWrite> kv_write_args(const KvCacheSpec& spec, const KvView& cache
   if (spec.page_size > 0 && spec.physical_rows > 0 && cache.block_table == nullptr)
     return DCP_GPU_ERROR("kv write: the cache is paged (page_size ", spec.page_size,
                          ") but its view has no block table");
-  const bool by_token = cache.scale_grain == ScaleGrain::token;
+  const bool by_token = cache.scales_written();  // by token or page
   if (len > 0 && by_token &&
       ((cache.k_scale != nullptr) != (chunk.k_scale != nullptr) ||
        (!spec.shared_latent && (cache.v_scale != nullptr) != (chunk.v_scale != nullptr))))
     return DCP_GPU_ERROR(
-        "kv write: the cache's scales are by token; the chunk must carry its "
+        "kv write: the cache's scales are by token or page; the chunk must carry its "
         "rows' k_scale and v_scale exactly where the cache has them");
   if (!by_token && (chunk.k_scale != nullptr || chunk.v_scale != nullptr))
     return DCP_GPU_ERROR("kv write: the chunk carries scales by token; the cache's are by head");
