@@ -541,10 +541,11 @@ class PluginDevice : public gpu::HostDevice {
     if (!p_.has_paged() && !p_.has_partial()) return HostDevice::partial_attention(p);
     DCP_GPU_TRY(head_vectors_carried(p_, [&](const gpu::HeadVector& hv) { return p.*hv.param; }));
     DCP_GPU_TRY(scales_carried(p_, p.kv.scales_by_row()));
-    if (p_.has_paged() && p.kv.scale_grain == gpu::ScaleGrain::page &&
+    if (p_.has_paged() && p_.abi < DCPV_ABI_VERSION_4 &&
+        p.kv.scale_grain == gpu::ScaleGrain::page &&
         (p.kv.k_scale != nullptr || p.kv.v_scale != nullptr))
-      return DCP_GPU_ERROR("plug-in: the paged level carries scales by head or token; this ",
-                           "step's cache keeps them by page (no ABI version carries those)");
+      return DCP_GPU_ERROR("plug-in: ABI ", p_.abi, "'s paged level carries no scales by page, ",
+                           "which this step's cache keeps (version 4 does)");
     if (p_.has_paged()) return paged_attention(p);
     if (p.req != nullptr)
       return DCP_GPU_ERROR("plug-in: ABI ", p_.abi,
@@ -658,12 +659,17 @@ class PluginDevice : public gpu::HostDevice {
     a.block_table = dl.of(tables.data(), kDlI32, {B, table_pages});
     a.k_cache = pool(kv.k, k_hnd, dk, kv.head_dim);
     if (!latent) a.v_cache = pool(kv.v, v_hnd, dv, kv.v_head_stride);
-    // Scales by head [G]; by token a pool of them, a token's in its slot (impl.h, version 3).
+    // Scales by head [G]; by token a pool of them, a token's in its slot (impl.h, version 3);
+    // by page one a pool page (version 4).
     const auto scales = [&](const float* x) {
       if (kv.scale_grain == gpu::ScaleGrain::head) return dl.of(x, kDlF32, {G});
+      if (kv.scale_grain == gpu::ScaleGrain::page) return dl.of(x, kDlF32, {pages, kv.scale_heads});
       if (kv.scale_heads == 1) return dl.of(x, kDlF32, {pages, P});
       return dl.of(x, kDlF32, {pages, P, kv.scale_heads});
     };
+    a.scale_grain = kv.scale_grain == gpu::ScaleGrain::head    ? DCPV_SCALES_BY_HEAD
+                    : kv.scale_grain == gpu::ScaleGrain::token ? DCPV_SCALES_BY_TOKEN
+                                                               : DCPV_SCALES_BY_PAGE;
     if (kv.k_scale != nullptr) a.k_scale = scales(kv.k_scale);
     if (kv.v_scale != nullptr && !latent) a.v_scale = scales(kv.v_scale);
     if (p.alibi_slopes != nullptr) a.alibi_slopes = dl.of(p.alibi_slopes, kDlF32, {H});
@@ -766,17 +772,25 @@ void apply_claim(const dcpv_claim& c, int64_t n, bool partial, bool merged, orac
 // DCPV_LACKS_* as `properties --without` names the features: bit i, name i.
 constexpr const char* kLackNames[] = DCPV_LACKS_NAMES;
 constexpr uint32_t kLackMask = (1u << std::size(kLackNames)) - 1;
-// The bits version 2 knows; a version 1 or 2 plug-in lacks every later one.
+// The bits versions 2 and 3 know; a plug-in lacks every later one.
 constexpr uint32_t kLackMaskV2 = (1u << DCPV_LACKS_V2_COUNT) - 1;
-static_assert(DCPV_LACKS_TOKEN_SCALES == 1u << (std::size(kLackNames) - 1), "a name for every bit");
+constexpr uint32_t kLackMaskV3 = (1u << DCPV_LACKS_V3_COUNT) - 1;
+static_assert(DCPV_LACKS_PAGE_SCALES == 1u << (std::size(kLackNames) - 1), "a name for every bit");
 static_assert(DCPV_LACKS_BATCH == 1u << (DCPV_LACKS_V2_COUNT - 1), "version 2's bits");
+static_assert(DCPV_LACKS_TOKEN_SCALES == 1u << (DCPV_LACKS_V3_COUNT - 1), "version 3's bits");
+// The bits a plug-in of ABI `abi` (2 or later) knows.
+constexpr uint32_t known_lacks(int32_t abi) {
+  return abi >= DCPV_ABI_VERSION_4   ? kLackMask
+         : abi >= DCPV_ABI_VERSION_3 ? kLackMaskV3
+                                     : kLackMaskV2;
+}
 
 // A version-2 or 3 plug-in's fields beyond version 1's, one-line errors naming them as impl.h
 // does.
 oracle::Status check_v2_fields(const std::string& path, const dcpv_impl_v2& v) {
   if (v.kv_dequant != DCPV_F32 && v.kv_dequant != DCPV_BF16 && v.kv_dequant != DCPV_F16)
     return DCP_ERROR("--impl ", path, ": kv_dequant must be DCPV_F32, DCPV_BF16 or DCPV_F16");
-  const uint32_t known = v.abi_version >= DCPV_ABI_VERSION_3 ? kLackMask : kLackMaskV2;
+  const uint32_t known = known_lacks(v.abi_version);
   if ((v.lacks & ~known) != 0)
     return DCP_ERROR("--impl ", path, ": lacks has bits outside DCPV_LACKS_* of ABI version ",
                      v.abi_version, " (", v.lacks, ")");
@@ -829,9 +843,7 @@ std::string Plugin::levels() const {
   return s;
 }
 
-uint32_t Plugin::uncarried() const {
-  return abi >= DCPV_ABI_VERSION_3 ? 0u : kLackMask & ~kLackMaskV2;
-}
+uint32_t Plugin::uncarried() const { return kLackMask & ~known_lacks(abi); }
 
 std::vector<std::string> Plugin::lacked_features() const { return lack_names(lacks | uncarried()); }
 std::vector<std::string> Plugin::uncarried_features() const { return lack_names(uncarried()); }
@@ -883,10 +895,10 @@ oracle::Expected<Plugin> load_plugin(const std::string& path, std::chrono::milli
                      "declare it extern \"C\" in C++)");
   if (exported_v2) {
     if (impl_v2 == nullptr) return DCP_ERROR("--impl ", path, ": dcpv_get_impl_v2 returned NULL");
-    if (impl_v2->abi_version != DCPV_ABI_VERSION_2 && impl_v2->abi_version != DCPV_ABI_VERSION_3)
+    if (impl_v2->abi_version < DCPV_ABI_VERSION_2 || impl_v2->abi_version > DCPV_ABI_VERSION_4)
       return DCP_ERROR("--impl ", path, ": dcpv_get_impl_v2 gave ABI version ",
-                       impl_v2->abi_version, "; expected ", DCPV_ABI_VERSION_2, " or ",
-                       DCPV_ABI_VERSION_3);
+                       impl_v2->abi_version, "; expected ", DCPV_ABI_VERSION_2, ", ",
+                       DCPV_ABI_VERSION_3, " or ", DCPV_ABI_VERSION_4);
     DCP_TRY(check_v2_fields(path, *impl_v2));
     if (impl_v2->paged != nullptr && impl_v2->partial != nullptr)
       return DCP_ERROR("--impl ", path,
@@ -904,8 +916,8 @@ oracle::Expected<Plugin> load_plugin(const std::string& path, std::chrono::milli
     return DCP_ERROR("--impl ", path, ": dcpv_get_impl returned NULL");
   } else if (impl->abi_version != DCPV_ABI_VERSION) {
     return DCP_ERROR("--impl ", path, ": dcpv_get_impl gave ABI version ", impl->abi_version,
-                     "; expected ", DCPV_ABI_VERSION, " (versions ", DCPV_ABI_VERSION_2, " and ",
-                     DCPV_ABI_VERSION_3, " export dcpv_get_impl_v2)");
+                     "; expected ", DCPV_ABI_VERSION, " (versions ", DCPV_ABI_VERSION_2, " to ",
+                     DCPV_ABI_VERSION_4, " export dcpv_get_impl_v2)");
   }
   p.impl = impl;
   if (p.impl->name == nullptr || p.impl->name[0] == '\0')

@@ -47,7 +47,8 @@ struct Plugin {
   bool attends() const { return has_partial() || has_paged(); }
   // The levels it provides, joined by '+': "paged+combine", "step", ...
   std::string levels() const;
-  // The features its ABI version predates (version 3's, for a plug-in of version 1 or 2).
+  // The features its ABI version predates (version 3's for a plug-in of version 1 or 2, version
+  // 4's for one of version 1 to 3).
   uint32_t uncarried() const;
   // The features it lacks, said or predated, as `properties --without` names them; those its
   // version predates.

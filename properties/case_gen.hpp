@@ -147,7 +147,7 @@ inline constexpr FeatureInfo kFeatures[] = {
     {Feature::page_scales, "page_scales", "uses per-page KV scales",
      [](const CaseSpec& s, bool) { return scales_by_page(s.kv_scale); }},
 };
-inline constexpr size_t kAbiFeatures = 8;  // DCPV_LACKS_SOFTCAP .. DCPV_LACKS_TOKEN_SCALES
+inline constexpr size_t kAbiFeatures = 9;  // DCPV_LACKS_SOFTCAP .. DCPV_LACKS_PAGE_SCALES
 constexpr bool features_in_order() {
   for (size_t i = 0; i < std::size(kFeatures); ++i)
     if (static_cast<size_t>(kFeatures[i].feature) != i) return false;

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# The paged level (include/dcp_verify/impl.h, versions 2 and 3) end to end, from C: the example
-# paged kernel (plugin/examples/paged_impl.cpp, version 3) passes the property suite with its cache
-# handed over as stored (fp8 pages with their scales, by head or by token, block tables over a
+# The paged level (include/dcp_verify/impl.h, versions 2 to 4) end to end, from C: the example
+# paged kernel (plugin/examples/paged_impl.cpp, version 4) passes the property suite with its cache
+# handed over as stored (fp8 pages with their scales, by head, token or page, block tables over a
 # fragmented pool, decode batches, ALiBi) and a batched run in one step; its copy with the K scale
 # applied twice is caught on the fp8 caches with a shrunk case, and with ALiBi's bias on the local
 # row on an ALiBi run; a plug-in with any field out of range is refused in one line naming it; the
-# same kernel as version 2 is never handed ALiBi or scales by token.
+# same kernel as version 2 is never handed ALiBi or scales by token, nor as version 3 scales by
+# page.
 # Usage: paged_plugin_test.sh path/to/dcp-verify path/to/libdcpv_paged_example.so \
 #          path/to/libdcpv_paged_example_bug.so path/to/libdcpv_paged_example_bad.so
 set -u
@@ -33,6 +34,10 @@ expect 0 "paged example, a batch in one step over fp8 pages" -- "$bin" run --imp
 contains "$tmp/out" "# run: OK" "a batched fp8 run passes"
 expect 0 "paged example, int8 pages with scales by token and KV head, ALiBi" -- "$bin" run --impl "$good" --seq 96 --dcp-size 4 --interleave 2 --page-size 8 --kv-dtype int8 --kv-scale token_head --alibi --quiet
 contains "$tmp/out" "# run: OK" "scales by token and ALiBi reach a version-3 plug-in and pass"
+expect 0 "paged example, E4M3 pages with a scale per page and KV head" -- "$bin" run --impl "$good" --seq 300 --dcp-size 4 --interleave 2 --page-size 8 --kv-dtype fp8e4m3 --kv-scale page_head --quiet
+contains "$tmp/out" "# run: OK" "scales by page reach a version-4 plug-in and pass"
+expect 1 "K scale applied twice, scales by page" -- "$bin" run --impl "$buggy" --seq 300 --dcp-size 4 --interleave 2 --page-size 8 --kv-dtype int8 --kv-scale page --quiet
+contains "$tmp/out" "FAILED" "the K scale twice over scales by page is FAILED"
 expect 1 "ALiBi on the local row, run" -- env DCPV_PAGED_BUG=alibi_local "$bin" run --impl "$buggy" --seq 96 --dcp-size 4 --alibi --quiet
 contains "$tmp/out" "FAILED" "ALiBi's bias on the rank-local row is FAILED"
 # The properties draw ALiBi for the version-3 example: its local-row copy fails there too (the
@@ -51,9 +56,9 @@ contains "$tmp/out" "T=1 Hq=1 Hkv=1 Dk=1 Dv=1" "the counterexample is shrunk"
 # Version-2 and 3 fields out of range: exit 2, one line naming the field.
 for case in "layout|page_layout must be DCPV_PAGES_NHD or DCPV_PAGES_HND" \
             "dequant|kv_dequant must be DCPV_F32, DCPV_BF16 or DCPV_F16" \
-            "lacks|lacks has bits outside DCPV_LACKS_* of ABI version 3" \
+            "lacks|lacks has bits outside DCPV_LACKS_* of ABI version 4" \
             "lacks_v2|lacks has bits outside DCPV_LACKS_* of ABI version 2" \
-            "version|dcpv_get_impl_v2 gave ABI version 4; expected 2 or 3" \
+            "version|dcpv_get_impl_v2 gave ABI version 5; expected 2, 3 or 4" \
             "both|provides both paged and partial" \
             "null|dcpv_get_impl_v2 returned NULL"; do
   field=${case%%|*}
@@ -84,6 +89,9 @@ one_line_stderr "run, scales by token through a version-2 plug-in"
 contains "$tmp/err" "the plug-in's ABI version does not carry token_scales" "scales by token are named"
 expect 0 "a version-2 plug-in, properties" -- env DCPV_PAGED_BAD=v2 "$bin" properties --impl "$bad" --cases 60 --seed 1
 contains "$tmp/out" "# properties: OK" "a version-2 paged plug-in still passes"
+expect 2 "run, scales by page through a version-3 plug-in" -- env DCPV_PAGED_BAD=v3 "$bin" run --impl "$bad" --kv-dtype int8 --kv-scale page --page-size 8
+one_line_stderr "run, scales by page through a version-3 plug-in"
+contains "$tmp/err" "the plug-in's ABI version does not carry page_scales" "scales by page are named"
 
 echo "$passes passed, $failures failed"
 [ "$failures" -eq 0 ]

@@ -54,6 +54,11 @@
  * paged level (the contiguous levels get K and V dequantized by the suite, as for scales by head);
  * its lacks mask may name them (DCPV_LACKS_ALIBI, DCPV_LACKS_TOKEN_SCALES). Neither is ever drawn
  * for a version 1 or 2 plug-in, which does not know them.
+ *
+ * Version 4 (DCPV_ABI_VERSION_4, the same structs) adds KV scales by page at the paged level, one
+ * a pool page (and KV head), as a cache quantized page by page keeps them, with the paged
+ * arguments' scale_grain saying which grain k_scale and v_scale are of (DCPV_LACKS_PAGE_SCALES);
+ * never drawn for a plug-in of an earlier version.
  */
 #ifndef DCP_VERIFY_IMPL_H_
 #define DCP_VERIFY_IMPL_H_
@@ -199,6 +204,7 @@ DCPV_EXPORT const dcpv_impl* dcpv_get_impl(void);
 
 #define DCPV_ABI_VERSION_2 2
 #define DCPV_ABI_VERSION_3 3 /* version 2's structs, with the fields marked "version 3" */
+#define DCPV_ABI_VERSION_4 4 /* the same, with the fields marked "version 4" */
 
 /* A tensor as DLPack (dlpack.h, v1) describes one, field for field: a DLTensor* may be read as a
  * dcpv_dltensor* and back. shape and strides (elements, never NULL here) point to ndim values
@@ -246,14 +252,24 @@ enum {
   DCPV_LACKS_LATENT = 1u << 4, /* a shared latent (MLA: V is K's first v_dim components) */
   DCPV_LACKS_BATCH = 1u << 5,  /* more than one request in a step */
   /* Version 3 (a version 1 or 2 plug-in lacks them all): */
-  DCPV_LACKS_ALIBI = 1u << 6,       /* ALiBi slopes (alibi_slopes) */
-  DCPV_LACKS_TOKEN_SCALES = 1u << 7 /* KV scales by token (and KV head) */
+  DCPV_LACKS_ALIBI = 1u << 6,        /* ALiBi slopes (alibi_slopes) */
+  DCPV_LACKS_TOKEN_SCALES = 1u << 7, /* KV scales by token (and KV head) */
+  /* Version 4 (earlier versions lack it): */
+  DCPV_LACKS_PAGE_SCALES = 1u << 8 /* KV scales by page (and KV head), at the paged level */
 };
 /* Their names, bit i named by element i (as `properties --without` names them). */
 #define DCPV_LACKS_NAMES \
-  { "softcap", "sink", "topk", "window", "latent", "batch", "alibi", "token_scales" }
-/* How many of them version 2 knows (bits 0 .. 5). */
+  { "softcap", "sink", "topk", "window", "latent", "batch", "alibi", "token_scales", "page_scales" }
+/* How many of them version 2 knows (bits 0 .. 5), and version 3 (bits 0 .. 7). */
 #define DCPV_LACKS_V2_COUNT 6
+#define DCPV_LACKS_V3_COUNT 8
+
+/* The grain of the paged level's k_scale and v_scale (version 4's scale_grain). */
+typedef enum dcpv_scale_grain {
+  DCPV_SCALES_BY_HEAD = 0,  /* [kv_heads] (or absent) */
+  DCPV_SCALES_BY_TOKEN = 1, /* [pages, page_size] or [pages, page_size, kv_heads] */
+  DCPV_SCALES_BY_PAGE = 2   /* [pages, 1] or [pages, kv_heads]: one a pool page (and KV head) */
+} dcpv_scale_grain;
 
 /* How a page of the pool is laid out: NHD [pages, page_size, kv_heads, D] (vLLM's cache, and
  * FlashInfer's NHD), or HND [pages, kv_heads, page_size, D] (FlashInfer's HND). */
@@ -268,8 +284,9 @@ typedef enum dcpv_page_layout { DCPV_PAGES_NHD = 0, DCPV_PAGES_HND = 1 } dcpv_pa
  * (x v_scale[g] for V): the kernel dequantizes. With scales by token (version 3), the element x
  * of KV head g in pool slot (page pg, slot s) is the value x k_scale[pg][s] (one scale a token)
  * or x k_scale[pg][s][g] (one a token and KV head), whatever the page layout: engines write a
- * token's scales into its slot beside its elements. Inputs are read-only; o and lse are
- * written. */
+ * token's scales into its slot beside its elements. With scales by page (version 4,
+ * scale_grain DCPV_SCALES_BY_PAGE), it is x k_scale[pg][0] or x k_scale[pg][g]: every token of
+ * pool page pg shares them. Inputs are read-only; o and lse are written. */
 typedef struct dcpv_paged_args {
   int64_t rank, ranks, interleave; /* this DCP rank r of N, and I */
   int64_t requests;                /* B */
@@ -305,19 +322,22 @@ typedef struct dcpv_paged_args {
   dcpv_dltensor k_scale, v_scale;  /* [kv_heads] float32, or absent: 1 (a shared latent's V
                                       is scaled by k_scale; v_scale absent); version 3 also
                                       [pages, page_size] or [pages, page_size, kv_heads]: by
-                                      token (above) */
+                                      token; version 4 also [pages, 1] or [pages, kv_heads]: by
+                                      page (above; scale_grain says which) */
   dcpv_dltensor sink;              /* [H] float32 sink logits (natural-log units), or absent */
   dcpv_dltensor topk;              /* [T, K] int64 selected positions, -1 padding, or absent */
   dcpv_dltensor o;                 /* out: [T, H, Dv] float32 */
   dcpv_dltensor lse;               /* out: [T, H] float32, base lse_base */
   dcpv_dltensor alibi_slopes;      /* version 3: [H] float32 ALiBi slopes, or absent (as for
                                       partial; positions within the request) */
+  int32_t scale_grain;             /* version 4: dcpv_scale_grain of k_scale and v_scale (a
+                                      version 3 plug-in tells head from token by their rank) */
 } dcpv_paged_args;
 
 typedef int (*dcpv_paged_fn)(void* self, const dcpv_paged_args* args, char* err, size_t err_len);
 
 typedef struct dcpv_impl_v2 {
-  int32_t abi_version; /* DCPV_ABI_VERSION_2, or DCPV_ABI_VERSION_3 */
+  int32_t abi_version; /* DCPV_ABI_VERSION_2, DCPV_ABI_VERSION_3 or DCPV_ABI_VERSION_4 */
   const char* name;    /* shown in reports */
   dcpv_claim claim;
   /* The format the paged level dequantizes K and V into before its products: DCPV_F32 (each
@@ -325,7 +345,7 @@ typedef struct dcpv_impl_v2 {
    * scale and the output), DCPV_BF16 or DCPV_F16 (rounded once to it, as a 16-bit MMA reads an
    * fp8 cache). */
   dcpv_dtype kv_dequant;
-  uint32_t lacks;      /* DCPV_LACKS_* (version 2: bits 0 .. 5 only) */
+  uint32_t lacks;      /* DCPV_LACKS_* (version 2: bits 0 .. 5 only; version 3: 0 .. 7) */
   int32_t page_layout; /* dcpv_page_layout of the pool the paged level receives */
   void* self;          /* passed back to every call */
   dcpv_partial_fn partial;
@@ -334,7 +354,7 @@ typedef struct dcpv_impl_v2 {
   dcpv_paged_fn paged; /* NULL: none; else partial must be NULL: paged runs in its place */
 } dcpv_impl_v2;
 
-/* The symbol a version-2 or version-3 plug-in exports. */
+/* The symbol a version-2, 3 or 4 plug-in exports. */
 DCPV_EXPORT const dcpv_impl_v2* dcpv_get_impl_v2(void);
 
 #ifdef __cplusplus

@@ -514,7 +514,10 @@ int bridge_paged_unguarded(const dcpv_paged_args* a, char* err, size_t err_len) 
   args.update({{"interleave", a->interleave},
                {"requests", a->requests},
                {"page_size", a->page_size},
-               {"page_layout", a->page_layout == DCPV_PAGES_HND ? "HND" : "NHD"}});
+               {"page_layout", a->page_layout == DCPV_PAGES_HND ? "HND" : "NHD"},
+               {"scale_grain", a->scale_grain == DCPV_SCALES_BY_PAGE    ? "page"
+                               : a->scale_grain == DCPV_SCALES_BY_TOKEN ? "token"
+                                                                        : "head"}});
   args.update(variant_args(*a, a->k_cache));
   json reply;
   std::vector<char> rp;
@@ -589,14 +592,14 @@ uint32_t lacks_of(const json& names) {
 static const dcpv_impl_v2* get_impl() {
   static std::mutex hello;  // the first call says hello; the others wait for it
   const std::lock_guard<std::mutex> lock(hello);
-  if (g_impl.abi_version == DCPV_ABI_VERSION_3) return &g_impl;
+  if (g_impl.abi_version == DCPV_ABI_VERSION_4) return &g_impl;
   g_conn.fd = env_fd("DCPV_BRIDGE_FD");
   if (g_conn.fd < 0) return nullptr;
   if (g_conn.shm == nullptr) map_shared_region();
   json reply;
   std::vector<char> rp;
   std::string why;
-  if (!exchange({{"op", "hello"}, {"abi", DCPV_ABI_VERSION_3}}, Request{}, 0, reply, rp, why))
+  if (!exchange({{"op", "hello"}, {"abi", DCPV_ABI_VERSION_4}}, Request{}, 0, reply, rp, why))
     return nullptr;
   g_conn.name = reply.value("name", std::string());
   const json levels = reply.value("levels", json::array());
@@ -606,7 +609,7 @@ static const dcpv_impl_v2* get_impl() {
     return false;
   };
   const json c = reply.value("claim", json::object());
-  g_impl.abi_version = DCPV_ABI_VERSION_3;
+  g_impl.abi_version = DCPV_ABI_VERSION_4;
   g_impl.name = g_conn.name.c_str();
   g_impl.claim.accum_rounding_nearest = c.value("accum_rounding_nearest", 1);
   g_impl.claim.tf32 = c.value("tf32", 0);
@@ -624,11 +627,13 @@ static const dcpv_impl_v2* get_impl() {
   g_impl.paged = provides("paged") ? bridge_paged : nullptr;
   // An unknown format or layout reaches load_plugin's checks, which name the field.
   g_impl.kv_dequant = claim_format(reply, "kv_dequant");
-  // A server that does not say it speaks version 3 lacks what version 3 added.
+  // A server that does not say it speaks version 3 (4) lacks what version 3 (4) added.
   g_impl.lacks = lacks_of(reply.value("lacks", json::array()));
-  if (!reply.contains("abi") || !reply["abi"].is_number_integer() ||
-      reply["abi"].get<int64_t>() < DCPV_ABI_VERSION_3)
-    g_impl.lacks |= DCPV_LACKS_ALIBI | DCPV_LACKS_TOKEN_SCALES;
+  const int64_t speaks = reply.contains("abi") && reply["abi"].is_number_integer()
+                             ? reply["abi"].get<int64_t>()
+                             : DCPV_ABI_VERSION_2;
+  if (speaks < DCPV_ABI_VERSION_3) g_impl.lacks |= DCPV_LACKS_ALIBI | DCPV_LACKS_TOKEN_SCALES;
+  if (speaks < DCPV_ABI_VERSION_4) g_impl.lacks |= DCPV_LACKS_PAGE_SCALES;
   const std::string layout = reply.value("page_layout", std::string("NHD"));
   g_impl.page_layout = layout == "NHD" ? DCPV_PAGES_NHD : layout == "HND" ? DCPV_PAGES_HND : -1;
   return &g_impl;

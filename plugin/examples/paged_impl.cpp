@@ -1,11 +1,12 @@
-// paged_impl.cpp — a complete version-3 dcp-verify plug-in (include/dcp_verify/impl.h): a paged
+// paged_impl.cpp — a complete version-4 dcp-verify plug-in (include/dcp_verify/impl.h): a paged
 // decode kernel, called as an engine calls one, judged by `dcp-verify properties --impl
 // ./libdcpv_paged_example.so`.
 //
 //   paged   per request, token and head: the rank's rows read through the request's block table
 //           from the pool (vLLM's layout, [pages, page_size, kv_heads, D]) in its storage format,
 //           each element dequantized here (fp8 and 16-bit formats decoded, times its k_scale or
-//           v_scale: its KV head's, or its slot's by token), each row's position derived from
+//           v_scale: its KV head's, its slot's by token, or its page's by page), each row's
+//           position derived from
 //           the DCP layout (row r of rank k: floor(r / I) I N + k I + r mod I) for the masks and
 //           ALiBi's bias, scores in fp32, a two-pass softmax, O = sum w v / sum w and
 //           LSE = max + log(sum w)
@@ -19,10 +20,11 @@
 // which hands the loader a field out of range, named by the environment variable DCPV_PAGED_BAD
 // (layout, dequant, lacks, lacks_v2: a version-3 bit in a version-2 plug-in, version, both: a
 // partial level beside paged, null: no implementation; or in range: no_softcap, saying it lacks
-// the soft-cap, v2: the same kernel as version 2, which knows no ALiBi and no scales by token).
+// the soft-cap, v2: the same kernel as version 2, which knows no ALiBi and no scales by token,
+// v3: as version 3, which knows no scales by page).
 // The ctest plugin.* tests prove the first passes the property suite (fp8 caches, scales by
-// token, ALiBi and decode batches included), the second is caught with a shrunk case, and the
-// third is refused in one line.
+// token and by page, ALiBi and decode batches included), the second is caught with a shrunk
+// case, and the third is refused in one line.
 #include <dcp_verify/impl.h>
 
 #include <cmath>
@@ -108,11 +110,14 @@ float& out(const dcpv_dltensor& t, std::initializer_list<int64_t> idx) {
   return static_cast<float*>(t.data)[offset(t, idx)];
 }
 
-// The scale of KV head g of the token in (page, slot): by head [kv_heads], by token
-// [pages, page_size] or by token and head [pages, page_size, kv_heads]; absent: 1.
-float scale_at(const dcpv_dltensor& scale, int64_t page, int64_t slot, int64_t g) {
+// The scale of KV head g of the token in (page, slot), of the arguments' scale_grain: by head
+// [kv_heads]; by token [pages, page_size] or by token and head [pages, page_size, kv_heads]; by
+// page [pages, 1] or [pages, kv_heads]; absent: 1.
+float scale_at(const dcpv_paged_args& a, const dcpv_dltensor& scale, int64_t page, int64_t slot,
+               int64_t g) {
   if (scale.data == nullptr) return 1.0f;
-  if (scale.ndim == 1) return f32(scale, {g});
+  if (a.scale_grain == DCPV_SCALES_BY_HEAD) return f32(scale, {g});
+  if (a.scale_grain == DCPV_SCALES_BY_PAGE) return f32(scale, {page, scale.shape[1] == 1 ? 0 : g});
   if (scale.ndim == 2) return f32(scale, {page, slot});
   return f32(scale, {page, slot, g});
 }
@@ -121,7 +126,7 @@ float scale_at(const dcpv_dltensor& scale, int64_t page, int64_t slot, int64_t g
 float cached(const dcpv_paged_args& a, const dcpv_dltensor& pool, const dcpv_dltensor& scale,
              int64_t b, int64_t r, int64_t g, int64_t i) {
   const int64_t page = i32(a.block_table, {b, r / a.page_size}), slot = r % a.page_size;
-  return stored(pool, offset(pool, {page, slot, g, i})) * scale_at(scale, page, slot, g);
+  return stored(pool, offset(pool, {page, slot, g, i})) * scale_at(a, scale, page, slot, g);
 }
 
 #ifdef DCPV_PAGED_BUG
@@ -179,8 +184,8 @@ int paged(void*, const dcpv_paged_args* args, char* err, size_t err_len) {
           if (alibi_local_bug()) {
             bias_pos = r;                          // the rank-local row instead
           } else if (a.k_scale.data != nullptr) {  // the K scale a second time
-            dot *=
-                scale_at(a.k_scale, i32(a.block_table, {b, r / a.page_size}), r % a.page_size, g);
+            dot *= scale_at(a, a.k_scale, i32(a.block_table, {b, r / a.page_size}), r % a.page_size,
+                            g);
           }
 #endif
           float sc = dot * a.scale;
@@ -222,7 +227,7 @@ int paged(void*, const dcpv_paged_args* args, char* err, size_t err_len) {
 // fp32 adds on a CPU round to nearest; the math library's exp and log; a two-pass softmax (any
 // tiling); each element dequantized into fp32 (DCPV_F32).
 const dcpv_impl_v2 kImpl = {
-    DCPV_ABI_VERSION_3,
+    DCPV_ABI_VERSION_4,
 #ifdef DCPV_PAGED_BUG
     "paged example (K scale applied twice)",
 #else
@@ -260,7 +265,8 @@ extern "C" const dcpv_impl_v2* dcpv_get_impl_v2(void) {
   if (field == "lacks") bad.lacks = 1u << 20;
   if (field == "lacks_v2") bad.abi_version = DCPV_ABI_VERSION_2, bad.lacks = DCPV_LACKS_ALIBI;
   if (field == "v2") bad.abi_version = DCPV_ABI_VERSION_2;  // in range: knows neither
-  if (field == "version") bad.abi_version = 4;
+  if (field == "v3") bad.abi_version = DCPV_ABI_VERSION_3;  // in range: no scales by page
+  if (field == "version") bad.abi_version = 5;
   if (field == "both") bad.partial = unused_partial;
   if (field == "no_softcap") bad.lacks = DCPV_LACKS_SOFTCAP;  // in range: a feature it lacks
   return &bad;

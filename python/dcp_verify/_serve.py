@@ -45,7 +45,8 @@ class Implementation(Protocol):
     "window", "latent", "batch"), `supports` (features added since, drawn only for an
     implementation that names them and does not name them in `lacks` too: "alibi", its levels get
     `alibi_slopes`; "token_scales", K/V scales by token, which the paged level gets as a pool of
-    them) and `page_layout` ("NHD", the default, or "HND": the pool the paged level receives)."""
+    them; "page_scales", K/V scales kept one a pool page (and KV head), which the paged level gets
+    as [pages, 1] or [pages, kv_heads], its `scale_grain` "page") and `page_layout` ("NHD", the default, or "HND": the pool the paged level receives)."""
 
     claim: Claim
 
@@ -58,9 +59,9 @@ class Implementation(Protocol):
 _LEVELS = ("paged", "partial", "combine", "step")
 _FORMATS = {"f32": "f32", "bf16": "bf16", "f16": "f16"}
 _FEATURES = ("softcap", "sink", "topk", "window", "latent", "batch")
-# Features an implementation handles only when its `supports` names them (impl.h's version 3):
-# one written before them never meets them.
-_OPT_IN = ("alibi", "token_scales")
+# Features an implementation handles only when its `supports` names them (impl.h's versions 3 and
+# 4): one written before them never meets them.
+_OPT_IN = ("alibi", "token_scales", "page_scales")
 
 
 def _claim_fields(claim: Any) -> dict:
@@ -140,7 +141,7 @@ def _hello(impl: Any, claim: Any) -> dict:
     layout = getattr(impl, "page_layout", "NHD")
     if layout not in ("NHD", "HND"):
         raise ValueError(f"impl.page_layout: expected 'NHD' or 'HND', got {layout!r}")
-    return {"abi": 3, "claim": fields, "kv_dequant": "f32" if dequant == "none" else dequant,
+    return {"abi": 4, "claim": fields, "kv_dequant": "f32" if dequant == "none" else dequant,
             "lacks": list(lacks), "page_layout": layout}
 
 

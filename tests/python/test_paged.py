@@ -80,6 +80,48 @@ def test_planted_paged_cache_bugs_are_killed(layout, bug):
     assert dcp_verify.replay(TorchPaged(layout), report.pin, arrays="torch").ok
 
 
+def page_scaled_setup(kv_scale, kv_dtype):
+    """One step over a paged pool whose scales are kept one a page (and KV head), as a setup
+    file (a pinned counterexample) states it: 4 ranks of interleave 2, pages of 8 rows."""
+    spec = {"tokens": 2, "q_heads": 4, "kv_heads": 2, "head_dim": 16, "v_dim": 16, "seq": 300,
+            "shared_latent": False, "q_dtype": "F32", "kv_dtype": kv_dtype, "causal": True,
+            "explicit_pos": True, "window": 0, "softcap": 0.0, "topk": 0, "lse_base": "e",
+            "explicit_scale": False, "values": "normal", "seed": 11, "sink": False,
+            "kv_scale": kv_scale}
+    config = {"tp_size": 4, "dcp_size": 4, "interleave": 2, "comm": "ag_rs",
+              "replicate_q": False, "order": "seq", "order_seed": 0, "tile": 64, "splits": 1,
+              "out_dtype": "f32", "page_size": 8, "page_seed": 5}
+    return {"spec": spec, "config": config, "chunks": [200, 1, 99]}
+
+
+@pytest.mark.parametrize("layout", ["NHD", "HND"])
+def test_scales_by_page_reach_a_kernel_that_supports_them(layout):
+    """ABI version 4: the paged level gets scales kept by page as [pages, 1] or
+    [pages, kv_heads] with scale_grain "page"; the correct kernel passes, its K scale applied
+    twice and its block table off by one page are caught."""
+    class Seen(TorchPaged):
+        def __init__(self, *args, **kw):
+            super().__init__(*args, **kw)
+            self.grains = set()
+
+        def paged(self, a):
+            if a.k_scale is not None:
+                self.grains.add((a.scale_grain, tuple(a.k_scale.shape[1:])))
+            return super().paged(a)
+
+    torch.set_num_threads(1)
+    for kv_scale, per_head in (("per_page", False), ("per_page_head", True)):
+        for kv_dtype in ("F8_E4M3", "I8"):
+            setup = page_scaled_setup(kv_scale, kv_dtype)
+            formats = CACHES["int8" if kv_dtype == "I8" else "fp8"]
+            good = Seen(layout)
+            assert dcp_verify.replay(good, setup, arrays="torch", kv_dtypes=formats).ok
+            assert good.grains == {("page", (2 if per_head else 1,))}, good.grains
+            for bug in ("k_scale_twice", "page_off_by_one"):
+                assert not dcp_verify.replay(TorchPaged(layout, bug), setup, arrays="torch",
+                                             kv_dtypes=formats).ok
+
+
 def test_lacked_features_are_never_drawn():
     class Seen(TorchPaged):
         def __init__(self, lacks=()):
@@ -136,7 +178,8 @@ def test_features_added_since_reach_only_an_implementation_that_supports_them():
                               kv_dtypes=CACHES["int8"])
     assert {alibi for alibi, _ in everything.seen} == {True, False}
     assert {by_token for _, by_token in everything.seen} == {True, False}
-    for before in (Unaware(), Seen(supports=()), Seen(lacks=("alibi", "token_scales"))):
+    for before in (Unaware(), Seen(supports=()),
+                   Seen(lacks=("alibi", "token_scales", "page_scales"))):
         testing.assert_properties(before, seed=7, cases=CASES, arrays="torch",
                                   kv_dtypes=CACHES["int8"])
         assert before.seen == {(False, False)}, before.seen
@@ -149,7 +192,7 @@ def test_features_added_since_reach_only_an_implementation_that_supports_them():
         impl = TorchPaged()
         impl.supports = supports
         with pytest.raises(ValueError, match="impl.supports: expected a collection of alibi, "
-                                             "token_scales"):
+                                             "token_scales, page_scales"):
             dcp_verify.properties(impl, seed=1, cases=1, arrays="torch")
 
 
@@ -175,7 +218,7 @@ def test_a_server_that_does_not_say_it_speaks_version_3_is_never_handed_its_feat
 
     torch.set_num_threads(1)
     impl = Seen()
-    assert set(impl.supports) == {"alibi", "token_scales"}
+    assert set(impl.supports) == {"alibi", "token_scales", "page_scales"}
     testing.assert_properties(impl, seed=7, cases=CASES, arrays="torch", kv_dtypes=CACHES["int8"])
     assert impl.seen == {(False, False)}, impl.seen
 
@@ -196,7 +239,8 @@ def test_a_kernel_dequantizing_into_bf16_is_caught_unless_it_claims_so():
                                    kv_dtypes=CACHES["fp8"], only=["dcp-fp8"])
     assert report.verdict == "FAILED" and "over bound" in report.summary(), report.text
     assert report.pin["spec"].get("kv_scale") in ("per_tensor", "per_head", "per_token",
-                                                  "per_token_head"), report.pin
+                                                  "per_token_head", "per_page",
+                                                  "per_page_head"), report.pin
     claimed = TorchPaged(dequant=torch.bfloat16)
     assert claimed.claim["kv_dequant"] == "bf16"
     assert dcp_verify.replay(claimed, report.pin, arrays="torch").ok

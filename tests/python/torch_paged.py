@@ -30,7 +30,7 @@ class TorchPaged:
     kernel feeding a bf16 MMA from an fp8 cache does); claim_dequant: whether the claim says so."""
 
     # Features added since the package's first release, which it handles: ALiBi, scales by token.
-    supports = ("alibi", "token_scales")
+    supports = ("alibi", "token_scales", "page_scales")
 
     def __init__(self, layout: str = "NHD", bug: str | None = None,
                  dequant: torch.dtype = torch.float32, claim_dequant: bool = True):
@@ -45,13 +45,17 @@ class TorchPaged:
             ("-bf16-dequant" if dequant == torch.bfloat16 else "")
 
     @staticmethod
-    def scales(scale, table, n, page_size):
-        """A scale to multiply rows [n, kv_heads, D] by: by KV head [kv_heads], or by token (a
-        pool [pages, page_size] or [pages, page_size, kv_heads], read through the table)."""
-        if scale.dim() == 1:
+    def scales(scale, grain, table, n, page_size):
+        """A scale to multiply rows [n, kv_heads, D] by, of `grain`: by KV head [kv_heads], by
+        token (a pool [pages, page_size] or [pages, page_size, kv_heads]) or by page ([pages, 1]
+        or [pages, kv_heads]), read through the table."""
+        if grain == "head":
             return scale.view(1, -1, 1)
         r = torch.arange(n)
-        per_slot = scale[table[r // page_size].long(), r % page_size]  # [n] or [n, kv_heads]
+        pages = table[r // page_size].long()
+        if grain == "page":
+            return scale[pages].reshape(n, scale.shape[1], 1)
+        per_slot = scale[pages, r % page_size]  # [n] or [n, kv_heads]
         return per_slot.reshape(n, 1 if scale.dim() == 2 else scale.shape[2], 1)
 
     def rows(self, cache, table, n, page_size):
@@ -81,12 +85,12 @@ class TorchPaged:
             v = self.rows(a.v_cache, a.block_table[b], n, P).float() if not a.shared_latent \
                 else k[..., :dv]
             if a.k_scale is not None:
-                scale = self.scales(a.k_scale, a.block_table[b], n, P)
+                scale = self.scales(a.k_scale, a.scale_grain, a.block_table[b], n, P)
                 k = k * scale * (scale if self.bug == "k_scale_twice" else 1.0)
                 if a.shared_latent:
                     v = k[..., :dv] if self.bug != "k_scale_twice" else v * scale
             if a.v_scale is not None:
-                v = v * self.scales(a.v_scale, a.block_table[b], n, P)
+                v = v * self.scales(a.v_scale, a.scale_grain, a.block_table[b], n, P)
             k, v = k.to(self.dequant).float(), v.to(self.dequant).float()
             k, v = k[:, kv, :], v[:, kv, :]  # [n, H, D]
             # Row r of this rank holds position (r / I) I N + rank I + r mod I.
