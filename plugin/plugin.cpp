@@ -785,7 +785,7 @@ constexpr uint32_t known_lacks(int32_t abi) {
                                      : kLackMaskV2;
 }
 
-// A version-2 or 3 plug-in's fields beyond version 1's, one-line errors naming them as impl.h
+// A version-2, 3 or 4 plug-in's fields beyond version 1's, one-line errors naming them as impl.h
 // does.
 oracle::Status check_v2_fields(const std::string& path, const dcpv_impl_v2& v) {
   if (v.kv_dequant != DCPV_F32 && v.kv_dequant != DCPV_BF16 && v.kv_dequant != DCPV_F16)

@@ -31,7 +31,7 @@ struct Plugin {
   // Its levels and claim in version 1's terms (a version-2 plug-in's copied into v2_fields).
   const dcpv_impl* impl = nullptr;
   std::shared_ptr<const dcpv_impl> v2_fields;
-  // Its ABI version (1, 2 or 3); version 2 and 3 only: the paged level (it runs in place of
+  // Its ABI version (1 to 4); version 2 and later only: the paged level (it runs in place of
   // partial), the format it dequantizes K and V into, the features it says it lacks
   // (DCPV_LACKS_*) and the page layout it asks for.
   int32_t abi = DCPV_ABI_VERSION;

@@ -143,7 +143,9 @@ inline constexpr FeatureInfo kFeatures[] = {
      &CaseSpec::alibi,
      "ALiBi: per-head slopes m_h, the logit of key j for query i loses m_h |j - i|", 8},
     {Feature::token_scales, "token_scales", "uses per-token KV scales",
-     [](const CaseSpec& s, bool) { return scales_by_token(s.kv_scale); }},
+     [](const CaseSpec& s, bool) {
+       return scales_by_token(s.kv_scale) && !scales_by_page(s.kv_scale);
+     }},
     {Feature::page_scales, "page_scales", "uses per-page KV scales",
      [](const CaseSpec& s, bool) { return scales_by_page(s.kv_scale); }},
 };

@@ -61,8 +61,10 @@ inline void draw_late_switches(CaseSpec& s, const DcpLimits& lim = {}) {
     if (f.toggle != nullptr && f.drawn_one_in > 0 && lim.allows(f.feature))
       s.*f.toggle = *rc::gen::weightedElement<bool>({{f.drawn_one_in - 1, false}, {1, true}});
   // Scales by token in one case of three that has scales: per tensor becomes per token, per KV
-  // head per token and KV head (after the switches, so earlier seeds draw as they did).
-  if (s.kv_scale != KvScale::none && lim.allows(Feature::token_scales) &&
+  // head per token and KV head (after the switches, so earlier seeds draw as they did). Where
+  // only scales by page are allowed, gen_dcp_setup keeps them by page or by head.
+  if (s.kv_scale != KvScale::none &&
+      (lim.allows(Feature::token_scales) || lim.allows(Feature::page_scales)) &&
       *rc::gen::weightedElement<bool>({{2, false}, {1, true}}))
     s.kv_scale = s.kv_scale == KvScale::per_tensor ? KvScale::per_token : KvScale::per_token_head;
 }
@@ -368,10 +370,16 @@ inline rc::Gen<DcpSetup> gen_dcp_setup(DcpLimits lim, CacheKind kind = CacheKind
     draw_paging(cfg, false);
     draw_late_switches(p, lim);
     // Scales by token in a paged cache kept one a page in one case of two (drawn last, so earlier
-    // seeds draw as they did).
-    if (scales_by_token(p.kv_scale) && cfg.page_size > 0 && lim.allows(Feature::page_scales) &&
-        *rc::gen::arbitrary<bool>())
-      p.kv_scale = p.kv_scale == KvScale::per_token ? KvScale::per_page : KvScale::per_page_head;
+    // seeds draw as they did), in every one where only scales by page are allowed; where neither
+    // they nor scales by token may be drawn, by head.
+    if (scales_by_token(p.kv_scale)) {
+      const bool tokens = lim.allows(Feature::token_scales);
+      if (cfg.page_size > 0 && lim.allows(Feature::page_scales) &&
+          (!tokens || *rc::gen::arbitrary<bool>()))
+        p.kv_scale = p.kv_scale == KvScale::per_token ? KvScale::per_page : KvScale::per_page_head;
+      else if (!tokens)
+        p.kv_scale = scales_by_head(p.kv_scale);
+    }
     follow_pages(s);
     return s;
   });

@@ -360,6 +360,23 @@ void kv_write_property() {
           for (int64_t i = 0; i < dv; ++i) RC_ASSERT(view.value(row, g, i) == code(p, kBits + i));
       }
     }
+    // By page, the scale arrays read by hand, through the table rather than the view: each held
+    // page's entry its tokens' scale, every other page's 0.
+    const auto page_entries = [&](const auto& entries, const std::vector<float>& base) {
+      std::vector<char> held_page(static_cast<size_t>(spec.pool_pages), 0);
+      for (int64_t row = 0; row < held; ++row) {
+        const int64_t page = table[static_cast<size_t>(row / P)];
+        held_page[static_cast<size_t>(page)] = 1;
+        for (int64_t g = 0; g < scale_heads; ++g)
+          RC_ASSERT(entries[static_cast<size_t>(page * scale_heads + g)] ==
+                    scale_of(base, mine[static_cast<size_t>(row)], g));
+      }
+      for (int64_t page = 0; page < spec.pool_pages; ++page)
+        for (int64_t g = 0; !held_page[static_cast<size_t>(page)] && g < scale_heads; ++g)
+          RC_ASSERT(entries[static_cast<size_t>(page * scale_heads + g)] == 0.0f);
+    };
+    if (by_page && !k_base.empty()) page_entries(c->k_scale, k_base);
+    if (by_page && !v_base.empty()) page_entries(c->v_scale, v_base);
     // The pool rows no held row maps to (the free pages, the tails of pages) stay zero and
     // unflagged: writes land in the block table's pages only.
     std::vector<char> used(static_cast<size_t>(spec.pool_rows()), 0);

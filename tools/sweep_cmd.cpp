@@ -201,6 +201,7 @@ oracle::Expected<std::optional<SweepRow>> measure_size(const props::DcpBackend& 
   gpu::DcpConfig one = s.cfg;
   one.tp_size = 1;
   one.layout = {1, 1};
+  one.page_scales = false;  // scales by page follow N ranks' pages: one rank keeps them by token
   const auto timed_one = time_step(backend, in, one, o.iters, o.warmup);
   if (!timed_one) return DCP_ERROR(timed_one.status().message());
   if (!*timed || !*timed_one)

@@ -84,9 +84,10 @@ DCP_HD inline float chunk_scale(const KvWrite& a, const float* scales, int64_t i
 }
 
 // Thread x: the owner of the chunk's row keeps the component at layout.row(pos), rounded to the
-// cache's format (divided by its scale first when the chunk holds values). By token, the thread
-// of a key's (a value's) first component stores the row's K (V) scale in its slot's entry, as
-// engines' quantizing writes do; the component's own quantizing reads the chunk's, not that entry.
+// cache's format (divided by its scale first when the chunk holds values). By token (page), the
+// thread of a key's (a value's) first component stores the row's K (V) scale in its slot's (its
+// page's) entry, as engines' quantizing writes do (by page every token of the page stores the same
+// one); the component's own quantizing reads the chunk's, not that entry.
 DCP_HD inline void kv_write(const KvWrite& a, int64_t x) {
   const int64_t width = kv_write_width(a), heads = a.cache.kv_heads, dk = a.cache.head_dim;
   if (x >= kv_write_threads(a)) return;
@@ -96,8 +97,8 @@ DCP_HD inline void kv_write(const KvWrite& a, int64_t x) {
   const int64_t row = a.layout.row(pos);
   const bool by_token = a.cache.scales_written();  // by token or page: the chunk's
   const bool scale_owner = by_token && (a.cache.scale_heads > 1 || h == 0);
-  // The scale the component is divided by when the chunk holds values: the chunk's by token,
-  // else the cache's KV head's (1 without scales).
+  // The scale the component is divided by when the chunk holds values: the chunk's by token or
+  // page, else the cache's KV head's (1 without scales).
   if (c < dk) {
     const float e = load_element(a.src, a.k, (i * heads + h) * dk + c);
     const float sc = by_token ? chunk_scale(a, a.k_scale, i, h) : a.cache.k_scale_of(row, h);

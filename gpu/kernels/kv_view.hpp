@@ -103,7 +103,7 @@ struct KvView {
   void* k = nullptr;
   void* v = nullptr;
   uint8_t* written = nullptr;
-  float* k_scale = nullptr;  // written by the KV write when by token
+  float* k_scale = nullptr;  // written by the KV write when by token or page
   float* v_scale = nullptr;
   const int32_t* block_table = nullptr;
   int64_t rows = 0, kv_heads = 1, head_dim = 1, v_dim = 1, v_head_stride = 1, page = 1;

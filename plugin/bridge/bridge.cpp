@@ -7,13 +7,13 @@
 // ways, is a frame: an 8-byte little-endian length n, n bytes of JSON (the header), then the
 // header's "bytes" bytes of payload: the tensors the header lists, each {"name", "dtype" (a name
 // of kWireNames below: f32, bf16, fp8e4m3, i8, ...), "shape", "offset", "nbytes"}, dense and
-// row-major, in the payload at "offset". It speaks ABI version 3 (dcpv_get_impl_v2):
-//   dcpv_get_impl_v2: -> {"op": "hello", "abi": 3}
-//                   <- {"abi": 3, "name": ..., "levels": ["paged", "partial", ...], "claim": {the
+// row-major, in the payload at "offset". It speaks ABI version 4 (dcpv_get_impl_v2):
+//   dcpv_get_impl_v2: -> {"op": "hello", "abi": 4}
+//                   <- {"abi": 4, "name": ..., "levels": ["paged", "partial", ...], "claim": {the
 //                       dcpv_claim fields by name, formats as "f32" / "bf16" / "f16"},
-//                       "kv_dequant": "f32", "lacks": ["softcap", ..., "alibi", "token_scales"],
-//                       "page_layout": "NHD" | "HND"} (a reply without "abi" 3 lacks alibi and
-//                       token_scales)
+//                       "kv_dequant": "f32", "lacks": ["softcap", ..., "alibi", "token_scales",
+//                       "page_scales"], "page_layout": "NHD" | "HND"} (a reply without "abi" 3
+//                       or more lacks alibi and token_scales; one without 4, page_scales)
 //   a level:        -> {"op": "paged" | "partial" | "combine" | "step", "args": {the scalar fields
 //                       of its dcpv_*_args by name}, "tensors": [its input tensors; absent ones
 //                       left out; the paged level's pool in its storage format, as stored]}

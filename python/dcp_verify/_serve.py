@@ -114,7 +114,7 @@ def _claim_fields(claim: Any) -> dict:
 
 def _hello(impl: Any, claim: Any) -> dict:
     """What the bridge's hello reply says of impl beside its name and levels (impl.h's
-    dcpv_impl_v2, version 3): its claim's fields, the format its paged level dequantizes into,
+    dcpv_impl_v2, version 4): its claim's fields, the format its paged level dequantizes into,
     the features it lacks and its page layout."""
     fields = _claim_fields(claim)
     dequant = "none" if claim is None else claim.get("kv_dequant", "none")

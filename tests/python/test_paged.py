@@ -122,6 +122,27 @@ def test_scales_by_page_reach_a_kernel_that_supports_them(layout):
                                              kv_dtypes=formats).ok
 
 
+def test_scales_by_page_alone_are_drawn_without_scales_by_token():
+    """An implementation that supports scales by page but not by token: the by-token scales the
+    suite would draw are kept by page in a paged cache (by head otherwise), never by token."""
+    class Grains(TorchPaged):
+        supports = ("page_scales",)
+
+        def __init__(self):
+            super().__init__()
+            self.grains = set()
+
+        def paged(self, a):
+            if a.k_scale is not None:
+                self.grains.add(a.scale_grain)
+            return super().paged(a)
+
+    torch.set_num_threads(1)
+    impl = Grains()
+    testing.assert_properties(impl, seed=7, cases=CASES, arrays="torch", kv_dtypes=CACHES["int8"])
+    assert "token" not in impl.grains and "page" in impl.grains, impl.grains
+
+
 def test_lacked_features_are_never_drawn():
     class Seen(TorchPaged):
         def __init__(self, lacks=()):
