@@ -84,10 +84,12 @@ DCP_HD inline float chunk_scale(const KvWrite& a, const float* scales, int64_t i
 }
 
 // Thread x: the owner of the chunk's row keeps the component at layout.row(pos), rounded to the
-// cache's format (divided by its scale first when the chunk holds values). By token (page), the
-// thread of a key's (a value's) first component stores the row's K (V) scale in its slot's (its
-// page's) entry, as engines' quantizing writes do (by page every token of the page stores the same
-// one); the component's own quantizing reads the chunk's, not that entry.
+// cache's format (divided by its scale first when the chunk holds values). By token, the thread
+// of a key's (a value's) first component stores the row's K (V) scale in its slot's entry, as
+// engines' quantizing writes do; by page, only the page's first row stores it in the page's entry
+// (every row of a page carries the same scale, validate_inputs, and a rank's rows fill its pages
+// from their first), so each entry has one writer. The component's own quantizing reads the
+// chunk's scale, not that entry.
 DCP_HD inline void kv_write(const KvWrite& a, int64_t x) {
   const int64_t width = kv_write_width(a), heads = a.cache.kv_heads, dk = a.cache.head_dim;
   if (x >= kv_write_threads(a)) return;
@@ -96,7 +98,8 @@ DCP_HD inline void kv_write(const KvWrite& a, int64_t x) {
   if (a.layout.owner(pos) != a.rank) return;
   const int64_t row = a.layout.row(pos);
   const bool by_token = a.cache.scales_written();  // by token or page: the chunk's
-  const bool scale_owner = by_token && (a.cache.scale_heads > 1 || h == 0);
+  const bool page_writer = a.cache.scale_grain != ScaleGrain::page || row % a.cache.page == 0;
+  const bool scale_owner = by_token && page_writer && (a.cache.scale_heads > 1 || h == 0);
   // The scale the component is divided by when the chunk holds values: the chunk's by token or
   // page, else the cache's KV head's (1 without scales).
   if (c < dk) {
