@@ -541,11 +541,6 @@ class PluginDevice : public gpu::HostDevice {
     if (!p_.has_paged() && !p_.has_partial()) return HostDevice::partial_attention(p);
     DCP_GPU_TRY(head_vectors_carried(p_, [&](const gpu::HeadVector& hv) { return p.*hv.param; }));
     DCP_GPU_TRY(scales_carried(p_, p.kv.scales_by_row()));
-    if (p_.has_paged() && p_.abi < DCPV_ABI_VERSION_4 &&
-        p.kv.scale_grain == gpu::ScaleGrain::page &&
-        (p.kv.k_scale != nullptr || p.kv.v_scale != nullptr))
-      return DCP_GPU_ERROR("plug-in: ABI ", p_.abi, "'s paged level carries no scales by page, ",
-                           "which this step's cache keeps (version 4 does)");
     if (p_.has_paged()) return paged_attention(p);
     if (p.req != nullptr)
       return DCP_GPU_ERROR("plug-in: ABI ", p_.abi,
@@ -604,6 +599,10 @@ class PluginDevice : public gpu::HostDevice {
     const bool batch = p.req != nullptr;
     if (kv.block_table == nullptr && !batch && p.rows > 0)  // (an empty cache has no table)
       return DCP_GPU_ERROR("plug-in: the paged level needs a paged cache (plugin_config pages it)");
+    if (kv.scale_grain == gpu::ScaleGrain::page && kv.scales_by_row() &&
+        p_.abi < DCPV_ABI_VERSION_4)
+      return DCP_GPU_ERROR("plug-in: ABI ", p_.abi, "'s paged level carries no scales by page, ",
+                           "which this step's cache keeps (version 4 does)");
     const int64_t T = p.tokens, H = p.heads, dk = p.head_dim, dv = p.v_dim, P = kv.page,
                   G = kv.kv_heads, pages = kv.pool_rows / P, all = batch ? p.requests : 1;
     const bool latent = kv.shared_latent, hnd = p_.page_layout == DCPV_PAGES_HND;
