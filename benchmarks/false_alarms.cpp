@@ -95,6 +95,8 @@ ModelConfig draw_model(Rng& rng, const CaseSpec& spec) {
     if (coin(0.3)) m.merge_exp_rel_err = 0.0;
   }
   m.seed = rng();
+  // Dots in lanes along the head dimension, or left to right, claimed so (dot_lanes).
+  if (coin(0.3)) m.dot_lanes = int64_t{1} << pick(0, 4);
   return m;
 }
 

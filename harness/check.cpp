@@ -173,6 +173,7 @@ json claim_json(const oracle::DcpResult& r) {
           {"partial_lse", oracle::format_text(a.partial_lse)},
           {"partial_format_from", r.partial_format_from},
           {"tile", a.tile},
+          {"dot_lanes", a.dot_lanes},
           {"accum_rounding", a.truncating_mma ? "any" : "nearest"},
           {"exp_rel_err", optional_number(a.exp_rel_err)},
           {"exp_bias", optional_number(a.exp_bias)},
@@ -257,7 +258,8 @@ std::string claim_text(const oracle::DcpResult& r) {
      << (a.merge_depth > 0 ? ", pairwise merges " + std::to_string(a.merge_depth) + " deep" : "")
      << ", sink "
      << (r.sink_rank ? "on rank " + std::to_string(*r.sink_rank) : std::string("at the merge"))
-     << ", tile " << a.tile << (a.tile == 1 ? " (any)" : "") << ", exp "
+     << ", tile " << a.tile << (a.tile == 1 ? " (any)" : "")
+     << (a.dot_lanes > 0 ? ", dots in " + std::to_string(a.dot_lanes) + " lanes" : "") << ", exp "
      << (a.exp_rel_err ? "rel err " + exact_text(*a.exp_rel_err) : "2 ulp")
      << (a.exp_bias ? " (bias " + exact_text(*a.exp_bias) + ")" : "")
      << (a.merge_exp_rel_err ? " (merge's rel err " + exact_text(*a.merge_exp_rel_err) + ")" : "")

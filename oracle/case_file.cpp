@@ -290,7 +290,8 @@ const std::set<std::string> kResultMetadata = {"accum",         "p_cast",
                                                "format",        "accum_rounding",
                                                "ftz",           "merge_exp_rel_err",
                                                "kv_dequant",    "rescale_exp_rel_err",
-                                               "merge_depth",   "exp_bias"};
+                                               "merge_depth",   "exp_bias",
+                                               "dot_lanes"};
 
 // The largest claimed relative error of an exp or log: beyond it a "function" is no longer one,
 // and the first-order bound refuses long before (kappa > 0.1).
@@ -426,8 +427,8 @@ Expected<DcpResult> result_from_file(const StFile& f, const Case& c, std::string
                        "'; expected accum, accum_rounding, ftz, p_cast, merge_accum, "
                        "merge_lse_accum, partial_dtype, dcp_size, interleave, splits, sink_rank, "
                        "lse_base, exp_rel_err, exp_bias, merge_exp_rel_err, "
-                       "rescale_exp_rel_err, log_rel_err, tile, kv_dequant, merge_depth, "
-                       "lse_layout, format or x_*");
+                       "rescale_exp_rel_err, log_rel_err, tile, dot_lanes, kv_dequant, "
+                       "merge_depth, lse_layout, format or x_*");
     }
   }
   for (const char* required : {"o", "lse"}) {
@@ -483,6 +484,13 @@ Expected<DcpResult> result_from_file(const StFile& f, const Case& c, std::string
   }
   auto tile = positive_int(source, f, "tile", 1);
   if (!tile) return tile.status();
+  // The dots' adds in this many lanes (absent: any order).
+  int64_t dot_lanes = 0;
+  if (md.count("dot_lanes")) {
+    auto w = positive_int(source, f, "dot_lanes", 1);
+    if (!w) return w.status();
+    dot_lanes = *w;
+  }
   // Partials merged two at a time as normalized states, at most this many merges deep (absent:
   // one merge of all of them).
   int64_t merge_depth = 0;
@@ -515,6 +523,7 @@ Expected<DcpResult> result_from_file(const StFile& f, const Case& c, std::string
 
   Arithmetic a;
   a.tile = *tile;
+  a.dot_lanes = dot_lanes;
   DType o_dtype, lse_dtype;
   auto o = result_tensor(source, f, "o", {T, Hq, dv}, "[T, Hq, Dv]", &o_dtype);
   if (!o) return o.status();
@@ -680,6 +689,7 @@ StFile result_to_file(const DcpResult& r, const Case& c) {
   f.metadata["sink_rank"] = r.sink_rank ? std::to_string(*r.sink_rank) : "merge";
   f.metadata["lse_base"] = std::string(lse_base_name(c.lse_base));
   f.metadata["tile"] = std::to_string(a.tile);
+  if (a.dot_lanes > 0) f.metadata["dot_lanes"] = std::to_string(a.dot_lanes);
   f.metadata["accum_rounding"] = a.truncating_mma ? "any" : "nearest";
   if (a.exp_rel_err) f.metadata["exp_rel_err"] = number_text(*a.exp_rel_err);
   if (a.exp_bias) f.metadata["exp_bias"] = number_text(*a.exp_bias);

@@ -221,7 +221,8 @@ struct RowLogits {
   // to at most T_l = min(l x_max, a_max) in magnitude (x_max the largest |product|, a_max the
   // larger of the positive products' sum and the negative ones'). node_sum = scale * sum_{l=2..Dk}
   // T_l bounds the sum of the nodes' magnitudes, and node_sq = scale^2 (sum_k (q_k k_k)^2 +
-  // sum_{l=2..Dk} T_l^2) the sum of the squares of every rounded quantity of the dot (§10).
+  // sum_{l=2..Dk} T_l^2) the sum of the squares of every rounded quantity of the dot (§10). A
+  // dot claimed in lanes (dot_lanes) takes the lesser of these and its lanes' (lane_nodes).
   std::vector<double> node_sum, node_sq;
   // §10: scale * sqrt(sum_k (q_k k_k)^2), what one rounding of each of q's scaled elements moves
   // the logit by at most, in root sum of squares over the elements.
@@ -252,9 +253,42 @@ TreeNodes tree_nodes(int64_t n, double x_max, double a_max) {
   return {x_max * rising + flat * a_max, x_max * x_max * rising_sq + flat * a_max * a_max};
 }
 
+// §3, a dot summed in W < n lanes (Arithmetic::dot_lanes) over its products x [n]: lane t's
+// running sum from its second product on is a node whose exact value is the lane's prefix sum;
+// the W lane sums are then added in any order, W - 1 nodes, the l-th largest a sum of at most
+// W - l + 1 of them, at most min(the l largest |lane sums|, the larger of the positive lane
+// sums' total and the negative's), the last the dot itself. The sum of the nodes' magnitudes and
+// of their squares.
+TreeNodes lane_nodes(std::span<const double> x, int64_t lanes, std::vector<double>& lane_sum) {
+  const auto n = static_cast<int64_t>(x.size());
+  TreeNodes out;
+  lane_sum.assign(static_cast<size_t>(lanes), 0.0);
+  double pos = 0.0, neg = 0.0, total = 0.0;
+  for (int64_t t = 0; t < lanes; ++t) {
+    double prefix = 0.0;
+    for (int64_t i = t; i < n; i += lanes) {
+      prefix += x[static_cast<size_t>(i)];
+      if (i >= t + lanes) out.sum += std::fabs(prefix), out.sq += prefix * prefix;
+    }
+    (prefix > 0.0 ? pos : neg) += std::fabs(prefix);
+    total += prefix;
+    lane_sum[static_cast<size_t>(t)] = std::fabs(prefix);
+  }
+  std::sort(lane_sum.begin(), lane_sum.end(), std::greater<>());
+  const double most = std::max(pos, neg);
+  double top = lane_sum[0];
+  for (int64_t l = 2; l <= lanes; ++l) {
+    top += lane_sum[static_cast<size_t>(l - 1)];
+    const double T = l == lanes ? std::fabs(total) : std::min(top, most);
+    out.sum += T;
+    out.sq += T * T;
+  }
+  return out;
+}
+
 // docs/tolerances.md §2, notation for one row (token t, head h).
-RowLogits row_logits(const Case& c, int64_t t, int64_t h, std::span<const int64_t> keys,
-                     double tau) {
+RowLogits row_logits(const Case& c, int64_t t, int64_t h, std::span<const int64_t> keys, double tau,
+                     int64_t dot_lanes) {
   const int64_t n = static_cast<int64_t>(keys.size()), dk = c.head_dim(), g = c.kv_head_of(h);
   const double* q = &c.q.data[c.q.offset({t, h, 0})];
   RowLogits in;
@@ -268,7 +302,8 @@ RowLogits row_logits(const Case& c, int64_t t, int64_t h, std::span<const int64_
   in.x_l2.resize(n);
   in.M = in.sink ? std::fabs(in.sigma) : 0.0;
   in.smax = in.sink ? in.sigma : kNegInf;
-  std::vector<double> row_buf(static_cast<size_t>(dk));
+  std::vector<double> row_buf(static_cast<size_t>(dk)), products(static_cast<size_t>(dk)), lane_sum;
+  const bool lanes = dot_lanes > 0 && dot_lanes < dk;
   const int64_t qpos = c.query_pos(t);
   for (int64_t i = 0; i < dk; ++i) in.q_l1 += tau * std::fabs(q[i]);
   for (int64_t x = 0; x < n; ++x) {
@@ -276,6 +311,7 @@ RowLogits row_logits(const Case& c, int64_t t, int64_t h, std::span<const int64_
     double dot = 0.0, absdot = 0.0, sq = 0.0, x_max = 0.0;
     for (int64_t i = 0; i < dk; ++i) {
       const double xi = q[i] * kr[i];
+      products[static_cast<size_t>(i)] = xi;
       dot += xi;
       absdot += std::fabs(xi);
       sq += xi * xi;
@@ -284,7 +320,11 @@ RowLogits row_logits(const Case& c, int64_t t, int64_t h, std::span<const int64_
     in.s_pre[x] = tau * dot;
     in.a[x] = tau * absdot;
     // the positive products sum to (absdot + dot) / 2, the negative to (absdot - dot) / 2
-    const TreeNodes nodes = tree_nodes(dk, x_max, (absdot + std::fabs(dot)) / 2.0);
+    TreeNodes nodes = tree_nodes(dk, x_max, (absdot + std::fabs(dot)) / 2.0);
+    if (lanes) {  // any order's bounds hold too: the lesser of each
+      const TreeNodes in_lanes = lane_nodes(products, dot_lanes, lane_sum);
+      nodes = {std::min(nodes.sum, in_lanes.sum), std::min(nodes.sq, in_lanes.sq)};
+    }
     in.node_sum[x] = tau * nodes.sum;
     in.node_sq[x] = tau * tau * (sq + nodes.sq);
     in.x_l2[x] = tau * std::sqrt(sq);
@@ -1401,7 +1441,7 @@ RowBound bound_row(const Case& c, const Attention& ref, const Units& un,
     std::fill(os, os + dv, 0.0);
     return RowBound{0.0, 0.0, 0.0, true};
   }
-  const RowLogits in = row_logits(c, t, h, keys, tau);
+  const RowLogits in = row_logits(c, t, h, keys, tau, un.a.dot_lanes);
   // §10: under the order assumption (as o_bounds' walks), the running max's rise.
   const std::optional<Ownership> accumulators = accumulators_of(un);
   const KeyErrors k =
@@ -1428,7 +1468,7 @@ RowBound bound_row(const Case& c, const Attention& ref, const Units& un,
 // merge's).
 std::string kappa_culprit(const Case& c, const Units& un, std::span<const int64_t> keys, int64_t t,
                           int64_t h, double tau, double L_ref) {
-  const RowLogits in = row_logits(c, t, h, keys, tau);
+  const RowLogits in = row_logits(c, t, h, keys, tau, un.a.dot_lanes);
   // (The running max moves only §10's terms, not kappa: taken at its largest.)
   const KeyErrors k =
       key_errors(un, c.softcap, c.seq(), in, L_ref, running_max_of(un, keys, in, std::nullopt));

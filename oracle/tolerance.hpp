@@ -62,6 +62,11 @@ struct Arithmetic {
   // of sum_j P_j |v_j|; nullopt: any partition into `shards` parts (split-KV pieces within a
   // rank, a partition the caller does not know).
   std::optional<Ownership> layout;
+  // The order of each q.k dot's adds, where the kernel's is known: its Dk products summed in this
+  // many lanes, lane t adding the products of components i = t (mod W) one at a time in
+  // increasing i, then the W lane sums added in any order (a dot vectorized along the head
+  // dimension; 1: one chain in component order). 0: any order (docs/tolerances.md §3).
+  int64_t dot_lanes = 0;
   // Keys per online-softmax tile, at least (1: any tiling). Each tile rescales the running sums
   // by exp(m_old - m_new), whose error the keys before it carry: a context of S keys sees at most
   // ceil(S / tile) rescales, plus one for a sink.

@@ -71,26 +71,37 @@ float accumulate(float a, float b, float x, const ModelConfig& m) {
   return std::fabs(static_cast<double>(r)) > std::fabs(exact) ? std::nextafter(r, 0.0f) : r;
 }
 
+// Terms summed pairwise: adjacent pairs, level by level.
+float pairwise_sum(std::vector<float> terms) {
+  while (terms.size() > 1) {
+    std::vector<float> next;
+    for (size_t i = 0; i + 1 < terms.size(); i += 2) next.push_back(terms[i] + terms[i + 1]);
+    if (terms.size() % 2) next.push_back(terms.back());
+    terms.swap(next);
+  }
+  return terms.empty() ? 0.0f : terms[0];
+}
+
 float dot(const double* q, const double* k, int64_t n, const ModelConfig& m) {
-  if (m.pairwise_dot) {
-    std::vector<float> terms(n);
-    for (int64_t i = 0; i < n; ++i)
-      terms[i] =
-          tf32_operand(static_cast<float>(q[i]), m) * tf32_operand(static_cast<float>(k[i]), m);
-    while (terms.size() > 1) {
-      std::vector<float> next;
-      for (size_t i = 0; i + 1 < terms.size(); i += 2) next.push_back(terms[i] + terms[i + 1]);
-      if (terms.size() % 2) next.push_back(terms.back());
-      terms.swap(next);
+  const auto operand = [&m](const double* x, int64_t i) {
+    return tf32_operand(static_cast<float>(x[i]), m);
+  };
+  if (m.dot_lanes > 1) {
+    std::vector<float> lanes(static_cast<size_t>(std::min(m.dot_lanes, std::max<int64_t>(n, 1))),
+                             0.0f);
+    for (int64_t i = 0; i < n; ++i) {
+      float& acc = lanes[static_cast<size_t>(i) % lanes.size()];
+      acc = accumulate(acc, operand(q, i), operand(k, i), m);
     }
-    return terms.empty() ? 0.0f : terms[0];
+    return pairwise_sum(std::move(lanes));
+  }
+  if (m.pairwise_dot && m.dot_lanes == 0) {
+    std::vector<float> terms(n);
+    for (int64_t i = 0; i < n; ++i) terms[i] = operand(q, i) * operand(k, i);
+    return pairwise_sum(std::move(terms));
   }
   float acc = 0.0f;
-  for (int64_t i = 0; i < n; ++i) {
-    const float a = tf32_operand(static_cast<float>(q[i]), m);
-    const float b = tf32_operand(static_cast<float>(k[i]), m);
-    acc = accumulate(acc, a, b, m);
-  }
+  for (int64_t i = 0; i < n; ++i) acc = accumulate(acc, operand(q, i), operand(k, i), m);
   return acc;
 }
 
@@ -356,6 +367,7 @@ oracle::Arithmetic claim_of(const ModelConfig& m) {
   a.shards = m.shards;
   if (m.shards > 1) a.layout = oracle::Ownership{m.shards, m.interleave, {}};
   a.tile = m.tile;
+  a.dot_lanes = m.dot_lanes;
   if (m.merge == Merge::pairwise && m.shards > 1) a.merge_depth = m.shards - 1;
   a.partial_o = m.partial;
   a.merge_accum = m.merge_accum;
@@ -380,9 +392,9 @@ std::string describe(const ModelConfig& m) {
   std::ostringstream os;
   os << "shards=" << m.shards << " interleave=" << m.interleave << " tile=" << m.tile
      << " base2=" << m.base2 << " fma=" << m.fma << " pairwise=" << m.pairwise_dot
-     << " perturb=" << m.perturb << " truncate=" << m.truncate << " exp_rel_err=" << m.exp_rel_err
-     << " log_rel_err=" << m.log_rel_err << " systematic=" << m.approx_systematic
-     << " merge_exp_rel_err="
+     << " dot_lanes=" << m.dot_lanes << " perturb=" << m.perturb << " truncate=" << m.truncate
+     << " exp_rel_err=" << m.exp_rel_err << " log_rel_err=" << m.log_rel_err
+     << " systematic=" << m.approx_systematic << " merge_exp_rel_err="
      << (m.merge_exp_rel_err ? std::to_string(*m.merge_exp_rel_err) : std::string("kernel's"))
      << " rescale_exp_rel_err="
      << (m.rescale_exp_rel_err ? std::to_string(*m.rescale_exp_rel_err) : std::string("kernel's"))

@@ -41,7 +41,11 @@ struct ModelConfig {
   bool base2 = false;         // exponentials as exp2 with scale * log2(e) folded in (FA-style)
   bool fma = false;           // dot products and exponent arguments with fused multiply-add
   bool pairwise_dot = false;  // dot products summed pairwise instead of left to right
-  bool perturb = true;        // perturb exp/log results by up to 1 ulp (approximate intrinsics)
+  // Dot products summed in this many lanes, lane t adding components i = t (mod W) left to right,
+  // then the lane sums pairwise (a dot vectorized along the head dimension), and claimed as
+  // dot_lanes; 1: left to right, claimed so. 0: as pairwise_dot says, no order claimed.
+  int64_t dot_lanes = 0;
+  bool perturb = true;  // perturb exp/log results by up to 1 ulp (approximate intrinsics)
   // The P.V sums and the softmax denominator added as tensor cores do: each product exact, each
   // add rounded toward zero (claimed accum_rounding any).
   bool truncate = false;

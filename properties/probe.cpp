@@ -96,25 +96,27 @@ DType holding_format(const std::vector<float>& xs) {
 std::string format_word(DType f) { return oracle::format_text(f); }
 
 // One experiment's inputs: T query tokens, H query heads over H KV heads (no GQA), S keys, every
-// vector kDim wide; no mask (not causal, no window), scale 1, every query at the last position.
+// vector `dim` wide (kDim unless an experiment needs other widths); no mask (not causal, no
+// window), scale 1, every query at the last position.
 struct Grid {
-  int64_t tokens, heads, keys;
-  std::vector<float> q, k, v;  // [T, H, kDim], [S, H, kDim], [S, H, kDim]
-  Grid(int64_t t, int64_t h, int64_t s)
+  int64_t tokens, heads, keys, dim;
+  std::vector<float> q, k, v;  // [T, H, dim], [S, H, dim], [S, H, dim]
+  Grid(int64_t t, int64_t h, int64_t s, int64_t width = kDim)
       : tokens(t),
         heads(h),
         keys(s),
-        q(static_cast<size_t>(t * h * kDim)),
-        k(static_cast<size_t>(s * h * kDim)),
-        v(static_cast<size_t>(s * h * kDim)) {}
+        dim(width),
+        q(static_cast<size_t>(t * h * width)),
+        k(static_cast<size_t>(s * h * width)),
+        v(static_cast<size_t>(s * h * width)) {}
   float& qa(int64_t t, int64_t h, int64_t c) {
-    return q[static_cast<size_t>((t * heads + h) * kDim + c)];
+    return q[static_cast<size_t>((t * heads + h) * dim + c)];
   }
   float& ka(int64_t j, int64_t h, int64_t c) {
-    return k[static_cast<size_t>((j * heads + h) * kDim + c)];
+    return k[static_cast<size_t>((j * heads + h) * dim + c)];
   }
   float& va(int64_t j, int64_t h, int64_t c) {
-    return v[static_cast<size_t>((j * heads + h) * kDim + c)];
+    return v[static_cast<size_t>((j * heads + h) * dim + c)];
   }
   // Keys [0, S - 2) of every head at logit kFarLogit, V 0: their weights vanish when the row's
   // two keys, the last, move its maximum up (the rescale underflows to exactly 0), and a
@@ -129,7 +131,7 @@ struct Grid {
   int64_t first() const { return keys - 2; }  // the row's key of logit 0 (the other: first() + 1)
   gpu::DcpInputs inputs() && {
     gpu::DcpInputs in;
-    in.dims = {tokens, heads, heads, kDim, kDim, false};
+    in.dims = {tokens, heads, heads, dim, dim, false};
     in.q = std::move(q);
     in.k = gpu::KvSource(std::move(k));
     in.v = gpu::KvSource(std::move(v));
@@ -141,7 +143,7 @@ struct Grid {
   }
 };
 
-// What one run returned: rank r's partial (O [T, H, kDim], LSE [T, H] as stored, in the base's
+// What one run returned: rank r's partial (O [T, H, dim], LSE [T, H] as stored, in the base's
 // units) and the merged output, for ranks = 1 the partial where the backend returns it.
 struct Outputs {
   std::vector<std::vector<float>> partial_o, partial_lse;
@@ -159,7 +161,7 @@ class Prober {
   double ln_base() const { return t_.cfg.base == gpu::LseBase::e ? 1.0 : std::log(2.0); }
 
   oracle::Expected<Outputs> run(const char* experiment, Grid g, int64_t ranks) {
-    const int64_t T = g.tokens, H = g.heads;
+    const int64_t T = g.tokens, H = g.heads, D = g.dim;
     gpu::DcpConfig cfg = t_.cfg;
     cfg.layout = {ranks, 1};
     cfg.tp_size = ranks;
@@ -169,7 +171,7 @@ class Prober {
     gpu::Result<gpu::GroupRun> r = t_.backend ? t_.backend(in, cfg) : gpu::run_dcp_threads(in, cfg);
     if (!r) return DCP_ERROR("experiment '", experiment, "': ", r.status().message());
     Outputs out;
-    const size_t no = static_cast<size_t>(T * H * kDim), nl = static_cast<size_t>(T * H);
+    const size_t no = static_cast<size_t>(T * H * D), nl = static_cast<size_t>(T * H);
     if (r->o.size() != no || r->lse.size() != nl)
       return DCP_ERROR("experiment '", experiment, "': the output has ", r->o.size(), " O and ",
                        r->lse.size(), " LSE elements; expected ", no, " and ", nl);
@@ -357,6 +359,100 @@ oracle::Expected<PairsResult> run_pairs(Prober& pr) {
         res.o.push_back(outs[gi].rank0_o()[i * kDim]);
       }
   return res;
+}
+
+// --- dot lanes: the order of q.k's adds ----------------------------------------------------------
+
+// In head h, for the candidate W = 2^h lanes (1 .. 32), key j > 0 is cancelling_key(W, j, D):
+// +-kCancellingQ kDotBig = +-2^22 products that cancel one after the other in one lane, after
+// zeros and before and among products of kDotSmall, 2^-4. Summed in W lanes every fp32 partial sum
+// is exact, so every key's logit is exact. In any other order some partial sum holding +-2^22
+// meets a 2^-4 product, a quarter of its ulp, and drops it: that key's logit comes out 2^-4 off.
+// Key 0, the reference, holds no big and sums exactly in any order; each key's weight against
+// its own (the one-hot V: key j's 1 at column j) gives the key's logit against the reference's.
+// A kernel may sum other widths in other orders (a GEMM that blocks K): each of kDotWidths is
+// run, D keys of D components, and a W is claimed only where it holds at all of them.
+constexpr float kDotBig = 32768.0f;  // 2^15: within f16's range, as every value here is in bf16's
+constexpr float kDotSmall = 0x1p-11f;
+constexpr int64_t kDotCandidates = 6;                          // W = 1, 2, 4, 8, 16, 32
+constexpr std::array<int64_t, 3> kDotWidths = {64, 128, 256};  // head dims engines run
+constexpr float kCancellingQ = 128.0f;                         // q in every component
+
+// Key j > 0 of D components for `lanes` lanes: lane t = j mod W opens with m zeros (m = j / W,
+// cycling over the lane's positions, so the pair falls everywhere: an order that sums blocks of
+// components apart meets it astride a block's edge), then -kDotBig, +kDotBig at the lane's next
+// position, and kDotSmall everywhere else. Key 0: kDotSmall everywhere.
+std::vector<float> cancelling_key(int64_t lanes, int64_t j, int64_t dim) {
+  std::vector<float> k(static_cast<size_t>(dim), kDotSmall);
+  if (j == 0) return k;
+  const int64_t t = j % lanes, m = (j / lanes) % (dim / lanes - 1);
+  for (int64_t x = 0; x < m; ++x) k[static_cast<size_t>(t + x * lanes)] = 0.0f;
+  k[static_cast<size_t>(t + m * lanes)] = -kDotBig;
+  k[static_cast<size_t>(t + (m + 1) * lanes)] = kDotBig;
+  return k;
+}
+
+struct LanesVerdict {
+  int64_t lanes = 0;  // 0: no candidate holds (any order)
+  std::string evidence;
+};
+
+oracle::Expected<LanesVerdict> run_dot_lanes(Prober& pr, DType o_format) {
+  const double small = static_cast<double>(kCancellingQ) * static_cast<double>(kDotSmall);
+  // Each column stored within half an ulp of o_format: a key's logit against the reference's
+  // read within 2u, a dropped small off by `small`.
+  const double noise = 2.0 * oracle::unit_roundoff(o_format);
+  LanesVerdict v;
+  if (4.0 * noise > small) {
+    v.evidence = "not resolved: the partial's " + format_word(o_format) +
+                 " values cannot show a logit step of " + sci(small);
+    return v;
+  }
+  std::array<double, kDotCandidates> worst{};  // over every width
+  for (const int64_t D : kDotWidths) {
+    Grid g(1, kDotCandidates, D, D);
+    std::vector<double> logit(static_cast<size_t>(kDotCandidates * D));  // exact
+    for (int64_t h = 0; h < kDotCandidates; ++h) {
+      for (int64_t c = 0; c < D; ++c) g.qa(0, h, c) = kCancellingQ;
+      for (int64_t j = 0; j < D; ++j) {
+        const std::vector<float> k = cancelling_key(int64_t{1} << h, j, D);
+        double sum = 0.0;
+        for (int64_t c = 0; c < D; ++c) {
+          g.ka(j, h, c) = k[static_cast<size_t>(c)];
+          sum += static_cast<double>(k[static_cast<size_t>(c)]);
+        }
+        logit[static_cast<size_t>(h * D + j)] = static_cast<double>(kCancellingQ) * sum;
+        g.va(j, h, j) = 1.0f;
+      }
+    }
+    auto out = pr.run("dot lanes", std::move(g), 1);
+    if (!out) return out.status();
+    const std::vector<float>& o = out->rank0_o();
+    for (int64_t h = 0; h < kDotCandidates; ++h) {
+      const auto at = [&](int64_t j) { return static_cast<size_t>(h * D + j); };
+      const double ref = static_cast<double>(o[at(0)]);
+      double& w = worst[static_cast<size_t>(h)];
+      if (!(ref > 0.0)) w = INFINITY;
+      for (int64_t j = 1; j < D; ++j) {
+        const double x = static_cast<double>(o[at(j)]);
+        w = std::max(
+            w, x > 0.0 ? std::fabs(std::log(x / ref) - (logit[at(j)] - logit[at(0)])) : INFINITY);
+      }
+    }
+  }
+  std::ostringstream ev;
+  ev << "the largest error of the logits of keys whose products cancel in their lanes, against a "
+     << "reference key's, at head dims 64, 128 and 256 (a dropped product moves one by "
+     << sci(small) << "): ";
+  for (int64_t h = 0; h < kDotCandidates; ++h) {
+    const double w = worst[static_cast<size_t>(h)];
+    ev << (h ? ", " : "") << (int64_t{1} << h) << " lanes " << sci(w);
+    if (w < small / 2.0 && v.lanes == 0) v.lanes = int64_t{1} << h;
+  }
+  ev << " (exact within " << sci(small / 2.0) << ": "
+     << (v.lanes > 0 ? "the fewest lanes that hold are claimed)" : "none holds, so any order)");
+  v.evidence = ev.str();
+  return v;
 }
 
 // How P reaches the P.V product: rounded to a format before it (raw weights, or weights already
@@ -1237,6 +1333,15 @@ oracle::Expected<ProbeReport> probe(const ProbeTarget& target) {
     c.exp_bias = e.bias;
     rep.findings.push_back(
         {"exponential", e.claim == 0.0 ? "default" : claim_number(e.claim), e.evidence});
+    start("the dots' order (cancelling keys)");
+    auto lanes = run_dot_lanes(pr, pairs->o_format);
+    if (!lanes) return lanes.status();
+    c.dot_lanes = lanes->lanes;
+    rep.findings.push_back({"dots' order",
+                            lanes->lanes == 1  ? "left to right"
+                            : lanes->lanes > 1 ? std::to_string(lanes->lanes) + " lanes"
+                                               : "any",
+                            lanes->evidence});
     const CastVerdict cast = judge_cast(*pairs);
     if (cast.tf32) c.accum = "tf32";
     if (cast.cast) c.p_cast = format_word(*cast.cast);
@@ -1345,6 +1450,7 @@ std::vector<std::pair<std::string, std::string>> claim_metadata(const ProbeClaim
   if (c.exp_rel_err > 0.0) w.push_back({"exp_rel_err", claim_number(c.exp_rel_err)});
   if (c.exp_bias > 0.0) w.push_back({"exp_bias", claim_number(c.exp_bias)});
   w.push_back({"tile", std::to_string(c.tile)});
+  if (c.dot_lanes > 0) w.push_back({"dot_lanes", std::to_string(c.dot_lanes)});
   // The word's default is exp_rel_err: rescales within 2 ulp beside a coarser kernel say so.
   if (c.rescale_exp_rel_err)
     w.push_back({"rescale_exp_rel_err",
@@ -1432,6 +1538,8 @@ std::string probe_text(const ProbeReport& r) {
     os << "# (the ABI has one exponential and one merge format: the coarser of each is there)\n";
   if (c.exp_bias > 0.0)
     os << "# (the ABI has no exp_bias: there the exponential's error is charged whole)\n";
+  if (c.dot_lanes > 0)
+    os << "# (the ABI has no dot_lanes: there the dots are bounded in any order)\n";
   if (!abi_format(c.p_cast == "none" ? "f32" : c.p_cast) || !abi_format(c.partial_dtype))
     os << "# the ABI cannot state an fp8 P cast or partial: judge this kernel's results with "
           "check\n";

@@ -22,6 +22,9 @@
 //   rescale   with the tile known, a key at logit 0 in the first tile and one at b > 0 in the
 //             second: the LSE gives the rescale's exp~(-b), whose exponential may not be the
 //             weights' (a library exp beside a vectorized polynomial);
+//   dot lanes keys whose products cancel (+-2^22) around small ones (2^-4) laid out for 1, 2, 4
+//             .. 32 lanes, at head dims 64, 128 and 256: in the kernel's order every partial sum
+//             is exact and each key's logit too; in any other a small is dropped against a big;
 //   merge     two ranks with partials of known LSE gaps (where the implementation merges itself):
 //             the merged LSE gives the merge's exponential, the merged O its sums' format.
 // A measurement is not a proof: the exponential's error is the largest seen over the arguments
@@ -79,6 +82,7 @@ struct ProbeClaim {
   double exp_rel_err = 0.0;            // 0: the default (2 ulp)
   double exp_bias = 0.0;               // its mean's bound, where below it; 0: not claimed
   int64_t tile = 1;                    // 1: any tiling
+  int64_t dot_lanes = 0;               // the q.k dots' lanes; 0: any order
   // The rescales' own exponential where it is not the kernel's (0: within the default 2 ulp);
   // nullopt: the kernel's (exp_rel_err).
   std::optional<double> rescale_exp_rel_err;

@@ -186,6 +186,10 @@ inline rc::Gen<ModelConfig> gen_model_config() {
           {{2, std::nullopt}, {1, 0.0}, {1, 1e-5}});
     }
     m.seed = *rc::gen::arbitrary<uint64_t>();
+    // Now and then dots summed in lanes along the head dimension (a SIMD kernel's), or left to
+    // right, claimed so (dot_lanes); drawn last, so earlier seeds draw what they drew.
+    m.dot_lanes =
+        *rc::gen::weightedElement<int64_t>({{6, 0}, {1, 1}, {1, 2}, {1, 4}, {1, 8}, {1, 32}});
     return m;
   });
 }

@@ -29,9 +29,11 @@ TEST(Probe, DefaultPathReadsAsFp32NearestUncastWithItsTile) {
   EXPECT_EQ(c.merge_accum, "f32");
   EXPECT_EQ(c.merge_lse_accum, "f32");
   EXPECT_EQ(c.merge_exp_rel_err, 0.0) << probe_text(r);
+  // body::partial_attention sums each q.k left to right over the head dimension.
+  EXPECT_EQ(c.dot_lanes, 1) << probe_text(r);
   EXPECT_EQ(claim_words(c),
             "accum f32  accum_rounding nearest  p_cast none  partial_dtype f32  tile 64  "
-            "merge_accum f32  merge_lse_accum f32");
+            "dot_lanes 1  merge_accum f32  merge_lse_accum f32");
 }
 
 TEST(Probe, Bf16OutputsShowRoundToNearestThroughMidpoints) {

@@ -620,6 +620,17 @@ TEST(ToleranceRefusal, NamesKappaAndTheClaimTermResponsible) {
       << b.status().message();
 }
 
+// Four keys of ones under q = 64 at components t < leads and 64 e at the rest (Dk = dim).
+oracle::Case leading_dot_case(int64_t dim, int64_t leads, double e) {
+  CaseSpec spec;
+  spec.head_dim = dim;
+  spec.seq = 4;
+  oracle::Case c = make_case(spec);
+  for (int64_t i = 0; i < dim; ++i) c.q.data[static_cast<size_t>(i)] = 64.0 * (i < leads ? 1.0 : e);
+  std::fill(c.k.data.begin(), c.k.data.end(), 1.0);
+  return c;
+}
+
 // The dot product's nodes (docs/tolerances.md §3): each add rounds its partial sum, so an error
 // grows with every node's magnitude, not with the products' alone. q = 64 (1, e, ..., e) on keys of
 // ones, e just under half an ulp of 1: summed left to right every add after the first rounds
@@ -646,6 +657,56 @@ TEST(ToleranceSensitivity, EveryNodeOfTheDotIsCharged) {
   RecordProperty("lse_error_over_bound", std::to_string(cmp->lse_worst.ratio));
   EXPECT_TRUE(cmp->pass()) << cmp->summary();
   EXPECT_GT(cmp->lse_worst.ratio, 0.5) << cmp->summary();
+}
+
+// A dot claimed in W lanes (dot_lanes) is charged its lanes' partial sums: over Dk = 512, q = 64
+// at component t < W (each lane's first) and 64 e after, on keys of ones: each lane holds 64 and,
+// summed left to right, rounds back to it at each of its 512 / W - 1 adds, losing 64 e each time,
+// as the lanes' node bound allows, a bound the LSE then reaches within a small factor (the same
+// dot bounded in any order is charged about 64 W at each node).
+TEST(ToleranceSensitivity, EveryNodeOfALaneIsCharged) {
+  constexpr int64_t kDim = 512;
+  const double e = std::ldexp(1.0, -24) * (1.0 - std::ldexp(1.0, -10));
+  for (const int64_t lanes : {1, 2, 4, 8}) {
+    const oracle::Case c = leading_dot_case(kDim, lanes, e);
+    auto ref = oracle::reference(c);
+    ASSERT_TRUE(ref.ok());
+    ModelConfig m;  // round to nearest (claimed), in `lanes` lanes (claimed)
+    m.dot_lanes = lanes;
+    auto bound = oracle::derive_bound(c, *ref, claim_of(m));
+    ASSERT_TRUE(bound.ok()) << bound.status().message();
+    const ModelOutput out = run_fp32_model(c, m);
+    auto cmp = oracle::compare(out.o, out.lse, *ref, *bound);
+    ASSERT_TRUE(cmp.ok());
+    EXPECT_TRUE(cmp->pass()) << lanes << " lanes: " << cmp->summary();
+    EXPECT_GT(cmp->lse_worst.ratio, 0.5) << lanes << " lanes: " << cmp->summary();
+  }
+}
+
+// A claimed order is one the kernel keeps: with the lead 64 at component 0 alone, W lanes lose
+// the 128 / W - 1 products of lane 0 and their bound charges those nodes; a dot summed left to
+// right holds 64 through all 127 adds and loses every product, several times the W lanes' bound.
+TEST(ToleranceSensitivity, UnclaimedDotOrderFails) {
+  constexpr int64_t kDim = 128;
+  const double e = std::ldexp(1.0, -24) * (1.0 - std::ldexp(1.0, -10));
+  const oracle::Case c = leading_dot_case(kDim, 1, e);
+  auto ref = oracle::reference(c);
+  ASSERT_TRUE(ref.ok());
+  for (const int64_t claimed : {2, 4, 8, 16}) {
+    ModelConfig m;
+    m.dot_lanes = claimed;
+    auto bound = oracle::derive_bound(c, *ref, claim_of(m));
+    ASSERT_TRUE(bound.ok()) << bound.status().message();
+    for (const int64_t lanes : {claimed, int64_t{1}}) {
+      ModelConfig run = m;
+      run.dot_lanes = lanes;
+      const ModelOutput out = run_fp32_model(c, run);
+      auto cmp = oracle::compare(out.o, out.lse, *ref, *bound);
+      ASSERT_TRUE(cmp.ok());
+      EXPECT_EQ(cmp->pass(), lanes == claimed)
+          << "claimed " << claimed << " lanes, summed in " << lanes << ": " << cmp->summary();
+    }
+  }
 }
 
 // Each partial's sums hold only its own keys (docs/tolerances.md §4): with the layout claimed, the
