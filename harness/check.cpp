@@ -259,8 +259,10 @@ std::string claim_text(const oracle::DcpResult& r) {
      << ", sink "
      << (r.sink_rank ? "on rank " + std::to_string(*r.sink_rank) : std::string("at the merge"))
      << ", tile " << a.tile << (a.tile == 1 ? " (any)" : "")
-     << (a.dot_lanes > 0 ? ", dots in " + std::to_string(a.dot_lanes) + " lanes" : "") << ", exp "
-     << (a.exp_rel_err ? "rel err " + exact_text(*a.exp_rel_err) : "2 ulp")
+     << (a.dot_lanes == 1  ? std::string(", dots left to right")
+         : a.dot_lanes > 1 ? ", dots in " + std::to_string(a.dot_lanes) + " lanes"
+                           : std::string())
+     << ", exp " << (a.exp_rel_err ? "rel err " + exact_text(*a.exp_rel_err) : "2 ulp")
      << (a.exp_bias ? " (bias " + exact_text(*a.exp_bias) + ")" : "")
      << (a.merge_exp_rel_err ? " (merge's rel err " + exact_text(*a.merge_exp_rel_err) + ")" : "")
      << (a.rescale_exp_rel_err ? " (rescales' rel err " + exact_text(*a.rescale_exp_rel_err) + ")"

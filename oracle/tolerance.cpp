@@ -255,10 +255,10 @@ TreeNodes tree_nodes(int64_t n, double x_max, double a_max) {
 
 // §3, a dot summed in W < n lanes (Arithmetic::dot_lanes) over its products x [n]: lane t's
 // running sum from its second product on is a node whose exact value is the lane's prefix sum;
-// the W lane sums are then added in any order, W - 1 nodes, the l-th largest a sum of at most
-// W - l + 1 of them, at most min(the l largest |lane sums|, the larger of the positive lane
-// sums' total and the negative's), the last the dot itself. The sum of the nodes' magnitudes and
-// of their squares.
+// the W lane sums are then added in any order, W - 1 nodes of sizes at most W, W - 1 .. 2 (as
+// tree_nodes' products), a node of l lane sums at most T_l = min(the l largest |lane sums|, the
+// larger of the positive lane sums' total and the negative's), the root the dot itself. The sum
+// of the nodes' magnitudes and of their squares.
 TreeNodes lane_nodes(std::span<const double> x, int64_t lanes, std::vector<double>& lane_sum) {
   const auto n = static_cast<int64_t>(x.size());
   TreeNodes out;
@@ -303,7 +303,7 @@ RowLogits row_logits(const Case& c, int64_t t, int64_t h, std::span<const int64_
   in.M = in.sink ? std::fabs(in.sigma) : 0.0;
   in.smax = in.sink ? in.sigma : kNegInf;
   std::vector<double> row_buf(static_cast<size_t>(dk)), products(static_cast<size_t>(dk)), lane_sum;
-  const bool lanes = dot_lanes > 0 && dot_lanes < dk;
+  const bool use_lanes = dot_lanes > 0 && dot_lanes < dk;
   const int64_t qpos = c.query_pos(t);
   for (int64_t i = 0; i < dk; ++i) in.q_l1 += tau * std::fabs(q[i]);
   for (int64_t x = 0; x < n; ++x) {
@@ -321,7 +321,7 @@ RowLogits row_logits(const Case& c, int64_t t, int64_t h, std::span<const int64_
     in.a[x] = tau * absdot;
     // the positive products sum to (absdot + dot) / 2, the negative to (absdot - dot) / 2
     TreeNodes nodes = tree_nodes(dk, x_max, (absdot + std::fabs(dot)) / 2.0);
-    if (lanes) {  // any order's bounds hold too: the lesser of each
+    if (use_lanes) {  // any order's bounds hold too: the lesser of each
       const TreeNodes in_lanes = lane_nodes(products, dot_lanes, lane_sum);
       nodes = {std::min(nodes.sum, in_lanes.sum), std::min(nodes.sq, in_lanes.sq)};
     }

@@ -363,29 +363,39 @@ oracle::Expected<PairsResult> run_pairs(Prober& pr) {
 
 // --- dot lanes: the order of q.k's adds ----------------------------------------------------------
 
-// In head h, for the candidate W = 2^h lanes (1 .. 32), key j > 0 is cancelling_key(W, j, D):
-// +-kCancellingQ kDotBig = +-2^22 products that cancel one after the other in one lane, after
-// zeros and before and among products of kDotSmall, 2^-4. Summed in W lanes every fp32 partial sum
-// is exact, so every key's logit is exact. In any other order some partial sum holding +-2^22
-// meets a 2^-4 product, a quarter of its ulp, and drops it: that key's logit comes out 2^-4 off.
-// Key 0, the reference, holds no big and sums exactly in any order; each key's weight against
-// its own (the one-hot V: key j's 1 at column j) gives the key's logit against the reference's.
-// A kernel may sum other widths in other orders (a GEMM that blocks K): each of kDotWidths is
-// run, D keys of D components, and a W is claimed only where it holds at all of them.
+// A row of keys for the candidate W lanes (1 .. 32) at head dim D: key j > 0 is
+// cancelling_key(W, m0, j, D), +-kCancellingQ kDotBig = +-2^22 products that cancel one after the
+// other in lane j mod W, after zeros (the lane's sum exactly 0 when -2^22 comes) and among
+// products of kDotSmall, 2^-4. Summed in W lanes every fp32 partial sum is exact, so every key's
+// logit is exact. In other orders partial sums holding +-2^22 meet 2^-4 products, at most a
+// quarter of their ulp, and drop them: the keys' logits come out off by multiples of 2^-4. Key 0,
+// the reference, holds no big and sums exactly in any order; each key's weight against its own
+// (the one-hot V: key j's 1 at column j) gives the key's logit against the reference's.
 constexpr float kDotBig = 32768.0f;  // 2^15: within f16's range, as every value here is in bf16's
 constexpr float kDotSmall = 0x1p-11f;
-constexpr int64_t kDotCandidates = 6;                          // W = 1, 2, 4, 8, 16, 32
-constexpr std::array<int64_t, 3> kDotWidths = {64, 128, 256};  // head dims engines run
-constexpr float kCancellingQ = 128.0f;                         // q in every component
+constexpr float kCancellingQ = 128.0f;  // q in every component
+constexpr int64_t kDotCandidates = 6;   // W = 1, 2, 4, 8, 16, 32
+// A kernel may sum other widths in other orders (a GEMM that blocks K): W is claimed only where it
+// holds at every one of these head dims.
+constexpr std::array<int64_t, 3> kDotWidths = {64, 128, 256};
+// The zeros a row's keys open with span at most this many positions: each zero is a small less
+// in the logit, so the row's logits stay within (kDotSpan + 2) 2^-4 of each other and no weight
+// falls toward a 16-bit output's subnormals.
+constexpr int64_t kDotSpan = 16;
 
-// Key j > 0 of D components for `lanes` lanes: lane t = j mod W opens with m zeros (m = j / W,
-// cycling over the lane's positions, so the pair falls everywhere: an order that sums blocks of
-// components apart meets it astride a block's edge), then -kDotBig, +kDotBig at the lane's next
-// position, and kDotSmall everywhere else. Key 0: kDotSmall everywhere.
-std::vector<float> cancelling_key(int64_t lanes, int64_t j, int64_t dim) {
+// Key j of a row for `lanes` lanes whose zeros start at m0: for j > 0, lane t = j mod W opens
+// with m zeros (m = m0 + j / W cycling over the row's span, so across the rows the pair falls on
+// every position: an order that sums blocks of components apart meets it astride a block's
+// edge), then -kDotBig, +kDotBig at the lane's next position, and kDotSmall everywhere else. Key
+// 0: kDotSmall everywhere but m0 + 2 zeros, a logit among the row's.
+std::vector<float> cancelling_key(int64_t lanes, int64_t m0, int64_t j, int64_t dim) {
   std::vector<float> k(static_cast<size_t>(dim), kDotSmall);
-  if (j == 0) return k;
-  const int64_t t = j % lanes, m = (j / lanes) % (dim / lanes - 1);
+  if (j == 0) {
+    std::fill(k.begin(), k.begin() + m0 + 2, 0.0f);
+    return k;
+  }
+  const int64_t span = std::min(kDotSpan, dim / lanes - 1 - m0);
+  const int64_t t = j % lanes, m = m0 + (j / lanes) % span;
   for (int64_t x = 0; x < m; ++x) k[static_cast<size_t>(t + x * lanes)] = 0.0f;
   k[static_cast<size_t>(t + m * lanes)] = -kDotBig;
   k[static_cast<size_t>(t + (m + 1) * lanes)] = kDotBig;
@@ -397,41 +407,50 @@ struct LanesVerdict {
   std::string evidence;
 };
 
-oracle::Expected<LanesVerdict> run_dot_lanes(Prober& pr, DType o_format) {
+// `noise`: what the outputs' roundings leave of a key's logit against the reference's (2u of the
+// output's format and of a P cast).
+oracle::Expected<LanesVerdict> run_dot_lanes(Prober& pr, double noise) {
   const double small = static_cast<double>(kCancellingQ) * static_cast<double>(kDotSmall);
-  // Each column stored within half an ulp of o_format: a key's logit against the reference's
-  // read within 2u, a dropped small off by `small`.
-  const double noise = 2.0 * oracle::unit_roundoff(o_format);
   LanesVerdict v;
   if (4.0 * noise > small) {
-    v.evidence = "not resolved: the partial's " + format_word(o_format) +
-                 " values cannot show a logit step of " + sci(small);
+    v.evidence = "not resolved: the outputs' roundings (" + sci(noise) +
+                 " of a logit) hide a step of " + sci(small);
     return v;
   }
+  std::string widths, refused;
   std::array<double, kDotCandidates> worst{};  // over every width
   for (const int64_t D : kDotWidths) {
-    Grid g(1, kDotCandidates, D, D);
-    std::vector<double> logit(static_cast<size_t>(kDotCandidates * D));  // exact
-    for (int64_t h = 0; h < kDotCandidates; ++h) {
-      for (int64_t c = 0; c < D; ++c) g.qa(0, h, c) = kCancellingQ;
+    widths += (widths.empty() ? "" : ", ") + std::to_string(D);
+    std::vector<std::pair<int64_t, int64_t>> rows;  // (candidate, m0)
+    for (int64_t h = 0; h < kDotCandidates; ++h)
+      for (int64_t m0 = 0; m0 < D / (int64_t{1} << h) - 1; m0 += kDotSpan) rows.push_back({h, m0});
+    const auto H = static_cast<int64_t>(rows.size());
+    Grid g(1, H, D, D);
+    std::vector<double> logit(static_cast<size_t>(H * D));  // exact
+    for (int64_t r = 0; r < H; ++r) {
+      const auto [h, m0] = rows[static_cast<size_t>(r)];
+      for (int64_t c = 0; c < D; ++c) g.qa(0, r, c) = kCancellingQ;
       for (int64_t j = 0; j < D; ++j) {
-        const std::vector<float> k = cancelling_key(int64_t{1} << h, j, D);
+        const std::vector<float> k = cancelling_key(int64_t{1} << h, m0, j, D);
         double sum = 0.0;
         for (int64_t c = 0; c < D; ++c) {
-          g.ka(j, h, c) = k[static_cast<size_t>(c)];
+          g.ka(j, r, c) = k[static_cast<size_t>(c)];
           sum += static_cast<double>(k[static_cast<size_t>(c)]);
         }
-        logit[static_cast<size_t>(h * D + j)] = static_cast<double>(kCancellingQ) * sum;
-        g.va(j, h, j) = 1.0f;
+        logit[static_cast<size_t>(r * D + j)] = static_cast<double>(kCancellingQ) * sum;
+        g.va(j, r, j) = 1.0f;
       }
     }
     auto out = pr.run("dot lanes", std::move(g), 1);
-    if (!out) return out.status();
+    if (!out) {  // a head dim the kernel does not take: no claim can cover it
+      refused += (refused.empty() ? "" : "; ") + std::to_string(D) + ": " + out.status().message();
+      continue;
+    }
     const std::vector<float>& o = out->rank0_o();
-    for (int64_t h = 0; h < kDotCandidates; ++h) {
-      const auto at = [&](int64_t j) { return static_cast<size_t>(h * D + j); };
+    for (int64_t r = 0; r < H; ++r) {
+      const auto at = [&](int64_t j) { return static_cast<size_t>(r * D + j); };
       const double ref = static_cast<double>(o[at(0)]);
-      double& w = worst[static_cast<size_t>(h)];
+      double& w = worst[static_cast<size_t>(rows[static_cast<size_t>(r)].first)];
       if (!(ref > 0.0)) w = INFINITY;
       for (int64_t j = 1; j < D; ++j) {
         const double x = static_cast<double>(o[at(j)]);
@@ -441,12 +460,17 @@ oracle::Expected<LanesVerdict> run_dot_lanes(Prober& pr, DType o_format) {
     }
   }
   std::ostringstream ev;
+  if (!refused.empty()) {
+    ev << "not measured at every head dim (" << widths << "), so no order is claimed: " << refused;
+    v.evidence = ev.str();
+    return v;
+  }
   ev << "the largest error of the logits of keys whose products cancel in their lanes, against a "
-     << "reference key's, at head dims 64, 128 and 256 (a dropped product moves one by "
+     << "reference key's, at head dims " << widths << " (a dropped product moves one by "
      << sci(small) << "): ";
   for (int64_t h = 0; h < kDotCandidates; ++h) {
     const double w = worst[static_cast<size_t>(h)];
-    ev << (h ? ", " : "") << (int64_t{1} << h) << " lanes " << sci(w);
+    ev << (h ? ", " : "") << (int64_t{1} << h) << (h ? " lanes " : " lane ") << sci(w);
     if (w < small / 2.0 && v.lanes == 0) v.lanes = int64_t{1} << h;
   }
   ev << " (exact within " << sci(small / 2.0) << ": "
@@ -1286,11 +1310,13 @@ Footprint probe_footprint() {
   // Steps: the sums rows (keys x heads x (Dk + Dv)), four times (sums, midpoints twice, the
   // truncation models); the tile rows (2,048 keys x 64 heads x (Dk + Dv)), five calls; the tile
   // fits (candidates x habits x rows x keys, 132 x 3 x 128 x 2,048 at most); the rescale rows
-  // (16 tokens x 32 heads x two tiles of up to 2,048 keys, as many keys as the sums' rows).
+  // (16 tokens x 32 heads x two tiles of up to 2,048 keys, as many keys as the sums' rows); the
+  // dot lanes rows (at most 32 rows of 256 keys x (256 + 256) at each of its three widths).
   const double work = 4.0 * kSumsKeys * kSumsHeads * 2.0 * kDim +
                       5.0 * 2.0 * kTileRows * kTileStride * kTileHeads * 2.0 * kDim +
                       132.0 * 3.0 * kTileRows * kTileKeys +
-                      kRescaleTokens * kRescaleHeads * 2.0 * kTileKeys * 2.0 * kDim;
+                      kRescaleTokens * kRescaleHeads * 2.0 * kTileKeys * 2.0 * kDim +
+                      3.0 * 32.0 * 256.0 * 2.0 * 256.0;
   return {kCopies * kKvBytes, work, "the sums experiment's K and V"};
 }
 
@@ -1333,15 +1359,6 @@ oracle::Expected<ProbeReport> probe(const ProbeTarget& target) {
     c.exp_bias = e.bias;
     rep.findings.push_back(
         {"exponential", e.claim == 0.0 ? "default" : claim_number(e.claim), e.evidence});
-    start("the dots' order (cancelling keys)");
-    auto lanes = run_dot_lanes(pr, pairs->o_format);
-    if (!lanes) return lanes.status();
-    c.dot_lanes = lanes->lanes;
-    rep.findings.push_back({"dots' order",
-                            lanes->lanes == 1  ? "left to right"
-                            : lanes->lanes > 1 ? std::to_string(lanes->lanes) + " lanes"
-                                               : "any",
-                            lanes->evidence});
     const CastVerdict cast = judge_cast(*pairs);
     if (cast.tf32) c.accum = "tf32";
     if (cast.cast) c.p_cast = format_word(*cast.cast);
@@ -1350,6 +1367,17 @@ oracle::Expected<ProbeReport> probe(const ProbeTarget& target) {
                             : cast.tf32 ? "tf32"
                                         : "not rounded",
                             cast.evidence});
+
+    start("the dots' order (cancelling keys)");
+    auto lanes = run_dot_lanes(pr, 2.0 * (oracle::unit_roundoff(pairs->o_format) +
+                                          (cast.cast ? oracle::unit_roundoff(*cast.cast) : 0.0)));
+    if (!lanes) return lanes.status();
+    c.dot_lanes = lanes->lanes;
+    rep.findings.push_back({"dots' order",
+                            lanes->lanes == 1  ? "left to right"
+                            : lanes->lanes > 1 ? std::to_string(lanes->lanes) + " lanes"
+                                               : "any",
+                            lanes->evidence});
 
     start("the sums' rounding");
     auto sums = run_sums(pr);

@@ -637,15 +637,8 @@ oracle::Case leading_dot_case(int64_t dim, int64_t leads, double e) {
 // back to 64, losing 64e, 127 times, as the node bound u sum_l T_l allows, a bound the LSE of 4
 // equal keys then reaches within a small factor (the exponential's and the log's few ulps aside).
 TEST(ToleranceSensitivity, EveryNodeOfTheDotIsCharged) {
-  constexpr int64_t kDim = 128;
-  constexpr double kLead = 64.0;
   const double e = std::ldexp(1.0, -24) * (1.0 - std::ldexp(1.0, -10));
-  CaseSpec spec;
-  spec.head_dim = kDim;
-  spec.seq = 4;
-  oracle::Case c = make_case(spec);
-  for (int64_t i = 0; i < kDim; ++i) c.q.data[static_cast<size_t>(i)] = kLead * (i == 0 ? 1.0 : e);
-  std::fill(c.k.data.begin(), c.k.data.end(), 1.0);
+  const oracle::Case c = leading_dot_case(128, 1, e);
   auto ref = oracle::reference(c);
   ASSERT_TRUE(ref.ok());
   ModelConfig m;  // left to right, round to nearest (claimed)
@@ -685,7 +678,8 @@ TEST(ToleranceSensitivity, EveryNodeOfALaneIsCharged) {
 
 // A claimed order is one the kernel keeps: with the lead 64 at component 0 alone, W lanes lose
 // the 128 / W - 1 products of lane 0 and their bound charges those nodes; a dot summed left to
-// right holds 64 through all 127 adds and loses every product, several times the W lanes' bound.
+// right holds 64 through all 127 adds and loses every product, beyond the W lanes' bound (about
+// twice it at W = 2, more with more lanes).
 TEST(ToleranceSensitivity, UnclaimedDotOrderFails) {
   constexpr int64_t kDim = 128;
   const double e = std::ldexp(1.0, -24) * (1.0 - std::ldexp(1.0, -10));
