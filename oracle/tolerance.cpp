@@ -253,36 +253,43 @@ TreeNodes tree_nodes(int64_t n, double x_max, double a_max) {
   return {x_max * rising + flat * a_max, x_max * x_max * rising_sq + flat * a_max * a_max};
 }
 
-// §3, a dot summed in W < n lanes (Arithmetic::dot_lanes) over its products x [n]: lane t's
-// running sum from its second product on is a node whose exact value is the lane's prefix sum;
-// the W lane sums are then added in any order, W - 1 nodes of sizes at most W, W - 1 .. 2 (as
-// tree_nodes' products), a node of l lane sums at most T_l = min(the l largest |lane sums|, the
-// larger of the positive lane sums' total and the negative's), the root the dot itself. The sum
-// of the nodes' magnitudes and of their squares.
-TreeNodes lane_nodes(std::span<const double> x, int64_t lanes, std::vector<double>& lane_sum) {
-  const auto n = static_cast<int64_t>(x.size());
+// §3, §5: a sum of n terms added in any order, `terms` (signed) and the rest 0: its n - 1 nodes,
+// of sizes at most n, n - 1 .. 2 (by induction on the root's two subtrees), a node of l terms at
+// most T_l = min(the l largest |terms|, the larger of the positive terms' total and the
+// negative's), the root the signed total itself. visit(T_l) for l = 2 .. n, in order. Reorders
+// `terms`.
+template <class Visit>
+void any_order_nodes(std::span<double> terms, int64_t n, Visit&& visit) {
+  double pos = 0.0, neg = 0.0;
+  for (const double x : terms) (x > 0.0 ? pos : neg) += std::fabs(x);
+  std::sort(terms.begin(), terms.end(),
+            [](double a, double b) { return std::fabs(a) > std::fabs(b); });
+  const double most = std::max(pos, neg);
+  const auto given = static_cast<int64_t>(terms.size());
+  double top = 0.0;
+  for (int64_t l = 1; l <= n; ++l) {
+    if (l <= given) top += std::fabs(terms[static_cast<size_t>(l - 1)]);
+    if (l >= 2) visit(l == n ? std::fabs(pos - neg) : std::min(top, most));
+  }
+}
+
+// §3, a dot q.k of n products summed in W < n lanes (Arithmetic::dot_lanes): lane t's running sum
+// from its second product on is a node whose exact value is the lane's prefix sum; the W lane
+// sums are then added in any order (any_order_nodes). The sum of the nodes' magnitudes and of
+// their squares.
+TreeNodes lane_nodes(const double* q, const double* k, int64_t n, int64_t lanes,
+                     std::vector<double>& lane_sum) {
   TreeNodes out;
   lane_sum.assign(static_cast<size_t>(lanes), 0.0);
-  double pos = 0.0, neg = 0.0, total = 0.0;
   for (int64_t t = 0; t < lanes; ++t) {
     double prefix = 0.0;
     for (int64_t i = t; i < n; i += lanes) {
-      prefix += x[static_cast<size_t>(i)];
+      prefix += q[i] * k[i];
       if (i >= t + lanes) out.sum += std::fabs(prefix), out.sq += prefix * prefix;
     }
-    (prefix > 0.0 ? pos : neg) += std::fabs(prefix);
-    total += prefix;
-    lane_sum[static_cast<size_t>(t)] = std::fabs(prefix);
+    lane_sum[static_cast<size_t>(t)] = prefix;
   }
-  std::sort(lane_sum.begin(), lane_sum.end(), std::greater<>());
-  const double most = std::max(pos, neg);
-  double top = lane_sum[0];
-  for (int64_t l = 2; l <= lanes; ++l) {
-    top += lane_sum[static_cast<size_t>(l - 1)];
-    const double T = l == lanes ? std::fabs(total) : std::min(top, most);
-    out.sum += T;
-    out.sq += T * T;
-  }
+  any_order_nodes(lane_sum, lanes, [&out](double T) { out.sum += T, out.sq += T * T; });
   return out;
 }
 
@@ -302,7 +309,7 @@ RowLogits row_logits(const Case& c, int64_t t, int64_t h, std::span<const int64_
   in.x_l2.resize(n);
   in.M = in.sink ? std::fabs(in.sigma) : 0.0;
   in.smax = in.sink ? in.sigma : kNegInf;
-  std::vector<double> row_buf(static_cast<size_t>(dk)), products(static_cast<size_t>(dk)), lane_sum;
+  std::vector<double> row_buf(static_cast<size_t>(dk)), lane_sum;
   const bool use_lanes = dot_lanes > 0 && dot_lanes < dk;
   const int64_t qpos = c.query_pos(t);
   for (int64_t i = 0; i < dk; ++i) in.q_l1 += tau * std::fabs(q[i]);
@@ -311,7 +318,6 @@ RowLogits row_logits(const Case& c, int64_t t, int64_t h, std::span<const int64_
     double dot = 0.0, absdot = 0.0, sq = 0.0, x_max = 0.0;
     for (int64_t i = 0; i < dk; ++i) {
       const double xi = q[i] * kr[i];
-      products[static_cast<size_t>(i)] = xi;
       dot += xi;
       absdot += std::fabs(xi);
       sq += xi * xi;
@@ -322,7 +328,7 @@ RowLogits row_logits(const Case& c, int64_t t, int64_t h, std::span<const int64_
     // the positive products sum to (absdot + dot) / 2, the negative to (absdot - dot) / 2
     TreeNodes nodes = tree_nodes(dk, x_max, (absdot + std::fabs(dot)) / 2.0);
     if (use_lanes) {  // any order's bounds hold too: the lesser of each
-      const TreeNodes in_lanes = lane_nodes(products, dot_lanes, lane_sum);
+      const TreeNodes in_lanes = lane_nodes(q, kr, dk, dot_lanes, lane_sum);
       nodes = {std::min(nodes.sum, in_lanes.sum), std::min(nodes.sq, in_lanes.sq)};
     }
     in.node_sum[x] = tau * nodes.sum;
@@ -1000,22 +1006,10 @@ class PartialWalks {
       out.nodes.assign(n * nodes, 0.0);
       std::vector<double> t(static_cast<size_t>(slots_.count));
       for (int64_t i = 0; i < dv_; ++i) {
-        double pos = 0.0, neg = 0.0;
-        for (int64_t r = 0; r < slots_.count; ++r) {
-          const double x = num_[r * dv_ + i];
-          (x > 0.0 ? pos : neg) += std::fabs(x);
-          t[static_cast<size_t>(r)] = std::fabs(x);
-        }
-        std::sort(t.begin(), t.end(), std::greater<>());
-        const double most = std::max(pos, neg);
+        for (int64_t r = 0; r < slots_.count; ++r) t[static_cast<size_t>(r)] = num_[r * dv_ + i];
+        // Past the ranks that hold keys the terms are 0.
         double* T = &out.nodes[static_cast<size_t>(i) * nodes];
-        double top = 0.0;
-        // Past the ranks that hold keys the terms are 0: each node at most min(A, most).
-        for (int64_t l = 1; l <= merge_terms; ++l) {
-          if (l <= slots_.count) top += t[static_cast<size_t>(l - 1)];
-          // The last node sums every term: the signed total itself.
-          if (l >= 2) T[l - 2] = l == merge_terms ? std::fabs(pos - neg) : std::min(top, most);
-        }
+        any_order_nodes(t, merge_terms, [&T](double x) { *T++ = x; });
       }
     }
     return out;
