@@ -97,6 +97,8 @@ ModelConfig draw_model(Rng& rng, const CaseSpec& spec) {
   m.seed = rng();
   // Dots in lanes along the head dimension, or left to right, claimed so (dot_lanes).
   if (coin(0.3)) m.dot_lanes = int64_t{1} << pick(0, 4);
+  // Half of the ag_rs merges claimed in their form (merge_form scaled).
+  m.claim_scaled = m.merge == dcp::props::Merge::ag_rs && coin(0.5);
   return m;
 }
 

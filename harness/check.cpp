@@ -183,6 +183,7 @@ json claim_json(const oracle::DcpResult& r) {
           {"merge_accum", oracle::format_text(a.merge_accum)},
           {"merge_lse_accum", oracle::format_text(a.merge_lse_accum.value_or(a.merge_accum))},
           {"merge_depth", a.merge_depth},
+          {"merge_form", a.merge_scaled ? "scaled" : "any"},
           {"kv_dequant", a.kv_dequant ? json(oracle::format_text(*a.kv_dequant)) : json(nullptr)},
           {"dcp_size", r.dcp_size},
           {"interleave", r.owner.empty() ? json(r.interleave) : json(nullptr)},
@@ -256,7 +257,7 @@ std::string claim_text(const oracle::DcpResult& r) {
      << oracle::format_text(a.merge_accum)
      << (a.merge_lse_accum ? ", merge lse " + oracle::format_text(*a.merge_lse_accum) : "")
      << (a.merge_depth > 0 ? ", pairwise merges " + std::to_string(a.merge_depth) + " deep" : "")
-     << ", sink "
+     << (a.merge_scaled ? ", merge sums exp(L_r - L) O_r" : "") << ", sink "
      << (r.sink_rank ? "on rank " + std::to_string(*r.sink_rank) : std::string("at the merge"))
      << ", tile " << a.tile << (a.tile == 1 ? " (any)" : "")
      << (a.dot_lanes == 1  ? std::string(", dots left to right")

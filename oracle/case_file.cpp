@@ -291,7 +291,7 @@ const std::set<std::string> kResultMetadata = {"accum",         "p_cast",
                                                "ftz",           "merge_exp_rel_err",
                                                "kv_dequant",    "rescale_exp_rel_err",
                                                "merge_depth",   "exp_bias",
-                                               "dot_lanes"};
+                                               "dot_lanes",     "merge_form"};
 
 // The largest claimed relative error of an exp or log: beyond it a "function" is no longer one,
 // and the first-order bound refuses long before (kappa > 0.1).
@@ -428,7 +428,7 @@ Expected<DcpResult> result_from_file(const StFile& f, const Case& c, std::string
                        "merge_lse_accum, partial_dtype, dcp_size, interleave, splits, sink_rank, "
                        "lse_base, exp_rel_err, exp_bias, merge_exp_rel_err, "
                        "rescale_exp_rel_err, log_rel_err, tile, dot_lanes, kv_dequant, "
-                       "merge_depth, lse_layout, format or x_*");
+                       "merge_depth, merge_form, lse_layout, format or x_*");
     }
   }
   for (const char* required : {"o", "lse"}) {
@@ -498,6 +498,16 @@ Expected<DcpResult> result_from_file(const StFile& f, const Case& c, std::string
     auto d = positive_int(source, f, "merge_depth", 1);
     if (!d) return d.status();
     merge_depth = *d;
+  }
+  // The merge's form (absent: any): "scaled", a sum of exp(L_r - L) O_r that is the output.
+  bool merge_scaled = false;
+  if (md.count("merge_form")) {
+    const std::string& form = md.at("merge_form");
+    if (form != "scaled" && form != "any") {
+      return DCP_ERROR(source, ": metadata 'merge_form' = \"", form,
+                       "\"; expected \"scaled\" or \"any\"");
+    }
+    merge_scaled = form == "scaled";
   }
   if (md.count("sink_rank")) {
     const std::string& s = md.at("sink_rank");
@@ -645,8 +655,10 @@ Expected<DcpResult> result_from_file(const StFile& f, const Case& c, std::string
   // Each rank's keys are one partial unless split-KV splits them further.
   if (r.splits == 1 && a.shards > 1) a.layout = Ownership{r.dcp_size, r.interleave, r.owner};
   a.merge_depth = merge_depth;
+  a.merge_scaled = merge_scaled;
   r.output_claim = a;
   a.merge_depth = 0;  // split-KV pieces merge inside a rank as one merge
+  a.merge_scaled = false;
   a.layout.reset();
   a.shards = r.splits;
   a.out = a.partial_o;
@@ -695,6 +707,7 @@ StFile result_to_file(const DcpResult& r, const Case& c) {
   if (a.exp_bias) f.metadata["exp_bias"] = number_text(*a.exp_bias);
   if (a.merge_exp_rel_err) f.metadata["merge_exp_rel_err"] = number_text(*a.merge_exp_rel_err);
   if (a.merge_depth > 0) f.metadata["merge_depth"] = std::to_string(a.merge_depth);
+  if (a.merge_scaled) f.metadata["merge_form"] = "scaled";
   if (a.rescale_exp_rel_err)
     f.metadata["rescale_exp_rel_err"] = number_text(*a.rescale_exp_rel_err);
   if (a.log_rel_err) f.metadata["log_rel_err"] = number_text(*a.log_rel_err);

@@ -758,6 +758,12 @@ struct Merge {
   double lse;         // the merged LSE's error beyond the single device's, natural units
   double abs_weight;  // N e^-86: partials whose weight underflows, times (max|v| + |O_i|)
   double abs_floor;   // partial stores and the merge sum in their subnormal ranges
+  // The scaled form (Arithmetic::merge_scaled): the products' own error less their cast's (that
+  // is num_terms less u_m), and the bound on |ln| of the factor between the sum's units and the
+  // output's; nullopt: any form.
+  std::optional<double> scaled_uncast;
+  double scaled_units;
+  DType accum;  // merge_accum
 };
 
 // §5: the terms of the cross-rank sum in merge_accum: two in each merge of a pairwise tree.
@@ -868,7 +874,10 @@ Merge pairwise_merge(const Units& un, const PartialEntry& p, const LseRange& ran
       p.lam + Dd * lambda_lev,
       static_cast<double>(un.shards) * std::exp(kUnderflowArg),
       Dd * (store_floor(un.a, un.a.partial_o) +
-            2.0 * (un.a.ftz ? 1.0 : un.u_m) * min_normal(un.a.merge_accum))};
+            2.0 * (un.a.ftz ? 1.0 : un.u_m) * min_normal(un.a.merge_accum)),
+      std::nullopt,
+      0.0,
+      un.a.merge_accum};
 }
 
 // docs/tolerances.md §5, the merge of N > 1 partials; nullopt when N = 1.
@@ -905,15 +914,24 @@ std::optional<Merge> merge_terms(const Units& un, double n_eff, const LseRange& 
   // The merged LSE's log (of a sum up to N (1 + D_b)) and its add.
   const double log_N =
       un.eps_log(std::log(N) - std::log1p(-std::min(den, kMaxLogArg))) + un.u_s * range.mag;
+  // The merged LSE's error beyond the single device's: the partials' own (lambda), the weights'
+  // sum (D_b) and its log.
+  const double merged_lse = lam - std::log1p(-std::min(den, kMaxLogArg)) + log_N;
+  // The scaled form: each term exp(L^_r - L^) O^_r, L^ the merge's own LSE, so the sum's units
+  // are the single device's times exp(L* - L^), |L* - L^| <= the merged LSE's own error.
+  const std::optional<double> scaled_uncast =
+      un.a.merge_scaled ? std::optional<double>((1.0 + eps_w) * (1.0 + g_tree) - 1.0)
+                        : std::nullopt;
   return Merge{p.value,
                // a2a: lambda, the shared exponential and a tree's rescales
                (1.0 + exp_error(lam, eps_w)) * (1.0 + chain) - 1.0,
                (1.0 + eps_w) * (1.0 + un.u_m) * (1.0 + g_N) * (1.0 + g_tree) - 1.0,
                (1.0 + eps_w) * (1.0 + un.u_m) * (1.0 + g_tree) - 1.0, un.u_m,
-               static_cast<int64_t>(N_m), den, std::max(un.eps_div, std::expm1(log_N)),
-               lam - std::log1p(-std::min(den, kMaxLogArg)) + log_N, N * std::exp(kUnderflowArg),
+               static_cast<int64_t>(N_m), den, std::max(un.eps_div, std::expm1(log_N)), merged_lse,
+               N * std::exp(kUnderflowArg),
                store_floor(un.a, un.a.partial_o) +
-                   N_m * (un.a.ftz ? 1.0 : un.u_m) * min_normal(un.a.merge_accum)};
+                   N_m * (un.a.ftz ? 1.0 : un.u_m) * min_normal(un.a.merge_accum),
+               scaled_uncast, merged_lse, un.a.merge_accum};
 }
 
 // §5: whether the merge's factors are small enough to bound (each below 1/2).
@@ -956,6 +974,7 @@ double max_abs_value(const Case& c, std::span<const int64_t> keys, int64_t g) {
 struct PartialSums {
   std::vector<double> a, walk, rescale_walk;  // [Dv] each
   std::vector<double> nodes;                  // [Dv, N_m - 1]: T_2 .. T_N_m of each element
+  std::vector<double> terms;                  // [Dv, ranks holding keys]: |t_r| of each element
 };
 
 // Accumulates PartialSums one key at a time, the keys in position order: per rank slot and
@@ -992,8 +1011,11 @@ class PartialWalks {
 
   PartialSums finish(int64_t merge_terms) const {
     const auto n = static_cast<size_t>(dv_);
-    PartialSums out{
-        std::vector<double>(n, 0.0), std::vector<double>(n, 0.0), std::vector<double>(n, 0.0), {}};
+    PartialSums out{std::vector<double>(n, 0.0),
+                    std::vector<double>(n, 0.0),
+                    std::vector<double>(n, 0.0),
+                    {},
+                    {}};
     for (int64_t r = 0; r < slots_.count; ++r) {
       for (int64_t i = 0; i < dv_; ++i) {
         out.a[i] += std::fabs(num_[r * dv_ + i]);
@@ -1005,8 +1027,12 @@ class PartialWalks {
       const auto nodes = static_cast<size_t>(merge_terms - 1);
       out.nodes.assign(n * nodes, 0.0);
       std::vector<double> t(static_cast<size_t>(slots_.count));
+      out.terms.assign(num_.size(), 0.0);
       for (int64_t i = 0; i < dv_; ++i) {
-        for (int64_t r = 0; r < slots_.count; ++r) t[static_cast<size_t>(r)] = num_[r * dv_ + i];
+        for (int64_t r = 0; r < slots_.count; ++r) {
+          t[static_cast<size_t>(r)] = num_[r * dv_ + i];
+          out.terms[static_cast<size_t>(i * slots_.count + r)] = std::fabs(num_[r * dv_ + i]);
+        }
         // Past the ranks that hold keys the terms are 0.
         double* T = &out.nodes[static_cast<size_t>(i) * nodes];
         any_order_nodes(t, merge_terms, [&T](double x) { *T++ = x; });
@@ -1214,10 +1240,16 @@ struct TermsOut {
 // and each node is at most (1 + N_p)(1 + B_v) R Q; a node's computed value carries its operands'
 // errors, (1 + gamma_{N_m}(u_m)), and its rounding is at most u_m of it (not half an ulp of its
 // binade: the kernel's sum is in its own units, e^(L - M) or 1 + the merged LSE's error times
-// these, and a binade does not survive that scale).
+// these, and a binade does not survive that scale). In the scaled form (merge_scaled) the sum's
+// units are the single device's times exp(L* - L^), L^ the merge's own LSE, |L* - L^| <= rho (the
+// merged LSE's own error): each term's cast and each node's rounding cost half an ulp of the
+// binade of its value at most, u_m 2^floor(log2 y) for y >= e^rho times its bound in output units
+// (rounding_error), times e^rho back in output units; the terms' own errors without the cast,
+// N_p - u_m, stay relative. Those of ranks holding no key are exactly 0 (weight 0, value 0).
 struct ExactTerms {
   double a;                       // A_i = sum_r |t_r|
   std::span<const double> nodes;  // T_2 .. T_N_m
+  std::span<const double> terms;  // |t_r| of the ranks holding keys
   double slack;                   // what double's evaluation may add to each
 };
 double merged_o_bound(double b1, double o, double q, const Merge& m, double max_abs_v,
@@ -1233,6 +1265,15 @@ double merged_o_bound(double b1, double o, double q, const Merge& m, double max_
     double nodes = 0.0;
     for (const double T : terms->nodes) nodes += std::min(T + terms->slack + delta, cap);
     e_n = std::min(e_n, m.num_terms * vr * q + m.sum_u * grow * nodes);
+    if (m.scaled_uncast) {
+      const double widen = std::exp(m.scaled_units) * (1.0 + kEvalRel);
+      const auto binade = [&](double y) { return rounding_error(m.accum, y * widen) * widen; };
+      double casts = *m.scaled_uncast * vr * q;
+      for (const double t : terms->terms) casts += binade(std::min(t + terms->slack + delta, cap));
+      for (const double T : terms->nodes)
+        casts += binade(grow * std::min(T + terms->slack + delta, cap));
+      e_n = std::min(e_n, casts);
+    }
   }
   // One merge of all N (sum_terms > 0): the denominator's own error scales the merge of the
   // computed partials, X, |X| <= |O_i| + B1 + E_X: Ô = (X + E_n) / (1 + d), d the weights' mean
@@ -1296,9 +1337,16 @@ void o_bounds(const Case& c, std::span<const int64_t> keys, int64_t g, const dou
   const std::vector<ElementSums> sums =
       element_sums(c, keys, g, o_ref, k, cast_error,
                    SumsScope{sums_layout, walk, merge_n, constants_apart}, &parts);
-  // The output's store, of the computed value within `b` of O_i.
+  // The output's store, of the computed value within `b` of O_i; exact where the scaled form's
+  // merge_accum sum is the output and `out` holds every value of merge_accum (§5), unless a
+  // subnormal one may be flushed.
+  const bool sum_stored_exactly =
+      m && m->scaled_uncast && !un.a.ftz &&
+      (un.a.out == un.a.merge_accum || (un.a.out == DType::f32 && is_float(un.a.merge_accum) &&
+                                        dtype_bytes(un.a.merge_accum) <= dtype_bytes(DType::f32)));
   auto stored = [&](double b, double o) {
-    return (b + rounding_error(un.a.out, std::fabs(o) + b)) * kEvalSlack;
+    return (b + (sum_stored_exactly ? 0.0 : rounding_error(un.a.out, std::fabs(o) + b))) *
+           kEvalSlack;
   };
   for (int64_t i = 0; i < c.v_dim; ++i) {
     const double o = o_ref[i];
@@ -1342,9 +1390,11 @@ void o_bounds(const Case& c, std::span<const int64_t> keys, int64_t g, const dou
       std::optional<ExactTerms> exact;
       if (merge_n > 1) {
         const auto nodes = static_cast<size_t>(merge_n - 1);
+        const size_t held = parts.terms.size() / static_cast<size_t>(c.v_dim);
         exact =
             ExactTerms{parts.a[i],
                        std::span<const double>(&parts.nodes[static_cast<size_t>(i) * nodes], nodes),
+                       std::span<const double>(&parts.terms[static_cast<size_t>(i) * held], held),
                        kEvalRel * e.s};
       }
       bound = merged_o_bound(bound, o, q, *m, max_abs_v, exact);
@@ -1577,6 +1627,11 @@ Expected<CaseUnits> case_units(const Case& c, const Attention& ref, const Arithm
                      " partials two at a time (the claim's dcp_size x splits, with the sink's "
                      "own): that takes at least ceil(log2 ",
                      cu.un.shards, ") merges deep");
+  }
+  // §5: the scaled form is one merge of all N.
+  if (a.merge_scaled && a.merge_depth > 0) {
+    return DCP_ERROR("tolerance: merge_form scaled is one merge of all the partials; merge_depth ",
+                     a.merge_depth, " says they merge two at a time (give one of them)");
   }
   // §4: a V scale (a shared latent's V is scaled by K's) costs one rounding of the accumulation.
   if (!c.v_scale.empty() || (c.shared_latent() && !c.k_scale.empty())) cu.un.u_v = cu.un.u_s;

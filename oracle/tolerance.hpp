@@ -56,6 +56,14 @@ struct Arithmetic {
   // merges (a chain over N partials, as cascades and ring merges run: N - 1; a balanced tree:
   // ceil(log2 N)). 0: one merge of all N (a reduce-scatter, an all-to-all's combine).
   int64_t merge_depth = 0;
+  // The merge's form, where it is one merge of all N (merge_depth 0): each partial's O scaled by
+  // exp(L_r - L) with L the merged LSE as the merge computes it, each scaled value rounded once to
+  // merge_accum, and their merge_accum sum the output, stored without a division (vLLM's and
+  // SGLang's all-gather of the LSEs and reduce-scatter of the scaled outputs). Its sum is then in
+  // the output's units, within the merged LSE's error, so each rounding costs half an ulp of its
+  // value's binade and a store of that sum into a format that holds every merge_accum value is
+  // exact (docs/tolerances.md §5). false: any form.
+  bool merge_scaled = false;
   // Which partial each key is in, where the caller knows it: key p in partial layout->of(p), one
   // partial per rank (a sink added at the merge may be one more, without values). With it the
   // merge's terms scale with the exact partials' sum_r w_r |O_r| (docs/tolerances.md §5) instead

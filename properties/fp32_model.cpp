@@ -369,6 +369,7 @@ oracle::Arithmetic claim_of(const ModelConfig& m) {
   a.tile = m.tile;
   a.dot_lanes = m.dot_lanes;
   if (m.merge == Merge::pairwise && m.shards > 1) a.merge_depth = m.shards - 1;
+  a.merge_scaled = m.claim_scaled && m.merge == Merge::ag_rs;
   a.partial_o = m.partial;
   a.merge_accum = m.merge_accum;
   a.merge_lse_accum = m.merge_lse_accum;
@@ -408,7 +409,7 @@ std::string describe(const ModelConfig& m) {
      << (m.merge == Merge::ag_rs ? "ag_rs"
          : m.merge == Merge::a2a ? "a2a"
                                  : "pairwise")
-     << " reverse=" << m.reverse_merge
+     << (m.claim_scaled ? " (claimed scaled)" : "") << " reverse=" << m.reverse_merge
      << " bug=" << (m.bug == Bug::none ? "none" : mutants::mutant_info(m.bug).name)
      << " seed=" << m.seed;
   return os.str();

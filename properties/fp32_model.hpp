@@ -84,6 +84,9 @@ struct ModelConfig {
   // reduce-scatter of the outputs).
   oracle::DType merge_lse_accum = oracle::DType::f32;
   Merge merge = Merge::ag_rs;
+  // ag_rs's form claimed (merge_form scaled): its terms exp(L_r - L) O_r, L the merged LSE it
+  // computed, each rounded to merge_accum, summed there and stored as the output.
+  bool claim_scaled = false;
   bool reverse_merge = false;  // sum partials from the last rank down
   Bug bug = Bug::none;
   uint64_t seed = 0;  // for the perturbations

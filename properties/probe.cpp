@@ -1290,6 +1290,76 @@ oracle::Expected<MergeVerdict> run_merge(Prober& pr) {
   return v;
 }
 
+// The merge's form (docs/tolerances.md §5): two ranks (keys alternate, rank 0 the even positions)
+// whose partials are exact, n_0 and n_1 keys of logit 0 (the rest at kFarLogit, weight 0), each
+// rank's sharing its value, v_0 and v_1, multiples of 2^-3 in [-1, 1] (a partial divides n v by n
+// exactly). Their weights n_r / 8 make every term n_r v_r / 8 and every partial sum a multiple of
+// 2^-6 below 2 in magnitude, held by bf16 and f16: a scaled sum is exact, whatever its order.
+// A merge in other units, weights exp(L_r - M) with M one of the partials' LSEs, n_1 / n_0 or
+// n_0 / n_1 (3/5, 5/3, 1/7: never a power of 2 in some row), rounds its 16-bit terms, and a sum
+// that cancels shows it after the division and the output's store.
+struct FormVerdict {
+  bool scaled = false;
+  std::string evidence;
+};
+oracle::Expected<FormVerdict> run_merge_form(Prober& pr) {
+  constexpr int64_t T = 2, S = 16;
+  constexpr std::array<std::pair<int64_t, int64_t>, 6> kKeys = {
+      {{5, 3}, {3, 5}, {7, 1}, {1, 7}, {3, 1}, {1, 3}}};
+  constexpr int64_t H = static_cast<int64_t>(kKeys.size());
+  Grid g(T, H, S);
+  std::mt19937_64 rng(11);
+  std::uniform_int_distribution<int> eighths(-8, 8);
+  std::vector<double> exact(static_cast<size_t>(T * H * kDim), 0.0);
+  for (int64_t h = 0; h < H; ++h) {
+    const auto [n0, n1] = kKeys[static_cast<size_t>(h)];
+    for (int64_t t = 0; t < T; ++t) g.qa(t, h, kFar) = 1.0f;
+    std::array<std::vector<float>, 2> v;
+    for (auto& x : v) {
+      x.resize(static_cast<size_t>(kFar));
+      for (float& c : x) c = static_cast<float>(eighths(rng)) / 8.0f;
+    }
+    for (int64_t j = 0; j < S; ++j) {
+      const int64_t r = j % 2, held = r == 0 ? n0 : n1;
+      if (j / 2 >= held) {
+        g.ka(j, h, kFar) = kFarLogit;
+        continue;
+      }
+      for (int64_t c = 0; c < kFar; ++c)
+        g.va(j, h, c) = v[static_cast<size_t>(r)][static_cast<size_t>(c)];
+    }
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t c = 0; c < kFar; ++c)
+        exact[static_cast<size_t>((t * H + h) * kDim + c)] =
+            (static_cast<double>(n0) * v[0][static_cast<size_t>(c)] +
+             static_cast<double>(n1) * v[1][static_cast<size_t>(c)]) /
+            static_cast<double>(n0 + n1);
+  }
+  auto out = pr.run("merge form", std::move(g), 2);
+  if (!out) return out.status();
+  FormVerdict v;
+  if (out->partial_o.size() != 2) {
+    v.evidence = "not measured: the implementation returned no partials";
+    return v;
+  }
+  int64_t off = 0, elements = 0;
+  double worst = 0.0;
+  for (size_t e = 0; e < exact.size(); ++e) {
+    if (static_cast<int64_t>(e % kDim) == kFar) continue;
+    ++elements;
+    const double d = std::fabs(out->o[e] - exact[e]);
+    if (d > 0.0) ++off, worst = std::max(worst, d);
+  }
+  v.scaled = off == 0;
+  v.evidence = v.scaled ? "all " + std::to_string(elements) +
+                              " elements exact where the weights are n/8 and the terms need no "
+                              "rounding: a sum of exp(L_r - L) O_r that is the output"
+                        : std::to_string(off) + " of " + std::to_string(elements) +
+                              " elements off, by up to " + sci(worst) +
+                              ", where a sum of exp(L_r - L) O_r would be exact: any form";
+  return v;
+}
+
 }  // namespace
 
 ProbeTarget production_target(const gpu::KernelMath& math, int64_t tile) {
@@ -1460,6 +1530,17 @@ oracle::Expected<ProbeReport> probe(const ProbeTarget& target) {
       rep.findings.push_back({"merge exponential",
                               merge->exp.claim == 0.0 ? "default" : claim_number(merge->exp.claim),
                               merge->exp.evidence});
+      // The form matters where the sums round coarsely: a 16-bit sum exact in the output's units.
+      if (c.merge_accum != "f32") {
+        start("the merge's form");
+        auto form = run_merge_form(pr);
+        if (!form) return form.status();
+        c.merge_scaled = form->scaled;
+        rep.findings.push_back({"merge form", form->scaled ? "scaled" : "any", form->evidence});
+      } else {
+        rep.findings.push_back(
+            {"merge form", "any", "not measured: an fp32 sum's form moves its bound by little"});
+      }
     } else {
       rep.findings.push_back({"merge", "not measured", merge->accum_evidence});
     }
@@ -1493,6 +1574,7 @@ std::vector<std::pair<std::string, std::string>> claim_metadata(const ProbeClaim
       w.push_back({"merge_exp_rel_err",
                    claim_number(c.merge_exp_rel_err > 0.0 ? c.merge_exp_rel_err
                                                           : round_up_2sig(kDefaultExp))});
+    if (c.merge_scaled) w.push_back({"merge_form", "scaled"});
   }
   return w;
 }
@@ -1568,6 +1650,8 @@ std::string probe_text(const ProbeReport& r) {
     os << "# (the ABI has no exp_bias: there the exponential's error is charged whole)\n";
   if (c.dot_lanes > 0)
     os << "# (the ABI has no dot_lanes: there the dots are bounded in any order)\n";
+  if (c.merge_scaled)
+    os << "# (the ABI has no merge_form: there the merge is bounded in any form)\n";
   if (!abi_format(c.p_cast == "none" ? "f32" : c.p_cast) || !abi_format(c.partial_dtype))
     os << "# the ABI cannot state an fp8 P cast or partial: judge this kernel's results with "
           "check\n";

@@ -91,6 +91,8 @@ struct ProbeClaim {
   std::string merge_accum = "f32";      // "f32", "bf16" or "f16": the scaled outputs' sum
   std::string merge_lse_accum = "f32";  // "f32" or "bf16": the weights' sum
   double merge_exp_rel_err = 0.0;       // 0: the default (exp_rel_err's)
+  // A 16-bit merge sum of exp(L_r - L) O_r that is the output (merge_form scaled); false: any form.
+  bool merge_scaled = false;
 };
 
 struct ProbeReport {

@@ -190,6 +190,8 @@ inline rc::Gen<ModelConfig> gen_model_config() {
     // right, claimed so (dot_lanes); drawn last, so earlier seeds draw what they drew.
     m.dot_lanes =
         *rc::gen::weightedElement<int64_t>({{6, 0}, {1, 1}, {1, 2}, {1, 4}, {1, 8}, {1, 32}});
+    // Half of the ag_rs merges claimed in their form (merge_form scaled); drawn last too.
+    m.claim_scaled = m.merge == Merge::ag_rs && *rc::gen::arbitrary<bool>();
     return m;
   });
 }

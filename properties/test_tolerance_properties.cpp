@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -700,6 +701,56 @@ TEST(ToleranceSensitivity, UnclaimedDotOrderFails) {
       EXPECT_EQ(cmp->pass(), lanes == claimed)
           << "claimed " << claimed << " lanes, summed in " << lanes << ": " << cmp->summary();
     }
+  }
+}
+
+// Two ranks of 5 and 3 keys (N = 2, interleave 5, S = 8) under q = 0: weights 5/8 and 3/8, and
+// each rank's partial exactly its keys' shared value, a and b, values of `f` of magnitude in
+// [1, 2) and random sign in each of the 4 heads' 256 components.
+oracle::Case scaled_merge_case(oracle::DType f, uint64_t seed) {
+  CaseSpec spec{.q_heads = 4, .kv_heads = 4, .v_dim = 256, .seq = 8, .seed = seed};
+  oracle::Case c = make_case(spec);
+  std::fill(c.q.data.begin(), c.q.data.end(), 0.0);
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> mag(1.0, 2.0);
+  const auto draw = [&] { return oracle::round_to(f, (rng() % 2 ? 1.0 : -1.0) * mag(rng)); };
+  for (int64_t h = 0; h < spec.kv_heads; ++h)
+    for (int64_t i = 0; i < spec.v_dim; ++i) {
+      const double a = draw(), b = draw();
+      for (int64_t j = 0; j < spec.seq; ++j)
+        c.v.data[static_cast<size_t>((j * spec.kv_heads + h) * spec.v_dim + i)] = j < 5 ? a : b;
+    }
+  return c;
+}
+
+// The scaled form (merge_form scaled, docs/tolerances.md §5) is charged half an ulp of each term's
+// and each node's binade, and its output store nothing: a bf16 (or f16) reduce-scatter of 5a/8 and
+// 3b/8, a and b in its format (fp32 partials, the library's exponential), rounds each term and
+// their sum, and over 1,024
+// components some element loses most of those half ulps in one direction, reaching over half its
+// bound (the rest of the bound, fp32 arithmetic, is a small part of it).
+TEST(ToleranceSensitivity, EveryRoundingOfAScaledMergeIsCharged) {
+  for (const oracle::DType sum : {oracle::DType::bf16, oracle::DType::f16}) {
+    const oracle::Case c = scaled_merge_case(sum, 1);
+    auto ref = oracle::reference(c);
+    ASSERT_TRUE(ref.ok());
+    ModelConfig m;
+    m.shards = 2;
+    m.interleave = 5;
+    m.merge = Merge::ag_rs;
+    m.claim_scaled = true;
+    m.merge_accum = sum;
+    m.out = sum;
+    m.perturb = false;
+    auto bound = oracle::derive_bound(c, *ref, claim_of(m));
+    ASSERT_TRUE(bound.ok()) << bound.status().message();
+    const ModelOutput out = run_fp32_model(c, m);
+    auto cmp = oracle::compare(out.o, out.lse, *ref, *bound);
+    ASSERT_TRUE(cmp.ok());
+    RecordProperty("o_error_over_bound_" + std::string(oracle::dtype_name(sum)),
+                   std::to_string(cmp->o_worst.ratio));
+    EXPECT_TRUE(cmp->pass()) << cmp->summary();
+    EXPECT_GT(cmp->o_worst.ratio, 0.5) << oracle::dtype_name(sum) << ": " << cmp->summary();
   }
 }
 

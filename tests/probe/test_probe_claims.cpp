@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "gpu/kernels/kernel_math.hpp"
+#include "gpu/run_threads.hpp"
 #include "oracle/dtype.hpp"
 #include "properties/probe.hpp"
 #include "tests/support/probe_path.hpp"
@@ -46,6 +47,41 @@ TEST(Probe, Tf32OperandsAndABf16ReduceScatterAreClaimed) {
   EXPECT_EQ(r.claim.accum, "tf32") << probe_text(r);
   EXPECT_EQ(r.claim.merge_accum, "bf16") << probe_text(r);
   EXPECT_EQ(r.claim.merge_lse_accum, "f32") << probe_text(r);
+  // The reduce-scatter sums exp(L_r - L) O_r and stores that sum: the scaled form.
+  EXPECT_TRUE(r.claim.merge_scaled) << probe_text(r);
+}
+
+// A bf16 merge that sums exp(L_r - M) O_r (M the largest partial LSE) and then divides by the
+// weights' sum, as an all-to-all's combine does, is not the scaled form: the probe claims none.
+TEST(Probe, AMergeThatDividesItsSumIsNotClaimedScaled) {
+  ProbeTarget t = production_target({}, 64);
+  t.backend = DcpBackend([](const gpu::DcpInputs& in, const gpu::DcpConfig& cfg) {
+    gpu::Result<gpu::GroupRun> r = gpu::run_dcp_threads(in, cfg);
+    if (!r || r->partial_o.size() < 2) return r;
+    const auto bf16 = [](double x) {
+      return static_cast<float>(oracle::round_to(oracle::DType::bf16, x));
+    };
+    const double lb = cfg.base == gpu::LseBase::e ? 1.0 : std::log(2.0);
+    const size_t rows = r->lse.size(), dv = r->o.size() / rows;
+    for (size_t row = 0; row < rows; ++row) {
+      double m = -INFINITY, z = 0.0;
+      for (const auto& l : r->partial_lse) m = std::max(m, lb * l[row]);
+      if (!std::isfinite(m)) continue;
+      for (const auto& l : r->partial_lse) z += std::exp(lb * l[row] - m);
+      for (size_t i = 0; i < dv; ++i) {
+        float num = 0.0f;
+        for (size_t k = 0; k < r->partial_o.size(); ++k)
+          num = bf16(num + bf16(std::exp(lb * r->partial_lse[k][row] - m) *
+                                r->partial_o[k][row * dv + i]));
+        r->o[row * dv + i] = bf16(num / z);
+      }
+    }
+    return r;
+  });
+  oracle::Expected<ProbeReport> r = probe(t);
+  ASSERT_TRUE(r) << r.status().message();
+  EXPECT_EQ(r->claim.merge_accum, "bf16") << probe_text(*r);
+  EXPECT_FALSE(r->claim.merge_scaled) << probe_text(*r);
 }
 
 // A tile claim says "at least this many keys per tile": more than the kernel's would count too

@@ -172,7 +172,7 @@ def configurations(count: int) -> list:
 def measure(pipe: Pipeline, count: int) -> dict:
     """Ratios of the correct results and detections of the subtle bugs over `count` configurations."""
     out = {"o": [], "o_stat": [], "lse": [], "lse_stat": [], "partial": [], "partial_stat": [],
-           "false_alarms": 0, "close_alarms": 0, "configs": count,
+           "ranks": [], "false_alarms": 0, "close_alarms": 0, "configs": count,
            "claim": pipe.probe.claim_words,
            "bugs": {b: {"dcp_verify": 0, "assert_close": 0, "assert_close_sees": 0, "cases": 0}
                     for b in BUGS}}
@@ -189,6 +189,7 @@ def measure(pipe: Pipeline, count: int) -> dict:
         if len(parts) > 1:
             out["partial"].append(max(p["o"]["ratio"] for p in parts[1:]))
             out["partial_stat"].append(max(p["o_stat"]["ratio"] for p in parts[1:]))
+        out["ranks"].append(ranks)
         out["false_alarms"] += int(flagged(report))
         twin_alarm = assert_close_flags(pipe, o, lse, ref_o, ref_lse)
         out["close_alarms"] += int(twin_alarm)
@@ -217,6 +218,11 @@ def table(results: list) -> str:
                      f"{median(r['lse']):>13}  {median(r['lse_stat']):>12}  "
                      f"{median(r['partial']):>19}  {median(r['partial_stat']):>18}  "
                      f"{r['false_alarms']} / {r['close_alarms']}")
+    # Where the merge's bound goes: the output's O err/stat by the number of ranks merged.
+    for name, r in results:
+        by_n = {n: [x for x, m in zip(r["o_stat"], r["ranks"]) if m == n] for n in _RANKS}
+        lines.append(f"{name} O err/stat by N (median): " + "  ".join(
+            f"{n}: {median(x)}" for n, x in by_n.items() if x))
     lines.append("subtle bug (output only)  " + "  ".join(
         f"{name}: dcp-verify / assert_close raises (sees)" for name, _ in results))
     for bug in BUGS:

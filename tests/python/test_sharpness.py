@@ -36,3 +36,10 @@ def test_no_false_alarm_on_correct_results(measured, pipeline):
 def test_subtle_bugs_seen_as_often_as_a_fixed_tolerance_sees_them(measured, pipeline, share, bug):
     tally = measured[pipeline]["bugs"][bug]
     assert tally["dcp_verify"] >= share * tally["assert_close_sees"], tally
+
+
+def test_the_probe_reads_the_bf16_reduce_scatter_in_its_scaled_form(measured):
+    # The bf16 pipeline's merge sums exp(L_r - L) O_r in bf16 and returns that sum; the fp32
+    # pipeline's divides after its sum, and the form of an fp32 sum is not measured.
+    assert "merge_form scaled" in measured["bf16"]["claim"]
+    assert "merge_form" not in measured["f32"]["claim"]
