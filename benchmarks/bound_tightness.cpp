@@ -33,7 +33,8 @@ struct Pipeline {
 };
 
 // A decode kernel tiles 128 keys; the 16-bit pipeline is FlashAttention-style (P cast to bf16)
-// with bf16 partials merged by a bf16 reduce-scatter and a bf16 output. The fp8 pipelines read an
+// with bf16 partials merged by a bf16 reduce-scatter (claimed merge_form scaled) and a bf16
+// output. The fp8 pipelines read an
 // E4M3 cache with per-head scales, dequantized for a bf16 MMA (P cast to bf16) or multiplied in
 // fp8 (P cast to E4M3), with the same bf16 merge.
 std::vector<Pipeline> pipelines() {
@@ -46,6 +47,7 @@ std::vector<Pipeline> pipelines() {
   bf16.out = DType::bf16;
   bf16.partial = DType::bf16;
   bf16.merge_accum = DType::bf16;
+  bf16.claim_scaled = true;  // the model's ag_rs is the scaled form, and says so
   ModelConfig fp8_mma = bf16;
   fp8_mma.p_cast = DType::f8e4m3;
   return {{"fp32 N=1", f32, DType::f32},

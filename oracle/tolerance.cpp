@@ -758,12 +758,10 @@ struct Merge {
   double lse;         // the merged LSE's error beyond the single device's, natural units
   double abs_weight;  // N e^-86: partials whose weight underflows, times (max|v| + |O_i|)
   double abs_floor;   // partial stores and the merge sum in their subnormal ranges
-  // The scaled form (Arithmetic::merge_scaled): the products' own error less their cast's (that
-  // is num_terms less u_m), and the bound on |ln| of the factor between the sum's units and the
-  // output's; nullopt: any form.
+  // The scaled form (Arithmetic::merge_scaled): the products' own error without their cast's
+  // (num_terms with its 1 + u_m divided out); nullopt: any form.
   std::optional<double> scaled_uncast;
-  double scaled_units;
-  DType accum;  // merge_accum
+  DType sum_format;  // merge_accum
 };
 
 // §5: the terms of the cross-rank sum in merge_accum: two in each merge of a pairwise tree.
@@ -876,7 +874,6 @@ Merge pairwise_merge(const Units& un, const PartialEntry& p, const LseRange& ran
       Dd * (store_floor(un.a, un.a.partial_o) +
             2.0 * (un.a.ftz ? 1.0 : un.u_m) * min_normal(un.a.merge_accum)),
       std::nullopt,
-      0.0,
       un.a.merge_accum};
 }
 
@@ -931,7 +928,7 @@ std::optional<Merge> merge_terms(const Units& un, double n_eff, const LseRange& 
                N * std::exp(kUnderflowArg),
                store_floor(un.a, un.a.partial_o) +
                    N_m * (un.a.ftz ? 1.0 : un.u_m) * min_normal(un.a.merge_accum),
-               scaled_uncast, merged_lse, un.a.merge_accum};
+               scaled_uncast, un.a.merge_accum};
 }
 
 // §5: whether the merge's factors are small enough to bound (each below 1/2).
@@ -970,11 +967,11 @@ double max_abs_value(const Case& c, std::span<const int64_t> keys, int64_t g) {
 // And the rescales' walk: B_i = sum_r max_b |sum_{j in r, j before b} P_j (v_ji - O_i)|, the
 // largest prefix of the keys' first-order coefficients in each rank's position order.
 // And the merge's nodes (§5): T_l, l = 2 .. N_m, of the terms t_r = sum_{j in r} P_j v_ji, N_m
-// the merge sum's terms (ranks holding no key add terms of 0).
+// the merge sum's terms (ranks holding no key add terms of 0). And |t_r| for each rank slot.
 struct PartialSums {
   std::vector<double> a, walk, rescale_walk;  // [Dv] each
   std::vector<double> nodes;                  // [Dv, N_m - 1]: T_2 .. T_N_m of each element
-  std::vector<double> terms;                  // [Dv, ranks holding keys]: |t_r| of each element
+  std::vector<double> terms;                  // [Dv, rank slots]: |t_r| of each element
 };
 
 // Accumulates PartialSums one key at a time, the keys in position order: per rank slot and
@@ -1237,19 +1234,21 @@ struct TermsOut {
 // N_m terms makes N_m - 1 nodes, the l-th largest a sum of at most N_m - l + 1 terms, at most
 // T_l = min(the l largest |t_r|, max(sum of the positive t_r, of the negative)) for the exact
 // terms; the computed terms differ from them by at most Delta = (1 + N_p)(1 + B_v) R Q - A in all,
-// and each node is at most (1 + N_p)(1 + B_v) R Q; a node's computed value carries its operands'
-// errors, (1 + gamma_{N_m}(u_m)), and its rounding is at most u_m of it (not half an ulp of its
-// binade: the kernel's sum is in its own units, e^(L - M) or 1 + the merged LSE's error times
-// these, and a binade does not survive that scale). In the scaled form (merge_scaled) the sum's
-// units are the single device's times exp(L* - L^), L^ the merge's own LSE, |L* - L^| <= rho (the
-// merged LSE's own error): each term's cast and each node's rounding cost half an ulp of the
-// binade of its value at most, u_m 2^floor(log2 y) for y >= e^rho times its bound in output units
-// (rounding_error), times e^rho back in output units; the terms' own errors without the cast,
-// N_p - u_m, stay relative. Those of ranks holding no key are exactly 0 (weight 0, value 0).
+// and none exceeds cap = (1 + N_p)(1 + B_v) R Q in all; a node's computed value is its terms'
+// computed sum, at most min(T_l + Delta, cap), plus the roundings of the nodes below it, at most
+// gamma_{N_m}(u_m) cap in all; its rounding is at most u_m of it (not half an ulp of its binade:
+// the kernel's sum is in its own units, e^(L - M) or 1 + the merged LSE's error times these, and a
+// binade does not survive that scale). In the scaled form (merge_scaled) the sum's units are the
+// single device's times exp(L* - L^), L^ the merged LSE as every rank computes it from the same
+// gathered LSEs, |L* - L^| <= rho = Merge::lse (its weights' sum and log): each term's cast and
+// each node's rounding cost half an ulp of the binade of its value at most, u_m 2^floor(log2 y)
+// for y >= e^rho times its bound in output units (rounding_error), times e^rho back in output
+// units; the terms' own errors without the cast stay relative. A rank without a slot (fewer keys
+// than ranks) adds exactly 0 (weight 0, value 0).
 struct ExactTerms {
   double a;                       // A_i = sum_r |t_r|
   std::span<const double> nodes;  // T_2 .. T_N_m
-  std::span<const double> terms;  // |t_r| of the ranks holding keys
+  std::span<const double> terms;  // |t_r| of each rank slot
   double slack;                   // what double's evaluation may add to each
 };
 double merged_o_bound(double b1, double o, double q, const Merge& m, double max_abs_v,
@@ -1261,17 +1260,18 @@ double merged_o_bound(double b1, double o, double q, const Merge& m, double max_
   if (terms && m.sum_terms > 1) {
     const double cap = (1.0 + m.num_terms) * vr * q;
     const double delta = std::max(0.0, cap - terms->a);
-    const double grow = 1.0 + gamma_n(static_cast<double>(m.sum_terms), m.sum_u);
+    // What the roundings below a node may add to it.
+    const double below = gamma_n(static_cast<double>(m.sum_terms), m.sum_u) * cap;
+    const auto node = [&](double T) { return std::min(T + terms->slack + delta, cap) + below; };
     double nodes = 0.0;
-    for (const double T : terms->nodes) nodes += std::min(T + terms->slack + delta, cap);
-    e_n = std::min(e_n, m.num_terms * vr * q + m.sum_u * grow * nodes);
+    for (const double T : terms->nodes) nodes += node(T);
+    e_n = std::min(e_n, m.num_terms * vr * q + m.sum_u * nodes);
     if (m.scaled_uncast) {
-      const double widen = std::exp(m.scaled_units) * (1.0 + kEvalRel);
-      const auto binade = [&](double y) { return rounding_error(m.accum, y * widen) * widen; };
+      const double widen = std::exp(m.lse) * (1.0 + kEvalRel);
+      const auto binade = [&](double y) { return rounding_error(m.sum_format, y * widen) * widen; };
       double casts = *m.scaled_uncast * vr * q;
       for (const double t : terms->terms) casts += binade(std::min(t + terms->slack + delta, cap));
-      for (const double T : terms->nodes)
-        casts += binade(grow * std::min(T + terms->slack + delta, cap));
+      for (const double T : terms->nodes) casts += binade(node(T));
       e_n = std::min(e_n, casts);
     }
   }
@@ -1391,11 +1391,11 @@ void o_bounds(const Case& c, std::span<const int64_t> keys, int64_t g, const dou
       if (merge_n > 1) {
         const auto nodes = static_cast<size_t>(merge_n - 1);
         const size_t held = parts.terms.size() / static_cast<size_t>(c.v_dim);
-        exact =
-            ExactTerms{parts.a[i],
-                       std::span<const double>(&parts.nodes[static_cast<size_t>(i) * nodes], nodes),
-                       std::span<const double>(&parts.terms[static_cast<size_t>(i) * held], held),
-                       kEvalRel * e.s};
+        exact = ExactTerms{
+            parts.a[i],
+            std::span<const double>(&parts.nodes[static_cast<size_t>(i) * nodes], nodes),
+            std::span<const double>(parts.terms.data() + static_cast<size_t>(i) * held, held),
+            kEvalRel * e.s};
       }
       bound = merged_o_bound(bound, o, q, *m, max_abs_v, exact);
       stat = merged_o_bound(stat, o, q, *m, max_abs_v, exact);

@@ -726,9 +726,10 @@ oracle::Case scaled_merge_case(oracle::DType f, uint64_t seed) {
 // The scaled form (merge_form scaled, docs/tolerances.md §5) is charged half an ulp of each term's
 // and each node's binade, and its output store nothing: a bf16 (or f16) reduce-scatter of 5a/8 and
 // 3b/8, a and b in its format (fp32 partials, the library's exponential), rounds each term and
-// their sum, and over 1,024
-// components some element loses most of those half ulps in one direction, reaching over half its
-// bound (the rest of the bound, fp32 arithmetic, is a small part of it).
+// their sum, and over 1,024 components some element loses nearly all of those half ulps in one
+// direction: over 0.9 of its bound (the rest of the bound, fp32 arithmetic, is a small part of
+// it; bounded as without the word, u times each value and the output's store, it reaches about
+// 0.66 in bf16 and 0.69 in f16).
 TEST(ToleranceSensitivity, EveryRoundingOfAScaledMergeIsCharged) {
   for (const oracle::DType sum : {oracle::DType::bf16, oracle::DType::f16}) {
     const oracle::Case c = scaled_merge_case(sum, 1);
@@ -750,7 +751,7 @@ TEST(ToleranceSensitivity, EveryRoundingOfAScaledMergeIsCharged) {
     RecordProperty("o_error_over_bound_" + std::string(oracle::dtype_name(sum)),
                    std::to_string(cmp->o_worst.ratio));
     EXPECT_TRUE(cmp->pass()) << cmp->summary();
-    EXPECT_GT(cmp->o_worst.ratio, 0.5) << oracle::dtype_name(sum) << ": " << cmp->summary();
+    EXPECT_GT(cmp->o_worst.ratio, 0.9) << oracle::dtype_name(sum) << ": " << cmp->summary();
   }
 }
 
