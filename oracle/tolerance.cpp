@@ -1251,30 +1251,38 @@ struct ExactTerms {
   std::span<const double> terms;  // |t_r| of each rank slot
   double slack;                   // what double's evaluation may add to each
 };
-double merged_o_bound(double b1, double o, double q, const Merge& m, double max_abs_v,
-                      const std::optional<ExactTerms>& terms) {
+// E_n, the numerator's own error: the same for both tiers (it does not depend on B1).
+double numerator_error(double q, const Merge& m, const std::optional<ExactTerms>& terms) {
+  const double R = (1.0 + m.weight) / (1.0 - m.weight);
+  const double vr = (1.0 + m.value) * R;
+  double e_n = m.num * vr * q;
+  if (!terms || m.sum_terms <= 1) return e_n;
+  const double cap = (1.0 + m.num_terms) * vr * q;
+  const double delta = std::max(0.0, cap - terms->a);
+  // What the roundings below a node may add to it.
+  const double below = gamma_n(static_cast<double>(m.sum_terms), m.sum_u) * cap;
+  const double widen = std::exp(m.lse) * (1.0 + kEvalRel);
+  const auto binade = [&](double y) { return rounding_error(m.sum_format, y * widen) * widen; };
+  // The scaled form's charges (the terms' casts, then the nodes'), beside the nodes' u_m.
+  double casts = 0.0;
+  if (m.scaled_uncast) {
+    casts = *m.scaled_uncast * vr * q;
+    for (const double t : terms->terms) casts += binade(std::min(t + terms->slack + delta, cap));
+  }
+  double nodes = 0.0;
+  for (const double T : terms->nodes) {
+    const double node = std::min(T + terms->slack + delta, cap) + below;
+    nodes += node;
+    if (m.scaled_uncast) casts += binade(node);
+  }
+  e_n = std::min(e_n, m.num_terms * vr * q + m.sum_u * nodes);
+  return m.scaled_uncast ? std::min(e_n, casts) : e_n;
+}
+
+double merged_o_bound(double b1, double o, double q, const Merge& m, double max_abs_v, double e_n) {
   const double R = (1.0 + m.weight) / (1.0 - m.weight);
   const double vr = (1.0 + m.value) * R;
   const double e_x = m.value * R * q + m.weight / (1.0 - m.weight) * (q + std::fabs(o) + b1);
-  double e_n = m.num * vr * q;
-  if (terms && m.sum_terms > 1) {
-    const double cap = (1.0 + m.num_terms) * vr * q;
-    const double delta = std::max(0.0, cap - terms->a);
-    // What the roundings below a node may add to it.
-    const double below = gamma_n(static_cast<double>(m.sum_terms), m.sum_u) * cap;
-    const auto node = [&](double T) { return std::min(T + terms->slack + delta, cap) + below; };
-    double nodes = 0.0;
-    for (const double T : terms->nodes) nodes += node(T);
-    e_n = std::min(e_n, m.num_terms * vr * q + m.sum_u * nodes);
-    if (m.scaled_uncast) {
-      const double widen = std::exp(m.lse) * (1.0 + kEvalRel);
-      const auto binade = [&](double y) { return rounding_error(m.sum_format, y * widen) * widen; };
-      double casts = *m.scaled_uncast * vr * q;
-      for (const double t : terms->terms) casts += binade(std::min(t + terms->slack + delta, cap));
-      for (const double T : terms->nodes) casts += binade(node(T));
-      e_n = std::min(e_n, casts);
-    }
-  }
   // One merge of all N (sum_terms > 0): the denominator's own error scales the merge of the
   // computed partials, X, |X| <= |O_i| + B1 + E_X: Ô = (X + E_n) / (1 + d), d the weights' mean
   // of the terms' errors, |d| <= D_b. A pairwise tree's inner levels divide apart: (1 + B_v) R Q.
@@ -1397,8 +1405,9 @@ void o_bounds(const Case& c, std::span<const int64_t> keys, int64_t g, const dou
             std::span<const double>(parts.terms.data() + static_cast<size_t>(i) * held, held),
             kEvalRel * e.s};
       }
-      bound = merged_o_bound(bound, o, q, *m, max_abs_v, exact);
-      stat = merged_o_bound(stat, o, q, *m, max_abs_v, exact);
+      const double e_n = numerator_error(q, *m, exact);
+      bound = merged_o_bound(bound, o, q, *m, max_abs_v, e_n);
+      stat = merged_o_bound(stat, o, q, *m, max_abs_v, e_n);
     }
     const double oracle = kOracleRel * (std::fabs(o) + e.s);
     ob[i] = stored(bound, o) + oracle;

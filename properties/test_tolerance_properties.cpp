@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -621,6 +622,28 @@ TEST(ToleranceRefusal, NamesKappaAndTheClaimTermResponsible) {
       << b.status().message();
 }
 
+// The model's output on case c against the bound of its own claim; nullopt, with the failure
+// recorded, where the oracle gives no reference, bound or comparison.
+std::optional<oracle::Comparison> judged_on_its_claim(const oracle::Case& c, const ModelConfig& m) {
+  auto ref = oracle::reference(c);
+  if (!ref) {
+    ADD_FAILURE() << ref.status().message();
+    return std::nullopt;
+  }
+  auto bound = oracle::derive_bound(c, *ref, claim_of(m));
+  if (!bound) {
+    ADD_FAILURE() << bound.status().message();
+    return std::nullopt;
+  }
+  const ModelOutput out = run_fp32_model(c, m);
+  auto cmp = oracle::compare(out.o, out.lse, *ref, *bound);
+  if (!cmp) {
+    ADD_FAILURE() << cmp.status().message();
+    return std::nullopt;
+  }
+  return *cmp;
+}
+
 // Four keys of ones under q = 64 at components t < leads and 64 e at the rest (Dk = dim).
 oracle::Case leading_dot_case(int64_t dim, int64_t leads, double e) {
   CaseSpec spec;
@@ -639,15 +662,10 @@ oracle::Case leading_dot_case(int64_t dim, int64_t leads, double e) {
 // equal keys then reaches within a small factor (the exponential's and the log's few ulps aside).
 TEST(ToleranceSensitivity, EveryNodeOfTheDotIsCharged) {
   const double e = std::ldexp(1.0, -24) * (1.0 - std::ldexp(1.0, -10));
-  const oracle::Case c = leading_dot_case(128, 1, e);
-  auto ref = oracle::reference(c);
-  ASSERT_TRUE(ref.ok());
-  ModelConfig m;  // left to right, round to nearest (claimed)
-  auto bound = oracle::derive_bound(c, *ref, claim_of(m));
-  ASSERT_TRUE(bound.ok()) << bound.status().message();
-  const ModelOutput out = run_fp32_model(c, m);
-  auto cmp = oracle::compare(out.o, out.lse, *ref, *bound);
-  ASSERT_TRUE(cmp.ok());
+  // Left to right, round to nearest (claimed).
+  const std::optional<oracle::Comparison> cmp =
+      judged_on_its_claim(leading_dot_case(128, 1, e), ModelConfig{});
+  ASSERT_TRUE(cmp);
   RecordProperty("lse_error_over_bound", std::to_string(cmp->lse_worst.ratio));
   EXPECT_TRUE(cmp->pass()) << cmp->summary();
   EXPECT_GT(cmp->lse_worst.ratio, 0.5) << cmp->summary();
@@ -662,16 +680,11 @@ TEST(ToleranceSensitivity, EveryNodeOfALaneIsCharged) {
   constexpr int64_t kDim = 512;
   const double e = std::ldexp(1.0, -24) * (1.0 - std::ldexp(1.0, -10));
   for (const int64_t lanes : {1, 2, 4, 8}) {
-    const oracle::Case c = leading_dot_case(kDim, lanes, e);
-    auto ref = oracle::reference(c);
-    ASSERT_TRUE(ref.ok());
     ModelConfig m;  // round to nearest (claimed), in `lanes` lanes (claimed)
     m.dot_lanes = lanes;
-    auto bound = oracle::derive_bound(c, *ref, claim_of(m));
-    ASSERT_TRUE(bound.ok()) << bound.status().message();
-    const ModelOutput out = run_fp32_model(c, m);
-    auto cmp = oracle::compare(out.o, out.lse, *ref, *bound);
-    ASSERT_TRUE(cmp.ok());
+    const std::optional<oracle::Comparison> cmp =
+        judged_on_its_claim(leading_dot_case(kDim, lanes, e), m);
+    ASSERT_TRUE(cmp);
     EXPECT_TRUE(cmp->pass()) << lanes << " lanes: " << cmp->summary();
     EXPECT_GT(cmp->lse_worst.ratio, 0.5) << lanes << " lanes: " << cmp->summary();
   }
@@ -732,9 +745,6 @@ oracle::Case scaled_merge_case(oracle::DType f, uint64_t seed) {
 // 0.66 in bf16 and 0.69 in f16).
 TEST(ToleranceSensitivity, EveryRoundingOfAScaledMergeIsCharged) {
   for (const oracle::DType sum : {oracle::DType::bf16, oracle::DType::f16}) {
-    const oracle::Case c = scaled_merge_case(sum, 1);
-    auto ref = oracle::reference(c);
-    ASSERT_TRUE(ref.ok());
     ModelConfig m;
     m.shards = 2;
     m.interleave = 5;
@@ -743,11 +753,8 @@ TEST(ToleranceSensitivity, EveryRoundingOfAScaledMergeIsCharged) {
     m.merge_accum = sum;
     m.out = sum;
     m.perturb = false;
-    auto bound = oracle::derive_bound(c, *ref, claim_of(m));
-    ASSERT_TRUE(bound.ok()) << bound.status().message();
-    const ModelOutput out = run_fp32_model(c, m);
-    auto cmp = oracle::compare(out.o, out.lse, *ref, *bound);
-    ASSERT_TRUE(cmp.ok());
+    const std::optional<oracle::Comparison> cmp = judged_on_its_claim(scaled_merge_case(sum, 1), m);
+    ASSERT_TRUE(cmp);
     RecordProperty("o_error_over_bound_" + std::string(oracle::dtype_name(sum)),
                    std::to_string(cmp->o_worst.ratio));
     EXPECT_TRUE(cmp->pass()) << cmp->summary();
