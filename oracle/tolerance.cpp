@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <optional>
 #include <span>
 #include <sstream>
@@ -743,6 +744,13 @@ double absolute_floor(const Units& un, double n_eff, double max_abs_v) {
          (un.a.ftz ? n_eff * un.tiny * max_abs_v : 0.0) + store_floor(un.a, un.a.out) + un.dq_floor;
 }
 
+// §5, one merge of all N: what a partial's weight error C is made of, to take it per partial from
+// the exact ones (partial_weight_error): the global lambda and argument error (each partial's at
+// most these), the merge's exponential, the tree's rescales, L_mag and the exact merged LSE.
+struct PerPartial {
+  double lam, arg, eps_m, chain, mag, L;
+};
+
 // docs/tolerances.md §5, the merge of N > 1 partials, bounded without a first-order
 // approximation: each a relative error that enters the merged output as a factor (1 + x), |x| <=
 // the value, for ag_rs and a2a alike (the larger of the two where they differ).
@@ -761,7 +769,8 @@ struct Merge {
   // The scaled form (Arithmetic::merge_scaled): the products' own error without their cast's
   // (num_terms with its 1 + u_m divided out); nullopt: any form.
   std::optional<double> scaled_uncast;
-  DType sum_format;  // merge_accum
+  DType sum_format;                       // merge_accum
+  std::optional<PerPartial> per_partial;  // nullopt: a pairwise tree
 };
 
 // §5: the terms of the cross-rank sum in merge_accum: two in each merge of a pairwise tree.
@@ -874,11 +883,12 @@ Merge pairwise_merge(const Units& un, const PartialEntry& p, const LseRange& ran
       Dd * (store_floor(un.a, un.a.partial_o) +
             2.0 * (un.a.ftz ? 1.0 : un.u_m) * min_normal(un.a.merge_accum)),
       std::nullopt,
-      un.a.merge_accum};
+      un.a.merge_accum,
+      std::nullopt};
 }
 
 // docs/tolerances.md §5, the merge of N > 1 partials; nullopt when N = 1.
-std::optional<Merge> merge_terms(const Units& un, double n_eff, const LseRange& range) {
+std::optional<Merge> merge_terms(const Units& un, double n_eff, const LseRange& range, double L) {
   if (un.shards <= 1) return std::nullopt;
   const double N = static_cast<double>(un.shards);
   // The terms of the merge_accum sum: N, or fewer where pieces merge in fp32 first.
@@ -928,7 +938,34 @@ std::optional<Merge> merge_terms(const Units& un, double n_eff, const LseRange& 
                N * std::exp(kUnderflowArg),
                store_floor(un.a, un.a.partial_o) +
                    N_m * (un.a.ftz ? 1.0 : un.u_m) * min_normal(un.a.merge_accum),
-               scaled_uncast, un.a.merge_accum};
+               scaled_uncast, un.a.merge_accum, PerPartial{lam, p.arg, eps_m, chain, range.mag, L}};
+}
+
+// §5: C_r, the weight error of a partial of exact weight w_r = e^(L_r - L) > 0 and n_r keys, in one
+// merge of all N: C's terms at this partial's own size. Its LSE's log, eps_log(ln n_r) (l_r <=
+// n_r); each rounding of its add, base conversion and store half an ulp of the binade of the value
+// it rounds, |L^_r| <= |L_r| + margin in natural units or log2 e times it in base 2 (whose error is
+// ln 2 times as much in natural units); the merge's argument u_s (|L^_r| + L_mag) for its operands
+// and 2u_s |L^_r - M| <= 2u_s (max(-ln w_r, ln N) + margin) for the subtraction and the rounded
+// log2 e (M the largest partial LSE or the merged one, within ln N of L). The margin covers the
+// computed partial LSE's own error: its keys' weights within kappa <= kMaxKappa (beyond which the
+// row is refused), -ln(1 - kMaxKappa), and its roundings, lambda. Never above C.
+double partial_weight_error(const Units& un, const Merge& m, double w_r, int64_t n_r) {
+  const PerPartial& pp = *m.per_partial;
+  const double L_r = pp.L + std::log(w_r);
+  if (!std::isfinite(L_r)) return m.weight;
+  const double margin = -std::log1p(-kMaxKappa) + pp.lam;
+  const double y = std::fabs(L_r) + margin;
+  const auto rounding = [&](DType t) {
+    return std::max(rounding_error(t, y), kLn2 * rounding_error(t, kLog2e * y));
+  };
+  const double lam = std::min(
+      pp.lam, un.eps_log(std::log(std::max<double>(1.0, static_cast<double>(n_r)))) +
+                  kPartialLseRoundings * rounding(un.a.accum) + rounding(un.a.partial_lse));
+  const double spread = std::max(-std::log(w_r), std::log(static_cast<double>(un.shards))) + margin;
+  const double arg = std::min(pp.arg, un.u_s * (y + pp.mag + kMergeArgRoundingsSpread * spread));
+  const double c_r = (1.0 + exp_error(lam, exp_error(arg, pp.eps_m))) * (1.0 + pp.chain) - 1.0;
+  return std::min(m.weight, c_r);
 }
 
 // §5: whether the merge's factors are small enough to bound (each below 1/2).
@@ -968,11 +1005,18 @@ double max_abs_value(const Case& c, std::span<const int64_t> keys, int64_t g) {
 // largest prefix of the keys' first-order coefficients in each rank's position order.
 // And the merge's nodes (§5): T_l, l = 2 .. N_m, of the terms t_r = sum_{j in r} P_j v_ji, N_m
 // the merge sum's terms (ranks holding no key add terms of 0). And |t_r| for each rank slot.
+// And the partials' spread about the output (§5): Dev_i = sum_r |t_r - w_r O_i| = sum_r w_r
+// |O_r,i - O_i|, w_r = sum_{j in r} P_j, the sink's weight apart; and, where each partial's
+// weight error C_r is known (SumsScope::slot_error), sum_r C_r |t_r - w_r O_i|.
 struct PartialSums {
-  std::vector<double> a, walk, rescale_walk;  // [Dv] each
-  std::vector<double> nodes;                  // [Dv, N_m - 1]: T_2 .. T_N_m of each element
-  std::vector<double> terms;                  // [Dv, rank slots]: |t_r| of each element
+  std::vector<double> a, walk, rescale_walk, dev;  // [Dv] each
+  std::vector<double> dev_weighted;                // [Dv]; empty: no C_r
+  std::vector<double> nodes;                       // [Dv, N_m - 1]: T_2 .. T_N_m of each element
+  std::vector<double> terms;                       // [Dv, rank slots]: |t_r| of each element
 };
+
+// §5: the weight error C_r of a partial of exact weight w_r and n_r keys; empty: not known.
+using SlotError = std::function<double(double w_r, int64_t n_r)>;
 
 // Accumulates PartialSums one key at a time, the keys in position order: per rank slot and
 // element, the running sum of P_j v_ji and its extremes, and the running sum of P_j (v_ji - O_i)
@@ -984,6 +1028,7 @@ class PartialWalks {
         dv_(dv),
         cells_(static_cast<size_t>(slots.count * dv)),
         p_sum_(static_cast<size_t>(slots.count), 0.0),
+        count_(static_cast<size_t>(slots.count), 0),
         num_(cells_, 0.0),
         hi_(cells_, 0.0),
         lo_(cells_, 0.0),
@@ -994,6 +1039,7 @@ class PartialWalks {
     const auto at = static_cast<size_t>(slot * dv_);
     // sum_j P_j (v_ji - O_i) = sum_j P_j v_ji - O_i sum_j P_j
     const double p_sum = p_sum_[static_cast<size_t>(slot)] += p;
+    ++count_[static_cast<size_t>(slot)];
     double* num = &num_[at];
     double* hi = &hi_[at];
     double* lo = &lo_[at];
@@ -1006,16 +1052,26 @@ class PartialWalks {
     }
   }
 
-  PartialSums finish(int64_t merge_terms) const {
+  // o [Dv]: the exact output the walks' coefficients were taken about. slot_error(w_r, n_r): the
+  // weight error of the partial of weight w_r and n_r keys, where known.
+  PartialSums finish(int64_t merge_terms, const double* o, const SlotError& slot_error) const {
     const auto n = static_cast<size_t>(dv_);
     PartialSums out{std::vector<double>(n, 0.0),
                     std::vector<double>(n, 0.0),
                     std::vector<double>(n, 0.0),
+                    std::vector<double>(n, 0.0),
+                    slot_error ? std::vector<double>(n, 0.0) : std::vector<double>(),
                     {},
                     {}};
     for (int64_t r = 0; r < slots_.count; ++r) {
+      const auto slot = static_cast<size_t>(r);
+      const double c_r =
+          slot_error && count_[slot] > 0 ? slot_error(p_sum_[slot], count_[slot]) : 0.0;
       for (int64_t i = 0; i < dv_; ++i) {
         out.a[i] += std::fabs(num_[r * dv_ + i]);
+        const double dev = std::fabs(num_[r * dv_ + i] - o[i] * p_sum_[slot]);
+        out.dev[i] += dev;
+        if (slot_error) out.dev_weighted[i] += c_r * dev;
         out.walk[i] = std::max(out.walk[i], hi_[r * dv_ + i] - lo_[r * dv_ + i]);
         out.rescale_walk[i] += coef_max_[r * dv_ + i];
       }
@@ -1042,7 +1098,9 @@ class PartialWalks {
   const RankSlots& slots_;
   int64_t dv_;
   size_t cells_;
-  std::vector<double> p_sum_, num_, hi_, lo_, coef_max_;
+  std::vector<double> p_sum_;
+  std::vector<int64_t> count_;
+  std::vector<double> num_, hi_, lo_, coef_max_;
 };
 
 // One element's sums over the row's keys (§2, §3): T_key,i, S_i and S'_i = sum_j P_j (1 + e_j)
@@ -1085,6 +1143,7 @@ struct SumsScope {
   bool walk = false;                // §10: each accumulator sums its keys in position order
   int64_t merge_terms = 0;          // §5: the merge sum's terms, for its nodes (0: none)
   bool constants_apart = false;     // §10: the rounded constants by covariance (cov), not per key
+  SlotError slot_error;             // §5: each partial's weight error, where known
 };
 std::vector<ElementSums> element_sums(const Case& c, std::span<const int64_t> keys, int64_t g,
                                       const double* o, const KeyErrors& k, const CastError& cast,
@@ -1200,7 +1259,7 @@ std::vector<ElementSums> element_sums(const Case& c, std::span<const int64_t> ke
       for (size_t x = 0; x < n; ++x)
         walks->add(keys[x], k.p[x], c.v_row(keys[x], g, row_buf.data()), o);
     }
-    *parts = walks->finish(scope.merge_terms);
+    *parts = walks->finish(scope.merge_terms, o, scope.slot_error);
   }
   return e;
 }
@@ -1224,11 +1283,15 @@ struct TermsOut {
 // docs/tolerances.md §5, the merged output: the single device's error B1 (its first-order bound
 // with its own second-order factor), then the merge, exactly: with Q = F1 S'_i bounding
 // sum_r w_r |O_r,i| of the computed partials and R = (1 + C)/(1 - C),
-//   E_X   = B_v R Q + C/(1 - C) (Q + |O_i| + B1)      (partial values, the weights' common error)
+//   E_X   = B_v R Q + (min(C (Q + |O_i|), W) + C B1)/(1 - C)  (partial values, the weights' error)
 //   E_div = (E_n + D_b (|O_i| + B1 + E_X))/(1 - D_b)  (the numerator's and denominator's own)
 //   |O^ - O| <= (1 + F)(B1 + E_X + E_div + A) + F |O_i|,
 // E_n = N_b (1 + B_v) R Q the numerator's own error, A the merge's absolute terms times
-// (1 + N_b) R / (1 - D_b), the sums they pass through.
+// (1 + N_b) R / (1 - D_b), the sums they pass through. The weights' errors c_r, |c_r| <= C_r <= C,
+// enter as sum_r w*_r c_r (O~_r - X), their common part cancelling: at most sum_r C_r w*_r
+// |O^v_r,i - O*_i| + C (B1 + B_v Q + E_X), the computed partials' spread about the output. In any
+// partition the first is at most C (Q + |O_i|); where the exact partials are known, at most
+// W = sum_r C_r |t_r - w_r O_i| + C V (`spread`; else infinity), V of partial_spread.
 // Where the exact partials are known (sums: their terms t_r = w_r O_r,i), E_n is also at most
 // the terms' own factors N_p (1 + B_v) R Q plus the sum's roundings over its nodes: any order of
 // N_m terms makes N_m - 1 nodes, the l-th largest a sum of at most N_m - l + 1 terms, at most
@@ -1279,10 +1342,26 @@ double numerator_error(double q, const Merge& m, const std::optional<ExactTerms>
   return m.scaled_uncast ? std::min(e_n, casts) : e_n;
 }
 
-double merged_o_bound(double b1, double o, double q, const Merge& m, double max_abs_v, double e_n) {
+// §5: the computed partials' spread about the one-device merge O*, from the exact partials:
+// w*_r |O^v_r,i - O*_i| <= |w*_r O^v_r,i - t_r| + |t_r - w_r O_i| + |O_i| |w_r - w*_r| + w*_r
+// |O_i - O*_i|. The second is partial r's share of Dev_i (PartialSums::dev); over the partials the
+// first is at most Q - A (q_less_a: the computed numerators' and denominator's errors, as Q bounds
+// them), the third E_w |O_i| (the computed denominators l^_r are within E_l = (1 + g)(1 + e_bar) -
+// 1 of the exact weights in all, and so is their total of 1, so w*_r = l^_r / sum_s l^_s is within
+// E_w = 2 E_l / (1 - E_l) of them), the last B1 (merged_o_bound adds it); a sink, weight p_sigma
+// and no value, adds p_sigma |O_i|. V, all but Dev_i and B1: infinity where E_l reaches kMaxLogArg.
+double partial_spread(double q_less_a, double o, double p_sink, double e_l) {
+  if (!(e_l < kMaxLogArg)) return std::numeric_limits<double>::infinity();
+  return q_less_a + (p_sink + 2.0 * e_l / (1.0 - e_l)) * std::fabs(o);
+}
+
+double merged_o_bound(double b1, double o, double q, const Merge& m, double max_abs_v, double e_n,
+                      double spread) {
   const double R = (1.0 + m.weight) / (1.0 - m.weight);
   const double vr = (1.0 + m.value) * R;
-  const double e_x = m.value * R * q + m.weight / (1.0 - m.weight) * (q + std::fabs(o) + b1);
+  const double e_x =
+      m.value * R * q +
+      (std::min(m.weight * (q + std::fabs(o)), spread) + m.weight * b1) / (1.0 - m.weight);
   // One merge of all N (sum_terms > 0): the denominator's own error scales the merge of the
   // computed partials, X, |X| <= |O_i| + B1 + E_X: Ô = (X + E_n) / (1 + d), d the weights' mean
   // of the terms' errors, |d| <= D_b. A pairwise tree's inner levels divide apart: (1 + B_v) R Q.
@@ -1342,9 +1421,14 @@ void o_bounds(const Case& c, std::span<const int64_t> keys, int64_t g, const dou
       m && un.a.layout && m->sum_terms == un.shards && m->sum_terms <= kMaxExactMergeTerms
           ? m->sum_terms
           : 0;
+  // §5: each partial's own weight error, where the layout names the partials, all N merge at once
+  // and no sink joins one of them.
+  SlotError slot_error;
+  if (m && m->per_partial && un.a.layout && k.p_sink == 0.0)
+    slot_error = [&](double w_r, int64_t n_r) { return partial_weight_error(un, *m, w_r, n_r); };
   const std::vector<ElementSums> sums =
       element_sums(c, keys, g, o_ref, k, cast_error,
-                   SumsScope{sums_layout, walk, merge_n, constants_apart}, &parts);
+                   SumsScope{sums_layout, walk, merge_n, constants_apart, slot_error}, &parts);
   // The output's store, of the computed value within `b` of O_i; exact where the scaled form's
   // merge_accum sum is the output and `out` holds every value of merge_accum (§5), unless a
   // subnormal one may be flushed.
@@ -1393,8 +1477,19 @@ void o_bounds(const Case& c, std::span<const int64_t> keys, int64_t g, const dou
       // v_ji| the exact partials' where the layout is known, else A = S (any partition).
       const double a = un.a.layout ? parts.a[i] + kEvalRel * e.s : e.s;
       // The P cast's subnormal floor is in C_i (with its relative part, counted twice).
-      const double q =
-          (std::min(a, e.s) + num_factor * e.s_weighted - e.s + floor) / den_factor + e.cast;
+      const double a_used = std::min(a, e.s);
+      const double q = (a_used + num_factor * e.s_weighted - e.s + floor) / den_factor + e.cast;
+      // The partials' spread about the output times their weights' errors, where the exact
+      // partials are known and all N merge at once (a pairwise tree's weights compound over its
+      // levels): each partial's own C_r where known, else C.
+      double spread = std::numeric_limits<double>::infinity();
+      if (un.a.layout && m->sum_terms > 0) {
+        const double dev =
+            parts.dev_weighted.empty() ? m->weight * parts.dev[i] : parts.dev_weighted[i];
+        spread = dev + m->weight * (kEvalRel * (e.s + std::fabs(o)) +
+                                    partial_spread(q - a_used, o, k.p_sink,
+                                                   (1.0 + co.g) * (1.0 + k.e_bar) - 1.0));
+      }
       std::optional<ExactTerms> exact;
       if (merge_n > 1) {
         const auto nodes = static_cast<size_t>(merge_n - 1);
@@ -1406,8 +1501,8 @@ void o_bounds(const Case& c, std::span<const int64_t> keys, int64_t g, const dou
             kEvalRel * e.s};
       }
       const double e_n = numerator_error(q, *m, exact);
-      bound = merged_o_bound(bound, o, q, *m, max_abs_v, e_n);
-      stat = merged_o_bound(stat, o, q, *m, max_abs_v, e_n);
+      bound = merged_o_bound(bound, o, q, *m, max_abs_v, e_n, spread);
+      stat = merged_o_bound(stat, o, q, *m, max_abs_v, e_n, spread);
     }
     const double oracle = kOracleRel * (std::fabs(o) + e.s);
     ob[i] = stored(bound, o) + oracle;
@@ -1501,7 +1596,8 @@ RowBound bound_row(const Case& c, const Attention& ref, const Units& un,
       key_errors(un, c.softcap, c.seq(), in, L_ref, running_max_of(un, keys, in, accumulators));
   const Coefficients co = accumulation(un, accumulated_terms(un, keys, in));
   const double L_abs = lse_abs_bound(in.M, in.n_eff);
-  const std::optional<Merge> m = merge_terms(un, in.n_eff, lse_range(un, keys, k, L_ref, L_abs));
+  const std::optional<Merge> m =
+      merge_terms(un, in.n_eff, lse_range(un, keys, k, L_ref, L_abs), L_ref);
   const double kappa = first_order_kappa(k, co);
   const double second = second_order_factor(kappa);
 

@@ -762,6 +762,63 @@ TEST(ToleranceSensitivity, EveryRoundingOfAScaledMergeIsCharged) {
   }
 }
 
+// The merge's weights are charged on the partials' spread about the output (docs/tolerances.md §5,
+// V): two ranks of 319 keys (interleave 319), rank 0's at logit 0 and rank 1's at 2^-11, so L_0 =
+// ln 319 and L_1 = ln 319 + 2^-11, 0.486 and 0.502 of a bf16 ulp above the grid in [4, 8): stored
+// as bf16 partial LSEs they round down and up by about half an ulp, 0.015 each, weight errors of
+// opposite sign. Each rank's values are one value per component, a and b = a (1 - d), d in
+// [2^-6, 2^-3], so the partials sit close to the output, Dev_i = |a - b| / 2, and a merge of the
+// stored LSEs (in double, stored to fp32) moves O by 0.0154 Dev_i, about half of what C = 2^-8
+// L_mag charges the weights. Charged on Q + |O_i| = 2|a|, 4 / d times Dev_i, it reads 0.015 or
+// less.
+TEST(ToleranceSensitivity, MergeWeightsAreChargedOnThePartialsSpread) {
+  constexpr int64_t kRankKeys = 319, kDv = 256;
+  CaseSpec spec{.head_dim = 16, .v_dim = kDv, .seq = 2 * kRankKeys};
+  oracle::Case c = make_case(spec);
+  std::fill(c.q.data.begin(), c.q.data.end(), 0.0);
+  c.q.data[0] = 1.0;  // s_j = k_j0 / 4 (tau = 1/4)
+  std::fill(c.k.data.begin(), c.k.data.end(), 0.0);
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<double> mag(1.0, 2.0), gap(0x1p-6, 0x1p-3);
+  std::vector<double> a(kDv), b(kDv);
+  for (int64_t i = 0; i < kDv; ++i) {
+    a[i] = oracle::round_to(oracle::DType::f32, (rng() % 2 ? 1.0 : -1.0) * mag(rng));
+    b[i] = oracle::round_to(oracle::DType::f32, a[i] * (1.0 - gap(rng)));
+  }
+  for (int64_t j = 0; j < spec.seq; ++j) {
+    const bool rank1 = j >= kRankKeys;
+    c.k.data[static_cast<size_t>(j * spec.head_dim)] = rank1 ? 0x1p-9 : 0.0;
+    for (int64_t i = 0; i < kDv; ++i)
+      c.v.data[static_cast<size_t>(j * kDv + i)] = rank1 ? b[i] : a[i];
+  }
+  auto ref = oracle::reference(c);
+  ASSERT_TRUE(ref.ok()) << ref.status().message();
+  oracle::Arithmetic claim;
+  claim.shards = 2;
+  claim.layout = oracle::Ownership{2, kRankKeys, {}};
+  claim.partial_lse = oracle::DType::bf16;
+  auto bound = oracle::derive_bound(c, *ref, claim);
+  ASSERT_TRUE(bound.ok()) << bound.status().message();
+  // The partials as exchanged: O_r exact, L_r stored in bf16; merged in double, stored in fp32.
+  const std::array<double, 2> lse = {
+      oracle::round_to(oracle::DType::bf16, std::log(double{kRankKeys})),
+      oracle::round_to(oracle::DType::bf16, 0x1p-11 + std::log(double{kRankKeys}))};
+  ASSERT_LT(lse[0], std::log(double{kRankKeys}) - 0.015);
+  ASSERT_GT(lse[1], 0x1p-11 + std::log(double{kRankKeys}) + 0.015);
+  const double top = std::max(lse[0], lse[1]);
+  const double w0 = std::exp(lse[0] - top), w1 = std::exp(lse[1] - top);
+  oracle::Tensor<double> o = ref->o, l = ref->lse;
+  for (int64_t i = 0; i < kDv; ++i)
+    o.data[static_cast<size_t>(i)] =
+        oracle::round_to(oracle::DType::f32, (w0 * a[i] + w1 * b[i]) / (w0 + w1));
+  l.data[0] = oracle::round_to(oracle::DType::f32, top + std::log(w0 + w1));
+  auto cmp = oracle::compare(o, l, *ref, *bound);
+  ASSERT_TRUE(cmp.ok()) << cmp.status().message();
+  RecordProperty("o_error_over_bound", std::to_string(cmp->o_worst.ratio));
+  EXPECT_TRUE(cmp->pass()) << cmp->summary();
+  EXPECT_GT(cmp->o_worst.ratio, 0.4) << cmp->summary();
+}
+
 // Each partial's sums hold only its own keys (docs/tolerances.md §4): with the layout claimed, the
 // accumulation's gamma counts the busiest partial's keys, not the row's. An fp32 accumulation (adds
 // that may truncate: u = 2^-23) of 300,000 keys in one partial in tiles of 64 is refused for kappa
