@@ -942,28 +942,33 @@ std::optional<Merge> merge_terms(const Units& un, double n_eff, const LseRange& 
 }
 
 // §5: C_r, the weight error of a partial of exact weight w_r = e^(L_r - L) > 0 and n_r keys, in one
-// merge of all N: C's terms at this partial's own size. Its LSE's log, eps_log(ln n_r) (l_r <=
-// n_r); each rounding of its add, base conversion and store half an ulp of the binade of the value
-// it rounds, |L^_r| <= |L_r| + margin in natural units or log2 e times it in base 2 (whose error is
-// ln 2 times as much in natural units); the merge's argument u_s (|L^_r| + L_mag) for its operands
-// and 2u_s |L^_r - M| <= 2u_s (max(-ln w_r, ln N) + margin) for the subtraction and the rounded
-// log2 e (M the largest partial LSE or the merged one, within ln N of L). The margin covers the
-// computed partial LSE's own error: its keys' weights within kappa <= kMaxKappa (beyond which the
-// row is refused), -ln(1 - kMaxKappa), and its roundings, lambda. Never above C.
+// merge of all N: C's terms at this partial's own size, each never above C's. The margin mu covers
+// the computed partial LSE's own error: its keys' weights within kappa <= kMaxKappa (beyond which
+// the row is refused), -ln(1 - kMaxKappa), and its roundings, lambda. Its log, eps_log(ln n_r +
+// mu) (l^_r <= n_r (1 + kappa)). Each rounding of its add m_r + ln l_r, base conversion and store,
+// half an ulp of the binade of the value it rounds: the add's and the conversion's operands and
+// results are within |L_r| + ln n_r + mu (m_r in [L_r - ln n_r, L_r]), the store's within |L_r| +
+// mu; in natural units, or log2 e times that in base 2 (an error ln 2 times as much in natural
+// units). The merge's argument: u_s (|L^_r| + L_mag) for its operands and 2u_s |L^_r - M^| for the
+// subtraction and the rounded log2 e, M^ the largest partial LSE (within ln N + mu of L) or the
+// merged one (within mu + Merge::lse): |L^_r - M^| <= max(-ln w_r, ln N) + 2 mu + Merge::lse.
 double partial_weight_error(const Units& un, const Merge& m, double w_r, int64_t n_r) {
   const PerPartial& pp = *m.per_partial;
   const double L_r = pp.L + std::log(w_r);
   if (!std::isfinite(L_r)) return m.weight;
-  const double margin = -std::log1p(-kMaxKappa) + pp.lam;
-  const double y = std::fabs(L_r) + margin;
-  const auto rounding = [&](DType t) {
+  const double mu = -std::log1p(-kMaxKappa) + pp.lam;
+  const double ln_n = std::log(std::max<double>(1.0, static_cast<double>(n_r)));
+  const double stored = std::fabs(L_r) + mu, summed = stored + ln_n;
+  const auto rounding = [](DType t, double y) {
     return std::max(rounding_error(t, y), kLn2 * rounding_error(t, kLog2e * y));
   };
-  const double lam = std::min(
-      pp.lam, un.eps_log(std::log(std::max<double>(1.0, static_cast<double>(n_r)))) +
-                  kPartialLseRoundings * rounding(un.a.accum) + rounding(un.a.partial_lse));
-  const double spread = std::max(-std::log(w_r), std::log(static_cast<double>(un.shards))) + margin;
-  const double arg = std::min(pp.arg, un.u_s * (y + pp.mag + kMergeArgRoundingsSpread * spread));
+  const double lam =
+      std::min(pp.lam, un.eps_log(ln_n + mu) + kPartialLseRoundings * rounding(un.a.accum, summed) +
+                           rounding(un.a.partial_lse, stored));
+  const double spread =
+      std::max(-std::log(w_r), std::log(static_cast<double>(un.shards))) + 2.0 * mu + m.lse;
+  const double arg =
+      std::min(pp.arg, un.u_s * (stored + pp.mag + kMergeArgRoundingsSpread * spread));
   const double c_r = (1.0 + exp_error(lam, exp_error(arg, pp.eps_m))) * (1.0 + pp.chain) - 1.0;
   return std::min(m.weight, c_r);
 }
@@ -1289,7 +1294,7 @@ struct TermsOut {
 // E_n = N_b (1 + B_v) R Q the numerator's own error, A the merge's absolute terms times
 // (1 + N_b) R / (1 - D_b), the sums they pass through. The weights' errors c_r, |c_r| <= C_r <= C,
 // enter as sum_r w*_r c_r (O~_r - X), their common part cancelling: at most sum_r C_r w*_r
-// |O^v_r,i - O*_i| + C (B1 + B_v Q + E_X), the computed partials' spread about the output. In any
+// |O^v_r,i - O_i| + C (B1 + B_v Q + E_X), the computed partials' spread about the output. In any
 // partition the first is at most C (Q + |O_i|); where the exact partials are known, at most
 // W = sum_r C_r |t_r - w_r O_i| + C V (`spread`; else infinity), V of partial_spread.
 // Where the exact partials are known (sums: their terms t_r = w_r O_r,i), E_n is also at most
@@ -1478,7 +1483,9 @@ void o_bounds(const Case& c, std::span<const int64_t> keys, int64_t g, const dou
       const double a = un.a.layout ? parts.a[i] + kEvalRel * e.s : e.s;
       // The P cast's subnormal floor is in C_i (with its relative part, counted twice).
       const double a_used = std::min(a, e.s);
-      const double q = (a_used + num_factor * e.s_weighted - e.s + floor) / den_factor + e.cast;
+      // The P cast's C_i passes through the accumulation too: (1 + g).
+      const double q =
+          (a_used + num_factor * e.s_weighted - e.s + floor) / den_factor + (1.0 + co.g) * e.cast;
       // The partials' spread about the output times their weights' errors, where the exact
       // partials are known and all N merge at once (a pairwise tree's weights compound over its
       // levels): each partial's own C_r where known, else C.
@@ -1681,9 +1688,13 @@ bool topk_ascending(const Case& c) {
 // ranks than partials merged.
 Status check_layout(const Case& c, const Arithmetic& a) {
   const Ownership& own = *a.layout;
-  if (own.ranks < 1 || own.ranks > std::max<int64_t>(1, a.shards))
-    return DCP_ERROR("tolerance: layout of ", own.ranks,
-                     " ranks; expected 1 to shards = ", a.shards);
+  // One partial per rank: the merge's N terms are the layout's ranks, and a sink added at the merge
+  // may be one more (a coarser layout would sum the exact partials over unions of them, §5).
+  const int64_t merged = std::max<int64_t>(1, a.shards);
+  if (own.ranks != merged && !(c.has_sink() && own.ranks == merged - 1))
+    return DCP_ERROR("tolerance: layout of ", own.ranks, " ranks; expected shards = ", merged,
+                     c.has_sink() ? " (or shards - 1, a sink merged as its own term)" : "",
+                     ": one partial per rank");
   if (own.owner.empty()) {
     if (own.interleave < 1)
       return DCP_ERROR("tolerance: layout interleave ", own.interleave, "; expected >= 1");

@@ -520,8 +520,8 @@ TEST(ToleranceSensitivity, ExactPartialsOfTheLayoutCannotBeShrunk) {
     m.partial = oracle::DType::bf16;
     m.merge_accum = oracle::DType::bf16;
     m.seed = seed;
-    violated += violated_when_weakened(make_case(spec), m, [](oracle::Arithmetic& a) {
-      a.layout = oracle::Ownership{1, 1, {}};
+    violated += violated_when_weakened(make_case(spec), m, [&](oracle::Arithmetic& a) {
+      a.layout = oracle::Ownership{8, 1, std::vector<int64_t>(spec.seq, 0)};  // every key on rank 0
     });
   }
   RecordProperty("cases_violated_of_40", violated);
@@ -546,7 +546,8 @@ TEST(ToleranceRefusal, NamesALayoutOrATreeThatDoesNotFit) {
     EXPECT_NE(b.status().message().find(what), std::string::npos) << b.status().message();
     EXPECT_FALSE(b.status().unjudgeable()) << "a layout that does not fit is bad input";
   };
-  refused({8, 1, {}}, "layout of 8 ranks; expected 1 to shards = 4");
+  refused({8, 1, {}}, "layout of 8 ranks; expected shards = 4: one partial per rank");
+  refused({2, 1, {}}, "layout of 2 ranks; expected shards = 4: one partial per rank");
   refused({4, 1, std::vector<int64_t>(15, 0)}, "tensor 'owner': 15 entries; expected one per key");
   std::vector<int64_t> owner(16, 1);
   owner[3] = 4;
