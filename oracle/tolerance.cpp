@@ -887,7 +887,8 @@ Merge pairwise_merge(const Units& un, const PartialEntry& p, const LseRange& ran
       std::nullopt};
 }
 
-// docs/tolerances.md §5, the merge of N > 1 partials; nullopt when N = 1.
+// docs/tolerances.md §5, the merge of N > 1 partials; nullopt when N = 1. L: the row's exact LSE,
+// natural units (for each partial's own weight error, partial_weight_error).
 std::optional<Merge> merge_terms(const Units& un, double n_eff, const LseRange& range, double L) {
   if (un.shards <= 1) return std::nullopt;
   const double N = static_cast<double>(un.shards);
