@@ -1011,17 +1011,16 @@ double max_abs_value(const Case& c, std::span<const int64_t> keys, int64_t g) {
 // largest prefix of the keys' first-order coefficients in each rank's position order.
 // And the merge's nodes (§5): T_l, l = 2 .. N_m, of the terms t_r = sum_{j in r} P_j v_ji, N_m
 // the merge sum's terms (ranks holding no key add terms of 0). And |t_r| for each rank slot.
-// And the partials' spread about the output (§5): Dev_i = sum_r |t_r - w_r O_i| = sum_r w_r
-// |O_r,i - O_i|, w_r = sum_{j in r} P_j, the sink's weight apart; and, where each partial's
-// weight error C_r is known (SumsScope::slot_error), sum_r C_r |t_r - w_r O_i|.
+// And, where the partials merge (SumsScope::slot_error), their spread about the output times
+// their weights' errors (§5): sum_r C_r |t_r - w_r O_i| = sum_r C_r w_r |O_r,i - O_i|, w_r =
+// sum_{j in r} P_j, the sink's weight apart.
 struct PartialSums {
-  std::vector<double> a, walk, rescale_walk, dev;  // [Dv] each
-  std::vector<double> dev_weighted;                // [Dv]; empty: no C_r
+  std::vector<double> a, walk, rescale_walk, dev;  // [Dv] each (dev 0 without slot_error)
   std::vector<double> nodes;                       // [Dv, N_m - 1]: T_2 .. T_N_m of each element
   std::vector<double> terms;                       // [Dv, rank slots]: |t_r| of each element
 };
 
-// §5: the weight error C_r of a partial of exact weight w_r and n_r keys; empty: not known.
+// §5: the weight error C_r of a partial of exact weight w_r and n_r keys; empty: no merge.
 using SlotError = std::function<double(double w_r, int64_t n_r)>;
 
 // Accumulates PartialSums one key at a time, the keys in position order: per rank slot and
@@ -1059,14 +1058,13 @@ class PartialWalks {
   }
 
   // o [Dv]: the exact output the walks' coefficients were taken about. slot_error(w_r, n_r): the
-  // weight error of the partial of weight w_r and n_r keys, where known.
+  // weight error of the partial of weight w_r and n_r keys; empty: no merge, no spread.
   PartialSums finish(int64_t merge_terms, const double* o, const SlotError& slot_error) const {
     const auto n = static_cast<size_t>(dv_);
     PartialSums out{std::vector<double>(n, 0.0),
                     std::vector<double>(n, 0.0),
                     std::vector<double>(n, 0.0),
                     std::vector<double>(n, 0.0),
-                    slot_error ? std::vector<double>(n, 0.0) : std::vector<double>(),
                     {},
                     {}};
     for (int64_t r = 0; r < slots_.count; ++r) {
@@ -1075,9 +1073,7 @@ class PartialWalks {
           slot_error && count_[slot] > 0 ? slot_error(p_sum_[slot], count_[slot]) : 0.0;
       for (int64_t i = 0; i < dv_; ++i) {
         out.a[i] += std::fabs(num_[r * dv_ + i]);
-        const double dev = std::fabs(num_[r * dv_ + i] - o[i] * p_sum_[slot]);
-        out.dev[i] += dev;
-        if (slot_error) out.dev_weighted[i] += c_r * dev;
+        out.dev[i] += c_r * std::fabs(num_[r * dv_ + i] - o[i] * p_sum_[slot]);
         out.walk[i] = std::max(out.walk[i], hi_[r * dv_ + i] - lo_[r * dv_ + i]);
         out.rescale_walk[i] += coef_max_[r * dv_ + i];
       }
@@ -1427,11 +1423,15 @@ void o_bounds(const Case& c, std::span<const int64_t> keys, int64_t g, const dou
       m && un.a.layout && m->sum_terms == un.shards && m->sum_terms <= kMaxExactMergeTerms
           ? m->sum_terms
           : 0;
-  // §5: each partial's own weight error, where the layout names the partials, all N merge at once
-  // and no sink joins one of them.
+  // §5: each partial's weight error, where the layout names the partials and all N merge at once:
+  // its own where no sink joins one of them, else C.
   SlotError slot_error;
-  if (m && m->per_partial && un.a.layout && k.p_sink == 0.0)
-    slot_error = [&](double w_r, int64_t n_r) { return partial_weight_error(un, *m, w_r, n_r); };
+  if (m && un.a.layout && m->sum_terms > 0) {
+    const bool own = m->per_partial && k.p_sink == 0.0;
+    slot_error = [&un, &m, own](double w_r, int64_t n_r) {
+      return own ? partial_weight_error(un, *m, w_r, n_r) : m->weight;
+    };
+  }
   const std::vector<ElementSums> sums =
       element_sums(c, keys, g, o_ref, k, cast_error,
                    SumsScope{sums_layout, walk, merge_n, constants_apart, slot_error}, &parts);
@@ -1492,11 +1492,9 @@ void o_bounds(const Case& c, std::span<const int64_t> keys, int64_t g, const dou
       // levels): each partial's own C_r where known, else C.
       double spread = std::numeric_limits<double>::infinity();
       if (un.a.layout && m->sum_terms > 0) {
-        const double dev =
-            parts.dev_weighted.empty() ? m->weight * parts.dev[i] : parts.dev_weighted[i];
-        spread = dev + m->weight * (kEvalRel * (e.s + std::fabs(o)) +
-                                    partial_spread(q - a_used, o, k.p_sink,
-                                                   (1.0 + co.g) * (1.0 + k.e_bar) - 1.0));
+        spread = parts.dev[i] + m->weight * (kEvalRel * (e.s + std::fabs(o)) +
+                                             partial_spread(q - a_used, o, k.p_sink,
+                                                            (1.0 + co.g) * (1.0 + k.e_bar) - 1.0));
       }
       std::optional<ExactTerms> exact;
       if (merge_n > 1) {
