@@ -753,6 +753,9 @@ void apply_roundings(const dcpv_claim& c, oracle::Arithmetic& a) {
 // of the production path's claim `a` for a step of N ranks.
 void apply_claim(const dcpv_claim& c, int64_t n, bool partial, bool merged, oracle::Arithmetic& a) {
   apply_roundings(c, a);
+  // The ABI has no word for a dot's order or a merge's form: the plug-in's are any.
+  a.dot_lanes = 0;
+  if (merged) a.merge_scaled = false;
   a.tf32 = c.tf32 != 0;
   a.p_cast = c.p_cast == DCPV_F32 ? std::nullopt : claim_format(c.p_cast);
   a.tile = c.tile;
@@ -951,6 +954,7 @@ oracle::Arithmetic plugin_claim(const Plugin& p, const gpu::DcpConfig& cfg, bool
   } else if (combines && !partial) {  // the production partials, the plug-in's merge
     apply_roundings(c, a);
     a.merge_accum = *claim_format(c.combine_accum);
+    a.merge_scaled = false;  // the plug-in's merge, of any form
   }
   if (!partial && (p.attends() || combines)) single_partial_merge(c, a);
   return a;

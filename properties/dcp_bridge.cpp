@@ -222,6 +222,9 @@ oracle::Arithmetic host_claim(const gpu::DcpConfig& cfg, bool partial) {
   if (!partial && cfg.splits == 1 && a.shards > 1)
     a.layout = oracle::Ownership{cfg.layout.ranks, cfg.layout.interleave, {}};
   a.tile = cfg.tile;
+  // Each q.k dot is one chain over the head dimension in component order (body::
+  // partial_attention; the CUDA kernels run the same body, one key per thread).
+  a.dot_lanes = 1;
   a.tf32 = m.tf32;
   if (m.p_cast != gpu::StorageFormat::f32) a.p_cast = to_oracle_dtype(m.p_cast);
   if (m.exp == gpu::ExpImpl::poly3) a.exp_rel_err = gpu::kExp2Poly3RelErr;
@@ -242,6 +245,10 @@ oracle::Arithmetic host_claim(const gpu::DcpConfig& cfg, bool partial) {
     // The weights' sum of either combine (MergeAcc's z) is fp32 beside any reduce-scatter format.
     a.merge_lse_accum = oracle::DType::f32;
     a.merge_terms = cfg.layout.ranks;  // split-KV pieces merge in fp32 within their rank
+    // ag_rs's merge is the scaled form: body::agrs_scale rounds base^(L_r - L) O_r to math.merge,
+    // with L the group LSE every rank computes alike from the gathered LSEs, and the
+    // reduce-scatter's sum of those is the output, then only stored (a2a divides its sum).
+    a.merge_scaled = cfg.strategy == gpu::CommStrategy::ag_rs;
     a.out = to_oracle_dtype(cfg.out_dtype);
     a.lse_out = a.out;
   }

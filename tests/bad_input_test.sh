@@ -100,7 +100,7 @@ if [ "$(id -u)" -ne 0 ]; then  # root may write anywhere
 fi
 bad "check --json in a missing folder" -- "$bin" check --case "$case" --result "$result" --json "$tmp/no/such/r.json"
 # A run refused after its --json was checked leaves the old report as it was.
-bad "run refused after --json" -- "$bin" run --json "$tmp/old.json" --head-dim 65536 --v-dim 4 --seq 8
+bad "run refused after --json" -- "$bin" run --json "$tmp/old.json" --exp poly3 --tile 1 --seq 8000 --head-dim 8 --v-dim 4
 says "the oracle cannot judge" "run refused after --json"
 
 echo "== aborts: sizes beyond what can be allocated or counted"

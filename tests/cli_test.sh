@@ -459,7 +459,7 @@ assert d["reproduce"].startswith("dcp-verify run --seed 1 --preset llama3-70b")
 PY
 then passes=$((passes + 1)); else echo "FAIL: run --json schema"; failures=$((failures + 1)); fi
 for bad in "--batch 0" "--comm single-gpu" "--preset k3" "--softcap nan" \
-           "--head-dim 100000 --seq 20 --heads 2 --kv-heads 1"; do
+           "--exp poly3 --tile 1 --seq 8000 --heads 2 --kv-heads 1"; do
   # shellcheck disable=SC2086
   expect 2 "run $bad" -- "$bin" run $bad
   one_line_stderr "run $bad"

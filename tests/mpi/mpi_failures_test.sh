@@ -46,7 +46,7 @@ one_line "world size checked before the header" "4 processes but --tp-size is 2"
 [ -s "$tmp/out" ] && { echo "FAIL: the header was printed before the world-size check"; failures=$((failures + 1)); }
 # An oracle refusal (every rank judges its share; rank 0 the output too) ends both ranks before
 # either starts the next case.
-run_job "an oracle refusal" 2 -- -np 2 "$bin" run --comm mpi --dcp-size 2 --head-dim 65536 --v-dim 4 --seq 8 --cases 3
+run_job "an oracle refusal" 2 -- -np 2 "$bin" run --comm mpi --dcp-size 2 --exp poly3 --tile 1 --seq 8000 --head-dim 8 --v-dim 4 --cases 3
 one_line "an oracle refusal" "the oracle cannot judge"
 
 # start_long_job [FLAGS...]: a run of a million small cases in the background (job=its pid),

@@ -8,6 +8,7 @@
 
 #include "plugin/plugin.hpp"
 #include "properties/case_gen.hpp"
+#include "properties/dcp_bridge.hpp"
 #include "properties/dcp_setup.hpp"
 
 namespace dcp::plugin {
@@ -85,6 +86,56 @@ TEST(Plugin, TheClaimCoversTheLevelsItProvides) {
   // ag_rs: the production combine runs, and the claim is the production path's.
   cfg.strategy = gpu::CommStrategy::ag_rs;
   EXPECT_EQ(plugin_claim(p, cfg, false).merge_accum, oracle::DType::f32);
+}
+
+// The production path states its dots' order and its ag_rs merge's form (props::host_claim); the
+// ABI has no word for either, so a plug-in's own levels are judged in any order and any form, and
+// the production path's words stay only on the levels it still runs.
+TEST(Plugin, TheProductionPathsOrderAndFormAreClaimedOnlyWhereItsLevelsRun) {
+  gpu::DcpConfig cfg;
+  cfg.tp_size = 4;
+  cfg.layout = {4, 1};
+  cfg.strategy = gpu::CommStrategy::ag_rs;
+  EXPECT_EQ(props::host_claim(cfg, true).dot_lanes, 1);
+  EXPECT_EQ(props::host_claim(cfg, false).dot_lanes, 1);
+  EXPECT_TRUE(props::host_claim(cfg, false).merge_scaled);
+  EXPECT_FALSE(props::host_claim(cfg, true).merge_scaled);  // a partial has no merge
+  cfg.strategy = gpu::CommStrategy::a2a;
+  EXPECT_FALSE(props::host_claim(cfg, false).merge_scaled);  // a2a divides its sum
+
+  static const dcpv_impl attends = {
+      DCPV_ABI_VERSION,
+      "partial and combine",
+      dcpv_claim{1, 0, 0, 0.0, 0.0, DCPV_F32, 1, 1, DCPV_F32, DCPV_F32},
+      nullptr,
+      refusing_partial,
+      unused_combine,
+      nullptr};
+  static const dcpv_impl combines = {
+      DCPV_ABI_VERSION,
+      "combine",
+      dcpv_claim{1, 0, 0, 0.0, 0.0, DCPV_F32, 1, 1, DCPV_F32, DCPV_F32},
+      nullptr,
+      nullptr,
+      unused_combine,
+      nullptr};
+  const Plugin a = in_process(attends), c = in_process(combines);
+  for (const gpu::CommStrategy st : {gpu::CommStrategy::ag_rs, gpu::CommStrategy::a2a}) {
+    cfg.strategy = st;
+    const bool production_merge = st == gpu::CommStrategy::ag_rs;  // a plug-in combines in a2a
+    // Its own partials: any order, in the partial's claim and in the merge's.
+    EXPECT_EQ(plugin_claim(a, cfg, true).dot_lanes, 0);
+    EXPECT_EQ(plugin_claim(a, cfg, false).dot_lanes, 0);
+    EXPECT_EQ(plugin_claim(a, cfg, false).merge_scaled, production_merge);
+    // The production path's partials under the plug-in's combine (a2a) or the production one.
+    EXPECT_EQ(plugin_claim(c, cfg, true).dot_lanes, 1);
+    EXPECT_EQ(plugin_claim(c, cfg, false).dot_lanes, 1);
+    EXPECT_EQ(plugin_claim(c, cfg, false).merge_scaled, production_merge);
+    // A whole step is the plug-in's.
+    EXPECT_EQ(plugin_step_claim(a, cfg, true).dot_lanes, 0);
+    EXPECT_EQ(plugin_step_claim(a, cfg, false).dot_lanes, 0);
+    EXPECT_FALSE(plugin_step_claim(a, cfg, false).merge_scaled);
+  }
 }
 
 }  // namespace
