@@ -1185,6 +1185,83 @@ oracle::Expected<ExpVerdict> run_rescale(Prober& pr, const PairsResult& pairs, i
   return judge_exp(ws, std::nullopt, 0.0, "the rescales of a tile's sums");
 }
 
+// --- log: the LSE's logarithm ----------------------------------------------------------------
+
+// Rows whose weights sum to an integer n exactly: n keys at logit 0 (each weight exp~(0)) and the
+// rest at kFarLogit (weight 0), so the LSE is log~(n) (in the LSE's base), within exp~(0)'s error
+// and the rounding of the sum of n such weights, both charged to the log here (a claim larger
+// than the log's own error, never smaller). 128 rows, n spread log-uniformly over [2, 2048]
+// (significands all over [1, 2)), in four runs of 32 heads, each run as long as its largest n. A
+// merge of its own is measured the same way: N ranks of one such key each (partial LSEs equal,
+// weights exp~(0 - 0)), the merged LSE L_r + log~(N) for N = 2 .. 8.
+constexpr int64_t kLogHeads = 32, kLogRuns = 4, kLogMaxKeys = 2048, kLogMaxRanks = 8;
+// The claim's floor: one ulp of an fp32 result, relative (the math libraries' logf, glibc's and
+// CUDA's, are within it; a sample of arguments may miss a log's worst).
+constexpr double kLogFloor = 0x1p-23;
+// The default log budget is 2^-21 absolute near ln x = 0 and 3 ulp relative elsewhere
+// (Arithmetic::log_abs, log_ulps): a claim r max(1, |ln x|) is below it everywhere for r <= 3 ulp.
+constexpr double kLogDefault = 3.0 * 0x1p-23;
+
+struct LogVerdict {
+  bool measured = false;
+  double worst = 0.0;  // |error| / max(1, |log x|), in the LSE's base
+  double at = 0.0;     // its argument
+  int64_t samples = 0;
+  std::string why_not;  // where not measured
+};
+
+// The largest error of observed log~(x) values against log_base(x), relative to max(1, |result|).
+void note_log(LogVerdict& v, double observed, double x, double ln_base) {
+  const double exact = std::log(x) / ln_base;
+  const double e = std::fabs(observed - exact) / std::max(1.0, std::fabs(exact));
+  ++v.samples;
+  if (e > v.worst) v.worst = e, v.at = x;
+}
+
+oracle::Expected<LogVerdict> run_kernel_log(Prober& pr) {
+  constexpr int64_t kRows = kLogHeads * kLogRuns;
+  std::vector<int64_t> counts;  // ascending
+  for (int64_t i = 0; i < kRows; ++i)
+    counts.push_back(std::max<int64_t>(
+        2, std::llround(std::exp2(1.0 + 10.0 * (static_cast<double>(i) + 0.5) / kRows))));
+  LogVerdict v;
+  v.measured = true;
+  for (int64_t run = 0; run < kLogRuns; ++run) {
+    const int64_t* n = counts.data() + run * kLogHeads;
+    Grid g(1, kLogHeads, std::min(kLogMaxKeys, n[kLogHeads - 1]));
+    for (int64_t h = 0; h < kLogHeads; ++h) {
+      g.qa(0, h, kFar) = 1.0f;
+      for (int64_t j = n[h]; j < g.keys; ++j) g.ka(j, h, kFar) = kFarLogit;
+    }
+    auto o = pr.run("log", std::move(g), 1);
+    if (!o) return o.status();
+    for (int64_t h = 0; h < kLogHeads; ++h)
+      note_log(v, o->rank0_lse()[static_cast<size_t>(h)], static_cast<double>(n[h]), pr.ln_base());
+  }
+  return v;
+}
+
+oracle::Expected<LogVerdict> run_merge_log(Prober& pr) {
+  LogVerdict v;
+  for (int64_t n = 2; n <= kLogMaxRanks; ++n) {
+    Grid g(1, n, n);  // key j on rank j: one key of logit 0 each (a head per rank, as TP takes)
+    auto o = pr.run("merge log", std::move(g), n);
+    if (!o) return o.status();
+    if (holding_format(o->lse) != DType::f32) {
+      v.why_not = "the merged LSE is stored in 16 bits";
+      return v;
+    }
+    v.measured = true;
+    for (size_t h = 0; h < o->lse.size(); ++h) {
+      // Every rank's partial LSE is the same log~(exp~(0)); where the partials are returned the
+      // merged LSE is measured from it, else from 0 (exp~(0)'s error then counts too).
+      const double lr = o->partial_lse.empty() ? 0.0 : o->partial_lse[0][h];
+      note_log(v, o->lse[h] - lr, static_cast<double>(n), pr.ln_base());
+    }
+  }
+  return v;
+}
+
 // --- merge: the implementation's own combine ------------------------------------------------
 
 struct MergeVerdict {
@@ -1382,12 +1459,14 @@ Footprint probe_footprint() {
   // truncation models); the tile rows (2,048 keys x 64 heads x (Dk + Dv)), five calls; the tile
   // fits (candidates x habits x rows x keys, 132 x 3 x 128 x 2,048 at most); the rescale rows
   // (16 tokens x 32 heads x two tiles of up to 2,048 keys, as many keys as the sums' rows); the
-  // dot lanes rows (at most 32 rows of 256 keys x (256 + 256) at each of its three widths).
+  // dot lanes rows (at most 32 rows of 256 keys x (256 + 256) at each of its three widths); the
+  // log rows (four runs of 32 heads, each of at most 2,048 keys; the merges' are a few keys).
   const double work = 4.0 * kSumsKeys * kSumsHeads * 2.0 * kDim +
                       5.0 * 2.0 * kTileRows * kTileStride * kTileHeads * 2.0 * kDim +
                       132.0 * 3.0 * kTileRows * kTileKeys +
                       kRescaleTokens * kRescaleHeads * 2.0 * kTileKeys * 2.0 * kDim +
-                      3.0 * 32.0 * 256.0 * 2.0 * 256.0;
+                      3.0 * 32.0 * 256.0 * 2.0 * 256.0 +
+                      kLogRuns * kLogHeads * kLogMaxKeys * 2.0 * kDim;
   return {kCopies * kKvBytes, work, "the sums experiment's K and V"};
 }
 
@@ -1409,6 +1488,9 @@ oracle::Expected<ProbeReport> probe(const ProbeTarget& target) {
     rep.calls = pr.calls();
     if (target.on_experiment) target.on_experiment(experiment, rep);
   };
+  // The logs measured (whose, and what was seen), and why any the implementation takes was not.
+  std::vector<std::pair<std::string, LogVerdict>> logs;
+  std::vector<std::string> log_gaps;
 
   if (target.attend) {
     start("the partial's weights, format and P cast (pairs of keys)");
@@ -1512,6 +1594,14 @@ oracle::Expected<ProbeReport> probe(const ProbeTarget& target) {
       rep.findings.push_back({"rescale exponential", "the kernel's",
                               "not measured: the rescales' tile is not resolved"});
     }
+    if (pairs->lse_format == DType::f32) {
+      start("the partial LSE's log (integer sums)");
+      auto log = run_kernel_log(pr);
+      if (!log) return log.status();
+      logs.push_back({"its partials' LSEs", *log});
+    } else {
+      log_gaps.push_back("the partial LSE is stored in 16 bits");
+    }
   } else {
     rep.findings.push_back({"partial", "not measured",
                             "the implementation computes no partials (the suite's own run)"});
@@ -1547,11 +1637,51 @@ oracle::Expected<ProbeReport> probe(const ProbeTarget& target) {
                                     : "not measured: beside a 16-bit weight sum a division after "
                                       "the sum is not seen"});
       }
+      start("the merge's log (equal partials)");
+      auto log = run_merge_log(pr);
+      if (!log) return log.status();
+      if (log->measured)
+        logs.push_back({"its merged LSEs", *log});
+      else
+        log_gaps.push_back(log->why_not);
     } else {
       rep.findings.push_back({"merge", "not measured", merge->accum_evidence});
+      log_gaps.push_back("its merge is not measured");
     }
   } else {
     rep.findings.push_back({"merge", "not measured", "the implementation has no merge of its own"});
+  }
+
+  // The logs: claimed where every log the implementation takes itself was measured and the largest
+  // error seen, with a quarter's margin and at least an ulp, is below the default budget; the
+  // production path's own logs (libm's logf, within an ulp) are inside any such claim.
+  if (logs.empty() && log_gaps.empty()) {
+    rep.findings.push_back(
+        {"log", "default", "not measured: the implementation takes no log of its own"});
+  } else {
+    double worst = 0.0;
+    std::ostringstream ev;
+    for (const auto& [whose, v] : logs) {
+      worst = std::max(worst, v.worst);
+      ev << (ev.tellp() > 0 ? "; " : "") << "largest |error| " << sci(v.worst)
+         << " of max(1, |log|)"
+         << " (at " << fixed(v.at, 0) << ") over " << v.samples << " arguments (" << whose << ")";
+    }
+    const double claim = round_up_2sig(kExpMargin * std::max(worst, kLogFloor));
+    std::string finding = "default";
+    if (!log_gaps.empty()) {
+      for (const std::string& gap : log_gaps) ev << (ev.tellp() > 0 ? "; " : "") << gap;
+      ev << ": the default kept";
+    } else if (claim > kLogDefault) {
+      ev << ": with a quarter's margin " << sci(claim)
+         << ", above the default budget (3 ulp), which is kept (an exp(0) off by more than an ulp "
+            "shows here too, and exp_rel_err covers it)";
+    } else {
+      c.log_rel_err = claim;
+      finding = claim_number(claim);
+      ev << "; claimed with a quarter's margin, at least an ulp";
+    }
+    rep.findings.push_back({"log", finding, ev.str()});
   }
   rep.calls = pr.calls();
   return rep;
@@ -1571,6 +1701,7 @@ std::vector<std::pair<std::string, std::string>> claim_metadata(const ProbeClaim
     w.push_back({"rescale_exp_rel_err",
                  claim_number(*c.rescale_exp_rel_err > 0.0 ? *c.rescale_exp_rel_err
                                                            : round_up_2sig(kDefaultExp))});
+  if (c.log_rel_err > 0.0) w.push_back({"log_rel_err", claim_number(c.log_rel_err)});
   if (c.ftz) w.push_back({"ftz", "1"});
   if (c.merged) {
     w.push_back({"merge_accum", c.merge_accum});
@@ -1615,6 +1746,7 @@ nlohmann::ordered_json abi_claim_json(const ProbeClaim& c) {
   const double exp = std::max(
       {c.exp_rel_err, c.merged ? c.merge_exp_rel_err : 0.0, c.rescale_exp_rel_err.value_or(0.0)});
   j["exp_rel_err"] = exp > 0.0 ? std::stod(claim_number(exp)) : 0.0;
+  if (c.log_rel_err > 0.0) j["log_rel_err"] = std::stod(claim_number(c.log_rel_err));
   j["tile"] = c.tile;
   if (c.merged) j["merge_accum"] = coarser(c.merge_accum, c.merge_lse_accum);
   return j;
@@ -1661,8 +1793,8 @@ std::string probe_text(const ProbeReport& r) {
   if (!abi_format(c.p_cast == "none" ? "f32" : c.p_cast) || !abi_format(c.partial_dtype))
     os << "# the ABI cannot state an fp8 P cast or partial: judge this kernel's results with "
           "check\n";
-  os << "# measured, not proven: the exponential's error is the largest over the arguments tried;"
-        " not measured, state them where they apply: log_rel_err, splits, tf32 q.k, a 16-bit "
+  os << "# measured, not proven: the exponential's and the log's errors are the largest over the "
+        "arguments tried; not measured, state them where they apply: splits, tf32 q.k, a 16-bit "
         "accum\n";
   return os.str();
 }

@@ -26,7 +26,10 @@
 //             .. 32 lanes, at head dims 64, 128 and 256: in the kernel's order every partial sum
 //             is exact and each key's logit too; in any other a small is dropped against a big;
 //   merge     two ranks with partials of known LSE gaps (where the implementation merges itself):
-//             the merged LSE gives the merge's exponential, the merged O its sums' format.
+//             the merged LSE gives the merge's exponential, the merged O its sums' format;
+//   log       rows of n keys of logit 0 (n in [2, 2048]), whose LSE is log~(n), and merges of
+//             N = 2 .. 8 ranks of one such key each, whose merged LSE is L_r + log~(N): the logs'
+//             largest error.
 // A measurement is not a proof: the exponential's error is the largest seen over the arguments
 // tried (the claim rounds it up to two digits), and each finding says what it rests on.
 //
@@ -86,6 +89,9 @@ struct ProbeClaim {
   // The rescales' own exponential where it is not the kernel's (0: within the default 2 ulp);
   // nullopt: the kernel's (exp_rel_err).
   std::optional<double> rescale_exp_rel_err;
+  // Every log it takes (its partials' and its merge's), relative to max(1, |result|); 0: the
+  // default budget.
+  double log_rel_err = 0.0;
   bool ftz = false;                     // subnormal results flushed to zero
   bool merged = false;                  // the merge fields below were measured
   std::string merge_accum = "f32";      // "f32", "bf16" or "f16": the scaled outputs' sum

@@ -5,6 +5,7 @@
 // longer ones (more arithmetic, tiles, truncating adds).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "gpu/kernels/kernel_math.hpp"
@@ -31,9 +32,11 @@ TEST(Probe, DefaultPathReadsAsFp32NearestUncastWithItsTile) {
   EXPECT_EQ(c.merge_exp_rel_err, 0.0) << probe_text(r);
   // body::partial_attention sums each q.k left to right over the head dimension.
   EXPECT_EQ(c.dot_lanes, 1) << probe_text(r);
+  // libm's logf, in the partials and the merge, within an ulp: the claim's floor, a quarter more.
+  EXPECT_EQ(c.log_rel_err, 1.5e-7) << probe_text(r);
   EXPECT_EQ(claim_words(c),
             "accum f32  accum_rounding nearest  p_cast none  partial_dtype f32  tile 64  "
-            "dot_lanes 1  merge_accum f32  merge_lse_accum f32");
+            "dot_lanes 1  log_rel_err 1.5e-07  merge_accum f32  merge_lse_accum f32");
 }
 
 TEST(Probe, Bf16OutputsShowRoundToNearestThroughMidpoints) {
@@ -67,6 +70,41 @@ TEST(Probe, ANonFiniteOutputIsTheImplementationsFailureNotAMeasurement) {
       r.status().message().find("experiment 'pairs': the implementation's O element 3 is nan"),
       std::string::npos)
       << r.status().message();
+}
+
+// The production path with every LSE it returns, its partials' and the merged, off by
+// d max(1, |L|): a log of that error.
+ProbeTarget log_off_by(double d) {
+  ProbeTarget t;
+  t.backend = props::DcpBackend([d](const gpu::DcpInputs& in, const gpu::DcpConfig& cfg) {
+    gpu::Result<gpu::GroupRun> r = gpu::run_dcp_threads(in, cfg);
+    const auto off = [d](std::vector<float>& lse) {
+      for (float& l : lse)
+        if (std::isfinite(l)) l += static_cast<float>(d * std::max(1.0, std::fabs(double{l})));
+    };
+    if (r) {
+      off(r->lse);
+      for (std::vector<float>& p : r->partial_lse) off(p);
+    }
+    return r;
+  });
+  return t;
+}
+
+TEST(Probe, ALogsErrorIsClaimedWhereBelowTheDefaultBudget) {
+  // 2e-7: above the claim an exact log gets (an ulp and a quarter, 1.5e-7), below 3 ulp.
+  constexpr double kFine = 2e-7, kCoarse = 1e-5;
+  oracle::Expected<ProbeReport> fine = probe(log_off_by(kFine));
+  ASSERT_TRUE(fine) << fine.status().message();
+  EXPECT_GE(fine->claim.log_rel_err, kFine) << probe_text(*fine);
+  EXPECT_LE(fine->claim.log_rel_err, 3.0 * 0x1p-23) << probe_text(*fine);
+  // Past the default budget the default is kept (no word), and the finding says why.
+  oracle::Expected<ProbeReport> coarse = probe(log_off_by(kCoarse));
+  ASSERT_TRUE(coarse) << coarse.status().message();
+  EXPECT_EQ(coarse->claim.log_rel_err, 0.0) << probe_text(*coarse);
+  EXPECT_EQ(coarse->findings.back().what, "log");
+  EXPECT_NE(coarse->findings.back().evidence.find("above the default budget"), std::string::npos)
+      << probe_text(*coarse);
 }
 
 TEST(Probe, WithoutItsOwnLevelsNothingIsMeasured) {
