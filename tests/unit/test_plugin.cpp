@@ -103,22 +103,12 @@ TEST(Plugin, TheProductionPathsOrderAndFormAreClaimedOnlyWhereItsLevelsRun) {
   cfg.strategy = gpu::CommStrategy::a2a;
   EXPECT_FALSE(props::host_claim(cfg, false).merge_scaled);  // a2a divides its sum
 
-  static const dcpv_impl attends = {
-      DCPV_ABI_VERSION,
-      "partial and combine",
-      dcpv_claim{1, 0, 0, 0.0, 0.0, DCPV_F32, 1, 1, DCPV_F32, DCPV_F32},
-      nullptr,
-      refusing_partial,
-      unused_combine,
-      nullptr};
-  static const dcpv_impl combines = {
-      DCPV_ABI_VERSION,
-      "combine",
-      dcpv_claim{1, 0, 0, 0.0, 0.0, DCPV_F32, 1, 1, DCPV_F32, DCPV_F32},
-      nullptr,
-      nullptr,
-      unused_combine,
-      nullptr};
+  // Round-to-nearest fp32 throughout: only the levels differ.
+  constexpr dcpv_claim kClaim{1, 0, 0, 0.0, 0.0, DCPV_F32, 1, 1, DCPV_F32, DCPV_F32};
+  static const dcpv_impl attends = {DCPV_ABI_VERSION, "partial and combine", kClaim, nullptr,
+                                    refusing_partial, unused_combine,        nullptr};
+  static const dcpv_impl combines = {DCPV_ABI_VERSION, "combine",      kClaim, nullptr,
+                                     nullptr,          unused_combine, nullptr};
   const Plugin a = in_process(attends), c = in_process(combines);
   for (const gpu::CommStrategy st : {gpu::CommStrategy::ag_rs, gpu::CommStrategy::a2a}) {
     cfg.strategy = st;
