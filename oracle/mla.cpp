@@ -114,7 +114,7 @@ Expected<Bound> derive_mla_bound(const MlaCase& m, const Tensor<double>& q_att,
   att.causal = m.causal;
   att.lse_base = m.lse_base;
   Arithmetic a_lat = a;
-  a_lat.out = DType::f32;  // O_lat as the combine leaves it, before the V absorb
+  a_lat.out = a.out;  // O_lat as the step stores it, before the V absorb
   Expected<Attention> r_att = reference(att);
   if (!r_att) return r_att.status();
   Expected<Bound> b_att = derive_bound(att, *r_att, a_lat);

@@ -303,6 +303,36 @@ ExpVerdict judge_exp(const std::vector<Weight>& ws, std::optional<double> e0, do
   return v;
 }
 
+// --- logs: what every experiment below that reads an LSE of a known sum adds -----------------
+
+// The logs' claim (log_rel_err, relative to max(1, |result|)) is the largest error seen over rows
+// whose exact LSE is known: the pairs' (l = 1 + exp(a), a in [-4.6, 0]: arguments in (1, 2]), the
+// log rows' (integer sums in [2, 2048]), a merge's own (1 + exp(a) over the ranks' LSE gaps, and
+// N equal ranks). The exponentials' errors in those rows (exp~(0)'s, the pairs' exp~(a), the
+// merge's) land in their LSEs too and are charged to the log: a log error they happen to offset
+// is a measurement's limit, as an exponential's worst between the arguments tried is.
+
+// The claim's floor: one ulp of an fp32 result, relative (the math libraries' logf, glibc's and
+// CUDA's, are within it; a sample of arguments may miss a log's worst).
+constexpr double kLogFloor = 0x1p-23;
+// The default log budget is 2^-21 absolute near ln x = 0 and 3 ulp relative elsewhere
+// (Arithmetic::log_abs, log_ulps): a claim r max(1, |ln x|) is below it everywhere for r <= 3 ulp.
+constexpr double kLogDefault = 3.0 * 0x1p-23;
+
+struct LogVerdict {
+  double worst = 0.0;  // |error| / max(1, |log x|), in the LSE's base
+  double at = 0.0;     // its argument
+  int64_t samples = 0;
+};
+
+// The largest error of observed log~(x) values against log_base(x), relative to max(1, |result|).
+void note_log(LogVerdict& v, double observed, double x, double ln_base) {
+  const double exact = std::log(x) / ln_base;
+  const double e = std::fabs(observed - exact) / std::max(1.0, std::fabs(exact));
+  ++v.samples;
+  if (e > v.worst) v.worst = e, v.at = x;
+}
+
 // --- pairs: the exponential, the P cast, the partial's format ------------------------------------
 
 struct PairsResult {
@@ -310,6 +340,7 @@ struct PairsResult {
   double w0 = 1.0, r0 = 0.0;  // the kernel's exp(0), and its resolution
   std::vector<Weight> weights;
   std::vector<float> o;  // each sample's O (column 0)
+  LogVerdict log;        // each LSE against ln(1 + exp(a)): the log at (1, 2]
 };
 
 oracle::Expected<PairsResult> run_pairs(Prober& pr) {
@@ -358,6 +389,12 @@ oracle::Expected<PairsResult> run_pairs(Prober& pr) {
             weight_of(a, outs[gi].rank0_lse()[i], lb, res.w0, res.r0, res.lse_format));
         res.o.push_back(outs[gi].rank0_o()[i * kDim]);
       }
+  // Every row, head 0 of the first grid (two keys at logit 0: 2 exp~(0)) included.
+  for (size_t gi = 0; gi < xs.size(); ++gi)
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t h = 0; h < H; ++h)
+        note_log(res.log, outs[gi].rank0_lse()[static_cast<size_t>(t * H + h)],
+                 1.0 + std::exp(-c_of(t) * xs[gi][static_cast<size_t>(h)]), lb);
   return res;
 }
 
@@ -1195,37 +1232,13 @@ oracle::Expected<ExpVerdict> run_rescale(Prober& pr, const PairsResult& pairs, i
 // merge of its own is measured the same way: N ranks of one such key each (partial LSEs equal,
 // weights exp~(0 - 0)), the merged LSE L_r + log~(N) for N = 2 .. 8.
 constexpr int64_t kLogHeads = 32, kLogRuns = 4, kLogMaxKeys = 2048, kLogMaxRanks = 8;
-// The claim's floor: one ulp of an fp32 result, relative (the math libraries' logf, glibc's and
-// CUDA's, are within it; a sample of arguments may miss a log's worst).
-constexpr double kLogFloor = 0x1p-23;
-// The default log budget is 2^-21 absolute near ln x = 0 and 3 ulp relative elsewhere
-// (Arithmetic::log_abs, log_ulps): a claim r max(1, |ln x|) is below it everywhere for r <= 3 ulp.
-constexpr double kLogDefault = 3.0 * 0x1p-23;
-
-struct LogVerdict {
-  bool measured = false;
-  double worst = 0.0;  // |error| / max(1, |log x|), in the LSE's base
-  double at = 0.0;     // its argument
-  int64_t samples = 0;
-  std::string why_not;  // where not measured
-};
-
-// The largest error of observed log~(x) values against log_base(x), relative to max(1, |result|).
-void note_log(LogVerdict& v, double observed, double x, double ln_base) {
-  const double exact = std::log(x) / ln_base;
-  const double e = std::fabs(observed - exact) / std::max(1.0, std::fabs(exact));
-  ++v.samples;
-  if (e > v.worst) v.worst = e, v.at = x;
-}
-
-oracle::Expected<LogVerdict> run_kernel_log(Prober& pr) {
+oracle::Expected<LogVerdict> run_kernel_log(Prober& pr, const PairsResult& pairs) {
   constexpr int64_t kRows = kLogHeads * kLogRuns;
   std::vector<int64_t> counts;  // ascending
   for (int64_t i = 0; i < kRows; ++i)
     counts.push_back(std::max<int64_t>(
         2, std::llround(std::exp2(1.0 + 10.0 * (static_cast<double>(i) + 0.5) / kRows))));
-  LogVerdict v;
-  v.measured = true;
+  LogVerdict v = pairs.log;
   for (int64_t run = 0; run < kLogRuns; ++run) {
     const int64_t* n = counts.data() + run * kLogHeads;
     Grid g(1, kLogHeads, std::min(kLogMaxKeys, n[kLogHeads - 1]));
@@ -1241,25 +1254,49 @@ oracle::Expected<LogVerdict> run_kernel_log(Prober& pr) {
   return v;
 }
 
-oracle::Expected<LogVerdict> run_merge_log(Prober& pr) {
+// Where the merged LSEs are fp32, the merge's log verdict; else nullopt. Two ranks of one key
+// each, logits 0 and a = -c x (the pairs' grid, x in [0, 4.5]): partial LSEs L_0 and L_1, each
+// its key's logit, merged to max + ln(1 + exp(gap)), an argument in (1, 2] and a result below 1
+// (so its store is not a large LSE's); then N = 2 .. 8 equal ranks of one key at logit 0.
+oracle::Expected<std::optional<LogVerdict>> run_merge_log(Prober& pr) {
+  constexpr int64_t T = 16, H = 32;
+  const auto c_of = [](int64_t t) { return 1.0 + static_cast<double>(t) / 64.0; };  // 7 bits
+  const auto x_of = [](int64_t h) { return bf16(4.5 * static_cast<double>(h) / (H - 1)); };
+  Grid g(T, H, 2);  // key 0 on rank 0, key 1 on rank 1
+  for (int64_t h = 0; h < H; ++h) {
+    for (int64_t t = 0; t < T; ++t) g.qa(t, h, 0) = static_cast<float>(c_of(t));
+    g.ka(1, h, 0) = static_cast<float>(-x_of(h));
+  }
+  auto o = pr.run("merge log", std::move(g), 2);
+  if (!o) return o.status();
+  const double lb = pr.ln_base();
   LogVerdict v;
-  for (int64_t n = 2; n <= kLogMaxRanks; ++n) {
-    Grid g(1, n, n);  // key j on rank j: one key of logit 0 each (a head per rank, as TP takes)
-    auto o = pr.run("merge log", std::move(g), n);
-    if (!o) return o.status();
-    if (holding_format(o->lse) != DType::f32) {
-      v.why_not = "the merged LSE is stored in 16 bits";
-      return v;
+  std::vector<float> lses = o->lse;
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t h = 0; h < H; ++h) {
+      const size_t i = static_cast<size_t>(t * H + h);
+      // The partials' LSEs as returned (the merge's own log then alone, with its exponential);
+      // else the keys' exact logits (the kernel's errors counted too).
+      const double a = -c_of(t) * x_of(h);  // natural units
+      const double L0 = o->partial_lse.empty() ? 0.0 : o->partial_lse[0][i] * lb;
+      const double L1 = o->partial_lse.empty() ? a : o->partial_lse[1][i] * lb;
+      const double m = std::max(L0, L1);
+      note_log(v, o->lse[i] - m / lb, 1.0 + std::exp(std::min(L0, L1) - m), lb);
     }
-    v.measured = true;
-    for (size_t h = 0; h < o->lse.size(); ++h) {
+  for (int64_t n = 2; n <= kLogMaxRanks; ++n) {
+    Grid e(1, n, n);  // key j on rank j: one key of logit 0 each (a head per rank, as TP takes)
+    auto on = pr.run("merge log", std::move(e), n);
+    if (!on) return on.status();
+    lses.insert(lses.end(), on->lse.begin(), on->lse.end());
+    for (size_t h = 0; h < on->lse.size(); ++h) {
       // Every rank's partial LSE is the same log~(exp~(0)); where the partials are returned the
       // merged LSE is measured from it, else from 0 (exp~(0)'s error then counts too).
-      const double lr = o->partial_lse.empty() ? 0.0 : o->partial_lse[0][h];
-      note_log(v, o->lse[h] - lr, static_cast<double>(n), pr.ln_base());
+      const double lr = on->partial_lse.empty() ? 0.0 : on->partial_lse[0][h];
+      note_log(v, on->lse[h] - lr, static_cast<double>(n), lb);
     }
   }
-  return v;
+  if (holding_format(lses) != DType::f32) return std::optional<LogVerdict>();
+  return std::optional<LogVerdict>(v);
 }
 
 // --- merge: the implementation's own combine ------------------------------------------------
@@ -1596,7 +1633,7 @@ oracle::Expected<ProbeReport> probe(const ProbeTarget& target) {
     }
     if (pairs->lse_format == DType::f32) {
       start("the partial LSE's log (integer sums)");
-      auto log = run_kernel_log(pr);
+      auto log = run_kernel_log(pr, *pairs);
       if (!log) return log.status();
       logs.push_back({"its partials' LSEs", *log});
     } else {
@@ -1640,10 +1677,10 @@ oracle::Expected<ProbeReport> probe(const ProbeTarget& target) {
       start("the merge's log (equal partials)");
       auto log = run_merge_log(pr);
       if (!log) return log.status();
-      if (log->measured)
-        logs.push_back({"its merged LSEs", *log});
+      if (*log)
+        logs.push_back({"its merged LSEs", **log});
       else
-        log_gaps.push_back(log->why_not);
+        log_gaps.push_back("the merged LSE is stored in 16 bits");
     } else {
       rep.findings.push_back({"merge", "not measured", merge->accum_evidence});
       log_gaps.push_back("its merge is not measured");
@@ -1652,6 +1689,7 @@ oracle::Expected<ProbeReport> probe(const ProbeTarget& target) {
     rep.findings.push_back({"merge", "not measured", "the implementation has no merge of its own"});
   }
 
+  if (target.unprobed_step) log_gaps.push_back("its step level is not probed, nor its logs");
   // The logs: claimed where every log the implementation takes itself was measured and the largest
   // error seen, with a quarter's margin and at least an ulp, is below the default budget; the
   // production path's own logs (libm's logf, within an ulp) are inside any such claim.
@@ -1664,8 +1702,8 @@ oracle::Expected<ProbeReport> probe(const ProbeTarget& target) {
     for (const auto& [whose, v] : logs) {
       worst = std::max(worst, v.worst);
       ev << (ev.tellp() > 0 ? "; " : "") << "largest |error| " << sci(v.worst)
-         << " of max(1, |log|)"
-         << " (at " << fixed(v.at, 0) << ") over " << v.samples << " arguments (" << whose << ")";
+         << " of max(1, |log|) (at " << fixed(v.at, v.at == std::floor(v.at) ? 0 : 3) << ") over "
+         << v.samples << " arguments (" << whose << ")";
     }
     const double claim = round_up_2sig(kExpMargin * std::max(worst, kLogFloor));
     std::string finding = "default";

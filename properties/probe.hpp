@@ -27,9 +27,10 @@
 //             is exact and each key's logit too; in any other a small is dropped against a big;
 //   merge     two ranks with partials of known LSE gaps (where the implementation merges itself):
 //             the merged LSE gives the merge's exponential, the merged O its sums' format;
-//   log       rows of n keys of logit 0 (n in [2, 2048]), whose LSE is log~(n), and merges of
-//             N = 2 .. 8 ranks of one such key each, whose merged LSE is L_r + log~(N): the logs'
-//             largest error.
+//   log       the pairs' LSEs, log~(1 + exp~(a)), rows of n keys of logit 0 (n in [2, 2048]),
+//             log~(n), and where it merges, two ranks of one key each at logits 0 and a
+//             (max + log~(1 + exp~(gap))) and N = 2 .. 8 equal ranks (L_r + log~(N)): the logs'
+//             largest error, the exponentials' charged to it.
 // A measurement is not a proof: the exponential's error is the largest seen over the arguments
 // tried (the claim rounds it up to two digits), and each finding says what it rests on.
 //
@@ -62,7 +63,10 @@ struct ProbeTarget {
   gpu::DcpConfig cfg;
   bool attend = true;  // the partials are its own (a plug-in with a partial or step level)
   bool merge = true;   // the merge is its own (a plug-in with a combine or step level)
-  std::string label;   // shown in the report
+  // It has a step level the experiments do not run (beside its partial or combine levels, which
+  // they do): the logs that step takes are not measured.
+  bool unprobed_step = false;
+  std::string label;  // shown in the report
   // Called as each experiment starts, with its name and the report so far: where a crashing
   // plug-in ends the process, the command's last words report what was measured before it.
   std::function<void(const std::string& experiment, const ProbeReport& so_far)> on_experiment;

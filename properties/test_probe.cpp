@@ -107,6 +107,18 @@ TEST(Probe, ALogsErrorIsClaimedWhereBelowTheDefaultBudget) {
       << probe_text(*coarse);
 }
 
+// A plug-in's step level beside its partial and combine levels is not run by the experiments:
+// the logs it takes are not measured, so no log word is claimed.
+TEST(Probe, AStepLevelNotProbedKeepsTheDefaultLog) {
+  ProbeTarget t = production_target({}, 64);
+  t.unprobed_step = true;
+  oracle::Expected<ProbeReport> r = probe(t);
+  ASSERT_TRUE(r) << r.status().message();
+  EXPECT_EQ(r->claim.log_rel_err, 0.0) << probe_text(*r);
+  EXPECT_NE(r->findings.back().evidence.find("its step level is not probed"), std::string::npos)
+      << probe_text(*r);
+}
+
 TEST(Probe, WithoutItsOwnLevelsNothingIsMeasured) {
   ProbeTarget t;
   t.attend = false;

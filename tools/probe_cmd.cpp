@@ -52,6 +52,7 @@ int run_probe(const ProbeOptions& o, const harness::Limits& lim) {
     t.backend = b->preferred();
     t.merge = b->merges;
     t.attend = b->attends;
+    t.unprobed_step = b->step && b->levels;
     t.label = b->label;
   } else {
     gpu::KernelMath m;
