@@ -219,15 +219,15 @@ def probe(impl: Any, *, arrays: str = "numpy", timeout: int = 120, lse_base: str
           device: Optional[str] = None) -> Probe:
     """Measures an implementation's arithmetic with crafted cases and returns the claim to state
     for it (docs/cli.md, `dcp-verify probe`): its exponential's accuracy, whether P is rounded
-    before P.V, its partial's format, nearest or truncating sums, its rescale tile and, where it
-    has a combine level, its merge's. impl: as for properties (its own claim is not used).
+    before P.V, its partial's format, nearest or truncating sums, its rescale tile, its logs'
+    accuracy and, where it has a combine level, its merge's. impl: as for properties (its own claim is not used).
     lse_base: "e" or "2", the base its levels are asked for. device: as for properties.
 
         impl.claim = dcp_verify.probe(impl).claim
         assert dcp_verify.properties(impl, seed=1, cases=50).ok
 
-    A measurement is not a proof: the exponential's error is the largest over the arguments
-    tried, and log_rel_err, splits, tf32 q.k and a 16-bit accumulator are not measured. A level
+    A measurement is not a proof: the exponential's and the log's errors are the largest over
+    the arguments tried, and splits, tf32 q.k and a 16-bit accumulator are not measured. A level
     that raises ends the probe with SuiteDied (a RuntimeError) and its traceback; one that takes
     longer than `timeout` with TimeoutError.
     """
