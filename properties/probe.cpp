@@ -16,6 +16,7 @@
 #include "oracle/case_file.hpp"
 #include "oracle/dtype.hpp"
 #include "oracle/text.hpp"
+#include "oracle/tolerance.hpp"
 
 namespace dcp::props {
 namespace {
@@ -303,6 +304,10 @@ ExpVerdict judge_exp(const std::vector<Weight>& ws, std::optional<double> e0, do
   return v;
 }
 
+// Token t's query scale in the experiments that scale one logit by token: 1 + t/64, 7 significant
+// bits, so its products with bf16 values are exact in fp32.
+double token_scale(int64_t t) { return 1.0 + static_cast<double>(t) / 64.0; }
+
 // --- logs: what every experiment below that reads an LSE of a known sum adds -----------------
 
 // The logs' claim (log_rel_err, relative to max(1, |result|)) is the largest error seen over rows
@@ -315,9 +320,10 @@ ExpVerdict judge_exp(const std::vector<Weight>& ws, std::optional<double> e0, do
 // The claim's floor: one ulp of an fp32 result, relative (the math libraries' logf, glibc's and
 // CUDA's, are within it; a sample of arguments may miss a log's worst).
 constexpr double kLogFloor = 0x1p-23;
-// The default log budget is 2^-21 absolute near ln x = 0 and 3 ulp relative elsewhere
-// (Arithmetic::log_abs, log_ulps): a claim r max(1, |ln x|) is below it everywhere for r <= 3 ulp.
-constexpr double kLogDefault = 3.0 * 0x1p-23;
+// The default log budget is 2^-21 absolute near ln x = 0 and log_ulps (3) ulp relative elsewhere
+// (Arithmetic::log_abs, log_ulps): a claim r max(1, |ln x|) is below it everywhere for r at most
+// those ulps.
+const double kLogDefault = oracle::Arithmetic{}.log_ulps * kLogFloor;
 
 struct LogVerdict {
   double worst = 0.0;  // |error| / max(1, |log x|), in the LSE's base
@@ -354,7 +360,6 @@ oracle::Expected<PairsResult> run_pairs(Prober& pr) {
     for (int64_t h = 0; h < H; ++h)
       xs[i].push_back(bf16(spans[i].first +
                            (spans[i].second - spans[i].first) * static_cast<double>(h) / (H - 1)));
-  const auto c_of = [](int64_t t) { return 1.0 + static_cast<double>(t) / 64.0; };  // 7 bits
   std::vector<Outputs> outs;
   std::vector<float> all_o, all_lse;
   for (const auto& x : xs) {
@@ -362,7 +367,7 @@ oracle::Expected<PairsResult> run_pairs(Prober& pr) {
     g.pad_far();
     const int64_t j0 = g.first();
     for (int64_t h = 0; h < H; ++h) {
-      for (int64_t t = 0; t < T; ++t) g.qa(t, h, 0) = static_cast<float>(c_of(t));
+      for (int64_t t = 0; t < T; ++t) g.qa(t, h, 0) = static_cast<float>(token_scale(t));
       g.ka(j0 + 1, h, 0) = static_cast<float>(-x[static_cast<size_t>(h)]);
       for (int64_t c = 0; c < kDim; ++c) g.va(j0, h, c) = -1.0f, g.va(j0 + 1, h, c) = 1.0f;
     }
@@ -382,19 +387,15 @@ oracle::Expected<PairsResult> run_pairs(Prober& pr) {
   res.r0 = l0 / 2.0 * (2.0 * kU32 + 1.5 * ulp_of(res.lse_format, std::log(l0) / lb) * lb);
   for (size_t gi = 0; gi < xs.size(); ++gi)
     for (int64_t t = 0; t < T; ++t)
-      for (int64_t h = gi == 0 ? 1 : 0; h < H; ++h) {
-        const double a = -c_of(t) * xs[gi][static_cast<size_t>(h)];
+      for (int64_t h = 0; h < H; ++h) {
+        const double a = -token_scale(t) * xs[gi][static_cast<size_t>(h)];
         const size_t i = static_cast<size_t>(t * H + h);
+        note_log(res.log, outs[gi].rank0_lse()[i], 1.0 + std::exp(a), lb);
+        if (gi == 0 && h == 0) continue;  // two keys at logit 0: w0's row, no weight of its own
         res.weights.push_back(
             weight_of(a, outs[gi].rank0_lse()[i], lb, res.w0, res.r0, res.lse_format));
         res.o.push_back(outs[gi].rank0_o()[i * kDim]);
       }
-  // Every row, head 0 of the first grid (two keys at logit 0: 2 exp~(0)) included.
-  for (size_t gi = 0; gi < xs.size(); ++gi)
-    for (int64_t t = 0; t < T; ++t)
-      for (int64_t h = 0; h < H; ++h)
-        note_log(res.log, outs[gi].rank0_lse()[static_cast<size_t>(t * H + h)],
-                 1.0 + std::exp(-c_of(t) * xs[gi][static_cast<size_t>(h)]), lb);
   return res;
 }
 
@@ -1183,13 +1184,12 @@ oracle::Expected<ExpVerdict> run_rescale(Prober& pr, const PairsResult& pairs, i
                                          bool* resolved) {
   const int64_t keys = 2 * tile;
   Grid g(kRescaleTokens, kRescaleHeads, keys);
-  const auto c_of = [](int64_t t) { return 1.0 + static_cast<double>(t) / 64.0; };  // 7 bits
   const auto x_of = [](int64_t h) {
     return bf16(0.25 + 2.25 * static_cast<double>(h) / (kRescaleHeads - 1));
   };
   for (int64_t h = 0; h < kRescaleHeads; ++h) {
     for (int64_t t = 0; t < kRescaleTokens; ++t) {
-      g.qa(t, h, 0) = static_cast<float>(c_of(t));
+      g.qa(t, h, 0) = static_cast<float>(token_scale(t));
       g.qa(t, h, kFar) = 1.0f;
     }
     for (int64_t j = 1; j < keys; ++j)
@@ -1203,7 +1203,7 @@ oracle::Expected<ExpVerdict> run_rescale(Prober& pr, const PairsResult& pairs, i
   for (int64_t t = 0; t < kRescaleTokens; ++t)
     for (int64_t h = 0; h < kRescaleHeads; ++h) {
       // The logit c x is exact in fp32 (7 and 8 significant bits): the kernel's m_new.
-      const double b = c_of(t) * x_of(h);
+      const double b = token_scale(t) * x_of(h);
       const double L =
           static_cast<double>(o->rank0_lse()[static_cast<size_t>(t * kRescaleHeads + h)]);
       const double l = std::exp(L * lb - b);
@@ -1228,9 +1228,8 @@ oracle::Expected<ExpVerdict> run_rescale(Prober& pr, const PairsResult& pairs, i
 // rest at kFarLogit (weight 0), so the LSE is log~(n) (in the LSE's base), within exp~(0)'s error
 // and the rounding of the sum of n such weights, both charged to the log here (a claim larger
 // than the log's own error, never smaller). 128 rows, n spread log-uniformly over [2, 2048]
-// (significands all over [1, 2)), in four runs of 32 heads, each run as long as its largest n. A
-// merge of its own is measured the same way: N ranks of one such key each (partial LSEs equal,
-// weights exp~(0 - 0)), the merged LSE L_r + log~(N) for N = 2 .. 8.
+// (significands all over [1, 2)), in four runs of 32 heads, each run as long as its largest n;
+// the pairs' rows (PairsResult::log) join them.
 constexpr int64_t kLogHeads = 32, kLogRuns = 4, kLogMaxKeys = 2048, kLogMaxRanks = 8;
 oracle::Expected<LogVerdict> run_kernel_log(Prober& pr, const PairsResult& pairs) {
   constexpr int64_t kRows = kLogHeads * kLogRuns;
@@ -1260,11 +1259,10 @@ oracle::Expected<LogVerdict> run_kernel_log(Prober& pr, const PairsResult& pairs
 // (so its store is not a large LSE's); then N = 2 .. 8 equal ranks of one key at logit 0.
 oracle::Expected<std::optional<LogVerdict>> run_merge_log(Prober& pr) {
   constexpr int64_t T = 16, H = 32;
-  const auto c_of = [](int64_t t) { return 1.0 + static_cast<double>(t) / 64.0; };  // 7 bits
   const auto x_of = [](int64_t h) { return bf16(4.5 * static_cast<double>(h) / (H - 1)); };
   Grid g(T, H, 2);  // key 0 on rank 0, key 1 on rank 1
   for (int64_t h = 0; h < H; ++h) {
-    for (int64_t t = 0; t < T; ++t) g.qa(t, h, 0) = static_cast<float>(c_of(t));
+    for (int64_t t = 0; t < T; ++t) g.qa(t, h, 0) = static_cast<float>(token_scale(t));
     g.ka(1, h, 0) = static_cast<float>(-x_of(h));
   }
   auto o = pr.run("merge log", std::move(g), 2);
@@ -1277,7 +1275,7 @@ oracle::Expected<std::optional<LogVerdict>> run_merge_log(Prober& pr) {
       const size_t i = static_cast<size_t>(t * H + h);
       // The partials' LSEs as returned (the merge's own log then alone, with its exponential);
       // else the keys' exact logits (the kernel's errors counted too).
-      const double a = -c_of(t) * x_of(h);  // natural units
+      const double a = -token_scale(t) * x_of(h);  // natural units
       const double L0 = o->partial_lse.empty() ? 0.0 : o->partial_lse[0][i] * lb;
       const double L1 = o->partial_lse.empty() ? a : o->partial_lse[1][i] * lb;
       const double m = std::max(L0, L1);
